@@ -1,0 +1,164 @@
+"""The ``gpubot`` command line.
+
+Exit statuses of ``gpubot status``: 0 ready, 1 not ready, 2 unknown or unreachable,
+64 usage error (``EX_USAGE``), 69 host not registered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from dataclasses import asdict
+from typing import Any, NoReturn
+
+from bot.commands.grammar import StatusCommand, parse
+from bot.config import Settings
+from bot.db.migrate import upgrade
+from bot.errors import GpubotError, NotFoundError, UsageError
+from bot.flows.status import StatusReport, check_host
+from bot.hosts import service as hosts
+from bot.readiness.verdict import Verdict
+from bot.render.status_view import status_view
+from bot.render.text import status_text
+from bot.wiring import build_services
+
+EX_USAGE = 64
+EX_NOHOST = 69
+VERDICT_EXIT = {Verdict.READY: 0, Verdict.NOT_READY: 1, Verdict.UNKNOWN: 2, Verdict.UNREACHABLE: 2}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="gpubot", description="Slack chatops for GPU hosts")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    db = sub.add_parser("db", help="database schema").add_subparsers(dest="db_cmd", required=True, parser_class=_Parser)
+    db.add_parser("upgrade", help="run Alembic migrations up to head")
+    h = sub.add_parser("hosts", help="the host registry").add_subparsers(dest="hosts_cmd", required=True, parser_class=_Parser)
+    add = h.add_parser("add", help="register a host")
+    add.add_argument("name")
+    add.add_argument("address")
+    add.add_argument("--port", type=int, default=22)
+    add.add_argument("--user")
+    add.add_argument("--key-file")
+    add.add_argument("--group")
+    add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
+    h.add_parser("list", help="list hosts")
+    rm = h.add_parser("remove", help="unregister a host (its snapshots stay)")
+    rm.add_argument("name")
+    st = sub.add_parser("status", help="probe a host and print its verdict")
+    st.add_argument("words", nargs="+", metavar="HOST [need=SIZE] [PATH...]")
+    st.add_argument("--json", action="store_true", help="print the snapshot and verdict as JSON")
+    sub.add_parser("serve", help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)")
+    return p
+
+
+def report_json(report: StatusReport) -> dict[str, Any]:
+    """The JSON document ``status --json`` prints."""
+    return {
+        "host": report.host,
+        "where": report.where,
+        "snapshot_id": report.snapshot_id,
+        "taken_at": report.taken_at.isoformat(),
+        "duration_ms": report.duration_ms,
+        "verdict": report.assessment.verdict.value,
+        "reasons": [{**asdict(r), "severity": r.severity.value} for r in report.assessment.reasons],
+        "error": report.error,
+        "need_bytes": report.need_bytes,
+        "readings": report.readings.to_json() if report.readings else None,
+    }
+
+
+async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
+    cmd = parse("status " + " ".join(_quote(w) for w in words))
+    assert isinstance(cmd, StatusCommand)
+    if cmd.target is None:
+        raise UsageError("name a host")
+    services = build_services(settings)
+    try:
+        report = await check_host(services=services, host_name=cmd.target, need_bytes=cmd.need_bytes, paths=cmd.paths)
+    finally:
+        await services.close()
+    if as_json:
+        print(json.dumps(report_json(report), indent=2))
+    else:
+        print(status_text(status_view(report)))
+    return VERDICT_EXIT[report.assessment.verdict]
+
+
+def _quote(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)
+
+
+async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
+    services = build_services(settings)
+    try:
+        async with services.sessions() as db, db.begin():
+            if args.hosts_cmd == "add":
+                host = await hosts.add(db_session=db, name=args.name, address=args.address, port=args.port,
+                                       user=args.user, key_file=args.key_file, group=args.group,
+                                       transport="local" if args.local else "ssh")
+                print(f"added {host.name} ({host.transport} {host.address}:{host.port})")
+            elif args.hosts_cmd == "remove":
+                await hosts.remove(db_session=db, name=args.name)
+                print(f"removed {args.name}")
+            else:
+                rows = await hosts.list_all(db_session=db)
+                if not rows:
+                    print("no hosts registered (`gpubot hosts add NAME ADDRESS`); `localhost` is always there")
+                for h in rows:
+                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{h.address}:{h.port}  group={h.group or '-'}")
+    finally:
+        await services.close()
+    return 0
+
+
+def _serve(settings: Settings) -> int:
+    from bot.slack.serve import serve
+
+    return serve(settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gpubot`` console script."""
+    logging.basicConfig(level=logging.INFO if argv is None else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for noisy in ("asyncssh", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    args = _build_parser().parse_args(argv)
+    settings = Settings()
+    try:
+        if args.cmd == "db":
+            upgrade(settings.database_url)
+            print("database is at the newest revision")
+            return 0
+        if args.cmd == "serve":
+            upgrade(settings.database_url)
+            return _serve(settings)
+        upgrade(settings.database_url)
+        if args.cmd == "hosts":
+            return asyncio.run(_hosts(settings, args))
+        return asyncio.run(_status(settings, args.words, args.json))
+    except NotFoundError as exc:
+        near = f" Did you mean: {', '.join(exc.near)}?" if exc.near else ""
+        print(f"gpubot: {exc}.{near}", file=sys.stderr)
+        return EX_NOHOST
+    except UsageError as exc:
+        print(f"gpubot: {exc}" + (f" (did you mean `{exc.suggestion}`?)" if exc.suggestion else ""), file=sys.stderr)
+        return EX_USAGE
+    except GpubotError as exc:
+        print(f"gpubot: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Normalise slash-command text as Slack sends it, before parsing.
+
+Slack rewrites some words (https://api.slack.com/reference/surfaces/formatting#retrieving-messages):
+links arrive as ``<http://node174|node174>`` or ``<http://node174>``, channels as
+``<#C123|train>``, user groups as ``<!subteam^S123|@ops>``, users as ``<@U123|name>``; it also
+HTML-escapes ``&``, ``<``, ``>``. Phones and Macs add smart quotes and non-breaking spaces.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+_LINK = re.compile(r"<(?P<target>[^<>|]*)(?:\|(?P<label>[^<>]*))?>")
+_SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\u00a0": " ", "\u2003": " ", "\u2002": " "})
+
+
+def _unlink(match: re.Match[str]) -> str:
+    target, label = match.group("target"), match.group("label")
+    if target.startswith("#"):
+        return "#" + (label or target[1:])
+    if target.startswith("@"):
+        return "<@" + target[1:] + ">"  # keep user mentions recognisable
+    if target.startswith("!subteam^"):
+        return "<!subteam^" + target.split("^", 1)[1] + ">"
+    if label:
+        return label
+    return re.sub(r"^(https?://|mailto:)", "", target).rstrip("/")
+
+
+def normalize(text: str) -> str:
+    """Plain, single-spaced text: links unwrapped, entities decoded, quotes straightened."""
+    text = unicodedata.normalize("NFKC", text or "").translate(_SMART)
+    text = _LINK.sub(_unlink, text)
+    text = html.unescape(text)
+    return " ".join(text.split())

@@ -1,0 +1,51 @@
+"""Settings from the environment or a ``.env`` file (pydantic-settings).
+
+Every variable is ``GPUBOT_<FIELD>`` except Slack's three, which use Slack's own names:
+``SLACK_BOT_TOKEN``, ``SLACK_SIGNING_SECRET``, ``SLACK_APP_TOKEN``. Tokens are
+:class:`~pydantic.SecretStr`: they never appear in ``repr`` or logs. List and dict values are JSON
+(``GPUBOT_WEIGHT_PATHS='["/shared/glm5"]'``).
+"""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All of gpubot's configuration; see README "Configuration" for each field."""
+
+    model_config = SettingsConfigDict(env_prefix="GPUBOT_", env_file=".env", extra="ignore")
+
+    database_url: str = "sqlite+aiosqlite:///gpubot.db"
+    known_hosts: str = "~/.ssh/known_hosts"
+    ssh_user: str | None = None
+    ssh_key_file: str | None = None
+    ssh_connect_timeout_s: float = 10.0
+
+    model_volumes: list[str] = ["/"]
+    weight_paths: list[str] = []
+    hf_cache: str | None = None
+    units: dict[str, str] = {}
+    """Unit name -> the ActiveState that counts as ready (``{"vllm.service": "inactive"}``)."""
+    gpu_backend: str = "nvidia-smi"
+    gpu_free_mib: int = 16
+    """A GPU with at most this many MiB used (reserved memory excluded) and no process is free."""
+    expected_gpus: int | None = None
+    probe_timeout_s: int = 20
+    batch_timeout_s: float = 60.0
+    max_concurrent_probes: int = 16
+
+    slack_bot_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "GPUBOT_SLACK_BOT_TOKEN"))
+    slack_signing_secret: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "GPUBOT_SLACK_SIGNING_SECRET"))
+    slack_app_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "GPUBOT_SLACK_APP_TOKEN"))
+    slack_api_url: str | None = None
+    """Web API base URL override (tests and the console point it at a local stand-in)."""
+    http_port: int = 3000
+    command: str = "/gpu"
+    default_group: str | None = None
+
+    admins: list[str] = []
+    operators: list[str] = []
+    viewers: list[str] = []
+    """Slack user IDs (``U…``) or user-group IDs (``S…``) per role. Empty viewers = everyone views."""

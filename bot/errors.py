@@ -1,0 +1,75 @@
+"""One exception tree for gpubot.
+
+    GpubotError
+    ├── UsageError            the user's input is wrong; the message is shown as is
+    ├── NotFoundError         a named thing (host, snapshot) does not exist
+    ├── PermissionDenied      the caller lacks the role an action needs
+    └── ProbeError            a probe batch could not run
+        ├── HostUnreachable   connection refused, timed out, DNS, auth failure
+        ├── HostKeyRejected   the host key is unknown or changed (never silently accepted)
+        └── ProbeTimeout      the batch did not finish within its deadline
+
+Every error carries ``kind``, a short stable identifier stored with failed snapshots
+(``unreachable``, ``host_key``, ``timeout``...).
+"""
+
+
+class GpubotError(Exception):
+    """Base of every error gpubot raises on purpose."""
+
+    kind = "error"
+
+
+class UsageError(GpubotError):
+    """Bad user input. ``suggestion`` is an optional "did you mean" text."""
+
+    kind = "usage"
+
+    def __init__(self, message: str, *, usage: str | None = None, suggestion: str | None = None):
+        super().__init__(message)
+        self.usage = usage
+        self.suggestion = suggestion
+
+
+class NotFoundError(GpubotError):
+    """A named object does not exist; ``near`` lists close names for a hint."""
+
+    kind = "not_found"
+
+    def __init__(self, message: str, *, near: list[str] | None = None):
+        super().__init__(message)
+        self.near = near or []
+
+
+class PermissionDenied(GpubotError):
+    """The caller lacks ``needed_role``."""
+
+    kind = "forbidden"
+
+    def __init__(self, message: str, *, needed_role: str):
+        super().__init__(message)
+        self.needed_role = needed_role
+
+
+class ProbeError(GpubotError):
+    """A probe batch could not run on a host."""
+
+    kind = "probe_error"
+
+
+class HostUnreachable(ProbeError):
+    """Connecting or authenticating to the host failed."""
+
+    kind = "unreachable"
+
+
+class HostKeyRejected(ProbeError):
+    """The host's SSH key is not in known_hosts, or differs from the recorded one."""
+
+    kind = "host_key"
+
+
+class ProbeTimeout(ProbeError):
+    """The whole batch exceeded its deadline."""
+
+    kind = "timeout"

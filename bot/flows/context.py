@@ -1,0 +1,26 @@
+"""The I/O a flow needs, passed in by the composition root (never imported as globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.config import Settings
+from bot.db.session import SessionFactory
+from bot.ssh.runner import Runner
+
+
+@dataclass(frozen=True)
+class Services:
+    """Settings, a database session factory and a runner for probe batches."""
+
+    settings: Settings
+    sessions: SessionFactory
+    runner: Runner
+    engine: AsyncEngine | None = None
+
+    async def close(self) -> None:
+        """Dispose the engine when this object owns one."""
+        if self.engine is not None:
+            await self.engine.dispose()

@@ -1,0 +1,83 @@
+"""``status HOST``: probe a host, judge it, store the snapshot, return a report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.config import Settings
+from bot.flows.context import Services
+from bot.hosts import service as hosts
+from bot.hosts.models import Host
+from bot.probes.engine import run_probe
+from bot.probes.readings import Readings
+from bot.probes.script import ProbePlan
+from bot.readiness.verdict import Assessment, Requirements, assess, unreachable
+from bot.snapshots import service as snapshots
+from bot.ssh.target import HostTarget
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """What ``status`` found: the verdict, the readings (``None`` if unreachable), the snapshot."""
+
+    host: str
+    where: str
+    snapshot_id: int
+    taken_at: datetime
+    duration_ms: int
+    assessment: Assessment
+    readings: Readings | None
+    error: str | None = None
+    need_bytes: int | None = None
+    units_expected: dict[str, str] = field(default_factory=dict)
+
+
+def plan_for(settings: Settings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
+    """The probe plan and requirements: global settings, overridden by the host's ``probe`` dict,
+    plus the weight ``paths`` the user named."""
+    o: dict[str, Any] = dict(host.probe or {}) if host else {}
+    units: dict[str, str] = dict(o.get("units", settings.units))
+    folders = tuple(dict.fromkeys([*o.get("weight_paths", settings.weight_paths), *paths]))
+    plan = ProbePlan(
+        volumes=tuple(o.get("model_volumes", settings.model_volumes)) or ("/",),
+        folders=folders,
+        hf_cache=o.get("hf_cache", settings.hf_cache),
+        units=tuple(units),
+        probe_timeout_s=settings.probe_timeout_s,
+        gpu_backend=o.get("gpu_backend", settings.gpu_backend),
+    )
+    req = Requirements(gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)), units=units,
+                       expected_gpus=o.get("expected_gpus", settings.expected_gpus))
+    return plan, req
+
+
+def _where(target: HostTarget) -> str:
+    if target.transport == "local":
+        return "local"
+    return f"{target.user + '@' if target.user else ''}{target.address}:{target.port}"
+
+
+async def check_host(*, services: Services, host_name: str, need_bytes: int | None = None,
+                     paths: tuple[str, ...] = (), requested_by: str | None = None) -> StatusReport:
+    """Probe ``host_name`` once and store the snapshot.
+
+    Raises :class:`~bot.errors.NotFoundError` for an unregistered name (other than
+    ``localhost``); every failure *of the host* is a stored snapshot with an error instead.
+    """
+    async with services.sessions() as db:
+        target, host = await hosts.resolve(db_session=db, name=host_name)
+        host_id = host.id if host else None
+        plan, req = plan_for(services.settings, host, paths)
+    req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus)
+    result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s)
+    if result.readings is None:
+        assessment = unreachable(result.error or "no answer", result.error_kind or "unreachable")
+    else:
+        assessment = assess(result.readings, req)
+    async with services.sessions() as db, db.begin():
+        snap = await snapshots.store(db_session=db, result=result, assessment=assessment, host_id=host_id, requested_by=requested_by)
+    return StatusReport(host=target.name, where=_where(target), snapshot_id=snap.id, taken_at=result.taken_at,
+                        duration_ms=result.duration_ms, assessment=assessment, readings=result.readings,
+                        error=result.error, need_bytes=need_bytes, units_expected=req.units)

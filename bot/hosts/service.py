@@ -1,0 +1,91 @@
+"""Queries and writes for hosts. Keyword-only; the session is passed in."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.errors import NotFoundError, UsageError
+from bot.hosts.models import Host
+from bot.ssh.target import HostTarget
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,254}$")
+LOCAL_NAMES = ("localhost",)
+
+
+def validate_name(name: str) -> str:
+    """Host names are letters, digits, ``.``, ``_``, ``-``; raises :class:`UsageError`."""
+    if not NAME_RE.match(name):
+        raise UsageError(f"`{name}` is not a valid host name (letters, digits, `.`, `_`, `-`)")
+    return name
+
+
+async def get(*, db_session: AsyncSession, name: str) -> Host | None:
+    """The host called ``name``, or ``None``."""
+    return (await db_session.execute(select(Host).where(Host.name == name))).scalar_one_or_none()
+
+
+async def list_all(*, db_session: AsyncSession, group: str | None = None) -> list[Host]:
+    """All hosts (of ``group`` if given), by name."""
+    q = select(Host).order_by(Host.name)
+    if group:
+        q = q.where(Host.group == group)
+    return list((await db_session.execute(q)).scalars())
+
+
+async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 22, user: str | None = None,
+              key_file: str | None = None, group: str | None = None, transport: str = "ssh",
+              labels: dict[str, Any] | None = None, probe: dict[str, Any] | None = None) -> Host:
+    """Register a host; raises :class:`UsageError` on bad input or a name already taken."""
+    validate_name(name)
+    if not ADDRESS_RE.match(address):
+        raise UsageError(f"`{address}` is not a valid address")
+    if not 0 < port < 65536:
+        raise UsageError(f"port {port} is out of range")
+    if transport not in ("ssh", "local"):
+        raise UsageError("transport is `ssh` or `local`")
+    if await get(db_session=db_session, name=name):
+        raise UsageError(f"a host called `{name}` already exists")
+    host = Host(name=name, address=address, port=port, user=user, key_file=key_file, group=group,
+                transport=transport, labels=labels or {}, probe=probe or {})
+    db_session.add(host)
+    await db_session.flush()
+    return host
+
+
+async def remove(*, db_session: AsyncSession, name: str) -> None:
+    """Unregister ``name`` (its snapshots stay); raises :class:`NotFoundError`."""
+    host = await get(db_session=db_session, name=name)
+    if host is None:
+        raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
+    await db_session.delete(host)
+
+
+async def near_names(*, db_session: AsyncSession, name: str, limit: int = 3) -> list[str]:
+    """Registered names close to ``name`` (for "did you mean")."""
+    names = [h.name for h in await list_all(db_session=db_session)]
+    return difflib.get_close_matches(name, names, n=limit, cutoff=0.5)
+
+
+async def resolve(*, db_session: AsyncSession, name: str) -> tuple[HostTarget, Host | None]:
+    """The target for ``name``: a registered host, or the implicit local host ``localhost``.
+
+    Raises :class:`NotFoundError` (with near names) for anything else.
+    """
+    host = await get(db_session=db_session, name=name)
+    if host is not None:
+        return to_target(host), host
+    if name in LOCAL_NAMES:
+        return HostTarget(name=name, address="localhost", transport="local"), None
+    raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
+
+
+def to_target(host: Host) -> HostTarget:
+    """Connection facts of a registered host."""
+    return HostTarget(name=host.name, address=host.address, port=host.port, user=host.user,
+                      key_file=host.key_file, transport=host.transport)

@@ -1,0 +1,36 @@
+"""Turn one batch's framed output into :class:`~bot.probes.readings.Readings`."""
+
+from __future__ import annotations
+
+from bot.probes.frames import ProbeOutput
+from bot.probes.nvidia_smi import parse_gpu_report
+from bot.probes.nvml import parse_nvml
+from bot.probes.readings import GpuReport, ProbeFailure, Readings
+from bot.probes.script import ProbePlan
+from bot.probes.system import hf_cache_path, parse_context, parse_df, parse_du, parse_unit
+
+_LOST = ProbeOutput(name="?", stdout="", stderr="the probe's output is missing from the batch", exit_status=None)
+
+
+def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput]) -> Readings:
+    """Parse every probe of ``plan`` from ``outputs`` (as cut by :func:`split_frames`).
+
+    A probe missing from ``outputs`` (the batch died) reads as unknown, never as clean.
+    """
+    def get(name: str) -> ProbeOutput:
+        return outputs.get(name, _LOST)
+
+    if plan.gpu_backend == "nvml":
+        gpu = parse_nvml(get("nvml"))
+    elif "gpus" in outputs:
+        gpu = parse_gpu_report(outputs["gpus"], outputs.get("apps"))
+    else:
+        gpu = GpuReport(failure=ProbeFailure.FAILED, message="the GPU probe did not run")
+    disks = [parse_df(v, get(f"df.{i}")) for i, v in enumerate(plan.volumes)]
+    folders = [parse_du(p, get(f"du.{i}")) for i, p in enumerate(plan.folders)]
+    hf_out = get("hf")
+    hf = parse_du(hf_cache_path(hf_out, plan.hf_cache), hf_out)
+    units = [parse_unit(u, get(f"unit.{i}")) for i, u in enumerate(plan.units)]
+    context = parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))
+    return Readings(gpu=gpu, disks=disks, folders=folders, hf_cache=hf, units=units, context=context)
+

@@ -1,0 +1,57 @@
+"""Run one probe batch on one host: build the script, run it once, cut and parse the frames."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from bot.db.base import utcnow
+from bot.errors import ProbeError
+from bot.probes.batch import parse_batch
+from bot.probes.frames import ProbeOutput, split_frames
+from bot.probes.readings import Readings
+from bot.probes.script import ProbePlan, build_script
+from bot.ssh.runner import Runner
+from bot.ssh.target import HostTarget
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """A batch's outcome: ``readings`` or (``error_kind``, ``error``), plus raw outputs.
+
+    ``raw`` maps probe name -> ``{"stdout", "stderr", "exit_status"}``; ``duration_ms`` is the
+    wall time of the whole round trip, connection included.
+    """
+
+    host: str
+    taken_at: datetime
+    duration_ms: int
+    readings: Readings | None
+    raw: dict[str, Any]
+    error_kind: str | None = None
+    error: str | None = None
+
+
+def _raw(outputs: dict[str, ProbeOutput]) -> dict[str, Any]:
+    return {n: {"stdout": o.stdout, "stderr": o.stderr, "exit_status": o.exit_status} for n, o in outputs.items()}
+
+
+async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, timeout: float) -> ProbeResult:
+    """Probe ``target`` in one round trip. Never raises for a host's failure: an unreachable
+    host, a refused key or a timeout is a :class:`ProbeResult` with ``error_kind`` set."""
+    taken_at = utcnow()
+    started = time.monotonic()
+    try:
+        res = await runner.run(target, build_script(plan), timeout=timeout)
+    except ProbeError as exc:
+        return ProbeResult(target.name, taken_at, int((time.monotonic() - started) * 1000), None, {}, exc.kind, str(exc))
+    outputs = split_frames(res.stdout, plan.marker)
+    duration = int((time.monotonic() - started) * 1000)
+    raw = _raw(outputs)
+    if not outputs:
+        raw["batch"] = {"stdout": res.stdout[-4000:], "stderr": res.stderr[-4000:], "exit_status": res.exit_status}
+        msg = (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
+        return ProbeResult(target.name, taken_at, duration, None, raw, "batch_failed", f"{target.name}: the probe batch printed nothing usable ({msg})")
+    return ProbeResult(target.name, taken_at, duration, parse_batch(plan, outputs), raw)

@@ -1,0 +1,103 @@
+"""A presentation model of a :class:`~bot.flows.status.StatusReport`, shared by the Block Kit
+renderer (``bot.slack.blocks``) and the terminal renderer (:mod:`bot.render.text`), so both show
+the same content. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bot.flows.status import StatusReport
+from bot.probes.readings import Folder, FolderState
+from bot.readiness.verdict import Severity, Verdict
+from bot.sizes import human_bytes, human_mib
+
+VERDICT_WORDS = {
+    Verdict.READY: "ready",
+    Verdict.NOT_READY: "not ready",
+    Verdict.UNKNOWN: "unknown",
+    Verdict.UNREACHABLE: "unreachable",
+}
+VERDICT_EMOJI = {
+    Verdict.READY: ":large_green_circle:",
+    Verdict.NOT_READY: ":red_circle:",
+    Verdict.UNKNOWN: ":white_circle:",
+    Verdict.UNREACHABLE: ":warning:",
+}
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled list of plain lines (the renderers add their own markup)."""
+
+    title: str
+    lines: list[str]
+
+
+@dataclass(frozen=True)
+class StatusView:
+    headline: str
+    verdict: Verdict
+    reasons: list[str]
+    sections: list[Section] = field(default_factory=list)
+    context: str = ""
+
+
+def _folder_line(f: Folder) -> str:
+    if f.state is FolderState.ABSENT:
+        return f"{f.path} — absent"
+    if f.state is FolderState.ERROR:
+        return f"{f.path} — unknown ({f.warning})"
+    size = human_bytes(f.size_bytes)
+    return f"{f.path} — {size}" + (f" (at least; {f.warning})" if f.state is FolderState.PARTIAL else "")
+
+
+def status_view(report: StatusReport) -> StatusView:
+    """Build the view of one host's status."""
+    a = report.assessment
+    headline = f"{report.host}: {VERDICT_WORDS[a.verdict]}"
+    reasons = [r.text for r in a.reasons if r.severity is not Severity.NOTE]
+    notes = [r.text for r in a.reasons if r.severity is Severity.NOTE]
+    sections: list[Section] = []
+    r = report.readings
+    if r is not None:
+        if r.gpu.failure is not None:
+            sections.append(Section("GPUs", [f"unknown — {r.gpu.message}"]))
+        else:
+            lines = []
+            for g in r.gpu.gpus:
+                procs = [p for p in r.gpu.processes if p.gpu_uuid == g.uuid]
+                who = ", ".join(f"{p.process_name} pid {p.pid} ({human_mib(p.used_memory_mib)})" for p in procs) or "no processes"
+                total = f"{g.memory_total_mib:,}" if g.memory_total_mib is not None else "?"
+                used = f"{g.memory_used_mib:,}" if g.memory_used_mib is not None else "unknown"
+                util = f"{g.utilization_pct}%" if g.utilization_pct is not None else "util unknown"
+                lines.append(f"GPU {g.index} · {used} / {total} MiB · {util} · {who}")
+            sections.append(Section(f"GPUs ({len(r.gpu.gpus)} × {r.gpu.gpus[0].name})" if r.gpu.gpus else "GPUs", lines))
+        disk_lines = []
+        for d in r.disks:
+            if d.avail_bytes is None:
+                disk_lines.append(f"{d.path} — unknown ({d.error})")
+            else:
+                need = f" (need {human_bytes(report.need_bytes)})" if report.need_bytes and d is r.disks[0] else ""
+                disk_lines.append(f"{d.path} — {human_bytes(d.avail_bytes)} free of {human_bytes(d.size_bytes)} on {d.mount}{need}")
+        sections.append(Section("Disk", disk_lines))
+        if r.folders:
+            sections.append(Section("Weight folders", [_folder_line(f) for f in r.folders]))
+        if r.hf_cache is not None:
+            sections.append(Section("Hugging Face cache", [_folder_line(r.hf_cache)]))
+        if r.units:
+            unit_lines = []
+            for u in r.units:
+                state = f"{u.active_state} ({u.sub_state})" if u.active_state else f"unknown — {u.error}"
+                expect = report.units_expected.get(u.name)
+                unit_lines.append(f"{u.name} — {state}" + (f", expected {expect}" if expect else ""))
+            sections.append(Section("Units", unit_lines))
+        if notes:
+            sections.append(Section("Notes", notes))
+    ctx = [f"probed {report.taken_at:%Y-%m-%d %H:%M:%S} UTC", f"{report.duration_ms / 1000:.1f} s", f"snapshot #{report.snapshot_id}", report.where]
+    if r is not None:
+        driver = r.gpu.driver_version or r.context.kernel_driver
+        if driver:
+            ctx.append(f"driver {driver}")
+        if r.context.uptime_s is not None:
+            ctx.append(f"up {r.context.uptime_s / 86400:.1f} d")
+    return StatusView(headline, a.verdict, reasons, sections, " · ".join(ctx))

@@ -1,0 +1,42 @@
+"""Human sizes, through humanfriendly.
+
+Users type ``need=540G``. In our field "G" on a weights download means decimal gigabytes
+(Hugging Face and most tools show GB), so plain suffixes are decimal (540G = 540e9 bytes) and
+the IEC suffixes are binary (540GiB = 540 * 2**30), exactly as ``humanfriendly.parse_size``
+does by default.
+"""
+
+from humanfriendly import InvalidSize, format_size, parse_size
+
+from bot.errors import UsageError
+
+MIB = 1024 * 1024
+"""Bytes in one MiB, the unit of nvidia-smi's CSV memory fields."""
+
+
+def parse_bytes(text: str) -> int:
+    """Parse ``"540G"``, ``"1.5TB"``, ``"200GiB"`` or ``"1048576"`` into bytes.
+
+    Raises :class:`UsageError` on anything else (negative, empty, unknown suffix).
+    """
+    try:
+        value = int(parse_size(text.strip()))
+    except (InvalidSize, ValueError) as exc:
+        raise UsageError(f"`{text}` is not a size; try e.g. `540G`, `1.5T` or `200GiB`") from exc
+    if value < 0:
+        raise UsageError(f"`{text}`: a size cannot be negative")
+    return value
+
+
+def human_bytes(n: int | None) -> str:
+    """Format bytes as a short decimal size (``402 GB``); ``None`` as ``unknown``."""
+    if n is None:
+        return "unknown"
+    return format_size(n)
+
+
+def human_mib(n: int | None) -> str:
+    """Format a MiB count with thousands separators (``42,191 MiB``)."""
+    if n is None:
+        return "unknown"
+    return f"{n:,} MiB"

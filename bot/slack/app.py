@@ -1,0 +1,40 @@
+"""Build the Bolt app (asyncio) for HTTP or Socket Mode. Nothing runs at import time."""
+
+from __future__ import annotations
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.flows.context import Services
+from bot.slack.listeners import register_listeners
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+
+def build_client(services: Services) -> AsyncWebClient:
+    """A Web API client with the bot token, retrying on rate limits and server errors."""
+    from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler, AsyncServerErrorRetryHandler
+
+    s = services.settings
+    token = s.slack_bot_token.get_secret_value() if s.slack_bot_token else None
+    client = AsyncWebClient(token=token, base_url=s.slack_api_url or DEFAULT_API_URL)
+    client.retry_handlers.extend([AsyncRateLimitErrorRetryHandler(max_retry_count=2), AsyncServerErrorRetryHandler(max_retry_count=2)])
+    return client
+
+
+def build_app(services: Services, *, client: AsyncWebClient | None = None) -> AsyncApp:
+    """The Bolt app with gpubot's listeners.
+
+    Requests are verified with ``SLACK_SIGNING_SECRET`` (HTTP mode; Bolt rejects a bad signature
+    or a timestamp older than 5 minutes). In Socket Mode no signing secret is needed.
+    """
+    s = services.settings
+    secret = s.slack_signing_secret.get_secret_value() if s.slack_signing_secret else None
+    app = AsyncApp(
+        client=client or build_client(services),
+        signing_secret=secret,
+        request_verification_enabled=secret is not None,
+        ignoring_self_events_enabled=True,
+    )
+    register_listeners(app, services)
+    return app

@@ -1,0 +1,34 @@
+"""``gpubot serve``: Socket Mode when ``SLACK_APP_TOKEN`` is set, otherwise HTTP on one port."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bot.config import Settings
+from bot.slack.app import build_app
+from bot.wiring import build_services
+
+log = logging.getLogger("gpubot.serve")
+
+
+def serve(settings: Settings) -> int:
+    """Run until interrupted; returns an exit status."""
+    if settings.slack_bot_token is None:
+        log.error("SLACK_BOT_TOKEN is not set; try `gpubot status localhost` without Slack")
+        return 78
+    services = build_services(settings)
+    app = build_app(services)
+    if settings.slack_app_token is not None:
+        from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+
+        handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
+        log.info("starting in Socket Mode")
+        asyncio.run(handler.start_async())
+        return 0
+    if settings.slack_signing_secret is None:
+        log.error("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
+        return 78
+    log.info("starting in HTTP mode on port %d (POST /slack/events)", settings.http_port)
+    app.start(port=settings.http_port)
+    return 0

@@ -1,0 +1,135 @@
+"""Runners execute one shell script on a host and return its output.
+
+:class:`Runner` is the interface (tests of logic may pass any object with this ``run``);
+:class:`SshRunner` uses asyncssh with strict host-key checking against a known_hosts file;
+:class:`LocalRunner` runs ``sh -c`` here. :class:`RoutingRunner` picks one per target.
+
+Errors raised by ``run``: :class:`~bot.errors.HostUnreachable`,
+:class:`~bot.errors.HostKeyRejected`, :class:`~bot.errors.ProbeTimeout`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import time
+from typing import Protocol
+
+import asyncssh
+
+from bot.errors import HostKeyRejected, HostUnreachable, ProbeTimeout
+from bot.ssh.target import HostTarget, RunResult
+
+
+class Runner(Protocol):
+    """Run ``script`` (POSIX sh) on ``target`` within ``timeout`` seconds."""
+
+    async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult: ...
+
+
+class LocalRunner:
+    """Run the script through a local ``sh -c`` subprocess."""
+
+    async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
+        started = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            "sh", "-c", script, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError as exc:
+            proc.kill()
+            await proc.wait()
+            raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s") from exc
+        return RunResult(out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode, time.monotonic() - started)
+
+
+class SshRunner:
+    """Run the script over SSH (asyncssh), one connection per call.
+
+    ``known_hosts`` is the path of an OpenSSH known_hosts file; a host whose key is missing
+    from it or differs is refused (:class:`HostKeyRejected`), never accepted.
+    """
+
+    def __init__(self, *, known_hosts: str, default_user: str | None = None,
+                 default_key_file: str | None = None, connect_timeout: float = 10.0):
+        self.known_hosts = os.path.expanduser(known_hosts)
+        self.default_user = default_user
+        self.default_key_file = default_key_file
+        self.connect_timeout = connect_timeout
+
+    def _options(self, target: HostTarget) -> dict[str, object]:
+        key = target.key_file or self.default_key_file
+        opts: dict[str, object] = {
+            "host": target.address,
+            "port": target.port,
+            # An absent file trusts nothing (never None, which would disable checking).
+            "known_hosts": self.known_hosts if os.path.exists(self.known_hosts) else ([], [], []),
+            "connect_timeout": self.connect_timeout,
+        }
+        user = target.user or self.default_user
+        if user:
+            opts["username"] = user
+        if key:
+            opts["client_keys"] = [os.path.expanduser(key)]
+        return opts
+
+    async def connect(self, target: HostTarget) -> asyncssh.SSHClientConnection:
+        """Open a verified connection; raises the errors listed in the module docstring."""
+        try:
+            return await asyncssh.connect(**self._options(target))  # type: ignore[arg-type]
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise HostKeyRejected(host_key_message(target, self.known_hosts)) from exc
+        except asyncssh.PermissionDenied as exc:
+            raise HostUnreachable(f"{target.name}: SSH authentication failed for the configured user/key") from exc
+        except (asyncio.TimeoutError, TimeoutError) as exc:
+            raise HostUnreachable(f"{target.name}: no SSH answer from {target.address}:{target.port} within {self.connect_timeout:.0f} s") from exc
+        except (OSError, asyncssh.Error) as exc:
+            reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            raise HostUnreachable(f"{target.name}: cannot connect to {target.address}:{target.port}: {reason}") from exc
+
+    async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(timeout):
+                conn = await self.connect(target)
+                async with conn:
+                    res = await conn.run(f"sh -c {shlex.quote(script)}", check=False, stdin=asyncssh.DEVNULL)
+        except TimeoutError as exc:
+            raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s") from exc
+        except asyncssh.Error as exc:
+            raise HostUnreachable(f"{target.name}: the SSH session failed: {exc.reason or exc}") from exc
+        out = res.stdout if isinstance(res.stdout, str) else (res.stdout or b"").decode(errors="replace")
+        err = res.stderr if isinstance(res.stderr, str) else (res.stderr or b"").decode(errors="replace")
+        return RunResult(out or "", err or "", res.exit_status, time.monotonic() - started)
+
+
+def host_key_message(target: HostTarget, known_hosts: str) -> str:
+    """Say whether the key is *unknown* or *changed*, and how to proceed."""
+    where = f"{target.address}:{target.port}"
+    known = False
+    if os.path.exists(known_hosts):
+        try:
+            trusted = asyncssh.read_known_hosts(known_hosts).match(target.address, target.address, target.port)
+            known = bool(trusted[0] or trusted[1])
+        except (OSError, ValueError, asyncssh.Error):
+            known = False
+    if known:
+        return (f"{target.name}: the SSH host key of {where} CHANGED since it was recorded in {known_hosts}. "
+                "Refusing to connect; if the host was reinstalled, verify the new fingerprint and trust it again.")
+    return (f"{target.name}: the SSH host key of {where} is not in {known_hosts}. "
+            "Refusing to connect; verify its fingerprint and add it (`gpubot hosts trust NAME`).")
+
+
+class RoutingRunner:
+    """Send ``transport="local"`` targets to a :class:`LocalRunner`, the rest over SSH."""
+
+    def __init__(self, ssh: Runner, local: Runner | None = None):
+        self.ssh = ssh
+        self.local = local or LocalRunner()
+
+    async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
+        runner = self.local if target.transport == "local" else self.ssh
+        return await runner.run(target, script, timeout=timeout)

@@ -1,0 +1,31 @@
+"""Where a probe batch runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    """Connection facts for one host.
+
+    ``transport`` is ``"ssh"`` or ``"local"`` (run through local subprocesses, for a machine
+    probing itself without sshd). ``user``/``key_file`` ``None`` mean the runner's defaults.
+    """
+
+    name: str
+    address: str
+    port: int = 22
+    user: str | None = None
+    key_file: str | None = None
+    transport: str = "ssh"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished remote command: decoded output, exit status, wall time in seconds."""
+
+    stdout: str
+    stderr: str
+    exit_status: int | None
+    duration_s: float

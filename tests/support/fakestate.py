@@ -1,0 +1,119 @@
+"""Per-host state of the fake GPU hosts: what ``nvidia-smi`` / ``systemctl`` report over SSH.
+
+One JSON file per listen address, ``<server.state_dir>/<addr>.json`` (format: the module
+docstring of :mod:`tests.support.fakehost.gpubot_fake`). Writes are atomic and locked, so a
+``systemctl stop`` running over SSH and a test updating state do not lose each other's changes.
+
+``server`` arguments accept an :class:`~tests.support.sshd.SshTestServer` or a state-dir path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.support.fakehost import gpubot_fake as core
+
+FAKEHOST_DIR = os.path.dirname(core.__file__)
+SMI_MODES = core.SMI_MODES
+
+
+@dataclass
+class HostState:
+    """One fake host.
+
+    ``gpus``: GPU count (H200 idle values, identities from :func:`gpu_identity`).
+    ``holders``: ``{"pid", "gpu", "used_mib", "name"}`` dicts; each counts only while its PID
+    is alive and not a zombie. ``orphan_mib``: ``{gpu index: MiB}`` used with no process listed.
+    ``smi_mode``: one of :data:`SMI_MODES`. ``units``: ``{unit: {"ActiveState", "SubState",
+    "MainPID", ...}}``. ``gpu_overrides``: ``{gpu index: {canonical field: value text}}``, e.g.
+    ``{0: {"mig.mode.current": "Enabled"}}``.
+    """
+
+    gpus: int = 8
+    holders: list[dict] = field(default_factory=list)
+    orphan_mib: dict[int, int] = field(default_factory=dict)
+    smi_mode: str = "ok"
+    units: dict[str, dict] = field(default_factory=dict)
+    gpu_overrides: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.smi_mode not in SMI_MODES:
+            raise ValueError(f"smi_mode must be one of {SMI_MODES}, not {self.smi_mode!r}")
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["orphan_mib"] = {str(k): v for k, v in self.orphan_mib.items()}
+        d["gpu_overrides"] = {str(k): v for k, v in self.gpu_overrides.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "HostState":
+        d = {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
+        d["orphan_mib"] = {int(k): v for k, v in d.get("orphan_mib", {}).items()}
+        d["gpu_overrides"] = {int(k): v for k, v in d.get("gpu_overrides", {}).items()}
+        return cls(**d)
+
+
+def _dir(server: Any) -> str:
+    return str(getattr(server, "state_dir", server))
+
+
+def unit(active: bool = True, main_pid: int = 1234, **extra: Any) -> dict:
+    """A ``units`` entry: ``active/running`` with ``main_pid``, or ``inactive/dead`` with 0."""
+    if active:
+        return {"ActiveState": "active", "SubState": "running", "MainPID": main_pid, **extra}
+    return {"ActiveState": "inactive", "SubState": "dead", "MainPID": 0, **extra}
+
+
+def write_state(server: Any, addr: str, state: HostState | None = None, **fields: Any) -> HostState:
+    """Replace ``addr``'s whole state with ``state`` or ``HostState(**fields)``."""
+    state = state or HostState(**fields)
+    with core.locked(_dir(server), addr):
+        core.save_state(_dir(server), addr, state.to_json())
+    return state
+
+
+def read_state(server: Any, addr: str) -> HostState:
+    return HostState.from_json(core.load_state(_dir(server), addr))
+
+
+def update_state(server: Any, addr: str, **changes: Any) -> HostState:
+    """Set the given top-level keys, keeping the rest (locked read-modify-write)."""
+    with core.locked(_dir(server), addr):
+        state = dataclasses.replace(read_state(server, addr), **changes)
+        core.save_state(_dir(server), addr, state.to_json())
+    return state
+
+
+def add_holder(server: Any, addr: str, pid: int, gpu: int, used_mib: int, name: str = "python3") -> dict:
+    """Append a holder entry (the process itself: :func:`tests.support.holders.spawn_holder`)."""
+    entry = {"pid": int(pid), "gpu": int(gpu), "used_mib": int(used_mib), "name": name}
+    with core.locked(_dir(server), addr):
+        state = read_state(server, addr)
+        state.holders.append(entry)
+        core.save_state(_dir(server), addr, state.to_json())
+    return entry
+
+
+def reset_state(server: Any, addrs: list[str] | tuple[str, ...] | None = None) -> None:
+    """Every address (default: ``server.addresses``) back to a healthy idle 8-GPU host."""
+    for addr in addrs if addrs is not None else server.addresses:
+        write_state(server, addr, HostState())
+
+
+def gpu_identity(addr: str, index: int) -> dict:
+    """``{"uuid", "serial", "pci.bus_id"}`` the fake reports for GPU ``index`` on ``addr``."""
+    return core.gpu_identity(addr, index)
+
+
+def run_fake(server: Any, addr: str, command: str, *args: str) -> subprocess.CompletedProcess:
+    """Run a fake (``"nvidia-smi"`` / ``"systemctl"``) here, as host ``addr``, without SSH."""
+    env = {**os.environ, "GPUBOT_FAKE_ADDR": addr, "GPUBOT_FAKE_STATE_DIR": _dir(server)}
+    env.pop("SSH_CONNECTION", None)
+    bin_dir = getattr(server, "bin_dir", FAKEHOST_DIR)
+    return subprocess.run([os.path.join(bin_dir, command), *args], env=env,
+                          capture_output=True, text=True, timeout=30)

@@ -1,0 +1,60 @@
+"""pytest fixtures for the SSH test server; use with ``pytest_plugins = ["tests.support.fixtures"]``.
+
+* ``ssh_server`` (session): one :class:`~tests.support.sshd.SshTestServer` listening on
+  :data:`ADDRESSES` (127.0.0.1 .. 127.0.0.20), every host a healthy idle 8-GPU H200 box.
+* ``fake_hosts`` (function): resets every host's state before and after the test, and yields a
+  :class:`FakeHosts` whose holders are reaped at teardown. Use it in any test that changes state.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pytest
+
+from tests.support import fakestate
+from tests.support.holders import HolderPool
+from tests.support.sshd import SshTestServer
+
+ADDRESSES = tuple(f"127.0.0.{n}" for n in range(1, 21))
+
+
+class FakeHosts:
+    """State editing for one test: ``write``/``update``/``read`` per address, ``hold`` GPUs."""
+
+    def __init__(self, server: SshTestServer):
+        self.server = server
+        self.holders = HolderPool(server)
+
+    def write(self, addr: str, **state: Any) -> fakestate.HostState:
+        return fakestate.write_state(self.server, addr, **state)
+
+    def update(self, addr: str, **changes: Any) -> fakestate.HostState:
+        return fakestate.update_state(self.server, addr, **changes)
+
+    def read(self, addr: str) -> fakestate.HostState:
+        return fakestate.read_state(self.server, addr)
+
+    def hold(self, addr: str, gpu: int, used_mib: int, name: str = "python3"):
+        """A live process recorded as holding ``used_mib`` on ``gpu``; kill it to free the GPU."""
+        return self.holders.hold(addr, gpu, used_mib, name)
+
+    def reset(self) -> None:
+        self.holders.close()
+        fakestate.reset_state(self.server)
+
+
+@pytest.fixture(scope="session")
+def ssh_server() -> Iterator[SshTestServer]:
+    with SshTestServer(ADDRESSES) as server:
+        yield server
+
+
+@pytest.fixture
+def fake_hosts(ssh_server: SshTestServer) -> Iterator[FakeHosts]:
+    hosts = FakeHosts(ssh_server)
+    fakestate.reset_state(ssh_server)
+    try:
+        yield hosts
+    finally:
+        hosts.reset()

@@ -1,0 +1,67 @@
+"""Real processes standing in for GPU memory holders.
+
+The fake ``nvidia-smi`` counts a holder only while its PID is alive and not a zombie, so a
+test "frees" a GPU by killing the process, exactly as an operator would. The process renames
+itself (``prctl(PR_SET_NAME)``) so ``ps -o comm=`` shows ``name`` too (Linux keeps 15 chars).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from tests.support import fakestate
+
+_CODE = (
+    "import ctypes, sys, time\n"
+    "try:\n"
+    "    ctypes.CDLL(None).prctl(15, sys.argv[1].encode()[:15], 0, 0, 0)\n"
+    "except Exception:\n"
+    "    pass\n"
+    "time.sleep(3600)\n"
+)
+
+
+def spawn_holder(name: str = "python3") -> subprocess.Popen:
+    """Start a sleeping process (up to an hour) whose comm is ``name``; reap with :func:`reap`."""
+    return subprocess.Popen([sys.executable, "-S", "-c", _CODE, name], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def reap(proc: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 5.0) -> int:
+    """Signal ``proc`` (if still running) and wait for it, so no zombie stays; its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    return proc.wait(timeout)
+
+
+def hold_gpu(server: Any, addr: str, gpu: int, used_mib: int, name: str = "python3") -> subprocess.Popen:
+    """Spawn a holder and record it in ``addr``'s state on ``gpu`` with ``used_mib``."""
+    proc = spawn_holder(name)
+    fakestate.add_holder(server, addr, proc.pid, gpu, used_mib, name)
+    return proc
+
+
+class HolderPool:
+    """Holders started through it are all reaped by :meth:`close` (used by the fixtures)."""
+
+    def __init__(self, server: Any):
+        self.server = server
+        self.procs: list[subprocess.Popen] = []
+
+    def hold(self, addr: str, gpu: int, used_mib: int, name: str = "python3") -> subprocess.Popen:
+        proc = hold_gpu(self.server, addr, gpu, used_mib, name)
+        self.procs.append(proc)
+        return proc
+
+    def spawn(self, name: str = "python3") -> subprocess.Popen:
+        proc = spawn_holder(name)
+        self.procs.append(proc)
+        return proc
+
+    def close(self) -> None:
+        for proc in self.procs:
+            reap(proc)
+        self.procs.clear()

@@ -1,0 +1,325 @@
+"""A real OpenSSH ``sshd`` on loopback addresses, serving fake GPU hosts to the tests.
+
+``SshTestServer(addresses=["127.0.0.1", "127.0.0.2", ...])`` starts ``/usr/sbin/sshd -D -e -f
+<config>`` as a child process listening on every address (127.0.0.0/8 only) on ONE free port.
+Each address is a separate "host" to the client: it has its own known_hosts line and its own
+fake state (the fake commands tell hosts apart by the server address in ``$SSH_CONNECTION``).
+
+Everything lives in a temporary folder: an ed25519 host key, a second ("wrong") one for tests
+of changed keys, the test user's client key, ``authorized_keys``, ``known_hosts``
+(``[127.0.0.N]:PORT ssh-ed25519 AAAA...`` per address), ``bin/`` (the fakes from
+``fakehost/``), ``state/`` (one JSON per address), ``sshd.log`` (sshd's ``-e`` output).
+
+Logins: the current user (root here) by public key only. The session environment is set with
+``SetEnv`` in sshd_config: ``PATH=<bin>:/usr/local/sbin:...``, ``GPUBOT_FAKE_STATE_DIR`` and
+``SHLVL=1``. SetEnv is applied after sshd's own PATH and works with ``UsePAM no`` (no
+``PermitUserEnvironment`` needed). ``SHLVL=1`` is there because the login shell runs the
+command (``bash -c '<cmd>'``) and Debian's bash, when started by sshd with SHLVL unset, sources
+``~/.bashrc``, which here prepends pyenv/cargo folders to PATH; with SHLVL already 1 bash
+counts itself a nested shell and skips it, so the fakes stay first on PATH.
+
+Use as a context manager (sync or async) or ``start()`` / ``stop()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import ipaddress
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Iterable
+
+from tests.support import fakestate
+
+SSHD = "/usr/sbin/sshd"
+FAKEHOST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakehost")
+FIXTURES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "h200")
+FAKES = ("nvidia-smi", "systemctl")
+STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def free_port() -> int:
+    """A port the kernel just handed out on 127.0.0.1 (closed again; sshd may lose a race)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _loopback(addr: str) -> str:
+    if ipaddress.IPv4Address(addr) not in ipaddress.IPv4Network("127.0.0.0/8"):
+        raise ValueError(f"{addr} is not a 127.0.0.0/8 loopback address")
+    return addr
+
+
+class SshServerError(RuntimeError):
+    """sshd did not come up; the message carries its log."""
+
+
+class SshTestServer:
+    """Real sshd on ``addresses`` (127.0.0.1 always first), one port, temp-dir everything.
+
+    Attributes once started: ``port``, ``addresses``, ``client_key_path``, ``known_hosts_path``,
+    ``username``, ``bin_dir``, ``state_dir``, ``host_key_pub``, ``wrong_host_key_pub``,
+    ``log_path``, ``tmp``.
+    """
+
+    def __init__(self, addresses: Iterable[str] = ("127.0.0.1",), *, sshd: str = SSHD,
+                 start_timeout: float = 15.0, attempts: int = 5, extra_config: Iterable[str] = ()):
+        addrs = [_loopback(a) for a in addresses]
+        self.addresses = ["127.0.0.1"] + [a for a in dict.fromkeys(addrs) if a != "127.0.0.1"]
+        self.sshd = sshd
+        self.start_timeout = start_timeout
+        self.attempts = attempts
+        self.extra_config = list(extra_config)
+        self.username = pwd.getpwuid(os.geteuid()).pw_name
+        self.port = 0
+        self.tmp = ""
+        self.proc: subprocess.Popen | None = None
+
+    # -- paths ------------------------------------------------------------------------------
+    def _p(self, *parts: str) -> str:
+        return os.path.join(self.tmp, *parts)
+
+    @property
+    def bin_dir(self) -> str:
+        return self._p("bin")
+
+    @property
+    def state_dir(self) -> str:
+        return self._p("state")
+
+    @property
+    def client_key_path(self) -> str:
+        return self._p("client_ed25519")
+
+    @property
+    def known_hosts_path(self) -> str:
+        return self._p("known_hosts")
+
+    @property
+    def log_path(self) -> str:
+        return self._p("sshd.log")
+
+    def state_path(self, addr: str) -> str:
+        return os.path.join(self.state_dir, f"{addr}.json")
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> "SshTestServer":
+        if self.proc:
+            return self
+        if not os.path.exists(self.sshd):
+            raise SshServerError(f"{self.sshd} not found (apt-get install openssh-server)")
+        self.tmp = tempfile.mkdtemp(prefix="gpubot-sshd-")
+        atexit.register(self.stop)
+        try:
+            self._prepare()
+            last = ""
+            for _ in range(self.attempts):
+                self.port = free_port()
+                last = self._launch()
+                if not last:
+                    return self
+            raise SshServerError(f"sshd did not start in {self.attempts} attempts:\n{last}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Terminate sshd and the session processes it forked; remove the temp folder."""
+        if self.proc:
+            self._terminate()
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = ""
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> "SshTestServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> "SshTestServer":
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    # -- client-side helpers ----------------------------------------------------------------
+    def known_hosts_lines(self, overrides: dict[str, str] | None = None) -> list[str]:
+        """One ``[addr]:port keytype key`` line per address; ``overrides``: addr -> 'wrong'|'absent'."""
+        overrides = overrides or {}
+        lines = []
+        for addr in self.addresses:
+            how = overrides.get(addr, "right")
+            if how not in ("right", "wrong", "absent"):
+                raise ValueError(f"override for {addr} must be 'wrong' or 'absent', not {how!r}")
+            if how != "absent":
+                key = self.wrong_host_key_pub if how == "wrong" else self.host_key_pub
+                lines.append(f"[{addr}]:{self.port} {key}")
+        return lines
+
+    def write_known_hosts(self, path: str, overrides: dict[str, str] | None = None) -> str:
+        """Write a known_hosts file to ``path`` (see :meth:`known_hosts_lines`); returns ``path``."""
+        with open(path, "w") as f:
+            f.write("".join(line + "\n" for line in self.known_hosts_lines(overrides)))
+        return path
+
+    def connect_kwargs(self, addr: str = "127.0.0.1", **extra: object) -> dict:
+        """Keyword arguments for ``asyncssh.connect(**kw)`` to host ``addr`` (strict host keys)."""
+        return {"host": addr, "port": self.port, "username": self.username,
+                "client_keys": [self.client_key_path], "known_hosts": self.known_hosts_path,
+                "agent_path": None, "config": None, **extra}
+
+    def ssh_argv(self, addr: str = "127.0.0.1") -> list[str]:
+        """An OpenSSH client command line (append the remote command) for host ``addr``."""
+        return ["ssh", "-F", "/dev/null", "-p", str(self.port), "-i", self.client_key_path,
+                "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+                "-o", f"UserKnownHostsFile={self.known_hosts_path}", f"{self.username}@{addr}"]
+
+    # -- internals --------------------------------------------------------------------------
+    def _keygen(self, path: str, comment: str) -> str:
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path],
+                       check=True, stdin=subprocess.DEVNULL, capture_output=True)
+        with open(path + ".pub") as f:
+            return " ".join(f.read().split()[:2])
+
+    def _prepare(self) -> None:
+        self.host_key_pub = self._keygen(self._p("host_ed25519"), "gpubot-test-host")
+        self.wrong_host_key_pub = self._keygen(self._p("wrong_host_ed25519"), "gpubot-test-wrong")
+        client_pub = self._keygen(self.client_key_path, "gpubot-test-client")
+        with open(self._p("authorized_keys"), "w") as f:
+            f.write(client_pub + "\n")
+        os.makedirs(self.bin_dir)
+        os.makedirs(self.state_dir)
+        self._install_fakes()
+        fakestate.reset_state(self)
+        if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # Debian's privilege-separation dir
+
+    def _install_fakes(self) -> None:
+        """Copy the fakes into bin/, pointing their shebang at an absolute python3 (-I -S)."""
+        python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or sys.executable
+        for name in FAKES:
+            with open(os.path.join(FAKEHOST_DIR, name)) as f:
+                body = f.read().split("\n", 1)[1]
+            dest = os.path.join(self.bin_dir, name)
+            with open(dest, "w") as f:
+                f.write(f"#!{python} -IS\n{body}")
+            os.chmod(dest, 0o755)
+        shutil.copy(os.path.join(FAKEHOST_DIR, "gpubot_fake.py"), self.bin_dir)
+        with open(os.path.join(self.bin_dir, "gpubot_fake.json"), "w") as f:
+            json.dump({"state_dir": self.state_dir, "fixtures_dir": FIXTURES_DIR}, f)
+
+    def _config(self) -> str:
+        env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "GPUBOT_FAKE_STATE_DIR": self.state_dir, "SHLVL": "1"}
+        lines = [f"ListenAddress {a}:{self.port}" for a in self.addresses] + [
+            f"HostKey {self._p('host_ed25519')}",
+            f"PidFile {self._p('sshd.pid')}",
+            f"AuthorizedKeysFile {self._p('authorized_keys')}",
+            "PermitRootLogin prohibit-password",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "StrictModes no",
+            "PrintMotd no",
+            "PrintLastLog no",
+            "X11Forwarding no",
+            "MaxStartups 200",  # the default 10:30:100 drops concurrent probe connections
+            "MaxSessions 50",
+            "LoginGraceTime 30",
+            "Subsystem sftp internal-sftp",
+            "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()),
+            *self.extra_config,
+        ]
+        path = self._p("sshd_config")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def _launch(self) -> str:
+        """Start sshd on self.port; '' when every address listens, else the failure text."""
+        config = self._config()
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen([self.sshd, "-D", "-e", "-f", config], stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        want = {f"Server listening on {a} port {self.port}." for a in self.addresses}
+        while time.monotonic() < deadline:
+            with open(self.log_path) as f:
+                text = f.read()
+            failed = self.proc.poll() is not None or f"port {self.port} on" in text and "failed" in text
+            if failed:
+                self._terminate()
+                return text or f"sshd exited with {self.proc and self.proc.returncode}"
+            if all(w in text for w in want) and self._banner_ok():
+                return ""
+            time.sleep(0.05)
+        self._terminate()
+        return f"timed out after {self.start_timeout}s"
+
+    def _banner_ok(self) -> bool:
+        for addr in self.addresses:
+            try:
+                with socket.create_connection((addr, self.port), timeout=2) as s:
+                    if not s.recv(64).startswith(b"SSH-2.0-"):
+                        return False
+            except OSError:
+                return False
+        return True
+
+    def _terminate(self) -> None:
+        proc, self.proc = self.proc, None
+        if not proc:
+            return
+        children = _descendants(proc.pid)
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for pid, start in children:  # per-connection sshd processes (they setsid)
+            if _start_time(pid) == start:
+                try:
+                    os.kill(pid, 15)
+                except ProcessLookupError:
+                    pass
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _descendants(root: int) -> list[tuple[int, str | None]]:
+    """(pid, start time) of every descendant of ``root``, from /proc."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        for child, ppid in parent.items():
+            if ppid == p:
+                found.append((child, _start_time(child)))
+                todo.append(child)
+    return found
