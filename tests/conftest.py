@@ -1,0 +1,80 @@
+"""Shared fixtures: databases (SQLite and PostgreSQL), services wired to the real sshd test hosts.
+
+PostgreSQL: the server at 127.0.0.1:5432 (trust auth). Each test session creates its own
+database ``gpubot_test_<hex>`` from the ``test`` database and drops it at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from sqlalchemy import delete, text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from bot.config import Settings
+from bot.db.migrate import upgrade
+from bot.db.models import Base
+from bot.db.session import make_engine, make_session_factory
+from bot.flows.context import Services
+from bot.ssh.runner import RoutingRunner, SshRunner
+
+pytest_plugins = ["tests.support.fixtures"]
+
+PG_ADMIN_URL = os.environ.get("GPUBOT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+
+
+async def _pg(statement: str) -> None:
+    engine = create_async_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    async with engine.connect() as conn:
+        await conn.execute(text(statement))
+    await engine.dispose()
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A migrated, empty database per backend (migrations are the ones `gpubot db upgrade` runs)."""
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('db') / 'gpubot.db'}"
+        upgrade(url)
+        yield url
+        return
+    name = f"gpubot_test_{secrets.token_hex(4)}"
+    asyncio.run(_pg(f"CREATE DATABASE {name}"))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    upgrade(url)
+    yield url
+    asyncio.run(_pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+def make_settings(database_url: str, ssh_server, **overrides) -> Settings:
+    """Settings for tests: no .env, the test sshd's keys, fast timeouts."""
+    base = dict(
+        database_url=database_url,
+        known_hosts=ssh_server.known_hosts_path,
+        ssh_user=ssh_server.username,
+        ssh_key_file=ssh_server.client_key_path,
+        ssh_connect_timeout_s=3.0,
+        batch_timeout_s=20.0,
+        probe_timeout_s=10,
+    )
+    base.update(overrides)
+    return Settings(_env_file=None, **base)
+
+
+@pytest.fixture
+async def services(database_url: str, ssh_server) -> AsyncIterator[Services]:
+    """Services on a clean database, with an SSH runner that trusts only the test sshd's key."""
+    settings = make_settings(database_url, ssh_server)
+    engine = make_engine(database_url)
+    runner = RoutingRunner(SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
+                                     default_key_file=settings.ssh_key_file, connect_timeout=3.0))
+    svc = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
+    yield svc
+    async with svc.sessions() as db, db.begin():
+        for table in reversed(Base.metadata.sorted_tables):
+            await db.execute(delete(table))
+    await engine.dispose()

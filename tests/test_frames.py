@@ -1,0 +1,45 @@
+"""Frames: one round trip, markers carry exit statuses, noise outside frames is ignored."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bot.probes.frames import split_frames
+from bot.probes.script import ProbePlan, build_script, probe_commands
+
+M = "GPUBOT-abc"
+
+
+def frame(name: str, out: str, err: str, rc: int) -> str:
+    return f"{M} BEGIN {name}\n{out}\n{M} STDERR {name}\n{err}\n{M} END {name} {rc}\n"
+
+
+def test_banner_and_rc_noise_outside_frames_is_ignored():
+    text = "Welcome to node174!\nLast login: never\n" + frame("gpus", "0, 0\n", "", 0) + "bye from .bashrc\n" + frame("df.0", "x", "oops\n", 1)
+    got = split_frames(text, M)
+    assert got["gpus"].stdout == "0, 0\n" and got["gpus"].exit_status == 0
+    assert got["df.0"].stdout == "x" and got["df.0"].stderr == "oops\n" and got["df.0"].exit_status == 1
+
+
+def test_a_cut_batch_leaves_the_last_probe_without_status():
+    text = frame("gpus", "ok", "", 0) + f"{M} BEGIN apps\npartial"
+    got = split_frames(text, M)
+    assert got["apps"].exit_status is None and got["gpus"].exit_status == 0
+
+
+def test_marker_lookalikes_from_another_batch_do_not_count():
+    text = frame("gpus", "GPUBOT-other BEGIN x\n", "", 0)
+    assert list(split_frames(text, M)) == ["gpus"]
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=200), st.text(max_size=50), st.integers(0, 255))
+def test_any_stdout_round_trips(out, err, rc):
+    got = split_frames(frame("p", out, err, rc), M)["p"]
+    assert (got.stdout, got.exit_status) == (out, rc)
+
+
+def test_user_paths_are_quoted_in_the_script():
+    plan = ProbePlan(folders=("/shared/x'; rm -rf / #",), units=("vllm.service",))
+    cmds = dict(probe_commands(plan))
+    assert cmds["du.0"] == "du -sxb -- '/shared/x'\"'\"'; rm -rf / #'"
+    script = build_script(plan)
+    assert "LC_ALL=C" in script and "timeout -k 2 20" in script and plan.marker in script

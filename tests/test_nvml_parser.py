@@ -1,0 +1,32 @@
+"""NVML readings: v2 memory info agrees with nvidia-smi; v1 would call an idle GPU busy."""
+
+import json
+
+from bot.probes.frames import ProbeOutput
+from bot.probes.nvml import parse_nvml
+from tests.fixtures_h200 import H200
+
+
+def _dump(name: str) -> ProbeOutput:
+    return ProbeOutput("nvml", (H200 / name).read_text(), "", 0)
+
+
+def test_idle_v2_used_is_zero_while_v1_counts_reserved():
+    doc = json.loads((H200 / "nvml_idle.json").read_text())
+    assert doc["gpus"][0]["memory_v1"]["used"] == 644_939_776  # 615 MiB: what a v1 reader would see
+    (g,) = parse_nvml(_dump("nvml_idle.json")).gpus
+    assert g.memory_used_mib == 0
+
+
+def test_busy_v2_agrees_with_nvidia_smi_in_mib():
+    report = parse_nvml(_dump("nvml_busy.json"))
+    (g,) = report.gpus
+    assert g.memory_used_mib == 42191  # nvidia-smi's memory.used in query_gpu_busy_nounits.out
+    (p,) = report.processes
+    assert (p.pid, p.used_memory_mib) == (467, 42182)
+    assert g.power_w == 689.695  # mW -> W
+
+
+def test_nvml_missing_and_init_failure():
+    assert parse_nvml(ProbeOutput("nvml", "pynvml (nvidia-ml-py) is not installed\n", "", 127)).failure.value == "missing"
+    assert parse_nvml(ProbeOutput("nvml", "NVML init failed: Driver Not Loaded\n", "", 3)).failure.value == "driver"

@@ -1,0 +1,123 @@
+"""`status HOST` over real SSH to the real sshd test hosts, into stored snapshots."""
+
+import os
+
+from sqlalchemy import select
+
+from bot.flows.status import check_host
+from bot.hosts import service as hosts
+from bot.readiness.verdict import Verdict
+from bot.snapshots.models import Snapshot
+
+
+async def register(services, name: str, addr: str, ssh_server, **kw) -> None:
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name=name, address=addr, port=ssh_server.port, **kw)
+
+
+async def stored(services, snapshot_id: int) -> Snapshot:
+    async with services.sessions() as db:
+        return (await db.execute(select(Snapshot).where(Snapshot.id == snapshot_id))).scalar_one()
+
+
+async def test_clean_host_is_ready_and_stored(services, ssh_server, fake_hosts, tmp_path):
+    await register(services, "node174", "127.0.0.2", ssh_server)
+    weights = tmp_path / "glm5"
+    weights.mkdir()
+    (weights / "model.gguf").write_bytes(b"\0" * 100_000)
+    report = await check_host(services=services, host_name="node174", need_bytes=1000, paths=(str(weights), "/no/such/folder"))
+    assert report.assessment.verdict is Verdict.READY, report.assessment.reasons
+    assert len(report.readings.gpu.gpus) == 8
+    assert report.readings.gpu.gpus[0].memory_total_mib == 143771
+    folders = {f.path: f for f in report.readings.folders}
+    assert folders[str(weights)].size_bytes >= 100_000
+    assert folders["/no/such/folder"].state.value == "absent"
+    snap = await stored(services, report.snapshot_id)
+    assert snap.verdict == "ready" and snap.host_name == "node174" and snap.gpu_used_mib == 0
+    assert snap.raw["gpus"]["exit_status"] == 0 and "143771" in snap.raw["gpus"]["stdout"]
+    assert snap.taken_at.tzinfo is not None
+
+
+async def test_leftover_process_makes_not_ready_until_killed(services, ssh_server, fake_hosts):
+    await register(services, "node175", "127.0.0.3", ssh_server)
+    holder = fake_hosts.hold("127.0.0.3", gpu=2, used_mib=40000)
+    busy = await check_host(services=services, host_name="node175")
+    assert busy.assessment.verdict is Verdict.NOT_READY
+    assert any(f"pid {holder.pid}" in r.text and "GPU 2" in r.text for r in busy.assessment.reasons)
+    holder.kill()
+    holder.wait()
+    clean = await check_host(services=services, host_name="node175")
+    assert clean.assessment.verdict is Verdict.READY
+
+
+async def test_vram_without_owner_is_its_own_reason(services, ssh_server, fake_hosts):
+    await register(services, "node176", "127.0.0.4", ssh_server)
+    fake_hosts.write("127.0.0.4", orphan_mib={5: 2048})
+    report = await check_host(services=services, host_name="node176")
+    assert report.assessment.verdict is Verdict.NOT_READY
+    assert [r.code for r in report.assessment.reasons] == ["vram_no_owner"]
+
+
+async def test_unreachable_host_is_a_stored_snapshot(services, ssh_server):
+    # Port 1 on loopback: nothing listens, the connection is refused.
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="dead", address="127.0.0.9", port=1)
+    report = await check_host(services=services, host_name="dead")
+    assert report.assessment.verdict is Verdict.UNREACHABLE and "cannot connect" in report.error
+    snap = await stored(services, report.snapshot_id)
+    assert snap.verdict == "unreachable" and snap.error_kind == "unreachable" and snap.readings is None
+
+
+async def test_changed_host_key_is_refused(services, ssh_server, fake_hosts, tmp_path):
+    known = ssh_server.write_known_hosts(str(tmp_path / "known_hosts"), {"127.0.0.5": "wrong"})
+    services.runner.ssh.known_hosts = known
+    await register(services, "rebuilt", "127.0.0.5", ssh_server)
+    report = await check_host(services=services, host_name="rebuilt")
+    assert report.assessment.verdict is Verdict.UNREACHABLE
+    assert "CHANGED" in report.error
+    assert (await stored(services, report.snapshot_id)).error_kind == "host_key"
+
+
+async def test_unknown_host_key_is_refused(services, ssh_server, fake_hosts, tmp_path):
+    known = ssh_server.write_known_hosts(str(tmp_path / "known_hosts"), {"127.0.0.6": "absent"})
+    services.runner.ssh.known_hosts = known
+    await register(services, "newbox", "127.0.0.6", ssh_server)
+    report = await check_host(services=services, host_name="newbox")
+    assert report.assessment.verdict is Verdict.UNREACHABLE and "is not in" in report.error
+
+
+async def test_missing_and_failing_nvidia_smi_give_unknown(services, ssh_server, fake_hosts):
+    await register(services, "nodrv", "127.0.0.7", ssh_server)
+    await register(services, "nosmi", "127.0.0.8", ssh_server)
+    fake_hosts.write("127.0.0.7", smi_mode="driver_failure")
+    fake_hosts.write("127.0.0.8", smi_mode="missing")
+    nodrv = await check_host(services=services, host_name="nodrv")
+    nosmi = await check_host(services=services, host_name="nosmi")
+    assert nodrv.assessment.verdict is Verdict.UNKNOWN and "couldn't communicate with the NVIDIA driver" in nodrv.assessment.reasons[0].text
+    assert nosmi.assessment.verdict is Verdict.UNKNOWN and "not installed" in nosmi.assessment.reasons[0].text
+    assert (await stored(services, nodrv.snapshot_id)).raw["gpus"]["exit_status"] == 9
+
+
+async def test_old_driver_without_memory_reserved_still_reads(services, ssh_server, fake_hosts):
+    await register(services, "olddrv", "127.0.0.10", ssh_server)
+    fake_hosts.write("127.0.0.10", smi_mode="no_reserved_field")
+    report = await check_host(services=services, host_name="olddrv")
+    assert report.assessment.verdict is Verdict.READY
+    assert report.readings.gpu.gpus[0].memory_reserved_mib is None
+
+
+async def test_units_expected_state(services, ssh_server, fake_hosts):
+    await register(services, "svc", "127.0.0.11", ssh_server, probe={"units": {"vllm.service": "inactive"}})
+    fake_hosts.write("127.0.0.11", units={"vllm.service": {"ActiveState": "active", "SubState": "running", "MainPID": 4242}})
+    report = await check_host(services=services, host_name="svc")
+    assert report.assessment.verdict is Verdict.NOT_READY
+    assert "vllm.service is active, expected inactive" in [r.text for r in report.assessment.reasons]
+
+
+async def test_localhost_runs_without_sshd(services):
+    report = await check_host(services=services, host_name="localhost")
+    assert report.where == "local"
+    # This machine has no GPU: nvidia-smi is missing, so unknown, never ready.
+    if not any(os.access(os.path.join(p, "nvidia-smi"), os.X_OK) for p in os.environ["PATH"].split(":")):
+        assert report.assessment.verdict is Verdict.UNKNOWN
+    assert report.readings.disks[0].avail_bytes > 0
