@@ -19,11 +19,11 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def upgrade(url: str, revision: str = "head") -> None:
+def upgrade(url: str, revision: str = "heads") -> None:
     """Upgrade the database at ``url`` (blocking; runs its own event loop)."""
     command.upgrade(alembic_config(url), revision)
 
 
-async def upgrade_async(url: str, revision: str = "head") -> None:
+async def upgrade_async(url: str, revision: str = "heads") -> None:
     """:func:`upgrade` from inside a running event loop (in a worker thread)."""
     await asyncio.to_thread(upgrade, url, revision)

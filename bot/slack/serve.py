@@ -29,6 +29,19 @@ def serve(settings: Settings) -> int:
     if settings.slack_signing_secret is None:
         log.error("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
         return 78
-    log.info("starting in HTTP mode on port %d (POST /slack/events)", settings.http_port)
-    app.start(port=settings.http_port)
+    from bot.slack.http import EVENTS_PATH, start_http
+
+    async def _run() -> None:
+        runner, port = await start_http(app, port=settings.http_port)
+        log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+            await services.close()
+
+    try:
+        asyncio.run(_run())
+    except KeyboardInterrupt:
+        pass
     return 0

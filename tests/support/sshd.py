@@ -2,6 +2,8 @@
 
 ``SshTestServer(addresses=["127.0.0.1", "127.0.0.2", ...])`` starts ``/usr/sbin/sshd -D -e -f
 <config>`` as a child process listening on every address (127.0.0.0/8 only) on ONE free port.
+OpenSSH accepts at most 16 listen sockets per daemon ("Too many listen sockets. Enlarge
+MAX_LISTEN_SOCKS"), so each group of 16 addresses gets its own sshd (same keys, same port).
 Each address is a separate "host" to the client: it has its own known_hosts line and its own
 fake state (the fake commands tell hosts apart by the server address in ``$SSH_CONNECTION``).
 
@@ -43,6 +45,7 @@ SSHD = "/usr/sbin/sshd"
 FAKEHOST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakehost")
 FIXTURES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "h200")
 FAKES = ("nvidia-smi", "systemctl")
+MAX_LISTEN = 16  # MAX_LISTEN_SOCKS in OpenSSH's sshd.c
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -68,7 +71,7 @@ class SshTestServer:
 
     Attributes once started: ``port``, ``addresses``, ``client_key_path``, ``known_hosts_path``,
     ``username``, ``bin_dir``, ``state_dir``, ``host_key_pub``, ``wrong_host_key_pub``,
-    ``log_path``, ``tmp``.
+    ``log_paths``, ``tmp``.
     """
 
     def __init__(self, addresses: Iterable[str] = ("127.0.0.1",), *, sshd: str = SSHD,
@@ -82,7 +85,7 @@ class SshTestServer:
         self.username = pwd.getpwuid(os.geteuid()).pw_name
         self.port = 0
         self.tmp = ""
-        self.proc: subprocess.Popen | None = None
+        self.procs: list[subprocess.Popen] = []
 
     # -- paths ------------------------------------------------------------------------------
     def _p(self, *parts: str) -> str:
@@ -105,15 +108,19 @@ class SshTestServer:
         return self._p("known_hosts")
 
     @property
-    def log_path(self) -> str:
-        return self._p("sshd.log")
+    def log_paths(self) -> list[str]:
+        """sshd's ``-e`` output, one file per daemon (16 addresses each)."""
+        return [self._p(f"sshd-{i}.log") for i in range(len(self._groups()))]
+
+    def _groups(self) -> list[list[str]]:
+        return [self.addresses[i:i + MAX_LISTEN] for i in range(0, len(self.addresses), MAX_LISTEN)]
 
     def state_path(self, addr: str) -> str:
         return os.path.join(self.state_dir, f"{addr}.json")
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> "SshTestServer":
-        if self.proc:
+        if self.procs:
             return self
         if not os.path.exists(self.sshd):
             raise SshServerError(f"{self.sshd} not found (apt-get install openssh-server)")
@@ -121,21 +128,22 @@ class SshTestServer:
         atexit.register(self.stop)
         try:
             self._prepare()
-            last = ""
-            for _ in range(self.attempts):
+            for attempt in range(self.attempts):
                 self.port = free_port()
-                last = self._launch()
-                if not last:
+                error = self._launch()
+                if not error:
+                    self.write_known_hosts(self.known_hosts_path)
                     return self
-            raise SshServerError(f"sshd did not start in {self.attempts} attempts:\n{last}")
+                if "Address already in use" not in error or attempt + 1 == self.attempts:
+                    raise SshServerError(f"sshd did not start (port {self.port}):\n{error}")
+            return self
         except BaseException:
             self.stop()
             raise
 
     def stop(self) -> None:
         """Terminate sshd and the session processes it forked; remove the temp folder."""
-        if self.proc:
-            self._terminate()
+        self._terminate()
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = ""
@@ -219,11 +227,11 @@ class SshTestServer:
         with open(os.path.join(self.bin_dir, "gpubot_fake.json"), "w") as f:
             json.dump({"state_dir": self.state_dir, "fixtures_dir": FIXTURES_DIR}, f)
 
-    def _config(self) -> str:
+    def _config(self, group: int, addresses: list[str]) -> str:
         env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "GPUBOT_FAKE_STATE_DIR": self.state_dir, "SHLVL": "1"}
-        lines = [f"ListenAddress {a}:{self.port}" for a in self.addresses] + [
+        lines = [f"ListenAddress {a}:{self.port}" for a in addresses] + [
             f"HostKey {self._p('host_ed25519')}",
-            f"PidFile {self._p('sshd.pid')}",
+            f"PidFile {self._p(f'sshd-{group}.pid')}",
             f"AuthorizedKeysFile {self._p('authorized_keys')}",
             "PermitRootLogin prohibit-password",
             "PubkeyAuthentication yes",
@@ -241,31 +249,36 @@ class SshTestServer:
             "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()),
             *self.extra_config,
         ]
-        path = self._p("sshd_config")
+        path = self._p(f"sshd_config-{group}")
         with open(path, "w") as f:
             f.write("\n".join(lines) + "\n")
         return path
 
     def _launch(self) -> str:
-        """Start sshd on self.port; '' when every address listens, else the failure text."""
-        config = self._config()
-        with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen([self.sshd, "-D", "-e", "-f", config], stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        """Start the daemons on self.port; '' when every address answers, else the failure text."""
+        groups = self._groups()
+        for g, addrs in enumerate(groups):
+            with open(self.log_paths[g], "w") as log:
+                self.procs.append(subprocess.Popen(
+                    [self.sshd, "-D", "-e", "-f", self._config(g, addrs)], stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         deadline = time.monotonic() + self.start_timeout
-        want = {f"Server listening on {a} port {self.port}." for a in self.addresses}
-        while time.monotonic() < deadline:
-            with open(self.log_path) as f:
-                text = f.read()
-            failed = self.proc.poll() is not None or f"port {self.port} on" in text and "failed" in text
-            if failed:
-                self._terminate()
-                return text or f"sshd exited with {self.proc and self.proc.returncode}"
-            if all(w in text for w in want) and self._banner_ok():
+        while True:
+            texts, ready = [], True
+            for g, (proc, addrs) in enumerate(zip(self.procs, groups)):
+                with open(self.log_paths[g]) as f:
+                    text = f.read()
+                texts.append(text)
+                if proc.poll() is not None or f"Bind to port {self.port} on" in text:
+                    self._terminate()
+                    return text or f"sshd exited with status {proc.returncode}"
+                ready &= all(f"Server listening on {a} port {self.port}." in text for a in addrs)
+            if ready and self._banner_ok():
                 return ""
+            if time.monotonic() > deadline:
+                self._terminate()
+                return f"timed out after {self.start_timeout}s:\n" + "".join(texts)
             time.sleep(0.05)
-        self._terminate()
-        return f"timed out after {self.start_timeout}s"
 
     def _banner_ok(self) -> bool:
         for addr in self.addresses:
@@ -278,12 +291,12 @@ class SshTestServer:
         return True
 
     def _terminate(self) -> None:
-        proc, self.proc = self.proc, None
-        if not proc:
-            return
-        children = _descendants(proc.pid)
-        if proc.poll() is None:
-            proc.terminate()
+        procs, self.procs = self.procs, []
+        children = [c for proc in procs for c in _descendants(proc.pid)]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in procs:
             try:
                 proc.wait(5)
             except subprocess.TimeoutExpired:
