@@ -14,7 +14,8 @@ import sys
 from dataclasses import asdict
 from typing import Any, NoReturn
 
-from bot.commands.grammar import StatusCommand, parse
+from bot.commands.registry import default_grammar
+from bot.commands.status import StatusCommand
 from bot.config import Settings
 from bot.db.migrate import upgrade
 from bot.errors import GpubotError, NotFoundError, UsageError
@@ -77,13 +78,13 @@ def report_json(report: StatusReport) -> dict[str, Any]:
 
 
 async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
-    cmd = parse("status " + " ".join(_quote(w) for w in words))
+    cmd = default_grammar().parse("status " + " ".join(_quote(w) for w in words)).command
     assert isinstance(cmd, StatusCommand)
-    if cmd.target is None:
-        raise UsageError("name a host")
+    if cmd.target.kind != "host" or not cmd.target.name:
+        raise UsageError("the terminal `status` takes one host name (use the console for groups)")
     services = build_services(settings)
     try:
-        report = await check_host(services=services, host_name=cmd.target, need_bytes=cmd.need_bytes, paths=cmd.paths)
+        report = await check_host(services=services, host_name=cmd.target.name, need_bytes=cmd.need_bytes, paths=cmd.paths)
     finally:
         await services.close()
     if as_json:

@@ -21,9 +21,16 @@ def _url() -> str:
     return Settings().database_url
 
 
+def _render_item(type_: str, obj: object, autogen_context: object) -> str | bool:
+    """Render gpubot's column types as plain SQLAlchemy ones, so migrations never import bot."""
+    if type_ == "type" and type(obj).__name__ == "UTCDateTime":
+        return "sa.DateTime(timezone=True)"
+    return False
+
+
 def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata,
-                      render_as_batch=connection.dialect.name == "sqlite")
+                      render_as_batch=connection.dialect.name == "sqlite", render_item=_render_item)
     with context.begin_transaction():
         context.run_migrations()
 

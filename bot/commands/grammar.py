@@ -1,113 +1,132 @@
 """The ``/gpu`` grammar: one parser for Slack, the console and the terminal CLI.
 
-``parse(text)`` returns a command dataclass or raises :class:`~bot.errors.UsageError` (with usage
-and a "did you mean" suggestion) — for *any* text, never another exception.
+A :class:`Grammar` is built from :class:`CommandSpec` lists (one list per domain module, see
+:func:`bot.commands.registry.default_grammar`). ``Grammar.parse(text)`` returns a
+:class:`Parsed` or raises :class:`~bot.errors.UsageError` (with usage and a "did you mean") —
+for *any* text, never another exception. Help is generated from the specs.
 """
 
 from __future__ import annotations
 
 import difflib
 import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.commands.normalize import normalize
-from bot.errors import UsageError
-from bot.sizes import parse_bytes
+from bot.commands.roles import Role
+from bot.errors import GpubotError, UsageError
 
-MAX_PATH = 4096
+MAX_TEXT = 4000
 
 
 @dataclass(frozen=True)
 class CommandSpec:
-    name: str
+    """One command. ``path`` is its words (``("hosts", "add")``); ``parse`` turns the remaining
+    words into a command dataclass and raises :class:`UsageError` on bad input."""
+
+    path: tuple[str, ...]
     usage: str
     summary: str
+    role: Role
+    parse: Callable[[list[str]], Any]
 
-
-SPECS: dict[str, CommandSpec] = {
-    "status": CommandSpec("status", "status HOST [need=SIZE] [PATH...]",
-                          "probe a host: GPUs, processes, disk, weight folders, HF cache, units; gives a verdict"),
-    "help": CommandSpec("help", "help [COMMAND]", "show commands, or one command's usage"),
-}
-
-
-@dataclass(frozen=True)
-class StatusCommand:
-    """``status HOST [need=SIZE] [PATH...]``; ``need_bytes`` in bytes, paths absolute."""
-
-    target: str | None
-    need_bytes: int | None = None
-    paths: tuple[str, ...] = ()
+    @property
+    def name(self) -> str:
+        return " ".join(self.path)
 
 
 @dataclass(frozen=True)
-class HelpCommand:
-    topic: str | None = None
+class Parsed:
+    spec: CommandSpec
+    command: Any
 
 
-Command = StatusCommand | HelpCommand
-
-
-def suggest(word: str, choices: list[str]) -> str | None:
+def suggest(word: str, choices: Iterable[str]) -> str | None:
     """The closest choice to ``word``, if any is close enough."""
-    match = difflib.get_close_matches(word.lower(), choices, n=1, cutoff=0.6)
+    match = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.6)
     return match[0] if match else None
 
 
-def _tokens(text: str) -> list[str]:
+def tokens(text: str) -> list[str]:
+    """Words of normalised text; quotes group words, an unbalanced quote falls back to spaces."""
     try:
         return shlex.split(text)
-    except ValueError:  # an unbalanced quote: fall back to plain words
+    except ValueError:
         return text.split()
 
 
-def validate_path(path: str) -> str:
-    """An absolute path with no control characters; raises :class:`UsageError`."""
-    if not path.startswith("/"):
-        raise UsageError(f"`{path}` is not an absolute path (it must start with `/`)")
-    if len(path) > MAX_PATH or any(ord(c) < 32 or c == "\x7f" for c in path):
-        raise UsageError("paths may not contain control characters or exceed 4096 characters")
-    return path
-
-
-def _status(args: list[str]) -> StatusCommand:
-    target: str | None = None
-    need: int | None = None
-    paths: list[str] = []
+def split_options(args: list[str], allowed: Iterable[str], usage: str) -> tuple[dict[str, str], list[str]]:
+    """Split ``key=value`` options (keys lower-cased, only ``allowed``) from plain words."""
+    allowed = list(allowed)
+    opts: dict[str, str] = {}
+    words: list[str] = []
     for arg in args:
         key, eq, value = arg.partition("=")
-        if eq and key.lower() == "need":
-            need = parse_bytes(value)
-        elif eq:
-            raise UsageError(f"unknown option `{key}=`", usage=SPECS["status"].usage,
-                             suggestion=f"need={value}" if suggest(key, ["need"]) else None)
-        elif arg.startswith("/"):
-            paths.append(validate_path(arg))
-        elif target is None:
-            target = arg
-        else:
-            raise UsageError(f"one host at a time: `{target}` and `{arg}`", usage=SPECS["status"].usage)
-    return StatusCommand(target=target, need_bytes=need, paths=tuple(paths))
+        if not eq or not key or "/" in key:
+            words.append(arg)
+            continue
+        key = key.lower()
+        if key not in allowed:
+            guess = suggest(key, allowed)
+            raise UsageError(f"unknown option `{key}=`", usage=usage, suggestion=f"{guess}={value}" if guess else None)
+        if not value:
+            raise UsageError(f"`{key}=` needs a value", usage=usage)
+        opts[key] = value
+    return opts, words
 
 
-def parse(text: str) -> Command:
-    """Parse ``/gpu`` text (raw, as Slack sends it)."""
-    words = _tokens(normalize(text))
-    if not words:
-        return HelpCommand()
-    verb, args = words[0].lower(), words[1:]
-    if verb == "status":
-        return _status(args)
-    if verb == "help":
-        topic = args[0].lower() if args else None
-        if topic and topic not in SPECS:
-            raise UsageError(f"no command `{topic}`", suggestion=suggest(topic, list(SPECS)))
-        return HelpCommand(topic)
-    guess = suggest(verb, list(SPECS))
-    raise UsageError(f"unknown command `{verb}`", usage=usage_text(), suggestion=guess)
+class Grammar:
+    """All commands; longest word-path wins (``hosts add`` before ``hosts``)."""
 
+    def __init__(self, specs: Iterable[CommandSpec], command: str = "/gpu"):
+        self.specs = {s.path: s for s in specs}
+        self.command = command
 
-def usage_text(topic: str | None = None) -> str:
-    """Usage of one command, or of all."""
-    specs = [SPECS[topic]] if topic else list(SPECS.values())
-    return "\n".join(f"/gpu {s.usage} — {s.summary}" for s in specs)
+    def parse(self, text: str) -> Parsed:
+        """Parse raw ``/gpu`` text as Slack sends it."""
+        try:
+            return self._parse(text)
+        except GpubotError:
+            raise
+        except Exception as exc:  # a parser bug must still read as a usage error to the user
+            raise UsageError(f"could not read that command ({type(exc).__name__})", usage=self.usage_for(None)) from exc
+
+    def _parse(self, text: str) -> Parsed:
+        if len(text or "") > MAX_TEXT:
+            raise UsageError(f"that command is longer than {MAX_TEXT} characters")
+        words = tokens(normalize(text))
+        if not words:
+            words = ["help"]
+        lowered = [w.lower() for w in words]
+        for n in range(min(3, len(words)), 0, -1):
+            spec = self.specs.get(tuple(lowered[:n]))
+            if spec is not None:
+                return Parsed(spec, spec.parse(words[n:]))
+        verbs = sorted({p[0] for p in self.specs})
+        if lowered[0] in verbs:  # a known verb with an unknown sub-command
+            subs = sorted(p[1] for p in self.specs if p[0] == lowered[0] and len(p) > 1)
+            guess = suggest(lowered[1], subs) if len(lowered) > 1 else None
+            raise UsageError(f"unknown `{lowered[0]}` sub-command", usage=self.usage_for(lowered[0]),
+                             suggestion=f"{lowered[0]} {guess}" if guess else None)
+        raise UsageError(f"unknown command `{words[0][:40]}`", usage=self.usage_for(None),
+                         suggestion=suggest(lowered[0], verbs))
+
+    def usage_for(self, verb: str | None, role: Role = Role.ADMIN) -> str:
+        """Usage lines of ``verb``'s commands (or all), limited to what ``role`` may run."""
+        specs = [s for s in self.specs.values() if (verb is None or s.path[0] == verb) and s.role <= role]
+        return "\n".join(f"{self.command} {s.usage} — {s.summary}" for s in specs)
+
+    def help(self, role: Role, topic: str | None = None) -> str:
+        """Help for a caller with ``role``; raises :class:`UsageError` for an unknown topic."""
+        if topic:
+            verbs = {p[0] for p in self.specs}
+            if topic not in verbs:
+                raise UsageError(f"no command `{topic}`", suggestion=f"help {suggest(topic, verbs)}" if suggest(topic, verbs) else None)
+            return self.usage_for(topic, role) or f"`{topic}` needs a role you do not have"
+        lines = [f"*{self.command}* commands you may run ({role.label}):", self.usage_for(None, role)]
+        hidden = [s for s in self.specs.values() if s.role > role]
+        if hidden:
+            lines.append(f"({len(hidden)} more need operator or admin rights)")
+        return "\n".join(lines)

@@ -20,6 +20,13 @@ class Services:
     runner: Runner
     engine: AsyncEngine | None = None
 
+    def runner_known_hosts(self) -> str:
+        """The known_hosts file the SSH runner verifies against (expanded)."""
+        import os
+
+        ssh = getattr(self.runner, "ssh", self.runner)
+        return getattr(ssh, "known_hosts", os.path.expanduser(self.settings.known_hosts))
+
     async def close(self) -> None:
         """Dispose the engine when this object owns one."""
         if self.engine is not None:

@@ -101,3 +101,43 @@ def status_view(report: StatusReport) -> StatusView:
         if r.context.uptime_s is not None:
             ctx.append(f"up {r.context.uptime_s / 86400:.1f} d")
     return StatusView(headline, a.verdict, reasons, sections, " · ".join(ctx))
+
+
+def one_line(report: StatusReport) -> str:
+    """A host in one line: verdict, GPUs busy, free disk, first reason."""
+    r = report.readings
+    parts = [f"{report.host}", VERDICT_WORDS[report.assessment.verdict]]
+    if r is not None and r.gpu.failure is None:
+        busy = sum(1 for g in r.gpu.gpus if (g.memory_used_mib or 0) > 0 or any(p.gpu_uuid == g.uuid for p in r.gpu.processes))
+        parts.append(f"{busy}/{len(r.gpu.gpus)} GPUs in use")
+    if r is not None and r.disks and r.disks[0].avail_bytes is not None:
+        parts.append(f"{human_bytes(r.disks[0].avail_bytes)} free")
+    reasons = [x.text for x in report.assessment.reasons if x.severity is not Severity.NOTE]
+    if reasons:
+        more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+        parts.append(reasons[0] + more)
+    return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class FleetView:
+    headline: str
+    counts: str
+    lines: list[tuple[Verdict, str]]
+
+
+ORDER = [Verdict.UNREACHABLE, Verdict.NOT_READY, Verdict.UNKNOWN, Verdict.READY]
+
+
+def fleet_view(title: str, reports: list[StatusReport], total: int | None = None) -> FleetView:
+    """Summary of many hosts; problem hosts first. ``total`` > answered shows progress."""
+    from collections import Counter
+
+    counts = Counter(r.assessment.verdict for r in reports)
+    answered = len(reports)
+    count_text = " · ".join(f"{counts.get(v, 0)} {VERDICT_WORDS[v]}" for v in reversed(ORDER))
+    if total is not None and answered < total:
+        count_text = f"{answered}/{total} answered · " + count_text
+    ordered = sorted(reports, key=lambda r: (ORDER.index(r.assessment.verdict), r.host))
+    return FleetView(f"{title}: {answered} host{'s' if answered != 1 else ''}", count_text,
+                     [(r.assessment.verdict, one_line(r)) for r in ordered])

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from bot.render.status_view import VERDICT_WORDS, StatusView
+from bot.render.status_view import FleetView, StatusView
 
 
 def status_text(view: StatusView) -> str:
     """The status message as terminal text."""
-    out = [view.headline.upper() if view.verdict.value != "ready" else view.headline, "=" * len(view.headline)]
+    out = [view.headline, "=" * len(view.headline)]
     for reason in view.reasons:
         out.append(f"  - {reason}")
     for sec in view.sections:
@@ -19,4 +19,6 @@ def status_text(view: StatusView) -> str:
     return "\n".join(out)
 
 
-__all__ = ["status_text", "VERDICT_WORDS"]
+def fleet_text(view: FleetView) -> str:
+    """A fleet summary as terminal text."""
+    return "\n".join([view.headline, view.counts, "", *(f"  {line}" for _, line in view.lines)])

@@ -9,7 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from slack_sdk.models.blocks import (
+    ActionsBlock,
     Block,
+    ButtonElement,
+    ConfirmObject,
     ContextBlock,
     DividerBlock,
     HeaderBlock,
@@ -17,7 +20,9 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.render.status_view import VERDICT_EMOJI, VERDICT_WORDS, StatusView
+from bot.readiness.verdict import Verdict
+from bot.render.status_view import VERDICT_EMOJI, VERDICT_WORDS, FleetView, StatusView
+from bot.slack.ids import ActionId
 
 SECTION_LIMIT = 3000
 HEADER_LIMIT = 150
@@ -69,3 +74,72 @@ def error_blocks(message: str, error_id: str | None = None) -> list[dict[str, An
     """A short error for the user (with an error id to quote to an admin when given)."""
     text = f":warning: {escape(message)}" + (f"\n_error id `{error_id}`_" if error_id else "")
     return _dicts([SectionBlock(text=MarkdownTextObject(text=text[:SECTION_LIMIT]))])
+
+
+MAX_BLOCKS = 50
+
+
+def fleet_blocks(view: FleetView) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """``(message blocks, thread messages)`` for a fleet summary.
+
+    Lines are packed into sections of at most 3000 characters. When they do not fit in one
+    message (50 blocks), the message keeps the counts and the problem hosts that fit, and the
+    full per-host list goes to the thread, in messages of at most 45 sections each.
+    """
+    head: list[Block] = [HeaderBlock(text=view.headline[:HEADER_LIMIT]),
+                         SectionBlock(text=MarkdownTextObject(text=escape(view.counts)))]
+    lines = [f"{VERDICT_EMOJI[v]} {escape(text)}" for v, text in view.lines]
+    sections = _pack(lines)
+    room = MAX_BLOCKS - len(head) - 2
+    if len(sections) <= room:
+        return _dicts([*head, DividerBlock(), *sections]), []
+    problems = [f"{VERDICT_EMOJI[v]} {escape(t)}" for v, t in view.lines if v is not Verdict.READY]
+    shown = _pack(problems)[: room - 1]
+    note = SectionBlock(text=MarkdownTextObject(text="_Every host, with details, is in the thread._"))
+    thread = [_dicts(sections[i:i + 45]) for i in range(0, len(sections), 45)]
+    return _dicts([*head, DividerBlock(), *shown, note]), thread
+
+
+def _pack(lines: list[str]) -> list[Block]:
+    out: list[Block] = []
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        line = line[: SECTION_LIMIT - 10]
+        if chunk and size + len(line) + 1 > SECTION_LIMIT - 10:
+            out.append(SectionBlock(text=MarkdownTextObject(text="\n".join(chunk))))
+            chunk, size = [], 0
+        chunk.append(line)
+        size += len(line) + 1
+    if chunk:
+        out.append(SectionBlock(text=MarkdownTextObject(text="\n".join(chunk))))
+    return out
+
+
+def progress_blocks(view: FleetView) -> list[dict[str, Any]]:
+    """While a fleet probe runs: the counts so far."""
+    return _dicts([SectionBlock(text=MarkdownTextObject(text=f":hourglass_flowing_sand: *{escape(view.headline)}*\n{escape(view.counts)}"))])
+
+
+def text_blocks(text: str) -> list[dict[str, Any]]:
+    """Plain mrkdwn text as sections (split to stay within limits)."""
+    return _dicts(_pack(text.splitlines() or [" "])[:MAX_BLOCKS])
+
+
+def trust_card_blocks(host: str, address: str, fingerprint: str, key_type: str, state: str) -> list[dict[str, Any]]:
+    """Ask an admin to confirm a host key fingerprint before it is recorded (never silent TOFU).
+
+    ``state``: "new" (not in known_hosts) or "changed" (a different key is recorded)."""
+    warn = ":rotating_light: The recorded key *differs*: accept only if the host was reinstalled.\n" if state == "changed" else ""
+    text = (f"{warn}*{escape(host)}* ({escape(address)}) offers this {escape(key_type)} host key:\n`{escape(fingerprint)}`\n"
+            "Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host itself.")
+    value = f"{host}|{fingerprint}"
+    return _dicts([
+        SectionBlock(text=MarkdownTextObject(text=text)),
+        ActionsBlock(elements=[
+            ButtonElement(text="Trust this key", action_id=ActionId.TRUST_HOST_KEY.value, value=value, style="primary",
+                          confirm=ConfirmObject(title="Trust host key?", text=f"Record {fingerprint[:200]} for {host[:40]}?",
+                                                confirm="Trust", deny="Cancel")),
+            ButtonElement(text="Cancel", action_id=ActionId.TRUST_CANCEL.value, value=host),
+        ]),
+    ])

@@ -1,82 +1,81 @@
-"""The ``/gpu`` slash-command listener: ack, parse, call a flow, render. No business rules here."""
+"""The ``/gpu`` slash-command listener: ack, claim the delivery, parse, check the role, call the
+handler for the command type. No business rules here."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.commands.grammar import HelpCommand, StatusCommand, parse, usage_text
-from bot.errors import UsageError
+from bot.access import service as access
+from bot.commands.registry import default_grammar
+from bot.commands.roles import Role
+from bot.errors import PermissionDenied
 from bot.flows.context import Services
-from bot.flows.status import check_host
-from bot.render.status_view import status_view
-from bot.slack.blocks import error_blocks, probing_blocks, status_blocks
+from bot.slack.blocks import error_blocks
+from bot.slack.context import CommandContext
 from bot.slack.errors import user_message
+from bot.slack.handlers import help as help_handlers
+from bot.slack.handlers import hosts as hosts_handlers
+from bot.slack.handlers import status as status_handlers
+from bot.slack.roles import RoleResolver
 
 log = logging.getLogger("gpubot.slack")
 
-
-class Message:
-    """A channel message we post once and then update (``chat.postMessage`` + ``chat.update``).
-
-    When the bot may not post in the channel it falls back to the command's ``respond``.
-    """
-
-    def __init__(self, client: AsyncWebClient, channel: str, respond: Any):
-        self.client, self.channel, self.respond, self.ts = client, channel, respond, None
-
-    async def post(self, text: str, blocks: list[dict[str, Any]]) -> None:
-        try:
-            resp = await self.client.chat_postMessage(channel=self.channel, text=text, blocks=blocks)
-            self.ts = resp["ts"]
-        except SlackApiError as exc:
-            log.info("chat.postMessage failed (%s); answering through response_url", exc.response.get("error"))
-            await self.respond(text=text, blocks=blocks, response_type="in_channel")
-
-    async def update(self, text: str, blocks: list[dict[str, Any]]) -> None:
-        if self.ts is None:
-            await self.respond(text=text, blocks=blocks, response_type="in_channel", replace_original=False)
-            return
-        await self.client.chat_update(channel=self.channel, ts=self.ts, text=text, blocks=blocks)
+Handler = Callable[[CommandContext, Any], Awaitable[None]]
+HANDLER_MODULES = [status_handlers, hosts_handlers, help_handlers]
+"""Each module has ``HANDLERS = {CommandClass: handler}`` and may have ``register(app, services)``
+for its buttons. Domains add their module here."""
 
 
-async def _ephemeral(respond: Any, text: str, error_id: str | None = None) -> None:
-    await respond(text=text, blocks=error_blocks(text, error_id), response_type="ephemeral")
+def delivery_key(body: dict[str, Any]) -> str:
+    """Identity of one slash-command invocation: Slack's ``trigger_id`` is unique per invocation
+    and repeated in retries; without it, a hash of the fields that identify the request."""
+    if body.get("trigger_id"):
+        return f"cmd:{body['trigger_id']}"
+    parts = [str(body.get(k, "")) for k in ("team_id", "user_id", "channel_id", "command", "text", "response_url")]
+    return "cmd:" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
 def register_listeners(app: AsyncApp, services: Services) -> None:
-    """Wire the listeners onto ``app`` (nothing happens at import time)."""
+    """Wire every listener onto ``app`` (nothing happens at import time)."""
+    grammar = default_grammar(services.settings.command)
+    resolver = RoleResolver(services)
+    handlers: dict[type, Handler] = {}
+    for module in HANDLER_MODULES:
+        handlers.update(module.HANDLERS)
+        if hasattr(module, "register"):
+            module.register(app, services)
 
     @app.command(services.settings.command)
-    async def gpu_command(ack: Any, command: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+    async def gpu_command(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
         await ack()
         try:
-            await _dispatch(services, command, client, respond)
+            async with services.sessions() as db, db.begin():
+                first = await access.claim_delivery(db_session=db, key=delivery_key(body))
+            if not first:
+                log.info("duplicate delivery of %s ignored", delivery_key(body))
+                return
+            role = await resolver.role(client, body.get("user_id", ""))
+            ctx = CommandContext(services=services, grammar=grammar, client=client, respond=respond,
+                                 user_id=body.get("user_id", ""), channel_id=body.get("channel_id", ""),
+                                 role=role, team_id=body.get("team_id"))
+            parsed = grammar.parse(body.get("text", ""))
+            if role < parsed.spec.role:
+                raise PermissionDenied(f"`{parsed.spec.name}` is not open to you", needed_role=parsed.spec.role.label)
+            await handlers[type(parsed.command)](ctx, parsed.command)
         except Exception as exc:  # the one mapper: see bot.slack.errors
             text, error_id = user_message(exc)
-            await _ephemeral(respond, text, error_id)
+            await respond(text=text, blocks=error_blocks(text, error_id), response_type="ephemeral", replace_original=False)
+
+    @app.error
+    async def on_error(error: Exception, body: dict[str, Any], logger: logging.Logger) -> None:
+        _, error_id = user_message(error)
+        logger.error("listener failed (error id %s)", error_id)
 
 
-async def _dispatch(services: Services, command: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
-    cmd = parse(command.get("text", ""))
-    if isinstance(cmd, HelpCommand):
-        await respond(text=usage_text(cmd.topic), response_type="ephemeral")
-        return
-    if isinstance(cmd, StatusCommand):
-        if cmd.target is None:
-            raise UsageError("name a host", usage=usage_text("status"))
-        msg = Message(client, command["channel_id"], respond)
-        await msg.post(f"probing {cmd.target}…", probing_blocks(cmd.target))
-        try:
-            report = await check_host(services=services, host_name=cmd.target, need_bytes=cmd.need_bytes,
-                                      paths=cmd.paths, requested_by=command.get("user_id"))
-        except Exception as exc:
-            text, error_id = user_message(exc)
-            await msg.update(text, error_blocks(text, error_id))
-            return
-        view = status_view(report)
-        await msg.update(view.headline, status_blocks(view))
+__all__ = ["register_listeners", "Role"]

@@ -1,0 +1,58 @@
+"""Who may do what, and claiming deliveries exactly once. Keyword-only; session passed in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.access.models import Delivery, RoleGrant
+from bot.commands.roles import Role
+from bot.config import Settings
+
+
+def configured_role(settings: Settings, subjects: Iterable[str]) -> Role:
+    """The highest role ``settings`` gives any of ``subjects`` (a user id and its group ids).
+
+    With no viewers configured, everyone is a viewer (reading is open); changes are deny-by-default.
+    """
+    subjects = set(subjects)
+    if subjects & set(settings.admins):
+        return Role.ADMIN
+    if subjects & set(settings.operators):
+        return Role.OPERATOR
+    if not settings.viewers or subjects & set(settings.viewers):
+        return Role.VIEWER
+    return Role.NONE
+
+
+async def role_of(*, db_session: AsyncSession, settings: Settings, user_id: str, group_ids: Iterable[str] = ()) -> Role:
+    """Highest role from settings and the ``role_grants`` table for the user or its groups."""
+    subjects = {user_id, *group_ids}
+    best = configured_role(settings, subjects)
+    rows = (await db_session.execute(select(RoleGrant.role).where(RoleGrant.subject.in_(subjects)))).scalars()
+    for r in rows:
+        best = max(best, Role[r.upper()])
+    return best
+
+
+async def grant(*, db_session: AsyncSession, subject: str, role: Role, granted_by: str | None) -> None:
+    """Give ``subject`` a role in the database (replacing an earlier grant)."""
+    row = (await db_session.execute(select(RoleGrant).where(RoleGrant.subject == subject))).scalar_one_or_none()
+    if row is None:
+        db_session.add(RoleGrant(subject=subject, role=role.label, granted_by=granted_by))
+    else:
+        row.role, row.granted_by = role.label, granted_by
+    await db_session.flush()
+
+
+async def claim_delivery(*, db_session: AsyncSession, key: str) -> bool:
+    """True exactly once per ``key`` across all replicas (a unique row inserted in a savepoint)."""
+    try:
+        async with db_session.begin_nested():
+            db_session.add(Delivery(key=key[:200]))
+        return True
+    except IntegrityError:
+        return False

@@ -1,0 +1,93 @@
+"""``hosts`` / ``hosts show|add|remove|trust``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bot.commands.common import validate_host
+from bot.commands.grammar import CommandSpec, split_options
+from bot.commands.roles import Role
+from bot.errors import UsageError
+
+ADD_USAGE = "hosts add NAME ADDRESS [port=22] [user=USER] [group=GROUP] [labels=k:v,k:v]"
+
+
+@dataclass(frozen=True)
+class HostsList:
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class HostsShow:
+    name: str
+
+
+@dataclass(frozen=True)
+class HostsAdd:
+    name: str
+    address: str
+    port: int = 22
+    user: str | None = None
+    group: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostsRemove:
+    name: str
+
+
+@dataclass(frozen=True)
+class HostsTrust:
+    name: str
+
+
+def _one(args: list[str], usage: str) -> str:
+    if len(args) != 1:
+        raise UsageError("name one host", usage=usage)
+    return validate_host(args[0])
+
+
+def parse_list(args: list[str]) -> HostsList:
+    opts, words = split_options(args, ["group"], "hosts [group=NAME]")
+    if words:
+        raise UsageError("`hosts` takes no words; did you mean `hosts show NAME`?", usage="hosts [group=NAME]")
+    return HostsList(opts.get("group"))
+
+
+def parse_add(args: list[str]) -> HostsAdd:
+    opts, words = split_options(args, ["port", "user", "group", "labels"], ADD_USAGE)
+    if len(words) != 2:
+        raise UsageError("give a NAME and an ADDRESS", usage=ADD_USAGE)
+    name, address = validate_host(words[0]), words[1]
+    if not all(c.isalnum() or c in ".-:_" for c in address):
+        raise UsageError(f"`{address[:80]}` is not a host address", usage=ADD_USAGE)
+    try:
+        port = int(opts.get("port", "22"))
+    except ValueError:
+        raise UsageError("port= is a number", usage=ADD_USAGE) from None
+    if not 0 < port < 65536:
+        raise UsageError("port= is between 1 and 65535", usage=ADD_USAGE)
+    labels: dict[str, str] = {}
+    for pair in filter(None, opts.get("labels", "").split(",")):
+        k, sep, v = pair.partition(":")
+        if not sep or not k:
+            raise UsageError(f"label `{pair[:40]}` is not `key:value`", usage=ADD_USAGE)
+        labels[k] = v
+    user = opts.get("user")
+    if user is not None and not all(c.isalnum() or c in "._-" for c in user):
+        raise UsageError("user= is a plain user name", usage=ADD_USAGE)
+    group = validate_host(opts["group"]) if "group" in opts else None
+    return HostsAdd(name, address, port, user, group, labels)
+
+
+SPECS = [
+    CommandSpec(("hosts",), "hosts [group=NAME]", "list registered hosts", Role.VIEWER, parse_list),
+    CommandSpec(("hosts", "show"), "hosts show NAME", "one host's registration and latest verdict", Role.VIEWER,
+                lambda a: HostsShow(_one(a, "hosts show NAME"))),
+    CommandSpec(("hosts", "add"), ADD_USAGE, "register a host (then `hosts trust` it)", Role.ADMIN, parse_add),
+    CommandSpec(("hosts", "remove"), "hosts remove NAME", "unregister a host (its history stays)", Role.ADMIN,
+                lambda a: HostsRemove(_one(a, "hosts remove NAME"))),
+    CommandSpec(("hosts", "trust"), "hosts trust NAME", "show a host's SSH key fingerprint and ask an admin to trust it",
+                Role.ADMIN, lambda a: HostsTrust(_one(a, "hosts trust NAME"))),
+]

@@ -1,0 +1,68 @@
+"""What a command handler gets: the caller, the channel, and ways to answer.
+
+Handlers (``bot/slack/handlers/*.py``) are ``async def handler(ctx: CommandContext, cmd) -> None``
+and live in a ``HANDLERS = {CommandClass: handler}`` dict per module. They call a flow and render;
+no business rules.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.commands.grammar import Grammar
+from bot.commands.roles import Role
+from bot.flows.context import Services
+
+log = logging.getLogger("gpubot.slack")
+
+
+@dataclass
+class MessageRef:
+    """A posted message: ``ts`` is ``None`` when it went through ``response_url`` instead."""
+
+    channel: str
+    ts: str | None
+
+
+@dataclass
+class CommandContext:
+    services: Services
+    grammar: Grammar
+    client: AsyncWebClient
+    respond: Any
+    user_id: str
+    channel_id: str
+    role: Role
+    team_id: str | None = None
+
+    async def reply_ephemeral(self, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
+        """Answer only the caller (``response_url``, ``response_type=ephemeral``)."""
+        await self.respond(text=text, blocks=blocks, response_type="ephemeral", replace_original=False)
+
+    async def post(self, text: str, blocks: list[dict[str, Any]], *, thread_ts: str | None = None) -> MessageRef:
+        """Post in the channel (``chat.postMessage``); falls back to ``response_url`` when the bot
+        may not post there."""
+        try:
+            resp = await self.client.chat_postMessage(channel=self.channel_id, text=text, blocks=blocks, thread_ts=thread_ts)
+            return MessageRef(resp["channel"], resp["ts"])
+        except SlackApiError as exc:
+            log.info("chat.postMessage failed (%s); answering through response_url", exc.response.get("error"))
+            await self.respond(text=text, blocks=blocks, response_type="in_channel", replace_original=False)
+            return MessageRef(self.channel_id, None)
+
+    async def update(self, ref: MessageRef, text: str, blocks: list[dict[str, Any]]) -> MessageRef:
+        """Replace a posted message (``chat.update``), or post anew if it had no ``ts``."""
+        if ref.ts is None:
+            await self.respond(text=text, blocks=blocks, response_type="in_channel", replace_original=False)
+            return ref
+        await self.client.chat_update(channel=ref.channel, ts=ref.ts, text=text, blocks=blocks)
+        return ref
+
+    async def thread(self, ref: MessageRef, text: str, blocks: list[dict[str, Any]]) -> MessageRef:
+        """Reply in the message's thread (or as a new message when it has no ``ts``)."""
+        return await self.post(text, blocks, thread_ts=ref.ts)

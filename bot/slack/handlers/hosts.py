@@ -1,0 +1,104 @@
+"""``/gpu hosts …``: the host registry in chat, and the host-key trust card."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+
+from bot.commands.hosts import HostsAdd, HostsList, HostsRemove, HostsShow, HostsTrust
+from bot.commands.roles import Role
+from bot.errors import NotFoundError, PermissionDenied
+from bot.flows.context import Services
+from bot.hosts import service as hosts
+from bot.hosts import trust
+from bot.slack.blocks import escape, text_blocks, trust_card_blocks
+from bot.slack.context import CommandContext
+from bot.slack.errors import user_message
+from bot.slack.ids import ActionId
+from bot.slack.roles import RoleResolver
+from bot.snapshots import service as snapshots
+
+log = logging.getLogger("gpubot.slack")
+
+
+def _line(h: Any) -> str:
+    labels = ",".join(f"{k}:{v}" for k, v in (h.labels or {}).items())
+    where = "local" if h.transport == "local" else f"{h.user + '@' if h.user else ''}{h.address}:{h.port}"
+    return f"`{h.name}` {where} · group {h.group or '-'}" + (f" · {labels}" if labels else "")
+
+
+async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
+    async with ctx.services.sessions() as db:
+        rows = await hosts.list_all(db_session=db, group=cmd.group)
+    title = f"{len(rows)} host{'s' if len(rows) != 1 else ''}" + (f" in group {cmd.group}" if cmd.group else "")
+    text = "\n".join([f"*{escape(title)}*", *(escape(_line(h)) for h in rows)] or [title])
+    await ctx.reply_ephemeral(title, text_blocks(text))
+
+
+async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
+    async with ctx.services.sessions() as db:
+        h = await hosts.get(db_session=db, name=cmd.name)
+        if h is None:
+            raise NotFoundError(f"no host called `{cmd.name}`", near=await hosts.near_names(db_session=db, name=cmd.name))
+        snap = await snapshots.latest(db_session=db, host_name=h.name)
+    last = (f"last verdict *{snap.verdict.replace('_', ' ')}* at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
+            if snap else "never probed")
+    await ctx.reply_ephemeral(_line(h), text_blocks(f"{escape(_line(h))}\n{last}"))
+
+
+async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
+    async with ctx.services.sessions() as db, db.begin():
+        h = await hosts.add(db_session=db, name=cmd.name, address=cmd.address, port=cmd.port, user=cmd.user,
+                            group=cmd.group, labels=cmd.labels)
+    text = f"Added {_line(h)} (by <@{ctx.user_id}>). Next: `/gpu hosts trust {h.name}` to confirm its SSH key."
+    await ctx.post(text, text_blocks(text))
+
+
+async def remove_host(ctx: CommandContext, cmd: HostsRemove) -> None:
+    async with ctx.services.sessions() as db, db.begin():
+        await hosts.remove(db_session=db, name=cmd.name)
+    text = f"Removed `{cmd.name}` (by <@{ctx.user_id}>); its snapshots stay in the history."
+    await ctx.post(text, text_blocks(text))
+
+
+async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
+    async with ctx.services.sessions() as db:
+        target, _ = await hosts.resolve(db_session=db, name=cmd.name)
+    offered = await trust.fetch_host_key(target, ctx.services.runner_known_hosts())
+    if offered.state == "trusted":
+        await ctx.reply_ephemeral(f"{cmd.name}: its key {offered.fingerprint} is already trusted.")
+        return
+    await ctx.reply_ephemeral(f"Confirm the host key of {cmd.name}",
+                              trust_card_blocks(cmd.name, f"{target.address}:{target.port}", offered.fingerprint,
+                                                offered.key_type, offered.state))
+
+
+HANDLERS = {HostsList: list_hosts, HostsShow: show_host, HostsAdd: add_host, HostsRemove: remove_host, HostsTrust: trust_host}
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    """Listeners for the trust card's buttons (admins only; re-checked at click time)."""
+    resolver = RoleResolver(services)
+
+    @app.action(ActionId.TRUST_HOST_KEY.value)
+    async def on_trust(ack: Any, body: dict[str, Any], client: Any, respond: Any) -> None:
+        await ack()
+        try:
+            user = body["user"]["id"]
+            if await resolver.role(client, user) < Role.ADMIN:
+                raise PermissionDenied("only admins may trust host keys", needed_role="admin")
+            name, fingerprint = body["actions"][0]["value"].split("|", 1)
+            async with services.sessions() as db:
+                target, _ = await hosts.resolve(db_session=db, name=name)
+            await trust.record(target, services.runner_known_hosts(), fingerprint)
+            await respond(text=f"<@{user}> trusted {name}'s host key {fingerprint}.", replace_original=True)
+        except Exception as exc:
+            text, error_id = user_message(exc)
+            await respond(text=text + (f" (error id {error_id})" if error_id else ""), replace_original=False, response_type="ephemeral")
+
+    @app.action(ActionId.TRUST_CANCEL.value)
+    async def on_cancel(ack: Any, body: dict[str, Any], respond: Any) -> None:
+        await ack()
+        await respond(text=f"Host key of {body['actions'][0]['value']} not trusted.", replace_original=True)

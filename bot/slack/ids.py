@@ -1,0 +1,8 @@
+"""Block Kit action ids, shared by the block builders and the action listeners."""
+
+import enum
+
+
+class ActionId(str, enum.Enum):
+    TRUST_HOST_KEY = "gpubot.hosts.trust"
+    TRUST_CANCEL = "gpubot.hosts.trust_cancel"

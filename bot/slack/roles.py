@@ -1,0 +1,45 @@
+"""Resolve the caller's role: settings + DB grants, for the user and the user groups it is in.
+
+User-group membership comes from ``usergroups.users.list`` (scope ``usergroups:read``) for each
+group named in settings or grants, cached for ``ttl`` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy import select
+
+from bot.access import service as access
+from bot.access.models import RoleGrant
+from bot.commands.roles import Role
+from bot.flows.context import Services
+
+
+class RoleResolver:
+    def __init__(self, services: Services, ttl: float = 300.0):
+        self.services = services
+        self.ttl = ttl
+        self._members: dict[str, tuple[float, set[str]]] = {}
+
+    async def _group_members(self, client: AsyncWebClient, group: str) -> set[str]:
+        cached = self._members.get(group)
+        if cached and time.monotonic() - cached[0] < self.ttl:
+            return cached[1]
+        try:
+            resp = await client.usergroups_users_list(usergroup=group)
+            members = set(resp.get("users", []))
+        except SlackApiError:
+            members = set()
+        self._members[group] = (time.monotonic(), members)
+        return members
+
+    async def role(self, client: AsyncWebClient, user_id: str) -> Role:
+        s = self.services.settings
+        async with self.services.sessions() as db:
+            granted = list((await db.execute(select(RoleGrant.subject))).scalars())
+            groups = {g for g in [*s.admins, *s.operators, *s.viewers, *granted] if g.startswith("S")}
+            mine = [g for g in groups if user_id in await self._group_members(client, g)]
+            return await access.role_of(db_session=db, settings=s, user_id=user_id, group_ids=mine)
