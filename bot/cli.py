@@ -58,6 +58,9 @@ def _build_parser() -> argparse.ArgumentParser:
     st.add_argument("words", nargs="+", metavar="HOST [need=SIZE] [PATH...]")
     st.add_argument("--json", action="store_true", help="print the snapshot and verdict as JSON")
     sub.add_parser("serve", help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)")
+    con = sub.add_parser("console", help="type /gpu commands here; the same app answers as text, no Slack needed")
+    con.add_argument("--role", choices=["viewer", "operator", "admin"], default="admin",
+                     help="the role the console user has (default admin: it is your terminal)")
     return p
 
 
@@ -123,6 +126,22 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _console(settings: Settings, role: str) -> int:
+    from bot.console.session import CONSOLE_USER, run_console
+
+    field = {"admin": "admins", "operator": "operators", "viewer": "viewers"}[role]
+    setattr(settings, field, [*getattr(settings, field), CONSOLE_USER])
+
+    async def _run() -> int:
+        services = build_services(settings)
+        try:
+            return await run_console(services)
+        finally:
+            await services.close()
+
+    return asyncio.run(_run())
+
+
 def _serve(settings: Settings) -> int:
     from bot.slack.serve import serve
 
@@ -131,17 +150,21 @@ def _serve(settings: Settings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gpubot`` console script."""
-    logging.basicConfig(level=logging.INFO if argv is None else logging.WARNING,
+    args = _build_parser().parse_args(argv)
+    quiet = argv is not None or args.cmd != "serve"
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     for noisy in ("asyncssh", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    args = _build_parser().parse_args(argv)
     settings = Settings()
     try:
         if args.cmd == "db":
             upgrade(settings.database_url)
             print("database is at the newest revision")
             return 0
+        if args.cmd == "console":
+            upgrade(settings.database_url)
+            return _console(settings, args.role)
         if args.cmd == "serve":
             upgrade(settings.database_url)
             return _serve(settings)

@@ -7,6 +7,7 @@ offers the same key.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from dataclasses import dataclass
@@ -36,7 +37,8 @@ def host_pattern(target: HostTarget) -> str:
 async def fetch_host_key(target: HostTarget, known_hosts: str, *, timeout: float = 10.0) -> OfferedKey:
     """Connect only far enough to read the host key; raises :class:`HostUnreachable`."""
     try:
-        key = await asyncssh.get_server_host_key(target.address, target.port, login_timeout=timeout)
+        async with asyncio.timeout(timeout):
+            key = await asyncssh.get_server_host_key(target.address, target.port)
     except (OSError, asyncssh.Error, TimeoutError) as exc:
         raise HostUnreachable(f"{target.name}: cannot read the host key of {target.address}:{target.port}: {exc}") from exc
     if key is None:

@@ -139,5 +139,6 @@ def fleet_view(title: str, reports: list[StatusReport], total: int | None = None
     if total is not None and answered < total:
         count_text = f"{answered}/{total} answered · " + count_text
     ordered = sorted(reports, key=lambda r: (ORDER.index(r.assessment.verdict), r.host))
-    return FleetView(f"{title}: {answered} host{'s' if answered != 1 else ''}", count_text,
+    n = total if total is not None else answered
+    return FleetView(f"{title}: {n} host{'s' if n != 1 else ''}", count_text,
                      [(r.assessment.verdict, one_line(r)) for r in ordered])

@@ -22,7 +22,7 @@ def build_client(services: Services) -> AsyncWebClient:
     return client
 
 
-def build_app(services: Services, *, client: AsyncWebClient | None = None) -> AsyncApp:
+def build_app(services: Services, *, client: AsyncWebClient | None = None, process_before_response: bool = False) -> AsyncApp:
     """The Bolt app with gpubot's listeners.
 
     Requests are verified with ``SLACK_SIGNING_SECRET`` (HTTP mode; Bolt rejects a bad signature
@@ -35,6 +35,7 @@ def build_app(services: Services, *, client: AsyncWebClient | None = None) -> As
         signing_secret=secret,
         request_verification_enabled=secret is not None,
         ignoring_self_events_enabled=True,
+        process_before_response=process_before_response,
     )
     register_listeners(app, services)
     return app
