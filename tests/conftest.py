@@ -12,7 +12,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from sqlalchemy import delete, text
+from sqlalchemy import delete, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.config import Settings
@@ -75,6 +75,8 @@ async def services(database_url: str, ssh_server) -> AsyncIterator[Services]:
     svc = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
     yield svc
     async with svc.sessions() as db, db.begin():
+        present = set(await (await db.connection()).run_sync(lambda c: inspect(c).get_table_names()))
         for table in reversed(Base.metadata.sorted_tables):
-            await db.execute(delete(table))
+            if table.name in present:
+                await db.execute(delete(table))
     await engine.dispose()

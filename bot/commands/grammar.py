@@ -103,6 +103,12 @@ class Grammar:
         for n in range(min(3, len(words)), 0, -1):
             spec = self.specs.get(tuple(lowered[:n]))
             if spec is not None:
+                subs = sorted(p[n] for p in self.specs if len(p) > n and p[:n] == spec.path)
+                if subs and len(words) > n and "=" not in words[n]:
+                    guess = suggest(lowered[n], subs)
+                    if guess:
+                        raise UsageError(f"unknown `{spec.name}` sub-command `{words[n][:40]}`",
+                                         usage=self.usage_for(spec.path[0]), suggestion=f"{spec.name} {guess}")
                 return Parsed(spec, spec.parse(words[n:]))
         verbs = sorted({p[0] for p in self.specs})
         if lowered[0] in verbs:  # a known verb with an unknown sub-command

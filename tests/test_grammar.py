@@ -1,0 +1,118 @@
+"""The /gpu grammar: every command, Slack's text shapes, "did you mean", and no crash on any text."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.commands.grammar import Grammar
+from bot.commands.help import HelpCommand
+from bot.commands.hosts import HostsAdd, HostsList, HostsRemove, HostsShow, HostsTrust
+from bot.commands.normalize import normalize
+from bot.commands.registry import default_grammar
+from bot.commands.roles import Role
+from bot.commands.status import StatusCommand, Target
+from bot.errors import UsageError
+
+G = default_grammar()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("status node174", StatusCommand(Target("host", "node174"))),
+        ("  STATUS   node174  need=540G ", StatusCommand(Target("host", "node174"), 540_000_000_000)),
+        ("status node174 need=200GiB /shared/glm5 /models/x", StatusCommand(Target("host", "node174"), 200 * 2**30, ("/shared/glm5", "/models/x"))),
+        ("status group:train", StatusCommand(Target("group", "train"))),
+        ("status all need=1T", StatusCommand(Target("all"), 10**12)),
+        ("status", StatusCommand(Target("default"))),
+        ("status <http://node174|node174>", StatusCommand(Target("host", "node174"))),
+        ("status <http://node174>", StatusCommand(Target("host", "node174"))),
+        ("status node174 NEED=1g", StatusCommand(Target("host", "node174"), 10**9)),
+        ("hosts", HostsList()),
+        ("hosts group=train", HostsList("train")),
+        ("hosts show node174", HostsShow("node174")),
+        ("hosts add node174 10.1.2.3 port=2222 user=ops group=train labels=gpu:h200,rack:3",
+         HostsAdd("node174", "10.1.2.3", 2222, "ops", "train", {"gpu": "h200", "rack": "3"})),
+        ("hosts add node9 gpu9.lab.example", HostsAdd("node9", "gpu9.lab.example")),
+        ("hosts remove node174", HostsRemove("node174")),
+        ("Hosts Trust node174", HostsTrust("node174")),
+        ("help", HelpCommand()),
+        ("", HelpCommand()),
+        ("help status", HelpCommand("status")),
+    ],
+)
+def test_commands_parse(text, expected):
+    assert G.parse(text).command == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "suggestion"),
+    [
+        ("stauts node174", "unknown command `stauts`", "status"),
+        ("hots", "unknown command `hots`", "hosts"),
+        ("hosts ad node1 1.2.3.4", "unknown `hosts` sub-command `ad`", "hosts add"),
+        ("status node174 nede=1G", "unknown option `nede=`", "need=1G"),
+        ("status node174 need=lots", "not a size", None),
+        ("status node174 other", "one target at a time", None),
+        ("status node174 relative/path", "one target at a time", None),
+        ("hosts add node1", "give a NAME and an ADDRESS", None),
+        ("hosts add node1 1.2.3.4 port=99999", "port=", None),
+        ("hosts add 'bad name' 1.2.3.4", "not a valid host name", None),
+        ("status 'node;rm -rf /'", "not a valid host name", None),
+        ("status node1 '/x\x1by'", "control characters", None),
+    ],
+)
+def test_bad_input_gets_usage_and_suggestion(text, message, suggestion):
+    with pytest.raises(UsageError) as err:
+        G.parse(text)
+    assert message in str(err.value)
+    assert err.value.suggestion == suggestion
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("status  <http://node174|node174>", "status node174"),
+        ("status\u00a0node174", "status node174"),
+        ("report schedule \u201c0 8 * * 1-5\u201d <#C123|train>", 'report schedule "0 8 * * 1-5" #train'),
+        ("a &amp; b &lt;x&gt;", "a & b <x>"),
+        ("status <mailto:x@y.z|x@y.z>", "status x@y.z"),
+    ],
+)
+def test_normalise_slack_text(raw, clean):
+    assert normalize(raw) == clean
+
+
+def test_help_depends_on_role():
+    viewer, admin = G.help(Role.VIEWER), G.help(Role.ADMIN)
+    assert "hosts add" not in viewer and "hosts add" in admin
+    assert "need operator or admin rights" in viewer
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=300))
+def test_no_text_raises_anything_but_a_usage_error(text):
+    try:
+        G.parse(text)
+    except UsageError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["status", "hosts", "add", "show", "group:", "need=", "=", "/", "'", '"', "<", ">", "|", "all", "help", "x" * 300, "\x00", "é"]), max_size=8))
+def test_no_word_salad_raises_anything_but_a_usage_error(words):
+    try:
+        G.parse(" ".join(words))
+    except UsageError:
+        pass
+
+
+def test_a_parser_bug_still_reads_as_usage():
+    from bot.commands.grammar import CommandSpec
+
+    def broken(args):
+        raise KeyError("boom")
+
+    g = Grammar([CommandSpec(("x",), "x", "x", Role.VIEWER, broken)])
+    with pytest.raises(UsageError):
+        g.parse("x")
