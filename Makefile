@@ -1,5 +1,5 @@
 # The two commands a newcomer needs (see README.md):
-#   make run    set up a virtualenv and probe this machine (`gpubot status localhost`)
+#   make run    set up a virtualenv, probe this machine, then serve Slack (tokens set) or open the console
 #   make test   install what the tests need (OpenSSH server, Python packages) and run them
 PY ?= python3
 VENV ?= .venv
@@ -18,6 +18,7 @@ setup: $(BIN)/gpubot
 run: setup
 	$(BIN)/gpubot db upgrade
 	-$(BIN)/gpubot status localhost
+	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/gpubot serve; else $(BIN)/gpubot console; fi
 
 deps-system:
 	@command -v /usr/sbin/sshd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client; }
