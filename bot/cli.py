@@ -51,6 +51,8 @@ def _build_parser() -> argparse.ArgumentParser:
     add.add_argument("--key-file")
     add.add_argument("--group")
     add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
+    add.add_argument("--probe", type=json.loads, default=None, metavar="JSON",
+                     help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
     h.add_parser("list", help="list hosts")
     rm = h.add_parser("remove", help="unregister a host (its snapshots stay)")
     rm.add_argument("name")
@@ -110,7 +112,7 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
             if args.hosts_cmd == "add":
                 host = await hosts.add(db_session=db, name=args.name, address=args.address, port=args.port,
                                        user=args.user, key_file=args.key_file, group=args.group,
-                                       transport="local" if args.local else "ssh")
+                                       transport="local" if args.local else "ssh", probe=args.probe)
                 print(f"added {host.name} ({host.transport} {host.address}:{host.port})")
             elif args.hosts_cmd == "remove":
                 await hosts.remove(db_session=db, name=args.name)

@@ -68,7 +68,7 @@ async def remove(*, db_session: AsyncSession, name: str) -> None:
 
 async def near_names(*, db_session: AsyncSession, name: str, limit: int = 3) -> list[str]:
     """Registered names close to ``name`` (for "did you mean")."""
-    names = [h.name for h in await list_all(db_session=db_session)]
+    names = [h.name for h in await list_all(db_session=db_session)] + list(LOCAL_NAMES)
     return difflib.get_close_matches(name, names, n=limit, cutoff=0.5)
 
 

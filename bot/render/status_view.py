@@ -99,7 +99,8 @@ def status_view(report: StatusReport) -> StatusView:
         if driver:
             ctx.append(f"driver {driver}")
         if r.context.uptime_s is not None:
-            ctx.append(f"up {r.context.uptime_s / 86400:.1f} d")
+            up = r.context.uptime_s
+            ctx.append(f"up {up / 86400:.1f} d" if up >= 86400 else f"up {up / 3600:.1f} h")
     return StatusView(headline, a.verdict, reasons, sections, " · ".join(ctx))
 
 
