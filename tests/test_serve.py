@@ -55,3 +55,65 @@ async def test_serve_http_mode_answers_a_signed_command(tmp_path, ssh_server, fa
             proc.terminate()
             out = proc.communicate(timeout=10)[0]
         assert "HTTP mode" in out and "xoxb-serve" not in out and "s3cret" not in out
+
+
+async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh_server, fake_hosts):
+    """A local WebSocket stands in for Slack's Socket Mode endpoint (apps.connections.open -> ws URL):
+    it sends a slash_commands envelope twice (a retry) and expects one ack each and one probe."""
+    import json
+    import uuid
+    from urllib.parse import parse_qsl
+
+    from aiohttp import web
+
+    acks: list[dict] = []
+    sent = asyncio.Event()
+
+    async def ws_handler(request):
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_json({"type": "hello", "num_connections": 1})
+        payload = dict(parse_qsl(slash_command_body("status node174", response_url=recorder.response_url("sm"))))
+        envelope = {"envelope_id": str(uuid.uuid4()), "type": "slash_commands", "payload": payload,
+                    "accepts_response_payload": True}
+        await ws.send_json(envelope)
+        await ws.send_json({**envelope, "envelope_id": str(uuid.uuid4())})  # redelivery
+        sent.set()
+        async for msg in ws:
+            if msg.type == web.WSMsgType.TEXT:
+                acks.append(json.loads(msg.data))
+        return ws
+
+    ws_app = web.Application()
+    ws_app.router.add_get("/link", ws_handler)
+    runner = web.AppRunner(ws_app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    ws_port = site._server.sockets[0].getsockname()[1]
+    async with SlackApiRecorder() as recorder:
+        recorder.responses["apps.connections.open"] = {"ok": True, "url": f"ws://127.0.0.1:{ws_port}/link"}
+        env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'sm.db'}",
+               "SLACK_BOT_TOKEN": "xoxb-sm", "SLACK_APP_TOKEN": "xapp-sm", "GPUBOT_SLACK_API_URL": recorder.url,
+               "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+               "GPUBOT_SSH_USER": ssh_server.username}
+        env.pop("SLACK_SIGNING_SECRET", None)
+        subprocess.run([sys.executable, "-m", "bot", "hosts", "add", "node174", "127.0.0.2", "--port", str(ssh_server.port)],
+                       env=env, cwd=ROOT, check=True, capture_output=True)
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            try:
+                update = await recorder.wait_for("chat.update", timeout=30)
+            except AssertionError:
+                proc.terminate()
+                raise AssertionError(proc.communicate(timeout=10)[0]) from None
+            assert "node174: ready" in update.body["text"]
+            await asyncio.sleep(1.0)
+            assert len(recorder.calls_of("chat.postMessage")) == 1
+            assert len(acks) == 2 and all("envelope_id" in a for a in acks)
+        finally:
+            proc.terminate()
+            out = proc.communicate(timeout=10)[0]
+            await runner.cleanup()
+        assert "Socket Mode" in out and "xapp-sm" not in out, out

@@ -22,9 +22,21 @@ def serve(settings: Settings) -> int:
     if settings.slack_app_token is not None:
         from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 
-        handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
-        log.info("starting in Socket Mode")
-        asyncio.run(handler.start_async())
+        app_token = settings.slack_app_token.get_secret_value()
+
+        async def _socket() -> None:
+            # The handler's aiohttp session needs the running loop: build it inside.
+            handler = AsyncSocketModeHandler(app, app_token)
+            log.info("starting in Socket Mode")
+            try:
+                await handler.start_async()
+            finally:
+                await services.close()
+
+        try:
+            asyncio.run(_socket())
+        except KeyboardInterrupt:
+            pass
         return 0
     if settings.slack_signing_secret is None:
         log.error("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
