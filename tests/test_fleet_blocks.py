@@ -1,0 +1,48 @@
+"""Fleet summaries stay within Block Kit limits; what does not fit goes to the thread."""
+
+import re
+from datetime import datetime, timezone
+
+from bot.flows.status import StatusReport
+from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, Readings
+from bot.readiness.verdict import Assessment, Reason, Severity, Verdict, unreachable
+from bot.render.status_view import fleet_view
+from bot.slack.blocks import fleet_blocks
+from tests.support.blockkit import blocks_text, validate_message
+
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+
+
+def report(i: int) -> StatusReport:
+    name = f"node{i:04d}"
+    if i % 7 == 0:
+        return StatusReport(name, "x", i, NOW, 10, unreachable(f"{name}: cannot connect to 10.0.0.1:22: timed out " + "x" * 80, "unreachable"), None)
+    gpus = [Gpu(g, f"GPU-{i}-{g}", "NVIDIA H200", 143771, 0, 616, 0, 30, 100.0, "Disabled") for g in range(8)]
+    procs = [GpuProcess(f"GPU-{i}-3", 4000 + i, 81920, "python3")] if i % 5 == 0 else []
+    readings = Readings(GpuReport(gpus=gpus, processes=procs), [Disk("/", "/dev/sda", "/", 4 * 10**12, 10**12, 3 * 10**12)], [], None, [], HostContext())
+    if procs:
+        a = Assessment(Verdict.NOT_READY, [Reason("gpu_busy", f"GPU 3: 81,920 MiB used by python3 (pid {4000 + i})", Severity.BLOCKER)])
+    else:
+        a = Assessment(Verdict.READY, [])
+    return StatusReport(name, "x", i, NOW, 10, a, readings)
+
+
+def test_small_fleet_fits_one_message():
+    blocks, thread = fleet_blocks(fleet_view("group train", [report(i) for i in range(1, 41)]))
+    validate_message(blocks)
+    assert thread == []
+    assert len(re.findall(r"node\d{4} · ", blocks_text(blocks))) == 40
+
+
+def test_huge_fleet_keeps_summary_and_problems_and_threads_the_rest():
+    reports = [report(i) for i in range(1, 3001)]
+    blocks, thread = fleet_blocks(fleet_view("all hosts", reports))
+    validate_message(blocks)
+    text = blocks_text(blocks)
+    assert "all hosts: 3000 hosts" in text and "in the thread" in text
+    assert "node0007 · unreachable" in text  # problems come first
+    assert thread and all(len(m) <= 50 for m in thread)
+    for message in thread:
+        validate_message(message)
+    threaded = "".join(blocks_text(m) for m in thread)
+    assert all(f"node{i:04d}" in threaded for i in (1, 1500, 3000))
