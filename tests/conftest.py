@@ -80,3 +80,15 @@ async def services(database_url: str, ssh_server) -> AsyncIterator[Services]:
             if table.name in present:
                 await db.execute(delete(table))
     await engine.dispose()
+
+
+@pytest.fixture
+async def slack_bot(services):
+    """The real Bolt app over HTTP on 127.0.0.1, its Web API pointed at a recorder (tests/slack_env.py)."""
+    from tests.slack_env import start_bot
+    from tests.support.slack_recorder import SlackApiRecorder
+
+    async with SlackApiRecorder() as recorder:
+        bot, close = await start_bot(services, recorder)
+        yield bot
+        await close()

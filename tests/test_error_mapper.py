@@ -2,20 +2,15 @@
 
 import logging
 
-import pytest_asyncio
+import pytest
 from sqlalchemy import text
 
 from bot.hosts import service as hosts
-from tests.slack_env import start_bot
-from tests.support.slack_recorder import SlackApiRecorder
 
 
-@pytest_asyncio.fixture
-async def bot(services):
-    async with SlackApiRecorder() as recorder:
-        bot, close = await start_bot(services, recorder)
-        yield bot
-        await close()
+@pytest.fixture
+def bot(slack_bot):
+    return slack_bot
 
 
 async def test_storage_failure_shows_an_error_id_not_a_traceback(bot, services, ssh_server, fake_hosts, caplog, database_url):

@@ -1,26 +1,21 @@
 """Fleet status through Slack: a dozen real SSH test hosts, some broken, one summary message."""
 
+import pytest
 import asyncio
 
-import pytest_asyncio
 from sqlalchemy import func, select
 
 from bot.hosts import service as hosts
 from bot.snapshots.models import Snapshot
-from tests.slack_env import start_bot
 from tests.support.blockkit import blocks_text, validate_message
-from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import slash_command_body
 
 HEALTHY = [f"127.0.0.{n}" for n in range(2, 10)]  # 8 clean hosts
 
 
-@pytest_asyncio.fixture
-async def bot(services):
-    async with SlackApiRecorder() as recorder:
-        bot, close = await start_bot(services, recorder)
-        yield bot
-        await close()
+@pytest.fixture
+def bot(slack_bot):
+    return slack_bot
 
 
 async def make_fleet(services, ssh_server, fake_hosts, tmp_path):

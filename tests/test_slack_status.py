@@ -1,22 +1,16 @@
 """A user types `/gpu status node174` in Slack: signed HTTP -> ack -> SSH -> posted verdict -> snapshot."""
 
 import pytest
-import pytest_asyncio
 from sqlalchemy import func, select
 
 from bot.hosts import service as hosts
 from bot.snapshots.models import Snapshot
-from tests.slack_env import start_bot
 from tests.support.blockkit import blocks_text, validate_message
-from tests.support.slack_recorder import SlackApiRecorder
 
 
-@pytest_asyncio.fixture
-async def bot(services):
-    async with SlackApiRecorder() as recorder:
-        bot, close = await start_bot(services, recorder)
-        yield bot
-        await close()
+@pytest.fixture
+def bot(slack_bot):
+    return slack_bot
 
 
 async def add_host(services, name, addr, port, **kw):
