@@ -1,8 +1,8 @@
 """Fleet status through Slack: a dozen real SSH test hosts, some broken, one summary message."""
 
-import pytest
 import asyncio
 
+import pytest
 from sqlalchemy import func, select
 
 from bot.hosts import service as hosts
@@ -41,7 +41,7 @@ async def test_group_status_summarises_every_host(bot, services, ssh_server, fak
     text = blocks_text(final.body["blocks"])
     assert "group train: 12 hosts" in text
     assert "8 ready · 1 unknown · 1 not ready · 2 unreachable" in text
-    assert f"train-busy · not ready · 1/8 GPUs in use" in text and f"pid {holder.pid}" in text
+    assert "train-busy · not ready · 1/8 GPUs in use" in text and f"pid {holder.pid}" in text
     assert "train-rekeyed · unreachable" in text and "CHANGED" in text
     assert "train-down · unreachable" in text and "cannot connect" in text
     assert "train-nodrv · unknown" in text and "NVIDIA driver" in text

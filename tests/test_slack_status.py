@@ -63,8 +63,9 @@ async def test_typo_in_command_gets_usage_and_suggestion_ephemerally(bot):
 
 @pytest.mark.parametrize("how", ["bad_secret", "stale"])
 async def test_unsigned_or_replayed_requests_are_refused(bot, how):
-    from tests.support.slack_requests import slash_command_body
     import time
+
+    from tests.support.slack_requests import slash_command_body
 
     body = slash_command_body("status node174")
     if how == "bad_secret":

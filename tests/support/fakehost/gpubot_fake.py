@@ -24,7 +24,6 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 1 << 20
