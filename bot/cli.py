@@ -14,6 +14,7 @@ import sys
 from dataclasses import asdict
 from typing import Any, NoReturn
 
+from bot import cli_history
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings
@@ -63,6 +64,7 @@ def _build_parser() -> argparse.ArgumentParser:
     con = sub.add_parser("console", help="type /gpu commands here; the same app answers as text, no Slack needed")
     con.add_argument("--role", choices=["viewer", "operator", "admin"], default="admin",
                      help="the role the console user has (default admin: it is your terminal)")
+    cli_history.add_parsers(sub)
     return p
 
 
@@ -173,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         upgrade(settings.database_url)
         if args.cmd == "hosts":
             return asyncio.run(_hosts(settings, args))
+        if args.cmd in ("history", "diff"):
+            return asyncio.run(getattr(cli_history, args.cmd)(settings, args))
         return asyncio.run(_status(settings, args.words, args.json))
     except NotFoundError as exc:
         near = f" Did you mean: {', '.join(exc.near)}?" if exc.near else ""

@@ -49,3 +49,27 @@ class Settings(BaseSettings):
     operators: list[str] = []
     viewers: list[str] = []
     """Slack user IDs (``U…``) or user-group IDs (``S…``) per role. Empty viewers = everyone views."""
+
+    # --- History, diffs, scheduled reports and retention (bot/history, bot/reports) -------------
+    background_probe_groups: dict[str, int] = {}
+    """Group -> seconds between background probes (``{"train": 300}``; ``"*"`` = every host).
+    Empty: only the hosts of a report schedule are probed in the background (see below)."""
+    background_probe_report_hosts_s: int = 3600
+    """Seconds between background probes of hosts that some report schedule covers; 0 = off."""
+    report_grace_s: int = 3600
+    """A report missed while the bot was down is sent late when it starts within this many
+    seconds of its fire time; later, the fire time is recorded as skipped (and logged)."""
+    report_on_time_s: int = 120
+    """A report sent at most this many seconds after its fire time counts as on time, not late."""
+    report_chart_days: int = 7
+    """Days of history in a report's chart."""
+    report_sync_s: int = 60
+    """Seconds between re-reading report schedules from the database (another replica's edits)."""
+    retention_readings_days: int = 400
+    """Snapshots (parsed readings) older than this are deleted."""
+    retention_raw_days: int = 30
+    """Raw probe outputs older than this are removed (the parsed readings stay)."""
+    retention_cron: str = "17 3 * * *"
+    """When pruning runs (crontab syntax, UTC)."""
+    retention_batch: int = 500
+    """Rows per pruning transaction; small so probes never wait long for the database."""

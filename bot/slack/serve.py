@@ -7,6 +7,7 @@ import logging
 
 from bot.config import Settings
 from bot.slack.app import build_app
+from bot.slack.reports import start_scheduler
 from bot.wiring import build_services
 
 log = logging.getLogger("gpubot.serve")
@@ -28,9 +29,11 @@ def serve(settings: Settings) -> int:
             # The handler's aiohttp session needs the running loop: build it inside.
             handler = AsyncSocketModeHandler(app, app_token)
             log.info("starting in Socket Mode")
+            sched = await start_scheduler(services, app.client)  # reports, retention, background probes
             try:
                 await handler.start_async()
             finally:
+                sched.shutdown()
                 await services.close()
 
         try:
@@ -46,9 +49,11 @@ def serve(settings: Settings) -> int:
     async def _run() -> None:
         runner, port = await start_http(app, port=settings.http_port)
         log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
+        sched = await start_scheduler(services, app.client)  # reports, retention, background probes
         try:
             await asyncio.Event().wait()
         finally:
+            sched.shutdown()
             await runner.cleanup()
             await services.close()
 

@@ -1,0 +1,191 @@
+"""``history``, ``diff`` and ``report schedule|list|remove|now``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+
+from bot.commands.common import validate_host
+from bot.commands.grammar import CommandSpec, split_options
+from bot.commands.roles import Role
+from bot.errors import UsageError
+
+HISTORY_USAGE = "history HOST [7d]"
+DIFF_USAGE = "diff HOST [since=1d|since=SNAPSHOT_ID]"
+SCHEDULE_USAGE = 'report schedule "0 8 * * 1-5" Europe/Berlin [group:NAME|all] [#channel]'
+NOW_USAGE = "report now [group:NAME|all]"
+MAX_WINDOW = timedelta(days=400)
+_SPAN = re.compile(r"^(\d{1,5})([mhdw])$", re.IGNORECASE)
+_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{5,20}$")
+
+
+@dataclass(frozen=True)
+class HistoryCommand:
+    host: str
+    window: timedelta = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class DiffCommand:
+    """Against snapshot ``snapshot_id`` when given, else the newest one at least ``since`` old."""
+
+    host: str
+    since: timedelta = timedelta(days=1)
+    snapshot_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ReportScheduleCommand:
+    """``group`` ``None`` with ``all_hosts`` False means "the default group, else all hosts";
+    ``channel`` ``None`` means the channel the command was typed in; else a channel ID (``C…``)
+    when Slack gave one, or ``#name``."""
+
+    cron: str
+    tz: str
+    group: str | None = None
+    all_hosts: bool = False
+    channel: str | None = None
+
+
+@dataclass(frozen=True)
+class ReportListCommand:
+    pass
+
+
+@dataclass(frozen=True)
+class ReportRemoveCommand:
+    schedule_id: int
+
+
+@dataclass(frozen=True)
+class ReportNowCommand:
+    group: str | None = None
+    all_hosts: bool = False
+
+
+def parse_span(text: str, usage: str) -> timedelta:
+    """``30m``, ``12h``, ``7d``, ``2w`` -> a positive timedelta of at most 400 days."""
+    m = _SPAN.match(text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise UsageError(f"`{text[:40]}` is not a time span; try `12h`, `7d` or `2w`", usage=usage)
+    span = timedelta(**{_UNITS[m.group(2).lower()]: int(m.group(1))})
+    if span > MAX_WINDOW:
+        raise UsageError("at most 400 days of history are kept", usage=usage)
+    return span
+
+
+def parse_channel(word: str) -> str:
+    """``<#C123|name>``, ``#C123|name`` or ``C123`` -> ``C123``; ``#name`` -> ``#name``."""
+    raw = word.strip()
+    if raw.startswith("<#") and raw.endswith(">"):
+        raw = "#" + raw[2:-1]
+    if raw.startswith("#"):
+        ident, _, _label = raw[1:].partition("|")
+        if _CHANNEL_ID.match(ident) and (_label or ident.isupper()):
+            return ident
+        name = _label or ident
+        if not re.match(r"^[a-z0-9][a-z0-9._-]{0,79}$", name):
+            raise UsageError(f"`{word[:40]}` is not a channel name", usage=SCHEDULE_USAGE)
+        return "#" + name
+    if _CHANNEL_ID.match(raw):
+        return raw
+    raise UsageError(f"`{word[:40]}` is not a channel (write `#name`)", usage=SCHEDULE_USAGE)
+
+
+def _one_host(words: list[str], usage: str) -> tuple[str, list[str]]:
+    if not words:
+        raise UsageError("name a host", usage=usage)
+    return validate_host(words[0]), words[1:]
+
+
+def parse_history(args: list[str]) -> HistoryCommand:
+    opts, words = split_options(args, ["since"], HISTORY_USAGE)
+    host, rest = _one_host(words, HISTORY_USAGE)
+    if len(rest) > 1 or (rest and "since" in opts):
+        raise UsageError("give one time span", usage=HISTORY_USAGE)
+    span = rest[0] if rest else opts.get("since", "7d")
+    return HistoryCommand(host, parse_span(span, HISTORY_USAGE))
+
+
+def parse_diff(args: list[str]) -> DiffCommand:
+    opts, words = split_options(args, ["since"], DIFF_USAGE)
+    host, rest = _one_host(words, DIFF_USAGE)
+    if len(rest) > 1 or (rest and "since" in opts):
+        raise UsageError("give one `since=`", usage=DIFF_USAGE)
+    since = (rest[0] if rest else opts.get("since", "1d")).lstrip("#")
+    if since.isdigit():
+        return DiffCommand(host, snapshot_id=int(since))
+    return DiffCommand(host, since=parse_span(since, DIFF_USAGE))
+
+
+def _target(word: str, usage: str) -> tuple[str | None, bool] | None:
+    low = word.lower()
+    if low == "all":
+        return None, True
+    if low.startswith("group:"):
+        name = word.split(":", 1)[1]
+        if not name:
+            raise UsageError("`group:` needs a group name", usage=usage)
+        return validate_host(name), False
+    return None
+
+
+def parse_schedule(args: list[str]) -> ReportScheduleCommand:
+    words = list(args)
+    if not words:
+        raise UsageError("give a crontab expression and a time zone", usage=SCHEDULE_USAGE)
+    if len(words[0].split()) == 5:
+        expr, words = words[0], words[1:]
+    elif len(words) >= 5 and all(re.match(r"^[\d*/,a-zA-Z-]+$", w) for w in words[:5]) and "/" not in words[0][:1]:
+        expr, words = " ".join(words[:5]), words[5:]  # an unquoted expression
+    else:
+        raise UsageError("put the crontab expression in quotes, e.g. \"0 8 * * 1-5\"", usage=SCHEDULE_USAGE)
+    tz, group, all_hosts, channel = None, None, False, None
+    for w in words:
+        target = _target(w, SCHEDULE_USAGE)
+        if target is not None:
+            group, all_hosts = target
+        elif w.startswith(("#", "<#")) or _CHANNEL_ID.match(w):
+            channel = parse_channel(w)
+        elif tz is None and ("/" in w or w.upper() in ("UTC", "GMT")):
+            tz = "UTC" if w.upper() in ("UTC", "GMT") else w
+        else:
+            raise UsageError(f"`{w[:40]}` is not a time zone, `group:NAME`, `all` or `#channel`", usage=SCHEDULE_USAGE)
+    if tz is None:
+        raise UsageError("give an IANA time zone, e.g. `Europe/Berlin` or `UTC`", usage=SCHEDULE_USAGE)
+    return ReportScheduleCommand(expr, tz, group, all_hosts, channel)
+
+
+def parse_remove(args: list[str]) -> ReportRemoveCommand:
+    if len(args) != 1 or not args[0].lstrip("#").isdigit():
+        raise UsageError("give the schedule's number (see `report list`)", usage="report remove ID")
+    return ReportRemoveCommand(int(args[0].lstrip("#")))
+
+
+def parse_now(args: list[str]) -> ReportNowCommand:
+    if len(args) > 1:
+        raise UsageError("one target at most", usage=NOW_USAGE)
+    if not args:
+        return ReportNowCommand()
+    target = _target(args[0], NOW_USAGE) or (validate_host(args[0]), False)
+    return ReportNowCommand(*target)
+
+
+def _no_args(args: list[str]) -> ReportListCommand:
+    if args:
+        raise UsageError("`report list` takes no words", usage="report list")
+    return ReportListCommand()
+
+
+SPECS = [
+    CommandSpec(("history",), HISTORY_USAGE, "verdict changes, GPU memory and free disk over time, with a chart",
+                Role.VIEWER, parse_history),
+    CommandSpec(("diff",), DIFF_USAGE, "what changed on a host since a time or a snapshot", Role.VIEWER, parse_diff),
+    CommandSpec(("report", "schedule"), SCHEDULE_USAGE, "post a readiness report on a cron schedule", Role.OPERATOR,
+                parse_schedule),
+    CommandSpec(("report", "list"), "report list", "scheduled reports and when they next run", Role.VIEWER, _no_args),
+    CommandSpec(("report", "remove"), "report remove ID", "stop a scheduled report", Role.OPERATOR, parse_remove),
+    CommandSpec(("report", "now"), NOW_USAGE, "post a readiness report here now", Role.VIEWER, parse_now),
+]

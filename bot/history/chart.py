@@ -1,0 +1,64 @@
+"""The history chart: GPU memory used and free disk over time, as PNG bytes. Pure.
+
+Rendered with matplotlib's Agg backend through :class:`~matplotlib.figure.Figure` directly
+(no ``pyplot``, no global state, no display), so it is safe in a worker thread. The image is
+``width_px`` x ``height_px`` pixels (default 1000 x 500): two stacked panels sharing the time
+axis, one line per series. Gaps (``None``) break the line instead of reading as zero.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from datetime import datetime
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+DPI = 100
+MAX_LINES = 8
+
+
+@dataclass(frozen=True)
+class ChartSeries:
+    """One host (or a group total): ``times`` (UTC), ``gpu_used_mib`` (MiB) and
+    ``disk_free_bytes`` (bytes), all of one length; ``None`` is unknown."""
+
+    label: str
+    times: list[datetime]
+    gpu_used_mib: list[int | None]
+    disk_free_bytes: list[int | None]
+
+
+def _nan(values: list[int | None], scale: float) -> list[float]:
+    return [float("nan") if v is None else v / scale for v in values]
+
+
+def render_png(title: str, series: list[ChartSeries], *, width_px: int = 1000, height_px: int = 500) -> bytes:
+    """A PNG of ``series`` (at most :data:`MAX_LINES` drawn; the rest are named in the legend
+    as "+N more"). An empty ``series`` still gives a valid PNG saying "no snapshots"."""
+    fig = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI)
+    FigureCanvasAgg(fig)
+    gpu_ax, disk_ax = fig.subplots(2, 1, sharex=True)
+    fig.suptitle(title, fontsize=11)
+    drawn = series[:MAX_LINES]
+    for s in drawn:
+        gpu_ax.plot(s.times, _nan(s.gpu_used_mib, 1024), linewidth=1.2, label=s.label)
+        disk_ax.plot(s.times, _nan(s.disk_free_bytes, 1e9), linewidth=1.2, label=s.label)
+    gpu_ax.set_ylabel("GPU memory used (GiB)", fontsize=8)
+    disk_ax.set_ylabel("free disk (GB)", fontsize=8)
+    for ax in (gpu_ax, disk_ax):
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=7)
+        ax.set_ylim(bottom=0)
+    if not drawn:
+        gpu_ax.text(0.5, 0.5, "no snapshots in this window", ha="center", va="center", transform=gpu_ax.transAxes)
+    elif len(series) > 1:
+        handles, labels = gpu_ax.get_legend_handles_labels()
+        if len(series) > MAX_LINES:
+            labels[-1] += f" (+{len(series) - MAX_LINES} more)"
+        gpu_ax.legend(handles, labels, fontsize=7, loc="upper left")
+    fig.autofmt_xdate()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return buf.getvalue()

@@ -1,0 +1,67 @@
+"""Retention: delete snapshots older than ``retention_readings_days`` and drop the raw outputs of
+those older than ``retention_raw_days`` (the parsed readings stay).
+
+Work goes in batches of ``batch`` rows, one short transaction each, yielding to the event loop
+in between, so a probe that wants to store its snapshot waits at most one batch (SQLite has one
+writer at a time). Runs as a scheduled job (:mod:`bot.reports.scheduler`), never inside a probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, null, select, update
+
+from bot.db.session import SessionFactory
+from bot.snapshots.models import Snapshot
+
+log = logging.getLogger("gpubot.retention")
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """Rows deleted and rows whose ``raw`` was removed."""
+
+    deleted: int
+    raw_cleared: int
+
+
+async def prune(*, sessions: SessionFactory, now: datetime, readings_days: int = 400, raw_days: int = 30,
+                batch: int = 500) -> Pruned:
+    """Prune once; returns the counts. ``readings_days``/``raw_days`` of 0 or less disable that
+    part. Safe to run on two replicas at once (each batch re-selects what is still there)."""
+    deleted = cleared = 0
+    if readings_days > 0:
+        cut = now - timedelta(days=readings_days)
+        while True:
+            async with sessions() as db, db.begin():
+                ids = list((await db.execute(select(Snapshot.id).where(Snapshot.taken_at < cut)
+                                             .order_by(Snapshot.id).limit(batch))).scalars())
+                if ids:
+                    await db.execute(delete(Snapshot).where(Snapshot.id.in_(ids)))
+            deleted += len(ids)
+            if len(ids) < batch:
+                break
+            await asyncio.sleep(0)
+    if raw_days > 0:
+        cut = now - timedelta(days=raw_days)
+        after = 0
+        while True:
+            async with sessions() as db, db.begin():
+                ids = list((await db.execute(select(Snapshot.id).where(Snapshot.taken_at < cut, Snapshot.id > after,
+                                                                       Snapshot.raw.is_not(None))
+                                             .order_by(Snapshot.id).limit(batch))).scalars())
+                if ids:
+                    await db.execute(update(Snapshot).where(Snapshot.id.in_(ids)).values(raw=null()))
+            cleared += len(ids)
+            if len(ids) < batch:
+                break
+            after = ids[-1]
+            await asyncio.sleep(0)
+    if deleted or cleared:
+        log.info("retention: deleted %d snapshots older than %d days, removed raw output of %d older than %d days",
+                 deleted, readings_days, cleared, raw_days)
+    return Pruned(deleted, cleared)

@@ -1,0 +1,158 @@
+"""History and diffs of one host from stored snapshots. Keyword-only; the session is passed in.
+
+:func:`load_history` is what ``/gpu history`` and ``gpubot history`` run: the two index-only
+queries of :mod:`bot.history.timeline`, plus the ``readings`` JSON of only the few snapshots
+it shows (to name the folders, processes and units that changed between them).
+:func:`diff_snapshots` compares two stored snapshots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.errors import NotFoundError, UsageError
+from bot.history.diff import diff_readings
+from bot.history.timeline import Change, Point, changes, scan, series
+from bot.probes.readings import Readings
+from bot.snapshots.models import Snapshot
+
+SCAN_WINDOW = timedelta(days=14)
+"""Windows up to this long are read in one fetch and summarised in Python (faster than the
+window functions for a few thousand rows); longer ones in SQL."""
+VERDICT_WORDS = {"ready": "ready", "not_ready": "not ready", "unknown": "unknown", "unreachable": "unreachable"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One timeline line: a verdict change (or the latest snapshot) and what changed since the
+    entry before it (``details``, from :func:`~bot.history.diff.diff_readings`)."""
+
+    change: Change
+    details: list[str] = field(default_factory=list)
+    latest: bool = False
+
+
+@dataclass(frozen=True)
+class History:
+    """A host's history over ``[since, until]``. ``total_changes`` may exceed ``len(entries)``
+    (only the newest are shown); ``points`` feed the chart."""
+
+    host: str
+    since: datetime
+    until: datetime
+    entries: list[Entry]
+    total_changes: int
+    points: list[Point]
+
+
+@dataclass(frozen=True)
+class SnapshotDiff:
+    """Two snapshots of one host and the sentences between them (verdict first)."""
+
+    host: str
+    before_id: int
+    before_at: datetime
+    after_id: int
+    after_at: datetime
+    lines: list[str]
+
+
+def _readings(data: dict | None) -> Readings | None:  # type: ignore[type-arg]
+    return Readings.from_json(data) if data else None
+
+
+async def _readings_of(db_session: AsyncSession, ids: list[int]) -> dict[int, Readings | None]:
+    rows = (await db_session.execute(select(Snapshot.id, Snapshot.readings).where(Snapshot.id.in_(ids)))).all()
+    return {r.id: _readings(r.readings) for r in rows}
+
+
+async def load_history(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
+                       max_entries: int = 15, points: int = 300) -> History:
+    """The history of ``host_name``; raises :class:`NotFoundError` when it has no snapshot at all
+    in the window (the message says when it was last probed, if ever)."""
+    quick = None
+    if until - since <= SCAN_WINDOW:
+        quick = await scan(db_session=db_session, host_name=host_name, since=since, until=until,
+                           limit=max_entries + 1, points=points)
+    newest: Change | None = None
+    if quick is not None:
+        found, total, pts, newest = quick
+    else:
+        found, total = await changes(db_session=db_session, host_name=host_name, since=since, until=until, limit=max_entries + 1)
+        pts = []
+    if not found:
+        last = await db_session.scalar(select(Snapshot.taken_at).where(Snapshot.host_name == host_name)
+                                       .order_by(Snapshot.taken_at.desc()).limit(1))
+        when = f"; last probed {last:%Y-%m-%d %H:%M} UTC" if last else " (never probed)"
+        raise NotFoundError(f"no snapshot of `{host_name}` since {since:%Y-%m-%d %H:%M} UTC{when}")
+    if newest is None:
+        r = (await db_session.execute(
+            select(Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
+            .where(Snapshot.host_name == host_name, Snapshot.taken_at <= until)
+            .order_by(Snapshot.taken_at.desc()).limit(1))).one()
+        newest = Change(r.id, r.taken_at, r.verdict, r.verdict, r.gpu_used_mib, r.disk_free_bytes)
+    chain = list(found)
+    if newest.snapshot_id != chain[-1].snapshot_id:
+        chain.append(newest)
+    readings = await _readings_of(db_session, [c.snapshot_id for c in chain])
+    entries: list[Entry] = []
+    for i, c in enumerate(chain):
+        details = diff_readings(readings.get(chain[i - 1].snapshot_id), readings.get(c.snapshot_id)) if i else []
+        entries.append(Entry(c, details, latest=i == len(chain) - 1 and c.previous == c.verdict))
+    if len(found) > max_entries:  # the extra oldest one only served as the base of the first diff
+        entries = entries[1:]
+    if quick is None:
+        pts = await series(db_session=db_session, host_name=host_name, since=since, until=until, points=points)
+    return History(host_name, since, until, entries, total, pts)
+
+
+async def _snapshot(db_session: AsyncSession, snapshot_id: int) -> Snapshot:
+    snap = await db_session.get(Snapshot, snapshot_id)
+    if snap is None:
+        raise NotFoundError(f"no snapshot #{snapshot_id}")
+    return snap
+
+
+async def _newest(db_session: AsyncSession, host_name: str, before: datetime | None = None) -> Snapshot | None:
+    q = select(Snapshot).where(Snapshot.host_name == host_name)
+    if before is not None:
+        q = q.where(Snapshot.taken_at <= before)
+    return (await db_session.execute(q.order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1))).scalar_one_or_none()
+
+
+def describe(before: Snapshot, after: Snapshot) -> list[str]:
+    """Sentences between two snapshot rows: the verdict change, then :func:`diff_readings`."""
+    lines = []
+    if before.verdict != after.verdict:
+        lines.append(f"verdict {VERDICT_WORDS.get(before.verdict, before.verdict)} → {VERDICT_WORDS.get(after.verdict, after.verdict)}")
+    lines += diff_readings(_readings(before.readings), _readings(after.readings))
+    if after.readings is None and after.error_message:
+        lines.append(f"error: {after.error_message}")
+    return lines
+
+
+async def diff_snapshots(*, db_session: AsyncSession, host_name: str, since: timedelta | None = None,
+                         snapshot_id: int | None = None, now: datetime) -> SnapshotDiff:
+    """Diff the host's newest snapshot against snapshot ``snapshot_id`` or against its newest
+    snapshot at least ``since`` old (default one day). Raises :class:`NotFoundError` when either
+    side is missing and :class:`UsageError` for a snapshot of another host."""
+    after = await _newest(db_session, host_name)
+    if after is None:
+        raise NotFoundError(f"`{host_name}` has never been probed (`/gpu status {host_name}`)")
+    if snapshot_id is not None:
+        before = await _snapshot(db_session, snapshot_id)
+        if before.host_name != host_name:
+            raise UsageError(f"snapshot #{snapshot_id} is of `{before.host_name}`, not `{host_name}`")
+    else:
+        cutoff = now - (since or timedelta(days=1))
+        found = await _newest(db_session, host_name, before=cutoff)
+        if found is None:
+            raise NotFoundError(f"no snapshot of `{host_name}` from before {cutoff:%Y-%m-%d %H:%M} UTC")
+        before = found
+    if before.taken_at > after.taken_at:
+        before, after = after, before
+    return SnapshotDiff(host_name, before.id, before.taken_at, after.id, after.taken_at, describe(before, after))

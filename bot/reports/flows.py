@@ -1,0 +1,140 @@
+"""Build a readiness report: probe the group now, compare with the previous report, draw the chart.
+
+The Slack layer supplies a :data:`Post` callback (``post(channel, report) -> message ts``), so this
+package never imports Slack. A report is data (:class:`Report`); ``bot.slack.report_blocks``
+renders it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+
+from bot.errors import NotFoundError
+from bot.flows.context import Services
+from bot.flows.fleet import FleetReport, check_fleet, hosts_of
+from bot.history.chart import MAX_LINES, ChartSeries, render_png
+from bot.history.service import describe
+from bot.history.timeline import Point, scan, series
+from bot.reports import service as reports
+from bot.snapshots.models import Snapshot
+
+
+@dataclass(frozen=True)
+class HostChange:
+    """What changed on ``host`` since the previous report (sentences, verdict first)."""
+
+    host: str
+    lines: list[str]
+
+
+@dataclass(frozen=True)
+class Report:
+    """One readiness report. ``fire_time`` is the schedule's (``None`` for ``report now``);
+    ``late_by_s`` is set when it is sent after a restart; ``previous_at`` is the previous
+    report's fire time (``None``: no earlier report to compare with)."""
+
+    title: str
+    group: str | None
+    generated_at: datetime
+    fleet: FleetReport
+    changes: list[HostChange] = field(default_factory=list)
+    new_hosts: list[str] = field(default_factory=list)
+    previous_at: datetime | None = None
+    fire_time: datetime | None = None
+    tz: str = "UTC"
+    late_by_s: int | None = None
+    chart_png: bytes | None = None
+    schedule_id: int | None = None
+
+    @property
+    def snapshot_ids(self) -> dict[str, int]:
+        return {r.host: r.snapshot_id for r in self.fleet.reports}
+
+
+Post = Callable[[str, Report], Awaitable[str | None]]
+"""``post(channel, report)`` posts the report and returns the message ``ts`` (or ``None``)."""
+
+
+def title_for(group: str | None) -> str:
+    return f"Readiness report: group {group}" if group else "Readiness report: all hosts"
+
+
+async def _changes(services: Services, now_ids: dict[str, int], before_ids: dict[str, int]) -> tuple[list[HostChange], list[str]]:
+    ids = [*now_ids.values(), *(int(v) for v in before_ids.values())]
+    async with services.sessions() as db:
+        rows = {s.id: s for s in (await db.execute(select(Snapshot).where(Snapshot.id.in_(ids)))).scalars()} if ids else {}
+    out, new = [], []
+    for host, sid in sorted(now_ids.items()):
+        old = rows.get(int(before_ids[host])) if host in before_ids else None
+        if old is None:
+            new.append(host)
+            continue
+        lines = describe(old, rows[sid])
+        if lines:
+            out.append(HostChange(host, lines))
+    return out, new
+
+
+async def _points(services: Services, host: str, since: datetime, until: datetime) -> list[Point]:
+    async with services.sessions() as db:
+        quick = await scan(db_session=db, host_name=host, since=since, until=until, limit=1, points=200)
+        return quick[2] if quick is not None else await series(db_session=db, host_name=host, since=since, until=until, points=200)
+
+
+def _total(per_host: dict[str, list[Point]], since: datetime, until: datetime, steps: int = 200) -> ChartSeries:
+    """The group's sum on an even grid, each host carrying its last value forward."""
+    step = (until - since) / steps
+    grid = [since + step * i for i in range(steps + 1)]
+    gpu: list[int | None] = []
+    disk: list[int | None] = []
+    for t in grid:
+        g = d = 0
+        seen = False
+        for pts in per_host.values():
+            last = next((p for p in reversed(pts) if p.start <= t), None)
+            if last is not None:
+                seen = True
+                g += last.gpu_used_mib or 0
+                d += last.disk_free_bytes or 0
+        gpu.append(g if seen else None)
+        disk.append(d if seen else None)
+    return ChartSeries(f"all {len(per_host)} hosts", grid, gpu, disk)
+
+
+async def chart(services: Services, hosts: list[str], title: str, *, until: datetime, days: int) -> bytes:
+    """PNG of GPU memory used and free disk of ``hosts`` over ``days`` days before ``until``:
+    one line per host up to :data:`~bot.history.chart.MAX_LINES`, else the group's sum."""
+    since = until - timedelta(days=days)
+    per_host = {h: await _points(services, h, since, until) for h in hosts}
+    if len(hosts) <= MAX_LINES:
+        lines = [ChartSeries(h, [p.start for p in pts], [p.gpu_used_mib for p in pts], [p.disk_free_bytes for p in pts])
+                 for h, pts in per_host.items()]
+    else:
+        lines = [_total(per_host, since, until)]
+    return await asyncio.to_thread(render_png, f"{title} — last {days} days", lines)
+
+
+async def build_report(*, services: Services, group: str | None, now: datetime, fire_time: datetime | None = None,
+                       tz: str = "UTC", late_by_s: int | None = None, schedule_id: int | None = None,
+                       with_chart: bool = True) -> Report:
+    """Probe the group (bounded concurrency, every host a stored snapshot), compare each host with
+    the previous report's snapshot, and draw the chart. A group with no host gives an empty
+    report (never raises for it)."""
+    title = title_for(group)
+    try:
+        names = await hosts_of(services=services, group=group)
+    except NotFoundError:
+        names = []
+    fleet = await check_fleet(services=services, names=names, title=title, requested_by="report") if names else FleetReport(title, [])
+    async with services.sessions() as db:
+        previous_at, before_ids = await reports.previous_snapshots(db_session=db, group=group, schedule_id=schedule_id,
+                                                                   before=fire_time)
+    now_ids = {r.host: r.snapshot_id for r in fleet.reports}
+    changes, new = await _changes(services, now_ids, before_ids) if previous_at else ([], [])
+    png = await chart(services, names, title, until=now, days=services.settings.report_chart_days) if with_chart and names else None
+    return Report(title, group, now, fleet, changes, new, previous_at, fire_time, tz, late_by_s, png, schedule_id)

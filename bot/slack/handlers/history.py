@@ -1,0 +1,93 @@
+"""``/gpu history``, ``/gpu diff`` and ``/gpu report …``: call the domain, render, post."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from slack_sdk.errors import SlackApiError
+
+from bot.commands.history import (DiffCommand, HistoryCommand, ReportListCommand, ReportNowCommand,
+                                  ReportRemoveCommand, ReportScheduleCommand)
+from bot.db.base import utcnow
+from bot.history.chart import ChartSeries, render_png
+from bot.history.service import diff_snapshots, load_history
+from bot.render.history_view import history_view
+from bot.reports import cron
+from bot.reports import service as reports
+from bot.reports.flows import build_report
+from bot.slack.blocks import escape, text_blocks
+from bot.slack.context import CommandContext
+from bot.slack.report_blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks
+from bot.slack.reports import make_poster, upload_png
+
+log = logging.getLogger("gpubot.slack")
+
+
+async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
+    until = utcnow()
+    async with ctx.services.sessions() as db:
+        h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
+    view = history_view(h)
+    ref = await ctx.post(view.headline, history_blocks(view))
+    series = ChartSeries(h.host, [p.start for p in h.points], [p.gpu_used_mib for p in h.points],
+                         [p.disk_free_bytes for p in h.points])
+    png = await asyncio.to_thread(render_png, view.headline, [series])
+    await upload_png(ctx.client, channel=ref.channel, thread_ts=ref.ts, png=png,
+                     filename=f"history-{h.host}-{until:%Y%m%d-%H%M}.png", title=view.headline)
+
+
+async def diff(ctx: CommandContext, cmd: DiffCommand) -> None:
+    async with ctx.services.sessions() as db:
+        d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id, now=utcnow())
+    await ctx.post(f"{d.host}: {len(d.lines)} changes", diff_blocks(d))
+
+
+async def _channel(ctx: CommandContext, wanted: str | None) -> str:
+    """The channel to post to: an ID as given, this channel when ``#name`` names it, else ``#name``."""
+    if wanted is None:
+        return ctx.channel_id
+    if wanted.startswith("#") and ctx.channel_id:
+        try:
+            info = await ctx.client.conversations_info(channel=ctx.channel_id)
+            if info["channel"].get("name") == wanted[1:]:
+                return ctx.channel_id
+        except SlackApiError as exc:
+            log.info("conversations.info failed (%s); keeping %s", exc.response.get("error"), wanted)
+    return wanted
+
+
+async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
+    group = None if cmd.all_hosts else (cmd.group or ctx.services.settings.default_group)
+    channel = await _channel(ctx, cmd.channel)
+    async with ctx.services.sessions() as db, db.begin():
+        row = await reports.create(db_session=db, expr=cmd.cron, tz=cmd.tz, group=group, channel=channel,
+                                   created_by=ctx.user_id)
+    line = schedule_line(row, cron.next_fire(row.cron, row.tz, utcnow()))
+    await ctx.post(f"Scheduled report #{row.id}", text_blocks(f"Scheduled a readiness report:\n{line}"))
+
+
+async def list_schedules(ctx: CommandContext, cmd: ReportListCommand) -> None:
+    async with ctx.services.sessions() as db:
+        rows = await reports.list_all(db_session=db)
+    now = utcnow()
+    lines = [schedule_line(r, cron.next_fire(r.cron, r.tz, now)) for r in rows]
+    await ctx.reply_ephemeral(f"{len(rows)} scheduled reports", schedules_blocks(lines))
+
+
+async def remove(ctx: CommandContext, cmd: ReportRemoveCommand) -> None:
+    async with ctx.services.sessions() as db, db.begin():
+        row = await reports.remove(db_session=db, schedule_id=cmd.schedule_id)
+    text = f"Removed scheduled report #{row.id} (`{escape(row.cron)}` {escape(row.tz)}), by <@{ctx.user_id}>."
+    await ctx.post(text, text_blocks(text))
+
+
+async def report_now(ctx: CommandContext, cmd: ReportNowCommand) -> None:
+    group = None if cmd.all_hosts else (cmd.group or ctx.services.settings.default_group)
+    await ctx.reply_ephemeral(f"Building the report of {'group ' + group if group else 'all hosts'}…")
+    report = await build_report(services=ctx.services, group=group, now=utcnow())
+    await make_poster(ctx.client)(ctx.channel_id, report)
+
+
+HANDLERS = {HistoryCommand: history, DiffCommand: diff, ReportScheduleCommand: schedule,
+            ReportListCommand: list_schedules, ReportRemoveCommand: remove, ReportNowCommand: report_now}

@@ -1,0 +1,121 @@
+"""Block Kit for ``/gpu history``, ``/gpu diff``, the report schedules and the readiness report.
+
+A report keeps within Block Kit's limits (50 blocks, 3,000 characters a section) for any number
+of hosts: the message has the header, the counts, the problem hosts that fit and the "changed
+since the last report" section; when hosts or changes do not fit, every host and every change go
+to the thread (messages of at most 45 sections), followed by the chart.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock, HeaderBlock, MarkdownTextObject, SectionBlock
+
+from bot.history.diff import compact
+from bot.history.service import SnapshotDiff
+from bot.render.history_view import HistoryView, diff_headline
+from bot.render.status_view import FleetView, fleet_view
+from bot.reports.flows import Report
+from bot.reports.models import ReportSchedule
+from bot.slack.blocks import HEADER_LIMIT, MAX_BLOCKS, SECTION_LIMIT, escape, fleet_blocks
+
+THREAD_SECTIONS = 45
+
+
+def _md(text: str) -> SectionBlock:
+    return SectionBlock(text=MarkdownTextObject(text=text[:SECTION_LIMIT]))
+
+
+def _pack(lines: list[str]) -> list[Block]:
+    """Lines packed into sections of at most 3,000 characters (a longer line is cut)."""
+    out: list[Block] = []
+    chunk: list[str] = []
+    size = 0
+    for line in lines:
+        line = line[: SECTION_LIMIT - 10]
+        if chunk and size + len(line) + 1 > SECTION_LIMIT - 10:
+            out.append(_md("\n".join(chunk)))
+            chunk, size = [], 0
+        chunk.append(line)
+        size += len(line) + 1
+    if chunk:
+        out.append(_md("\n".join(chunk)))
+    return out
+
+
+def _dicts(blocks: list[Block]) -> list[dict[str, Any]]:
+    return [b.to_dict() for b in blocks]
+
+
+def history_blocks(view: HistoryView) -> list[dict[str, Any]]:
+    """The timeline message (the chart follows in its thread)."""
+    lines = [f"• {escape(x)}" for x in view.lines]
+    return _dicts([HeaderBlock(text=view.headline[:HEADER_LIMIT]), _md(escape(view.summary)), DividerBlock(),
+                   *_pack(lines)[: MAX_BLOCKS - 4],
+                   ContextBlock(elements=[MarkdownTextObject(text="The chart of GPU memory and free disk is in the thread.")])])
+
+
+def diff_blocks(d: SnapshotDiff) -> list[dict[str, Any]]:
+    """What changed between two snapshots, one bullet per change."""
+    lines = [f"• {escape(x)}" for x in d.lines] or ["Nothing worth reporting changed."]
+    return _dicts([_md(f"*{escape(diff_headline(d))}*"), *_pack(lines)[: MAX_BLOCKS - 1]])
+
+
+def _when(t: datetime, tz: str) -> str:
+    return t.astimezone(ZoneInfo(tz)).strftime("%a %Y-%m-%d %H:%M %Z")
+
+
+def schedule_line(s: ReportSchedule, next_at: datetime | None) -> str:
+    """``#3 · "0 8 * * 1-5" Europe/Berlin · group train → #train · next Mon … · by <@U1>``."""
+    target = f"group {s.group_name}" if s.group_name else "all hosts"
+    channel = f"<#{s.channel}>" if not s.channel.startswith("#") else escape(s.channel)
+    nxt = f" · next {_when(next_at, s.tz)}" if next_at else ""
+    by = f" · by <@{s.created_by}>" if s.created_by else ""
+    return f"*#{s.id}* · `{escape(s.cron)}` {escape(s.tz)} · {escape(target)} → {channel}{nxt}{by}"
+
+
+def schedules_blocks(lines: list[str]) -> list[dict[str, Any]]:
+    return _dicts(_pack(lines or ["No reports are scheduled (`/gpu report schedule …`)."])[:MAX_BLOCKS])
+
+
+def _change_lines(report: Report) -> list[str]:
+    if report.previous_at is None:
+        return ["_No earlier report to compare with._"]
+    out = [f"• *{escape(c.host)}*: " + escape("; ".join(compact(c.lines))) for c in report.changes]
+    if report.new_hosts:
+        out.append("• new in this report: " + escape(", ".join(report.new_hosts)))
+    return out or ["Nothing changed."]
+
+
+def report_text(report: Report, view: FleetView) -> str:
+    """The notification text (shown where blocks are not)."""
+    late = " (late)" if report.late_by_s is not None else ""
+    return f"{report.title}{late}: {view.counts}"
+
+
+def report_blocks(report: Report) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """``(message blocks, thread messages)``; both within Block Kit limits for any fleet size."""
+    view = fleet_view(report.title, report.fleet.reports)
+    blocks, thread = fleet_blocks(FleetView(report.title, view.counts, view.lines))
+    when = _when(report.fire_time, report.tz) if report.fire_time else _when(report.generated_at, report.tz)
+    note = f"scheduled for {when}" if report.fire_time else f"on request, {when}"
+    if report.late_by_s is not None:
+        note = f":hourglass: *late*: {note}, sent {report.late_by_s // 60} min late (the bot was not running)"
+    if not report.fleet.reports:
+        note += " · no hosts to report on"
+    context = ContextBlock(elements=[MarkdownTextObject(text=note[:SECTION_LIMIT])]).to_dict()
+    blocks.insert(1, context)
+    if len(blocks) > MAX_BLOCKS - 2:  # keep room for the changes; every host is in the thread then
+        blocks = blocks[: MAX_BLOCKS - 3] + [blocks[-1]]
+    since = f" ({_when(report.previous_at, report.tz)})" if report.previous_at else ""
+    changes = _pack([f"*Changed since the last report{escape(since)}*", *_change_lines(report)])
+    room = MAX_BLOCKS - len(blocks) - 1
+    if len(changes) <= room and not thread:
+        blocks += _dicts([DividerBlock(), *changes])
+    else:
+        blocks += _dicts([DividerBlock(), _md(f"*Changed since the last report*: {len(report.changes)} hosts — in the thread.")])
+        thread += [_dicts(changes[i:i + THREAD_SECTIONS]) for i in range(0, len(changes), THREAD_SECTIONS)]
+    return blocks, thread
