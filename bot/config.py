@@ -8,6 +8,8 @@ Every variable is ``GPUBOT_<FIELD>`` except Slack's three, which use Slack's own
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -73,3 +75,26 @@ class Settings(BaseSettings):
     """When pruning runs (crontab syntax, UTC)."""
     retention_batch: int = 500
     """Rows per pruning transaction; small so probes never wait long for the database."""
+
+    # --- Approvals and actions (bot/actions; README "Approvals and actions") -------------------
+    allowed_roots: dict[str, list[str]] = {"*": ["/shared", "/models"]}
+    """Where ``clean`` may delete: host name, ``group:NAME`` or ``*`` -> folders (host beats group
+    beats ``*``). Paths are resolved on the host; a root itself and mount points are refused."""
+    approval_policy: list[dict[str, Any]] = []
+    """Rules, first match wins: ``{"kinds": ["pivot"], "groups": ["train"], "approvers": ["U…", "S…"],
+    "approvals": 2, "expiry_s": 3600}``. No match: operators and admins approve, 1 approval."""
+    approval_expiry_s: int = 3600
+    kill_grace_s: float = 10.0
+    """Seconds between SIGTERM and SIGKILL for ``kill``."""
+    pivot_gpu_wait_s: float = 300.0
+    pivot_gpu_poll_s: float = 5.0
+    unit_wait_s: float = 30.0
+    """How long a stop/start/restart may take to reach the expected state."""
+    drift_threshold_pct: float = 5.0
+    """A planned path whose size changed by more than this (percent) aborts the action."""
+    action_step_timeout_s: float = 900.0
+    action_heartbeat_s: float = 10.0
+    action_stale_after_s: float = 60.0
+    """An executing action whose heartbeat is older than this is reported as interrupted."""
+    action_sweep_interval_s: float = 60.0
+    """At most this often, a request reaching the bot also expires due cards and reports interrupted actions."""

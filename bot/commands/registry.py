@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bot.commands import actions
 from bot.commands import help as help_cmd
 from bot.commands import history, hosts, status
 from bot.commands.grammar import Grammar
@@ -9,4 +10,4 @@ from bot.commands.grammar import Grammar
 
 def default_grammar(command: str = "/gpu") -> Grammar:
     """All ``/gpu`` commands. Domains add their ``SPECS`` list here."""
-    return Grammar([*status.SPECS, *hosts.SPECS, *history.SPECS, *help_cmd.SPECS], command=command)
+    return Grammar([*status.SPECS, *hosts.SPECS, *actions.SPECS, *history.SPECS, *help_cmd.SPECS], command=command)

@@ -1,6 +1,7 @@
 """Import every ORM model so ``Base.metadata`` is complete (Alembic and tests use this)."""
 
 from bot.access.models import Delivery, RoleGrant
+from bot.actions.models import ActionRequest, ActionStep, Approval
 from bot.db.base import Base
 from bot.history import models as _history_indexes  # noqa: F401  (indexes on snapshots)
 from bot.hosts.models import Host

@@ -6,3 +6,6 @@ import enum
 class ActionId(str, enum.Enum):
     TRUST_HOST_KEY = "gpubot.hosts.trust"
     TRUST_CANCEL = "gpubot.hosts.trust_cancel"
+    ACTION_APPROVE = "gpubot.actions.approve"
+    ACTION_REJECT = "gpubot.actions.reject"
+    ACTION_REPLAN = "gpubot.actions.replan"

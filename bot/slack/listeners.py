@@ -19,6 +19,7 @@ from bot.flows.context import Services
 from bot.slack.blocks import error_blocks
 from bot.slack.context import CommandContext
 from bot.slack.errors import user_message
+from bot.slack.handlers import actions as actions_handlers
 from bot.slack.handlers import help as help_handlers
 from bot.slack.handlers import history as history_handlers
 from bot.slack.handlers import hosts as hosts_handlers
@@ -28,7 +29,7 @@ from bot.slack.roles import RoleResolver
 log = logging.getLogger("gpubot.slack")
 
 Handler = Callable[[CommandContext, Any], Awaitable[None]]
-HANDLER_MODULES = [status_handlers, hosts_handlers, history_handlers, help_handlers]
+HANDLER_MODULES = [status_handlers, hosts_handlers, actions_handlers, history_handlers, help_handlers]
 """Each module has ``HANDLERS = {CommandClass: handler}`` and may have ``register(app, services)``
 for its buttons. Domains add their module here."""
 

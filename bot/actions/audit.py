@@ -1,0 +1,71 @@
+"""The audit trail: every request with its plan, decisions (who, when), executed steps (command,
+exit status, output) and snapshots. Read by ``gpubot audit [HOST]`` and ``/gpu audit HOST``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.actions import service
+from bot.actions.kinds import ActionSpec
+from bot.actions.models import ActionRequest, ActionStep, Approval
+from bot.actions.plan import Plan
+from bot.flows.context import Services
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    request: ActionRequest
+    decisions: list[Approval]
+    steps: list[ActionStep]
+
+
+async def trail(*, services: Services, host: str | None = None, limit: int = 20) -> list[AuditEntry]:
+    """The newest ``limit`` requests (of ``host`` if given), each with its decisions and steps."""
+    async with services.sessions() as db:
+        reqs = await service.history(db_session=db, host=host, limit=limit)
+        return [AuditEntry(r, await service.decisions(db_session=db, request_id=r.id),
+                           await service.steps(db_session=db, request_id=r.id)) for r in reqs]
+
+
+def _t(value: object) -> str:
+    return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value is not None else "-"
+
+
+def _tail(text: str | None, n: int = 6) -> list[str]:
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-n:]
+
+
+def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
+    """Plain-text lines for one request; ``full`` adds step output tails and scripts' sizes."""
+    r = e.request
+    plan = Plan.from_json(r.plan)
+    lines = [f"#{r.id} {r.state.upper()} — {ActionSpec.from_json(r.spec).describe()}",
+             f"  requested by {r.requester} at {_t(r.created_at)} · needs {r.approvals_needed} approval(s) from "
+             f"{', '.join(r.approvers) or 'operators/admins'} · expires {_t(r.expires_at)}",
+             *(f"  plan: {line}" for line in plan.lines),
+             f"  expected: {plan.expected}"]
+    lines += [f"  {d.decision} by {d.user_id} at {_t(d.decided_at)}" for d in e.decisions]
+    for s in e.steps:
+        took = f" ({(s.finished_at - s.started_at).total_seconds():.1f} s)" if s.finished_at else ""
+        lines.append(f"  step {s.idx} {s.state}: {s.title} — `{s.command}` → exit {s.exit_status}{took}")
+        if s.summary:
+            lines.append(f"    {s.summary}")
+        if full:
+            lines += [f"    | {ln}" for ln in _tail(s.stdout)] + [f"    ! {ln}" for ln in _tail(s.stderr)]
+    if r.message:
+        lines += [f"  {ln}" for ln in r.message.splitlines()]
+    lines += [f"  result: {ln}" for ln in (r.result or {}).get("lines", [])]
+    snaps = [f"before #{r.before_snapshot_id}" if r.before_snapshot_id else "", f"after #{r.after_snapshot_id}" if r.after_snapshot_id else ""]
+    if any(snaps):
+        lines.append("  snapshots: " + ", ".join(s for s in snaps if s))
+    if r.replaced_by:
+        lines.append(f"  re-planned as #{r.replaced_by}")
+    return lines
+
+
+def audit_text(entries: list[AuditEntry], *, host: str | None = None, full: bool = True) -> str:
+    """The whole trail as text (newest first)."""
+    if not entries:
+        return f"no action requests{f' for {host}' if host else ''} yet"
+    return "\n\n".join("\n".join(entry_lines(e, full=full)) for e in entries)

@@ -1,0 +1,55 @@
+"""Compare an approved plan with a fresh one made at approval time: what changed that matters?
+
+Drift that aborts an action (each becomes one sentence for the card):
+
+* a planned path now resolves elsewhere, is gone, or changed size by more than the threshold
+  (percent of the planned size; 0 → any change); a cleanup that would now delete *more* entries;
+* a process to end is gone and its PID reused (another start time or command line), or a new
+  compute process appeared among the ones the request selects;
+* a unit's ActiveState differs from the plan's.
+
+A process that simply ended is not drift (there is less to do); it is noted by the kill step.
+"""
+
+from __future__ import annotations
+
+from bot.actions.plan import Plan
+from bot.sizes import human_bytes
+
+
+def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
+    """Reasons ``new`` differs from ``old`` in ways that should stop the action; ``[]`` if none."""
+    reasons: list[str] = []
+    fresh = {p.path: p for p in new.paths}
+    for p in old.paths:
+        now = fresh.get(p.path)
+        if now is None:
+            reasons.append(f"{p.path} is no longer planned for deletion by a fresh plan")
+        elif now.real != p.real:
+            reasons.append(f"{p.path} now resolves to {now.real}, not {p.real}")
+        elif _changed(p.size_bytes, now.size_bytes, threshold_pct):
+            reasons.append(f"{p.path} changed size: {human_bytes(p.size_bytes)} → {human_bytes(now.size_bytes)}")
+    extra = sorted({p.real for p in new.paths} - {p.real for p in old.paths})
+    if extra:
+        reasons.append(f"new entries would be deleted: {', '.join(extra[:5])}" + (" …" if len(extra) > 5 else ""))
+    planned = {p.pid: p for p in old.procs}
+    for p in new.procs:
+        was = planned.get(p.pid)
+        if was is None:
+            reasons.append(f"new process pid {p.pid} ({p.name}, {p.used_mib or 0:,} MiB) is not in the plan")
+        elif (was.start_time, was.cmd_sha) != (p.start_time, p.cmd_sha):
+            reasons.append(f"pid {p.pid} now belongs to another process ({p.name}, `{p.cmdline[:60]}`)")
+    units = {u.name: u for u in new.units}
+    for u in old.units:
+        now_u = units.get(u.name)
+        if now_u is not None and now_u.active_state != u.active_state:
+            reasons.append(f"{u.name} was {u.active_state or 'unknown'} at planning, now {now_u.active_state or 'unknown'}")
+    return reasons
+
+
+def _changed(before: int | None, after: int | None, threshold_pct: float) -> bool:
+    if before is None or after is None:
+        return before != after
+    if before == 0:
+        return after != 0
+    return abs(after - before) * 100.0 / before > threshold_pct

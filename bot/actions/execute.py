@@ -1,0 +1,141 @@
+"""Run one planned :class:`~bot.actions.plan.Step` on a host and say how it went.
+
+:class:`StepRunner` turns a step into the exact script (:mod:`bot.actions.remote`), runs it
+through the runner, and returns a :class:`StepOutcome` (never raises for a host's failure: an
+unreachable host or a timeout is a failed step with the error as its summary).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from bot.actions import remote
+from bot.actions.plan import Step
+from bot.config import Settings
+from bot.errors import ProbeError
+from bot.probes.readings import GpuReport, HostContext, Readings
+from bot.probes.system import parse_df
+from bot.readiness.verdict import Requirements, Verdict, assess
+from bot.sizes import human_bytes
+from bot.ssh.runner import Runner
+from bot.ssh.target import HostTarget
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """``summary`` is one sentence for people; ``stdout``/``stderr`` are kept for the audit."""
+
+    ok: bool
+    summary: str
+    exit_status: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+class StepRunner:
+    """Runs steps on ``target``. ``gpu_backend`` as in the host's probe plan; ``gpu_free_mib``
+    is the threshold under which a GPU without processes counts as free."""
+
+    def __init__(self, *, runner: Runner, target: HostTarget, settings: Settings, gpu_backend: str, gpu_free_mib: int):
+        self.runner, self.target, self.settings = runner, target, settings
+        self.gpu_backend, self.gpu_free_mib = gpu_backend, gpu_free_mib
+
+    def describe(self, step: Step) -> tuple[str, str | None]:
+        """``(command shown to people, exact script or None)`` for the audit, before running."""
+        s = self.settings
+        if step.op == "delete":
+            return remote.delete_script(step.args)
+        if step.op == "kill":
+            return remote.kill_script(step.args["procs"], s.kill_grace_s)
+        if step.op == "unit":
+            a = step.args
+            return remote.unit_script(a["verb"], a["unit"], tuple(a["expect"]), s.unit_wait_s)
+        if step.op == "wait_gpus":
+            cmds = remote.gpu_commands(self.gpu_backend)
+            return f"poll {cmds[0][0]} every {s.pivot_gpu_poll_s:g} s for up to {s.pivot_gpu_wait_s:g} s", None
+        if step.op == "check_disk":
+            return remote.df_command(step.args["path"])[0][1], None
+        raise ValueError(f"unknown step op {step.op!r}")
+
+    async def run(self, step: Step) -> StepOutcome:
+        try:
+            if step.op == "wait_gpus":
+                return await self._wait_gpus()
+            if step.op == "check_disk":
+                return await self._check_disk(step.args["path"], int(step.args["need_bytes"]))
+            _, script = self.describe(step)
+            assert script is not None
+            res = await self.runner.run(self.target, script, timeout=self._timeout(step))
+        except ProbeError as exc:
+            return StepOutcome(False, str(exc))
+        ok = res.exit_status == 0
+        return StepOutcome(ok, self._summary(step, res.stdout, res.stderr, res.exit_status), res.exit_status,
+                           res.stdout, res.stderr)
+
+    def _timeout(self, step: Step) -> float:
+        s = self.settings
+        if step.op == "kill":
+            return s.kill_grace_s + 30
+        if step.op == "unit":
+            return s.unit_wait_s + 30
+        return s.action_step_timeout_s
+
+    def _summary(self, step: Step, stdout: str, stderr: str, status: int | None) -> str:
+        last = (stdout.strip().splitlines() or stderr.strip().splitlines() or [f"exit status {status}"])[-1]
+        if step.op == "kill":
+            results = remote.kill_results(stdout)
+            words = {"spared": "spared (PID reused by another process)", "gone": "already gone",
+                     "alive": "STILL RUNNING"}
+            text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
+            return text or last
+        if step.op == "unit" and status == 6:
+            return f"{step.args['unit']} did not reach {' or '.join(step.args['expect'])} within {self.settings.unit_wait_s:g} s ({last})"
+        return last[:500]
+
+    async def gpus_now(self) -> GpuReport:
+        outs = await remote.run_framed(self.runner, self.target, remote.gpu_commands(self.gpu_backend),
+                                       timeout=self.settings.probe_timeout_s)
+        return remote.parse_gpus(outs, self.gpu_backend)
+
+    def _busy_reasons(self, report: GpuReport) -> list[str]:
+        readings = Readings(gpu=report, disks=[], folders=[], hf_cache=None, units=[], context=HostContext())
+        a = assess(readings, Requirements(gpu_free_mib=self.gpu_free_mib))
+        return [] if a.verdict is Verdict.READY else [r.text for r in a.reasons]
+
+    async def _wait_gpus(self) -> StepOutcome:
+        s = self.settings
+        started = time.monotonic()
+        polls, reasons = 0, ["not checked"]
+        while True:
+            polls += 1
+            reasons = self._busy_reasons(await self.gpus_now())
+            waited = time.monotonic() - started
+            if not reasons:
+                return StepOutcome(True, f"every GPU is free (after {waited:.1f} s, {polls} checks)", 0)
+            if waited + s.pivot_gpu_poll_s > s.pivot_gpu_wait_s:
+                return StepOutcome(False, f"GPUs still not free after {waited:.1f} s: " + "; ".join(reasons), 1,
+                                   "\n".join(reasons))
+            await asyncio.sleep(s.pivot_gpu_poll_s)
+
+    async def _check_disk(self, path: str, need: int) -> StepOutcome:
+        outs = await remote.run_framed(self.runner, self.target, remote.df_command(path), timeout=self.settings.probe_timeout_s)
+        out = outs.get("df")
+        disk = parse_df(path, out) if out else None
+        if disk is None or disk.avail_bytes is None:
+            return StepOutcome(False, f"free disk on {path} unknown ({disk.error if disk else 'no answer'})", 1)
+        ok = disk.avail_bytes >= need
+        verb = "enough" if ok else "NOT enough"
+        return StepOutcome(ok, f"{human_bytes(disk.avail_bytes)} free on {disk.mount}, need {human_bytes(need)}: {verb}",
+                           0 if ok else 1, out.stdout if out else "")
+
+    async def free_bytes(self, paths: list[str]) -> dict[str, int | None]:
+        """Free bytes now on the filesystems of ``paths`` (by mount point), for the result."""
+        cmds = [(f"df.{i}", remote.df_command(p)[0][1]) for i, p in enumerate(paths)]
+        try:
+            outs = await remote.run_framed(self.runner, self.target, cmds, timeout=self.settings.probe_timeout_s)
+        except ProbeError:
+            return {}
+        disks = [parse_df(p, outs[f"df.{i}"]) for i, p in enumerate(paths) if f"df.{i}" in outs]
+        return {d.mount or d.path: d.avail_bytes for d in disks}

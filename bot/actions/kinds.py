@@ -1,0 +1,109 @@
+"""What can be asked for: action kinds, the typed request (:class:`ActionSpec`) and request states.
+
+An :class:`ActionSpec` is what the ``/gpu`` grammar produces and what a stored request keeps (as
+JSON, so "re-plan" can build the same request again from a fresh probe).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+class ActionKind(str, enum.Enum):
+    """Values are stable: they are stored and used as policy keys."""
+
+    CLEAN_WEIGHTS = "clean_weights"
+    CLEAN_HF = "clean_hf"
+    KILL = "kill"
+    STOP = "stop"
+    START = "start"
+    RESTART = "restart"
+    PIVOT = "pivot"
+
+    @property
+    def label(self) -> str:
+        return {"clean_weights": "delete weights", "clean_hf": "clean HF cache"}.get(self.value, self.value)
+
+
+DESTRUCTIVE = frozenset({ActionKind.CLEAN_WEIGHTS, ActionKind.CLEAN_HF, ActionKind.KILL, ActionKind.STOP,
+                         ActionKind.RESTART, ActionKind.PIVOT})
+"""Kinds whose requester may not approve them (``start`` only adds)."""
+
+UNIT_KINDS = frozenset({ActionKind.STOP, ActionKind.START, ActionKind.RESTART})
+
+
+class State(str, enum.Enum):
+    """Life of a request. Transitions are claimed with a conditional UPDATE (see ``service``)::
+
+        pending ─┬─> approved ─┬─> executing ─┬─> done
+                 │             │              ├─> failed
+                 │             │              └─> interrupted   (crash; never re-run)
+                 │             ├─> aborted                       (drift found by the re-probe)
+                 │             └─> interrupted
+                 ├─> rejected
+                 └─> expired
+    """
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    EXECUTING = "executing"
+    DONE = "done"
+    FAILED = "failed"
+    ABORTED = "aborted"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def final(self) -> bool:
+        return self not in (State.PENDING, State.APPROVED, State.EXECUTING)
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One requested action. Which fields matter depends on ``kind``:
+
+    * ``clean_weights``: ``paths`` (absolute, validated); ``clean_hf``: ``repo`` (``ORG/NAME``) or
+      ``None`` for the whole cache; ``kill``: ``gpu`` index and/or ``pids`` (neither: every GPU
+      compute process); ``stop|start|restart``: ``unit``; ``pivot``: ``from_unit``, ``to_unit``,
+      ``paths`` to delete, ``need_bytes`` (bytes of free disk needed on the model volume).
+    """
+
+    kind: ActionKind
+    host: str
+    paths: tuple[str, ...] = ()
+    repo: str | None = None
+    gpu: int | None = None
+    pids: tuple[int, ...] = ()
+    unit: str | None = None
+    from_unit: str | None = None
+    to_unit: str | None = None
+    need_bytes: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["kind"] = self.kind.value
+        d["paths"], d["pids"] = list(self.paths), list(self.pids)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ActionSpec:
+        return cls(**{**d, "kind": ActionKind(d["kind"]), "paths": tuple(d.get("paths", ())),
+                      "pids": tuple(d.get("pids", ()))})
+
+    def describe(self) -> str:
+        """The command as a user would type it (for cards and the audit)."""
+        k = self.kind
+        if k is ActionKind.CLEAN_WEIGHTS:
+            return f"clean {self.host} weights={','.join(self.paths)}"
+        if k is ActionKind.CLEAN_HF:
+            return f"clean {self.host} hf-cache" + (f" repo={self.repo}" if self.repo else "")
+        if k is ActionKind.KILL:
+            parts = [f"kill {self.host}"] + ([f"gpu={self.gpu}"] if self.gpu is not None else [])
+            return " ".join(parts + [f"pid={p}" for p in self.pids])
+        if k in UNIT_KINDS:
+            return f"{k.value} {self.host} {self.unit}"
+        extra = [f"delete={p}" for p in self.paths] + ([f"need={self.need_bytes}"] if self.need_bytes else [])
+        return " ".join([f"pivot {self.host} from={self.from_unit} to={self.to_unit}", *extra])

@@ -1,0 +1,105 @@
+"""The data of a plan: what exactly will be touched, the steps, and the expected result.
+
+A :class:`Plan` is stored as JSON on the request (``Plan.to_json`` / ``Plan.from_json``) and is
+what approvers approve: execution runs *its* steps, after a fresh plan was compared with it.
+Sizes are bytes, GPU memory MiB. ``start_time`` is field 22 of ``/proc/PID/stat`` (clock ticks
+since boot) as text; ``cmd_sha`` the SHA-256 of the raw ``/proc/PID/cmdline``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bot.actions.kinds import ActionSpec
+
+
+@dataclass(frozen=True)
+class PathItem:
+    """A path to delete: ``path`` as asked, ``real`` as resolved on the host (``realpath -e``),
+    ``root`` the resolved allowed root it lies strictly under; ``mount``/``avail_bytes``: its
+    filesystem's mount point and free bytes at plan time (``df``)."""
+
+    path: str
+    real: str
+    root: str
+    file_type: str
+    size_bytes: int | None
+    mount: str | None = None
+    avail_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class ProcItem:
+    """A GPU compute process to end, identified by pid *and* start time *and* command line."""
+
+    pid: int
+    name: str
+    gpu: int | None
+    used_mib: int | None
+    start_time: str
+    cmd_sha: str
+    cmdline: str
+
+
+@dataclass(frozen=True)
+class UnitItem:
+    """A systemd unit and its state at plan time."""
+
+    name: str
+    active_state: str | None
+    sub_state: str | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step. ``op``: ``delete`` (args: a :class:`PathItem` dict), ``kill`` (``procs``),
+    ``unit`` (``verb``, ``unit``, ``expect``: accepted ActiveStates), ``wait_gpus``,
+    ``check_disk`` (``path``, ``need_bytes``)."""
+
+    op: str
+    title: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything an approver sees and an executor runs."""
+
+    spec: ActionSpec
+    snapshot_id: int | None
+    steps: list[Step]
+    lines: list[str]
+    expected: str
+    paths: list[PathItem] = field(default_factory=list)
+    procs: list[ProcItem] = field(default_factory=list)
+    units: list[UnitItem] = field(default_factory=list)
+    volume: str | None = None
+    volume_avail_bytes: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def freed_bytes(self) -> int:
+        """Bytes the planned deletions free (sizes measured at plan time)."""
+        return sum(p.size_bytes or 0 for p in self.paths)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["spec"] = self.spec.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            spec=ActionSpec.from_json(d["spec"]),
+            snapshot_id=d.get("snapshot_id"),
+            steps=[Step(**s) for s in d["steps"]],
+            lines=list(d["lines"]),
+            expected=d["expected"],
+            paths=[PathItem(**p) for p in d.get("paths", [])],
+            procs=[ProcItem(**p) for p in d.get("procs", [])],
+            units=[UnitItem(**u) for u in d.get("units", [])],
+            volume=d.get("volume"),
+            volume_avail_bytes=d.get("volume_avail_bytes"),
+            warnings=list(d.get("warnings", [])),
+        )

@@ -1,0 +1,282 @@
+"""Build a :class:`~bot.actions.plan.Plan` from a fresh probe. Nothing is changed on the host.
+
+:func:`build_plan` probes the host (a stored snapshot, via :func:`bot.flows.status.check_host`),
+then asks the host for what the probe does not tell: resolved paths (``realpath -e``, mount
+points, sizes, free space) and each process's start time and command line.
+
+Errors: :class:`PlanRefused` (a :class:`~bot.errors.UsageError`: the message lists every reason);
+:class:`~bot.errors.NotFoundError` for an unknown host; the runner's probe errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bot.actions import remote
+from bot.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
+from bot.actions.plan import PathItem, Plan, ProcItem, Step, UnitItem
+from bot.actions.policy import allowed_roots, configured_units
+from bot.commands.common import validate_path
+from bot.errors import UsageError
+from bot.flows.context import Services
+from bot.flows.status import StatusReport, check_host
+from bot.hosts import service as hosts
+from bot.probes.frames import ProbeOutput
+from bot.probes.readings import FolderState
+from bot.probes.system import parse_df, parse_du
+from bot.sizes import human_bytes
+from bot.ssh.target import HostTarget
+
+
+class PlanRefused(UsageError):
+    """The action cannot be planned as asked (a path outside the roots, an unknown unit...)."""
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    services: Services
+    spec: ActionSpec
+    target: HostTarget
+    group: str | None
+    probe: dict[str, Any]
+    report: StatusReport
+
+
+async def build_plan(*, services: Services, spec: ActionSpec, requested_by: str | None = None) -> Plan:
+    """Probe ``spec.host`` and plan ``spec`` from what it found."""
+    async with services.sessions() as db:
+        target, host = await hosts.resolve(db_session=db, name=spec.host)
+        group, probe = (host.group, dict(host.probe or {})) if host else (None, {})
+    report = await check_host(services=services, host_name=spec.host, requested_by=requested_by)
+    if report.readings is None:
+        raise PlanRefused(f"cannot plan on {spec.host}: the probe failed ({report.error})")
+    ctx = _Ctx(services, spec, target, group, probe, report)
+    if spec.kind is ActionKind.CLEAN_WEIGHTS:
+        return await _clean(ctx, list(spec.paths))
+    if spec.kind is ActionKind.CLEAN_HF:
+        return await _clean(ctx, await _hf_entries(ctx), hub=_hub(ctx))
+    if spec.kind is ActionKind.KILL:
+        return await _kill(ctx)
+    if spec.kind in UNIT_KINDS:
+        return _unit_plan(ctx)
+    return await _pivot(ctx)
+
+
+# --- paths ---------------------------------------------------------------------------------------
+def _refuse(reasons: list[str]) -> PlanRefused:
+    return PlanRefused("refused:\n" + "\n".join(f"• {r}" for r in reasons))
+
+
+async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[PathItem]:
+    """Resolve ``paths`` on the host and keep them only when each lies strictly under one of the
+    (resolved) ``roots`` and is not a mount point; then measure them. Raises :class:`PlanRefused`."""
+    if not roots:
+        raise PlanRefused(f"no allowed roots are configured for {ctx.spec.host} (setting `allowed_roots`)")
+    timeout = ctx.services.settings.batch_timeout_s
+    out = await remote.run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
+    real_roots = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
+                  for j in range(len(roots))]
+    real_roots = [r for r in real_roots if r]
+    reasons: list[str] = []
+    found: dict[str, tuple[str, str, str]] = {}
+    for i, p in enumerate(paths):
+        o = out.get(f"path.{i}")
+        if o is None or o.exit_status is None:
+            reasons.append(f"{p}: could not be checked on the host")
+            continue
+        if o.exit_status == 3:
+            reasons.append(f"{p}: does not exist on {ctx.spec.host}")
+            continue
+        kv = remote.keyvalues(o.stdout)
+        real = remote.unhex(kv.get("real", ""))
+        if o.exit_status != 0 or not real:
+            reasons.append(f"{p}: could not be resolved ({(o.stderr.strip() or 'bad name')[:200]})")
+            continue
+        try:
+            validate_path(real)
+        except UsageError:
+            reasons.append(f"{p}: resolves to a name with control characters")
+            continue
+        under = [r for r in real_roots if real != r and (r == "/" or real.startswith(r.rstrip("/") + "/"))]
+        if real in real_roots:
+            reasons.append(f"{p}: is the allowed root {real} itself")
+        elif not under:
+            via = f" resolves to {real}," if real != p else ""
+            reasons.append(f"{p}:{via} outside the allowed roots ({', '.join(roots)})")
+        elif kv.get("mount") != "no":
+            reasons.append(f"{p}: {real} is a mount point")
+        else:
+            found.setdefault(real, (p, max(under, key=len), kv.get("type", "?")))
+    if reasons:
+        raise _refuse(reasons)
+    reals = list(found)
+    sizes = await remote.run_framed(ctx.services.runner, ctx.target, remote.size_commands(reals), timeout=timeout)
+    items = []
+    for i, real in enumerate(reals):
+        p, root, ftype = found[real]
+        du = parse_du(real, sizes.get(f"du.{i}", ProbeOutput("?", "", "no answer", None)))
+        df = parse_df(real, sizes.get(f"df.{i}", ProbeOutput("?", "", "no answer", None)))
+        size = du.size_bytes if du.state in (FolderState.PRESENT, FolderState.PARTIAL) else None
+        items.append(PathItem(p, real, root, ftype, size, df.mount, df.avail_bytes))
+    return items
+
+
+def _hub(ctx: _Ctx) -> str:
+    hf = ctx.report.readings.hf_cache if ctx.report.readings else None
+    if hf is None or hf.state is FolderState.ABSENT:
+        raise PlanRefused(f"no Hugging Face cache on {ctx.spec.host}" + (f" (looked at {hf.path})" if hf else ""))
+    return hf.path.rstrip("/") + "/hub"
+
+
+async def _hf_entries(ctx: _Ctx) -> list[str]:
+    hub = _hub(ctx)
+    out = await remote.run_framed(ctx.services.runner, ctx.target, remote.hf_entries_command(hub, ctx.spec.repo),
+                                  timeout=ctx.services.settings.batch_timeout_s)
+    o = out.get("hf")
+    if o is None or o.exit_status == 3:
+        raise PlanRefused(f"no hub folder in the Hugging Face cache ({hub})")
+    entries = [remote.unhex(line) for line in o.stdout.split()]
+    if not entries or any(e is None for e in entries):
+        raise PlanRefused(f"`{ctx.spec.repo}` is not in the cache at {hub}" if ctx.spec.repo else f"the cache at {hub} holds no repos")
+    return [e for e in entries if e]
+
+
+def _free_after(items: list[PathItem]) -> str:
+    mounts: dict[str, tuple[int, int]] = {}
+    for it in items:
+        if it.mount and it.avail_bytes is not None:
+            avail, freed = mounts.get(it.mount, (it.avail_bytes, 0))
+            mounts[it.mount] = (avail, freed + (it.size_bytes or 0))
+    return "; ".join(f"{human_bytes(a + f)} free after on {m}" for m, (a, f) in mounts.items())
+
+
+async def _clean(ctx: _Ctx, paths: list[str], hub: str | None = None) -> Plan:
+    roots = [hub] if hub else allowed_roots(ctx.services.settings, ctx.spec.host, ctx.group)
+    items = await resolve_paths(ctx, paths, roots)
+    lines = [_path_line(it) for it in items]
+    freed = sum(it.size_bytes or 0 for it in items)
+    expected = "; ".join(x for x in [f"frees {human_bytes(freed)}", _free_after(items)] if x)
+    return Plan(ctx.spec, ctx.report.snapshot_id, [_delete_step(it) for it in items], lines, expected, paths=items)
+
+
+def _path_line(it: PathItem) -> str:
+    via = f" → {it.real}" if it.real != it.path else ""
+    return f"delete {it.path}{via} — {human_bytes(it.size_bytes)} ({it.file_type})"
+
+
+def _delete_step(it: PathItem) -> Step:
+    return Step("delete", f"delete {it.real} ({human_bytes(it.size_bytes)})", asdict(it))
+
+
+# --- processes -----------------------------------------------------------------------------------
+async def _kill(ctx: _Ctx) -> Plan:
+    gpu = ctx.report.readings.gpu if ctx.report.readings else None
+    spec = ctx.spec
+    if gpu is None or gpu.failure is not None:
+        raise PlanRefused(f"GPUs on {spec.host} are unknown: {gpu.message if gpu else 'not probed'}")
+    index = {g.uuid: g.index for g in gpu.gpus}
+    procs = gpu.processes
+    if spec.gpu is not None:
+        if spec.gpu not in index.values():
+            raise PlanRefused(f"{spec.host} has no GPU {spec.gpu}")
+        procs = [p for p in procs if index.get(p.gpu_uuid) == spec.gpu]
+    if spec.pids:
+        listed = {p.pid for p in procs}
+        stray = [str(pid) for pid in spec.pids if pid not in listed]
+        if stray:
+            where = f"GPU {spec.gpu}" if spec.gpu is not None else spec.host
+            raise PlanRefused(f"pid {', '.join(stray)} is not a GPU compute process on {where} in the latest probe")
+        procs = [p for p in procs if p.pid in spec.pids]
+    if not procs:
+        raise PlanRefused("no GPU compute process to end" + (f" on GPU {spec.gpu}" if spec.gpu is not None else ""))
+    by_pid: dict[int, list[Any]] = {}
+    for p in procs:
+        by_pid.setdefault(p.pid, []).append(p)
+    out = await remote.run_framed(ctx.services.runner, ctx.target, remote.proc_commands(list(by_pid)),
+                                  timeout=ctx.services.settings.batch_timeout_s)
+    items, warnings = [], []
+    for pid, entries in by_pid.items():
+        o = out.get(f"proc.{pid}")
+        kv = remote.keyvalues(o.stdout) if o and o.exit_status == 0 else {}
+        if not kv.get("start", "").isdigit() or len(kv.get("sha", "")) != 64:
+            warnings.append(f"pid {pid} ended since the probe")
+            continue
+        raw = bytes.fromhex(kv.get("cmd", "")).replace(b"\0", b" ").decode("utf-8", "replace")
+        cmdline = "".join(c for c in raw if c.isprintable()).strip()
+        used = sum(e.used_memory_mib or 0 for e in entries)
+        items.append(ProcItem(pid, entries[0].process_name, index.get(entries[0].gpu_uuid), used, kv["start"], kv["sha"], cmdline))
+    if not items:
+        raise PlanRefused("every listed process ended since the probe; nothing to kill")
+    grace = ctx.services.settings.kill_grace_s
+    step = Step("kill", f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s",
+                {"procs": [asdict(p) for p in items]})
+    lines = [f"pid {p.pid} {p.name} on GPU {p.gpu} — {p.used_mib or 0:,} MiB — `{p.cmdline[:120]}`" for p in items]
+    gpus = sorted({p.gpu for p in items if p.gpu is not None})
+    expected = f"ends {len(items)} process{'es' if len(items) > 1 else ''}; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}"
+    return Plan(spec, ctx.report.snapshot_id, [step], lines, expected, procs=items, warnings=warnings)
+
+
+# --- units ---------------------------------------------------------------------------------------
+def _unit(ctx: _Ctx, name: str) -> UnitItem:
+    allowed = configured_units(ctx.services.settings, ctx.probe)
+    if name not in allowed:
+        listed = ", ".join(allowed) or "none"
+        raise PlanRefused(f"`{name}` is not a configured unit on {ctx.spec.host} (configured: {listed})")
+    readings = ctx.report.readings
+    u = next((u for u in (readings.units if readings else []) if u.name == name), None)
+    return UnitItem(name, u.active_state if u else None, u.sub_state if u else None)
+
+
+def unit_step(verb: str, unit: str) -> Step:
+    expect = remote.STOPPED if verb == "stop" else remote.RUNNING
+    return Step("unit", f"{verb} {unit} (check: {' or '.join(expect)})", {"verb": verb, "unit": unit, "expect": list(expect)})
+
+
+def _state(u: UnitItem) -> str:
+    return f"{u.active_state} ({u.sub_state})" if u.active_state else "state unknown"
+
+
+def _unit_plan(ctx: _Ctx) -> Plan:
+    verb = ctx.spec.kind.value
+    u = _unit(ctx, ctx.spec.unit or "")
+    goal = "inactive" if verb == "stop" else "active"
+    warnings = [f"{u.name} is already {u.active_state}"] if u.active_state == goal and verb != "restart" else []
+    return Plan(ctx.spec, ctx.report.snapshot_id, [unit_step(verb, u.name)], [f"{verb} {u.name} — now {_state(u)}"],
+                f"{u.name}: {u.active_state or 'unknown'} → {goal}", units=[u], warnings=warnings)
+
+
+async def _pivot(ctx: _Ctx) -> Plan:
+    spec, s = ctx.spec, ctx.services.settings
+    a, b = _unit(ctx, spec.from_unit or ""), _unit(ctx, spec.to_unit or "")
+    items = await resolve_paths(ctx, list(spec.paths), allowed_roots(s, spec.host, ctx.group)) if spec.paths else []
+    readings = ctx.report.readings
+    disk = readings.disks[0] if readings and readings.disks else None
+    steps = [unit_step("stop", a.name),
+             Step("wait_gpus", f"wait until every GPU is free (≤ {s.gpu_free_mib} MiB, no process; up to {s.pivot_gpu_wait_s:g} s)")]
+    steps += [_delete_step(it) for it in items]
+    lines = [f"stop {a.name} — now {_state(a)}", f"wait until GPUs are free ({_busy(ctx)})", *(_path_line(it) for it in items)]
+    warnings: list[str] = []
+    expected = [f"frees {human_bytes(sum(it.size_bytes or 0 for it in items))}"] if items else []
+    if disk is not None and disk.avail_bytes is not None:
+        after = disk.avail_bytes + sum(it.size_bytes or 0 for it in items if it.mount == disk.mount)
+        expected.append(f"{human_bytes(after)} free after on {disk.mount}")
+        if spec.need_bytes is not None and after < spec.need_bytes:
+            warnings.append(f"need {human_bytes(spec.need_bytes)} but only {human_bytes(after)} is expected free: the disk check will fail")
+    if spec.need_bytes is not None:
+        steps.append(Step("check_disk", f"check free disk on {disk.path if disk else '/'} ≥ {human_bytes(spec.need_bytes)}",
+                          {"path": disk.path if disk else "/", "need_bytes": spec.need_bytes}))
+        lines.append(f"check {human_bytes(spec.need_bytes)} free on {disk.path if disk else '/'}")
+    steps.append(unit_step("start", b.name))
+    lines.append(f"start {b.name} — now {_state(b)}")
+    expected.append(f"{b.name} active")
+    return Plan(spec, ctx.report.snapshot_id, steps, lines, "; ".join(expected), paths=items, units=[a, b],
+                volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None, warnings=warnings)
+
+
+def _busy(ctx: _Ctx) -> str:
+    gpu = ctx.report.readings.gpu if ctx.report.readings else None
+    if gpu is None or gpu.failure is not None:
+        return "GPUs unknown now"
+    busy = sorted({p.gpu_uuid for p in gpu.processes})
+    return f"{len(busy)} of {len(gpu.gpus)} GPUs have processes now" if busy else "all idle now"

@@ -1,0 +1,120 @@
+"""Who may approve what, where deletions may happen, which units may be touched. Pure; from settings.
+
+``approval_policy`` is a list of rules, first match wins::
+
+    {"kinds": ["pivot"], "groups": ["train"], "approvers": ["U0ALICE", "S0GPUOPS"],
+     "approvals": 2, "expiry_s": 1800}
+
+``kinds``: action kinds (``clean_weights``, ``clean_hf``, ``kill``, ``stop``, ``start``,
+``restart``, ``pivot``; ``clean`` means both clean kinds; ``*`` any). ``groups``: host groups or
+host names (``*`` any). ``approvers``: Slack user (``U…``/``W…``) and user-group (``S…``) ids; empty
+means "anyone with the operator or admin role". ``approvals``: how many distinct approvers are
+needed (N of the M allowed). With no matching rule: operators and admins, one approval,
+``approval_expiry_s``. Whatever the rule says, the requester never approves a destructive kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bot.actions.kinds import DESTRUCTIVE, ActionKind
+from bot.commands.roles import Role
+from bot.config import Settings
+from bot.errors import GpubotError
+
+
+class PolicyError(GpubotError):
+    """``approval_policy`` or ``allowed_roots`` in the settings is malformed."""
+
+    kind = "policy"
+
+
+@dataclass(frozen=True)
+class Rule:
+    kinds: tuple[str, ...] = ("*",)
+    groups: tuple[str, ...] = ("*",)
+    approvers: tuple[str, ...] = ()
+    approvals: int = 1
+    expiry_s: int | None = None
+
+    def matches(self, kind: ActionKind, host: str, group: str | None) -> bool:
+        kind_ok = "*" in self.kinds or kind.value in self.kinds or (
+            "clean" in self.kinds and kind in (ActionKind.CLEAN_WEIGHTS, ActionKind.CLEAN_HF))
+        return kind_ok and ("*" in self.groups or host in self.groups or (group is not None and group in self.groups))
+
+    @property
+    def user_groups(self) -> list[str]:
+        """The Slack user-group ids among the approvers (membership must be looked up)."""
+        return [a for a in self.approvers if a.startswith("S")]
+
+
+def _rule(raw: dict[str, Any], n: int) -> Rule:
+    unknown = set(raw) - {"kinds", "groups", "approvers", "approvals", "expiry_s"}
+    if unknown:
+        raise PolicyError(f"approval_policy rule {n}: unknown keys {sorted(unknown)}")
+    try:
+        rule = Rule(tuple(raw.get("kinds", ["*"])), tuple(raw.get("groups", ["*"])), tuple(raw.get("approvers", [])),
+                    int(raw.get("approvals", 1)), int(raw["expiry_s"]) if raw.get("expiry_s") else None)
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(f"approval_policy rule {n}: {exc}") from exc
+    valid_kinds = {k.value for k in ActionKind} | {"clean", "*"}
+    if set(rule.kinds) - valid_kinds:
+        raise PolicyError(f"approval_policy rule {n}: unknown kinds {sorted(set(rule.kinds) - valid_kinds)}")
+    if rule.approvals < 1:
+        raise PolicyError(f"approval_policy rule {n}: approvals must be at least 1")
+    if any(not a[:1] in ("U", "W", "S") for a in rule.approvers):
+        raise PolicyError(f"approval_policy rule {n}: approvers are Slack ids (U…, W…, S…)")
+    return rule
+
+
+def rule_for(settings: Settings, kind: ActionKind, host: str, group: str | None) -> Rule:
+    """The first rule of ``settings.approval_policy`` matching, else the default rule."""
+    for n, raw in enumerate(settings.approval_policy, 1):
+        rule = _rule(raw, n)
+        if rule.matches(kind, host, group):
+            return rule
+    return Rule(expiry_s=settings.approval_expiry_s)
+
+
+def expiry_s(settings: Settings, rule: Rule) -> int:
+    return rule.expiry_s or settings.approval_expiry_s
+
+
+def may_approve(rule: Rule, *, kind: ActionKind, requester: str, user_id: str, user_groups: set[str],
+                role: Role) -> str | None:
+    """``None`` when ``user_id`` (member of ``user_groups``, with ``role``) may approve; else why not."""
+    if kind in DESTRUCTIVE and user_id == requester:
+        return "you asked for this action; someone else must approve it"
+    if rule.approvers:
+        if user_id in rule.approvers or user_groups & set(rule.approvers):
+            return None
+        return "you are not among the approvers of this action"
+    if role >= Role.OPERATOR:
+        return None
+    return "only operators and admins may approve actions"
+
+
+def may_reject(rule: Rule, *, requester: str, user_id: str, user_groups: set[str], role: Role) -> str | None:
+    """The requester may withdraw; anyone who could approve may reject."""
+    if user_id == requester:
+        return None
+    return may_approve(rule, kind=ActionKind.START, requester="", user_id=user_id, user_groups=user_groups, role=role)
+
+
+def allowed_roots(settings: Settings, host: str, group: str | None) -> list[str]:
+    """Roots for ``host``: its own entry, else ``group:GROUP``'s, else ``*``'s (may be empty)."""
+    roots = settings.allowed_roots
+    for key in (host, f"group:{group}" if group else None, "*"):
+        if key and key in roots:
+            value = roots[key]
+            if not isinstance(value, list) or not all(isinstance(r, str) and r.startswith("/") for r in value):
+                raise PolicyError(f"allowed_roots[{key!r}] must be a list of absolute paths")
+            return list(value)
+    return []
+
+
+def configured_units(settings: Settings, host_probe: dict[str, Any] | None) -> list[str]:
+    """Units actions may touch on a host: the units its probe watches (host override, else settings)."""
+    units = (host_probe or {}).get("units", settings.units)
+    return list(units)

@@ -1,0 +1,241 @@
+"""The exact shell commands actions run on a host, and parsers for what they print.
+
+Rules kept here: every value that came from a user or from a host (paths, unit names, PIDs,
+start times) reaches the shell only through :func:`shlex.quote` or as a validated integer, and
+only after validation by the caller; names a host prints are hex-encoded on the host (``od``) so
+no file name can break the framing. Outputs are framed like probe batches
+(:mod:`bot.probes.frames`), one SSH round trip per call of :func:`run_framed`.
+
+Errors: :func:`run_framed` raises the runner's :class:`~bot.errors.ProbeError` subclasses.
+"""
+
+from __future__ import annotations
+
+import shlex
+import uuid
+
+from bot.probes.frames import ProbeOutput, split_frames
+from bot.probes.nvidia_smi import parse_gpu_report
+from bot.probes.nvml import parse_nvml
+from bot.probes.readings import GpuReport
+from bot.probes.script import APP_FIELDS, gpu_query_command, nvml_command
+from bot.ssh.runner import Runner
+from bot.ssh.target import HostTarget
+
+q = shlex.quote
+HEX = "od -An -v -tx1 | tr -d ' \\n'"
+"""Pipe stage printing its input as lowercase hex (names survive any byte but NUL)."""
+IS_MOUNT = ('{ mountpoint -q -- "$r" 2>/dev/null || '
+            '[ "$(stat -c %d -- "$r")" != "$(stat -c %d -- "$(dirname -- "$r")")" ]; }')
+"""True when ``$r`` is a mount point (util-linux ``mountpoint``, or a device change from its parent)."""
+STOPPED = ("inactive", "failed")
+RUNNING = ("active",)
+
+
+def framed_script(commands: list[tuple[str, str]], marker: str, timeout_s: float) -> str:
+    """One POSIX sh script running each ``(name, command)`` under ``LC_ALL=C`` and ``timeout``,
+    its output framed with ``marker`` (format: :mod:`bot.probes.frames`)."""
+    lines = [
+        "export LC_ALL=C",
+        "gpubot_e=$(mktemp 2>/dev/null || echo /tmp/gpubot.$$.err)",
+        "gpubot_run() {",
+        f"  printf '{marker} BEGIN %s\\n' \"$1\"",
+        f"  timeout -k 5 {max(1, int(timeout_s))} sh -c \"$2\" </dev/null 2>\"$gpubot_e\"; rc=$?",
+        f"  printf '\\n{marker} STDERR %s\\n' \"$1\"",
+        "  cat \"$gpubot_e\"",
+        f"  printf '\\n{marker} END %s %d\\n' \"$1\" \"$rc\"",
+        "}",
+    ]
+    lines += [f"gpubot_run {q(name)} {q(cmd)}" for name, cmd in commands]
+    lines.append('rm -f "$gpubot_e"')
+    return "\n".join(lines) + "\n"
+
+
+async def run_framed(runner: Runner, target: HostTarget, commands: list[tuple[str, str]], *,
+                     timeout: float) -> dict[str, ProbeOutput]:
+    """Run ``commands`` in one round trip; outputs by name (a missing name: the batch died)."""
+    marker = f"GPUBOT-{uuid.uuid4().hex}"
+    res = await runner.run(target, framed_script(commands, marker, timeout), timeout=timeout + 10)
+    return split_frames(res.stdout, marker)
+
+
+def unhex(text: str) -> str | None:
+    """Decode a hex-encoded name; ``None`` when it is not UTF-8."""
+    try:
+        return bytes.fromhex(text.strip()).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def keyvalues(stdout: str) -> dict[str, str]:
+    """``key=value`` lines as a dict (the last value of a key wins)."""
+    return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
+
+
+# --- Paths ---------------------------------------------------------------------------------------
+def resolve_commands(paths: list[str], roots: list[str]) -> list[tuple[str, str]]:
+    """Resolve roots (``root.J``: hex real path) and paths (``path.I``: ``real``, ``type``,
+    ``mount``) on the host. A path that does not exist exits 3."""
+    cmds = [(f"root.{j}", f"r=$(realpath -e -- {q(r)}) || exit 3; printf '%s' \"$r\" | {HEX}")
+            for j, r in enumerate(roots)]
+    for i, p in enumerate(paths):
+        cmds.append((f"path.{i}", "; ".join([
+            f"r=$(realpath -e -- {q(p)}) || exit 3",
+            f"printf 'real=%s\\n' \"$(printf '%s' \"$r\" | {HEX})\"",
+            "printf 'type=%s\\n' \"$(stat -c %F -- \"$r\")\"",
+            f"if {IS_MOUNT}; then echo mount=yes; else echo mount=no; fi",
+        ])))
+    return cmds
+
+
+def size_commands(reals: list[str]) -> list[tuple[str, str]]:
+    """``du.I`` (bytes, one filesystem) and ``df.I`` (its filesystem) of resolved paths."""
+    cmds: list[tuple[str, str]] = []
+    for i, r in enumerate(reals):
+        cmds += [(f"du.{i}", f"du -sxb -- {q(r)}"), (f"df.{i}", f"df -P -B1 -- {q(r)}")]
+    return cmds
+
+
+def hf_entries_command(hub: str, repo: str | None) -> list[tuple[str, str]]:
+    """List (hex, one per line) the cache entries under ``hub``: one repo's folders
+    (``models--ORG--NAME`` and its dataset/space twins) or every ``*--*`` entry. Exit 3: no hub."""
+    if repo:
+        org, name = repo.split("/", 1)
+        globs = " ".join(f'"$hub"/{q(f"{t}--{org}--{name}")}' for t in ("models", "datasets", "spaces"))
+    else:
+        globs = '"$hub"/models--* "$hub"/datasets--* "$hub"/spaces--*'
+    return [("hf", f"hub={q(hub)}; [ -d \"$hub\" ] || exit 3; for e in {globs}; do "
+                   f"[ -e \"$e\" ] || [ -L \"$e\" ] || continue; printf '%s' \"$e\" | {HEX}; echo; done")]
+
+
+def delete_script(item: dict[str, str]) -> tuple[str, str]:
+    """``(display command, script)`` deleting one planned path, re-checked at the moment it runs:
+    the path must still resolve to the planned real path, strictly under the planned root (itself
+    still resolving to the same place), and not be a mount point. ``rm`` stays on one filesystem.
+    Exit 3: gone; 4: refused (the reason on stdout); 5: still there after ``rm``."""
+    p, real, root = item["path"], item["real"], item["root"]
+    script = "\n".join([
+        "export LC_ALL=C",
+        f"r=$(realpath -e -- {q(p)}) || {{ echo {q(f'{p} no longer exists')}; exit 3; }}",
+        f"[ \"$r\" = {q(real)} ] || {{ echo {q(p + ' now resolves to ')}\"$r\"{q(', not ' + real)}; exit 4; }}",
+        f"root=$(realpath -e -- {q(root)}) && [ \"$root\" = {q(root)} ] || {{ echo {q(f'root {root} moved')}; exit 4; }}",
+        f"case \"$r\" in {q(root.rstrip('/'))}/?*) ;; *) echo \"$r is not under $root\"; exit 4;; esac",
+        f"if {IS_MOUNT}; then echo \"$r is a mount point\"; exit 4; fi",
+        "rm -rf --one-file-system -- \"$r\"; rc=$?",
+        "if [ -e \"$r\" ] || [ -L \"$r\" ]; then echo \"$r is still there (rm exit $rc)\"; exit 5; fi",
+        "echo \"deleted $r\"",
+    ])
+    return f"rm -rf --one-file-system -- {q(real)}", script
+
+
+# --- Processes -----------------------------------------------------------------------------------
+def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
+    """``proc.PID``: ``state``, ``start`` (field 22 of /proc/PID/stat), ``sha`` of the raw
+    cmdline, ``cmd`` (hex of its first 512 bytes). Exit 3: no such process."""
+    return [(f"proc.{int(pid)}", "; ".join([
+        f"s=$(cat /proc/{int(pid)}/stat 2>/dev/null) || exit 3",
+        's=${s##*) }', "set -- $s",
+        "printf 'state=%s\\nstart=%s\\n' \"$1\" \"${20}\"",
+        f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
+        f"printf 'cmd=%s\\n' \"$(head -c 512 /proc/{int(pid)}/cmdline | {HEX})\"",
+    ])) for pid in pids]
+
+
+CHECK_FN = """chk() {
+  c_stat=$(cat /proc/$1/stat 2>/dev/null) || return 1
+  c_start=$2; c_sha=$3; c_pid=$1
+  c_stat=${c_stat##*) }
+  set -- $c_stat
+  [ "$1" = Z ] && return 1
+  [ "${20}" = "$c_start" ] || return 2
+  [ "$(sha256sum < /proc/$c_pid/cmdline 2>/dev/null | cut -c1-64)" = "$c_sha" ] || return 2
+  return 0
+}"""
+"""``chk PID START SHA``: 0 the planned process lives; 1 gone (or a zombie); 2 the PID now
+belongs to another process (different start time or command line)."""
+
+
+def kill_script(procs: list[dict[str, object]], grace_s: float) -> tuple[str, str]:
+    """``(display command, script)``: SIGTERM each planned process that is still *the same*
+    process, wait up to ``grace_s`` seconds, SIGKILL the survivors (re-checked again), then
+    confirm. Prints ``PID term|kill|gone|spared|alive`` lines; exit 7 if any is still alive."""
+    for p in procs:
+        if not str(p["start_time"]).isdigit() or not all(c in "0123456789abcdef" for c in str(p["cmd_sha"])):
+            raise ValueError("a planned process has a malformed start time or command hash")
+    ids = [(int(str(p["pid"])), q(str(p["start_time"])), q(str(p["cmd_sha"]))) for p in procs]
+    ticks = max(1, int(grace_s / 0.2))
+    lines = ["export LC_ALL=C", CHECK_FN, "term=' '"]
+    for pid, start, sha in ids:
+        lines.append(f"chk {pid} {start} {sha}; case $? in "
+                     f"0) if kill -TERM {pid} 2>/dev/null; then echo '{pid} term'; term=\"$term{pid} \"; "
+                     f"else echo '{pid} gone'; fi;; 1) echo '{pid} gone';; *) echo '{pid} spared';; esac")
+
+    def each_signalled(body: str) -> str:
+        return " ".join(f"case \"$term\" in *' {pid} '*) {body.format(pid=pid, start=start, sha=sha)};; esac;"
+                        for pid, start, sha in ids) or ":"
+
+    lines += [
+        "n=0", f"while [ $n -lt {ticks} ]; do alive=0; "
+        + each_signalled("chk {pid} {start} {sha} && alive=1")
+        + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
+        each_signalled("chk {pid} {start} {sha} && kill -KILL {pid} 2>/dev/null && echo '{pid} kill'"),
+        "n=0; while [ $n -lt 10 ]; do alive=0; " + each_signalled("chk {pid} {start} {sha} && alive=1")
+        + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
+        "rc=0; " + each_signalled("chk {pid} {start} {sha} && {{ echo '{pid} alive'; rc=7; }}"),
+        "exit $rc",
+    ]
+    display = f"kill -TERM {' '.join(str(i[0]) for i in ids)}; after {grace_s:g} s kill -KILL survivors"
+    return display, "\n".join(lines)
+
+
+def kill_results(stdout: str) -> dict[int, str]:
+    """Last word per PID from :func:`kill_script`: ``terminated``, ``killed``, ``gone``,
+    ``spared`` (the PID was reused) or ``alive``."""
+    out: dict[int, str] = {}
+    words = {"term": "terminated", "kill": "killed", "gone": "gone", "spared": "spared", "alive": "alive"}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1] in words:
+            out[int(parts[0])] = words[parts[1]]
+    return out
+
+
+# --- Units, GPUs, disk ---------------------------------------------------------------------------
+def unit_script(verb: str, unit: str, expect: tuple[str, ...], wait_s: float) -> tuple[str, str]:
+    """``(display, script)``: ``systemctl VERB -- UNIT``, then poll ``ActiveState`` until it is
+    one of ``expect`` (exit 0) or ``wait_s`` passes (exit 6). Prints ``ActiveState=…``."""
+    if verb not in ("stop", "start", "restart") or not set(expect) <= {*STOPPED, *RUNNING}:
+        raise ValueError(f"bad unit step {verb} {expect}")
+    u = q(unit)
+    ticks = max(1, int(wait_s / 0.5))
+    script = "\n".join([
+        "export LC_ALL=C",
+        f"systemctl {verb} -- {u}; rc=$?",
+        "[ $rc -eq 0 ] || { echo \"systemctl exited $rc\"; exit $rc; }",
+        "n=0", "while :; do",
+        f"  st=$(systemctl show -p ActiveState --value -- {u})",
+        f"  case \"$st\" in {'|'.join(expect)}) echo \"ActiveState=$st\"; exit 0;; esac",
+        f"  n=$((n+1)); [ $n -ge {ticks} ] && {{ echo \"ActiveState=$st\"; exit 6; }}",
+        "  sleep 0.5", "done",
+    ])
+    return f"systemctl {verb} -- {u}", script
+
+
+def gpu_commands(backend: str) -> list[tuple[str, str]]:
+    """The probe batch's GPU commands alone (for the "wait until GPUs are free" loop)."""
+    if backend == "nvml":
+        return [("nvml", nvml_command())]
+    return [("gpus", gpu_query_command()),
+            ("apps", f"nvidia-smi --query-compute-apps={','.join(APP_FIELDS)} --format=csv,noheader,nounits")]
+
+
+def parse_gpus(outputs: dict[str, ProbeOutput], backend: str) -> GpuReport:
+    """A :class:`GpuReport` from :func:`gpu_commands`' outputs (parsers of the probe batch)."""
+    missing = ProbeOutput("?", "", "the GPU probe did not run", None)
+    if backend == "nvml":
+        return parse_nvml(outputs.get("nvml", missing))
+    return parse_gpu_report(outputs.get("gpus", missing), outputs.get("apps"))
+
+
+def df_command(path: str) -> list[tuple[str, str]]:
+    return [("df", f"df -P -B1 -- {q(path)}")]

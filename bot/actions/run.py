@@ -1,0 +1,159 @@
+"""Run a claimed request: re-probe and compare with the plan, then execute its steps in order.
+
+Only the caller that claimed the request (``pending → approved``, see
+:func:`bot.actions.service.claim_if_approved`) calls :func:`execute_claimed`. While it runs, a
+heartbeat task refreshes ``heartbeat_at`` every ``action_heartbeat_s`` seconds; before every
+step the heartbeat must still succeed (the request is still this process's and still
+executing), so a request reported as interrupted by another replica is not continued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from bot.actions import service
+from bot.actions.drift import compare
+from bot.actions.execute import StepRunner
+from bot.actions.kinds import ActionKind, State
+from bot.actions.plan import Plan
+from bot.actions.plans import build_plan
+from bot.actions.views import RequestView
+from bot.errors import GpubotError
+from bot.flows.context import Services
+from bot.flows.status import check_host, plan_for
+from bot.hosts import service as hosts
+from bot.readiness.verdict import Severity
+from bot.render.status_view import VERDICT_WORDS
+from bot.sizes import human_bytes
+
+EXECUTOR_ID = f"{socket.gethostname()[:32]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+"""This process, as recorded on the requests it runs."""
+
+
+@contextlib.asynccontextmanager
+async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(services.settings.action_heartbeat_s)
+            async with services.sessions() as db, db.begin():
+                await service.heartbeat(db_session=db, request_id=request_id, executor=EXECUTOR_ID)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
+async def _verify(services: Services, plan: Plan, request_id: int) -> tuple[list[str], int | None]:
+    """Drift reasons between ``plan`` and a fresh plan, and the fresh probe's snapshot id."""
+    try:
+        fresh = await build_plan(services=services, spec=plan.spec, requested_by=f"action #{request_id}")
+    except GpubotError as exc:
+        return [f"the re-check found: {exc}"], None
+    return compare(plan, fresh, threshold_pct=services.settings.drift_threshold_pct), fresh.snapshot_id
+
+
+async def _step_runner(services: Services, host_name: str) -> StepRunner:
+    async with services.sessions() as db:
+        target, host = await hosts.resolve(db_session=db, name=host_name)
+        probe_plan, req = plan_for(services.settings, host)
+    return StepRunner(runner=services.runner, target=target, settings=services.settings,
+                      gpu_backend=probe_plan.gpu_backend, gpu_free_mib=req.gpu_free_mib)
+
+
+async def _transition(services: Services, request_id: int, frm: list[State], to: State, **values: object) -> bool:
+    async with services.sessions() as db, db.begin():
+        return await service.transition(db_session=db, request_id=request_id, from_states=frm, to=to, **values)
+
+
+async def execute_claimed(*, services: Services, request_id: int, notify: Callable[[RequestView], Awaitable[None]],
+                          load: Callable[[], Awaitable[RequestView]]) -> RequestView:
+    """Verify, then execute; returns the final view. Never raises for a host's failure."""
+    async with services.sessions() as db:
+        req = await service.get(db_session=db, request_id=request_id)
+        assert req is not None
+        plan = Plan.from_json(req.plan)
+    async with heartbeat(services, request_id):
+        await notify(await load())
+        reasons, fresh_snapshot = await _verify(services, plan, request_id)
+        if reasons:
+            text = "Nothing was changed: the host is not as planned any more.\n" + "\n".join(f"• {r}" for r in reasons)
+            await _transition(services, request_id, [State.APPROVED], State.ABORTED, message=text,
+                              before_snapshot_id=fresh_snapshot)
+            view = await load()
+            await notify(view)
+            return view
+        if not await _transition(services, request_id, [State.APPROVED], State.EXECUTING, before_snapshot_id=fresh_snapshot):
+            return await load()
+        await notify(await load())
+        return await _steps(services, request_id, plan, notify, load)
+
+
+async def _steps(services: Services, request_id: int, plan: Plan, notify: Callable[[RequestView], Awaitable[None]],
+                 load: Callable[[], Awaitable[RequestView]]) -> RequestView:
+    runner = await _step_runner(services, plan.spec.host)
+    done: list[str] = []
+    failure: str | None = None
+    summaries: dict[str, str] = {}
+    for idx, step in enumerate(plan.steps, 1):
+        async with services.sessions() as db, db.begin():
+            mine = await service.heartbeat(db_session=db, request_id=request_id, executor=EXECUTOR_ID)
+        if not mine:
+            return await load()  # reported as interrupted elsewhere: never continue
+        command, script = runner.describe(step)
+        async with services.sessions() as db, db.begin():
+            row = await service.start_step(db_session=db, request_id=request_id, idx=idx, title=step.title,
+                                           command=command, script=script)
+            step_id = row.id
+        await notify(await load())
+        outcome = await runner.run(step)
+        async with services.sessions() as db, db.begin():
+            await service.finish_step(db_session=db, step_id=step_id, ok=outcome.ok, exit_status=outcome.exit_status,
+                                      stdout=outcome.stdout, stderr=outcome.stderr, summary=outcome.summary)
+        summaries[step.op] = outcome.summary
+        if not outcome.ok:
+            already = "; ".join(done) or "nothing"
+            failure = (f"Stopped at step {idx} of {len(plan.steps)} ({step.title}): {outcome.summary}\n"
+                       f"Already done: {already}. Later steps were not run.")
+            break
+        done.append(step.title)
+        await notify(await load())
+    lines = await _result_lines(services, runner, plan, len(done), summaries)
+    after = await check_host(services=services, host_name=plan.spec.host, requested_by=f"action #{request_id}")
+    verdict = after.assessment.verdict
+    reasons = [r.text for r in after.assessment.reasons if r.severity is not Severity.NOTE]
+    lines.append(f"{plan.spec.host} now: {VERDICT_WORDS[verdict]}" + (f" ({reasons[0]})" if reasons else "")
+                 + f" · snapshot #{after.snapshot_id}")
+    await _transition(services, request_id, [State.EXECUTING], State.FAILED if failure else State.DONE,
+                      message=failure, after_snapshot_id=after.snapshot_id,
+                      result={"lines": lines, "verdict": verdict.value})
+    view = await load()
+    await notify(view)
+    return view
+
+
+async def _result_lines(services: Services, runner: StepRunner, plan: Plan, steps_done: int,
+                        summaries: dict[str, str]) -> list[str]:
+    """What was achieved: bytes freed and free now, processes ended, unit states."""
+    ran = plan.steps[:steps_done]
+    deleted = [s.args for s in ran if s.op == "delete"]
+    lines = []
+    if deleted:
+        freed = sum(int(a.get("size_bytes") or 0) for a in deleted)
+        mounts = sorted({a["mount"] for a in deleted if a.get("mount")})
+        free = await runner.free_bytes(mounts)
+        now = ", ".join(f"{human_bytes(v)} free on {m}" for m, v in free.items() if v is not None)
+        lines.append(f"freed {human_bytes(freed)} ({len(deleted)} path{'s' if len(deleted) > 1 else ''})" + (f"; {now}" if now else ""))
+    if "kill" in summaries:
+        lines.append(summaries["kill"])
+    if plan.spec.kind is not ActionKind.KILL:
+        lines += [s.title.split(" (check")[0] + ": done" for s in ran if s.op == "unit"]
+    return lines

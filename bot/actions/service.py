@@ -1,0 +1,163 @@
+"""Queries and writes for action requests. Keyword-only; the session is passed in.
+
+Exactly once: every state change is :func:`transition` (``UPDATE … WHERE id = :id AND state IN
+(:expected)``, claimed only when one row changed), committed by the caller's transaction. Two
+approvers, a double click, a duplicate delivery or a second replica racing for the same request
+all run that UPDATE; the database lets exactly one of them change the row. Writers start their
+transaction with the write (no read first), so SQLite waits on its lock instead of failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.actions.kinds import ActionSpec, State
+from bot.actions.models import ActionRequest, ActionStep, Approval
+from bot.actions.plan import Plan
+from bot.db.base import utcnow
+
+OUTPUT_CAP = 64 * 1024
+
+
+async def create(*, db_session: AsyncSession, spec: ActionSpec, plan: Plan, requester: str, host_group: str | None,
+                 approvers: list[str], approvals_needed: int, expires_at: datetime, channel: str | None) -> ActionRequest:
+    """Insert a pending request; returns it with its id."""
+    req = ActionRequest(kind=spec.kind.value, host=spec.host, host_group=host_group, spec=spec.to_json(),
+                        plan=plan.to_json(), state=State.PENDING.value, requester=requester, approvers=approvers,
+                        approvals_needed=approvals_needed, expires_at=expires_at, channel=channel,
+                        before_snapshot_id=plan.snapshot_id)
+    db_session.add(req)
+    await db_session.flush()
+    return req
+
+
+async def get(*, db_session: AsyncSession, request_id: int) -> ActionRequest | None:
+    """The request, freshly read (never a stale object from the session's identity map)."""
+    q = select(ActionRequest).where(ActionRequest.id == request_id).execution_options(populate_existing=True)
+    return (await db_session.execute(q)).scalar_one_or_none()
+
+
+async def transition(*, db_session: AsyncSession, request_id: int, from_states: Iterable[State], to: State,
+                     **values: Any) -> bool:
+    """Move the request to ``to`` if it is in one of ``from_states``; True when this call did it."""
+    stmt = (update(ActionRequest)
+            .where(ActionRequest.id == request_id, ActionRequest.state.in_([s.value for s in from_states]))
+            .values(state=to.value, updated_at=utcnow(), **values)
+            .execution_options(synchronize_session=False))
+    return (await db_session.execute(stmt)).rowcount == 1
+
+
+async def claim_if_approved(*, db_session: AsyncSession, request_id: int, executor: str) -> bool:
+    """pending → approved when enough distinct approvals exist; True for the one caller that moved it."""
+    count = (select(func.count(Approval.id))
+             .where(Approval.request_id == request_id, Approval.decision == "approve").scalar_subquery())
+    now = utcnow()
+    stmt = (update(ActionRequest)
+            .where(ActionRequest.id == request_id, ActionRequest.state == State.PENDING.value,
+                   count >= ActionRequest.approvals_needed)
+            .values(state=State.APPROVED.value, updated_at=now, executor=executor, heartbeat_at=now)
+            .execution_options(synchronize_session=False))
+    return (await db_session.execute(stmt)).rowcount == 1
+
+
+async def record_decision(*, db_session: AsyncSession, request_id: int, user_id: str, decision: str) -> None:
+    """Insert one decision. Raises :class:`~sqlalchemy.exc.IntegrityError` (at flush) when this
+    user already decided (unique per request and user): run it alone in a transaction and catch
+    the error outside that transaction."""
+    db_session.add(Approval(request_id=request_id, user_id=user_id, decision=decision))
+    await db_session.flush()
+
+
+async def decisions(*, db_session: AsyncSession, request_id: int) -> list[Approval]:
+    q = select(Approval).where(Approval.request_id == request_id).order_by(Approval.decided_at, Approval.id)
+    return list((await db_session.execute(q)).scalars())
+
+
+async def steps(*, db_session: AsyncSession, request_id: int) -> list[ActionStep]:
+    q = (select(ActionStep).where(ActionStep.request_id == request_id).order_by(ActionStep.idx)
+         .execution_options(populate_existing=True))
+    return list((await db_session.execute(q)).scalars())
+
+
+async def start_step(*, db_session: AsyncSession, request_id: int, idx: int, title: str, command: str | None,
+                     script: str | None) -> ActionStep:
+    """Record a step as running (its row exists before anything is run, so a crash shows where)."""
+    step = ActionStep(request_id=request_id, idx=idx, title=title, command=command, script=script, state="running")
+    db_session.add(step)
+    await db_session.flush()
+    return step
+
+
+async def finish_step(*, db_session: AsyncSession, step_id: int, ok: bool, exit_status: int | None, stdout: str,
+                      stderr: str, summary: str) -> None:
+    await db_session.execute(update(ActionStep).where(ActionStep.id == step_id).values(
+        state="ok" if ok else "failed", exit_status=exit_status, stdout=stdout[-OUTPUT_CAP:],
+        stderr=stderr[-OUTPUT_CAP:], summary=summary, finished_at=utcnow()).execution_options(synchronize_session=False))
+
+
+async def heartbeat(*, db_session: AsyncSession, request_id: int, executor: str) -> bool:
+    """Say that ``executor`` still runs the request; False when it is no longer approved or
+    executing by ``executor`` (then the executor must stop)."""
+    stmt = update(ActionRequest).where(
+        ActionRequest.id == request_id, ActionRequest.executor == executor,
+        ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
+    ).values(heartbeat_at=utcnow()).execution_options(synchronize_session=False)
+    return (await db_session.execute(stmt)).rowcount == 1
+
+
+async def interrupt_if_stale(*, db_session: AsyncSession, request_id: int, before: datetime, message: str) -> bool:
+    """approved/executing → interrupted, only if its heartbeat is still older than ``before``;
+    its running step is marked interrupted too. True when this call did it."""
+    stmt = (update(ActionRequest)
+            .where(ActionRequest.id == request_id,
+                   ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
+                   (ActionRequest.heartbeat_at.is_(None)) | (ActionRequest.heartbeat_at < before))
+            .values(state=State.INTERRUPTED.value, updated_at=utcnow(), message=message)
+            .execution_options(synchronize_session=False))
+    if (await db_session.execute(stmt)).rowcount != 1:
+        return False
+    await mark_running_steps(db_session=db_session, request_id=request_id, state="interrupted")
+    return True
+
+
+async def claim_replan(*, db_session: AsyncSession, request_id: int) -> bool:
+    """Reserve the right to re-plan (``replaced_by`` NULL → 0); True for the one caller that did."""
+    stmt = (update(ActionRequest).where(ActionRequest.id == request_id, ActionRequest.replaced_by.is_(None))
+            .values(replaced_by=0).execution_options(synchronize_session=False))
+    return (await db_session.execute(stmt)).rowcount == 1
+
+
+async def set_replaced_by(*, db_session: AsyncSession, request_id: int, new_id: int | None) -> None:
+    await db_session.execute(update(ActionRequest).where(ActionRequest.id == request_id)
+                             .values(replaced_by=new_id).execution_options(synchronize_session=False))
+
+
+async def due_to_expire(*, db_session: AsyncSession, now: datetime) -> list[int]:
+    q = select(ActionRequest.id).where(ActionRequest.state == State.PENDING.value, ActionRequest.expires_at <= now)
+    return list((await db_session.execute(q)).scalars())
+
+
+async def stale_running(*, db_session: AsyncSession, before: datetime) -> list[int]:
+    """Approved/executing requests whose heartbeat is older than ``before`` (their executor died)."""
+    q = select(ActionRequest.id).where(
+        ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
+        (ActionRequest.heartbeat_at.is_(None)) | (ActionRequest.heartbeat_at < before))
+    return list((await db_session.execute(q)).scalars())
+
+
+async def mark_running_steps(*, db_session: AsyncSession, request_id: int, state: str) -> None:
+    await db_session.execute(update(ActionStep).where(ActionStep.request_id == request_id, ActionStep.state == "running")
+                             .values(state=state, finished_at=utcnow()).execution_options(synchronize_session=False))
+
+
+async def history(*, db_session: AsyncSession, host: str | None = None, limit: int = 20) -> list[ActionRequest]:
+    """Newest requests first (of ``host`` if given)."""
+    q = select(ActionRequest).order_by(ActionRequest.created_at.desc(), ActionRequest.id.desc()).limit(limit)
+    if host:
+        q = q.where(ActionRequest.host == host)
+    return list((await db_session.execute(q)).scalars())

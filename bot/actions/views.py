@@ -1,0 +1,92 @@
+"""What people see of a request: a presentation model built from its rows. Pure.
+
+The Slack card (``bot.slack.action_blocks``) and the terminal audit (:mod:`bot.actions.audit`)
+render a :class:`RequestView`; flows hand one to their ``notify`` callback after every change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from bot.actions.kinds import ActionKind, ActionSpec, State
+from bot.actions.models import ActionRequest, ActionStep, Approval
+from bot.actions.plan import Plan
+
+
+@dataclass(frozen=True)
+class StepView:
+    """``index`` counts from 1; ``state``: pending, running, ok, failed, interrupted, skipped."""
+
+    index: int
+    title: str
+    state: str
+    summary: str | None = None
+
+
+@dataclass(frozen=True)
+class RequestView:
+    id: int
+    kind: ActionKind
+    host: str
+    state: State
+    command: str
+    lines: list[str]
+    expected: str
+    requester: str
+    approvers: list[str]
+    approvals_needed: int
+    expires_at: datetime
+    created_at: datetime
+    warnings: list[str] = field(default_factory=list)
+    approved_by: list[str] = field(default_factory=list)
+    rejected_by: list[str] = field(default_factory=list)
+    steps: list[StepView] = field(default_factory=list)
+    message: str | None = None
+    result_lines: list[str] = field(default_factory=list)
+    before_snapshot_id: int | None = None
+    after_snapshot_id: int | None = None
+    replaced_by: int | None = None
+    channel: str | None = None
+    message_ts: str | None = None
+
+    @property
+    def title(self) -> str:
+        return f"{self.kind.label} on {self.host}"
+
+    @property
+    def pending(self) -> bool:
+        return self.state is State.PENDING
+
+    @property
+    def replannable(self) -> bool:
+        """Aborted (drift) or interrupted requests offer "Re-plan" until someone used it."""
+        return self.state in (State.ABORTED, State.INTERRUPTED, State.FAILED) and self.replaced_by is None
+
+    @property
+    def failed_step(self) -> StepView | None:
+        return next((s for s in self.steps if s.state in ("failed", "interrupted")), None)
+
+
+def view_of(req: ActionRequest, decisions: list[Approval], rows: list[ActionStep]) -> RequestView:
+    """The view of ``req`` with its decisions and executed step rows."""
+    plan = Plan.from_json(req.plan)
+    state = State(req.state)
+    done = {r.idx: r for r in rows}
+    steps = []
+    for i, step in enumerate(plan.steps, 1):
+        row = done.get(i)
+        if row is not None:
+            steps.append(StepView(i, row.title, row.state, row.summary))
+        else:
+            steps.append(StepView(i, step.title, "skipped" if state.final and state is not State.PENDING else "pending"))
+    return RequestView(
+        id=req.id, kind=ActionKind(req.kind), host=req.host, state=state, command=ActionSpec.from_json(req.spec).describe(),
+        lines=plan.lines, expected=plan.expected, requester=req.requester, approvers=list(req.approvers or []),
+        approvals_needed=req.approvals_needed, expires_at=req.expires_at, created_at=req.created_at,
+        warnings=plan.warnings, approved_by=[d.user_id for d in decisions if d.decision == "approve"],
+        rejected_by=[d.user_id for d in decisions if d.decision == "reject"], steps=steps, message=req.message,
+        result_lines=list((req.result or {}).get("lines", [])), before_snapshot_id=req.before_snapshot_id,
+        after_snapshot_id=req.after_snapshot_id, replaced_by=req.replaced_by, channel=req.channel,
+        message_ts=req.message_ts,
+    )

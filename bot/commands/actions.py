@@ -1,0 +1,136 @@
+"""``clean``, ``kill``, ``stop``/``start``/``restart``, ``pivot`` (plans needing approval) and ``audit``.
+
+Each action command parses into an :class:`~bot.actions.kinds.ActionSpec`; every value is
+validated here (absolute paths without control characters, unit names, PIDs, GPU indexes,
+``ORG/NAME`` repos) before anything reaches a host, and quoted again where it does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot.actions.kinds import ActionKind, ActionSpec
+from bot.commands.common import validate_host, validate_path, validate_unit
+from bot.commands.grammar import CommandSpec, split_options
+from bot.commands.roles import Role
+from bot.errors import UsageError
+from bot.sizes import parse_bytes
+
+CLEAN_USAGE = "clean HOST weights=PATH[,PATH...] | clean HOST hf-cache [repo=ORG/NAME]"
+KILL_USAGE = "kill HOST [gpu=N] [pid=PID...]"
+PIVOT_USAGE = "pivot HOST from=UNIT to=UNIT [delete=PATH...] [need=SIZE]"
+AUDIT_USAGE = "audit [HOST]"
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+MAX_PID = 4_194_304  # Linux's PID_MAX_LIMIT
+MAX_ITEMS = 20
+
+
+@dataclass(frozen=True)
+class AuditCommand:
+    host: str | None = None
+
+
+def _take(args: list[str], key: str) -> tuple[list[str], list[str]]:
+    """Pull every ``key=a,b`` (repeatable) out of ``args``: ``(values, rest)``."""
+    values, rest = [], []
+    for a in args:
+        k, eq, v = a.partition("=")
+        if eq and k.lower() == key:
+            values += [x for x in v.split(",") if x]
+        else:
+            rest.append(a)
+    return values, rest
+
+
+def _paths(values: list[str], usage: str) -> tuple[str, ...]:
+    if len(values) > MAX_ITEMS:
+        raise UsageError(f"at most {MAX_ITEMS} paths at a time", usage=usage)
+    return tuple(dict.fromkeys(validate_path(p) for p in values))
+
+
+def _host(words: list[str], usage: str, n: int = 1) -> list[str]:
+    if len(words) != n:
+        raise UsageError("name the host" + (" and the unit" if n == 2 else ""), usage=usage)
+    return [validate_host(words[0]), *words[1:]]
+
+
+def parse_clean(args: list[str]) -> ActionSpec:
+    weights, rest = _take(args, "weights")
+    opts, words = split_options(rest, ["repo"], CLEAN_USAGE)
+    if "hf-cache" in [w.lower() for w in words]:
+        words = [w for w in words if w.lower() != "hf-cache"]
+        if weights:
+            raise UsageError("one thing at a time: `weights=` or `hf-cache`", usage=CLEAN_USAGE)
+        repo = opts.get("repo")
+        if repo is not None and not REPO_RE.match(repo):
+            raise UsageError(f"`{repo[:80]}` is not a Hugging Face repo id (`ORG/NAME`)", usage=CLEAN_USAGE)
+        return ActionSpec(ActionKind.CLEAN_HF, _host(words, CLEAN_USAGE)[0], repo=repo)
+    if "repo" in opts:
+        raise UsageError("`repo=` goes with `hf-cache`", usage=CLEAN_USAGE)
+    if not weights:
+        raise UsageError("say what to clean: `weights=PATH` or `hf-cache`", usage=CLEAN_USAGE)
+    return ActionSpec(ActionKind.CLEAN_WEIGHTS, _host(words, CLEAN_USAGE)[0], paths=_paths(weights, CLEAN_USAGE))
+
+
+def _int(text: str, what: str, low: int, high: int, usage: str) -> int:
+    if not text.isdigit() or not low <= int(text) <= high:
+        raise UsageError(f"`{text[:20]}` is not a valid {what}", usage=usage)
+    return int(text)
+
+
+def parse_kill(args: list[str]) -> ActionSpec:
+    pids, rest = _take(args, "pid")
+    opts, words = split_options(rest, ["gpu"], KILL_USAGE)
+    if len(pids) > MAX_ITEMS:
+        raise UsageError(f"at most {MAX_ITEMS} PIDs at a time", usage=KILL_USAGE)
+    gpu = _int(opts["gpu"], "GPU index", 0, 255, KILL_USAGE) if "gpu" in opts else None
+    pid_values = tuple(dict.fromkeys(_int(p, "PID", 2, MAX_PID, KILL_USAGE) for p in pids))
+    return ActionSpec(ActionKind.KILL, _host(words, KILL_USAGE)[0], gpu=gpu, pids=pid_values)
+
+
+def _unit_parser(kind: ActionKind):  # type: ignore[no-untyped-def]
+    usage = f"{kind.value} HOST UNIT"
+
+    def parse(args: list[str]) -> ActionSpec:
+        _, words = split_options(args, [], usage)
+        host, unit = _host(words, usage, 2)
+        return ActionSpec(kind, host, unit=validate_unit(unit))
+
+    return parse
+
+
+def parse_pivot(args: list[str]) -> ActionSpec:
+    deletes, rest = _take(args, "delete")
+    opts, words = split_options(rest, ["from", "to", "need"], PIVOT_USAGE)
+    if "from" not in opts or "to" not in opts:
+        raise UsageError("a pivot needs `from=UNIT` and `to=UNIT`", usage=PIVOT_USAGE)
+    a, b = validate_unit(opts["from"]), validate_unit(opts["to"])
+    if a == b:
+        raise UsageError("`from=` and `to=` are the same unit", usage=PIVOT_USAGE)
+    need = parse_bytes(opts["need"]) if "need" in opts else None
+    return ActionSpec(ActionKind.PIVOT, _host(words, PIVOT_USAGE)[0], paths=_paths(deletes, PIVOT_USAGE),
+                      from_unit=a, to_unit=b, need_bytes=need)
+
+
+def parse_audit(args: list[str]) -> AuditCommand:
+    _, words = split_options(args, [], AUDIT_USAGE)
+    if len(words) > 1:
+        raise UsageError("one host at a time", usage=AUDIT_USAGE)
+    return AuditCommand(validate_host(words[0]) if words else None)
+
+
+SPECS = [
+    CommandSpec(("clean",), CLEAN_USAGE, "plan deleting weight folders or HF cache entries (needs approval)",
+                Role.OPERATOR, parse_clean),
+    CommandSpec(("kill",), KILL_USAGE, "plan ending GPU compute processes (needs approval)", Role.OPERATOR, parse_kill),
+    CommandSpec(("stop",), "stop HOST UNIT", "plan stopping a configured unit (needs approval)", Role.OPERATOR,
+                _unit_parser(ActionKind.STOP)),
+    CommandSpec(("start",), "start HOST UNIT", "plan starting a configured unit (needs approval)", Role.OPERATOR,
+                _unit_parser(ActionKind.START)),
+    CommandSpec(("restart",), "restart HOST UNIT", "plan restarting a configured unit (needs approval)", Role.OPERATOR,
+                _unit_parser(ActionKind.RESTART)),
+    CommandSpec(("pivot",), PIVOT_USAGE, "plan stop A → GPUs free → delete → disk check → start B (needs approval)",
+                Role.OPERATOR, parse_pivot),
+    CommandSpec(("audit",), AUDIT_USAGE, "requests, approvals and executed steps (newest first)", Role.VIEWER, parse_audit),
+]

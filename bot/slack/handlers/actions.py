@@ -1,0 +1,188 @@
+"""``/gpu clean|kill|stop|start|restart|pivot|audit`` and the approval card's buttons.
+
+Thin: a command posts a "planning…" message, asks :mod:`bot.actions.flows` for a plan and turns
+the message into the card. A click is acked at once, claimed as a delivery (a repeated delivery
+does nothing), then handed to the flow with the clicker's role and user groups; the flow decides
+(policy, exactly-once claims) and calls back ``notify`` to update the card step by step.
+
+A middleware runs :func:`bot.actions.flows.sweep` at most every ``action_sweep_interval_s``
+seconds when requests arrive (the first one after a start included): expired cards turn
+"expired" and actions whose executor died turn "interrupted".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.access import service as access
+from bot.actions import audit, flows
+from bot.actions.kinds import ActionSpec
+from bot.actions.views import RequestView
+from bot.commands.actions import AuditCommand
+from bot.commands.roles import Role
+from bot.flows.context import Services
+from bot.slack.action_blocks import card_blocks, card_text, planning_blocks, result_blocks
+from bot.slack.blocks import error_blocks, escape, text_blocks
+from bot.slack.context import CommandContext
+from bot.slack.errors import user_message
+from bot.slack.ids import ActionId
+from bot.slack.roles import RoleResolver
+
+log = logging.getLogger("gpubot.slack")
+
+
+async def request_action(ctx: CommandContext, spec: ActionSpec) -> None:
+    ref = await ctx.post(f"planning {spec.describe()}…", planning_blocks(spec))
+    try:
+        view = await flows.request_action(services=ctx.services, spec=spec, requester=ctx.user_id, channel=ctx.channel_id)
+    except Exception as exc:
+        text, error_id = user_message(exc)
+        await ctx.update(ref, text, error_blocks(text, error_id))
+        return
+    await flows.attach_message(services=ctx.services, request_id=view.id, channel=ref.channel, ts=ref.ts)
+    await ctx.update(ref, card_text(view), card_blocks(view))
+
+
+async def show_audit(ctx: CommandContext, cmd: AuditCommand) -> None:
+    entries = await audit.trail(services=ctx.services, host=cmd.host, limit=10)
+    text = audit.audit_text(entries, host=cmd.host, full=False)
+    await ctx.reply_ephemeral(f"audit of {cmd.host or 'all hosts'}", text_blocks(escape(text)))
+
+
+HANDLERS = {ActionSpec: request_action, AuditCommand: show_audit}
+
+
+def _card_updater(client: AsyncWebClient, channel: str | None, ts: str | None, respond: Any) -> Callable[[RequestView], Awaitable[None]]:
+    async def notify(view: RequestView) -> None:
+        if channel and ts:
+            await client.chat_update(channel=channel, ts=ts, text=card_text(view), blocks=card_blocks(view))
+        elif respond is not None:
+            await respond(text=card_text(view), blocks=card_blocks(view), replace_original=True)
+    return notify
+
+
+async def _groups_of(client: AsyncWebClient, user: str, approvers: list[str]) -> set[str]:
+    """The user groups among ``approvers`` that ``user`` is in (``usergroups.users.list``)."""
+    mine = set()
+    for group in (a for a in approvers if a.startswith("S")):
+        try:
+            resp = await client.usergroups_users_list(usergroup=group)
+        except SlackApiError:
+            continue
+        if user in resp.get("users", []):
+            mine.add(group)
+    return mine
+
+
+class _Sweeper:
+    """Runs a sweep in the background when a request arrives and the last one is old enough."""
+
+    def __init__(self, services: Services):
+        self.services = services
+        self.last = float("-inf")
+        self.task: asyncio.Task[None] | None = None
+
+    async def middleware(self, client: AsyncWebClient, next: Callable[[], Awaitable[Any]]) -> Any:  # noqa: A002
+        interval = self.services.settings.action_sweep_interval_s
+        now = time.monotonic()
+        if interval > 0 and now - self.last >= interval and (self.task is None or self.task.done()):
+            self.last = now
+            self.task = asyncio.create_task(self.sweep(client))
+        return await next()
+
+    async def sweep(self, client: AsyncWebClient) -> None:
+        try:
+            views = await flows.sweep(services=self.services)
+        except Exception:
+            log.exception("action sweep failed")
+            return
+        for view in views:
+            try:
+                await _card_updater(client, view.channel, view.message_ts, None)(view)
+                if view.channel and view.message_ts and view.state.value == "interrupted":
+                    await client.chat_postMessage(channel=view.channel, thread_ts=view.message_ts,
+                                                  text=card_text(view), blocks=result_blocks(view))
+            except Exception:
+                log.exception("could not update the card of action #%s", view.id)
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    """Listeners for Approve / Reject / Re-plan, and the sweep middleware."""
+    resolver = RoleResolver(services)
+    app.middleware(_Sweeper(services).middleware)
+
+    async def first_delivery(body: dict[str, Any]) -> bool:
+        act = body["actions"][0]
+        key = f"act:{act.get('action_ts')}:{body['user']['id']}:{act['action_id']}:{act.get('value')}"
+        async with services.sessions() as db, db.begin():
+            return await access.claim_delivery(db_session=db, key=key)
+
+    def where(body: dict[str, Any]) -> tuple[str | None, str | None]:
+        container = body.get("container") or {}
+        return (container.get("channel_id") or (body.get("channel") or {}).get("id"), container.get("message_ts"))
+
+    async def decide(body: dict[str, Any], client: AsyncWebClient, respond: Any, decision: str) -> None:
+        if not await first_delivery(body):
+            log.info("duplicate delivery of a %s click ignored", decision)
+            return
+        user, request_id = body["user"]["id"], int(body["actions"][0]["value"])
+        channel, ts = where(body)
+        view = await flows.load_view(services=services, request_id=request_id)
+        if view.message_ts is None and channel and ts:
+            await flows.attach_message(services=services, request_id=request_id, channel=channel, ts=ts)
+        role = await resolver.role(client, user)
+        notify = _card_updater(client, channel, ts, respond)
+        outcome = await flows.decide(services=services, request_id=request_id, user_id=user, decision=decision,
+                                     role=role, user_groups=await _groups_of(client, user, view.approvers), notify=notify)
+        if outcome.status == "executed":
+            await client.chat_postMessage(channel=channel, thread_ts=ts, text=card_text(outcome.view),
+                                          blocks=result_blocks(outcome.view))
+            return
+        if outcome.status == "noop" and outcome.view.state.final:
+            await notify(outcome.view)  # an old card (expired elsewhere, restarted bot) shows the truth
+        await respond(text=outcome.text, response_type="ephemeral", replace_original=False)
+
+    async def guarded(body: dict[str, Any], respond: Any, work: Awaitable[None]) -> None:
+        try:
+            await work
+        except Exception as exc:  # the one mapper: see bot.slack.errors
+            text, error_id = user_message(exc)
+            await respond(text=text + (f" (error id {error_id})" if error_id else ""), response_type="ephemeral",
+                          replace_original=False)
+
+    @app.action(ActionId.ACTION_APPROVE.value)
+    async def on_approve(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+        await ack()
+        await guarded(body, respond, decide(body, client, respond, "approve"))
+
+    @app.action(ActionId.ACTION_REJECT.value)
+    async def on_reject(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+        await ack()
+        await guarded(body, respond, decide(body, client, respond, "reject"))
+
+    async def replan(body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+        if not await first_delivery(body):
+            return
+        user, request_id = body["user"]["id"], int(body["actions"][0]["value"])
+        channel, ts = where(body)
+        if await resolver.role(client, user) < Role.OPERATOR:
+            await respond(text="only operators and admins may re-plan actions", response_type="ephemeral",
+                          replace_original=False)
+            return
+        new = await flows.replan(services=services, request_id=request_id, requester=user)
+        posted = await client.chat_postMessage(channel=channel or new.channel, text=card_text(new), blocks=card_blocks(new))
+        await flows.attach_message(services=services, request_id=new.id, channel=posted["channel"], ts=posted["ts"])
+        await _card_updater(client, channel, ts, respond)(await flows.load_view(services=services, request_id=request_id))
+
+    @app.action(ActionId.ACTION_REPLAN.value)
+    async def on_replan(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+        await ack()
+        await guarded(body, respond, replan(body, client, respond))

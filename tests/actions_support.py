@@ -1,0 +1,69 @@
+"""Helpers for the tests of approval-gated actions (tests/test_actions_*.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from bot.actions import flows
+from bot.actions.kinds import ActionKind, ActionSpec
+from bot.actions.models import ActionStep
+from bot.actions.views import RequestView
+from bot.commands.roles import Role
+from bot.hosts import service as hosts
+
+
+def fast(services, root: Path | None = None, **overrides) -> None:
+    """Short waits for tests; ``root`` becomes the only allowed root on every host."""
+    s = services.settings
+    s.kill_grace_s = 1.0
+    s.pivot_gpu_wait_s = 2.0
+    s.pivot_gpu_poll_s = 0.3
+    s.unit_wait_s = 3.0
+    s.action_heartbeat_s = 0.2
+    if root is not None:
+        s.allowed_roots = {"*": [str(root)]}
+    for key, value in overrides.items():
+        setattr(s, key, value)
+
+
+async def register(services, name: str, addr: str, ssh_server, **kw) -> None:
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name=name, address=addr, port=ssh_server.port, **kw)
+
+
+def weights(root: Path, name: str, size: int = 100_000) -> Path:
+    """A real weight folder with one file of ``size`` bytes."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "model.gguf").write_bytes(b"\0" * size)
+    return folder
+
+
+def clean(host: str, *paths: Path) -> ActionSpec:
+    return ActionSpec(ActionKind.CLEAN_WEIGHTS, host, paths=tuple(str(p) for p in paths))
+
+
+class Cards:
+    """A ``notify`` callback that keeps every view it was given."""
+
+    def __init__(self) -> None:
+        self.views: list[RequestView] = []
+
+    async def __call__(self, view: RequestView) -> None:
+        self.views.append(view)
+
+    @property
+    def states(self) -> list[str]:
+        return [v.state.value for v in self.views]
+
+
+async def approve(services, request_id: int, user: str = "U2", role: Role = Role.OPERATOR, notify=None, **kw):
+    return await flows.decide(services=services, request_id=request_id, user_id=user, decision="approve",
+                              role=role, notify=notify, **kw)
+
+
+async def step_count(services, request_id: int) -> int:
+    async with services.sessions() as db:
+        return await db.scalar(select(func.count()).select_from(ActionStep).where(ActionStep.request_id == request_id))
