@@ -99,7 +99,7 @@ def report_text(report: Report, view: FleetView) -> str:
 def report_blocks(report: Report) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """``(message blocks, thread messages)``; both within Block Kit limits for any fleet size."""
     view = fleet_view(report.title, report.fleet.reports)
-    blocks, thread = fleet_blocks(FleetView(report.title, view.counts, view.lines))
+    blocks, thread = fleet_blocks(view)
     when = _when(report.fire_time, report.tz) if report.fire_time else _when(report.generated_at, report.tz)
     note = f"scheduled for {when}" if report.fire_time else f"on request, {when}"
     if report.late_by_s is not None:

@@ -1,0 +1,112 @@
+"""History and diffs from snapshots stored by real probes of the sshd test hosts, whose state the
+test changes between probes (a process takes a GPU, a weight folder is deleted, a unit stops)."""
+
+import shutil
+from datetime import timedelta
+
+from sqlalchemy import update
+
+from bot.db.base import utcnow
+from bot.flows.status import check_host
+from bot.history.service import diff_snapshots, load_history
+from bot.hosts import service as hosts
+from bot.render.history_view import diff_text, history_text, history_view
+from bot.snapshots.models import Snapshot
+from tests.support.fakestate import unit
+
+
+async def _register(services, ssh_server, name, addr, weights):
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name=name, address=addr, port=ssh_server.port,
+                        probe={"weight_paths": [str(weights)], "units": {"vllm.service": "inactive"}})
+
+
+async def _age(services, snapshot_id, hours):
+    """Move a stored snapshot back in time (the probes ran seconds apart)."""
+    async with services.sessions() as db, db.begin():
+        await db.execute(update(Snapshot).where(Snapshot.id == snapshot_id).values(taken_at=utcnow() - timedelta(hours=hours)))
+
+
+async def _three_probes(services, ssh_server, fake_hosts, tmp_path):
+    """ready (idle, weights present) -> not ready (GPU 3 held, unit active) -> ready (weights gone)."""
+    weights = tmp_path / "glm5-gguf"
+    weights.mkdir()
+    (weights / "model.gguf").write_bytes(b"\0" * 3_000_000)
+    await _register(services, ssh_server, "node174", "127.0.0.15", weights)
+    first = await check_host(services=services, host_name="node174")
+    holder = fake_hosts.hold("127.0.0.15", gpu=3, used_mib=81920, name="python3")
+    fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=True, main_pid=holder.pid)})
+    busy = await check_host(services=services, host_name="node174")
+    holder.kill()
+    holder.wait()
+    fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=False)})
+    shutil.rmtree(weights)
+    clean = await check_host(services=services, host_name="node174")
+    await _age(services, first.snapshot_id, 30)
+    await _age(services, busy.snapshot_id, 20)
+    return first, busy, clean, holder, weights
+
+
+async def test_diff_names_the_gpu_process_and_the_removed_folder(services, ssh_server, fake_hosts, tmp_path):
+    first, busy, clean, holder, weights = await _three_probes(services, ssh_server, fake_hosts, tmp_path)
+    async with services.sessions() as db:
+        to_busy = await diff_snapshots(db_session=db, host_name="node174", snapshot_id=first.snapshot_id, now=utcnow())
+        # the newest snapshot at least 1 day old is the first one
+        since_day = await diff_snapshots(db_session=db, host_name="node174", since=timedelta(days=1), now=utcnow())
+    assert (to_busy.before_id, to_busy.after_id) == (first.snapshot_id, clean.snapshot_id)
+    assert since_day.before_id == first.snapshot_id
+    assert f"{weights} removed, 3 MB freed" in to_busy.lines
+    async with services.sessions() as db:
+        step = await diff_snapshots(db_session=db, host_name="node174", snapshot_id=busy.snapshot_id, now=utcnow())
+        into_busy = await diff_snapshots(db_session=db, host_name="node174", since=timedelta(hours=25), now=utcnow())
+    assert into_busy.before_id == first.snapshot_id
+    assert step.lines[0] == "verdict not ready → ready"
+    assert f"GPU 3: 81,920 → 0 MiB, process python3 (pid {holder.pid}) gone" in step.lines
+    assert "vllm.service: active → inactive" in step.lines
+    text = diff_text(step)
+    assert text.startswith(f"node174: changes from snapshot #{busy.snapshot_id}")
+
+
+async def test_history_is_a_timeline_of_verdict_changes_with_numbers(services, ssh_server, fake_hosts, tmp_path):
+    first, busy, clean, holder, weights = await _three_probes(services, ssh_server, fake_hosts, tmp_path)
+    until = utcnow()
+    async with services.sessions() as db:
+        h = await load_history(db_session=db, host_name="node174", since=until - timedelta(days=7), until=until)
+    assert [e.change.verdict for e in h.entries] == ["ready", "not_ready", "ready"]
+    assert [e.change.snapshot_id for e in h.entries] == [first.snapshot_id, busy.snapshot_id, clean.snapshot_id]
+    assert h.total_changes == 3 and sum(p.count for p in h.points) == 3
+    assert h.entries[1].change.gpu_used_mib == 81920
+    view = history_view(h)
+    assert view.headline == "node174: last 7 days"
+    assert view.summary.startswith("2 verdict changes · peak GPU memory used 81,920 MiB")
+    busy_line = view.lines[1]
+    assert "ready → not ready · GPU 81,920 MiB" in busy_line
+    assert f"GPU 3: 0 → 81,920 MiB, new process python3 (pid {holder.pid})" in busy_line
+    assert "vllm.service: inactive → active" in busy_line
+    assert f"{weights} removed, 3 MB freed" in view.lines[2]
+    assert "node174: last 7 days" in history_text(view)
+
+
+async def test_history_window_and_unknown_host(services, ssh_server, fake_hosts, tmp_path):
+    first, busy, clean, *_ = await _three_probes(services, ssh_server, fake_hosts, tmp_path)
+    until = utcnow()
+    async with services.sessions() as db:
+        h = await load_history(db_session=db, host_name="node174", since=until - timedelta(hours=24), until=until)
+        assert [e.change.snapshot_id for e in h.entries] == [busy.snapshot_id, clean.snapshot_id]
+        import pytest
+
+        from bot.errors import NotFoundError
+
+        with pytest.raises(NotFoundError, match="never probed"):
+            await load_history(db_session=db, host_name="node999", since=until - timedelta(days=7), until=until)
+
+
+async def test_long_windows_use_the_sql_path_with_the_same_answer(services, ssh_server, fake_hosts, tmp_path):
+    await _three_probes(services, ssh_server, fake_hosts, tmp_path)
+    until = utcnow()
+    async with services.sessions() as db:
+        week = await load_history(db_session=db, host_name="node174", since=until - timedelta(days=7), until=until)
+        year = await load_history(db_session=db, host_name="node174", since=until - timedelta(days=365), until=until)
+    assert [e.change for e in week.entries] == [e.change for e in year.entries]
+    assert [(p.gpu_used_mib, p.disk_free_bytes, p.count) for p in week.points] == \
+        [(p.gpu_used_mib, p.disk_free_bytes, p.count) for p in year.points]

@@ -1,0 +1,61 @@
+"""Retention prunes old snapshots and old raw outputs in small batches; background probing stores
+history for the hosts of report schedules without anyone typing."""
+
+from datetime import timedelta
+
+from sqlalchemy import func, select, update
+
+from bot.db.base import utcnow
+from bot.flows.status import check_host
+from bot.history import background
+from bot.history.retention import prune
+from bot.hosts import service as hosts
+from bot.reports import service as reports
+from bot.reports.scheduler import ReportScheduler
+from bot.snapshots.models import Snapshot
+
+
+async def test_prune_deletes_old_snapshots_and_old_raw_outputs(services, ssh_server, fake_hosts):
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="node174", address="127.0.0.15", port=ssh_server.port)
+    ids = [(await check_host(services=services, host_name="node174")).snapshot_id for _ in range(7)]
+    ages = [500, 401, 399, 100, 31, 29, 0]  # days
+    async with services.sessions() as db, db.begin():
+        for sid, days in zip(ids, ages):
+            await db.execute(update(Snapshot).where(Snapshot.id == sid).values(taken_at=utcnow() - timedelta(days=days, hours=1)))
+    result = await prune(sessions=services.sessions, now=utcnow(), readings_days=400, raw_days=30, batch=2)
+    assert (result.deleted, result.raw_cleared) == (2, 3)
+    async with services.sessions() as db:
+        rows = {s.id: s for s in (await db.execute(select(Snapshot))).scalars()}
+    assert sorted(rows) == ids[2:]
+    assert [rows[i].raw is None for i in ids[2:]] == [True, True, True, False, False]
+    assert all(rows[i].readings["gpu"]["gpus"] for i in ids[2:])  # parsed readings stay
+    again = await prune(sessions=services.sessions, now=utcnow(), readings_days=400, raw_days=30, batch=2)
+    assert (again.deleted, again.raw_cleared) == (0, 0)
+
+
+async def test_scheduler_prunes_with_its_clock(services, ssh_server, fake_hosts):
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="node174", address="127.0.0.15", port=ssh_server.port)
+    await check_host(services=services, host_name="node174")
+
+    async def never(channel, report):
+        raise AssertionError("nothing to post")
+
+    later = utcnow() + timedelta(days=401)
+    result = await ReportScheduler(services, never, now=lambda: later).prune()
+    assert result.deleted == 1
+
+
+async def test_background_probe_covers_report_hosts_only(services, ssh_server, fake_hosts):
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="train0", address="127.0.0.17", port=ssh_server.port, group="train")
+        await hosts.add(db_session=db, name="infer0", address="127.0.0.18", port=ssh_server.port, group="infer")
+        assert await background.probe_report_hosts(services) == 0  # no schedule yet: nothing probed
+        await reports.create(db_session=db, expr="0 8 * * 1-5", tz="Europe/Berlin", group="train", channel="C1", created_by="U1")
+    assert await background.probe_report_hosts(services) == 1
+    assert await background.probe_groups(services, ["*"]) == 2
+    async with services.sessions() as db:
+        counts = dict((await db.execute(select(Snapshot.host_name, func.count()).where(Snapshot.requested_by == "background")
+                                        .group_by(Snapshot.host_name))).all())
+    assert counts == {"train0": 2, "infer0": 1}
