@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from typing import Any, NoReturn
 
-from bot import cli_history
+from bot import cli_actions, cli_history
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings
@@ -65,6 +65,7 @@ def _build_parser() -> argparse.ArgumentParser:
     con.add_argument("--role", choices=["viewer", "operator", "admin"], default="admin",
                      help="the role the console user has (default admin: it is your terminal)")
     cli_history.add_parsers(sub)
+    cli_actions.add_parsers(sub)
     return p
 
 
@@ -175,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         upgrade(settings.database_url)
         if args.cmd == "hosts":
             return asyncio.run(_hosts(settings, args))
+        if args.cmd == "audit":
+            return asyncio.run(cli_actions.audit(settings, args))
         if args.cmd in ("history", "diff"):
             return asyncio.run(getattr(cli_history, args.cmd)(settings, args))
         return asyncio.run(_status(settings, args.words, args.json))

@@ -1,0 +1,288 @@
+"""Each action and the pivot through Slack-shaped signed requests: command → card → clicks → result."""
+
+import asyncio
+from datetime import timedelta
+
+from sqlalchemy import select, update
+
+from bot.actions import service
+from bot.actions.kinds import State
+from bot.actions.models import ActionRequest
+from bot.db.base import utcnow
+from bot.db.session import make_engine, make_session_factory
+from bot.flows.context import Services
+from bot.slack.ids import ActionId
+from tests.actions_support import fast, register, step_count, weights
+from tests.slack_env import start_bot
+from tests.support.blockkit import blocks_text, validate_message
+from tests.support.fakestate import unit
+from tests.support.slack_recorder import SlackApiRecorder
+from tests.support.slack_requests import block_action_body
+
+APPROVE, REJECT, REPLAN = ActionId.ACTION_APPROVE.value, ActionId.ACTION_REJECT.value, ActionId.ACTION_REPLAN.value
+
+
+def buttons(blocks) -> dict[str, dict]:
+    return {e["action_id"]: e for b in blocks if b["type"] == "actions" for e in b["elements"]}
+
+
+def is_card(call) -> bool:
+    return APPROVE in buttons(call.body.get("blocks") or [])
+
+
+async def ask(bot, text: str, user: str = "U1"):
+    """Send ``/gpu text``; returns the card's (request id, ts, blocks) once the plan is posted."""
+    start = len(bot.recorder.calls)
+    status, _, seconds = await bot.command(text, user_id=user)
+    assert status == 200 and seconds < 3.0
+    card = await bot.recorder.wait_for("chat.update", is_card, timeout=30, start=start)
+    validate_message(card.body["blocks"], card.body["text"])
+    return int(buttons(card.body["blocks"])[APPROVE]["value"]), card.body["ts"], card.body["blocks"]
+
+
+async def click(bot, action_id: str, request_id: int, ts: str, user: str, body: str | None = None):
+    body = body or block_action_body(action_id, str(request_id), user_id=user, message_ts=ts,
+                                     response_url=bot.recorder.response_url(f"{user}-{ts}"))
+    status, _, seconds = await bot.post(body)
+    assert status == 200 and seconds < 3.0
+    return body
+
+
+async def result(bot, ts: str, timeout: float = 30):
+    """The thread reply that says how the action ended."""
+    call = await bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=timeout)
+    validate_message(call.body["blocks"], call.body["text"])
+    return blocks_text(call.body["blocks"])
+
+
+async def ephemeral(bot, user: str, ts: str, start: int = 0) -> str:
+    call = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith(f"{user}-{ts}"), timeout=30, start=start)
+    return call.body["text"]
+
+
+def last_card(bot, ts: str) -> list:
+    blocks = [c.body["blocks"] for c in bot.recorder.calls_of("chat.update") if c.body.get("ts") == ts][-1]
+    validate_message(blocks)
+    return blocks
+
+
+def operators(services, *users: str) -> None:
+    services.settings.operators = list(users)
+
+
+async def test_clean_from_command_to_result(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    folder = weights(root, "glm5", 2_000_000)
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node401", "127.0.0.14", ssh_server)
+    rid, ts, card = await ask(slack_bot, f"clean node401 weights={folder}")
+    text = blocks_text(card)
+    assert "Approval needed: delete weights on node401" in text and f"delete {folder} — 2 MB (directory)" in text
+    assert "frees 2 MB" in text and "requested by <@U1>" in text and "0 of 1 approval" in text and "expires <!date^" in text
+    approve_button = buttons(card)[APPROVE]
+    assert approve_button["confirm"]["title"]["text"] == "Approve this action?" and buttons(card)[REJECT]["style"] == "danger"
+    await click(slack_bot, APPROVE, rid, ts, "U1")  # the requester may not approve a delete
+    assert "someone else must approve" in await ephemeral(slack_bot, "U1", ts)
+    assert folder.exists()
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    outcome = await result(slack_bot, ts)
+    assert "Done" in outcome and "freed 2 MB (1 path)" in outcome and "node401 now: ready" in outcome
+    assert not folder.exists()
+    final = last_card(slack_bot, ts)
+    assert "Done: delete weights on node401" in blocks_text(final) and not buttons(final)
+    headers = [blocks_text(c.body["blocks"]).split("\n")[0] for c in slack_bot.recorder.calls_of("chat.update") if c.body.get("ts") == ts]
+    assert any("re-checking" in h for h in headers) and any("Running" in h for h in headers)
+
+
+async def test_kill_stop_start_restart_and_hf_cache_through_slack(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    hf = tmp_path / "hf"
+    repo = weights(hf / "hub", "models--org--old")
+    fast(services)
+    operators(services, "U1", "U2")
+    await register(services, "node402", "127.0.0.15", ssh_server, probe={"units": {"vllm.service": "inactive"}, "hf_cache": str(hf)})
+    fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=True, main_pid=4321)})
+    holder = fake_hosts.hold("127.0.0.15", gpu=6, used_mib=9000)
+    for command in ("kill node402 gpu=6", "restart node402 vllm.service", "stop node402 vllm.service",
+                    "start node402 vllm.service", "clean node402 hf-cache repo=org/old"):
+        rid, ts, _ = await ask(slack_bot, command)
+        await click(slack_bot, APPROVE, rid, ts, "U2")
+        assert "Done" in await result(slack_bot, ts), command
+    assert holder.wait(timeout=5) is not None and not repo.exists()
+    state = fake_hosts.read("127.0.0.15").units["vllm.service"]
+    assert state["ActiveState"] == "active" and state["MainPID"] != 4321
+
+
+async def test_pivot_through_slack_stops_at_a_leftover_process(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    old = weights(root, "a-weights")
+    fast(services, root, approval_policy=[{"kinds": ["pivot"], "approvers": ["U2", "U3"], "approvals": 2}])
+    operators(services, "U1")
+    await register(services, "node403", "127.0.0.16", ssh_server,
+                   probe={"units": {"a.service": "inactive", "b.service": "active"}})
+    main = fake_hosts.hold("127.0.0.16", gpu=0, used_mib=60000)
+    leftover = fake_hosts.hold("127.0.0.16", gpu=7, used_mib=512)
+    fake_hosts.update("127.0.0.16", units={"a.service": unit(active=True, main_pid=main.pid), "b.service": unit(active=False)})
+    rid, ts, card = await ask(slack_bot, f"pivot node403 from=a.service to=b.service delete={old} need=1K")
+    assert "approvers: <@U2>, <@U3> · 0 of 2 approvals" in blocks_text(card)
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    assert "approval recorded (1 of 2)" in await ephemeral(slack_bot, "U2", ts)
+    assert "1 of 2 approvals (<@U2>)" in blocks_text(last_card(slack_bot, ts))
+    await click(slack_bot, APPROVE, rid, ts, "U3")
+    outcome = await result(slack_bot, ts)
+    assert "Failed" in outcome and "Stopped at step 2 of 5 (wait until every GPU is free" in outcome
+    assert f"pid {leftover.pid}" in outcome and "Already done: stop a.service" in outcome
+    assert main.wait(timeout=5) is not None and old.exists()
+    final = blocks_text(last_card(slack_bot, ts))
+    assert ":x: 2. wait until every GPU is free" in final and ":heavy_minus_sign: 3. delete" in final
+
+
+async def test_the_same_click_delivered_twice_runs_once(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    fast(services, root)
+    operators(services, "U1", "U2", "U3")
+    await register(services, "node404", "127.0.0.17", ssh_server)
+    rid, ts, _ = await ask(slack_bot, f"clean node404 weights={weights(root, 'a')}")
+    body = block_action_body(APPROVE, str(rid), user_id="U2", message_ts=ts, response_url=slack_bot.recorder.response_url(f"U2-{ts}"))
+    await asyncio.gather(click(slack_bot, APPROVE, rid, ts, "U2", body), click(slack_bot, APPROVE, rid, ts, "U2", body),
+                         click(slack_bot, APPROVE, rid, ts, "U3"))
+    await result(slack_bot, ts)
+    await asyncio.sleep(0.5)
+    assert len([c for c in slack_bot.recorder.calls_of("chat.postMessage") if c.body.get("thread_ts") == ts]) == 1
+    assert await step_count(services, rid) == 1
+
+
+async def test_a_pending_approval_survives_a_restart(services, ssh_server, fake_hosts, tmp_path, database_url):
+    root = tmp_path / "shared"
+    folder = weights(root, "glm5")
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node405", "127.0.0.18", ssh_server)
+    async with SlackApiRecorder() as recorder:
+        bot, close = await start_bot(services, recorder)
+        rid, ts, _ = await ask(bot, f"clean node405 weights={folder}")
+        await close()  # the bot goes away with a card pending
+    engine = make_engine(database_url)
+    fresh = Services(settings=services.settings, sessions=make_session_factory(engine), runner=services.runner, engine=engine)
+    try:
+        async with SlackApiRecorder() as recorder:
+            bot, close = await start_bot(fresh, recorder)
+            await click(bot, APPROVE, rid, ts, "U2")
+            assert "Done" in await result(bot, ts)
+            await close()
+    finally:
+        await fresh.close()
+    assert not folder.exists()
+
+
+async def test_an_action_cut_off_by_a_crash_is_reported_interrupted_after_restart(services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    folder = weights(root, "glm5")
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node406", "127.0.0.19", ssh_server)
+    async with SlackApiRecorder() as recorder:
+        bot, close = await start_bot(services, recorder)
+        rid, ts, _ = await ask(bot, f"clean node406 weights={folder}")
+        await close()
+    async with services.sessions() as db, db.begin():  # the process that ran it died during step 1
+        await service.record_decision(db_session=db, request_id=rid, user_id="U2", decision="approve")
+    async with services.sessions() as db, db.begin():
+        assert await service.claim_if_approved(db_session=db, request_id=rid, executor="old-process")
+        await service.transition(db_session=db, request_id=rid, from_states=[State.APPROVED], to=State.EXECUTING,
+                                 heartbeat_at=utcnow() - timedelta(minutes=10))
+        await service.start_step(db_session=db, request_id=rid, idx=1, title="delete", command="rm", script=None)
+    async with SlackApiRecorder() as recorder:
+        bot, close = await start_bot(services, recorder)
+        await bot.command("help", user_id="U2")  # any request after the restart runs the sweep
+        update_call = await recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts, timeout=20)
+        assert blocks_text(update_call.body["blocks"]).startswith(":warning: Interrupted")
+        assert "not re-run" in await result(bot, ts)
+        await click(bot, APPROVE, rid, ts, "U1")
+        await close()
+    async with services.sessions() as db:
+        assert (await db.scalar(select(ActionRequest.state).where(ActionRequest.id == rid))) == "interrupted"
+    assert folder.exists() and await step_count(services, rid) == 1
+
+
+async def test_an_expired_card_says_so_and_its_buttons_do_nothing(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    folder = weights(root, "glm5")
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node407", "127.0.0.20", ssh_server)
+    rid, ts, _ = await ask(slack_bot, f"clean node407 weights={folder}")
+    async with services.sessions() as db, db.begin():
+        await db.execute(update(ActionRequest).where(ActionRequest.id == rid).values(expires_at=utcnow() - timedelta(seconds=1)))
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    assert "expired" in await ephemeral(slack_bot, "U2", ts)
+    card = last_card(slack_bot, ts)
+    assert blocks_text(card).startswith(":hourglass: Expired") and not buttons(card)
+    start = len(slack_bot.recorder.calls)
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    assert "already expired" in await ephemeral(slack_bot, "U2", ts, start)
+    assert folder.exists() and await step_count(services, rid) == 0
+
+
+async def test_drift_aborts_and_replan_posts_a_new_card(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    folder = weights(root, "glm5", 1_000_000)
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node408", "127.0.0.14", ssh_server)
+    rid, ts, _ = await ask(slack_bot, f"clean node408 weights={folder}")
+    (folder / "new.safetensors").write_bytes(b"\0" * 1_000_000)
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    outcome = await result(slack_bot, ts)
+    assert "Aborted" in outcome and "changed size: 1 MB → 2 MB" in outcome and folder.exists()
+    card = last_card(slack_bot, ts)
+    assert REPLAN in buttons(card) and APPROVE not in buttons(card)
+    start = len(slack_bot.recorder.calls)
+    await click(slack_bot, REPLAN, rid, ts, "U2")
+    new_card = await slack_bot.recorder.wait_for("chat.postMessage", is_card, timeout=30, start=start)
+    validate_message(new_card.body["blocks"], new_card.body["text"])
+    assert "2 MB (directory)" in blocks_text(new_card.body["blocks"]) and "requested by <@U2>" in blocks_text(new_card.body["blocks"])
+    await slack_bot.recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts and "re-planned as" in blocks_text(c.body["blocks"]), start=start)
+
+
+async def test_rejected_and_refused_requests(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    folder = weights(root, "glm5")
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node409", "127.0.0.15", ssh_server)
+    await slack_bot.command(f"clean node409 weights={folder}", user_id="U9")  # a viewer may not ask
+    denied = await slack_bot.recorder.wait_for("response_url")
+    assert "not open to you" in denied.body["text"]
+    start = len(slack_bot.recorder.calls)
+    await slack_bot.command("clean node409 weights=/etc", user_id="U1")
+    refused = await slack_bot.recorder.wait_for("chat.update", lambda c: "refused" in c.body["text"], timeout=30, start=start)
+    assert "/etc: outside the allowed roots" in refused.body["text"]
+    rid, ts, _ = await ask(slack_bot, f"clean node409 weights={folder}")
+    await click(slack_bot, REJECT, rid, ts, "U2")
+    assert "you rejected" in await ephemeral(slack_bot, "U2", ts)
+    card = last_card(slack_bot, ts)
+    assert blocks_text(card).startswith(":no_entry_sign: Rejected") and not buttons(card) and folder.exists()
+
+
+async def test_audit_in_slack_and_in_the_terminal(slack_bot, services, ssh_server, fake_hosts, tmp_path, monkeypatch, capsys, database_url):
+    root = tmp_path / "shared"
+    folder = weights(root, "glm5")
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node410", "127.0.0.16", ssh_server)
+    rid, ts, _ = await ask(slack_bot, f"clean node410 weights={folder}")
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    await result(slack_bot, ts)
+    start = len(slack_bot.recorder.calls)
+    await slack_bot.command("audit node410", user_id="U5")
+    answer = await slack_bot.recorder.wait_for("response_url", start=start)
+    text = blocks_text(answer.body["blocks"])
+    assert answer.body["response_type"] == "ephemeral"
+    assert f"#{rid} DONE" in text and "approve by U2" in text and f"rm -rf --one-file-system -- {folder}` → exit 0" in text
+    from bot.cli import main
+
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", database_url)
+    assert await asyncio.to_thread(main, ["audit", "node410"]) == 0
+    out = capsys.readouterr().out
+    assert f"#{rid} DONE" in out and "requested by U1" in out and f"| deleted {folder}" in out and "snapshots: before #" in out
