@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             return _console(settings, args.role)
         if args.cmd == "serve":
             upgrade(settings.database_url)
+            cli_actions.startup(settings)
             return _serve(settings)
         upgrade(settings.database_url)
         if args.cmd == "hosts":

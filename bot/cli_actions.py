@@ -1,4 +1,5 @@
-"""``gpubot audit [HOST] [--limit N]``: the audit trail of approval-gated actions, printed as text.
+"""``gpubot audit [HOST] [--limit N]``: the audit trail of approval-gated actions, printed as text;
+and the sweep ``gpubot serve`` runs before it listens.
 
 The same rows as ``/gpu audit``, with each step's output tail (``|`` stdout, ``!`` stderr).
 """
@@ -6,7 +7,10 @@ The same rows as ``/gpu audit``, with each step's output tail (``|`` stdout, ``!
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 
+from bot.actions import flows
 from bot.actions.audit import audit_text, trail
 from bot.commands.common import validate_host
 from bot.config import Settings
@@ -30,3 +34,25 @@ async def audit(settings: Settings, args: argparse.Namespace) -> int:
         await services.close()
     print(audit_text(entries, host=host, full=True))
     return 0
+
+
+def startup(settings: Settings) -> None:
+    """Before serving: expire due requests and report actions cut off by a crash as interrupted
+    (on their cards when a bot token is set). Never re-runs anything; never stops the start."""
+    try:
+        asyncio.run(_startup(settings))
+    except Exception:
+        logging.getLogger("gpubot.actions").exception("the startup sweep of actions failed")
+
+
+async def _startup(settings: Settings) -> None:
+    services = build_services(settings)
+    try:
+        views = await flows.sweep(services=services)
+        if views and settings.slack_bot_token is not None:
+            from bot.slack.app import build_client
+            from bot.slack.handlers.actions import update_cards
+
+            await update_cards(build_client(services), views)
+    finally:
+        await services.close()

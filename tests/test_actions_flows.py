@@ -211,3 +211,29 @@ async def test_an_interrupted_action_is_reported_and_never_rerun(services, ssh_s
     assert await flows.recover_interrupted(services=services) == []
     again = await approve(services, view.id, user="U3")
     assert again.status == "noop" and folder.exists() and await step_count(services, view.id) == 1
+
+
+async def test_after_a_restart_an_action_of_a_dead_local_process_is_interrupted_at_once(services, ssh_server, fake_hosts, tmp_path):
+    """No need to wait for a stale heartbeat when the executor ran here and its process is gone;
+    an executor on another machine with a fresh heartbeat is left alone."""
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "shared"
+    fast(services, root)
+    await register(services, "node311", "127.0.0.19", ssh_server)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    host = EXECUTOR_ID.split(":")[0]
+    executors = {f"{host}:{dead}:aaaa": True, f"{host}:{os.getpid()}:older": True, f"elsewhere:{os.getpid()}:bbbb": False}
+    ids = {}
+    for n, executor in enumerate(executors):
+        view = await flows.request_action(services=services, spec=clean("node311", weights(root, f"w{n}")), requester="U1")
+        async with services.sessions() as db, db.begin():
+            await service.record_decision(db_session=db, request_id=view.id, user_id="U2", decision="approve")
+        async with services.sessions() as db, db.begin():
+            assert await service.claim_if_approved(db_session=db, request_id=view.id, executor=executor)
+        ids[executor] = view.id
+    recovered = {v.id for v in await flows.recover_interrupted(services=services)}
+    assert recovered == {ids[e] for e, gone in executors.items() if gone}
+    assert "before any step ran" in (await flows.load_view(services=services, request_id=ids[f"{host}:{dead}:aaaa"])).message

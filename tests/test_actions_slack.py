@@ -286,3 +286,25 @@ async def test_audit_in_slack_and_in_the_terminal(slack_bot, services, ssh_serve
     assert await asyncio.to_thread(main, ["audit", "node410"]) == 0
     out = capsys.readouterr().out
     assert f"#{rid} DONE" in out and "requested by U1" in out and f"| deleted {folder}" in out and "snapshots: before #" in out
+
+
+async def test_gpubot_serve_reports_interrupted_actions_before_it_listens(services, ssh_server, fake_hosts, tmp_path):
+    from bot.cli_actions import startup
+
+    root = tmp_path / "shared"
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node411", "127.0.0.17", ssh_server)
+    async with SlackApiRecorder() as recorder:
+        bot, close = await start_bot(services, recorder)
+        rid, ts, _ = await ask(bot, f"clean node411 weights={weights(root, 'w')}")
+        await close()
+        async with services.sessions() as db, db.begin():
+            await service.record_decision(db_session=db, request_id=rid, user_id="U2", decision="approve")
+        async with services.sessions() as db, db.begin():  # claimed by a process of this machine that is gone
+            assert await service.claim_if_approved(db_session=db, request_id=rid, executor="nohost:1:x")
+            await db.execute(update(ActionRequest).where(ActionRequest.id == rid).values(heartbeat_at=utcnow() - timedelta(hours=1)))
+        start = len(recorder.calls)
+        await asyncio.to_thread(startup, services.settings)
+        call = await recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts, start=start)
+        assert blocks_text(call.body["blocks"]).startswith(":warning: Interrupted")

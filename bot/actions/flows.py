@@ -22,7 +22,7 @@ from bot.actions import service
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.plans import build_plan
 from bot.actions.policy import Rule, expiry_s, may_approve, may_reject, rule_for
-from bot.actions.run import EXECUTOR_ID, execute_claimed
+from bot.actions.run import EXECUTOR_ID, execute_claimed, executor_gone
 from bot.actions.views import RequestView, view_of
 from bot.commands.roles import Role
 from bot.db.base import utcnow
@@ -183,21 +183,26 @@ async def expire_due(*, services: Services) -> list[RequestView]:
 
 
 async def recover_interrupted(*, services: Services, stale_after_s: float | None = None) -> list[RequestView]:
-    """Report approved/executing requests whose executor stopped (heartbeat older than
-    ``stale_after_s``, default ``action_stale_after_s``) as interrupted. Never re-runs anything."""
+    """Report approved/executing requests whose executor stopped as interrupted: its heartbeat is
+    older than ``stale_after_s`` (default ``action_stale_after_s``), or it ran on this machine and
+    its process is gone (a restart). Never re-runs anything; the views of those it changed."""
     stale = services.settings.action_stale_after_s if stale_after_s is None else stale_after_s
     cutoff = utcnow() - timedelta(seconds=stale)
     async with services.sessions() as db:
-        ids = await service.stale_running(db_session=db, before=cutoff)
+        rows = await service.running(db_session=db)
     out = []
-    for request_id in ids:
+    for request_id, executor, beat in rows:
+        gone = executor_gone(executor)
+        if not gone and beat is not None and beat >= cutoff:
+            continue
         view = await load_view(services=services, request_id=request_id)
-        running = next((s for s in view.steps if s.state == "running"), None)
-        where = f"during step {running.index} ({running.title})" if running else "before any step ran"
+        step = next((s for s in view.steps if s.state == "running"), None)
+        where = f"during step {step.index} ({step.title})" if step else "before any step ran"
         text = (f"The bot stopped {where}. It was not re-run: check the host (`/gpu status {view.host}`) "
                 "and re-plan if needed.")
         async with services.sessions() as db, db.begin():
-            did = await service.interrupt_if_stale(db_session=db, request_id=request_id, before=cutoff, message=text)
+            did = await service.interrupt(db_session=db, request_id=request_id, executor=executor, message=text,
+                                          stale_before=None if gone else cutoff)
         if did:
             out.append(await load_view(services=services, request_id=request_id))
     return out

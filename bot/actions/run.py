@@ -32,7 +32,25 @@ from bot.render.status_view import VERDICT_WORDS
 from bot.sizes import human_bytes
 
 EXECUTOR_ID = f"{socket.gethostname()[:32]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-"""This process, as recorded on the requests it runs."""
+"""This process, as recorded on the requests it runs: ``hostname:pid:nonce``."""
+
+
+def executor_gone(executor: str | None) -> bool:
+    """True only when ``executor`` provably stopped: it ran on this machine (same hostname) and
+    its PID is gone, or the PID is ours but the nonce is not (this process restarted as that PID)."""
+    host, _, rest = (executor or "").partition(":")
+    pid_text, _, nonce = rest.partition(":")
+    if host != EXECUTOR_ID.split(":", 1)[0] or not pid_text.isdigit() or executor == EXECUTOR_ID:
+        return False
+    if int(pid_text) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @contextlib.asynccontextmanager

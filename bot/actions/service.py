@@ -110,13 +110,15 @@ async def heartbeat(*, db_session: AsyncSession, request_id: int, executor: str)
     return (await db_session.execute(stmt)).rowcount == 1
 
 
-async def interrupt_if_stale(*, db_session: AsyncSession, request_id: int, before: datetime, message: str) -> bool:
-    """approved/executing → interrupted, only if its heartbeat is still older than ``before``;
-    its running step is marked interrupted too. True when this call did it."""
-    stmt = (update(ActionRequest)
-            .where(ActionRequest.id == request_id,
-                   ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
-                   (ActionRequest.heartbeat_at.is_(None)) | (ActionRequest.heartbeat_at < before))
+async def interrupt(*, db_session: AsyncSession, request_id: int, executor: str | None, message: str,
+                    stale_before: datetime | None = None) -> bool:
+    """approved/executing → interrupted, only while ``executor`` still owns it (and, with
+    ``stale_before``, its heartbeat is older); its running step is marked interrupted too."""
+    cond = [ActionRequest.id == request_id, ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
+            ActionRequest.executor.is_(None) if executor is None else ActionRequest.executor == executor]
+    if stale_before is not None:
+        cond.append((ActionRequest.heartbeat_at.is_(None)) | (ActionRequest.heartbeat_at < stale_before))
+    stmt = (update(ActionRequest).where(*cond)
             .values(state=State.INTERRUPTED.value, updated_at=utcnow(), message=message)
             .execution_options(synchronize_session=False))
     if (await db_session.execute(stmt)).rowcount != 1:
@@ -142,12 +144,11 @@ async def due_to_expire(*, db_session: AsyncSession, now: datetime) -> list[int]
     return list((await db_session.execute(q)).scalars())
 
 
-async def stale_running(*, db_session: AsyncSession, before: datetime) -> list[int]:
-    """Approved/executing requests whose heartbeat is older than ``before`` (their executor died)."""
-    q = select(ActionRequest.id).where(
-        ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
-        (ActionRequest.heartbeat_at.is_(None)) | (ActionRequest.heartbeat_at < before))
-    return list((await db_session.execute(q)).scalars())
+async def running(*, db_session: AsyncSession) -> list[tuple[int, str | None, datetime | None]]:
+    """``(id, executor, heartbeat_at)`` of every approved or executing request."""
+    q = select(ActionRequest.id, ActionRequest.executor, ActionRequest.heartbeat_at).where(
+        ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]))
+    return [(r.id, r.executor, r.heartbeat_at) for r in (await db_session.execute(q))]
 
 
 async def mark_running_steps(*, db_session: AsyncSession, request_id: int, state: str) -> None:

@@ -7,7 +7,8 @@ does nothing), then handed to the flow with the clicker's role and user groups; 
 
 A middleware runs :func:`bot.actions.flows.sweep` at most every ``action_sweep_interval_s``
 seconds when requests arrive (the first one after a start included): expired cards turn
-"expired" and actions whose executor died turn "interrupted".
+"expired" and actions whose executor died turn "interrupted". ``gpubot serve`` also sweeps once
+before it starts listening (:func:`bot.cli_actions.startup`, cards through :func:`update_cards`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.access import service as access
 from bot.actions import audit, flows
-from bot.actions.kinds import ActionSpec
+from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
 from bot.commands.actions import AuditCommand
 from bot.commands.roles import Role
@@ -104,14 +105,19 @@ class _Sweeper:
         except Exception:
             log.exception("action sweep failed")
             return
-        for view in views:
-            try:
-                await _card_updater(client, view.channel, view.message_ts, None)(view)
-                if view.channel and view.message_ts and view.state.value == "interrupted":
-                    await client.chat_postMessage(channel=view.channel, thread_ts=view.message_ts,
-                                                  text=card_text(view), blocks=result_blocks(view))
-            except Exception:
-                log.exception("could not update the card of action #%s", view.id)
+        await update_cards(client, views)
+
+
+async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None:
+    """Show swept requests on their cards; an interrupted one also says so in its thread."""
+    for view in views:
+        try:
+            await _card_updater(client, view.channel, view.message_ts, None)(view)
+            if view.channel and view.message_ts and view.state is State.INTERRUPTED:
+                await client.chat_postMessage(channel=view.channel, thread_ts=view.message_ts,
+                                              text=card_text(view), blocks=result_blocks(view))
+        except Exception:
+            log.exception("could not update the card of action #%s", view.id)
 
 
 def register(app: AsyncApp, services: Services) -> None:

@@ -1,0 +1,176 @@
+"""Pure parts of actions: the grammar, the policy, drift comparison and the card's Block Kit."""
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import pytest
+
+from bot.actions.drift import compare
+from bot.actions.kinds import ActionKind, ActionSpec, State
+from bot.actions.plan import PathItem, Plan, ProcItem, Step, UnitItem
+from bot.actions.policy import PolicyError, allowed_roots, may_approve, may_reject, rule_for
+from bot.actions.views import RequestView, StepView
+from bot.commands.actions import AuditCommand
+from bot.commands.registry import default_grammar
+from bot.commands.roles import Role
+from bot.config import Settings
+from bot.errors import UsageError
+from bot.slack.action_blocks import card_blocks, result_blocks
+from bot.slack.ids import ActionId
+from tests.support.blockkit import blocks_text, validate_message
+
+G = default_grammar()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("clean node174 weights=/shared/glm5,/shared/old.gguf",
+     ActionSpec(ActionKind.CLEAN_WEIGHTS, "node174", paths=("/shared/glm5", "/shared/old.gguf"))),
+    ("CLEAN node174 hf-cache repo=Qwen/Qwen3-8B", ActionSpec(ActionKind.CLEAN_HF, "node174", repo="Qwen/Qwen3-8B")),
+    ("clean node174 hf-cache", ActionSpec(ActionKind.CLEAN_HF, "node174")),
+    ("kill node174 gpu=3 pid=4411 pid=4412,4413", ActionSpec(ActionKind.KILL, "node174", gpu=3, pids=(4411, 4412, 4413))),
+    ("kill node174", ActionSpec(ActionKind.KILL, "node174")),
+    ("restart node174 vllm.service", ActionSpec(ActionKind.RESTART, "node174", unit="vllm.service")),
+    ("pivot node174 from=glm5.service to=qwen.service delete=/shared/glm5 delete=/shared/x need=540G",
+     ActionSpec(ActionKind.PIVOT, "node174", paths=("/shared/glm5", "/shared/x"), from_unit="glm5.service",
+                to_unit="qwen.service", need_bytes=540_000_000_000)),
+    ("audit", AuditCommand()), ("audit node174", AuditCommand("node174")),
+])
+def test_commands_parse_into_specs(text, expected):
+    assert G.parse(text).command == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("clean node174", "say what to clean"),
+    ("clean node174 weights=shared/glm5", "not an absolute path"),
+    ("clean node174 weights=/shared/a\x07b", "control characters"),
+    ("clean node174 hf-cache repo=../../etc", "not a Hugging Face repo id"),
+    ("clean node174 hf-cache weights=/shared/a", "one thing at a time"),
+    ("kill node174 pid=1", "not a valid PID"),
+    ("kill node174 pid=$(reboot)", "not a valid PID"),
+    ("kill node174 gpu=-1", "not a valid GPU index"),
+    ("stop node174 'vllm.service; reboot'", "not a systemd unit name"),
+    ("stop node174", "name the host and the unit"),
+    ("stop no;de vllm.service", "not a valid host name"),
+    ("pivot node174 from=a.service", "needs `from=UNIT` and `to=UNIT`"),
+    ("pivot node174 from=a.service to=a.service", "the same unit"),
+])
+def test_bad_input_never_gets_through(text, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace("$", r"\$")):
+        G.parse(text)
+
+
+def test_actions_need_an_operator_and_audit_a_viewer():
+    assert {G.parse(t).spec.role for t in ("clean n weights=/a/b", "kill n", "stop n u.service", "pivot n from=a.service to=b.service")} == {Role.OPERATOR}
+    assert G.parse("audit n").spec.role is Role.VIEWER
+
+
+def test_spec_round_trips_through_json_and_reads_like_the_command():
+    spec = G.parse("pivot node174 from=a.service to=b.service delete=/shared/x need=1G").command
+    assert ActionSpec.from_json(spec.to_json()) == spec
+    assert spec.describe() == "pivot node174 from=a.service to=b.service delete=/shared/x need=1000000000"
+
+
+def settings(**kw) -> Settings:
+    return Settings(_env_file=None, **kw)
+
+
+def test_policy_first_matching_rule_and_defaults():
+    s = settings(approval_policy=[{"kinds": ["pivot"], "groups": ["train"], "approvers": ["S1"], "approvals": 2, "expiry_s": 600},
+                                  {"kinds": ["clean"], "approvers": ["U5"]}])
+    pivot = rule_for(s, ActionKind.PIVOT, "node174", "train")
+    assert (pivot.approvals, pivot.approvers, pivot.expiry_s) == (2, ("S1",), 600)
+    assert rule_for(s, ActionKind.CLEAN_HF, "node1", None).approvers == ("U5",)
+    default = rule_for(s, ActionKind.PIVOT, "node9", "infer")
+    assert (default.approvers, default.approvals, default.expiry_s) == ((), 1, 3600)
+    with pytest.raises(PolicyError, match="unknown kinds"):
+        rule_for(settings(approval_policy=[{"kinds": ["nuke"]}]), ActionKind.KILL, "n", None)
+    with pytest.raises(PolicyError, match="Slack ids"):
+        rule_for(settings(approval_policy=[{"approvers": ["alice"]}]), ActionKind.KILL, "n", None)
+
+
+def test_who_may_approve_and_reject():
+    rule = rule_for(settings(approval_policy=[{"approvers": ["U2", "S9"]}]), ActionKind.KILL, "n", None)
+    ok = dict(kind=ActionKind.KILL, requester="U1", user_groups=set(), role=Role.VIEWER)
+    assert may_approve(rule, user_id="U2", **ok) is None
+    assert may_approve(rule, user_id="U3", **{**ok, "user_groups": {"S9"}}) is None
+    assert "not among" in may_approve(rule, user_id="U4", **{**ok, "role": Role.ADMIN})
+    assert "someone else" in may_approve(rule, user_id="U1", **{**ok, "requester": "U1"})
+    default = rule_for(settings(), ActionKind.START, "n", None)
+    assert may_approve(default, kind=ActionKind.START, requester="U1", user_id="U1", user_groups=set(), role=Role.OPERATOR) is None
+    assert "operators and admins" in may_approve(default, kind=ActionKind.START, requester="U1", user_id="U7", user_groups=set(), role=Role.VIEWER)
+    assert may_reject(rule, requester="U1", user_id="U1", user_groups=set(), role=Role.NONE) is None
+
+
+def test_allowed_roots_host_then_group_then_default():
+    s = settings(allowed_roots={"node1": ["/scratch"], "group:train": ["/models"], "*": ["/shared"]})
+    assert allowed_roots(s, "node1", "train") == ["/scratch"]
+    assert allowed_roots(s, "node2", "train") == ["/models"]
+    assert allowed_roots(s, "node3", None) == ["/shared"]
+    assert allowed_roots(settings(allowed_roots={}), "node3", None) == []
+    with pytest.raises(PolicyError):
+        allowed_roots(settings(allowed_roots={"*": ["relative"]}), "n", None)
+
+
+def _plan(**kw) -> Plan:
+    base = dict(spec=ActionSpec(ActionKind.KILL, "n"), snapshot_id=1, steps=[], lines=[], expected="")
+    return Plan(**{**base, **kw})
+
+
+def test_drift_finds_what_matters_and_ignores_what_does_not():
+    p = PathItem("/shared/a", "/shared/a", "/shared", "directory", 1000)
+    proc = ProcItem(10, "python3", 0, 100, "555", "ab" * 32, "python3 serve.py")
+    u = UnitItem("vllm.service", "active", "running")
+    old = _plan(paths=[p], procs=[proc], units=[u])
+    assert compare(old, old, threshold_pct=5) == []
+    assert compare(old, _plan(paths=[replace(p, size_bytes=1040)], procs=[proc], units=[u]), threshold_pct=5) == []
+    assert compare(old, _plan(paths=[], procs=[proc], units=[u]), threshold_pct=5) == ["/shared/a is no longer planned for deletion by a fresh plan"]
+    reasons = compare(old, _plan(paths=[replace(p, size_bytes=2000), PathItem("/shared/b", "/shared/b", "/shared", "directory", 1)],
+                                 procs=[replace(proc, start_time="556"), ProcItem(11, "python3", 0, 5, "1", "cd" * 32, "x")],
+                                 units=[replace(u, active_state="inactive")]), threshold_pct=5)
+    assert [r.split(" ")[0] for r in reasons] == ["/shared/a", "new", "pid", "new", "vllm.service"]
+    assert compare(old, _plan(paths=[p], procs=[], units=[u]), threshold_pct=5) == []  # a process that ended is fine
+
+
+def _view(state: State, **kw) -> RequestView:
+    now = datetime(2026, 11, 29, 16, 0, tzinfo=timezone.utc)
+    base = dict(id=7, kind=ActionKind.CLEAN_WEIGHTS, host="node174", state=state, command="clean node174 weights=/shared/glm5",
+                lines=["delete /shared/glm5 — 402 GB (directory)"], expected="frees 402 GB; 1.7 TB free after on /shared",
+                requester="U1", approvers=["U2", "S3"], approvals_needed=2, expires_at=now, created_at=now,
+                steps=[StepView(1, "delete /shared/glm5 (402 GB)", "ok" if state is State.DONE else "pending")])
+    return RequestView(**{**base, **kw})
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_every_card_state_is_valid_block_kit(state):
+    view = _view(state, message="Stopped at step 1" if state in (State.FAILED, State.ABORTED) else None)
+    blocks = card_blocks(view)
+    validate_message(blocks, "fallback")
+    ids = [e["action_id"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
+    if state is State.PENDING:
+        assert ids == [ActionId.ACTION_APPROVE.value, ActionId.ACTION_REJECT.value]
+        assert "approvers: <@U2>, <!subteam^S3> · 0 of 2 approvals · expires <!date^" in blocks_text(blocks)
+    elif state in (State.ABORTED, State.FAILED, State.INTERRUPTED):
+        assert ids == [ActionId.ACTION_REPLAN.value]
+    else:
+        assert ids == []
+    validate_message(result_blocks(view), "fallback")
+
+
+def test_a_huge_plan_stays_within_block_kit_limits():
+    lines = [f"delete /shared/model-{i}/{'x' * 200} — 1 GB (directory)" for i in range(200)]
+    steps = [StepView(i, f"delete /shared/model-{i}/{'x' * 200}", "pending") for i in range(1, 201)]
+    blocks = card_blocks(_view(State.PENDING, lines=lines, steps=steps, expected="y" * 5000, message="m" * 5000))
+    validate_message(blocks, "fallback")
+    assert "more" in blocks_text(blocks)
+
+
+def test_user_text_is_escaped_in_cards():
+    blocks = card_blocks(_view(State.PENDING, lines=["delete /shared/<!channel> & co"]))
+    assert "<!channel>" not in blocks_text(blocks) and "&lt;!channel&gt; &amp; co" in blocks_text(blocks)
+
+
+def test_plan_round_trips_through_json():
+    plan = _plan(paths=[PathItem("/a/b", "/a/b", "/a", "directory", 5, "/", 10)],
+                 procs=[ProcItem(1, "p", 0, 1, "2", "ab" * 32, "c")], units=[UnitItem("u.service", "active")],
+                 steps=[Step("delete", "t", {"path": "/a/b"})], warnings=["w"])
+    assert Plan.from_json(plan.to_json()) == plan
