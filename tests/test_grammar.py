@@ -74,7 +74,7 @@ def test_bad_input_gets_usage_and_suggestion(text, message, suggestion):
     [
         ("status  <http://node174|node174>", "status node174"),
         ("status\u00a0node174", "status node174"),
-        ("report schedule \u201c0 8 * * 1-5\u201d <#C123|train>", 'report schedule "0 8 * * 1-5" #train'),
+        ("report schedule \u201c0 8 * * 1-5\u201d <#C123|train>", 'report schedule "0 8 * * 1-5" #C123|train'),
         ("a &amp; b &lt;x&gt;", "a & b <x>"),
         ("status <mailto:x@y.z|x@y.z>", "status x@y.z"),
     ],

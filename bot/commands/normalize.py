@@ -2,7 +2,7 @@
 
 Slack rewrites some words (https://api.slack.com/reference/surfaces/formatting#retrieving-messages):
 links arrive as ``<http://node174|node174>`` or ``<http://node174>``, channels as
-``<#C123|train>``, user groups as ``<!subteam^S123|@ops>``, users as ``<@U123|name>``; it also
+``<#C123|train>`` (kept as ``#C123|train``), user groups as ``<!subteam^S123|@ops>``, users as ``<@U123|name>``; it also
 HTML-escapes ``&``, ``<``, ``>``. Phones and Macs add smart quotes and non-breaking spaces.
 """
 
@@ -18,8 +18,8 @@ _SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "
 
 def _unlink(match: re.Match[str]) -> str:
     target, label = match.group("target"), match.group("label")
-    if target.startswith("#"):
-        return "#" + (label or target[1:])
+    if target.startswith("#"):  # keep the channel ID: names change, IDs do not
+        return target + (f"|{label}" if label else "")
     if target.startswith("@"):
         return "<@" + target[1:] + ">"  # keep user mentions recognisable
     if target.startswith("!subteam^"):
