@@ -116,3 +116,8 @@ def test_a_parser_bug_still_reads_as_usage():
     g = Grammar([CommandSpec(("x",), "x", "x", Role.VIEWER, broken)])
     with pytest.raises(UsageError):
         g.parse("x")
+
+
+def test_report_channel_keeps_the_id_slack_sends():
+    parsed = G.parse('report schedule "0 8 * * 1-5" Europe/Berlin group:train <#C0777|ops>')
+    assert parsed.command.channel == "C0777"
