@@ -119,5 +119,5 @@ def test_a_parser_bug_still_reads_as_usage():
 
 
 def test_report_channel_keeps_the_id_slack_sends():
-    parsed = G.parse('report schedule "0 8 * * 1-5" Europe/Berlin group:train <#C0777|ops>')
-    assert parsed.command.channel == "C0777"
+    parsed = G.parse('report schedule "0 8 * * 1-5" Europe/Berlin group:train <#C0777ABC|ops>')
+    assert parsed.command.channel == "C0777ABC"
