@@ -223,7 +223,7 @@ async def test_after_a_restart_an_action_of_a_dead_local_process_is_interrupted_
     root = tmp_path / "shared"
     fast(services, root)
     await register(services, "node311", "127.0.0.19", ssh_server)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True).stdout.strip()
     host = EXECUTOR_ID.split(":")[0]
     executors = {f"{host}:{dead}:aaaa": True, f"{host}:{os.getpid()}:older": True, f"elsewhere:{os.getpid()}:bbbb": False}
     ids = {}
@@ -237,3 +237,20 @@ async def test_after_a_restart_an_action_of_a_dead_local_process_is_interrupted_
     recovered = {v.id for v in await flows.recover_interrupted(services=services)}
     assert recovered == {ids[e] for e, gone in executors.items() if gone}
     assert "before any step ran" in (await flows.load_view(services=services, request_id=ids[f"{host}:{dead}:aaaa"])).message
+
+
+async def test_an_unexpected_error_fails_the_request_with_an_error_id(services, ssh_server, fake_hosts, tmp_path, monkeypatch):
+    from bot.actions.execute import StepRunner
+
+    async def broken(self, step):
+        raise RuntimeError("a bug")
+
+    root = tmp_path / "shared"
+    folder = weights(root, "glm5")
+    fast(services, root)
+    await register(services, "node312", "127.0.0.20", ssh_server)
+    view = await flows.request_action(services=services, spec=clean("node312", folder), requester="U1")
+    monkeypatch.setattr(StepRunner, "run", broken)
+    outcome = await approve(services, view.id)
+    assert outcome.view.state is State.FAILED and "internal error (error id" in outcome.view.message
+    assert outcome.view.steps[0].state == "failed" and folder.exists()

@@ -285,7 +285,7 @@ async def test_audit_in_slack_and_in_the_terminal(slack_bot, services, ssh_serve
     monkeypatch.setenv("GPUBOT_DATABASE_URL", database_url)
     assert await asyncio.to_thread(main, ["audit", "node410"]) == 0
     out = capsys.readouterr().out
-    assert f"#{rid} DONE" in out and "requested by U1" in out and f"| deleted {folder}" in out and "snapshots: before #" in out
+    assert f"#{rid} DONE" in out and "requested by U1" in out and f"| deleted {folder}" in out and "snapshots: plan #" in out and ", before #" in out
 
 
 async def test_gpubot_serve_reports_interrupted_actions_before_it_listens(services, ssh_server, fake_hosts, tmp_path):

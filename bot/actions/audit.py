@@ -37,12 +37,12 @@ def _tail(text: str | None, n: int = 6) -> list[str]:
 
 
 def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
-    """Plain-text lines for one request; ``full`` adds step output tails and scripts' sizes."""
+    """Plain-text lines for one request; ``full`` adds the tails of each step's output."""
     r = e.request
     plan = Plan.from_json(r.plan)
     lines = [f"#{r.id} {r.state.upper()} — {ActionSpec.from_json(r.spec).describe()}",
-             f"  requested by {r.requester} at {_t(r.created_at)} · needs {r.approvals_needed} approval(s) from "
-             f"{', '.join(r.approvers) or 'operators/admins'} · expires {_t(r.expires_at)}",
+             (f"  requested by {r.requester} at {_t(r.created_at)} · needs {r.approvals_needed} approval(s) from "
+              f"{', '.join(r.approvers) or 'operators/admins'} · expires {_t(r.expires_at)}"),
              *(f"  plan: {line}" for line in plan.lines),
              f"  expected: {plan.expected}"]
     lines += [f"  {d.decision} by {d.user_id} at {_t(d.decided_at)}" for d in e.decisions]
@@ -56,7 +56,9 @@ def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
     if r.message:
         lines += [f"  {ln}" for ln in r.message.splitlines()]
     lines += [f"  result: {ln}" for ln in (r.result or {}).get("lines", [])]
-    snaps = [f"before #{r.before_snapshot_id}" if r.before_snapshot_id else "", f"after #{r.after_snapshot_id}" if r.after_snapshot_id else ""]
+    snaps = [f"plan #{plan.snapshot_id}" if plan.snapshot_id else "",
+             f"before #{r.before_snapshot_id}" if r.before_snapshot_id else "",
+             f"after #{r.after_snapshot_id}" if r.after_snapshot_id else ""]
     if any(snaps):
         lines.append("  snapshots: " + ", ".join(s for s in snaps if s))
     if r.replaced_by:

@@ -32,13 +32,13 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
     extra = sorted({p.real for p in new.paths} - {p.real for p in old.paths})
     if extra:
         reasons.append(f"new entries would be deleted: {', '.join(extra[:5])}" + (" …" if len(extra) > 5 else ""))
-    planned = {p.pid: p for p in old.procs}
-    for p in new.procs:
-        was = planned.get(p.pid)
+    planned = {proc.pid: proc for proc in old.procs}
+    for proc in new.procs:
+        was = planned.get(proc.pid)
         if was is None:
-            reasons.append(f"new process pid {p.pid} ({p.name}, {p.used_mib or 0:,} MiB) is not in the plan")
-        elif (was.start_time, was.cmd_sha) != (p.start_time, p.cmd_sha):
-            reasons.append(f"pid {p.pid} now belongs to another process ({p.name}, `{p.cmdline[:60]}`)")
+            reasons.append(f"new process pid {proc.pid} ({proc.name}, {proc.used_mib or 0:,} MiB) is not in the plan")
+        elif (was.start_time, was.cmd_sha) != (proc.start_time, proc.cmd_sha):
+            reasons.append(f"pid {proc.pid} now belongs to another process ({proc.name}, `{proc.cmdline[:60]}`)")
     units = {u.name: u for u in new.units}
     for u in old.units:
         now_u = units.get(u.name)

@@ -75,9 +75,9 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
         raise PlanRefused(f"no allowed roots are configured for {ctx.spec.host} (setting `allowed_roots`)")
     timeout = ctx.services.settings.batch_timeout_s
     out = await remote.run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
-    real_roots = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
-                  for j in range(len(roots))]
-    real_roots = [r for r in real_roots if r]
+    resolved = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
+                for j in range(len(roots))]
+    real_roots: list[str] = [r for r in resolved if r]
     reasons: list[str] = []
     found: dict[str, tuple[str, str, str]] = {}
     for i, p in enumerate(paths):

@@ -104,8 +104,8 @@ def hf_entries_command(hub: str, repo: str | None) -> list[tuple[str, str]]:
         globs = " ".join(f'"$hub"/{q(f"{t}--{org}--{name}")}' for t in ("models", "datasets", "spaces"))
     else:
         globs = '"$hub"/models--* "$hub"/datasets--* "$hub"/spaces--*'
-    return [("hf", f"hub={q(hub)}; [ -d \"$hub\" ] || exit 3; for e in {globs}; do "
-                   f"[ -e \"$e\" ] || [ -L \"$e\" ] || continue; printf '%s' \"$e\" | {HEX}; echo; done")]
+    return [("hf", (f"hub={q(hub)}; [ -d \"$hub\" ] || exit 3; for e in {globs}; do "
+                    f"[ -e \"$e\" ] || [ -L \"$e\" ] || continue; printf '%s' \"$e\" | {HEX}; echo; done"))]
 
 
 def delete_script(item: dict[str, str]) -> tuple[str, str]:

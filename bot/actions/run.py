@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import uuid
@@ -31,6 +32,8 @@ from bot.readiness.verdict import Severity
 from bot.render.status_view import VERDICT_WORDS
 from bot.sizes import human_bytes
 
+log = logging.getLogger("gpubot.actions")
+
 EXECUTOR_ID = f"{socket.gethostname()[:32]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 """This process, as recorded on the requests it runs: ``hostname:pid:nonce``."""
 
@@ -39,7 +42,7 @@ def executor_gone(executor: str | None) -> bool:
     """True only when ``executor`` provably stopped: it ran on this machine (same hostname) and
     its PID is gone, or the PID is ours but the nonce is not (this process restarted as that PID)."""
     host, _, rest = (executor or "").partition(":")
-    pid_text, _, nonce = rest.partition(":")
+    pid_text = rest.partition(":")[0]
     if host != EXECUTOR_ID.split(":", 1)[0] or not pid_text.isdigit() or executor == EXECUTOR_ID:
         return False
     if int(pid_text) == os.getpid():
@@ -94,25 +97,44 @@ async def _transition(services: Services, request_id: int, frm: list[State], to:
 
 async def execute_claimed(*, services: Services, request_id: int, notify: Callable[[RequestView], Awaitable[None]],
                           load: Callable[[], Awaitable[RequestView]]) -> RequestView:
-    """Verify, then execute; returns the final view. Never raises for a host's failure."""
+    """Verify, then execute; returns the final view. Never raises: a host's failure is a failed
+    step, and an unexpected error fails the request with an error id (the log has the traceback)."""
     async with services.sessions() as db:
         req = await service.get(db_session=db, request_id=request_id)
         assert req is not None
         plan = Plan.from_json(req.plan)
     async with heartbeat(services, request_id):
-        await notify(await load())
-        reasons, fresh_snapshot = await _verify(services, plan, request_id)
-        if reasons:
-            text = "Nothing was changed: the host is not as planned any more.\n" + "\n".join(f"• {r}" for r in reasons)
-            await _transition(services, request_id, [State.APPROVED], State.ABORTED, message=text,
-                              before_snapshot_id=fresh_snapshot)
+        try:
+            return await _verify_and_run(services, request_id, plan, notify, load)
+        except Exception:
+            error_id = uuid.uuid4().hex[:8]
+            log.exception("action #%s stopped by an unexpected error (error id %s)", request_id, error_id)
+            text = (f"Stopped by an internal error (error id {error_id}); later steps were not run. "
+                    "Check the host and the audit before re-planning.")
+            async with services.sessions() as db, db.begin():
+                if await service.transition(db_session=db, request_id=request_id, from_states=[State.APPROVED, State.EXECUTING],
+                                            to=State.FAILED, message=text):
+                    await service.mark_running_steps(db_session=db, request_id=request_id, state="failed")
             view = await load()
             await notify(view)
             return view
-        if not await _transition(services, request_id, [State.APPROVED], State.EXECUTING, before_snapshot_id=fresh_snapshot):
-            return await load()
-        await notify(await load())
-        return await _steps(services, request_id, plan, notify, load)
+
+
+async def _verify_and_run(services: Services, request_id: int, plan: Plan, notify: Callable[[RequestView], Awaitable[None]],
+                          load: Callable[[], Awaitable[RequestView]]) -> RequestView:
+    await notify(await load())
+    reasons, fresh_snapshot = await _verify(services, plan, request_id)
+    if reasons:
+        text = "Nothing was changed: the host is not as planned any more.\n" + "\n".join(f"• {r}" for r in reasons)
+        await _transition(services, request_id, [State.APPROVED], State.ABORTED, message=text,
+                          before_snapshot_id=fresh_snapshot)
+        view = await load()
+        await notify(view)
+        return view
+    if not await _transition(services, request_id, [State.APPROVED], State.EXECUTING, before_snapshot_id=fresh_snapshot):
+        return await load()
+    await notify(await load())
+    return await _steps(services, request_id, plan, notify, load)
 
 
 async def _steps(services: Services, request_id: int, plan: Plan, notify: Callable[[RequestView], Awaitable[None]],

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import func, select, update
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.actions.kinds import ActionSpec, State
@@ -22,6 +23,12 @@ from bot.actions.plan import Plan
 from bot.db.base import utcnow
 
 OUTPUT_CAP = 64 * 1024
+
+
+async def _count(db_session: AsyncSession, stmt: Any) -> int:
+    """Rows an UPDATE changed."""
+    result = cast("CursorResult[Any]", await db_session.execute(stmt))
+    return result.rowcount
 
 
 async def create(*, db_session: AsyncSession, spec: ActionSpec, plan: Plan, requester: str, host_group: str | None,
@@ -49,7 +56,7 @@ async def transition(*, db_session: AsyncSession, request_id: int, from_states: 
             .where(ActionRequest.id == request_id, ActionRequest.state.in_([s.value for s in from_states]))
             .values(state=to.value, updated_at=utcnow(), **values)
             .execution_options(synchronize_session=False))
-    return (await db_session.execute(stmt)).rowcount == 1
+    return await _count(db_session, stmt) == 1
 
 
 async def claim_if_approved(*, db_session: AsyncSession, request_id: int, executor: str) -> bool:
@@ -62,7 +69,7 @@ async def claim_if_approved(*, db_session: AsyncSession, request_id: int, execut
                    count >= ActionRequest.approvals_needed)
             .values(state=State.APPROVED.value, updated_at=now, executor=executor, heartbeat_at=now)
             .execution_options(synchronize_session=False))
-    return (await db_session.execute(stmt)).rowcount == 1
+    return await _count(db_session, stmt) == 1
 
 
 async def record_decision(*, db_session: AsyncSession, request_id: int, user_id: str, decision: str) -> None:
@@ -107,7 +114,7 @@ async def heartbeat(*, db_session: AsyncSession, request_id: int, executor: str)
         ActionRequest.id == request_id, ActionRequest.executor == executor,
         ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
     ).values(heartbeat_at=utcnow()).execution_options(synchronize_session=False)
-    return (await db_session.execute(stmt)).rowcount == 1
+    return await _count(db_session, stmt) == 1
 
 
 async def interrupt(*, db_session: AsyncSession, request_id: int, executor: str | None, message: str,
@@ -121,7 +128,7 @@ async def interrupt(*, db_session: AsyncSession, request_id: int, executor: str 
     stmt = (update(ActionRequest).where(*cond)
             .values(state=State.INTERRUPTED.value, updated_at=utcnow(), message=message)
             .execution_options(synchronize_session=False))
-    if (await db_session.execute(stmt)).rowcount != 1:
+    if await _count(db_session, stmt) != 1:
         return False
     await mark_running_steps(db_session=db_session, request_id=request_id, state="interrupted")
     return True
@@ -131,7 +138,7 @@ async def claim_replan(*, db_session: AsyncSession, request_id: int) -> bool:
     """Reserve the right to re-plan (``replaced_by`` NULL → 0); True for the one caller that did."""
     stmt = (update(ActionRequest).where(ActionRequest.id == request_id, ActionRequest.replaced_by.is_(None))
             .values(replaced_by=0).execution_options(synchronize_session=False))
-    return (await db_session.execute(stmt)).rowcount == 1
+    return await _count(db_session, stmt) == 1
 
 
 async def set_replaced_by(*, db_session: AsyncSession, request_id: int, new_id: int | None) -> None:

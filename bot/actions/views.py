@@ -79,7 +79,7 @@ def view_of(req: ActionRequest, decisions: list[Approval], rows: list[ActionStep
         if row is not None:
             steps.append(StepView(i, row.title, row.state, row.summary))
         else:
-            steps.append(StepView(i, step.title, "skipped" if state.final and state is not State.PENDING else "pending"))
+            steps.append(StepView(i, step.title, "skipped" if state.final else "pending"))
     return RequestView(
         id=req.id, kind=ActionKind(req.kind), host=req.host, state=state, command=ActionSpec.from_json(req.spec).describe(),
         lines=plan.lines, expected=plan.expected, requester=req.requester, approvers=list(req.approvers or []),

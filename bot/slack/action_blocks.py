@@ -52,8 +52,7 @@ def _date(ts: Any) -> str:
 
 def card_text(view: RequestView) -> str:
     """The notification / fallback text of a card."""
-    emoji, words = STATE[view.state]
-    return f"{words}: {view.title} (#{view.id})"
+    return f"{STATE[view.state][1]}: {view.title} (#{view.id})"
 
 
 def _md(text: str) -> SectionBlock:

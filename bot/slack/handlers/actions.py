@@ -91,7 +91,7 @@ class _Sweeper:
         self.last = float("-inf")
         self.task: asyncio.Task[None] | None = None
 
-    async def middleware(self, client: AsyncWebClient, next: Callable[[], Awaitable[Any]]) -> Any:  # noqa: A002
+    async def middleware(self, client: AsyncWebClient, next: Callable[[], Awaitable[Any]]) -> Any:
         interval = self.services.settings.action_sweep_interval_s
         now = time.monotonic()
         if interval > 0 and now - self.last >= interval and (self.task is None or self.task.done()):
@@ -148,7 +148,7 @@ def register(app: AsyncApp, services: Services) -> None:
         notify = _card_updater(client, channel, ts, respond)
         outcome = await flows.decide(services=services, request_id=request_id, user_id=user, decision=decision,
                                      role=role, user_groups=await _groups_of(client, user, view.approvers), notify=notify)
-        if outcome.status == "executed":
+        if outcome.status == "executed" and channel:
             await client.chat_postMessage(channel=channel, thread_ts=ts, text=card_text(outcome.view),
                                           blocks=result_blocks(outcome.view))
             return
@@ -184,7 +184,7 @@ def register(app: AsyncApp, services: Services) -> None:
                           replace_original=False)
             return
         new = await flows.replan(services=services, request_id=request_id, requester=user)
-        posted = await client.chat_postMessage(channel=channel or new.channel, text=card_text(new), blocks=card_blocks(new))
+        posted = await client.chat_postMessage(channel=channel or new.channel or "", text=card_text(new), blocks=card_blocks(new))
         await flows.attach_message(services=services, request_id=new.id, channel=posted["channel"], ts=posted["ts"])
         await _card_updater(client, channel, ts, respond)(await flows.load_view(services=services, request_id=request_id))
 
