@@ -308,3 +308,26 @@ async def test_gpubot_serve_reports_interrupted_actions_before_it_listens(servic
         await asyncio.to_thread(startup, services.settings)
         call = await recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts, start=start)
         assert blocks_text(call.body["blocks"]).startswith(":warning: Interrupted")
+
+
+async def test_a_full_pivot_through_slack(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    old = weights(root, "glm5-weights", 3_000_000)
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node412", "127.0.0.18", ssh_server,
+                   probe={"units": {"glm5.service": "inactive", "qwen.service": "active"}})
+    main = fake_hosts.hold("127.0.0.18", gpu=0, used_mib=120000, name="vllm")
+    fake_hosts.update("127.0.0.18", units={"glm5.service": unit(active=True, main_pid=main.pid), "qwen.service": unit(active=False)})
+    rid, ts, card = await ask(slack_bot, f"pivot node412 from=glm5.service to=qwen.service delete={old} need=1M")
+    text = blocks_text(card)
+    assert "stop glm5.service — now active (running)" in text and "1 of 8 GPUs have processes now" in text
+    assert "frees 3 MB" in text and "qwen.service active" in text
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    outcome = await result(slack_bot, ts, timeout=60)
+    assert "Done" in outcome and "freed 3 MB (1 path)" in outcome and "start qwen.service: done" in outcome
+    final = blocks_text(last_card(slack_bot, ts))
+    assert final.count(":white_check_mark: ") == 5 + 1  # five steps, and the header
+    units = fake_hosts.read("127.0.0.18").units
+    assert units["glm5.service"]["ActiveState"] == "inactive" and units["qwen.service"]["ActiveState"] == "active"
+    assert not old.exists() and main.wait(timeout=5) is not None
