@@ -331,3 +331,26 @@ async def test_a_full_pivot_through_slack(slack_bot, services, ssh_server, fake_
     units = fake_hosts.read("127.0.0.18").units
     assert units["glm5.service"]["ActiveState"] == "inactive" and units["qwen.service"]["ActiveState"] == "active"
     assert not old.exists() and main.wait(timeout=5) is not None
+
+
+async def test_a_quiet_bot_still_expires_cards(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    """No click, no request: the background sweep `gpubot serve` runs turns a due card to expired."""
+    from bot.slack.handlers.actions import sweep_forever
+
+    root = tmp_path / "shared"
+    folder = weights(root, "old", 1000)
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, "node409", "127.0.0.14", ssh_server)
+    rid, ts, _ = await ask(slack_bot, f"clean node409 weights={folder}")
+    async with services.sessions() as db, db.begin():
+        await db.execute(update(ActionRequest).where(ActionRequest.id == rid).values(expires_at=utcnow() - timedelta(seconds=1)))
+    services.settings.action_sweep_interval_s = 0.1
+    start = len(slack_bot.recorder.calls)
+    task = asyncio.create_task(sweep_forever(services, slack_bot.app.client))
+    try:
+        call = await slack_bot.recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts, timeout=10, start=start)
+    finally:
+        task.cancel()
+    assert "expired" in blocks_text(call.body["blocks"]).lower() and not buttons(call.body["blocks"])
+    assert folder.exists()

@@ -7,6 +7,7 @@ import logging
 
 from bot.config import Settings
 from bot.slack.app import build_app
+from bot.slack.handlers.actions import sweep_forever
 from bot.slack.reports import start_scheduler
 from bot.wiring import build_services
 
@@ -30,9 +31,11 @@ def serve(settings: Settings) -> int:
             handler = AsyncSocketModeHandler(app, app_token)
             log.info("starting in Socket Mode")
             sched = await start_scheduler(services, app.client)  # reports, retention, background probes
+            sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
             try:
                 await handler.start_async()
             finally:
+                sweeper.cancel()
                 sched.shutdown()
                 await services.close()
 
@@ -50,9 +53,11 @@ def serve(settings: Settings) -> int:
         runner, port = await start_http(app, port=settings.http_port)
         log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
         sched = await start_scheduler(services, app.client)  # reports, retention, background probes
+        sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
         try:
             await asyncio.Event().wait()
         finally:
+            sweeper.cancel()
             sched.shutdown()
             await runner.cleanup()
             await services.close()

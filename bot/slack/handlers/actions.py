@@ -108,6 +108,16 @@ class _Sweeper:
         await update_cards(client, views)
 
 
+async def sweep_forever(services: Services, client: AsyncWebClient) -> None:
+    """Expire due cards and report interrupted actions every ``action_sweep_interval_s`` seconds,
+    also on a quiet bot (``gpubot serve`` runs this as a task; cancel it to stop)."""
+    sweeper = _Sweeper(services)
+    interval = services.settings.action_sweep_interval_s
+    while interval > 0:
+        await asyncio.sleep(interval)
+        await sweeper.sweep(client)
+
+
 async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None:
     """Show swept requests on their cards; an interrupted one also says so in its thread."""
     for view in views:
