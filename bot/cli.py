@@ -132,7 +132,7 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _console(settings: Settings, role: str) -> int:
-    from bot.console.session import CONSOLE_USER, run_console
+    from bot.slack.console.session import CONSOLE_USER, run_console
 
     field = {"admin": "admins", "operator": "operators", "viewer": "viewers"}[role]
     setattr(settings, field, [*getattr(settings, field), CONSOLE_USER])

@@ -1,5 +1,6 @@
 """`gpubot console` driven through a pseudo-terminal, as a newcomer would use it."""
 
+import json
 import os
 import pty
 import re
@@ -48,7 +49,8 @@ def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, 
     known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.4": "absent"})
     env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'c.db'}",
            "GPUBOT_KNOWN_HOSTS": known, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-           "GPUBOT_SSH_USER": ssh_server.username, "PYTHONUNBUFFERED": "1"}
+           "GPUBOT_SSH_USER": ssh_server.username, "PYTHONUNBUFFERED": "1",
+           "GPUBOT_ALLOWED_ROOTS": json.dumps({"*": [str(tmp_path / "shared")]})}
     for k in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"):
         env.pop(k, None)
     term = Terminal([sys.executable, "-m", "bot", "console"], env)
@@ -72,5 +74,20 @@ def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, 
     term.type("status box")
     screen = term.read_until("gpubot> ")
     assert "box: ready" in screen and "GPU 7 · 0 / 143,771 MiB" in screen
+    # A destructive action: the requester may not approve it; a second console person may.
+    shared = tmp_path / "shared"
+    (shared / "old-weights").mkdir(parents=True)
+    (shared / "old-weights" / "model.bin").write_bytes(b"x" * 4096)
+    term.type(f"clean box weights={shared / 'old-weights'}")
+    screen = term.read_until("gpubot> ")
+    approve = re.search(r"\[(\d+)\] Approve", screen)
+    assert approve and "old-weights" in screen, screen
+    term.type("as alice")
+    assert "now acting as UCONSOLEALICE" in term.read_until("gpubot> ")
+    term.type(approve.group(1))
+    term.read_until(r"\[y/N\] ")
+    term.type("y")
+    screen = term.read_until("gpubot> ", timeout=60)
+    assert not (shared / "old-weights").exists(), screen
     term.type("quit")
     assert term.close() == 0

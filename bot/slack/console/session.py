@@ -14,14 +14,15 @@ from urllib.parse import urlencode
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.console.render import Choice, render_message
-from bot.console.standin import WebApiStandIn
+from bot.slack.console.render import Choice, render_message
+from bot.slack.console.standin import WebApiStandIn
 from bot.flows.context import Services
 from bot.slack.app import build_app
 
 CONSOLE_USER = "UCONSOLE"
 CONSOLE_CHANNEL = "CCONSOLE"
-BANNER = ("gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave.\n"
+BANNER = ("gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave,\n"
+          "`as NAME` to act as another person (with your role; e.g. to approve your own request).\n"
           "Messages are what Slack would show; nothing is sent to Slack.")
 
 
@@ -56,6 +57,17 @@ class Console:
             text = f"uploaded {names} ({sum(message.get('sizes', {}).values())} bytes)"
         thread = " (in thread)" if message.get("thread_ts") else ""
         self.write(f"\n{label}{thread}{text}".rstrip() + "\n")
+
+    def act_as(self, name: str) -> None:
+        """Act as another console person, who gets the same roles as the first one."""
+        new_id = CONSOLE_USER + "".join(c for c in name.upper() if c.isalnum())[:20]
+        s = self.services.settings
+        for field in ("admins", "operators", "viewers"):
+            ids = getattr(s, field)
+            if self.user_id in ids and new_id not in ids:
+                setattr(s, field, [*ids, new_id])
+        self.user_id = new_id
+        self.write(f"now acting as {new_id}\n")
 
     def _slash_body(self, text: str) -> str:
         return urlencode({
@@ -104,6 +116,9 @@ class Console:
             return True
         if line in ("quit", "exit", "/quit"):
             return False
+        if line.startswith("as ") and len(line.split()) == 2:
+            self.act_as(line.split()[1])
+            return True
         if line.isdigit():
             c = self.choice(int(line))
             if c is None:
