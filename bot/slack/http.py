@@ -18,5 +18,7 @@ async def start_http(app: AsyncApp, *, host: str = "0.0.0.0", port: int = 3000) 
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else port  # type: ignore[union-attr]
+    server = site._server
+    sockets = getattr(server, "sockets", None) or []
+    bound = sockets[0].getsockname()[1] if sockets else port
     return runner, bound

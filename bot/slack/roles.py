@@ -30,7 +30,7 @@ class RoleResolver:
             return cached[1]
         try:
             resp = await client.usergroups_users_list(usergroup=group)
-            members = set(resp.get("users", []))
+            members: set[str] = set(resp.get("users", []))
         except SlackApiError:
             members = set()
         self._members[group] = (time.monotonic(), members)
