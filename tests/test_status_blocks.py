@@ -1,0 +1,29 @@
+"""The status message stays within Block Kit limits whatever the host reports."""
+
+from datetime import datetime, timezone
+
+from bot.flows.status import StatusReport
+from bot.probes.readings import Disk, Folder, FolderState, Gpu, GpuProcess, GpuReport, HostContext, Readings, Unit
+from bot.readiness.verdict import Requirements, assess
+from bot.render.status_view import status_view
+from bot.render.text import status_text
+from bot.slack.blocks import status_blocks
+from tests.support.blockkit import blocks_text, validate_message
+
+
+def test_a_huge_host_report_fits_and_says_what_was_cut():
+    gpus = [Gpu(i, f"GPU-{i}", "NVIDIA H200 <&>", 143771, 1000, 616, 5, 40, 300.0, "Disabled") for i in range(64)]
+    procs = [GpuProcess(f"GPU-{i % 64}", 1000 + i, 10, "/usr/bin/python3 -m vllm.entrypoints " + "x" * 200) for i in range(300)]
+    folders = [Folder(f"/shared/{'deep/' * 30}model-{i}", FolderState.PRESENT, 10**9 * i) for i in range(200)]
+    units = [Unit(f"svc{i}.service", "loaded", "active", "running", i) for i in range(100)]
+    readings = Readings(GpuReport(gpus=gpus, processes=procs, driver_version="580.159.04"),
+                        [Disk("/", "/dev/vda", "/", 10**12, 10**11, 9 * 10**11, None)], folders,
+                        Folder("/root/.cache/huggingface", FolderState.PARTIAL, 5, "du: cannot read " + "y" * 5000), units, HostContext())
+    a = assess(readings, Requirements(units={u.name: "inactive" for u in units}))
+    report = StatusReport("node174", "ops@10.0.0.1:22", 42, datetime(2026, 11, 29, tzinfo=timezone.utc), 1234, a, readings)
+    view = status_view(report)
+    blocks = status_blocks(view)
+    validate_message(blocks, view.headline)
+    text = blocks_text(blocks)
+    assert "more" in text and "&lt;&amp;&gt;" in text  # cut with a count; mrkdwn escaped
+    assert "node174: not ready" in status_text(view)
