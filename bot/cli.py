@@ -75,6 +75,7 @@ def report_json(report: StatusReport) -> dict[str, Any]:
         "host": report.host,
         "where": report.where,
         "snapshot_id": report.snapshot_id,
+        "store_error": report.store_error,
         "taken_at": report.taken_at.isoformat(),
         "duration_ms": report.duration_ms,
         "verdict": report.assessment.verdict.value,

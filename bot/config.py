@@ -8,7 +8,7 @@ Every variable is ``GPUBOT_<FIELD>`` except Slack's three, which use Slack's own
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -28,12 +28,12 @@ class Settings(BaseSettings):
     model_volumes: list[str] = ["/"]
     weight_paths: list[str] = []
     hf_cache: str | None = None
-    units: dict[str, str] = {}
+    units: dict[str, Literal["active", "inactive", "failed", "activating", "deactivating", "reloading"]] = {}
     """Unit name -> the ActiveState that counts as ready (``{"vllm.service": "inactive"}``)."""
-    gpu_backend: str = "nvidia-smi"
-    gpu_free_mib: int = 16
+    gpu_backend: Literal["nvidia-smi", "nvml"] = "nvidia-smi"
+    gpu_free_mib: int = Field(default=16, ge=0)
     """A GPU with at most this many MiB used (reserved memory excluded) and no process is free."""
-    expected_gpus: int | None = None
+    expected_gpus: int | None = Field(default=None, ge=1)
     probe_timeout_s: int = 20
     batch_timeout_s: float = 60.0
     max_concurrent_probes: int = 16

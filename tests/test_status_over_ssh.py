@@ -121,3 +121,58 @@ async def test_localhost_runs_without_sshd(services):
     if not any(os.access(os.path.join(p, "nvidia-smi"), os.X_OK) for p in os.environ["PATH"].split(":")):
         assert report.assessment.verdict is Verdict.UNKNOWN
     assert report.readings.disks[0].avail_bytes > 0
+
+
+async def test_unit_that_does_not_exist_is_unknown_not_ready(services, ssh_server, fake_hosts):
+    await register(services, "typo", "127.0.0.15", ssh_server, probe={"units": {"vlm-typo.service": "inactive"}})
+    report = await check_host(services=services, host_name="typo")
+    assert report.assessment.verdict is Verdict.UNKNOWN
+    assert "no such unit" in report.assessment.reasons[0].text
+
+
+async def test_bad_key_file_is_a_stored_unreachable_snapshot(services, ssh_server, fake_hosts, tmp_path):
+    bad = tmp_path / "not-a-key"
+    bad.write_text("hello\n")
+    await register(services, "badkey", "127.0.0.16", ssh_server, key_file=str(bad))
+    report = await check_host(services=services, host_name="badkey")
+    assert report.assessment.verdict is Verdict.UNREACHABLE and str(bad) in report.error
+    assert (await stored(services, report.snapshot_id)).error_kind == "unreachable"
+
+
+async def test_invalid_stored_probe_settings_are_an_unknown_snapshot_not_a_crash(services, ssh_server, fake_hosts):
+    from sqlalchemy import update
+
+    from bot.hosts.models import Host
+
+    await register(services, "junk", "127.0.0.17", ssh_server)
+    async with services.sessions() as db, db.begin():  # as if written by an older version
+        await db.execute(update(Host).where(Host.name == "junk").values(probe={"gpu_free_mib": "lots"}))
+    report = await check_host(services=services, host_name="junk")
+    assert report.assessment.verdict is Verdict.UNKNOWN and "gpu_free_mib" in report.assessment.reasons[0].text
+    assert (await stored(services, report.snapshot_id)).error_kind == "config"
+
+
+async def test_registration_refuses_bad_settings_and_reserved_names(services):
+    import pytest
+
+    from bot.errors import UsageError
+
+    cases = [
+        dict(name="all", address="10.0.0.1"),
+        dict(name="localhost", address="10.0.0.1"),
+        dict(name="n1", address="10.0.0.1", group="tr ain"),
+        dict(name="n1", address="10.0.0.1", user="ro ot;id"),
+        dict(name="n1", address="10.0.0.1", probe={"units": "vllm"}),
+        dict(name="n1", address="10.0.0.1", probe={"units": {"vllm.service": "runnning"}}),
+        dict(name="n1", address="10.0.0.1", probe={"gpu_backend": "cuda"}),
+        dict(name="n1", address="10.0.0.1", probe={"expected_gpus": -1}),
+        dict(name="n1", address="10.0.0.1", probe={"weight_paths": ["relative/x"]}),
+        dict(name="n1", address="10.0.0.1", probe={"nonsense": 1}),
+    ]
+    for kw in cases:
+        async with services.sessions() as db:
+            with pytest.raises(UsageError):
+                await hosts.add(db_session=db, **kw)
+    async with services.sessions() as db, db.begin():
+        h = await hosts.add(db_session=db, name="n2", address="10.0.0.2", key_file="keys/id", probe={"units": {"vllm.service": "inactive"}})
+    assert os.path.isabs(h.key_file)

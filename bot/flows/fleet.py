@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from bot.db.base import utcnow
 from bot.errors import NotFoundError
 from bot.flows.context import Services
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
-from bot.readiness.verdict import Verdict
+from bot.readiness.verdict import Assessment, Reason, Severity, Verdict
+
+log = logging.getLogger("gpubot.fleet")
 
 Progress = Callable[[int, int, StatusReport], Awaitable[None]]
 
@@ -57,7 +61,12 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
     async def one(name: str) -> StatusReport:
         nonlocal done
         async with limit:
-            report = await check_host(services=services, host_name=name, need_bytes=need_bytes, requested_by=requested_by)
+            try:
+                report = await check_host(services=services, host_name=name, need_bytes=need_bytes, requested_by=requested_by)
+            except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown
+                log.exception("status of %s failed", name)
+                report = StatusReport(name, "?", None, utcnow(), 0,
+                                      Assessment(Verdict.UNKNOWN, [Reason("error", f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))
         async with lock:
             done += 1
             if on_progress is not None:

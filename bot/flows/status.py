@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from bot.config import Settings
+from bot.db.base import utcnow
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
-from bot.probes.engine import run_probe
+from bot.hosts.probe_settings import ConfigError, validate_overrides
+from bot.probes.engine import ProbeResult, run_probe
 from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan
-from bot.readiness.verdict import Assessment, Requirements, assess, unreachable
+from bot.readiness.verdict import Assessment, Reason, Requirements, Severity, Verdict, assess, unreachable
 from bot.snapshots import service as snapshots
 from bot.ssh.target import HostTarget
+
+log = logging.getLogger("gpubot.status")
 
 
 @dataclass(frozen=True)
@@ -24,7 +31,7 @@ class StatusReport:
 
     host: str
     where: str
-    snapshot_id: int
+    snapshot_id: int | None
     taken_at: datetime
     duration_ms: int
     assessment: Assessment
@@ -32,12 +39,14 @@ class StatusReport:
     error: str | None = None
     need_bytes: int | None = None
     units_expected: dict[str, str] = field(default_factory=dict)
+    store_error: str | None = None
+    """Set when the snapshot could not be written; the verdict is still shown."""
 
 
 def plan_for(settings: Settings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
     """The probe plan and requirements: global settings, overridden by the host's ``probe`` dict,
     plus the weight ``paths`` the user named."""
-    o: dict[str, Any] = dict(host.probe or {}) if host else {}
+    o: dict[str, Any] = validate_overrides(host.probe, host=host.name) if host else {}
     units: dict[str, str] = dict(o.get("units", settings.units))
     folders = tuple(dict.fromkeys([*o.get("weight_paths", settings.weight_paths), *paths]))
     plan = ProbePlan(
@@ -64,20 +73,36 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
     """Probe ``host_name`` once and store the snapshot.
 
     Raises :class:`~bot.errors.NotFoundError` for an unregistered name (other than
-    ``localhost``); every failure *of the host* is a stored snapshot with an error instead.
+    ``localhost``). Every failure *of the host* (unreachable, refused key, bad key file, invalid
+    stored probe settings) is a stored snapshot with an error instead. When the snapshot cannot be
+    written, the report still carries the verdict and says so in ``store_error``.
     """
     async with services.sessions() as db:
         target, host = await hosts.resolve(db_session=db, name=host_name)
         host_id = host.id if host else None
+    try:
         plan, req = plan_for(services.settings, host, paths)
-    req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus)
-    result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s)
-    if result.readings is None:
-        assessment = unreachable(result.error or "no answer", result.error_kind or "unreachable")
+    except ConfigError as exc:
+        result = ProbeResult(target.name, utcnow(), 0, None, {}, exc.kind, str(exc))
+        assessment = Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)])
+        req = Requirements()
     else:
-        assessment = assess(result.readings, req)
-    async with services.sessions() as db, db.begin():
-        snap = await snapshots.store(db_session=db, result=result, assessment=assessment, host_id=host_id, requested_by=requested_by)
-    return StatusReport(host=target.name, where=_where(target), snapshot_id=snap.id, taken_at=result.taken_at,
+        req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus)
+        result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s)
+        if result.readings is None:
+            assessment = unreachable(result.error or "no answer", result.error_kind or "unreachable")
+        else:
+            assessment = assess(result.readings, req)
+    snapshot_id: int | None = None
+    store_error: str | None = None
+    try:
+        async with services.sessions() as db, db.begin():
+            snap = await snapshots.store(db_session=db, result=result, assessment=assessment, host_id=host_id,
+                                         requested_by=requested_by)
+            snapshot_id = snap.id
+    except SQLAlchemyError as exc:
+        log.exception("could not store the snapshot of %s", target.name)
+        store_error = f"the snapshot was not stored: {type(exc.orig or exc).__name__}: {str(exc.orig or exc).splitlines()[0][:200]}"
+    return StatusReport(host=target.name, where=_where(target), snapshot_id=snapshot_id, taken_at=result.taken_at,
                         duration_ms=result.duration_ms, assessment=assessment, readings=result.readings,
-                        error=result.error, need_bytes=need_bytes, units_expected=req.units)
+                        error=result.error, need_bytes=need_bytes, units_expected=req.units, store_error=store_error)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from typing import Any
 
@@ -11,11 +12,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.errors import NotFoundError, UsageError
 from bot.hosts.models import Host
+from bot.hosts.probe_settings import ConfigError, validate_overrides
 from bot.ssh.target import HostTarget
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,254}$")
 LOCAL_NAMES = ("localhost",)
+RESERVED_NAMES = ("all",)
+"""``status all`` means every host, so no host may be called that."""
+USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,63}$")
 
 
 def validate_name(name: str) -> str:
@@ -41,8 +46,25 @@ async def list_all(*, db_session: AsyncSession, group: str | None = None) -> lis
 async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 22, user: str | None = None,
               key_file: str | None = None, group: str | None = None, transport: str = "ssh",
               labels: dict[str, Any] | None = None, probe: dict[str, Any] | None = None) -> Host:
-    """Register a host; raises :class:`UsageError` on bad input or a name already taken."""
+    """Register a host; raises :class:`UsageError` on bad input or a name already taken.
+
+    ``probe`` is validated (:mod:`bot.hosts.probe_settings`); ``key_file`` is stored absolute.
+    """
     validate_name(name)
+    if name.lower() in RESERVED_NAMES:
+        raise UsageError(f"`{name}` is reserved (`status all` means every host)")
+    if name in LOCAL_NAMES and transport != "local":
+        raise UsageError(f"`{name}` is this machine; register it with the local transport, or pick another name")
+    if group is not None:
+        validate_name(group)
+    if user is not None and not USER_RE.match(user):
+        raise UsageError(f"`{user[:40]}` is not a user name")
+    if key_file is not None:
+        key_file = os.path.abspath(os.path.expanduser(key_file))
+    try:
+        probe = validate_overrides(probe, host=name)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
     if not ADDRESS_RE.match(address):
         raise UsageError(f"`{address}` is not a valid address")
     if not 0 < port < 65536:

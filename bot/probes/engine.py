@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +16,8 @@ from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan, build_script
 from bot.ssh.runner import Runner
 from bot.ssh.target import HostTarget
+
+log = logging.getLogger("gpubot.probes")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, time
         res = await runner.run(target, build_script(plan), timeout=timeout)
     except ProbeError as exc:
         return ProbeResult(target.name, taken_at, int((time.monotonic() - started) * 1000), None, {}, exc.kind, str(exc))
+    except Exception as exc:  # a runner bug or an unforeseen library error: still a stored, honest snapshot
+        log.exception("probe of %s failed unexpectedly", target.name)
+        return ProbeResult(target.name, taken_at, int((time.monotonic() - started) * 1000), None, {}, "probe_failed",
+                           f"{target.name}: the probe failed unexpectedly ({type(exc).__name__}: {exc})")
     outputs = split_frames(res.stdout, plan.marker)
     duration = int((time.monotonic() - started) * 1000)
     raw = _raw(outputs)

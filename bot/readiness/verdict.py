@@ -96,6 +96,9 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
         u = units.get(name)
         if u is None or u.active_state is None:
             add(Reason("unit_unknown", f"{name}: state unknown ({u.error if u else 'not probed'})", Severity.UNKNOWN))
+        elif u.load_state == "not-found":
+            add(Reason("unit_not_found", f"{name}: no such unit on this host (LoadState=not-found); check the name",
+                       Severity.UNKNOWN))
         elif u.active_state not in _EQUIVALENT.get(expected, {expected}):
             add(Reason("unit_state", f"{name} is {u.active_state}, expected {expected}", Severity.BLOCKER))
     for f in readings.folders:

@@ -93,7 +93,10 @@ def status_view(report: StatusReport) -> StatusView:
             sections.append(Section("Units", unit_lines))
         if notes:
             sections.append(Section("Notes", notes))
-    ctx = [f"probed {report.taken_at:%Y-%m-%d %H:%M:%S} UTC", f"{report.duration_ms / 1000:.1f} s", f"snapshot #{report.snapshot_id}", report.where]
+    if report.store_error:
+        sections.append(Section("Storage", [report.store_error]))
+    stored = f"snapshot #{report.snapshot_id}" if report.snapshot_id is not None else "NOT STORED"
+    ctx = [f"probed {report.taken_at:%Y-%m-%d %H:%M:%S} UTC", f"{report.duration_ms / 1000:.1f} s", stored, report.where]
     if r is not None:
         driver = r.gpu.driver_version or r.context.kernel_driver
         if driver:

@@ -53,7 +53,7 @@ class Report:
 
     @property
     def snapshot_ids(self) -> dict[str, int]:
-        return {r.host: r.snapshot_id for r in self.fleet.reports}
+        return {r.host: r.snapshot_id for r in self.fleet.reports if r.snapshot_id is not None}
 
 
 Post = Callable[[str, Report], Awaitable[str | None]]
@@ -134,7 +134,7 @@ async def build_report(*, services: Services, group: str | None, now: datetime, 
     async with services.sessions() as db:
         previous_at, before_ids = await reports.previous_snapshots(db_session=db, group=group, schedule_id=schedule_id,
                                                                    before=fire_time)
-    now_ids = {r.host: r.snapshot_id for r in fleet.reports}
+    now_ids = {r.host: r.snapshot_id for r in fleet.reports if r.snapshot_id is not None}
     changes, new = await _changes(services, now_ids, before_ids) if previous_at else ([], [])
     png = await chart(services, names, title, until=now, days=services.settings.report_chart_days) if with_chart and names else None
     return Report(title, group, now, fleet, changes, new, previous_at, fire_time, tz, late_by_s, png, schedule_id)

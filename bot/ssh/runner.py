@@ -82,6 +82,11 @@ class SshRunner:
             return await asyncssh.connect(**self._options(target))  # type: ignore[arg-type]
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyRejected(host_key_message(target, self.known_hosts)) from exc
+        except asyncssh.KeyImportError as exc:
+            key = target.key_file or self.default_key_file
+            raise HostUnreachable(f"{target.name}: cannot use the SSH key {key}: {exc}") from exc
+        except FileNotFoundError as exc:
+            raise HostUnreachable(f"{target.name}: cannot read {exc.filename or 'a file'}: {exc.strerror}") from exc
         except asyncssh.PermissionDenied as exc:
             raise HostUnreachable(f"{target.name}: SSH authentication failed for the configured user/key") from exc
         except (asyncio.TimeoutError, TimeoutError) as exc:
