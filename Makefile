@@ -17,7 +17,7 @@ setup: $(BIN)/gpubot
 
 run: setup
 	$(BIN)/gpubot db upgrade
-	-$(BIN)/gpubot status localhost
+	@$(BIN)/gpubot status localhost; echo "(gpubot status exit $$?: 0 ready, 1 not ready, 2 unknown or unreachable)"
 	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/gpubot serve; else $(BIN)/gpubot console; fi
 
 deps-system:

@@ -1,7 +1,8 @@
 """The ``gpubot`` command line.
 
 Exit statuses of ``gpubot status``: 0 ready, 1 not ready, 2 unknown or unreachable,
-64 usage error (``EX_USAGE``), 69 host not registered.
+64 usage error (``EX_USAGE``), 69 host not registered, 74 database or file error, 78 configuration
+error (``EX_CONFIG``), 141 output pipe closed.
 """
 
 from __future__ import annotations
@@ -10,9 +11,15 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from dataclasses import asdict
 from typing import Any, NoReturn
+
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from bot import cli_actions, cli_history
 from bot.commands.registry import default_grammar
@@ -29,6 +36,9 @@ from bot.wiring import build_services
 
 EX_USAGE = 64
 EX_NOHOST = 69
+EX_IOERR = 74
+EX_CONFIG = 78
+EX_PIPE = 141
 VERDICT_EXIT = {Verdict.READY: 0, Verdict.NOT_READY: 1, Verdict.UNKNOWN: 2, Verdict.UNREACHABLE: 2}
 
 
@@ -55,10 +65,13 @@ def _build_parser() -> argparse.ArgumentParser:
     add.add_argument("--probe", type=json.loads, default=None, metavar="JSON",
                      help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
     h.add_parser("list", help="list hosts")
+    tr = h.add_parser("trust", help="show the host key a host offers and, once you confirm it, record it in known_hosts")
+    tr.add_argument("name")
+    tr.add_argument("--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
     rm = h.add_parser("remove", help="unregister a host (its snapshots stay)")
     rm.add_argument("name")
     st = sub.add_parser("status", help="probe a host and print its verdict")
-    st.add_argument("words", nargs="+", metavar="HOST [need=SIZE] [PATH...]")
+    st.add_argument("words", nargs="+", metavar="ARG", help="HOST, then optional need=SIZE and absolute weight-folder paths")
     st.add_argument("--json", action="store_true", help="print the snapshot and verdict as JSON")
     sub.add_parser("serve", help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)")
     con = sub.add_parser("console", help="type /gpu commands here; the same app answers as text, no Slack needed")
@@ -118,6 +131,8 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
                                        user=args.user, key_file=args.key_file, group=args.group,
                                        transport="local" if args.local else "ssh", probe=args.probe)
                 print(f"added {host.name} ({host.transport} {host.address}:{host.port})")
+            elif args.hosts_cmd == "trust":
+                return await _trust(services, args)
             elif args.hosts_cmd == "remove":
                 await hosts.remove(db_session=db, name=args.name)
                 print(f"removed {args.name}")
@@ -148,6 +163,33 @@ def _console(settings: Settings, role: str) -> int:
     return asyncio.run(_run())
 
 
+async def _trust(services: Any, args: argparse.Namespace) -> int:
+    from bot.hosts import trust
+
+    async with services.sessions() as db:
+        target, _ = await hosts.resolve(db_session=db, name=args.name)
+    known = services.runner_known_hosts()
+    offered = await trust.fetch_host_key(target, known)
+    print(f"{args.name} ({target.address}:{target.port}) offers {offered.key_type} {offered.fingerprint}")
+    if offered.state == "trusted":
+        print(f"already trusted in {known}")
+        return 0
+    if offered.state == "changed":
+        print(f"WARNING: {known} records a DIFFERENT key for this host; accept only if it was reinstalled.")
+    wanted = args.fingerprint
+    if wanted is None:
+        if not sys.stdin.isatty():
+            raise UsageError("confirm the fingerprint with --fingerprint SHA256:… (no terminal to ask on)")
+        answer = input("Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host. Trust it? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not trusted")
+            return 1
+        wanted = offered.fingerprint
+    await trust.record(target, known, wanted)
+    print(f"recorded in {known}")
+    return 0
+
+
 def _serve(settings: Settings) -> int:
     from bot.slack.serve import serve
 
@@ -162,7 +204,42 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     for noisy in ("asyncssh", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    settings = Settings()
+    try:
+        settings = Settings()
+    except (ValidationError, SettingsError) as exc:
+        print(f"gpubot: configuration error: {_settings_problem(exc)}", file=sys.stderr)
+        return EX_CONFIG
+    try:
+        return _run(args, settings)
+    except BrokenPipeError:  # `gpubot status x | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EX_PIPE
+    except (ArgumentError, NoSuchModuleError) as exc:
+        print(f"gpubot: GPUBOT_DATABASE_URL is not usable: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
+        print(f"gpubot: database error ({_redacted(settings.database_url)}): {reason}", file=sys.stderr)
+        return EX_IOERR
+    except OSError as exc:
+        print(f"gpubot: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EX_IOERR
+
+
+def _settings_problem(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"GPUBOT_{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors())
+    return str(exc)
+
+
+def _redacted(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "invalid URL"
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.cmd == "db":
             upgrade(settings.database_url)

@@ -8,10 +8,17 @@ Every variable is ``GPUBOT_<FIELD>`` except Slack's three, which use Slack's own
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> str:
+    """Where the default SQLite database lives."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "gpubot")
 
 
 class Settings(BaseSettings):
@@ -19,7 +26,9 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="GPUBOT_", env_file=".env", extra="ignore")
 
-    database_url: str = "sqlite+aiosqlite:///gpubot.db"
+    database_url: str = Field(default_factory=lambda: f"sqlite+aiosqlite:///{default_data_dir()}/gpubot.db")
+    """Default: ``$XDG_DATA_HOME/gpubot/gpubot.db`` (``~/.local/share/gpubot/gpubot.db``), the same
+    file whatever the current directory."""
     known_hosts: str = "~/.ssh/known_hosts"
     ssh_user: str | None = None
     ssh_key_file: str | None = None

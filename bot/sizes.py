@@ -11,6 +11,8 @@ from humanfriendly import InvalidSize, format_size, parse_size
 from bot.errors import UsageError
 
 MIB = 1024 * 1024
+MAX_BYTES = 10**18
+"""The largest size a user may ask for (1 EB)."""
 """Bytes in one MiB, the unit of nvidia-smi's CSV memory fields."""
 
 
@@ -25,6 +27,8 @@ def parse_bytes(text: str) -> int:
         raise UsageError(f"`{text}` is not a size; try e.g. `540G`, `1.5T` or `200GiB`") from exc
     if value < 0:
         raise UsageError(f"`{text}`: a size cannot be negative")
+    if value > MAX_BYTES:
+        raise UsageError(f"`{text[:40]}` is more than any disk holds (at most {format_size(MAX_BYTES)})")
     return value
 
 

@@ -3,6 +3,7 @@
 import asyncio
 
 from alembic import context
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
@@ -32,6 +33,10 @@ def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata,
                       render_as_batch=connection.dialect.name == "sqlite", render_item=_render_item)
     with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            # Two processes upgrading one database at once: the second waits here, then finds
+            # nothing left to do. Released when the migration transaction ends.
+            connection.execute(text("SELECT pg_advisory_xact_lock(715000001)"))
         context.run_migrations()
 
 

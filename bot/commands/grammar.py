@@ -73,6 +73,8 @@ def split_options(args: list[str], allowed: Iterable[str], usage: str) -> tuple[
             raise UsageError(f"unknown option `{key}=`", usage=usage, suggestion=f"{guess}={value}" if guess else None)
         if not value:
             raise UsageError(f"`{key}=` needs a value", usage=usage)
+        if key in opts and opts[key] != value:
+            raise UsageError(f"`{key}=` given twice ({opts[key]} and {value[:40]})", usage=usage)
         opts[key] = value
     return opts, words
 

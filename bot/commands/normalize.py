@@ -30,8 +30,10 @@ def _unlink(match: re.Match[str]) -> str:
 
 
 def normalize(text: str) -> str:
-    """Plain, single-spaced text: links unwrapped, entities decoded, quotes straightened."""
+    """Plain text: links unwrapped, entities decoded, quotes and odd spaces straightened."""
     text = unicodedata.normalize("NFKC", text or "").translate(_SMART)
     text = _LINK.sub(_unlink, text)
     text = html.unescape(text)
-    return " ".join(text.split())
+    # Collapse runs of spaces and tabs only: a newline or other control character inside a quoted
+    # path must reach the validators (and be refused), not turn silently into a space.
+    return re.sub(r"[ \t]+", " ", text).strip()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from sqlalchemy.engine import make_url
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -20,8 +23,31 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "heads") -> None:
-    """Upgrade the database at ``url`` (blocking; runs its own event loop)."""
-    command.upgrade(alembic_config(url), revision)
+    """Upgrade the database at ``url`` (blocking; runs its own event loop).
+
+    Safe to run from several processes at once: SQLite upgrades hold an exclusive lock on a
+    ``<db>.migrate.lock`` file beside the database; PostgreSQL ones take an advisory lock inside
+    the migration transaction (``migrations/env.py``). A missing SQLite folder is created.
+    """
+    path = sqlite_path(url)
+    if path is None:
+        command.upgrade(alembic_config(url), revision)
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".migrate.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            command.upgrade(alembic_config(url), revision)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of a SQLite URL (``None`` for other backends and in-memory databases)."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return os.path.abspath(os.path.expanduser(parsed.database))
 
 
 async def upgrade_async(url: str, revision: str = "heads") -> None:

@@ -25,12 +25,22 @@ class Choice:
 
 
 def plain(text: str) -> str:
-    """mrkdwn -> plain text: emoji words, bold/italic/code marks, Slack escapes, mentions."""
+    """mrkdwn -> plain text: emoji, bold/italic/code marks, dates, mentions, links, escapes.
+
+    Format: https://api.slack.com/reference/surfaces/formatting. A ``*`` or ``_`` counts as a
+    mark only when it hugs a word (``*ready*``), so ``0 8 * * 1-5`` stays as typed.
+    """
     for k, v in _EMOJI.items():
         text = text.replace(k, v)
-    text = re.sub(r"<@(\w+)>", r"@\1", text)
-    text = re.sub(r"(?<![\w*])\*([^*\n]+)\*(?![\w*])", r"\1", text)
-    text = re.sub(r"(?<![\w_])_([^_\n]+)_(?![\w_])", r"\1", text)
+    text = re.sub(r":[a-z0-9_+-]+:", "", text)  # other emoji: decoration only
+    text = re.sub(r"<!date\^\d+\^[^|>]*\|([^>]*)>", r"\1", text)
+    text = re.sub(r"<@(\w+)(?:\|[^>]*)?>", r"@\1", text)
+    text = re.sub(r"<#\w+\|([^>]*)>", r"#\1", text)
+    text = re.sub(r"<#(\w+)>", r"#\1", text)
+    text = re.sub(r"<!subteam\^\w+(?:\|([^>]*))?>", lambda m: m.group(1) or "@group", text)
+    text = re.sub(r"<(https?://[^|>]+)\|([^>]*)>", r"\2 (\1)", text)
+    text = re.sub(r"(?<![\w*])\*(\S(?:[^*\n]*\S)?)\*(?![\w*])", r"\1", text)
+    text = re.sub(r"(?<![\w_])_(\S(?:[^_\n]*\S)?)_(?![\w_])", r"\1", text)
     text = text.replace("`", "")
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 

@@ -130,7 +130,11 @@ class Console:
             await self.press(int(line))
             return True
         cmd = self.services.settings.command
-        text = line[len(cmd):].strip() if line.startswith(cmd) else line
+        for prefix in (cmd, cmd.lstrip("/")):
+            if line == prefix or line.startswith(prefix + " "):
+                line = line[len(prefix):].strip()
+                break
+        text = line
         await self.command(text)
         return True
 

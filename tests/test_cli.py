@@ -1,0 +1,103 @@
+"""The terminal CLI as a user runs it: clear errors and exit codes, never a traceback."""
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _pg, PG_ADMIN_URL
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def gpubot(*args: str, env: dict | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    full = {**os.environ, **(env or {})}
+    for k in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"):
+        full.pop(k, None)
+    return subprocess.run([sys.executable, "-m", "bot", *args], env=full, cwd=ROOT, capture_output=True, text=True,
+                          input=input, timeout=120)
+
+
+@pytest.fixture
+def db_env(tmp_path):
+    return {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'sub' / 'dir' / 'g.db'}"}
+
+
+@pytest.mark.parametrize(
+    ("env", "expect"),
+    [
+        ({"GPUBOT_UNITS": "not json"}, "configuration error"),
+        ({"GPUBOT_GPU_FREE_MIB": "abc"}, "GPUBOT_GPU_FREE_MIB"),
+        ({"GPUBOT_GPU_BACKEND": "nvmll"}, "GPUBOT_GPU_BACKEND"),
+        ({"GPUBOT_UNITS": '{"vllm.service": "runnning"}'}, "GPUBOT_UNITS"),
+    ],
+)
+def test_bad_settings_exit_78_with_the_variable_named(env, expect, db_env):
+    res = gpubot("status", "localhost", env={**db_env, **env})
+    assert res.returncode == 78 and expect in res.stderr and "Traceback" not in res.stderr
+
+
+def test_unusable_database_urls_are_named_not_tracebacks(tmp_path):
+    bad = gpubot("status", "localhost", env={"GPUBOT_DATABASE_URL": "nonsense"})
+    assert bad.returncode == 78 and "GPUBOT_DATABASE_URL" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "g.db").write_text("this is not a database")
+    broken = gpubot("hosts", "list", env={"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'ro' / 'g.db'}"})
+    assert broken.returncode == 74 and "database error" in broken.stderr and "Traceback" not in broken.stderr
+
+
+def test_missing_database_folder_is_created_and_status_works(db_env, tmp_path):
+    res = gpubot("status", "localhost", "--json", env=db_env)
+    assert res.returncode in (0, 1, 2) and '"verdict"' in res.stdout
+    assert (tmp_path / "sub" / "dir" / "g.db").exists()
+
+
+def test_closed_pipe_is_quiet(db_env):
+    proc = subprocess.Popen(f"{sys.executable} -m bot status localhost --json | head -c 10", shell=True, cwd=ROOT,
+                            env={**os.environ, **db_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=60)
+    assert len(out) == 10 and "Traceback" not in err
+
+
+def test_concurrent_first_runs_on_sqlite_lose_nothing(db_env):
+    procs = [subprocess.Popen([sys.executable, "-m", "bot", "hosts", "add", f"h{i}", f"10.0.0.{i + 1}"], cwd=ROOT,
+                              env={**os.environ, **db_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(6)]
+    results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+    assert all(rc == 0 for _, _, rc in results), results
+    listed = gpubot("hosts", "list", env=db_env).stdout
+    assert all(f"h{i} " in listed for i in range(6))
+
+
+def test_concurrent_first_runs_on_postgresql_lose_nothing():
+    name = "gpubot_cli_race"
+    asyncio.run(_pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+    asyncio.run(_pg(f"CREATE DATABASE {name}"))
+    env = {"GPUBOT_DATABASE_URL": PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"}
+    try:
+        procs = [subprocess.Popen([sys.executable, "-m", "bot", "hosts", "add", f"h{i}", f"10.0.0.{i + 1}"], cwd=ROOT,
+                                  env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i in range(5)]
+        results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+        assert all(rc == 0 for _, _, rc in results), results
+    finally:
+        asyncio.run(_pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
+    known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.18": "absent"})
+    env = {**db_env, "GPUBOT_KNOWN_HOSTS": known, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+           "GPUBOT_SSH_USER": ssh_server.username}
+    assert gpubot("hosts", "add", "box", "127.0.0.18", "--port", str(ssh_server.port), env=env).returncode == 0
+    assert gpubot("status", "box", env=env).returncode == 2
+    ask = gpubot("hosts", "trust", "box", env=env)
+    assert ask.returncode == 64 and "--fingerprint" in ask.stderr
+    fingerprint = next(w for w in ask.stdout.split() if w.startswith("SHA256:"))
+    wrong = gpubot("hosts", "trust", "box", "--fingerprint", "SHA256:not-it", env=env)
+    assert wrong.returncode == 64 and "nothing recorded" in wrong.stderr
+    ok = gpubot("hosts", "trust", "box", "--fingerprint", fingerprint, env=env)
+    assert ok.returncode == 0 and "recorded" in ok.stdout
+    assert gpubot("status", "box", env=env).returncode == 0
