@@ -15,6 +15,8 @@ needed (N of the M allowed). With no matching rule: operators and admins, one ap
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +55,9 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
     unknown = set(raw) - {"kinds", "groups", "approvers", "approvals", "expiry_s"}
     if unknown:
         raise PolicyError(f"approval_policy rule {n}: unknown keys {sorted(unknown)}")
+    for key in ("kinds", "groups", "approvers"):
+        if key in raw and not isinstance(raw[key], list):
+            raise PolicyError(f"approval_policy rule {n}: `{key}` is a list, e.g. [{json.dumps(raw[key])}]")
     try:
         rule = Rule(tuple(raw.get("kinds", ["*"])), tuple(raw.get("groups", ["*"])), tuple(raw.get("approvers", [])),
                     int(raw.get("approvals", 1)), int(raw["expiry_s"]) if raw.get("expiry_s") else None)
