@@ -33,6 +33,7 @@ async def _three_probes(services, ssh_server, fake_hosts, tmp_path):
     weights.mkdir()
     (weights / "model.gguf").write_bytes(b"\0" * 3_000_000)
     await _register(services, ssh_server, "node174", "127.0.0.15", weights)
+    fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=False)})  # installed, stopped
     first = await check_host(services=services, host_name="node174")
     holder = fake_hosts.hold("127.0.0.15", gpu=3, used_mib=81920, name="python3")
     fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=True, main_pid=holder.pid)})
