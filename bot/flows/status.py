@@ -102,7 +102,8 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
             snapshot_id = snap.id
     except SQLAlchemyError as exc:
         log.exception("could not store the snapshot of %s", target.name)
-        store_error = f"the snapshot was not stored: {type(exc.orig or exc).__name__}: {str(exc.orig or exc).splitlines()[0][:200]}"
+        cause = getattr(exc, "orig", None) or exc
+        store_error = f"the snapshot was not stored: {type(cause).__name__}: {(str(cause).splitlines() or [''])[0][:200]}"
     return StatusReport(host=target.name, where=_where(target), snapshot_id=snapshot_id, taken_at=result.taken_at,
                         duration_ms=result.duration_ms, assessment=assessment, readings=result.readings,
                         error=result.error, need_bytes=need_bytes, units_expected=req.units, store_error=store_error)
