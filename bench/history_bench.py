@@ -3,23 +3,29 @@
     python bench/history_bench.py --db sqlite
     python bench/history_bench.py --db postgresql [--pg postgresql+asyncpg://postgres@127.0.0.1:5432/test]
 
-Into a fresh, migrated database (a temporary SQLite file, or a PostgreSQL database
-``gpubot_bench_<hex>`` created and dropped here) it writes one year of 5-minute snapshots of one
-host (~105k rows) with realistic readings JSON (8 H200 GPUs, processes while busy, a model
-volume, two weight folders, one unit; raw outputs for the newest 30 days only, as retention
-leaves them), with a few verdict changes a day. Then it times:
+Into a fresh database migrated to revision 0005 (a temporary SQLite file, or a PostgreSQL
+database ``gpubot_bench_<hex>`` created and dropped here) it writes one year of 5-minute
+snapshots of one host (~105k rows) with realistic readings JSON (8 H200 GPUs, processes while
+busy, a model volume, two weight folders, one unit; raw outputs for the newest 30 days only, as
+retention leaves them), with a few verdict changes a day; then it upgrades to the newest
+revision, whose migration 0006 backfills ``verdict_changed`` and the hourly roll-up from those
+rows (timed). Then it times:
 
 * ``load_history`` — the exact function ``/gpu history`` runs — over 7 days and over 365 days
   (median of ``--runs`` runs, after one warm-up);
-* writing 300 snapshots in one transaction through :func:`bot.snapshots.service.store`.
+* writing 300 snapshots (300 hosts) in one transaction through
+  :func:`bot.snapshots.service.store_many`, and for comparison through 300 calls of
+  :func:`bot.snapshots.service.store` (the path a single probe takes).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -104,9 +110,10 @@ async def timed(fn, runs: int) -> tuple[float, object]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    name = None
+    name = folder = None
     if args.db == "sqlite":
-        url = f"sqlite+aiosqlite:///{tempfile.mkdtemp()}/bench.db"
+        folder = tempfile.mkdtemp()
+        url = f"sqlite+aiosqlite:///{folder}/bench.db"
     else:
         name = f"gpubot_bench_{secrets.token_hex(4)}"
         admin = create_async_engine(args.pg, isolation_level="AUTOCOMMIT")
@@ -114,7 +121,7 @@ async def main(args: argparse.Namespace) -> None:
             await c.execute(text(f"CREATE DATABASE {name}"))
         url = args.pg.rsplit("/", 1)[0] + f"/{name}"
     try:
-        await upgrade_async(url)
+        await upgrade_async(url, "0005")
         engine = make_engine(url)
         sessions = make_session_factory(engine)
         end = datetime.now(timezone.utc).replace(microsecond=0)
@@ -124,29 +131,46 @@ async def main(args: argparse.Namespace) -> None:
         async with sessions() as db, db.begin():
             for i in range(0, len(rows), 2000):
                 await db.execute(insert(Snapshot), rows[i:i + 2000])
+        print(f"{args.db}: seeded {len(rows):,} snapshots in {time.perf_counter() - t:.1f} s", flush=True)
+        del rows  # ~10M Python objects: left alive, every full GC pass below would walk them
+        gc.collect()
+        await engine.dispose()  # SQLite: no open connection while Alembic alters the table
+        t = time.perf_counter()
+        await upgrade_async(url)
+        print(f"{args.db}: upgraded to head (0006 backfills verdict_changed and snapshot_hours) in {time.perf_counter() - t:.1f} s",
+              flush=True)
         async with engine.connect() as c:
             await c.execute(text("ANALYZE"))
             await c.commit()
-        print(f"{args.db}: seeded {len(rows):,} snapshots in {time.perf_counter() - t:.1f} s")
         for days in (7, 365):
             async def query(days: int = days) -> object:
                 async with sessions() as db:
                     return await load_history(db_session=db, host_name=HOST, since=end - timedelta(days=days), until=end)
             ms, hist = await timed(query, args.runs)
             print(f"{args.db}: /gpu history {days:>3} d: median {ms:.1f} ms over {args.runs} runs "
-                  f"({len(hist.points)} chart points, {hist.total_changes} verdict changes, {len(hist.entries)} shown)")
-        batch_ms = []
+                  f"({len(hist.points)} chart points, {hist.total_changes} verdict changes, {len(hist.entries)} shown)", flush=True)
+        batch_ms: dict[str, list[float]] = {"store_many": [], "store": []}
         for n in range(args.runs):
-            results = [(ProbeResult(f"batch{k}", end + timedelta(seconds=n), 500, r, raw_outputs(r)), assess(r, Requirements()))
-                       for k in range(300) for r in [readings(k % 3 == 0, 5 * TB, True, rng)]]
-            t = time.perf_counter()
-            async with sessions() as db, db.begin():
-                for res, a in results:
-                    await snapshots.store(db_session=db, result=res, assessment=a, requested_by="bench")
-            batch_ms.append((time.perf_counter() - t) * 1000)
-        print(f"{args.db}: write 300 snapshots in one transaction: median {statistics.median(batch_ms):.0f} ms over {args.runs} runs")
+            for way in batch_ms:  # each run writes the same 300 hosts a little later: each has a previous snapshot
+                when = end + timedelta(seconds=2 * n + (way == "store"))
+                items = [snapshots.StoreItem(ProbeResult(f"batch{k}", when, 500, r, raw_outputs(r)), assess(r, Requirements()),
+                                             requested_by="bench")
+                         for k in range(300) for r in [readings(k % 3 == 0, 5 * TB, True, rng)]]
+                t = time.perf_counter()
+                async with sessions() as db, db.begin():
+                    if way == "store_many":
+                        await snapshots.store_many(db_session=db, items=items)
+                    else:
+                        for i in items:
+                            await snapshots.store(db_session=db, result=i.result, assessment=i.assessment,
+                                                  requested_by=i.requested_by)
+                batch_ms[way].append((time.perf_counter() - t) * 1000)
+        print(f"{args.db}: write 300 snapshots in one transaction: store_many median {statistics.median(batch_ms['store_many']):.0f} ms, "
+              f"300 x store median {statistics.median(batch_ms['store']):.0f} ms over {args.runs} runs")
         await engine.dispose()
     finally:
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
         if name:
             async with admin.connect() as c:
                 await c.execute(text(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))

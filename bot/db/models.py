@@ -6,6 +6,6 @@ from bot.db.base import Base
 from bot.history import models as _history_indexes  # noqa: F401  (indexes on snapshots)
 from bot.hosts.models import Host
 from bot.reports.models import ReportRun, ReportSchedule
-from bot.snapshots.models import Snapshot
+from bot.snapshots.models import Snapshot, SnapshotHour
 
-__all__ = ["Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "Snapshot"]
+__all__ = ["Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "Snapshot", "SnapshotHour"]

@@ -4,6 +4,11 @@ those older than ``retention_raw_days`` (the parsed readings stay).
 Work goes in batches of ``batch`` rows, one short transaction each, yielding to the event loop
 in between, so a probe that wants to store its snapshot waits at most one batch (SQLite has one
 writer at a time). Runs as a scheduled job (:mod:`bot.reports.scheduler`), never inside a probe.
+
+Each batch that deletes snapshots also brings what is derived from them in line, in the same
+transaction (:func:`bot.snapshots.service.forget_before`): the affected hosts' hourly roll-up
+before the cut is deleted, the hour the cut falls in recomputed, and the oldest snapshot left of
+each is flagged ``verdict_changed`` (it has no previous one any more).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from sqlalchemy import delete, null, select, update
 
 from bot.db.session import SessionFactory
 from bot.snapshots.models import Snapshot
+from bot.snapshots.service import forget_before
 
 log = logging.getLogger("gpubot.retention")
 
@@ -38,12 +44,13 @@ async def prune(*, sessions: SessionFactory, now: datetime, readings_days: int =
         cut = now - timedelta(days=readings_days)
         while True:
             async with sessions() as db, db.begin():
-                ids = list((await db.execute(select(Snapshot.id).where(Snapshot.taken_at < cut)
-                                             .order_by(Snapshot.id).limit(batch))).scalars())
-                if ids:
-                    await db.execute(delete(Snapshot).where(Snapshot.id.in_(ids)))
-            deleted += len(ids)
-            if len(ids) < batch:
+                rows = (await db.execute(select(Snapshot.id, Snapshot.host_name).where(Snapshot.taken_at < cut)
+                                         .order_by(Snapshot.id).limit(batch))).all()
+                if rows:
+                    await db.execute(delete(Snapshot).where(Snapshot.id.in_([r.id for r in rows])))
+                    await forget_before(db_session=db, hosts=sorted({r.host_name for r in rows}), before=cut)
+            deleted += len(rows)
+            if len(rows) < batch:
                 break
             await asyncio.sleep(0)
     if raw_days > 0:

@@ -1,8 +1,12 @@
 """History and diffs of one host from stored snapshots. Keyword-only; the session is passed in.
 
-:func:`load_history` is what ``/gpu history`` and ``gpubot history`` run: the two index-only
-queries of :mod:`bot.history.timeline`, plus the ``readings`` JSON of only the few snapshots
-it shows (to name the folders, processes and units that changed between them).
+:func:`load_history` is what ``/gpu history`` and ``gpubot history`` run: the queries of
+:mod:`bot.history.timeline`, plus the ``readings`` JSON of only the few snapshots it shows (to
+name the folders, processes and units that changed between them). Windows up to
+:data:`SCAN_WINDOW`, and longer ones holding at most :data:`SCAN_ROWS` snapshots, are read row
+by row (:func:`~bot.history.timeline.scan`); the rest from the flagged verdict changes and the
+hourly roll-up (:func:`~bot.history.timeline.marked_changes`,
+:func:`~bot.history.timeline.hourly_series`), which cost the same for a week or a year.
 :func:`diff_snapshots` compares two stored snapshots.
 """
 
@@ -16,13 +20,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.errors import NotFoundError, UsageError
 from bot.history.diff import diff_readings
-from bot.history.timeline import Change, Point, changes, scan, series
+from bot.history.timeline import Change, Point, hourly_series, marked_changes, scan
 from bot.probes.readings import Readings
 from bot.snapshots.models import Snapshot
 
 SCAN_WINDOW = timedelta(days=14)
-"""Windows up to this long are read in one fetch and summarised in Python (faster than the
-window functions for a few thousand rows); longer ones in SQL."""
+"""Windows up to this long are read in one fetch and summarised in Python (fast for a few
+thousand rows), unless they hold more than 20,000 snapshots."""
+SCAN_ROWS = 4032
+"""A longer window is read row by row too when the roll-up says it holds at most this many
+snapshots (two weeks of 5-minute probes): exact NTILE chart buckets, as fast as the short path."""
 VERDICT_WORDS = {"ready": "ready", "not_ready": "not ready", "unknown": "unknown", "unreachable": "unreachable"}
 
 
@@ -78,12 +85,17 @@ async def load_history(*, db_session: AsyncSession, host_name: str, since: datet
     if until - since <= SCAN_WINDOW:
         quick = await scan(db_session=db_session, host_name=host_name, since=since, until=until,
                            limit=max_entries + 1, points=points)
+    if quick is None:
+        pts, count = await hourly_series(db_session=db_session, host_name=host_name, since=since, until=until, points=points)
+        if count <= SCAN_ROWS:
+            quick = await scan(db_session=db_session, host_name=host_name, since=since, until=until,
+                               limit=max_entries + 1, points=points, max_rows=SCAN_ROWS)
     newest: Change | None = None
     if quick is not None:
         found, total, pts, newest = quick
     else:
-        found, total = await changes(db_session=db_session, host_name=host_name, since=since, until=until, limit=max_entries + 1)
-        pts = []
+        found, total = await marked_changes(db_session=db_session, host_name=host_name, since=since, until=until,
+                                            limit=max_entries + 1)
     if not found:
         last = await db_session.scalar(select(Snapshot.taken_at).where(Snapshot.host_name == host_name)
                                        .order_by(Snapshot.taken_at.desc()).limit(1))
@@ -93,7 +105,7 @@ async def load_history(*, db_session: AsyncSession, host_name: str, since: datet
         r = (await db_session.execute(
             select(Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
             .where(Snapshot.host_name == host_name, Snapshot.taken_at <= until)
-            .order_by(Snapshot.taken_at.desc()).limit(1))).one()
+            .order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1))).one()
         newest = Change(r.id, r.taken_at, r.verdict, r.verdict, r.gpu_used_mib, r.disk_free_bytes)
     chain = list(found)
     if newest.snapshot_id != chain[-1].snapshot_id:
@@ -105,8 +117,6 @@ async def load_history(*, db_session: AsyncSession, host_name: str, since: datet
         entries.append(Entry(c, details, latest=i == len(chain) - 1 and c.previous == c.verdict))
     if len(found) > max_entries:  # the extra oldest one only served as the base of the first diff
         entries = entries[1:]
-    if quick is None:
-        pts = await series(db_session=db_session, host_name=host_name, since=since, until=until, points=points)
     return History(host_name, since, until, entries, total, pts)
 
 

@@ -1,28 +1,36 @@
 """The ``/gpu history`` queries: verdict changes and downsampled key numbers of one host.
 
-Both queries read only the covering index ``ix_snapshots_history`` (host, time, verdict,
-``gpu_used_mib``, ``disk_free_bytes``), never the ``readings``/``raw`` JSON, and do their work in
-SQL with window functions (SQLite >= 3.25 and PostgreSQL alike), so a year of 5-minute
-snapshots (~105k rows) returns a few hundred rows to Python. See ``docs/benchmarks.md``.
+None of them reads the ``readings``/``raw`` JSON. See ``docs/benchmarks.md``.
 
-* :func:`changes` — every snapshot whose verdict differs from the one before it (``LAG``);
-* :func:`series` — the window cut into at most ``points`` buckets of equal row counts
-  (``NTILE``), each with the highest GPU memory used and the lowest free disk in it.
-* :func:`scan` — both at once in Python from one index-ordered fetch: faster for short windows
-  (a week of 5-minute snapshots is 2,016 rows), refused (``None``) beyond ``max_rows`` rows.
+* :func:`scan` — changes and chart buckets at once, in Python, from one index-ordered fetch of
+  the window's rows (covering index ``ix_snapshots_history``): the exact answer, and the fastest
+  for a few thousand rows; refused (``None``) beyond ``max_rows`` rows.
+* :func:`marked_changes` and :func:`hourly_series` — the same for windows of any length from
+  data kept at write time (:mod:`bot.snapshots.service`): the snapshots flagged
+  ``verdict_changed`` (partial index ``ix_snapshots_changes``, a few a day) and the hourly
+  roll-up ``snapshot_hours`` (8,760 rows a year), so a year costs what a week does.
+* :func:`changes` and :func:`series` — the first way, in SQL with window functions (``LAG``,
+  ``NTILE``; SQLite >= 3.25 and PostgreSQL): exact for any window, but they visit every row
+  (a year of 5-minute snapshots, ~105k rows, takes 0.4-1 s).
+
+The chart buckets differ in shape: :func:`scan` and :func:`series` cut the window's rows into at
+most ``points`` runs of equal row counts (``NTILE``); :func:`hourly_series` cuts its time into at
+most ``points`` spans of equal whole hours. Counts, peaks and lows over the window agree.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from datetime import datetime
-
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import String, and_, func, select, type_coerce
+from sqlalchemy import String, and_, func, select, type_coerce, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.snapshots.models import Snapshot
+from bot.history.models import CHANGED
+from bot.snapshots.models import Snapshot, SnapshotHour
+from bot.snapshots.service import HOUR, epoch_hour, hour_of
 
 
 @dataclass(frozen=True)
@@ -115,13 +123,16 @@ async def scan(*, db_session: AsyncSession, host_name: str, since: datetime, unt
     the window holds more (use those two).
 
     On SQLite the times come back as text and only the few that are shown are parsed (parsing
-    every row's time costs more than the query)."""
+    every row's time costs more than the query). Ordered by host, then time: only the indexes
+    that start with the host give that order, so PostgreSQL never walks ``ix_snapshots_taken_at``
+    through every host's snapshots instead (the other queries here do the same)."""
     conn = await db_session.connection()
     taken: Any = Snapshot.taken_at
     if conn.dialect.name == "sqlite":
         taken = type_coerce(Snapshot.taken_at, String)
     q = (select(Snapshot.id, taken, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
-         .where(_window(host_name, since, until)).order_by(Snapshot.taken_at.desc()).limit(max_rows + 1))
+         .where(_window(host_name, since, until)).order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc())
+         .limit(max_rows + 1))
     rows = [tuple(r) for r in (await conn.execute(q)).all()]
     if len(rows) > max_rows:
         return None
@@ -137,10 +148,87 @@ async def scan(*, db_session: AsyncSession, host_name: str, since: datetime, unt
     return shown, len(found), _bucketed(rows, points) if rows else [], newest
 
 
-def _utc(value: datetime) -> datetime:
-    from datetime import timezone
+async def marked_changes(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
+                         limit: int = 200) -> tuple[list[Change], int]:
+    """As :func:`changes`, from the snapshots flagged ``verdict_changed``: the window's first
+    snapshot (always a change, ``previous`` ``None``) and the flagged ones after it. Each change's
+    ``previous`` is the verdict of the change before it (the verdict holds in between). Reads
+    the partial index ``ix_snapshots_changes``, whatever the window's length."""
+    cols = (Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
+    window = _window(host_name, since, until)
+    conn = await db_session.connection()
+    first = (await conn.execute(select(*cols, Snapshot.verdict_changed).where(window)  # host first: see scan
+                                .order_by(Snapshot.host_name, Snapshot.taken_at, Snapshot.id).limit(1))).first()
+    if first is None:
+        return [], 0
+    total = select(func.count()).where(window, CHANGED).scalar_subquery()  # once; an index-only count
+    marked = (await conn.execute(select(*cols, total.label("total")).where(window, CHANGED)
+                                 .order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc(), Snapshot.id.desc())
+                                 .limit(limit + 1))).all()
+    later = [tuple(r[:5]) for r in reversed(marked) if r[0] != first[0]]
+    after_first = (marked[0].total if marked else 0) - (1 if first.verdict_changed else 0)
+    chain = ([tuple(first[:5])] if len(later) == after_first else []) + later  # else later[0] is only a base
+    out, prev = [], None
+    for r in chain:
+        out.append(Change(r[0], _when(r[1]), r[2], prev, r[3], r[4]))
+        prev = r[2]
+    if chain[0][0] != first[0]:
+        out = out[1:]
+    return out[-limit:], after_first + 1
 
-    return value.replace(tzinfo=timezone.utc)
+
+async def hourly_series(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
+                        points: int = 300) -> tuple[list[Point], int]:
+    """``(points, snapshots)``: the window cut into at most ``points`` spans of ``w`` whole UTC
+    hours each (counted from the hour of ``since``; spans without snapshots left out), and how
+    many snapshots the window holds. The whole hours inside ``[since, until]`` come from the
+    roll-up ``snapshot_hours``, the part-hours at its two ends from the snapshots themselves, so
+    the counts, peaks and lows are exact for the window."""
+    base = hour_of(since)
+    width = max(1, math.ceil((int((hour_of(until) - base) / HOUR) + 1) / max(1, points)))
+    lo = base if base == since else base + HOUR  # the first whole hour inside the window
+    hi = hour_of(until)  # whole hours end here; [hi, until] is a part-hour
+    buckets: dict[int, list[Any]] = {}
+
+    def add(b: int, start: datetime, end: datetime, gpu: int | None, disk: int | None, n: int) -> None:
+        p = buckets.get(b)
+        if p is None:
+            buckets[b] = [start, end, gpu, disk, n]
+            return
+        p[0], p[1], p[4] = min(p[0], start), max(p[1], end), p[4] + n
+        if gpu is not None and (p[2] is None or gpu > p[2]):
+            p[2] = gpu
+        if disk is not None and (p[3] is None or disk < p[3]):
+            p[3] = disk
+
+    h = SnapshotHour
+    conn = await db_session.connection()
+    if lo < hi:
+        bucket = (h.epoch_hour - epoch_hour(base)) // width
+        first, last = func.min(h.first_at), func.max(h.last_at)
+        if conn.dialect.name == "sqlite":  # parsed here, faster than by the column type
+            first, last = type_coerce(first, String), type_coerce(last, String)
+        q = (select(bucket.label("b"), first, last, func.max(h.gpu_used_mib_max), func.min(h.disk_free_bytes_min),
+                    func.sum(h.snapshot_count))
+             .where(h.host_name == host_name, h.epoch_hour >= epoch_hour(lo), h.epoch_hour < epoch_hour(hi)).group_by(bucket))
+        for b, start, end, gpu, disk, n in (await conn.execute(q)).all():
+            add(int(b), _when(start), _when(end), gpu, disk, int(n))
+    cols = (Snapshot.taken_at, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
+    if lo > hi:  # since and until in one hour
+        edges = select(*cols).where(_window(host_name, since, until))
+    else:
+        edges = union_all(
+            select(*cols).where(Snapshot.host_name == host_name, Snapshot.taken_at >= since, Snapshot.taken_at < lo),
+            select(*cols).where(Snapshot.host_name == host_name, Snapshot.taken_at >= hi, Snapshot.taken_at <= until))
+    for t, gpu, disk in (await conn.execute(edges)).all():
+        t = _when(t)
+        add(int((hour_of(t) - base) / HOUR) // width, t, t, gpu, disk, 1)
+    out = [Point(p[0], p[1], p[2], p[3], p[4]) for _, p in sorted(buckets.items())]
+    return out, sum(p.count for p in out)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC)
 
 
 def _when(value: datetime | str) -> datetime:
