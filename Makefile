@@ -1,6 +1,6 @@
 # The two commands a newcomer needs (see README.md):
 #   make run    set up a virtualenv, probe this machine, then serve Slack (tokens set) or open the console
-#   make test   install what the tests need (OpenSSH server, Python packages) and run them
+#   make test   install what the tests need (OpenSSH server, Python packages), lint, type-check, run the tests
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
@@ -25,4 +25,6 @@ deps-system:
 	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
 
 test: deps-system setup
+	$(BIN)/ruff check bot tests bench tools
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q

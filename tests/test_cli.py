@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _pg, PG_ADMIN_URL
+from tests.conftest import PG_ADMIN_URL, _pg
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,7 +16,6 @@ needed (N of the M allowed). With no matching rule: operators and admins, one ap
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass
 from typing import Any
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from bot.commands import actions
+from bot.commands import actions, history, hosts, status
 from bot.commands import help as help_cmd
-from bot.commands import history, hosts, status
 from bot.commands.grammar import Grammar
 
 

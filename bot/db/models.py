@@ -8,4 +8,4 @@ from bot.hosts.models import Host
 from bot.reports.models import ReportRun, ReportSchedule
 from bot.snapshots.models import Snapshot, SnapshotHour
 
-__all__ = ["Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "Snapshot", "SnapshotHour"]
+__all__ = ["ActionRequest", "ActionStep", "Approval", "Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "Snapshot", "SnapshotHour"]

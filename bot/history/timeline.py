@@ -205,7 +205,8 @@ async def hourly_series(*, db_session: AsyncSession, host_name: str, since: date
     conn = await db_session.connection()
     if lo < hi:
         bucket = (h.epoch_hour - epoch_hour(base)) // width
-        first, last = func.min(h.first_at), func.max(h.last_at)
+        first: Any = func.min(h.first_at)
+        last: Any = func.max(h.last_at)
         if conn.dialect.name == "sqlite":  # parsed here, faster than by the column type
             first, last = type_coerce(first, String), type_coerce(last, String)
         q = (select(bucket.label("b"), first, last, func.max(h.gpu_used_mib_max), func.min(h.disk_free_bytes_min),
@@ -214,6 +215,7 @@ async def hourly_series(*, db_session: AsyncSession, host_name: str, since: date
         for b, start, end, gpu, disk, n in (await conn.execute(q)).all():
             add(int(b), _when(start), _when(end), gpu, disk, int(n))
     cols = (Snapshot.taken_at, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
+    edges: Any
     if lo > hi:  # since and until in one hour
         edges = select(*cols).where(_window(host_name, since, until))
     else:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.flows.context import Services
+from bot.render.status_view import fleet_view
 from bot.reports.flows import Post, Report
 from bot.reports.scheduler import Clock, ReportScheduler
 from bot.slack.report_blocks import report_blocks, report_text
-from bot.render.status_view import fleet_view
 
 
 async def upload_png(client: AsyncWebClient, *, channel: str, thread_ts: str | None, png: bytes, filename: str,

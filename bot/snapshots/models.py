@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
@@ -55,7 +55,7 @@ class SnapshotHour(Base):
     """
 
     __tablename__ = "snapshot_hours"
-    __table_args__: ClassVar[dict[str, Any]] = {"sqlite_with_rowid": False}
+    __table_args__ = {"sqlite_with_rowid": False}
 
     host_name: Mapped[str] = mapped_column(String(128), primary_key=True)
     epoch_hour: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import String, and_, bindparam, case, delete, func, literal_column, select, text, tuple_, update
+from sqlalchemy import String, Table, and_, bindparam, case, delete, func, literal_column, select, text, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -219,7 +219,8 @@ def _upsert(dialect: str) -> Any:
     """``INSERT INTO snapshot_hours … ON CONFLICT DO UPDATE`` merging a host-hour into the stored
     one (built once per dialect; run with a list of rows, so it compiles once)."""
     t = SnapshotHour.__table__.c
-    stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(SnapshotHour.__table__)
+    table = cast(Table, SnapshotHour.__table__)
+    stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
     new = stmt.excluded
     return stmt.on_conflict_do_update(index_elements=[t.host_name, t.epoch_hour], set_={
         "snapshot_count": t.snapshot_count + new.snapshot_count,

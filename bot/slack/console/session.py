@@ -14,10 +14,10 @@ from urllib.parse import urlencode
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.slack.console.render import Choice, render_message
-from bot.slack.console.standin import WebApiStandIn
 from bot.flows.context import Services
 from bot.slack.app import build_app
+from bot.slack.console.render import Choice, render_message
+from bot.slack.console.standin import WebApiStandIn
 
 CONSOLE_USER = "UCONSOLE"
 CONSOLE_CHANNEL = "CCONSOLE"

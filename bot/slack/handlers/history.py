@@ -7,8 +7,7 @@ import logging
 
 from slack_sdk.errors import SlackApiError
 
-from bot.commands.history import (DiffCommand, HistoryCommand, ReportListCommand, ReportNowCommand,
-                                  ReportRemoveCommand, ReportScheduleCommand)
+from bot.commands.history import DiffCommand, HistoryCommand, ReportListCommand, ReportNowCommand, ReportRemoveCommand, ReportScheduleCommand
 from bot.db.base import utcnow
 from bot.history.chart import ChartSeries, render_png
 from bot.history.service import diff_snapshots, load_history
