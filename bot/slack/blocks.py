@@ -89,18 +89,19 @@ def fleet_blocks(view: FleetView) -> tuple[list[dict[str, Any]], list[list[dict[
     head: list[Block] = [HeaderBlock(text=view.headline[:HEADER_LIMIT]),
                          SectionBlock(text=MarkdownTextObject(text=escape(view.counts)))]
     lines = [f"{VERDICT_EMOJI[v]} {escape(text)}" for v, text in view.lines]
-    sections = _pack(lines)
+    sections = pack_sections(lines)
     room = MAX_BLOCKS - len(head) - 2
     if len(sections) <= room:
         return _dicts([*head, DividerBlock(), *sections]), []
     problems = [f"{VERDICT_EMOJI[v]} {escape(t)}" for v, t in view.lines if v is not Verdict.READY]
-    shown = _pack(problems)[: room - 1]
+    shown = pack_sections(problems)[: room - 1]
     note = SectionBlock(text=MarkdownTextObject(text="_Every host, with details, is in the thread._"))
     thread = [_dicts(sections[i:i + 45]) for i in range(0, len(sections), 45)]
     return _dicts([*head, DividerBlock(), *shown, note]), thread
 
 
-def _pack(lines: list[str]) -> list[Block]:
+def pack_sections(lines: list[str]) -> list[Block]:
+    """Lines packed into mrkdwn sections of at most 3,000 characters (a longer line is cut)."""
     out: list[Block] = []
     chunk: list[str] = []
     size = 0
@@ -123,7 +124,7 @@ def progress_blocks(view: FleetView) -> list[dict[str, Any]]:
 
 def text_blocks(text: str) -> list[dict[str, Any]]:
     """Plain mrkdwn text as sections (split to stay within limits)."""
-    return _dicts(_pack(text.splitlines() or [" "])[:MAX_BLOCKS])
+    return _dicts(pack_sections(text.splitlines() or [" "])[:MAX_BLOCKS])
 
 
 def trust_card_blocks(host: str, address: str, fingerprint: str, key_type: str, state: str) -> list[dict[str, Any]]:

@@ -20,30 +20,13 @@ from bot.render.history_view import HistoryView, diff_headline
 from bot.render.status_view import FleetView, fleet_view
 from bot.reports.flows import Report
 from bot.reports.models import ReportSchedule
-from bot.slack.blocks import HEADER_LIMIT, MAX_BLOCKS, SECTION_LIMIT, escape, fleet_blocks
+from bot.slack.blocks import HEADER_LIMIT, MAX_BLOCKS, SECTION_LIMIT, escape, fleet_blocks, pack_sections
 
 THREAD_SECTIONS = 45
 
 
 def _md(text: str) -> SectionBlock:
     return SectionBlock(text=MarkdownTextObject(text=text[:SECTION_LIMIT]))
-
-
-def _pack(lines: list[str]) -> list[Block]:
-    """Lines packed into sections of at most 3,000 characters (a longer line is cut)."""
-    out: list[Block] = []
-    chunk: list[str] = []
-    size = 0
-    for line in lines:
-        line = line[: SECTION_LIMIT - 10]
-        if chunk and size + len(line) + 1 > SECTION_LIMIT - 10:
-            out.append(_md("\n".join(chunk)))
-            chunk, size = [], 0
-        chunk.append(line)
-        size += len(line) + 1
-    if chunk:
-        out.append(_md("\n".join(chunk)))
-    return out
 
 
 def _dicts(blocks: list[Block]) -> list[dict[str, Any]]:
@@ -54,14 +37,14 @@ def history_blocks(view: HistoryView) -> list[dict[str, Any]]:
     """The timeline message (the chart follows in its thread)."""
     lines = [f"• {escape(x)}" for x in view.lines]
     return _dicts([HeaderBlock(text=view.headline[:HEADER_LIMIT]), _md(escape(view.summary)), DividerBlock(),
-                   *_pack(lines)[: MAX_BLOCKS - 4],
+                   *pack_sections(lines)[: MAX_BLOCKS - 4],
                    ContextBlock(elements=[MarkdownTextObject(text="The chart of GPU memory and free disk is in the thread.")])])
 
 
 def diff_blocks(d: SnapshotDiff) -> list[dict[str, Any]]:
     """What changed between two snapshots, one bullet per change."""
     lines = [f"• {escape(x)}" for x in d.lines] or ["Nothing worth reporting changed."]
-    return _dicts([_md(f"*{escape(diff_headline(d))}*"), *_pack(lines)[: MAX_BLOCKS - 1]])
+    return _dicts([_md(f"*{escape(diff_headline(d))}*"), *pack_sections(lines)[: MAX_BLOCKS - 1]])
 
 
 def _when(t: datetime, tz: str) -> str:
@@ -78,7 +61,7 @@ def schedule_line(s: ReportSchedule, next_at: datetime | None) -> str:
 
 
 def schedules_blocks(lines: list[str]) -> list[dict[str, Any]]:
-    return _dicts(_pack(lines or ["No reports are scheduled (`/gpu report schedule …`)."])[:MAX_BLOCKS])
+    return _dicts(pack_sections(lines or ["No reports are scheduled (`/gpu report schedule …`)."])[:MAX_BLOCKS])
 
 
 def _change_lines(report: Report) -> list[str]:
@@ -111,7 +94,7 @@ def report_blocks(report: Report) -> tuple[list[dict[str, Any]], list[list[dict[
     if len(blocks) > MAX_BLOCKS - 2:  # keep room for the changes; every host is in the thread then
         blocks = blocks[: MAX_BLOCKS - 3] + [blocks[-1]]
     since = f" ({_when(report.previous_at, report.tz)})" if report.previous_at else ""
-    changes = _pack([f"*Changed since the last report{escape(since)}*", *_change_lines(report)])
+    changes = pack_sections([f"*Changed since the last report{escape(since)}*", *_change_lines(report)])
     room = MAX_BLOCKS - len(blocks) - 1
     if len(changes) <= room and not thread:
         blocks += _dicts([DividerBlock(), *changes])
