@@ -111,3 +111,19 @@ async def test_long_windows_use_the_sql_path_with_the_same_answer(services, ssh_
     assert [e.change for e in week.entries] == [e.change for e in year.entries]
     assert [(p.gpu_used_mib, p.disk_free_bytes, p.count) for p in week.points] == \
         [(p.gpu_used_mib, p.disk_free_bytes, p.count) for p in year.points]
+
+
+async def test_diff_of_a_new_host_suggests_a_shorter_window(services, ssh_server, fake_hosts, tmp_path):
+    import pytest
+
+    from bot.errors import NotFoundError
+
+    weights = tmp_path / "w"
+    weights.mkdir()
+    await _register(services, ssh_server, "fresh174", "127.0.0.15", weights)
+    fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=False)})
+    first = await check_host(services=services, host_name="fresh174")
+    async with services.sessions() as db:
+        with pytest.raises(NotFoundError, match=rf"since=1h`, or that id\)") as err:
+            await diff_snapshots(db_session=db, host_name="fresh174", now=utcnow())
+    assert f"#{first.snapshot_id}" in str(err.value)

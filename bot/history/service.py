@@ -127,6 +127,11 @@ async def _snapshot(db_session: AsyncSession, snapshot_id: int) -> Snapshot:
     return snap
 
 
+async def _oldest_id(db_session: AsyncSession, host_name: str) -> int | None:
+    q = select(Snapshot.id).where(Snapshot.host_name == host_name).order_by(Snapshot.taken_at, Snapshot.id).limit(1)
+    return (await db_session.execute(q)).scalar_one_or_none()
+
+
 async def _newest(db_session: AsyncSession, host_name: str, before: datetime | None = None) -> Snapshot | None:
     q = select(Snapshot).where(Snapshot.host_name == host_name)
     if before is not None:
@@ -161,7 +166,8 @@ async def diff_snapshots(*, db_session: AsyncSession, host_name: str, since: tim
         cutoff = now - (since or timedelta(days=1))
         found = await _newest(db_session, host_name, before=cutoff)
         if found is None:
-            raise NotFoundError(f"no snapshot of `{host_name}` from before {cutoff:%Y-%m-%d %H:%M} UTC")
+            raise NotFoundError(f"no snapshot of `{host_name}` from before {cutoff:%Y-%m-%d %H:%M} UTC; its first is "
+                                f"#{(await _oldest_id(db_session, host_name))} (try a shorter `since=`, e.g. `since=1h`, or that id)")
         before = found
     if before.taken_at > after.taken_at:
         before, after = after, before
