@@ -124,6 +124,6 @@ async def test_diff_of_a_new_host_suggests_a_shorter_window(services, ssh_server
     fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=False)})
     first = await check_host(services=services, host_name="fresh174")
     async with services.sessions() as db:
-        with pytest.raises(NotFoundError, match=rf"since=1h`, or that id\)") as err:
+        with pytest.raises(NotFoundError, match=r"since=1h`, or that id\)") as err:
             await diff_snapshots(db_session=db, host_name="fresh174", now=utcnow())
     assert f"#{first.snapshot_id}" in str(err.value)
