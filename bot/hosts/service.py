@@ -10,24 +10,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.commands.common import validate_host
 from bot.errors import NotFoundError, UsageError
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import ConfigError, validate_overrides
 from bot.ssh.target import HostTarget
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,254}$")
 LOCAL_NAMES = ("localhost",)
 RESERVED_NAMES = ("all",)
 """``status all`` means every host, so no host may be called that."""
 USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,63}$")
-
-
-def validate_name(name: str) -> str:
-    """Host names are letters, digits, ``.``, ``_``, ``-``; raises :class:`UsageError`."""
-    if not NAME_RE.match(name):
-        raise UsageError(f"`{name}` is not a valid host name (letters, digits, `.`, `_`, `-`)")
-    return name
 
 
 async def get(*, db_session: AsyncSession, name: str) -> Host | None:
@@ -50,13 +43,13 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
 
     ``probe`` is validated (:mod:`bot.hosts.probe_settings`); ``key_file`` is stored absolute.
     """
-    validate_name(name)
+    validate_host(name)
     if name.lower() in RESERVED_NAMES:
         raise UsageError(f"`{name}` is reserved (`status all` means every host)")
     if name in LOCAL_NAMES and transport != "local":
         raise UsageError(f"`{name}` is this machine; register it with the local transport, or pick another name")
     if group is not None:
-        validate_name(group)
+        validate_host(group)
     if user is not None and not USER_RE.match(user):
         raise UsageError(f"`{user[:40]}` is not a user name")
     if key_file is not None:

@@ -36,10 +36,14 @@ class RoleResolver:
         self._members[group] = (time.monotonic(), members)
         return members
 
+    async def groups_of(self, client: AsyncWebClient, user_id: str, candidates: list[str]) -> set[str]:
+        """The user groups (``S…``) among ``candidates`` that ``user_id`` belongs to."""
+        return {g for g in candidates if g.startswith("S") and user_id in await self._group_members(client, g)}
+
     async def role(self, client: AsyncWebClient, user_id: str) -> Role:
         s = self.services.settings
         async with self.services.sessions() as db:
             granted = list((await db.execute(select(RoleGrant.subject))).scalars())
             groups = {g for g in [*s.admins, *s.operators, *s.viewers, *granted] if g.startswith("S")}
-            mine = [g for g in groups if user_id in await self._group_members(client, g)]
+            mine = await self.groups_of(client, user_id, sorted(groups))
             return await access.role_of(db_session=db, settings=s, user_id=user_id, group_ids=mine)

@@ -20,7 +20,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.access import service as access
@@ -68,19 +67,6 @@ def _card_updater(client: AsyncWebClient, channel: str | None, ts: str | None, r
         elif respond is not None:
             await respond(text=card_text(view), blocks=card_blocks(view), replace_original=True)
     return notify
-
-
-async def _groups_of(client: AsyncWebClient, user: str, approvers: list[str]) -> set[str]:
-    """The user groups among ``approvers`` that ``user`` is in (``usergroups.users.list``)."""
-    mine = set()
-    for group in (a for a in approvers if a.startswith("S")):
-        try:
-            resp = await client.usergroups_users_list(usergroup=group)
-        except SlackApiError:
-            continue
-        if user in resp.get("users", []):
-            mine.add(group)
-    return mine
 
 
 class _Sweeper:
@@ -157,7 +143,7 @@ def register(app: AsyncApp, services: Services) -> None:
         role = await resolver.role(client, user)
         notify = _card_updater(client, channel, ts, respond)
         outcome = await flows.decide(services=services, request_id=request_id, user_id=user, decision=decision,
-                                     role=role, user_groups=await _groups_of(client, user, view.approvers), notify=notify)
+                                     role=role, user_groups=await resolver.groups_of(client, user, view.approvers), notify=notify)
         if outcome.status == "executed" and channel:
             await client.chat_postMessage(channel=channel, thread_ts=ts, text=card_text(outcome.view),
                                           blocks=result_blocks(outcome.view))
