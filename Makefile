@@ -22,6 +22,7 @@ run: setup
 
 deps-system:
 	@command -v /usr/sbin/sshd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client; }
+	@command -v zsh >/dev/null && command -v fish >/dev/null && command -v tcsh >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh fish tcsh; }
 	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
 
 test: deps-system setup

@@ -7,10 +7,11 @@
     └── ProbeError            a probe batch could not run
         ├── HostUnreachable   connection refused, timed out, DNS, auth failure
         ├── HostKeyRejected   the host key is unknown or changed (never silently accepted)
-        └── ProbeTimeout      the batch did not finish within its deadline
+        ├── ProbeTimeout      the batch did not finish within its deadline
+        └── RemoteShellError  connected, but the remote side did not run the script (login shell)
 
 Every error carries ``kind``, a short stable identifier stored with failed snapshots
-(``unreachable``, ``host_key``, ``timeout``...).
+(``unreachable``, ``host_key``, ``timeout``, ``remote_shell``...).
 """
 
 
@@ -73,3 +74,15 @@ class ProbeTimeout(ProbeError):
     """The whole batch exceeded its deadline."""
 
     kind = "timeout"
+
+
+class RemoteShellError(ProbeError):
+    """The SSH connection worked but the remote side did not start the script (a login shell
+    that refuses commands, ``nologin``, a broken ``/bin/sh``...). The host answered, so its state
+    is *unknown*, never *unreachable*. ``login_shell`` is the user's shell when it could be read."""
+
+    kind = "remote_shell"
+
+    def __init__(self, message: str, *, login_shell: str | None = None):
+        super().__init__(message)
+        self.login_shell = login_shell

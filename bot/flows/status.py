@@ -18,7 +18,7 @@ from bot.hosts.probe_settings import ConfigError, validate_overrides
 from bot.probes.engine import ProbeResult, run_probe
 from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan
-from bot.readiness.verdict import Assessment, Reason, Requirements, Severity, Verdict, assess, unreachable
+from bot.readiness.verdict import Assessment, Reason, Requirements, Severity, Verdict, assess, not_probed
 from bot.snapshots import service as snapshots
 from bot.ssh.target import HostTarget
 
@@ -90,7 +90,7 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
         req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus)
         result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s)
         if result.readings is None:
-            assessment = unreachable(result.error or "no answer", result.error_kind or "unreachable")
+            assessment = not_probed(result.error or "no answer", result.error_kind or "unreachable")
         else:
             assessment = assess(result.readings, req)
     snapshot_id: int | None = None

@@ -119,3 +119,16 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
 def unreachable(message: str, kind: str) -> Assessment:
     """The assessment of a host that could not be probed."""
     return Assessment(Verdict.UNREACHABLE, [Reason(kind, message, Severity.UNKNOWN)])
+
+
+UNREACHABLE_KINDS = frozenset({"unreachable", "host_key", "timeout"})
+"""Error kinds (:mod:`bot.errors`) that mean no working connection to the host."""
+
+
+def not_probed(message: str, kind: str) -> Assessment:
+    """The assessment of a batch that gave no readings: *unreachable* when the connection
+    failed (``kind`` in :data:`UNREACHABLE_KINDS`), else *unknown* (the host answered, but its
+    side could not run the script: ``remote_shell``, ``batch_failed``, ``probe_failed``...)."""
+    if kind in UNREACHABLE_KINDS:
+        return unreachable(message, kind)
+    return Assessment(Verdict.UNKNOWN, [Reason(kind, message, Severity.UNKNOWN)])

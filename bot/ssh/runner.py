@@ -5,21 +5,57 @@
 :class:`LocalRunner` runs ``sh -c`` here. :class:`RoutingRunner` picks one per target.
 
 Errors raised by ``run``: :class:`~bot.errors.HostUnreachable`,
-:class:`~bot.errors.HostKeyRejected`, :class:`~bot.errors.ProbeTimeout`.
+:class:`~bot.errors.HostKeyRejected`, :class:`~bot.errors.ProbeTimeout`,
+:class:`~bot.errors.RemoteShellError`.
+
+What the remote login shell sees: sshd hands the command string of an SSH exec to the user's
+login shell (bash, dash, zsh, fish, tcsh/csh, ...). :class:`SshRunner` sends only
+:data:`RUN_COMMAND` (``exec /bin/sh -s``: one line, no quotes, the same meaning in every one of
+them) and writes the script to the channel's standard input (:func:`stdin_script`), so no login
+shell ever parses the script itself.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shlex
+import re
 import time
+import uuid
 from typing import Protocol
 
 import asyncssh
 
-from bot.errors import HostKeyRejected, HostUnreachable, ProbeTimeout
+from bot.errors import HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError
 from bot.ssh.target import HostTarget, RunResult
+
+RUN_COMMAND = "exec /bin/sh -s"
+"""The whole command line the remote login shell parses; the script follows on standard input."""
+SHELL_QUERY = 'echo "$SHELL"'
+"""Asked only after a script did not start, to name the login shell (sshd sets ``$SHELL``)."""
+_SHELL_PATH = re.compile(r"/[\w./+-]{1,200}")
+
+
+def stdin_script(script: str, sentinel: str) -> str:
+    """What :data:`RUN_COMMAND` reads: a line printing ``sentinel`` to stderr (proof that
+    ``/bin/sh`` started), then ``script`` inside one ``{ ...; } </dev/null`` group.
+
+    The group makes ``sh -s`` read the whole script before running any of it (so the probes can
+    never read the rest of the script as their input, and a half-sent script never runs), and
+    gives every command an empty standard input, as ``sh -c`` did. Exit statuses and ``exit``
+    inside the script behave as with ``sh -c``.
+    """
+    body = script if script.endswith("\n") else script + "\n"
+    return f"printf '%s\\n' {sentinel} >&2\n{{\n{body}}} </dev/null\n"
+
+
+def strip_sentinel(stderr: str, sentinel: str) -> tuple[bool, str]:
+    """``(started, stderr without the sentinel line)`` for a run of :func:`stdin_script`."""
+    line = sentinel + "\n"
+    at = stderr.find(line)
+    if at < 0:
+        return False, stderr
+    return True, stderr[:at] + stderr[at + len(line):]
 
 
 class Runner(Protocol):
@@ -96,19 +132,55 @@ class SshRunner:
             raise HostUnreachable(f"{target.name}: cannot connect to {target.address}:{target.port}: {reason}") from exc
 
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
+        """Run ``script`` with ``/bin/sh`` on ``target`` (see the module docstring for how it is
+        sent). Raises :class:`RemoteShellError` when the connection worked but ``/bin/sh`` never
+        started (the login shell refused :data:`RUN_COMMAND`), naming the login shell if it can."""
         started = time.monotonic()
+        sentinel = f"GPUBOT-STARTED-{uuid.uuid4().hex}"
         try:
             async with asyncio.timeout(timeout):
                 conn = await self.connect(target)
                 async with conn:
-                    res = await conn.run(f"sh -c {shlex.quote(script)}", check=False, stdin=asyncssh.DEVNULL)
+                    res = await conn.run(RUN_COMMAND, input=stdin_script(script, sentinel), check=False)
+                    out, err = _text(res.stdout), _text(res.stderr)
+                    ran, err = strip_sentinel(err, sentinel)
+                    if not ran:
+                        shell = await login_shell(conn)
+                        raise RemoteShellError(not_started_message(target, res.exit_status, out, err, shell),
+                                               login_shell=shell)
         except TimeoutError as exc:
             raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s") from exc
         except asyncssh.Error as exc:
             raise HostUnreachable(f"{target.name}: the SSH session failed: {exc.reason or exc}") from exc
-        out = res.stdout if isinstance(res.stdout, str) else (res.stdout or b"").decode(errors="replace")
-        err = res.stderr if isinstance(res.stderr, str) else (res.stderr or b"").decode(errors="replace")
-        return RunResult(out or "", err or "", res.exit_status, time.monotonic() - started)
+        return RunResult(out, err, res.exit_status, time.monotonic() - started)
+
+
+def _text(data: object) -> str:
+    if isinstance(data, str):
+        return data
+    return data.decode(errors="replace") if isinstance(data, (bytes, bytearray)) else ""
+
+
+async def login_shell(conn: asyncssh.SSHClientConnection) -> str | None:
+    """The login shell's path from ``$SHELL`` (asked on a new channel, at most 5 s), or
+    ``None`` when that shell answers nothing usable (``nologin``, ``false``, a refusing shell)."""
+    try:
+        async with asyncio.timeout(5):
+            res = await conn.run(SHELL_QUERY, check=False, stdin=asyncssh.DEVNULL)
+    except (asyncssh.Error, OSError, TimeoutError):
+        return None
+    lines = _text(res.stdout).strip().splitlines()
+    return lines[-1] if res.exit_status == 0 and lines and _SHELL_PATH.fullmatch(lines[-1]) else None
+
+
+def not_started_message(target: HostTarget, exit_status: int | None, stdout: str, stderr: str,
+                        shell: str | None) -> str:
+    """Why a script did not start: the remote side's last words, the exit status, the shell."""
+    said = (stderr.strip().splitlines() or stdout.strip().splitlines() or [""])[-1][:200]
+    what = f"{said!r}, exit status {exit_status}" if said else f"nothing printed, exit status {exit_status}"
+    who = f"; the login shell is {shell}" if shell else "; the login shell could not be read"
+    return (f"{target.name}: connected over SSH, but the remote side did not run the script ({what}){who}. "
+            f"gpubot only needs the login shell to run `{RUN_COMMAND}`")
 
 
 def host_key_message(target: HostTarget, known_hosts: str) -> str:

@@ -12,7 +12,9 @@ of changed keys, the test user's client key, ``authorized_keys``, ``known_hosts`
 (``[127.0.0.N]:PORT ssh-ed25519 AAAA...`` per address), ``bin/`` (the fakes from
 ``fakehost/``), ``state/`` (one JSON per address), ``sshd.log`` (sshd's ``-e`` output).
 
-Logins: the current user (root here) by public key only. The session environment is set with
+Logins: the current user (root here) by public key only, and the extra ``users`` (name -> login
+shell; :func:`ensure_user` creates each real system account once, home under
+:data:`USERS_HOME`, same client key) — the server's folder is then readable by them (0755). The session environment is set with
 ``SetEnv`` in sshd_config: ``PATH=<bin>:/usr/local/sbin:...``, ``GPUBOT_FAKE_STATE_DIR`` and
 ``SHLVL=1``. SetEnv is applied after sshd's own PATH and works with ``UsePAM no`` (no
 ``PermitUserEnvironment`` needed). ``SHLVL=1`` is there because the login shell runs the
@@ -47,6 +49,37 @@ FIXTURES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 FAKES = ("nvidia-smi", "systemctl")
 MAX_LISTEN = 16  # MAX_LISTEN_SOCKS in OpenSSH's sshd.c
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+USERS_HOME = "/var/lib/gpubot-test-users"
+"""Homes of the extra test accounts (kept between runs; the accounts are made once)."""
+
+
+def ensure_user(name: str, shell: str) -> pwd.struct_passwd:
+    """A real unprivileged account ``name`` whose login shell is ``shell`` (root only).
+
+    Created with ``useradd`` when missing (password field ``*``: no password, but not *locked*,
+    which sshd without PAM would refuse), its login shell set to ``shell`` when it differs, its
+    home ``USERS_HOME/name`` owned by it. Safe when two test runs create the same account.
+    """
+    if not os.path.exists(shell):
+        raise SshServerError(f"login shell {shell} is not installed (make deps-system installs zsh fish tcsh)")
+    home = os.path.join(USERS_HOME, name)
+    for attempt in range(20):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            done = subprocess.run(["useradd", "-M", "-d", home, "-s", shell, "-p", "*", name],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode not in (0, 9):  # 9: made by another run meanwhile
+                time.sleep(0.1 * (attempt + 1))  # 10: /etc/passwd locked by another run
+            continue
+        if entry.pw_shell != shell:
+            subprocess.run(["usermod", "-s", shell, name], capture_output=True, check=False)
+            continue
+        os.makedirs(USERS_HOME, mode=0o755, exist_ok=True)
+        os.makedirs(home, mode=0o755, exist_ok=True)
+        os.chown(home, entry.pw_uid, entry.pw_gid)
+        return entry
+    raise SshServerError(f"could not create the test account {name} with login shell {shell}")
 
 
 def free_port() -> int:
@@ -75,13 +108,16 @@ class SshTestServer:
     """
 
     def __init__(self, addresses: Iterable[str] = ("127.0.0.1",), *, sshd: str = SSHD,
-                 start_timeout: float = 15.0, attempts: int = 5, extra_config: Iterable[str] = ()):
+                 start_timeout: float = 15.0, attempts: int = 5, extra_config: Iterable[str] = (),
+                 users: dict[str, str] | None = None):
         addrs = [_loopback(a) for a in addresses]
         self.addresses = ["127.0.0.1"] + [a for a in dict.fromkeys(addrs) if a != "127.0.0.1"]
         self.sshd = sshd
         self.start_timeout = start_timeout
         self.attempts = attempts
         self.extra_config = list(extra_config)
+        self.users = dict(users or {})
+        """Extra accounts: name -> login shell path (see :func:`ensure_user`)."""
         self.username = pwd.getpwuid(os.geteuid()).pw_name
         self.port = 0
         self.tmp = ""
@@ -127,6 +163,10 @@ class SshTestServer:
         self.tmp = tempfile.mkdtemp(prefix="gpubot-sshd-")
         atexit.register(self.stop)
         try:
+            if self.users:
+                os.chmod(self.tmp, 0o755)  # the extra accounts run the fakes and read the state
+                for name, shell in self.users.items():
+                    ensure_user(name, shell)
             self._prepare()
             for attempt in range(self.attempts):
                 self.port = free_port()
