@@ -1,6 +1,6 @@
 """The ``gpubot`` command line.
 
-Exit statuses of ``gpubot status``: 0 ready, 1 not ready, 2 unknown or unreachable,
+Exit statuses of ``gpubot status``: 0 ready (a fleet: every host), 1 not ready, 2 unknown or unreachable,
 64 usage error (``EX_USAGE``), 69 host not registered, 74 database or file error, 78 configuration
 error (``EX_CONFIG``), 141 output pipe closed.
 """
@@ -27,11 +27,12 @@ from bot.commands.status import StatusCommand
 from bot.config import Settings
 from bot.db.migrate import upgrade
 from bot.errors import GpubotError, NotFoundError, UsageError
+from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
 from bot.readiness.verdict import Verdict
-from bot.render.status_view import status_view
-from bot.render.text import status_text
+from bot.render.status_view import fleet_view, status_view
+from bot.render.text import fleet_text, status_text
 from bot.wiring import build_services
 
 EX_USAGE = 64
@@ -61,6 +62,8 @@ def _build_parser() -> argparse.ArgumentParser:
     add.add_argument("--user")
     add.add_argument("--key-file")
     add.add_argument("--group")
+    add.add_argument("--jump", metavar="USER@BASTION[:PORT]",
+                     help="reach the host through this jump host (its key must be in known_hosts too)")
     add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
     add.add_argument("--probe", type=json.loads, default=None, metavar="JSON",
                      help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
@@ -71,8 +74,10 @@ def _build_parser() -> argparse.ArgumentParser:
     rm = h.add_parser("remove", help="unregister a host (its snapshots stay)")
     rm.add_argument("name")
     st = sub.add_parser("status", help="probe a host and print its verdict")
-    st.add_argument("words", nargs="+", metavar="ARG", help="HOST, then optional need=SIZE and absolute weight-folder paths")
-    st.add_argument("--json", action="store_true", help="print the snapshot and verdict as JSON")
+    st.add_argument("words", nargs="+", metavar="ARG",
+                    help="HOST, group:NAME or all, then optional need=SIZE and (one host) absolute weight-folder paths")
+    st.add_argument("--json", action="store_true",
+                    help="print the snapshot and verdict as JSON (a fleet: one line per host, then a summary)")
     sub.add_parser("serve", help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)")
     con = sub.add_parser("console", help="type /gpu commands here; the same app answers as text, no Slack needed")
     con.add_argument("--role", choices=["viewer", "operator", "admin"], default="admin",
@@ -103,7 +108,7 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
     cmd = default_grammar().parse("status " + " ".join(_quote(w) for w in words)).command
     assert isinstance(cmd, StatusCommand)
     if cmd.target.kind != "host" or not cmd.target.name:
-        raise UsageError("the terminal `status` takes one host name (use the console for groups)")
+        return await _fleet_status(settings, cmd, as_json)
     services = build_services(settings)
     try:
         report = await check_host(services=services, host_name=cmd.target.name, need_bytes=cmd.need_bytes, paths=cmd.paths)
@@ -114,6 +119,35 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
     else:
         print(status_text(status_view(report)))
     return VERDICT_EXIT[report.assessment.verdict]
+
+
+async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -> int:
+    """``status group:NAME|all``: probe every host of the group; with ``--json`` one JSON line
+    per host as it answers, then ``{"summary": ...}``. Exit 0 only when every host is ready,
+    else the worst host's status (1 not ready, 2 unknown or unreachable)."""
+    if cmd.paths:
+        raise UsageError("weight paths go with one host: `status HOST /path`")
+    group = cmd.target.name if cmd.target.kind == "group" else None
+    title = f"group:{group}" if group else "all hosts"
+    services = build_services(settings)
+
+    async def progress(done: int, total: int, report: StatusReport) -> None:
+        if as_json:
+            print(json.dumps(report_json(report)), flush=True)
+
+    try:
+        names = await hosts_of(services=services, group=group)
+        fleet = await check_fleet(services=services, names=names, title=title, need_bytes=cmd.need_bytes,
+                                  on_progress=progress)
+    finally:
+        await services.close()
+    counts = {v.value: fleet.counts.get(v, 0) for v in Verdict}
+    if as_json:
+        print(json.dumps({"summary": {"title": title, "hosts": len(fleet.reports), "counts": counts,
+                                      "snapshot_ids": {r.host: r.snapshot_id for r in fleet.reports}}}))
+    else:
+        print(fleet_text(fleet_view(title, fleet.reports)))
+    return max((VERDICT_EXIT[r.assessment.verdict] for r in fleet.reports), default=0)
 
 
 def _quote(word: str) -> str:
@@ -129,8 +163,9 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
             if args.hosts_cmd == "add":
                 host = await hosts.add(db_session=db, name=args.name, address=args.address, port=args.port,
                                        user=args.user, key_file=args.key_file, group=args.group,
-                                       transport="local" if args.local else "ssh", probe=args.probe)
-                print(f"added {host.name} ({host.transport} {host.address}:{host.port})")
+                                       transport="local" if args.local else "ssh", probe=args.probe, jump=args.jump)
+                via = f" via {host.jump}" if host.jump else ""
+                print(f"added {host.name} ({host.transport} {host.address}:{host.port}{via})")
             elif args.hosts_cmd == "trust":
                 return await _trust(services, args)
             elif args.hosts_cmd == "remove":
@@ -141,7 +176,8 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
                 if not rows:
                     print("no hosts registered (`gpubot hosts add NAME ADDRESS`); `localhost` is always there")
                 for h in rows:
-                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{h.address}:{h.port}  group={h.group or '-'}")
+                    via = f"  via {h.jump}" if h.jump else ""
+                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{h.address}:{h.port}  group={h.group or '-'}{via}")
     finally:
         await services.close()
     return 0

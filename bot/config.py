@@ -33,6 +33,17 @@ class Settings(BaseSettings):
     ssh_user: str | None = None
     ssh_key_file: str | None = None
     ssh_connect_timeout_s: float = 10.0
+    ssh_config: str | None = None
+    """An OpenSSH client config file (``Host`` aliases, ``User``, ``Port``, ``IdentityFile``,
+    ``ProxyJump``); unset: ``~/.ssh/config`` when it exists."""
+    ssh_pool: bool = True
+    """Keep one verified SSH connection per host open for reuse (each probe a new channel)."""
+    ssh_pool_max: int = Field(default=1024, ge=1)
+    """Most pooled connections; past it the least recently used idle one is closed."""
+    ssh_pool_idle_s: float = Field(default=300.0, gt=0)
+    """A pooled connection idle this many seconds is closed."""
+    ssh_keepalive_s: float = Field(default=30.0, ge=0)
+    """SSH keepalive interval on every connection (3 unanswered: the connection is dropped); 0 = off."""
 
     model_volumes: list[str] = ["/"]
     weight_paths: list[str] = []

@@ -8,10 +8,16 @@ from bot.flows.context import Services
 from bot.ssh.runner import RoutingRunner, SshRunner
 
 
+def ssh_runner(settings: Settings) -> SshRunner:
+    """The SSH runner the settings describe (pool, keepalive, ssh_config, defaults)."""
+    return SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
+                     default_key_file=settings.ssh_key_file, connect_timeout=settings.ssh_connect_timeout_s,
+                     pool=settings.ssh_pool, pool_max=settings.ssh_pool_max, pool_idle_s=settings.ssh_pool_idle_s,
+                     keepalive_s=settings.ssh_keepalive_s, ssh_config=settings.ssh_config)
+
+
 def build_services(settings: Settings) -> Services:
     """Everything a flow needs, from ``settings``. The caller disposes the engine."""
     engine = make_engine(settings.database_url)
-    runner = RoutingRunner(SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
-                                     default_key_file=settings.ssh_key_file,
-                                     connect_timeout=settings.ssh_connect_timeout_s))
+    runner = RoutingRunner(ssh_runner(settings))
     return Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)

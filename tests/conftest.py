@@ -79,6 +79,7 @@ async def services(database_url: str, ssh_server) -> AsyncIterator[Services]:
         for table in reversed(Base.metadata.sorted_tables):
             if table.name in present:
                 await db.execute(delete(table))
+    await runner.close()
     await engine.dispose()
 
 

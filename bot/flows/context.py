@@ -28,6 +28,9 @@ class Services:
         return getattr(ssh, "known_hosts", os.path.expanduser(self.settings.known_hosts))
 
     async def close(self) -> None:
-        """Dispose the engine when this object owns one."""
+        """Close the runner's pooled SSH connections; dispose the engine when this object owns one."""
+        close = getattr(self.runner, "close", None)
+        if close is not None:
+            await close()
         if self.engine is not None:
             await self.engine.dispose()

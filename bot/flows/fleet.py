@@ -1,23 +1,41 @@
-"""``status group:NAME`` / ``status all``: probe many hosts concurrently (bounded), report progress."""
+"""``status group:NAME`` / ``status all``: probe many hosts concurrently (bounded), report progress.
+
+The host rows of the whole fan-out are read in one query; each host is probed and judged as its
+slot comes up; snapshots are written in batches as hosts answer
+(:class:`~bot.snapshots.batcher.SnapshotBatcher`: every ``FLEET_BATCH`` hosts or
+``FLEET_BATCH_WAIT_S`` seconds), not one transaction per host.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+
 from bot.db.base import utcnow
 from bot.errors import NotFoundError
 from bot.flows.context import Services
-from bot.flows.status import StatusReport, check_host
+from bot.flows.status import StatusReport, make_report, probe_and_judge, store_error_text
 from bot.hosts import service as hosts
+from bot.hosts.models import Host
 from bot.readiness.verdict import Assessment, Reason, Severity, Verdict
+from bot.snapshots.batcher import SnapshotBatcher
+from bot.snapshots.service import StoreItem
+from bot.ssh.target import HostTarget
 
 log = logging.getLogger("gpubot.fleet")
 
 Progress = Callable[[int, int, StatusReport], Awaitable[None]]
+FLEET_BATCH = 50
+"""Snapshots per write in a fan-out."""
+FLEET_BATCH_WAIT_S = 0.5
+"""Longest a fan-out's answered host waits for its snapshot to be written."""
 
 
 @dataclass(frozen=True)
@@ -47,31 +65,68 @@ async def hosts_of(*, services: Services, group: str | None) -> list[str]:
         return [h.name for h in rows]
 
 
+async def _rows(services: Services, names: list[str]) -> dict[str, Host]:
+    """The host rows of ``names`` in one query (in chunks of 500 names)."""
+    found: dict[str, Host] = {}
+    async with services.sessions() as db:
+        for i in range(0, len(names), 500):
+            chunk = names[i:i + 500]
+            found.update((h.name, h) for h in (await db.execute(select(Host).where(Host.name.in_(chunk)))).scalars())
+    return found
+
+
+def _failed(name: str, exc: Exception) -> StatusReport:
+    return StatusReport(name, "?", None, utcnow(), 0,
+                        Assessment(Verdict.UNKNOWN, [Reason("error", f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))
+
+
 async def check_fleet(*, services: Services, names: list[str], title: str, need_bytes: int | None = None,
                       requested_by: str | None = None, on_progress: Progress | None = None) -> FleetReport:
     """Probe ``names`` with at most ``settings.max_concurrent_probes`` batches at once.
 
-    ``on_progress(answered, total, report)`` is awaited after each host answers. Every host gives
-    a report (an unreachable one too); none raises.
+    ``on_progress(answered, total, report)`` is awaited after each host answers (its
+    ``snapshot_id`` may still be ``None``: the snapshot is written with its batch); the returned
+    reports carry their snapshot ids (or ``store_error``). Every host gives a report (an
+    unreachable one, a name no longer registered, a failing store too); none raises.
     """
+    rows = await _rows(services, names)
     limit = asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
+    batcher = SnapshotBatcher(services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S)
     done = 0
     lock = asyncio.Lock()
 
     async def one(name: str) -> StatusReport:
         nonlocal done
+        stored: asyncio.Future[tuple[int | None, Exception | None]] | None = None
         async with limit:
             try:
-                report = await check_host(services=services, host_name=name, need_bytes=need_bytes, requested_by=requested_by)
+                host = rows.get(name)
+                if host is not None:
+                    target: HostTarget = hosts.to_target(host)
+                elif name in hosts.LOCAL_NAMES:
+                    target = HostTarget(name=name, address="localhost", transport="local")
+                else:
+                    raise NotFoundError(f"no host called `{name}` (removed during the fan-out?)")
+                result, assessment, req = await probe_and_judge(services=services, target=target, host=host,
+                                                                need_bytes=need_bytes)
+                stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by))
+                report = make_report(target, result, assessment, req, need_bytes=need_bytes)
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown
                 log.exception("status of %s failed", name)
-                report = StatusReport(name, "?", None, utcnow(), 0,
-                                      Assessment(Verdict.UNKNOWN, [Reason("error", f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))
+                report = _failed(name, exc)
         async with lock:
             done += 1
             if on_progress is not None:
                 await on_progress(done, len(names), report)
+        if stored is not None:
+            snapshot_id, error = await stored
+            report = dataclasses.replace(report, snapshot_id=snapshot_id, store_error=(
+                store_error_text(error) if isinstance(error, SQLAlchemyError)
+                else f"the snapshot was not stored: {error}" if error else None))
         return report
 
-    reports = await asyncio.gather(*(one(n) for n in names))
+    try:
+        reports = await asyncio.gather(*(one(n) for n in names))
+    finally:
+        await batcher.close()
     return FleetReport(title, sorted(reports, key=lambda r: r.host))

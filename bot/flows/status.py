@@ -65,7 +65,39 @@ def plan_for(settings: Settings, host: Host | None, paths: tuple[str, ...] = ())
 def _where(target: HostTarget) -> str:
     if target.transport == "local":
         return "local"
-    return f"{target.user + '@' if target.user else ''}{target.address}:{target.port}"
+    via = f" via {target.jump}" if target.jump else ""
+    return f"{target.user + '@' if target.user else ''}{target.address}:{target.port}{via}"
+
+
+async def probe_and_judge(*, services: Services, target: HostTarget, host: Host | None, need_bytes: int | None = None,
+                          paths: tuple[str, ...] = ()) -> tuple[ProbeResult, Assessment, Requirements]:
+    """Probe ``target`` once and judge it; no database. Never raises for the host's failures
+    (invalid stored probe settings read *unknown*, an unreachable host *unreachable*)."""
+    try:
+        plan, req = plan_for(services.settings, host, paths)
+    except ConfigError as exc:
+        result = ProbeResult(target.name, utcnow(), 0, None, {}, exc.kind, str(exc))
+        return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
+    req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus)
+    result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s)
+    if result.readings is None:
+        return result, not_probed(result.error or "no answer", result.error_kind or "unreachable"), req
+    return result, assess(result.readings, req), req
+
+
+def make_report(target: HostTarget, result: ProbeResult, assessment: Assessment, req: Requirements, *,
+                need_bytes: int | None = None, snapshot_id: int | None = None,
+                store_error: str | None = None) -> StatusReport:
+    """The :class:`StatusReport` of one judged probe."""
+    return StatusReport(host=target.name, where=_where(target), snapshot_id=snapshot_id, taken_at=result.taken_at,
+                        duration_ms=result.duration_ms, assessment=assessment, readings=result.readings,
+                        error=result.error, need_bytes=need_bytes, units_expected=req.units, store_error=store_error)
+
+
+def store_error_text(exc: SQLAlchemyError) -> str:
+    """What a report says when its snapshot could not be written."""
+    cause = getattr(exc, "orig", None) or exc
+    return f"the snapshot was not stored: {type(cause).__name__}: {(str(cause).splitlines() or [''])[0][:200]}"
 
 
 async def check_host(*, services: Services, host_name: str, need_bytes: int | None = None,
@@ -80,19 +112,8 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
     async with services.sessions() as db:
         target, host = await hosts.resolve(db_session=db, name=host_name)
         host_id = host.id if host else None
-    try:
-        plan, req = plan_for(services.settings, host, paths)
-    except ConfigError as exc:
-        result = ProbeResult(target.name, utcnow(), 0, None, {}, exc.kind, str(exc))
-        assessment = Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)])
-        req = Requirements()
-    else:
-        req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus)
-        result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s)
-        if result.readings is None:
-            assessment = not_probed(result.error or "no answer", result.error_kind or "unreachable")
-        else:
-            assessment = assess(result.readings, req)
+    result, assessment, req = await probe_and_judge(services=services, target=target, host=host,
+                                                    need_bytes=need_bytes, paths=paths)
     snapshot_id: int | None = None
     store_error: str | None = None
     try:
@@ -102,8 +123,6 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
             snapshot_id = snap.id
     except SQLAlchemyError as exc:
         log.exception("could not store the snapshot of %s", target.name)
-        cause = getattr(exc, "orig", None) or exc
-        store_error = f"the snapshot was not stored: {type(cause).__name__}: {(str(cause).splitlines() or [''])[0][:200]}"
-    return StatusReport(host=target.name, where=_where(target), snapshot_id=snapshot_id, taken_at=result.taken_at,
-                        duration_ms=result.duration_ms, assessment=assessment, readings=result.readings,
-                        error=result.error, need_bytes=need_bytes, units_expected=req.units, store_error=store_error)
+        store_error = store_error_text(exc)
+    return make_report(target, result, assessment, req, need_bytes=need_bytes, snapshot_id=snapshot_id,
+                       store_error=store_error)

@@ -14,6 +14,7 @@ from bot.commands.common import validate_host
 from bot.errors import NotFoundError, UsageError
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import ConfigError, validate_overrides
+from bot.ssh.jump import parse_hop
 from bot.ssh.target import HostTarget
 
 ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,254}$")
@@ -38,10 +39,12 @@ async def list_all(*, db_session: AsyncSession, group: str | None = None) -> lis
 
 async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 22, user: str | None = None,
               key_file: str | None = None, group: str | None = None, transport: str = "ssh",
-              labels: dict[str, Any] | None = None, probe: dict[str, Any] | None = None) -> Host:
+              labels: dict[str, Any] | None = None, probe: dict[str, Any] | None = None,
+              jump: str | None = None) -> Host:
     """Register a host; raises :class:`UsageError` on bad input or a name already taken.
 
-    ``probe`` is validated (:mod:`bot.hosts.probe_settings`); ``key_file`` is stored absolute.
+    ``probe`` is validated (:mod:`bot.hosts.probe_settings`); ``key_file`` is stored absolute;
+    ``jump`` is ``[user@]bastion[:port]`` (:func:`bot.ssh.jump.parse_hop`), stored normalized.
     """
     validate_host(name)
     if name.lower() in RESERVED_NAMES:
@@ -64,9 +67,13 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
         raise UsageError(f"port {port} is out of range")
     if transport not in ("ssh", "local"):
         raise UsageError("transport is `ssh` or `local`")
+    if jump is not None:
+        if transport != "ssh":
+            raise UsageError("a jump host goes with the ssh transport")
+        jump = str(parse_hop(jump))
     if await get(db_session=db_session, name=name):
         raise UsageError(f"a host called `{name}` already exists")
-    host = Host(name=name, address=address, port=port, user=user, key_file=key_file, group=group,
+    host = Host(name=name, address=address, port=port, user=user, key_file=key_file, group=group, jump=jump,
                 transport=transport, labels=labels or {}, probe=probe or {})
     db_session.add(host)
     await db_session.flush()
@@ -103,4 +110,4 @@ async def resolve(*, db_session: AsyncSession, name: str) -> tuple[HostTarget, H
 def to_target(host: Host) -> HostTarget:
     """Connection facts of a registered host."""
     return HostTarget(name=host.name, address=host.address, port=host.port, user=host.user,
-                      key_file=host.key_file, transport=host.transport)
+                      key_file=host.key_file, transport=host.transport, jump=host.jump)

@@ -18,6 +18,9 @@ shell ever parses the script itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import getpass
+import logging
 import os
 import re
 import time
@@ -26,8 +29,13 @@ from typing import Protocol
 
 import asyncssh
 
-from bot.errors import HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError
+from bot.errors import HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, UsageError
+from bot.ssh.files import ClientKeys, KnownHosts, ip_or_empty, stamp
+from bot.ssh.jump import Hop, hop_target, parse_chain
+from bot.ssh.pool import ConnectionPool
 from bot.ssh.target import HostTarget, RunResult
+
+log = logging.getLogger("gpubot.ssh")
 
 RUN_COMMAND = "exec /bin/sh -s"
 """The whole command line the remote login shell parses; the script follows on standard input."""
@@ -83,44 +91,118 @@ class LocalRunner:
 
 
 class SshRunner:
-    """Run the script over SSH (asyncssh), one connection per call.
+    """Run the script over SSH (asyncssh), on a pooled connection per host (or one per call).
 
     ``known_hosts`` is the path of an OpenSSH known_hosts file; a host whose key is missing
-    from it or differs is refused (:class:`HostKeyRejected`), never accepted.
+    from it or differs is refused (:class:`HostKeyRejected`), never accepted. It and the client
+    key files are parsed once and again only when they change (:mod:`bot.ssh.files`).
+
+    ``pool`` keeps one verified connection per host open for the next call
+    (:class:`~bot.ssh.pool.ConnectionPool`: at most ``pool_max``, closed after ``pool_idle_s``
+    idle seconds, SSH keepalives every ``keepalive_s``); each call is a new channel on it. A
+    pooled connection found dead when a channel is opened on it is replaced once, silently.
+    ``ssh_config`` names an OpenSSH client config file (``None``: ``~/.ssh/config`` when it
+    exists, as ``ssh`` does): aliases, ``User``, ``Port``, ``IdentityFile`` and ``ProxyJump``
+    apply where the host's own settings leave them open. Jump hosts (``target.jump``, else the
+    config's ``ProxyJump``) are connected and verified by this runner, hop by hop.
     """
 
     def __init__(self, *, known_hosts: str, default_user: str | None = None,
-                 default_key_file: str | None = None, connect_timeout: float = 10.0):
-        self.known_hosts = os.path.expanduser(known_hosts)
+                 default_key_file: str | None = None, connect_timeout: float = 10.0,
+                 pool: bool = True, pool_max: int = 1024, pool_idle_s: float = 300.0,
+                 keepalive_s: float = 30.0, ssh_config: str | None = None):
+        self.known_hosts = known_hosts
         self.default_user = default_user
-        self.default_key_file = default_key_file
+        self.default_key_file = os.path.expanduser(default_key_file) if default_key_file else None
         self.connect_timeout = connect_timeout
+        self.keepalive_s = keepalive_s
+        self.keys = ClientKeys()
+        self.pool: ConnectionPool[asyncssh.SSHClientConnection] | None = (
+            ConnectionPool(max_open=pool_max, idle_s=pool_idle_s) if pool else None)
+        default_config = os.path.expanduser("~/.ssh/config")
+        self.ssh_config = os.path.expanduser(ssh_config) if ssh_config else (
+            default_config if os.access(default_config, os.R_OK) else None)
+        self._jumps: dict[tuple[object, ...], list[Hop]] = {}
 
-    def _options(self, target: HostTarget) -> dict[str, object]:
+    @property
+    def known_hosts(self) -> str:
+        """The known_hosts path (expanded). Setting it starts a new cache."""
+        return self.trusted.path
+
+    @known_hosts.setter
+    def known_hosts(self, path: str) -> None:
+        self.trusted = KnownHosts(os.path.expanduser(path))
+
+    def _key_path(self, target: HostTarget) -> str | None:
         key = target.key_file or self.default_key_file
+        return os.path.expanduser(key) if key else None
+
+    def _options(self, target: HostTarget, tunnel: asyncssh.SSHClientConnection | None) -> dict[str, object]:
+        try:
+            trust = self.trusted.trust()
+        except (ValueError, asyncssh.Error) as exc:
+            raise HostUnreachable(f"{target.name}: cannot parse the known_hosts file {self.known_hosts}: {exc}") from exc
         opts: dict[str, object] = {
             "host": target.address,
-            "port": target.port,
-            # An absent file trusts nothing (never None, which would disable checking).
-            "known_hosts": self.known_hosts if os.path.exists(self.known_hosts) else ([], [], []),
+            "port": target.port if target.port != 22 else (),  # (): the config's Port, else 22
+            "known_hosts": trust,
             "connect_timeout": self.connect_timeout,
+            "keepalive_interval": self.keepalive_s,
+            "keepalive_count_max": 3,
+            "config": [self.ssh_config] if self.ssh_config else None,
+            "tunnel": tunnel,  # never a string: asyncssh would verify that hop with its own defaults
         }
         user = target.user or self.default_user
         if user:
             opts["username"] = user
+        key = self._key_path(target)
         if key:
-            opts["client_keys"] = [os.path.expanduser(key)]
+            opts["client_keys"] = self.keys.load(key)
         return opts
 
-    async def connect(self, target: HostTarget) -> asyncssh.SSHClientConnection:
-        """Open a verified connection; raises the errors listed in the module docstring."""
+    def hops(self, target: HostTarget) -> list[Hop]:
+        """The jump hosts on the way to ``target``: its own ``jump``, else the ssh_config file's
+        ``ProxyJump`` for it (``[]``: direct). Raises :class:`HostUnreachable` for a bad value."""
         try:
-            return await asyncssh.connect(**self._options(target))  # type: ignore[arg-type]
+            if target.jump:
+                return parse_chain(target.jump)
+            if not self.ssh_config:
+                return []
+            key = (self.ssh_config, stamp(self.ssh_config), target.address, target.port, target.user or self.default_user)
+            if key not in self._jumps:
+                from asyncssh.config import SSHClientConfig
+
+                cfg = SSHClientConfig.load(None, [self.ssh_config], False, False, False, getpass.getuser(),
+                                           target.user or self.default_user or (), target.address,
+                                           target.port if target.port != 22 else ())
+                value = cfg.get("ProxyJump")
+                self._jumps[key] = parse_chain(value) if isinstance(value, str) else []
+            return self._jumps[key]
+        except (UsageError, OSError, ValueError, asyncssh.Error) as exc:
+            raise HostUnreachable(f"{target.name}: bad jump host setting: {exc}") from exc
+
+    def identity(self, target: HostTarget) -> tuple[object, ...]:
+        """What a pooled connection to ``target`` was opened for: a change of any part (address,
+        port, user, key file or its content, jump hosts, the host's known_hosts entry, the
+        ssh_config file) means a new connection."""
+        return (*self._endpoint(target), tuple(str(h) for h in self.hops(target)))
+
+    def _endpoint(self, target: HostTarget) -> tuple[object, ...]:
+        key = self._key_path(target)
+        return (target.address, target.port, target.user or self.default_user, key,
+                stamp(key) if key else None, self.trusted.entry_of(target.address, target.port),
+                stamp(self.ssh_config) if self.ssh_config else None)
+
+    async def connect(self, target: HostTarget, *,
+                      tunnel: asyncssh.SSHClientConnection | None = None) -> asyncssh.SSHClientConnection:
+        """Open one verified connection to ``target`` itself (over ``tunnel`` if given; no jump
+        hosts are opened here); raises the errors listed in the module docstring."""
+        try:
+            return await asyncssh.connect(**self._options(target, tunnel))  # type: ignore[arg-type]
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyRejected(host_key_message(target, self.known_hosts)) from exc
         except asyncssh.KeyImportError as exc:
-            key = target.key_file or self.default_key_file
-            raise HostUnreachable(f"{target.name}: cannot use the SSH key {key}: {exc}") from exc
+            raise HostUnreachable(f"{target.name}: cannot use the SSH key {self._key_path(target)}: {exc}") from exc
         except FileNotFoundError as exc:
             raise HostUnreachable(f"{target.name}: cannot read {exc.filename or 'a file'}: {exc.strerror}") from exc
         except asyncssh.PermissionDenied as exc:
@@ -131,28 +213,104 @@ class SshRunner:
             reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             raise HostUnreachable(f"{target.name}: cannot connect to {target.address}:{target.port}: {reason}") from exc
 
+    async def open(self, target: HostTarget, stack: contextlib.AsyncExitStack | None = None) -> asyncssh.SSHClientConnection:
+        """A new connection to ``target`` through its jump hosts, each verified. The jump
+        connections are pooled (when the pool is on) or closed by ``stack``."""
+        hops = self.hops(target)
+        tunnel: asyncssh.SSHClientConnection | None = None
+        for i in range(len(hops)):
+            tunnel = await self._hop(hop_target(target, hops, i), tunnel, stack)
+        conn = await self.connect(target, tunnel=tunnel)
+        if stack is not None:
+            stack.callback(conn.close)
+        return conn
+
+    async def _hop(self, hop: HostTarget, tunnel: asyncssh.SSHClientConnection | None,
+                   stack: contextlib.AsyncExitStack | None) -> asyncssh.SSHClientConnection:
+        if self.pool is None or stack is not None:
+            conn = await self.connect(hop, tunnel=tunnel)
+            if stack is not None:
+                stack.callback(conn.close)
+            return conn
+        endpoint = self._endpoint(hop)
+        key = f"jump {hop.user or self.default_user or ''}@{hop.address}:{hop.port} key={endpoint[3]} via {id(tunnel)}"
+        async with self.pool.lease(key, (*endpoint, id(tunnel)), lambda: self.connect(hop, tunnel=tunnel)) as (conn, _):
+            return conn
+
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         """Run ``script`` with ``/bin/sh`` on ``target`` (see the module docstring for how it is
         sent). Raises :class:`RemoteShellError` when the connection worked but ``/bin/sh`` never
         started (the login shell refused :data:`RUN_COMMAND`), naming the login shell if it can."""
         started = time.monotonic()
         sentinel = f"GPUBOT-STARTED-{uuid.uuid4().hex}"
+        payload = stdin_script(script, sentinel)
         try:
             async with asyncio.timeout(timeout):
-                conn = await self.connect(target)
-                async with conn:
-                    res = await conn.run(RUN_COMMAND, input=stdin_script(script, sentinel), check=False)
-                    out, err = _text(res.stdout), _text(res.stderr)
-                    ran, err = strip_sentinel(err, sentinel)
-                    if not ran:
-                        shell = await login_shell(conn)
-                        raise RemoteShellError(not_started_message(target, res.exit_status, out, err, shell),
-                                               login_shell=shell)
+                if self.pool is None:
+                    async with contextlib.AsyncExitStack() as stack:
+                        conn = await self.open(target, stack)
+                        proc = await start_script(conn, payload)
+                        status, out, err = await self._finish(proc, conn, target, sentinel)
+                else:
+                    status, out, err = await self._run_pooled(target, payload, sentinel)
         except TimeoutError as exc:
             raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s") from exc
         except asyncssh.Error as exc:
             raise HostUnreachable(f"{target.name}: the SSH session failed: {exc.reason or exc}") from exc
-        return RunResult(out, err, res.exit_status, time.monotonic() - started)
+        return RunResult(out, err, status, time.monotonic() - started)
+
+    async def _run_pooled(self, target: HostTarget, payload: str, sentinel: str) -> tuple[int | None, str, str]:
+        assert self.pool is not None
+        identity = self.identity(target)
+        for attempt in (1, 2):
+            async with self.pool.lease(target.name, identity, lambda: self.open(target)) as (conn, reused):
+                try:
+                    async with asyncio.timeout(self.connect_timeout if reused else None):
+                        proc = await start_script(conn, payload)
+                except (asyncssh.Error, OSError, TimeoutError) as exc:
+                    # Opening a channel failed, so nothing ran: a pooled connection that died
+                    # (host rebooted, sshd restarted, network cut) is replaced once.
+                    self.pool.discard(target.name, conn)
+                    if reused and attempt == 1:
+                        log.info("pooled connection to %s was dead (%s); reconnecting", target.name, exc)
+                        continue
+                    raise HostUnreachable(f"{target.name}: the SSH session failed: {getattr(exc, 'reason', None) or exc or type(exc).__name__}") from exc
+                return await self._finish(proc, conn, target, sentinel)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _finish(self, proc: asyncssh.SSHClientProcess[str], conn: asyncssh.SSHClientConnection,
+                      target: HostTarget, sentinel: str) -> tuple[int | None, str, str]:
+        """Wait for the script's end; the channel is closed whatever happens."""
+        try:
+            res = await proc.wait(check=False)
+        finally:
+            proc.close()
+        out, err = _text(res.stdout), _text(res.stderr)
+        ran, err = strip_sentinel(err, sentinel)
+        if not ran:
+            shell = await login_shell(conn)
+            raise RemoteShellError(not_started_message(target, res.exit_status, out, err, shell), login_shell=shell)
+        return res.exit_status, out, err
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        if self.pool is not None:
+            await self.pool.close()
+
+
+async def start_script(conn: asyncssh.SSHClientConnection, payload: str) -> asyncssh.SSHClientProcess[str]:
+    """Open a channel running :data:`RUN_COMMAND` and send ``payload`` as its standard input.
+
+    A login shell that exits at once (``nologin``) may close the channel before the script is
+    written: that is not an error here (the missing sentinel tells it); a channel that cannot be
+    opened raises asyncssh's error."""
+    proc = await conn.create_process(RUN_COMMAND)
+    try:
+        proc.stdin.write(payload)
+        proc.stdin.write_eof()
+    except (BrokenPipeError, ConnectionError, asyncssh.Error):
+        pass
+    return proc
 
 
 def _text(data: object) -> str:
@@ -189,7 +347,7 @@ def host_key_message(target: HostTarget, known_hosts: str) -> str:
     known = False
     if os.path.exists(known_hosts):
         try:
-            trusted = asyncssh.read_known_hosts(known_hosts).match(target.address, target.address, target.port)
+            trusted = asyncssh.read_known_hosts(known_hosts).match(target.address, ip_or_empty(target.address), target.port)
             known = bool(trusted[0] or trusted[1])
         except (OSError, ValueError, asyncssh.Error):
             known = False
@@ -210,3 +368,9 @@ class RoutingRunner:
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         runner = self.local if target.transport == "local" else self.ssh
         return await runner.run(target, script, timeout=timeout)
+
+    async def close(self) -> None:
+        """Close what the SSH runner holds open (its connection pool)."""
+        close = getattr(self.ssh, "close", None)
+        if close is not None:
+            await close()

@@ -11,6 +11,8 @@ class HostTarget:
 
     ``transport`` is ``"ssh"`` or ``"local"`` (run through local subprocesses, for a machine
     probing itself without sshd). ``user``/``key_file`` ``None`` mean the runner's defaults.
+    ``jump`` is a bastion to tunnel through, ``[user@]host[:port]`` (``None``: direct, or the
+    ssh_config file's ``ProxyJump``).
     """
 
     name: str
@@ -19,6 +21,7 @@ class HostTarget:
     user: str | None = None
     key_file: str | None = None
     transport: str = "ssh"
+    jump: str | None = None
 
 
 @dataclass(frozen=True)

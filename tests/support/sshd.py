@@ -116,6 +116,8 @@ class SshTestServer:
         self.start_timeout = start_timeout
         self.attempts = attempts
         self.extra_config = list(extra_config)
+        self.host_key_file = "host_ed25519"
+        """Which of the two host keys sshd serves (:meth:`restart` may switch to the wrong one)."""
         self.users = dict(users or {})
         """Extra accounts: name -> login shell path (see :func:`ensure_user`)."""
         self.username = pwd.getpwuid(os.geteuid()).pw_name
@@ -188,6 +190,21 @@ class SshTestServer:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = ""
         atexit.unregister(self.stop)
+
+    def restart(self, *, wrong_key: bool = False) -> None:
+        """Stop sshd and every session it forked (as a host reboot would), then start it again on
+        the same port and addresses; ``wrong_key``: serve the "wrong" host key from now on (a
+        reinstalled host). Raises :class:`SshServerError` if it does not come back."""
+        self._terminate()
+        self.host_key_file = "wrong_host_ed25519" if wrong_key else "host_ed25519"
+        for _ in range(self.attempts):
+            error = self._launch()
+            if not error:
+                return
+            if "Address already in use" not in error:
+                break
+            time.sleep(0.5)
+        raise SshServerError(f"sshd did not restart (port {self.port}):\n{error}")
 
     def __enter__(self) -> "SshTestServer":
         return self.start()
@@ -270,7 +287,7 @@ class SshTestServer:
     def _config(self, group: int, addresses: list[str]) -> str:
         env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "GPUBOT_FAKE_STATE_DIR": self.state_dir, "SHLVL": "1"}
         lines = [f"ListenAddress {a}:{self.port}" for a in addresses] + [
-            f"HostKey {self._p('host_ed25519')}",
+            f"HostKey {self._p(self.host_key_file)}",
             f"PidFile {self._p(f'sshd-{group}.pid')}",
             f"AuthorizedKeysFile {self._p('authorized_keys')}",
             "PermitRootLogin prohibit-password",
@@ -309,7 +326,8 @@ class SshTestServer:
                 with open(self.log_paths[g]) as f:
                     text = f.read()
                 texts.append(text)
-                if proc.poll() is not None or f"Bind to port {self.port} on" in text:
+                bind_failed = any(f"Bind to port {self.port} on" in line and "failed" in line for line in text.splitlines())
+                if proc.poll() is not None or bind_failed:
                     self._terminate()
                     return text or f"sshd exited with status {proc.returncode}"
                 ready &= all(f"Server listening on {a} port {self.port}." in text for a in addrs)

@@ -26,6 +26,8 @@ log = logging.getLogger("gpubot.slack")
 def _line(h: Any) -> str:
     labels = ",".join(f"{k}:{v}" for k, v in (h.labels or {}).items())
     where = "local" if h.transport == "local" else f"{h.user + '@' if h.user else ''}{h.address}:{h.port}"
+    if getattr(h, "jump", None):
+        where += f" via {h.jump}"
     return f"`{h.name}` {where} · group {h.group or '-'}" + (f" · {labels}" if labels else "")
 
 

@@ -1,0 +1,108 @@
+"""Jump hosts and ssh_config (issue 9): a bastion and a target as two real sshd on loopback.
+
+The bastion logs at DEBUG1, so each test can see the forwarded connection it made to the target
+(``server_request_direct_tcpip ... target 127.0.0.1 port P``): the probe really went through it. Both hops are verified
+against gpubot's known_hosts file; a bastion whose key changed is refused like any host.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.errors import UsageError
+from bot.flows.status import check_host
+from bot.hosts import service as hosts
+from bot.readiness.verdict import Verdict
+from bot.ssh.jump import Hop, parse_chain, parse_hop
+from bot.ssh.runner import SshRunner
+from bot.ssh.target import HostTarget
+from tests.support.sshd import SshTestServer
+
+
+@pytest.fixture(scope="module")
+def bastion():
+    with SshTestServer(["127.0.0.1"], extra_config=["LogLevel DEBUG1"]) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def target_server(bastion):
+    with SshTestServer(["127.0.0.1"]) as server:
+        # the bastion lets in the target's client key too (one key for both hops)
+        with open(server.client_key_path + ".pub") as pub, open(bastion._p("authorized_keys"), "a") as auth:
+            auth.write(pub.read())
+        yield server
+
+
+def trust(tmp_path, *servers: SshTestServer) -> str:
+    path = tmp_path / "known_hosts"
+    path.write_text("".join(line + "\n" for s in servers for line in s.known_hosts_lines()))
+    return str(path)
+
+
+def forwarded_to(bastion: SshTestServer, port: int) -> int:
+    """How many direct-tcpip forwards to 127.0.0.1:port the bastion logged."""
+    text = "".join(open(p).read() for p in bastion.log_paths)
+    return sum(1 for line in text.splitlines()
+               if "server_request_direct_tcpip" in line and line.endswith(f"target 127.0.0.1 port {port}"))
+
+
+async def test_probe_through_a_jump_host(services, bastion, target_server, tmp_path):
+    services.runner.ssh.known_hosts = trust(tmp_path, bastion, target_server)
+    before = forwarded_to(bastion, target_server.port)
+    async with services.sessions() as db, db.begin():
+        h = await hosts.add(db_session=db, name="behind", address="127.0.0.1", port=target_server.port,
+                            key_file=target_server.client_key_path, jump=f"{bastion.username}@127.0.0.1:{bastion.port}")
+    assert h.jump == f"{bastion.username}@127.0.0.1:{bastion.port}"
+    report = await check_host(services=services, host_name="behind")
+    assert report.assessment.verdict is Verdict.READY, report.error
+    assert report.where.endswith(f"via {h.jump}")
+    assert forwarded_to(bastion, target_server.port) == before + 1
+    again = await check_host(services=services, host_name="behind")  # pooled: no new forward
+    assert again.assessment.verdict is Verdict.READY and forwarded_to(bastion, target_server.port) == before + 1
+
+
+async def test_jump_host_not_in_known_hosts_is_refused(services, bastion, target_server, tmp_path):
+    services.runner.ssh.known_hosts = trust(tmp_path, target_server)  # the target only
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="behind2", address="127.0.0.1", port=target_server.port,
+                        key_file=target_server.client_key_path, jump=f"127.0.0.1:{bastion.port}")
+    report = await check_host(services=services, host_name="behind2")
+    assert report.assessment.verdict is Verdict.UNREACHABLE
+    assert f"(jump host 127.0.0.1:{bastion.port})" in report.error and "is not in" in report.error
+
+
+async def test_ssh_config_alias_and_proxyjump(bastion, target_server, tmp_path):
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        "Host gpu-behind\n"
+        "  HostName 127.0.0.1\n"
+        f"  Port {target_server.port}\n"
+        f"  User {target_server.username}\n"
+        f"  IdentityFile {target_server.client_key_path}\n"
+        f"  ProxyJump {bastion.username}@127.0.0.1:{bastion.port}\n"
+        "Host 127.0.0.1\n"
+        f"  IdentityFile {target_server.client_key_path}\n"
+    )
+    known = tmp_path / "known_hosts"
+    known.write_text("".join(line + "\n" for line in bastion.known_hosts_lines())
+                     + f"[gpu-behind]:{target_server.port} {target_server.host_key_pub}\n"
+                     + "".join(line + "\n" for line in target_server.known_hosts_lines()))
+    runner = SshRunner(known_hosts=str(known), connect_timeout=5, ssh_config=str(config))
+    try:
+        before = forwarded_to(bastion, target_server.port)
+        res = await runner.run(HostTarget("aliased", "gpu-behind"), 'echo "$SSH_CONNECTION"', timeout=15)
+        assert res.exit_status == 0 and res.stdout.split()[3] == str(target_server.port)
+        assert forwarded_to(bastion, target_server.port) == before + 1
+        assert [str(h) for h in runner.hops(HostTarget("aliased", "gpu-behind"))] == [f"{bastion.username}@127.0.0.1:{bastion.port}"]
+    finally:
+        await runner.close()
+
+
+def test_jump_spec_is_validated():
+    assert parse_hop("ops@bastion.example:2222") == Hop("bastion.example", 2222, "ops")
+    assert parse_hop("bastion") == Hop("bastion", 22, None)
+    assert [str(h) for h in parse_chain("a@b:2200,c")] == ["a@b:2200", "c"] and parse_chain("none") == []
+    for bad in ("ops@bastion:99999", "ops@bas tion", "$(reboot)", "ops@", "a@b:c", "-oProxyCommand=x"):
+        with pytest.raises(UsageError):
+            parse_hop(bad)

@@ -1,0 +1,205 @@
+"""The SSH connection pool: reuse, and its faults (issue 9, "Bad input and faults").
+
+Real sshd on loopback throughout; a second sshd (own host key, own fake state) stands for a host
+that shares an address with another and differs only by port. The pool's own rules (LRU, idle
+time, identity, busy cap) are also checked on stand-in connections with a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sqlalchemy import update
+
+from bot.flows.fleet import check_fleet
+from bot.flows.status import check_host
+from bot.hosts import service as hosts
+from bot.hosts.models import Host
+from bot.readiness.verdict import Verdict
+from bot.ssh.pool import ConnectionPool
+from bot.ssh.target import HostTarget
+from tests.support import fakestate
+from tests.support.sshd import SshTestServer
+
+
+async def register(services, name: str, addr: str, port: int, **kw) -> None:
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name=name, address=addr, port=port, **kw)
+
+
+def pool_of(services) -> ConnectionPool:
+    return services.runner.ssh.pool
+
+
+@pytest.fixture
+def second_server():
+    """Another sshd on 127.0.0.1 (a different port, host key and fake state)."""
+    with SshTestServer(["127.0.0.1"]) as server:
+        yield server
+
+
+def trust_both(services, tmp_path, *servers: SshTestServer) -> None:
+    path = tmp_path / "known_hosts"
+    path.write_text("".join(line + "\n" for s in servers for line in s.known_hosts_lines()))
+    services.runner.ssh.known_hosts = str(path)
+
+
+async def test_second_fan_out_reuses_every_connection_and_reads_files_once(services, ssh_server, fake_hosts):
+    names = [f"pool{i}" for i in range(8)]
+    for i, name in enumerate(names):
+        await register(services, name, f"127.0.0.{i + 2}", ssh_server.port)
+    first = await check_fleet(services=services, names=names, title="t")
+    pool = pool_of(services)
+    assert [r.assessment.verdict for r in first.reports] == [Verdict.READY] * 8
+    assert pool.stats.opened == 8 and pool.open_count() == 8
+    second = await check_fleet(services=services, names=names, title="t")
+    assert [r.assessment.verdict for r in second.reports] == [Verdict.READY] * 8
+    assert pool.stats.opened == 8 and pool.stats.reused == 8
+    runner = services.runner.ssh
+    assert runner.trusted.reads == 1 and runner.keys.reads == 1
+
+
+async def test_dead_pooled_connection_is_replaced_once_never_reported(services, second_server, tmp_path):
+    trust_both(services, tmp_path, second_server)
+    await register(services, "reboots", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
+    assert (await check_host(services=services, host_name="reboots")).assessment.verdict is Verdict.READY
+    second_server.restart()  # every session and the pooled connection die with it
+    await asyncio.sleep(0.2)
+    again = await check_host(services=services, host_name="reboots")
+    assert again.assessment.verdict is Verdict.READY, again.error
+    pool = pool_of(services)
+    assert pool.stats.opened == 2 and pool.stats.by_reason.get("closed", 0) + pool.stats.discarded == 1
+
+
+async def test_connection_cut_without_notice_is_replaced(services, second_server, tmp_path):
+    """The client has not yet seen the close when it opens the channel: replaced once, silently."""
+    trust_both(services, tmp_path, second_server)
+    await register(services, "cut", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
+    assert (await check_host(services=services, host_name="cut")).assessment.verdict is Verdict.READY
+    pool = pool_of(services)
+    entry = next(iter(pool._entries.values()))
+    entry.conn.is_closed = lambda: False  # as if the FIN had not arrived yet
+    second_server.restart()
+    await asyncio.sleep(0.2)
+    again = await check_host(services=services, host_name="cut")
+    assert again.assessment.verdict is Verdict.READY, again.error
+    assert pool.stats.discarded == 1 and pool.stats.opened == 2
+
+
+async def test_host_whose_key_changed_while_pooled_is_refused(services, second_server, tmp_path):
+    trust_both(services, tmp_path, second_server)
+    await register(services, "reinstalled", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
+    assert (await check_host(services=services, host_name="reinstalled")).assessment.verdict is Verdict.READY
+    second_server.restart(wrong_key=True)
+    report = await check_host(services=services, host_name="reinstalled")
+    assert report.assessment.verdict is Verdict.UNREACHABLE and "CHANGED" in report.error
+
+
+async def test_known_hosts_entry_changed_drops_the_pooled_connection(services, ssh_server, fake_hosts, tmp_path):
+    path = ssh_server.write_known_hosts(str(tmp_path / "known_hosts"))
+    services.runner.ssh.known_hosts = path
+    await register(services, "retrusted", "127.0.0.3", ssh_server.port)
+    assert (await check_host(services=services, host_name="retrusted")).assessment.verdict is Verdict.READY
+    assert pool_of(services).open_count() == 1
+    ssh_server.write_known_hosts(path, {"127.0.0.3": "wrong"})  # an admin recorded another key
+    report = await check_host(services=services, host_name="retrusted")
+    assert report.assessment.verdict is Verdict.UNREACHABLE and "CHANGED" in report.error
+    assert services.runner.ssh.trusted.reads == 2
+
+
+async def test_hosts_sharing_an_address_never_share_a_connection(services, ssh_server, second_server, fake_hosts, tmp_path):
+    trust_both(services, tmp_path, ssh_server, second_server)
+    fakestate.write_state(second_server, "127.0.0.1", orphan_mib={3: 4096})  # only B holds VRAM
+    await register(services, "hostA", "127.0.0.1", ssh_server.port)
+    await register(services, "hostB", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
+    for _ in range(4):
+        fleet = await check_fleet(services=services, names=["hostA", "hostB"] * 1, title="t")
+        verdicts = {r.host: r.assessment.verdict for r in fleet.reports}
+        assert verdicts == {"hostA": Verdict.READY, "hostB": Verdict.NOT_READY}
+    runner = services.runner.ssh
+    a = HostTarget("hostA", "127.0.0.1", ssh_server.port)
+    b = HostTarget("hostB", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
+    answers = await asyncio.gather(*[runner.run(t, 'echo "$SSH_CONNECTION"', timeout=10) for t in [a, b] * 10])
+    for target, res in zip([a, b] * 10, answers):
+        assert res.stdout.split()[3] == str(target.port)
+    assert pool_of(services).stats.opened == 2
+
+
+async def test_changed_port_or_user_opens_a_new_connection(services, ssh_server, second_server, fake_hosts, tmp_path):
+    trust_both(services, tmp_path, ssh_server, second_server)
+    fakestate.write_state(second_server, "127.0.0.1", orphan_mib={3: 4096})
+    await register(services, "moved", "127.0.0.1", ssh_server.port)
+    assert (await check_host(services=services, host_name="moved")).assessment.verdict is Verdict.READY
+    async with services.sessions() as db, db.begin():
+        await db.execute(update(Host).where(Host.name == "moved").values(port=second_server.port,
+                                                                         key_file=second_server.client_key_path))
+    moved = await check_host(services=services, host_name="moved")
+    assert moved.assessment.verdict is Verdict.NOT_READY  # the new port's host, not the pooled one
+    assert pool_of(services).stats.replaced == 1
+
+
+async def test_pool_setting_off_keeps_nothing_open(database_url, ssh_server, fake_hosts):
+    from bot.db.session import make_engine, make_session_factory
+    from bot.flows.context import Services
+    from bot.ssh.runner import RoutingRunner
+    from bot.wiring import ssh_runner
+    from tests.conftest import make_settings
+
+    settings = make_settings(database_url, ssh_server, ssh_pool=False)
+    engine = make_engine(database_url)
+    svc = Services(settings=settings, sessions=make_session_factory(engine), runner=RoutingRunner(ssh_runner(settings)), engine=engine)
+    try:
+        await register(svc, "nopool", "127.0.0.4", ssh_server.port)
+        assert (await check_host(services=svc, host_name="nopool")).assessment.verdict is Verdict.READY
+        assert svc.runner.ssh.pool is None
+    finally:
+        async with svc.sessions() as db, db.begin():
+            await db.execute(Host.__table__.delete())
+        await svc.close()
+
+
+# --- The pool's rules on stand-in connections ----------------------------------------------------
+class FakeConn:
+    def __init__(self, n: int):
+        self.n, self.closed = n, False
+
+    def is_closed(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Opener:
+    def __init__(self):
+        self.made: list[FakeConn] = []
+
+    async def __call__(self) -> FakeConn:
+        self.made.append(FakeConn(len(self.made)))
+        return self.made[-1]
+
+
+async def test_pool_rules_lru_idle_identity_and_busy_cap():
+    now = [0.0]
+    pool: ConnectionPool[FakeConn] = ConnectionPool(max_open=2, idle_s=10, clock=lambda: now[0])
+    open_ = Opener()
+    for key in ("a", "b", "a"):
+        async with pool.lease(key, 1, open_):
+            pass
+    assert len(open_.made) == 2 and pool.stats.reused == 1
+    async with pool.lease("c", 1, open_):  # over the cap: b is the least recently used
+        pass
+    assert open_.made[1].closed and not open_.made[0].closed and set(pool._entries) == {"a", "c"}
+    async with pool.lease("a", 2, open_) as (conn, reused):  # identity changed: new connection
+        assert not reused and conn is open_.made[3] and open_.made[0].closed
+    now[0] = 11.0
+    async with pool.lease("a", 2, open_) as (conn, reused):  # c idles out; a was used at 0 too
+        assert not reused
+    assert open_.made[2].closed and pool.stats.evicted >= 2
+    async with pool.lease("x", 1, open_) as (x, _), pool.lease("y", 1, open_) as (y, _):
+        async with pool.lease("z", 1, open_) as (z, _):  # every pooled one is busy: z is one-shot
+            assert not z.closed
+        assert z.closed and not x.closed and not y.closed
+    await pool.close()
+    assert all(c.closed for c in open_.made)
