@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
+import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,16 @@ class CommandSpec:
     @property
     def name(self) -> str:
         return " ".join(self.path)
+
+    @property
+    def command_type(self) -> type:
+        """The class ``parse`` returns, read from its return annotation: the key of the command's
+        handler (see ``bot.slack.listeners``). Raises :class:`TypeError` when ``parse`` has no class
+        as its return annotation (a lambda, say), so a spec without one fails the handler test."""
+        returned = typing.get_type_hints(self.parse).get("return")
+        if not isinstance(returned, type):
+            raise TypeError(f"the parser of `{self.name}` has no class as its return annotation")
+        return returned
 
 
 @dataclass(frozen=True)

@@ -81,13 +81,23 @@ def parse_add(args: list[str]) -> HostsAdd:
     return HostsAdd(name, address, port, user, group, labels)
 
 
+def parse_show(args: list[str]) -> HostsShow:
+    return HostsShow(_one(args, "hosts show NAME"))
+
+
+def parse_remove(args: list[str]) -> HostsRemove:
+    return HostsRemove(_one(args, "hosts remove NAME"))
+
+
+def parse_trust(args: list[str]) -> HostsTrust:
+    return HostsTrust(_one(args, "hosts trust NAME"))
+
+
 SPECS = [
     CommandSpec(("hosts",), "hosts [group=NAME]", "list registered hosts", Role.VIEWER, parse_list),
-    CommandSpec(("hosts", "show"), "hosts show NAME", "one host's registration and latest verdict", Role.VIEWER,
-                lambda a: HostsShow(_one(a, "hosts show NAME"))),
+    CommandSpec(("hosts", "show"), "hosts show NAME", "one host's registration and latest verdict", Role.VIEWER, parse_show),
     CommandSpec(("hosts", "add"), ADD_USAGE, "register a host (then `hosts trust` it)", Role.ADMIN, parse_add),
-    CommandSpec(("hosts", "remove"), "hosts remove NAME", "unregister a host (its history stays)", Role.ADMIN,
-                lambda a: HostsRemove(_one(a, "hosts remove NAME"))),
+    CommandSpec(("hosts", "remove"), "hosts remove NAME", "unregister a host (its history stays)", Role.ADMIN, parse_remove),
     CommandSpec(("hosts", "trust"), "hosts trust NAME", "show a host's SSH key fingerprint and ask an admin to trust it",
-                Role.ADMIN, lambda a: HostsTrust(_one(a, "hosts trust NAME"))),
+                Role.ADMIN, parse_trust),
 ]

@@ -12,6 +12,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.access import service as access
+from bot.commands.grammar import Grammar
 from bot.commands.registry import default_grammar
 from bot.commands.roles import Role
 from bot.errors import PermissionDenied
@@ -43,13 +44,34 @@ def delivery_key(body: dict[str, Any]) -> str:
     return "cmd:" + hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
-def register_listeners(app: AsyncApp, services: Services) -> None:
-    """Wire every listener onto ``app`` (nothing happens at import time)."""
-    grammar = default_grammar(services.settings.command)
-    resolver = RoleResolver(services)
+def handler_table() -> dict[type, Handler]:
+    """Every command class -> its handler, from :data:`HANDLER_MODULES`."""
     handlers: dict[type, Handler] = {}
     for module in HANDLER_MODULES:
         handlers.update(module.HANDLERS)
+    return handlers
+
+
+def missing_handlers(grammar: Grammar, handlers: dict[type, Handler]) -> list[str]:
+    """Names of the grammar's commands whose command class has no handler (empty when complete).
+
+    Raises :class:`TypeError` for a spec whose parser's return class cannot be read
+    (see :attr:`~bot.commands.grammar.CommandSpec.command_type`)."""
+    return [spec.name for spec in grammar.specs.values() if spec.command_type not in handlers]
+
+
+def register_listeners(app: AsyncApp, services: Services) -> None:
+    """Wire every listener onto ``app`` (nothing happens at import time).
+
+    Raises :class:`RuntimeError` naming the commands that have no handler, so a grammar spec added
+    without one stops the bot at start-up instead of failing the first user who types it."""
+    grammar = default_grammar(services.settings.command)
+    resolver = RoleResolver(services)
+    handlers = handler_table()
+    missing = missing_handlers(grammar, handlers)
+    if missing:
+        raise RuntimeError(f"commands without a handler: {', '.join(missing)}")
+    for module in HANDLER_MODULES:
         if hasattr(module, "register"):
             module.register(app, services)
 
