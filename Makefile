@@ -1,11 +1,12 @@
 # The two commands a newcomer needs (see README.md):
 #   make run    set up a virtualenv, probe this machine, then serve Slack (tokens set) or open the console
 #   make test   install what the tests need (OpenSSH server, Python packages), lint, type-check, run the tests
+# While changing code: make test-fast (every test that needs neither sshd nor PostgreSQL; CI runs make test).
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: setup run test deps-system
+.PHONY: setup run test test-fast deps-system
 
 $(BIN)/gpubot: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,3 +30,6 @@ test: deps-system setup
 	$(BIN)/ruff check bot tests bench tools
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not sshd and not postgres"

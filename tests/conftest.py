@@ -2,6 +2,10 @@
 
 PostgreSQL: the server at 127.0.0.1:5432 (trust auth). Each test session creates its own
 database ``gpubot_test_<hex>`` from the ``test`` database and drops it at the end.
+
+Markers are set here from what a test uses, so nobody has to remember them: ``sshd`` on every test
+that uses the ``ssh_server`` fixture (directly, or through ``fake_hosts``), ``postgres`` on every
+test run against the PostgreSQL backend. ``make test-fast`` runs ``-m "not sshd and not postgres"``.
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ async def _pg(statement: str) -> None:
     await engine.dispose()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "ssh_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.sshd)
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("database_url") == "postgresql":
+            item.add_marker(pytest.mark.postgres)
+
+
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])
 def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A migrated, empty database per backend (migrations are the ones `gpubot db upgrade` runs)."""
@@ -51,12 +64,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 
 def make_settings(database_url: str, ssh_server, **overrides) -> Settings:
-    """Settings for tests: no .env, the test sshd's keys, fast timeouts."""
+    """Settings for tests: no .env, the test sshd's keys (``ssh_server`` ``None``: a known_hosts
+    file that does not exist, so every SSH target is refused), fast timeouts."""
     base = dict(
         database_url=database_url,
-        known_hosts=ssh_server.known_hosts_path,
-        ssh_user=ssh_server.username,
-        ssh_key_file=ssh_server.client_key_path,
+        known_hosts=ssh_server.known_hosts_path if ssh_server else os.path.join(os.devnull, "known_hosts"),
+        ssh_user=ssh_server.username if ssh_server else None,
+        ssh_key_file=ssh_server.client_key_path if ssh_server else None,
         ssh_connect_timeout_s=3.0,
         batch_timeout_s=20.0,
         probe_timeout_s=10,
@@ -66,8 +80,13 @@ def make_settings(database_url: str, ssh_server, **overrides) -> Settings:
 
 
 @pytest.fixture
-async def services(database_url: str, ssh_server) -> AsyncIterator[Services]:
-    """Services on a clean database, with an SSH runner that trusts only the test sshd's key."""
+async def services(database_url: str, request: pytest.FixtureRequest) -> AsyncIterator[Services]:
+    """Services on a clean database, with an SSH runner that trusts only the test sshd's key.
+
+    The sshd is started only for tests that ask for ``ssh_server`` (or ``fake_hosts``); for the
+    others the runner trusts no host, and tests of logic swap in a
+    :class:`~bot.ssh.scripted.ScriptedRunner` (``dataclasses.replace(services, runner=...)``)."""
+    ssh_server = request.getfixturevalue("ssh_server") if "ssh_server" in request.fixturenames else None
     settings = make_settings(database_url, ssh_server)
     engine = make_engine(database_url)
     runner = RoutingRunner(SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,

@@ -72,6 +72,7 @@ def test_concurrent_first_runs_on_sqlite_lose_nothing(db_env):
     assert all(f"h{i} " in listed for i in range(6))
 
 
+@pytest.mark.postgres
 def test_concurrent_first_runs_on_postgresql_lose_nothing():
     name = "gpubot_cli_race"
     asyncio.run(_pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))

@@ -4,14 +4,12 @@ test changes between probes (a process takes a GPU, a weight folder is deleted, 
 import shutil
 from datetime import timedelta
 
-from sqlalchemy import update
-
 from bot.db.base import utcnow
 from bot.flows.status import check_host
 from bot.history.service import diff_snapshots, load_history
 from bot.hosts import service as hosts
 from bot.render.history_view import diff_text, history_text, history_view
-from bot.snapshots.models import Snapshot
+from tests.support.clock import ago
 from tests.support.fakestate import unit
 
 
@@ -21,30 +19,22 @@ async def _register(services, ssh_server, name, addr, weights):
                         probe={"weight_paths": [str(weights)], "units": {"vllm.service": "inactive"}})
 
 
-async def _age(services, snapshot_id, hours):
-    """Move a stored snapshot back in time (the probes ran seconds apart)."""
-    async with services.sessions() as db, db.begin():
-        await db.execute(update(Snapshot).where(Snapshot.id == snapshot_id).values(taken_at=utcnow() - timedelta(hours=hours)))
-
-
 async def _three_probes(services, ssh_server, fake_hosts, tmp_path):
-    """ready (idle, weights present) -> not ready (GPU 3 held, unit active) -> ready (weights gone)."""
+    """ready (idle, weights present; 30 h ago) -> not ready (GPU 3 held, unit active; 20 h ago) -> ready (weights gone; now)."""
     weights = tmp_path / "glm5-gguf"
     weights.mkdir()
     (weights / "model.gguf").write_bytes(b"\0" * 3_000_000)
     await _register(services, ssh_server, "node174", "127.0.0.15", weights)
     fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=False)})  # installed, stopped
-    first = await check_host(services=services, host_name="node174")
+    first = await check_host(services=ago(services, hours=30), host_name="node174")
     holder = fake_hosts.hold("127.0.0.15", gpu=3, used_mib=81920, name="python3")
     fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=True, main_pid=holder.pid)})
-    busy = await check_host(services=services, host_name="node174")
+    busy = await check_host(services=ago(services, hours=20), host_name="node174")
     holder.kill()
     holder.wait()
     fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=False)})
     shutil.rmtree(weights)
     clean = await check_host(services=services, host_name="node174")
-    await _age(services, first.snapshot_id, 30)
-    await _age(services, busy.snapshot_id, 20)
     return first, busy, clean, holder, weights
 
 

@@ -3,7 +3,7 @@ history for the hosts of report schedules without anyone typing."""
 
 from datetime import timedelta
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from bot.db.base import utcnow
 from bot.flows.status import check_host
@@ -13,16 +13,14 @@ from bot.hosts import service as hosts
 from bot.reports import service as reports
 from bot.reports.scheduler import ReportScheduler
 from bot.snapshots.models import Snapshot
+from tests.support.clock import ago
 
 
 async def test_prune_deletes_old_snapshots_and_old_raw_outputs(services, ssh_server, fake_hosts):
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="node174", address="127.0.0.15", port=ssh_server.port)
-    ids = [(await check_host(services=services, host_name="node174")).snapshot_id for _ in range(7)]
     ages = [500, 401, 399, 100, 31, 29, 0]  # days
-    async with services.sessions() as db, db.begin():
-        for sid, days in zip(ids, ages):
-            await db.execute(update(Snapshot).where(Snapshot.id == sid).values(taken_at=utcnow() - timedelta(days=days, hours=1)))
+    ids = [(await check_host(services=ago(services, days=days, hours=1), host_name="node174")).snapshot_id for days in ages]
     result = await prune(sessions=services.sessions, now=utcnow(), readings_days=400, raw_days=30, batch=2)
     assert (result.deleted, result.raw_cleared) == (2, 3)
     async with services.sessions() as db:

@@ -4,14 +4,12 @@
 import struct
 from datetime import timedelta
 
-from sqlalchemy import update
-
 from bot.db.base import utcnow
 from bot.flows.status import check_host
 from bot.history.chart import ChartSeries, render_png
 from bot.hosts import service as hosts
-from bot.snapshots.models import Snapshot
 from tests.support.blockkit import blocks_text, validate_message
+from tests.support.clock import ago
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -26,12 +24,10 @@ async def _busy_then_clean(services, ssh_server, fake_hosts):
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="node174", address="127.0.0.16", port=ssh_server.port)
     holder = fake_hosts.hold("127.0.0.16", gpu=3, used_mib=81920)
-    busy = await check_host(services=services, host_name="node174")
+    busy = await check_host(services=ago(services, hours=30), host_name="node174")
     holder.kill()
     holder.wait()
     clean = await check_host(services=services, host_name="node174")
-    async with services.sessions() as db, db.begin():
-        await db.execute(update(Snapshot).where(Snapshot.id == busy.snapshot_id).values(taken_at=utcnow() - timedelta(hours=30)))
     return holder, busy, clean
 
 

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import Settings
+from bot.db.base import utcnow
 from bot.db.session import SessionFactory
 from bot.ssh.runner import Runner
+
+Clock = Callable[[], datetime]
+"""Returns the current time, timezone-aware UTC (:func:`bot.db.base.utcnow` outside tests)."""
 
 
 @dataclass(frozen=True)
 class Services:
-    """Settings, a database session factory and a runner for probe batches."""
+    """Settings, a database session factory, a runner for probe batches and the clock.
+
+    ``clock`` is the one source of "now" for flows: snapshot times, request expiry, heartbeats.
+    Tests pass another (``dataclasses.replace(services, clock=...)``) to store a snapshot taken
+    30 hours ago through the same code that stores today's."""
 
     settings: Settings
     sessions: SessionFactory
     runner: Runner
     engine: AsyncEngine | None = None
+    clock: Clock = utcnow
 
     def runner_known_hosts(self) -> str:
         """The known_hosts file the SSH runner verifies against (expanded)."""

@@ -14,11 +14,11 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.db.base import utcnow
 from bot.errors import NotFoundError
 from bot.flows.context import Services
 from bot.flows.status import StatusReport, make_report, probe_and_judge, store_error_text
@@ -75,8 +75,8 @@ async def _rows(services: Services, names: list[str]) -> dict[str, Host]:
     return found
 
 
-def _failed(name: str, exc: Exception) -> StatusReport:
-    return StatusReport(name, "?", None, utcnow(), 0,
+def _failed(name: str, exc: Exception, now: datetime) -> StatusReport:
+    return StatusReport(name, "?", None, now, 0,
                         Assessment(Verdict.UNKNOWN, [Reason("error", f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))
 
 
@@ -113,7 +113,7 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
                 report = make_report(target, result, assessment, req, need_bytes=need_bytes)
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown
                 log.exception("status of %s failed", name)
-                report = _failed(name, exc)
+                report = _failed(name, exc, services.clock())
         async with lock:
             done += 1
             if on_progress is not None:

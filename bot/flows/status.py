@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.config import Settings
-from bot.db.base import utcnow
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
@@ -76,10 +75,11 @@ async def probe_and_judge(*, services: Services, target: HostTarget, host: Host 
     try:
         plan, req = plan_for(services.settings, host, paths)
     except ConfigError as exc:
-        result = ProbeResult(target.name, utcnow(), 0, None, {}, exc.kind, str(exc))
+        result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
     req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus)
-    result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s)
+    result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s,
+                             clock=services.clock)
     if result.readings is None:
         return result, not_probed(result.error or "no answer", result.error_kind or "unreachable"), req
     return result, assess(result.readings, req), req

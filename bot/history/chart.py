@@ -1,7 +1,8 @@
 """The history chart: GPU memory used and free disk over time, as PNG bytes. Pure.
 
 Rendered with matplotlib's Agg backend through :class:`~matplotlib.figure.Figure` directly
-(no ``pyplot``, no global state, no display), so it is safe in a worker thread. The image is
+(no ``pyplot``, no global state, no display), so it is safe in a worker thread; matplotlib is
+imported on the first chart, not when the CLI starts. The image is
 ``width_px`` x ``height_px`` pixels (default 1000 x 500): two stacked panels sharing the time
 axis, one line per series. Gaps (``None``) break the line instead of reading as zero.
 """
@@ -11,9 +12,6 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from datetime import datetime
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 DPI = 100
 MAX_LINES = 8
@@ -37,6 +35,10 @@ def _nan(values: list[int | None], scale: float) -> list[float]:
 def render_png(title: str, series: list[ChartSeries], *, width_px: int = 1000, height_px: int = 500) -> bytes:
     """A PNG of ``series`` (at most :data:`MAX_LINES` drawn; the rest are named in the legend
     as "+N more"). An empty ``series`` still gives a valid PNG saying "no snapshots"."""
+    # imported here: matplotlib costs about half a second of start-up that only a chart needs
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI)
     FigureCanvasAgg(fig)
     gpu_ax, disk_ax = fig.subplots(2, 1, sharex=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,10 +42,12 @@ def _raw(outputs: dict[str, ProbeOutput]) -> dict[str, Any]:
     return {n: {"stdout": o.stdout, "stderr": o.stderr, "exit_status": o.exit_status} for n, o in outputs.items()}
 
 
-async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, timeout: float) -> ProbeResult:
+async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, timeout: float,
+                    clock: Callable[[], datetime] = utcnow) -> ProbeResult:
     """Probe ``target`` in one round trip. Never raises for a host's failure: an unreachable
-    host, a refused key or a timeout is a :class:`ProbeResult` with ``error_kind`` set."""
-    taken_at = utcnow()
+    host, a refused key or a timeout is a :class:`ProbeResult` with ``error_kind`` set.
+    ``taken_at`` is ``clock()`` (timezone-aware UTC) when the batch starts."""
+    taken_at = clock()
     started = time.monotonic()
     try:
         res = await runner.run(target, build_script(plan), timeout=timeout)
