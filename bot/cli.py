@@ -73,6 +73,11 @@ def _build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
     rm = h.add_parser("remove", help="unregister a host (its snapshots stay)")
     rm.add_argument("name")
+    show = h.add_parser("show", help="a host's registration, last verdict and GPU inventory")
+    show.add_argument("name")
+    fg = h.add_parser("forget-gpu", help="accept that a host no longer has a GPU it showed before")
+    fg.add_argument("name")
+    fg.add_argument("gpu", help="the GPU's index, UUID (or a unique prefix), or `all`")
     st = sub.add_parser("status", help="probe a host and print its verdict")
     st.add_argument("words", nargs="+", metavar="ARG",
                     help="HOST, group:NAME or all, then optional need=SIZE and (one host) absolute weight-folder paths")
@@ -171,6 +176,8 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
             elif args.hosts_cmd == "remove":
                 await hosts.remove(db_session=db, name=args.name)
                 print(f"removed {args.name}")
+            elif args.hosts_cmd in ("show", "forget-gpu"):
+                return await _host_inventory(db, args)
             else:
                 rows = await hosts.list_all(db_session=db)
                 if not rows:
@@ -180,6 +187,30 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
                     print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{h.address}:{h.port}  group={h.group or '-'}{via}")
     finally:
         await services.close()
+    return 0
+
+
+async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
+    """``hosts show`` and ``hosts forget-gpu`` in the terminal."""
+    from bot.render.text import inventory_lines
+    from bot.snapshots import inventory
+    from bot.snapshots import service as snapshots
+
+    h = await hosts.get(db_session=db, name=args.name)
+    if h is None:
+        raise NotFoundError(f"no host called `{args.name}`", near=await hosts.near_names(db_session=db, name=args.name))
+    if args.hosts_cmd == "forget-gpu":
+        gone = await inventory.forget(db_session=db, host_name=h.name, gpu=args.gpu)
+        if not gone:
+            print(f"{h.name} has no GPU `{args.gpu}` in its inventory (see `gpubot hosts show {h.name}`)", file=sys.stderr)
+            return 64
+        print(f"removed {', '.join(gone)} from {h.name}'s GPU inventory")
+        return 0
+    snap = await snapshots.latest(db_session=db, host_name=h.name)
+    print(f"{h.name}  {h.transport} {(h.user + '@') if h.user else ''}{h.address}:{h.port}  group={h.group or '-'}")
+    print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")
+    for line in inventory_lines(await inventory.listing(db_session=db, host_name=h.name)):
+        print(line)
     return 0
 
 

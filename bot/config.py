@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     expected_gpus: int | None = Field(default=None, ge=1)
     probe_timeout_s: int = 20
     batch_timeout_s: float = 60.0
+    gpu_inventory_days: int = 30
+    """A GPU a host showed within this many days and that is absent now is *missing*."""
     max_concurrent_probes: int = 16
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "GPUBOT_SLACK_BOT_TOKEN"))

@@ -4,8 +4,9 @@
     ├── UsageError            the user's input is wrong; the message is shown as is
     ├── NotFoundError         a named thing (host, snapshot) does not exist
     ├── PermissionDenied      the caller lacks the role an action needs
-    └── ProbeError            a probe batch could not run
+    └── ProbeError            a probe batch could not run (``partial``: what arrived before it stopped)
         ├── HostUnreachable   connection refused, timed out, DNS, auth failure
+        │   └── ConnectionLost  the connection dropped while the batch ran
         ├── HostKeyRejected   the host key is unknown or changed (never silently accepted)
         ├── ProbeTimeout      the batch did not finish within its deadline
         └── RemoteShellError  connected, but the remote side did not run the script (login shell)
@@ -53,15 +54,30 @@ class PermissionDenied(GpubotError):
 
 
 class ProbeError(GpubotError):
-    """A probe batch could not run on a host."""
+    """A probe batch could not run on a host, or stopped early.
+
+    ``partial_stdout`` is what the remote command printed before it stopped (``""`` when it never
+    started); ``elapsed_s`` the seconds from the start of the round trip.
+    """
 
     kind = "probe_error"
+
+    def __init__(self, message: str, *, partial_stdout: str = "", elapsed_s: float | None = None):
+        super().__init__(message)
+        self.partial_stdout = partial_stdout
+        self.elapsed_s = elapsed_s
 
 
 class HostUnreachable(ProbeError):
     """Connecting or authenticating to the host failed."""
 
     kind = "unreachable"
+
+
+class ConnectionLost(HostUnreachable):
+    """The connection dropped after the batch had started (``partial_stdout`` has what arrived)."""
+
+    kind = "connection_lost"
 
 
 class HostKeyRejected(ProbeError):

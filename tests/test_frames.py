@@ -42,4 +42,5 @@ def test_user_paths_are_quoted_in_the_script():
     cmds = dict(probe_commands(plan))
     assert cmds["du.0"] == "du -sxb -- '/shared/x'\"'\"'; rm -rf / #'"
     script = build_script(plan)
-    assert "LC_ALL=C" in script and "timeout -k 2 20" in script and plan.marker in script
+    assert "LC_ALL=C" in script and 'timeout -k 2 "$gpubot_t"' in script and plan.marker in script
+    assert "gpubot_run du.0 '/shared/x'" not in script  # the command is quoted as a whole, once more

@@ -66,7 +66,7 @@ def test_bad_field_message_on_stdout_is_a_failure_not_a_parse():
         ("No devices were found\n", "", 6, ProbeFailure.NO_DEVICES),
         ("", "sh: 1: nvidia-smi: not found\n", 127, ProbeFailure.MISSING),
         ("", "", 124, ProbeFailure.TIMEOUT),
-        ("Unable to determine the device handle for GPU0000:00:06.0: Unknown Error\n", "", 15, ProbeFailure.FAILED),
+        ("Unable to determine the device handle for GPU0000:00:06.0: Unknown Error\n", "", 15, ProbeFailure.GPU_LOST),
     ],
 )
 def test_error_shapes_are_classified_by_status_and_message(stdout, stderr, status, kind):

@@ -40,11 +40,11 @@ async def test_group_status_summarises_every_host(bot, services, ssh_server, fak
     validate_message(final.body["blocks"], final.body["text"])
     text = blocks_text(final.body["blocks"])
     assert "group train: 12 hosts" in text
-    assert "8 ready · 1 unknown · 1 not ready · 2 unreachable" in text
+    assert "8 ready · 0 unknown · 2 not ready · 2 unreachable" in text
     assert "train-busy · not ready · 1/8 GPUs in use" in text and f"pid {holder.pid}" in text
     assert "train-rekeyed · unreachable" in text and "CHANGED" in text
     assert "train-down · unreachable" in text and "cannot connect" in text
-    assert "train-nodrv · unknown" in text and "NVIDIA driver" in text
+    assert "train-nodrv · not ready" in text and "NVIDIA driver is not loaded" in text
     assert "infer01" not in text
     # problems first: the first listed host is not a ready one
     lines = [ln for ln in text.splitlines() if "·" in ln and "ready ·" not in ln[:3]]

@@ -86,14 +86,15 @@ async def test_unknown_host_key_is_refused(services, ssh_server, fake_hosts, tmp
     assert report.assessment.verdict is Verdict.UNREACHABLE and "is not in" in report.error
 
 
-async def test_missing_and_failing_nvidia_smi_give_unknown(services, ssh_server, fake_hosts):
+async def test_a_driver_failure_is_not_ready_and_a_missing_nvidia_smi_unknown(services, ssh_server, fake_hosts):
     await register(services, "nodrv", "127.0.0.7", ssh_server)
     await register(services, "nosmi", "127.0.0.8", ssh_server)
     fake_hosts.write("127.0.0.7", smi_mode="driver_failure")
     fake_hosts.write("127.0.0.8", smi_mode="missing")
     nodrv = await check_host(services=services, host_name="nodrv")
     nosmi = await check_host(services=services, host_name="nosmi")
-    assert nodrv.assessment.verdict is Verdict.UNKNOWN and "couldn't communicate with the NVIDIA driver" in nodrv.assessment.reasons[0].text
+    assert nodrv.assessment.verdict is Verdict.NOT_READY and "couldn't communicate with the NVIDIA driver" in nodrv.assessment.reasons[0].text
+    assert nodrv.assessment.reasons[0].text.startswith("the NVIDIA driver is not loaded — load it")
     assert nosmi.assessment.verdict is Verdict.UNKNOWN and "not installed" in nosmi.assessment.reasons[0].text
     assert (await stored(services, nodrv.snapshot_id)).raw["gpus"]["exit_status"] == 9
 

@@ -42,6 +42,26 @@ class HostsTrust:
     name: str
 
 
+@dataclass(frozen=True)
+class HostsForgetGpu:
+    """Accept a deliberate GPU removal: ``gpu`` is an index, a UUID (or its unique prefix), or ``all``."""
+
+    name: str
+    gpu: str
+
+
+FORGET_USAGE = "hosts forget-gpu NAME INDEX|UUID|all"
+
+
+def parse_forget_gpu(args: list[str]) -> HostsForgetGpu:
+    if len(args) != 2:
+        raise UsageError("name a host and the GPU it no longer has (its index, UUID, or `all`)", usage=FORGET_USAGE)
+    gpu = args[1]
+    if not (gpu == "all" or gpu.isdigit() or all(c.isalnum() or c == "-" for c in gpu)):
+        raise UsageError(f"`{gpu[:60]}` is not a GPU index or UUID", usage=FORGET_USAGE)
+    return HostsForgetGpu(validate_host(args[0]), gpu)
+
+
 def _one(args: list[str], usage: str) -> str:
     if len(args) != 1:
         raise UsageError("name one host", usage=usage)
@@ -100,4 +120,6 @@ SPECS = [
     CommandSpec(("hosts", "remove"), "hosts remove NAME", "unregister a host (its history stays)", Role.ADMIN, parse_remove),
     CommandSpec(("hosts", "trust"), "hosts trust NAME", "show a host's SSH key fingerprint and ask an admin to trust it",
                 Role.ADMIN, parse_trust),
+    CommandSpec(("hosts", "forget-gpu"), FORGET_USAGE, "accept that a host no longer has a GPU it showed before (its inventory)",
+                Role.ADMIN, parse_forget_gpu),
 ]

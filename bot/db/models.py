@@ -6,6 +6,6 @@ from bot.db.base import Base
 from bot.history import models as _history_indexes  # noqa: F401  (indexes on snapshots)
 from bot.hosts.models import Host
 from bot.reports.models import ReportRun, ReportSchedule
-from bot.snapshots.models import Snapshot, SnapshotHour
+from bot.snapshots.models import GpuSeen, Snapshot, SnapshotHour
 
-__all__ = ["ActionRequest", "ActionStep", "Approval", "Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "Snapshot", "SnapshotHour"]
+__all__ = ["ActionRequest", "ActionStep", "Approval", "Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "GpuSeen", "Snapshot", "SnapshotHour"]

@@ -14,7 +14,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
@@ -24,7 +24,8 @@ from bot.flows.context import Services
 from bot.flows.status import StatusReport, make_report, probe_and_judge, store_error_text
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
-from bot.readiness.verdict import Assessment, Reason, Severity, Verdict
+from bot.readiness.verdict import Assessment, KnownGpu, Reason, Severity, Verdict
+from bot.snapshots import inventory
 from bot.snapshots.batcher import SnapshotBatcher
 from bot.snapshots.service import StoreItem
 from bot.ssh.target import HostTarget
@@ -65,14 +66,18 @@ async def hosts_of(*, services: Services, group: str | None) -> list[str]:
         return [h.name for h in rows]
 
 
-async def _rows(services: Services, names: list[str]) -> dict[str, Host]:
-    """The host rows of ``names`` in one query (in chunks of 500 names)."""
+async def _rows(services: Services, names: list[str]) -> tuple[dict[str, Host], dict[str, list[KnownGpu]]]:
+    """The host rows of ``names`` and the GPUs each showed before (its inventory), one query
+    each per chunk of 500 names."""
     found: dict[str, Host] = {}
+    known: dict[str, list[KnownGpu]] = {}
+    since = services.clock() - timedelta(days=services.settings.gpu_inventory_days)
     async with services.sessions() as db:
         for i in range(0, len(names), 500):
             chunk = names[i:i + 500]
             found.update((h.name, h) for h in (await db.execute(select(Host).where(Host.name.in_(chunk)))).scalars())
-    return found
+            known.update(await inventory.known(db_session=db, host_names=chunk, since=since))
+    return found, known
 
 
 def _failed(name: str, exc: Exception, now: datetime) -> StatusReport:
@@ -89,7 +94,7 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
     reports carry their snapshot ids (or ``store_error``). Every host gives a report (an
     unreachable one, a name no longer registered, a failing store too); none raises.
     """
-    rows = await _rows(services, names)
+    rows, known = await _rows(services, names)
     limit = asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
     batcher = SnapshotBatcher(services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S)
     done = 0
@@ -108,7 +113,7 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
                 else:
                     raise NotFoundError(f"no host called `{name}` (removed during the fan-out?)")
                 result, assessment, req = await probe_and_judge(services=services, target=target, host=host,
-                                                                need_bytes=need_bytes)
+                                                                need_bytes=need_bytes, known=tuple(known.get(name, ())))
                 stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by))
                 report = make_report(target, result, assessment, req, need_bytes=need_bytes)
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown

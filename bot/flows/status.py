@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -17,7 +17,8 @@ from bot.hosts.probe_settings import ConfigError, validate_overrides
 from bot.probes.engine import ProbeResult, run_probe
 from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan
-from bot.readiness.verdict import Assessment, Reason, Requirements, Severity, Verdict, assess, not_probed
+from bot.readiness.verdict import Assessment, KnownGpu, Reason, Requirements, Severity, Verdict, assess, not_probed, unreachable
+from bot.snapshots import inventory
 from bot.snapshots import service as snapshots
 from bot.ssh.target import HostTarget
 
@@ -54,11 +55,23 @@ def plan_for(settings: Settings, host: Host | None, paths: tuple[str, ...] = ())
         hf_cache=o.get("hf_cache", settings.hf_cache),
         units=tuple(units),
         probe_timeout_s=settings.probe_timeout_s,
+        deadline_s=max(5, int(settings.batch_timeout_s) - 5),
+        gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)),
         gpu_backend=o.get("gpu_backend", settings.gpu_backend),
     )
     req = Requirements(gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)), units=units,
                        expected_gpus=o.get("expected_gpus", settings.expected_gpus))
     return plan, req
+
+
+def judge(result: ProbeResult, req: Requirements) -> Assessment:
+    """The verdict of one probe result: *unreachable* when it never ran or the connection was
+    lost (what arrived is still in ``result.readings``), else :func:`assess` of the readings."""
+    if result.readings is None:
+        return not_probed(result.error or "no answer", result.error_kind or "unreachable")
+    if result.error_kind == "connection_lost":
+        return unreachable(result.error or "connection lost", result.error_kind)
+    return assess(result.readings, req)
 
 
 def _where(target: HostTarget) -> str:
@@ -69,20 +82,19 @@ def _where(target: HostTarget) -> str:
 
 
 async def probe_and_judge(*, services: Services, target: HostTarget, host: Host | None, need_bytes: int | None = None,
-                          paths: tuple[str, ...] = ()) -> tuple[ProbeResult, Assessment, Requirements]:
-    """Probe ``target`` once and judge it; no database. Never raises for the host's failures
+                          paths: tuple[str, ...] = (), known: tuple[KnownGpu, ...] = ()) -> tuple[ProbeResult, Assessment, Requirements]:
+    """Probe ``target`` once and judge it; no database. ``known`` are the GPUs the host showed
+    before (:func:`bot.snapshots.inventory.known`). Never raises for the host's failures
     (invalid stored probe settings read *unknown*, an unreachable host *unreachable*)."""
     try:
         plan, req = plan_for(services.settings, host, paths)
     except ConfigError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
-    req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus)
+    req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus, known)
     result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s,
                              clock=services.clock)
-    if result.readings is None:
-        return result, not_probed(result.error or "no answer", result.error_kind or "unreachable"), req
-    return result, assess(result.readings, req), req
+    return result, judge(result, req), req
 
 
 def make_report(target: HostTarget, result: ProbeResult, assessment: Assessment, req: Requirements, *,
@@ -112,8 +124,10 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
     async with services.sessions() as db:
         target, host = await hosts.resolve(db_session=db, name=host_name)
         host_id = host.id if host else None
+        known = (await inventory.known(db_session=db, host_names=[target.name],
+                                       since=services.clock() - timedelta(days=services.settings.gpu_inventory_days)))[target.name]
     result, assessment, req = await probe_and_judge(services=services, target=target, host=host,
-                                                    need_bytes=need_bytes, paths=paths)
+                                                    need_bytes=need_bytes, paths=paths, known=tuple(known))
     snapshot_id: int | None = None
     store_error: str | None = None
     try:

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.commands.common import validate_host
@@ -25,8 +25,9 @@ USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,63}$")
 
 
 async def get(*, db_session: AsyncSession, name: str) -> Host | None:
-    """The host called ``name``, or ``None``."""
-    return (await db_session.execute(select(Host).where(Host.name == name))).scalar_one_or_none()
+    """The host called ``name`` (host names are case-insensitive, stored lower-case), or ``None``."""
+    q = select(Host).where(func.lower(Host.name) == name.lower()).order_by(Host.id).limit(1)
+    return (await db_session.execute(q)).scalar_one_or_none()
 
 
 async def list_all(*, db_session: AsyncSession, group: str | None = None) -> list[Host]:
@@ -46,8 +47,8 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
     ``probe`` is validated (:mod:`bot.hosts.probe_settings`); ``key_file`` is stored absolute;
     ``jump`` is ``[user@]bastion[:port]`` (:func:`bot.ssh.jump.parse_hop`), stored normalized.
     """
-    validate_host(name)
-    if name.lower() in RESERVED_NAMES:
+    name = validate_host(name).lower()
+    if name in RESERVED_NAMES:
         raise UsageError(f"`{name}` is reserved (`status all` means every host)")
     if name in LOCAL_NAMES and transport != "local":
         raise UsageError(f"`{name}` is this machine; register it with the local transport, or pick another name")
@@ -91,7 +92,7 @@ async def remove(*, db_session: AsyncSession, name: str) -> None:
 async def near_names(*, db_session: AsyncSession, name: str, limit: int = 3) -> list[str]:
     """Registered names close to ``name`` (for "did you mean")."""
     names = [h.name for h in await list_all(db_session=db_session)] + list(LOCAL_NAMES)
-    return difflib.get_close_matches(name, names, n=limit, cutoff=0.5)
+    return difflib.get_close_matches(name.lower(), names, n=limit, cutoff=0.5)
 
 
 async def resolve(*, db_session: AsyncSession, name: str) -> tuple[HostTarget, Host | None]:
@@ -102,8 +103,8 @@ async def resolve(*, db_session: AsyncSession, name: str) -> tuple[HostTarget, H
     host = await get(db_session=db_session, name=name)
     if host is not None:
         return to_target(host), host
-    if name in LOCAL_NAMES:
-        return HostTarget(name=name, address="localhost", transport="local"), None
+    if name.lower() in LOCAL_NAMES:
+        return HostTarget(name=name.lower(), address="localhost", transport="local"), None
     raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
 
 

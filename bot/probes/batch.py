@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from bot.probes.frames import ProbeOutput
+from bot.probes.inventory import parse_witnesses
 from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
+from bot.probes.owners import parse_owners
 from bot.probes.readings import GpuReport, ProbeFailure, Readings
 from bot.probes.script import ProbePlan
 from bot.probes.system import hf_cache_path, parse_context, parse_df, parse_du, parse_unit
 
 _LOST = ProbeOutput(name="?", stdout="", stderr="the probe's output is missing from the batch", exit_status=None)
+"""A probe that never printed a frame: unknown (``exit_status=None`` reads as cut short)."""
 
 
-def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput]) -> Readings:
+def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | None = None) -> Readings:
     """Parse every probe of ``plan`` from ``outputs`` (as cut by :func:`split_frames`).
 
-    A probe missing from ``outputs`` (the batch died) reads as unknown, never as clean.
+    A probe missing from ``outputs`` (the batch died) reads as unknown, never as clean; ``cut``
+    says why the batch ended early, when it did. Never raises.
     """
     def get(name: str) -> ProbeOutput:
         return outputs.get(name, _LOST)
@@ -32,5 +36,6 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput]) -> Readings:
     hf = parse_du(hf_cache_path(hf_out, plan.hf_cache), hf_out)
     units = [parse_unit(u, get(f"unit.{i}")) for i, u in enumerate(plan.units)]
     context = parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))
-    return Readings(gpu=gpu, disks=disks, folders=folders, hf_cache=hf, units=units, context=context)
+    return Readings(gpu=gpu, disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
+                    owners=parse_owners(outputs.get("owners")), witnesses=parse_witnesses(outputs.get("inventory")), cut=cut)
 

@@ -46,19 +46,29 @@ async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, time
                     clock: Callable[[], datetime] = utcnow) -> ProbeResult:
     """Probe ``target`` in one round trip. Never raises for a host's failure: an unreachable
     host, a refused key or a timeout is a :class:`ProbeResult` with ``error_kind`` set.
-    ``taken_at`` is ``clock()`` (timezone-aware UTC) when the batch starts."""
+    ``taken_at`` is ``clock()`` (timezone-aware UTC) when the batch starts.
+
+    When the batch stopped early (client timeout, connection lost) the frames that arrived are
+    kept: ``readings`` holds them (the rest unknown, ``Readings.cut`` says why) next to the error.
+    """
     taken_at = clock()
     started = time.monotonic()
+
+    def ms() -> int:
+        return int((time.monotonic() - started) * 1000)
+
     try:
         res = await runner.run(target, build_script(plan), timeout=timeout)
     except ProbeError as exc:
-        return ProbeResult(target.name, taken_at, int((time.monotonic() - started) * 1000), None, {}, exc.kind, str(exc))
+        outputs = split_frames(exc.partial_stdout, plan.marker) if exc.partial_stdout else {}
+        readings = parse_batch(plan, outputs, cut=str(exc)) if outputs else None
+        return ProbeResult(target.name, taken_at, ms(), readings, _raw(outputs), exc.kind, str(exc))
     except Exception as exc:  # a runner bug or an unforeseen library error: still a stored, honest snapshot
         log.exception("probe of %s failed unexpectedly", target.name)
-        return ProbeResult(target.name, taken_at, int((time.monotonic() - started) * 1000), None, {}, "probe_failed",
+        return ProbeResult(target.name, taken_at, ms(), None, {}, "probe_failed",
                            f"{target.name}: the probe failed unexpectedly ({type(exc).__name__}: {exc})")
     outputs = split_frames(res.stdout, plan.marker)
-    duration = int((time.monotonic() - started) * 1000)
+    duration = ms()
     raw = _raw(outputs)
     if not outputs:
         raw["batch"] = {"stdout": res.stdout[-4000:], "stderr": res.stderr[-4000:], "exit_status": res.exit_status}

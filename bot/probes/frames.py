@@ -1,53 +1,165 @@
-"""Framing of a probe batch's output.
+"""Framing of remote batches: building the one script that runs several commands, and cutting its output.
 
-The batch script (see :mod:`bot.probes.script`) prints, for every probe NAME::
+Probe batches (:mod:`bot.probes.script`) and action steps (:mod:`bot.actions.remote`) both use
+:func:`frame_script` and :func:`split_frames`; nothing else knows the format. For every command
+NAME the script prints::
 
-    <marker> BEGIN NAME\\n<stdout>\\n<marker> STDERR NAME\\n<stderr>\\n<marker> END NAME <exit status>\\n
+    \\n<marker> BEGIN NAME\\n<stdout>\\n<marker> STDERR NAME\\n<stderr>\\n<marker> END NAME <exit status>\\n
 
-where ``<marker>`` is unique to the batch (``GPUBOT-<32 hex>``), so a login banner or a shell rc
-file's output around the frames, or a probe's output that happens to contain text like a frame,
-cannot be taken for a probe's result.
+where ``<marker>`` is unique to the batch (``GPUBOT-<32 hex>``), so a login banner, a shell rc
+file's output (even one with no trailing newline, such as an xterm title escape), or a command's
+output that happens to look like a frame, cannot be taken for a result.
+
+Time: each command runs under ``timeout -k KILL_AFTER T`` where ``T`` is the per-command timeout,
+shortened so that the whole batch ends within ``deadline_s`` (the remote overall deadline: a
+command that would start after it is not run and reads exit 124). A command stuck where even
+SIGKILL cannot end it (uninterruptible I/O on a hung NFS mount) is abandoned after ``T +
+KILL_AFTER + 2`` s with exit 124, its output files left behind, so the other commands still run.
+Output goes to files first and is printed whole per frame, so a frame that was printed has all of
+its command's output.
 """
 
 from __future__ import annotations
 
+import enum
 import re
+import shlex
 from dataclasses import dataclass
+
+
+class ExitCode(enum.IntEnum):
+    """Exit statuses that framing and the remote scripts give a meaning to."""
+
+    OK = 0
+    TIMEOUT = 124
+    """coreutils ``timeout`` fired (also: not run because the batch deadline passed, or abandoned)."""
+    KILLED = 137
+    """128 + SIGKILL: ``timeout -k`` had to kill the command."""
+    NOT_FOUND = 127
+    """The command is not installed (or not on PATH)."""
 
 
 @dataclass(frozen=True)
 class ProbeOutput:
-    """One probe's raw result. ``exit_status`` is ``None`` when the frame never ended."""
+    """One command's raw result. ``exit_status`` is ``None`` when the frame never ended."""
 
     name: str
     stdout: str
     stderr: str
     exit_status: int | None
 
+    @property
+    def timed_out(self) -> bool:
+        """True for exit 124/137 (``timeout``) and for a frame cut short."""
+        return self.exit_status in (ExitCode.TIMEOUT, ExitCode.KILLED) or self.exit_status is None
+
+    def no_answer(self, tool: str) -> str:
+        """How a timed-out command is named to people: ``"df did not answer within 20 s"``, or
+        ``"df did not finish: the batch was cut short"`` for a frame that never ended."""
+        if self.exit_status is None:
+            return f"{tool} did not finish: the batch was cut short"
+        m = _NO_ANSWER.search(self.stderr)
+        if m:
+            return f"{tool} did not answer within {m.group(1)} s"
+        if "batch deadline" in self.stderr:
+            return f"{tool} was not run: the batch deadline had passed"
+        return f"{tool} did not answer before the probe timeout"
+
+
+_NO_ANSWER = re.compile(r"gpubot: no answer within (\d+) s")
+
+
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: float, deadline_s: float | None = None,
+                 kill_after_s: int = 2, timeouts: dict[str, float] | None = None) -> str:
+    """One POSIX ``sh`` script running each ``(name, command)`` in order, framed with ``marker``.
+
+    ``timeout_s`` is the per-command timeout (``timeouts`` may give some commands their own);
+    ``deadline_s`` bounds the whole batch from its start (``None``: no overall bound). Every
+    command runs with ``LC_ALL=C``, stdin from ``/dev/null``, and ``$GPUBOT_D`` naming a private
+    folder where earlier commands' stdout lies as ``NAME.out`` (so a later command can read the
+    PIDs an earlier one printed). Names must match ``[A-Za-z0-9_.-]+`` (``ValueError`` otherwise).
+    """
+    for name, _ in commands:
+        if not _NAME.match(name):
+            raise ValueError(f"bad command name {name!r}")
+    q = shlex.quote
+    deadline = int(deadline_s) if deadline_s is not None else 10**9
+    lines = [
+        "export LC_ALL=C",
+        f"gpubot_m={q(marker)}",
+        'GPUBOT_D=$(mktemp -d 2>/dev/null) || { GPUBOT_D=/tmp/gpubot.$$; mkdir -p "$GPUBOT_D"; }',
+        "export GPUBOT_D",
+        f"gpubot_end=$(( $(date +%s) + {deadline} ))",
+        "trap 'gpubot_cut=1' USR1",
+        "gpubot_run() {",
+        '  printf \'\\n%s BEGIN %s\\n\' "$gpubot_m" "$1"',
+        "  gpubot_left=$(( gpubot_end - $(date +%s) ))",
+        '  if [ "$gpubot_left" -le 0 ]; then',
+        '    printf \'\\n%s STDERR %s\\nnot run: the batch deadline had passed\\n%s END %s 124\\n\' "$gpubot_m" "$1" "$gpubot_m" "$1"',
+        "    return",
+        "  fi",
+        '  gpubot_t=$3; [ "$gpubot_left" -lt "$gpubot_t" ] && gpubot_t=$gpubot_left',
+        "  gpubot_cut=",
+        f'  timeout -k {int(kill_after_s)} "$gpubot_t" sh -c "$2" </dev/null >"$GPUBOT_D/$1.out" 2>"$GPUBOT_D/$1.err" &',
+        "  gpubot_p=$!",
+        # A watchdog that interrupts `wait` if even SIGKILL did not end the command (D state).
+        "  (trap 'kill $gpubot_s 2>/dev/null; exit 0' TERM; sleep $(( gpubot_t + "
+        f"{int(kill_after_s)} + 2 )) & gpubot_s=$!; wait $gpubot_s && kill -USR1 $$) </dev/null >/dev/null 2>&1 &",
+        "  gpubot_w=$!",
+        '  wait "$gpubot_p"; gpubot_rc=$?',
+        '  case $gpubot_rc in 124|137) echo "gpubot: no answer within $gpubot_t s" >>"$GPUBOT_D/$1.err";; esac',
+        '  if [ -n "$gpubot_cut" ]; then gpubot_rc=124;'
+        ' echo "abandoned: it did not exit even after SIGKILL (uninterruptible I/O, e.g. a hung network mount)" >>"$GPUBOT_D/$1.err"; fi',
+        '  kill "$gpubot_w" 2>/dev/null',
+        '  cat "$GPUBOT_D/$1.out"',
+        '  printf \'\\n%s STDERR %s\\n\' "$gpubot_m" "$1"',
+        '  cat "$GPUBOT_D/$1.err"',
+        '  printf \'\\n%s END %s %d\\n\' "$gpubot_m" "$1" "$gpubot_rc"',
+        "}",
+    ]
+    per = timeouts or {}
+    for name, cmd in commands:
+        t = max(1, int(per.get(name, timeout_s)))
+        lines.append(f"gpubot_run {q(name)} {q(cmd)} {t}")
+    lines.append('rm -rf "$GPUBOT_D" 2>/dev/null')
+    return "\n".join(lines) + "\n"
+
 
 def split_frames(text: str, marker: str) -> dict[str, ProbeOutput]:
-    """Cut ``text`` (the whole batch stdout) into probe outputs by name.
+    """Cut ``text`` (a batch's whole stdout) into outputs by command name.
 
-    Text outside frames is ignored. A frame that began but never ended (the batch was cut
+    Markers are found wherever they start (noise before, between and after frames is ignored:
+    control bytes, partial lines, CR). A frame that began but never ended (the batch was cut
     short) yields a :class:`ProbeOutput` with ``exit_status=None`` and what was read so far.
+    Never raises.
     """
     m = re.escape(marker)
-    begin = re.compile(rf"^{m} BEGIN (\S+)\n", re.M)
+    begin = re.compile(rf"{m} BEGIN ([A-Za-z0-9_.-]+)\r?\n")
     results: dict[str, ProbeOutput] = {}
     for match in begin.finditer(text):
         name = match.group(1)
         rest = text[match.end():]
         stderr_sep = f"\n{marker} STDERR {name}\n"
-        end_re = re.compile(rf"\n{m} END {re.escape(name)} (-?\d+)\n?")
+        end_re = re.compile(rf"\n{m} END {re.escape(name)} (-?\d+)(?:\r?\n|$)")
         sep_at = rest.find(stderr_sep)
-        if sep_at < 0:
-            results[name] = ProbeOutput(name, rest.split(f"\n{marker} ", 1)[0], "", None)
+        nxt = rest.find(f"{marker} BEGIN ")
+        if sep_at < 0 or (0 <= nxt < sep_at):
+            cut = rest if nxt < 0 else rest[:nxt]
+            results[name] = ProbeOutput(name, cut.removesuffix("\n"), "", None)
             continue
         stdout = rest[:sep_at]
         after = rest[sep_at + len(stderr_sep):]
         end = end_re.search(after)
         if end is None:
-            results[name] = ProbeOutput(name, stdout, after, None)
+            nxt = after.find(f"{marker} BEGIN ")
+            results[name] = ProbeOutput(name, stdout, after if nxt < 0 else after[:nxt], None)
             continue
-        results[name] = ProbeOutput(name, stdout, after[: end.start()], int(end.group(1)))
+        try:
+            status: int | None = int(end.group(1))
+        except ValueError:
+            status = None
+        results[name] = ProbeOutput(name, stdout, after[: end.start()], status)
     return results

@@ -10,6 +10,8 @@ classified by exit status and known message first, and parsed second.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import Gpu, GpuProcess, GpuReport, ProbeFailure
 from bot.probes.script import APP_FIELDS, GPU_FIELDS
@@ -18,14 +20,72 @@ NO_DEVICES_TEXT = "No devices were found"
 DRIVER_TEXT = "couldn't communicate with the NVIDIA driver"
 
 
+@dataclass(frozen=True)
+class DriverFailure:
+    """A named driver-side failure: what it is and the one-line next step."""
+
+    kind: ProbeFailure
+    message: str
+    hint: str
+
+
+DRIVER_FAILURES: dict[int, DriverFailure] = {
+    4: DriverFailure(ProbeFailure.PERMISSION, "the SSH user may not query the GPUs (insufficient permissions)",
+                     "run the probe as a user that may open /dev/nvidia*"),
+    6: DriverFailure(ProbeFailure.NO_DEVICES, "the NVIDIA driver found no GPU",
+                     "check that the GPUs are seated and bound (lspci -d 10de:, dmesg | grep NVRM)"),
+    8: DriverFailure(ProbeFailure.HARDWARE, "a GPU's external power cables are not attached", "check the GPU power cables"),
+    9: DriverFailure(ProbeFailure.DRIVER, "the NVIDIA driver is not loaded",
+                     "load it (modprobe nvidia) or reinstall the driver; check dmesg for why it failed"),
+    10: DriverFailure(ProbeFailure.HARDWARE, "the kernel reports an interrupt problem with a GPU", "check dmesg for NVRM errors; reboot"),
+    12: DriverFailure(ProbeFailure.DRIVER_LIBRARY, "NVIDIA driver library (NVML) not found",
+                      "reinstall the driver's user-space libraries (libnvidia-ml.so.1) or fix the library path"),
+    14: DriverFailure(ProbeFailure.HARDWARE, "a GPU's infoROM is corrupted", "the GPU needs service by its vendor"),
+    15: DriverFailure(ProbeFailure.GPU_LOST, "a GPU has fallen off the bus or is inaccessible",
+                      "reset the GPU or reboot the host; check dmesg for Xid 79"),
+    16: DriverFailure(ProbeFailure.HARDWARE, "a GPU needs a reset", "reset the GPU (nvidia-smi -r) or reboot the host"),
+    18: DriverFailure(ProbeFailure.VERSION_MISMATCH, "NVIDIA driver/library version mismatch",
+                      "reboot, or reload the NVIDIA kernel modules after the driver upgrade"),
+}
+"""Driver failures by NVML return code (``nvmlReturn_t`` in nvml.h). nvidia-smi exits with the
+same numbers (its man page, RETURN VALUE: 6 query unsuccessful, 8 power cables, 9 driver not
+loaded, 10 interrupt issue, 12 NVML library not found, 14 infoROM corrupted, 15 GPU lost), and
+the NVML probe prints the code of the ``NVMLError`` it got."""
+
+_TEXT_CODES = (
+    (DRIVER_TEXT, 9),
+    ("NVIDIA driver is not loaded", 9),
+    ("Driver Not Loaded", 9),
+    ("Driver/library version mismatch", 18),
+    ("libnvidia-ml.so", 12),
+    ("NVML Shared Library Not Found", 12),
+    ("GPU is lost", 15),
+    ("fallen off the bus", 15),
+    ("GPU requires reset", 16),
+    (NO_DEVICES_TEXT, 6),
+)
+"""Messages that name a failure whatever the exit status (nvidia-smi prints them on stdout)."""
+
+
+def driver_failure(status: int | None, text: str) -> DriverFailure | None:
+    """The named failure for an exit status / NVML code and its message, or ``None``."""
+    for needle, code in _TEXT_CODES:
+        if needle.lower() in text.lower():
+            return DRIVER_FAILURES[code]
+    return DRIVER_FAILURES.get(status) if status is not None else None
+
+
 def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
-    """``(failure kind, message)`` for a failed nvidia-smi run, ``None`` if it succeeded."""
+    """``(failure kind, message)`` for a failed nvidia-smi run, ``None`` if it succeeded.
+
+    A named driver failure's message ends with its hint after `` — ``."""
     status = out.exit_status
-    text = (out.stdout.strip() or out.stderr.strip()).replace("# fields:", "").strip()
+    text = (out.stdout + "\n" + out.stderr).replace("# fields:", "")
     first = _first_message_line(out)
     if status == 0:
         if NO_DEVICES_TEXT in out.stdout:
-            return ProbeFailure.NO_DEVICES, NO_DEVICES_TEXT
+            f = DRIVER_FAILURES[6]
+            return f.kind, f"{f.message} — {f.hint}"
         return None
     if status is None:
         return ProbeFailure.TIMEOUT, "the probe batch was cut short before nvidia-smi finished"
@@ -33,10 +93,9 @@ def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
         return ProbeFailure.TIMEOUT, "nvidia-smi did not answer before the probe timeout"
     if status == 127:
         return ProbeFailure.MISSING, "nvidia-smi is not installed on this host (or not on PATH)"
-    if NO_DEVICES_TEXT in text:
-        return ProbeFailure.NO_DEVICES, NO_DEVICES_TEXT
-    if DRIVER_TEXT in text or status == 9:
-        return ProbeFailure.DRIVER, first or "nvidia-smi cannot talk to the NVIDIA driver"
+    named = driver_failure(status, text)
+    if named is not None:
+        return named.kind, f"{named.message} — {named.hint}" + (f" (nvidia-smi: {first})" if first else "")
     return ProbeFailure.FAILED, f"nvidia-smi exited {status}: {first or 'no message'}"
 
 
@@ -112,9 +171,20 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
                 temperature_c=_int(row.get("temperature.gpu", "")),
                 power_w=_float(row.get("power.draw", "")),
                 mig_mode=_text(row.get("mig.mode.current", "")),
+                pci_bus_id=kernel_bus_id(row.get("pci.bus_id", "")),
             )
         )
     return gpus, driver
+
+
+def kernel_bus_id(value: str) -> str | None:
+    """A PCI bus id in the kernel's form (``0000:00:06.0``, lower case): nvidia-smi prints an
+    8-digit domain (``00000000:00:06.0``), ``/proc`` and sysfs 4 digits."""
+    v = value.strip().lower()
+    if placeholder(v) or v.count(":") != 2:
+        return None
+    domain, rest = v.split(":", 1)
+    return f"{domain[-4:].rjust(4, '0')}:{rest}"
 
 
 def parse_apps(stdout: str) -> list[GpuProcess]:
@@ -147,7 +217,9 @@ def parse_gpu_report(gpus_out: ProbeOutput, apps_out: ProbeOutput | None) -> Gpu
     """
     failed = classify_failure(gpus_out)
     if failed:
-        return GpuReport(failure=failed[0], message=failed[1])
+        named = driver_failure(gpus_out.exit_status, gpus_out.stdout + "\n" + gpus_out.stderr) if failed[0] not in (
+            ProbeFailure.TIMEOUT, ProbeFailure.MISSING, ProbeFailure.FAILED) else None
+        return GpuReport(failure=failed[0], message=failed[1], hint=named.hint if named else None)
     try:
         gpus, driver = parse_gpus(gpus_out.stdout)
     except ValueError as exc:

@@ -9,15 +9,32 @@ busy (615 MiB) — it is never read. Power is mW in NVML and W in the model.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from bot.probes.frames import ProbeOutput
-from bot.probes.readings import Gpu, GpuProcess, GpuReport, ProbeFailure
+from bot.probes.nvidia_smi import driver_failure, kernel_bus_id
+from bot.probes.readings import Gpu, GpuProcess, GpuReport, MigDevice, ProbeFailure
 from bot.sizes import MIB
 
 
 def _mib(value: Any) -> int | None:
     return None if value is None else round(int(value) / MIB)
+
+
+def _mig(devices: list[dict[str, Any]] | None, parent: str, procs: list[GpuProcess]) -> list[MigDevice] | None:
+    """MIG instances (memory in MiB); their processes join ``procs`` under the parent GPU's UUID."""
+    if devices is None:
+        return None
+    out = []
+    for d in devices:
+        mem = d.get("memory") or {}
+        for p in d.get("compute_procs", []):
+            procs.append(GpuProcess(gpu_uuid=parent, pid=int(p["pid"]), used_memory_mib=_mib(p.get("usedGpuMemory")),
+                                    process_name=p.get("name", "[unknown]")))
+        out.append(MigDevice(uuid=d.get("uuid") or "?", memory_total_mib=_mib(mem.get("total")),
+                             memory_used_mib=_mib(mem.get("used")), processes=len(d.get("compute_procs", []))))
+    return out
 
 
 def parse_nvml(out: ProbeOutput) -> GpuReport:
@@ -28,10 +45,15 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
         return GpuReport(failure=ProbeFailure.TIMEOUT, message="the NVML probe did not finish", source="nvml")
     if out.exit_status != 0:
         msg = (out.stdout.strip() or out.stderr.strip() or f"exit {out.exit_status}").splitlines()[0]
-        return GpuReport(failure=ProbeFailure.DRIVER, message=msg, source="nvml")
+        code = re.match(r"NVML error (\d+)", msg)
+        named = driver_failure(int(code.group(1)) if code else None, msg)
+        if named is not None:
+            return GpuReport(failure=named.kind, message=f"{named.message} — {named.hint} ({msg})", source="nvml", hint=named.hint)
+        return GpuReport(failure=ProbeFailure.FAILED, message=f"the NVML probe failed: {msg}", source="nvml")
     try:
         doc = json.loads(out.stdout)
-        gpus, procs = [], []
+        gpus: list[Gpu] = []
+        procs: list[GpuProcess] = []
         for g in doc["gpus"]:
             mem = g["memory_v2"]
             mig = g.get("mig_mode")
@@ -47,6 +69,8 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
                     temperature_c=g.get("temperature_c"),
                     power_w=None if g.get("power_mw") is None else g["power_mw"] / 1000,
                     mig_mode=None if not mig else ("Enabled" if mig[0] else "Disabled"),
+                    pci_bus_id=kernel_bus_id(g.get("pci_bus_id") or ""),
+                    mig_devices=_mig(g.get("mig_devices"), g["uuid"], procs),
                 )
             )
             for p in g.get("compute_procs", []):

@@ -1,8 +1,9 @@
 # Runs ON THE GPU HOST as `python3 -c <this file>`; needs only nvidia-ml-py (`import pynvml`).
 # Prints one JSON document: {"driver", "gpus": [{index, uuid, name, memory_v2: {total, reserved,
 # free, used} (bytes), utilization: {gpu}, temperature_c, power_mw, mig_mode: [current, pending],
-# compute_procs: [{pid, usedGpuMemory (bytes), name}]}]}. Exit 127 without pynvml, 3 when NVML
-# cannot initialise (message on stdout, like nvidia-smi).
+# compute_procs: [{pid, usedGpuMemory (bytes), name}], pci_bus_id, mig_devices: [{uuid, memory_v2,
+# compute_procs}] (only for a GPU in MIG mode)]}. Exit 127 without pynvml, 3 when NVML fails (the
+# message on stdout, like nvidia-smi, as "NVML error <nvmlReturn_t code>: <text>").
 import json
 import sys
 
@@ -20,25 +21,58 @@ def safe(fn, *args):
         return None
 
 
-try:
-    N.nvmlInit()
-except N.NVMLError as exc:
-    print(f"NVML init failed: {exc}")
-    sys.exit(3)
-doc = {"driver": safe(N.nvmlSystemGetDriverVersion), "gpus": []}
-for i in range(N.nvmlDeviceGetCount()):
-    h = N.nvmlDeviceGetHandleByIndex(i)
-    mem = N.nvmlDeviceGetMemoryInfo(h, version=N.nvmlMemory_v2)
-    util = safe(N.nvmlDeviceGetUtilizationRates, h)
-    procs = []
+def procs_of(h):
+    out = []
     for p in safe(N.nvmlDeviceGetComputeRunningProcesses, h) or []:
         try:
             with open(f"/proc/{p.pid}/comm") as f:
                 name = f.read().strip()
         except OSError:
             name = "[unknown]"
-        procs.append({"pid": p.pid, "usedGpuMemory": p.usedGpuMemory, "name": name})
+        out.append({"pid": p.pid, "usedGpuMemory": p.usedGpuMemory, "name": name})
+    return out
+
+
+def mig_devices(h):
+    devices = []
+    for j in range(safe(N.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
+        m = safe(N.nvmlDeviceGetMigDeviceHandleByIndex, h, j)
+        if m is None:
+            continue
+        mem = safe(N.nvmlDeviceGetMemoryInfo, m)
+        devices.append({
+            "uuid": safe(N.nvmlDeviceGetUUID, m),
+            "memory": {"total": mem.total, "used": mem.used} if mem else None,
+            "compute_procs": procs_of(m),
+        })
+    return devices
+
+
+def fail(exc):
+    print(f"NVML error {getattr(exc, 'value', '?')}: {exc}")
+    sys.exit(3)
+
+
+try:
+    N.nvmlInit()
+except N.NVMLError as exc:
+    fail(exc)
+doc = {"driver": safe(N.nvmlSystemGetDriverVersion), "gpus": []}
+try:
+    count = N.nvmlDeviceGetCount()
+except N.NVMLError as exc:
+    fail(exc)
+for i in range(count):
+    try:
+        h = N.nvmlDeviceGetHandleByIndex(i)
+        mem = N.nvmlDeviceGetMemoryInfo(h, version=N.nvmlMemory_v2)
+    except N.NVMLError as exc:
+        fail(exc)
+    util = safe(N.nvmlDeviceGetUtilizationRates, h)
+    procs = procs_of(h)
     mig = safe(N.nvmlDeviceGetMigMode, h)
+    pci = safe(N.nvmlDeviceGetPciInfo, h)
+    bus = getattr(pci, "busId", None) if pci else None
     doc["gpus"].append({
         "index": i,
         "uuid": safe(N.nvmlDeviceGetUUID, h),
@@ -49,6 +83,8 @@ for i in range(N.nvmlDeviceGetCount()):
         "power_mw": safe(N.nvmlDeviceGetPowerUsage, h),
         "mig_mode": list(mig) if mig else None,
         "compute_procs": procs,
+        "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
+        "mig_devices": mig_devices(h) if mig and mig[0] else None,
     })
 N.nvmlShutdown()
 print(json.dumps(doc))

@@ -10,7 +10,18 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
+
+from pydantic import TypeAdapter
+
+SCHEMA_VERSION = 2
+"""Version of the stored JSON shape of :class:`Readings` (``Snapshot.readings``).
+
+1: the first shape (no ``schema_version`` key). 2: GPU bus ids, MIG instances, process owners,
+inventory witnesses, driver failure hints, a batch cut short. Older rows load through
+:func:`upgrade_readings_json`; fields added later must have defaults.
+"""
 
 
 class ProbeFailure(str, enum.Enum):
@@ -19,6 +30,11 @@ class ProbeFailure(str, enum.Enum):
     MISSING = "missing"  # the tool is not installed (exit 127)
     DRIVER = "driver"  # nvidia-smi cannot talk to the driver
     NO_DEVICES = "no_devices"  # the driver sees no GPU
+    GPU_LOST = "gpu_lost"  # a GPU fell off the bus / is inaccessible (NVML 15)
+    DRIVER_LIBRARY = "driver_library"  # libnvidia-ml.so cannot be found or loaded (NVML 12)
+    VERSION_MISMATCH = "version_mismatch"  # kernel module and user-space libraries differ (NVML 18)
+    HARDWARE = "hardware"  # power cables, interrupts, infoROM, reset required (NVML 8, 10, 14, 16)
+    PERMISSION = "permission"  # the SSH user may not query the GPUs (NVML 4)
     TIMEOUT = "timeout"  # the per-probe `timeout` fired (exit 124/137)
     FAILED = "failed"  # any other non-zero exit
     UNPARSABLE = "unparsable"  # exit 0 but the output has an unexpected shape
@@ -38,6 +54,20 @@ class Gpu:
     temperature_c: int | None
     power_w: float | None
     mig_mode: str | None
+    pci_bus_id: str | None = None
+    """Kernel form ``DDDD:BB:DD.F`` (nvidia-smi prints an 8-digit domain; normalised)."""
+    mig_devices: list[MigDevice] | None = None
+    """The MIG instances of a GPU in MIG mode, when the probe read them (NVML); ``None``: not read."""
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG instance of a GPU (NVML ``nvmlDeviceGetMigDeviceHandleByIndex``); memory in MiB."""
+
+    uuid: str
+    memory_total_mib: int | None
+    memory_used_mib: int | None
+    processes: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +90,66 @@ class GpuReport:
     failure: ProbeFailure | None = None
     message: str | None = None
     source: str = "nvidia-smi"
+    hint: str | None = None
+    """For a classified driver failure: the one-line next step."""
+
+
+@dataclass(frozen=True)
+class ProcessOwner:
+    """Who a GPU process is (``bot.probes.owners``): read from ``ps`` and ``/proc/PID/cgroup``.
+
+    ``source`` is ``listed`` (the GPU probe listed the PID) or ``device-file`` (found holding
+    ``/dev/nvidia<N>`` while no process was listed). ``unit`` is a systemd unit (``vllm.service``,
+    or a scope); ``container_id`` a docker/containerd/podman id (64 hex), ``container_name`` its
+    name where the runtime answered; ``pod_uid`` a Kubernetes pod. ``elapsed_s`` is seconds.
+    ``alive`` False: no such process any more when ``ps`` ran.
+    """
+
+    pid: int
+    source: str = "listed"
+    user: str | None = None
+    elapsed_s: int | None = None
+    command: str | None = None
+    unit: str | None = None
+    container_id: str | None = None
+    container_name: str | None = None
+    runtime: str | None = None
+    pod_uid: str | None = None
+    alive: bool = True
+
+
+@dataclass(frozen=True)
+class OwnerReport:
+    """The owners probe: one :class:`ProcessOwner` per PID; ``scan_limited`` when the
+    device-file scan ran without root and saw only the SSH user's processes; ``error`` when the
+    probe failed (owners unknown, which never changes the verdict)."""
+
+    owners: list[ProcessOwner] = field(default_factory=list)
+    scan_limited: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelGpu:
+    """A GPU the NVIDIA kernel driver bound (``/proc/driver/nvidia/gpus/BUS/information``)."""
+
+    bus_id: str
+    uuid: str | None = None
+    model: str | None = None
+    excluded: bool = False
+
+
+@dataclass(frozen=True)
+class Witnesses:
+    """Second witnesses of the GPU inventory, read in the same batch (``bot.probes.inventory``).
+
+    ``kernel`` is ``None`` when ``/proc/driver/nvidia/gpus`` could not be read (driver not loaded,
+    not Linux); ``pci`` (bus ids of NVIDIA display/3D controllers) is ``None`` when sysfs was not
+    read.
+    """
+
+    kernel: list[KernelGpu] | None = None
+    pci: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -126,35 +216,40 @@ class Readings:
     hf_cache: Folder | None
     units: list[Unit]
     context: HostContext
+    owners: OwnerReport | None = None
+    witnesses: Witnesses | None = None
+    cut: str | None = None
+    """Set when the batch was cut short (connection lost, client timeout): what happened.
+    Probes that never finished read as unknown."""
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (enums as their values)."""
-        return _jsonable(asdict(self))
+        """A JSON-ready dict (enums as their values) carrying ``schema_version``."""
+        return {"schema_version": SCHEMA_VERSION, **_jsonable(asdict(self))}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Readings:
-        """Inverse of :meth:`to_json`."""
-        g = data["gpu"]
-        gpu = GpuReport(
-            gpus=[Gpu(**x) for x in g["gpus"]],
-            processes=[GpuProcess(**x) for x in g["processes"]],
-            driver_version=g.get("driver_version"),
-            failure=ProbeFailure(g["failure"]) if g.get("failure") else None,
-            message=g.get("message"),
-            source=g.get("source", "nvidia-smi"),
-        )
+        """Inverse of :meth:`to_json`, for every stored version (see :data:`SCHEMA_VERSION`).
 
-        def folder(x: dict[str, Any]) -> Folder:
-            return Folder(**{**x, "state": FolderState(x["state"])})
+        Unknown keys are ignored and missing optional ones take their defaults (pydantic
+        validation of the dataclasses). Raises ``ValueError`` for a newer version than this code
+        knows or a row that does not fit the shape.
+        """
+        return _adapter().validate_python(upgrade_readings_json(data))
 
-        return cls(
-            gpu=gpu,
-            disks=[Disk(**x) for x in data["disks"]],
-            folders=[folder(x) for x in data["folders"]],
-            hf_cache=folder(data["hf_cache"]) if data.get("hf_cache") else None,
-            units=[Unit(**x) for x in data["units"]],
-            context=HostContext(**data["context"]),
-        )
+
+def upgrade_readings_json(data: dict[str, Any]) -> dict[str, Any]:
+    """Bring stored readings JSON of any known version to :data:`SCHEMA_VERSION` (pure)."""
+    version = int(data.get("schema_version", 1))
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"readings schema {version} is newer than this gpubot knows ({SCHEMA_VERSION})")
+    out = {k: v for k, v in data.items() if k != "schema_version"}
+    # 1 -> 2: only additions with defaults.
+    return out
+
+
+@lru_cache(maxsize=1)
+def _adapter() -> TypeAdapter[Readings]:
+    return TypeAdapter(Readings)
 
 
 def _jsonable(value: Any) -> Any:

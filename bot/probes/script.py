@@ -12,10 +12,13 @@ import uuid
 from dataclasses import dataclass, field
 from importlib import resources
 
+from bot.probes.frames import frame_script
+
 GPU_FIELDS = (
     "index",
     "uuid",
     "name",
+    "pci.bus_id",
     "memory.total",
     "memory.used",
     "memory.reserved",
@@ -42,6 +45,9 @@ class ProbePlan:
     folders whose size is read (``du``); ``hf_cache`` is a path, or ``None`` for the SSH user's
     ``$HF_HOME`` or ``~/.cache/huggingface``; ``units`` are systemd unit names.
     ``gpu_backend`` is ``"nvidia-smi"`` or ``"nvml"`` (python3 with nvidia-ml-py on the host).
+    ``probe_timeout_s`` bounds each probe, ``deadline_s`` the whole batch on the host (it should
+    end before the client's batch timeout, so what arrived is kept); ``gpu_free_mib`` is the
+    memory (MiB) above which a GPU with no listed process has its device-file holders looked up.
     """
 
     volumes: tuple[str, ...] = ("/",)
@@ -49,6 +55,8 @@ class ProbePlan:
     hf_cache: str | None = None
     units: tuple[str, ...] = ()
     probe_timeout_s: int = 20
+    deadline_s: int = 55
+    gpu_free_mib: int = 16
     gpu_backend: str = "nvidia-smi"
     marker: str = field(default_factory=lambda: f"GPUBOT-{uuid.uuid4().hex}")
 
@@ -74,6 +82,72 @@ def nvml_command() -> str:
     return f"python3 -c {shlex.quote(source)}"
 
 
+INVENTORY_COMMAND = r"""
+for f in /proc/driver/nvidia/gpus/*/information; do
+  [ -r "$f" ] || continue
+  printf 'proc %s\n' "${f%/information}"
+  grep -E '^(GPU UUID|Bus Location|Model|GPU Excluded):' "$f"
+done
+[ -d /sys/bus/pci/devices ] || exit 0
+echo pci-scanned
+for d in /sys/bus/pci/devices/*; do
+  v=; read -r v < "$d/vendor" 2>/dev/null; [ "$v" = 0x10de ] || continue
+  c=; read -r c < "$d/class" 2>/dev/null
+  case $c in 0x0300*|0x0302*) printf 'pci %s %s\n' "${d##*/}" "$c";; esac
+done
+true
+""".strip()
+"""The GPU inventory's second witnesses, read in the same batch: the GPUs the NVIDIA kernel driver
+bound (``/proc/driver/nvidia/gpus/BUS/information``: ``proc PATH`` then its ``GPU UUID:``, ``Bus
+Location:``, ``Model:``, ``GPU Excluded:`` lines) and the NVIDIA display/3D controllers on the PCI
+bus (``pci BUS CLASS``, read from sysfs with shell builtins: there even when the driver is not
+loaded; NVSwitch bridges are not GPUs and are left out). Parsed by :mod:`bot.probes.inventory`."""
+
+_OWNERS = r"""
+PIDS
+src=listed
+if [ -z "$pids" ] && HELD; then
+  src=device-file
+  pids=$(find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia[0-9]*' 2>/dev/null | cut -d/ -f3 | sort -un)
+  [ "$(id -u)" = 0 ] || echo scan-limited
+fi
+[ -n "$pids" ] || exit 0
+for p in $pids; do echo "pid $p $src"; done
+ps -o pid=,user=,etimes=,args= -p "$(echo $pids | tr ' ' ,)" 2>/dev/null | cut -c1-400 | sed 's/^ */ps /'
+cg=$(for p in $pids; do while IFS= read -r l; do echo "cgroup $p $l"; done < "/proc/$p/cgroup"; done 2>/dev/null)
+[ -n "$cg" ] && printf '%s\n' "$cg"
+if printf '%s' "$cg" | grep -q '[0-9a-f]\{64\}'; then
+  for rt in docker podman; do
+    command -v "$rt" >/dev/null 2>&1 || continue
+    timeout 5 "$rt" ps --no-trunc --format '{{.ID}} {{.Names}}' 2>/dev/null | sed 's/^/container /'
+  done
+fi
+true
+""".strip()
+
+
+def owners_command(plan: ProbePlan) -> str:
+    """Who holds each GPU, read in the same batch after the GPU probe.
+
+    The PIDs are the ones the GPU probe listed (its output lies in ``$GPUBOT_D``), or, when it
+    listed none while some GPU uses more than ``plan.gpu_free_mib`` MiB, the processes that have
+    ``/dev/nvidia<N>`` open (the container-PID-namespace case). Prints ``pid PID SOURCE``, one
+    ``ps PID USER ELAPSED_S ARGS`` line per live process, ``cgroup PID LINE`` per cgroup line, and
+    ``container ID NAME`` from docker/podman when a cgroup names a container. ``scan-limited``:
+    the scan ran without root and saw only the SSH user's processes. Parsed by
+    :func:`bot.probes.owners.parse_owners`.
+    """
+    if plan.gpu_backend == "nvml":
+        pids = """pids=$(grep -o '"pid": [0-9]*' "$GPUBOT_D/nvml.out" 2>/dev/null | grep -o '[0-9]*$' | sort -un)"""
+        held = """grep -Eq '"used": ([1-9][0-9]{6}|[0-9]{8,})' "$GPUBOT_D/nvml.out" 2>/dev/null"""
+    else:
+        pids = r"""pids=$(sed -n 's/^[^,]*, *\([0-9][0-9]*\),.*/\1/p' "$GPUBOT_D/apps.out" 2>/dev/null | sort -un)"""
+        held = ("awk -F', *' -v t=" + str(int(plan.gpu_free_mib)) + r""" '/^# fields:/ {sub(/^# fields: */, ""); """
+                r"""n = split($0, f, ","); for (i = 1; i <= n; i++) if (f[i] == "memory.used") c = i; next} """
+                r"""c && $c + 0 > t {x = 1} END {exit !x}' "$GPUBOT_D/gpus.out" 2>/dev/null""")
+    return _OWNERS.replace("PIDS", pids, 1).replace("HELD", held, 1)
+
+
 def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
     """``(probe name, sh command)`` pairs in run order. Names are stable identifiers."""
     q = shlex.quote
@@ -95,6 +169,8 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
         cmds.append(("hf", 'du -sxb -- "${HF_HOME:-$HOME/.cache/huggingface}"'))
     for i, unit in enumerate(plan.units):
         cmds.append((f"unit.{i}", f"systemctl show -p LoadState,ActiveState,SubState,MainPID -- {q(unit)}"))
+    cmds.append(("inventory", INVENTORY_COMMAND))
+    cmds.append(("owners", owners_command(plan)))
     cmds.append(("driver", "cat /proc/driver/nvidia/version"))
     cmds.append(("uptime", "cat /proc/uptime"))
     cmds.append(("hostname", "hostname"))
@@ -102,20 +178,5 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
 
 
 def build_script(plan: ProbePlan) -> str:
-    """The whole batch as one POSIX ``sh`` script (the SSH command, or ``sh -c`` locally)."""
-    q = shlex.quote
-    lines = [
-        "export LC_ALL=C",
-        "gpubot_e=$(mktemp 2>/dev/null || echo /tmp/gpubot.$$.err)",
-        "gpubot_run() {",
-        f"  printf '{plan.marker} BEGIN %s\\n' \"$1\"",
-        f"  timeout -k 2 {int(plan.probe_timeout_s)} sh -c \"$2\" </dev/null 2>\"$gpubot_e\"; rc=$?",
-        f"  printf '\\n{plan.marker} STDERR %s\\n' \"$1\"",
-        "  cat \"$gpubot_e\"",
-        f"  printf '\\n{plan.marker} END %s %d\\n' \"$1\" \"$rc\"",
-        "}",
-    ]
-    for name, cmd in probe_commands(plan):
-        lines.append(f"gpubot_run {q(name)} {q(cmd)}")
-    lines.append('rm -f "$gpubot_e"')
-    return "\n".join(lines) + "\n"
+    """The whole batch as one POSIX ``sh`` script (framing: :func:`bot.probes.frames.frame_script`)."""
+    return frame_script(probe_commands(plan), plan.marker, timeout_s=plan.probe_timeout_s, deadline_s=plan.deadline_s)

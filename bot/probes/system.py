@@ -7,6 +7,8 @@ show -p A,B`` prints ``Key=Value`` lines.
 
 from __future__ import annotations
 
+import re
+
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import Disk, Folder, FolderState, HostContext, Unit
 
@@ -16,21 +18,37 @@ def _stderr_line(out: ProbeOutput) -> str:
     return lines[0] if lines else f"exit status {out.exit_status}"
 
 
+_DF_ROW = re.compile(r"^(?P<fs>.*?)\s+(?P<size>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+(?P<pct>\d+%|-)\s+(?P<mount>/.*)$")
+
+
 def parse_df(path: str, out: ProbeOutput) -> Disk:
-    """A :class:`Disk` for ``path``; on failure ``error`` says why and sizes are ``None``."""
+    """A :class:`Disk` for ``path``; on failure ``error`` says why and sizes are ``None``.
+
+    The row is read from the right: ``capacity%`` and the mount point (which starts with ``/``
+    and may hold spaces) are the anchor, the four numbers before them are size, used and
+    available, and everything before those is the source — which may hold spaces
+    (``//nas01/Model Store/weights``) or stand alone on its own line with the numbers on the next
+    (``df -P`` wraps a long source).
+    """
+    if out.timed_out:
+        return Disk(path=path, error=out.no_answer("df"))
     if out.exit_status != 0:
         return Disk(path=path, error=_stderr_line(out))
-    rows = [ln.split() for ln in out.stdout.splitlines() if ln.strip()]
-    if len(rows) < 2 or len(rows[-1]) < 6:
+    m = None
+    pending = ""
+    for line in out.stdout.splitlines():
+        line = line.rstrip("\r")
+        if not line.strip() or line.startswith("Filesystem "):
+            continue
+        row = _DF_ROW.match(f"{pending} {line}".strip() if pending else line.strip())
+        if row is None:
+            pending = f"{pending} {line}".strip() if pending else line.strip()  # a long source alone on its line
+        else:
+            m, pending = row, ""
+    if m is None:
         return Disk(path=path, error=f"unexpected df output: {out.stdout.strip()[:200]!r}")
-    row = rows[-1]
-    try:
-        # The mount point is the last column and may contain spaces; the first five are fixed.
-        fs, size, used, avail = row[0], int(row[1]), int(row[2]), int(row[3])
-    except ValueError:
-        return Disk(path=path, error=f"unexpected df output: {out.stdout.strip()[:200]!r}")
-    mount = " ".join(row[5:])
-    return Disk(path=path, filesystem=fs, mount=mount, size_bytes=size, used_bytes=used, avail_bytes=avail)
+    return Disk(path=path, filesystem=m["fs"].strip() or None, mount=m["mount"], size_bytes=int(m["size"]),
+                used_bytes=int(m["used"]), avail_bytes=int(m["avail"]))
 
 
 def parse_du(path: str, out: ProbeOutput) -> Folder:
@@ -46,12 +64,12 @@ def parse_du(path: str, out: ProbeOutput) -> Folder:
             total = int(head)
     if out.exit_status == 0 and total is not None:
         return Folder(path=path, state=FolderState.PRESENT, size_bytes=total)
-    if total is None and "No such file or directory" in out.stderr:
+    if total is None and out.exit_status is not None and "No such file or directory" in out.stderr:
         return Folder(path=path, state=FolderState.ABSENT)
     if total is not None and out.exit_status == 1:
         return Folder(path=path, state=FolderState.PARTIAL, size_bytes=total, warning=_stderr_line(out))
-    if out.exit_status in (124, 137) or out.exit_status is None:
-        return Folder(path=path, state=FolderState.ERROR, warning="du did not finish before the probe timeout")
+    if out.timed_out:
+        return Folder(path=path, state=FolderState.ERROR, warning=out.no_answer("du"))
     return Folder(path=path, state=FolderState.ERROR, warning=_stderr_line(out))
 
 
@@ -59,17 +77,25 @@ def hf_cache_path(out: ProbeOutput, configured: str | None) -> str:
     """The path the HF-cache probe measured: the configured one, else what ``du`` printed."""
     if configured:
         return configured
-    for line in out.stdout.splitlines():
-        if "\t" in line:
-            return line.split("\t", 1)[1].strip()
-    for line in out.stderr.splitlines():  # du: cannot access '/root/.cache/huggingface': ...
-        if "'" in line:
-            return line.split("'")[1]
+    if out.exit_status is not None:  # a frame cut short may end in the middle of a line
+        for line in out.stdout.splitlines():
+            head, tab, tail = line.partition("\t")
+            if tab and head.strip().isdigit() and tail.strip():
+                return tail.strip()
+        for line in out.stderr.splitlines():
+            m = _DU_CANNOT.match(line.strip())
+            if m:
+                return m.group(1)
     return "~/.cache/huggingface"
+
+
+_DU_CANNOT = re.compile(r"^du: cannot (?:access|read directory) '(.+)': ")
 
 
 def parse_unit(name: str, out: ProbeOutput) -> Unit:
     """A :class:`Unit` from ``systemctl show`` output; ``error`` when systemctl failed."""
+    if out.timed_out:
+        return Unit(name=name, error=out.no_answer("systemctl"))
     if out.exit_status != 0:
         if out.exit_status == 127:
             return Unit(name=name, error="systemctl is not available on this host")

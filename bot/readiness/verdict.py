@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-from bot.probes.readings import Readings
+from bot.probes.readings import Gpu, ProbeFailure, Readings
 from bot.sizes import human_bytes, human_mib
 
 
@@ -42,13 +43,26 @@ class Reason:
 
 
 @dataclass(frozen=True)
+class KnownGpu:
+    """A GPU this host showed in an earlier snapshot (the inventory's history witness)."""
+
+    uuid: str
+    index: int | None
+    bus_id: str | None
+    last_snapshot_id: int | None
+    last_seen: datetime | None
+
+
+@dataclass(frozen=True)
 class Requirements:
-    """What *ready* means for one check. ``units`` maps unit -> expected ActiveState."""
+    """What *ready* means for one check. ``units`` maps unit -> expected ActiveState;
+    ``known_gpus`` are the GPUs the host showed before (``bot.snapshots.inventory``)."""
 
     gpu_free_mib: int = 16
     need_bytes: int | None = None
     units: dict[str, str] = field(default_factory=dict)
     expected_gpus: int | None = None
+    known_gpus: tuple[KnownGpu, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,40 +71,154 @@ class Assessment:
     reasons: list[Reason]
 
 
-# A unit expected "inactive" is also fine when it failed: nothing of it runs.
+# A unit expected "inactive" is also fine when it failed: nothing of it runs (a warning says so).
 _EQUIVALENT = {"inactive": {"inactive", "failed"}}
+
+BLOCKING_FAILURES = frozenset({ProbeFailure.DRIVER, ProbeFailure.DRIVER_LIBRARY, ProbeFailure.VERSION_MISMATCH,
+                               ProbeFailure.GPU_LOST, ProbeFailure.HARDWARE, ProbeFailure.NO_DEVICES})
+"""GPU probe failures that name a driver or hardware fault: the host is *not ready* (it cannot run
+a model until someone acts), not merely unknown. Timeouts and unclassified failures stay unknown."""
 
 
 def assess(readings: Readings, req: Requirements) -> Assessment:
-    """Judge ``readings`` against ``req``. Pure."""
+    """Judge ``readings`` against ``req``. Pure.
+
+    Precedence: any blocker -> *not ready*; else any unknown -> *unknown*; else *ready*. Notes
+    (warnings) never change the verdict.
+    """
     reasons: list[Reason] = []
+    _judge_gpus(readings, req, reasons)
+    _judge_disk(readings, req, reasons)
+    _judge_units(readings, req, reasons)
+    for f in readings.folders:
+        if f.warning:
+            reasons.append(Reason("folder_warning", f"{f.path}: {f.warning}", Severity.NOTE))
+    if readings.cut:
+        reasons.append(Reason("batch_cut", f"the batch was cut short: {readings.cut}", Severity.UNKNOWN))
+    if any(r.severity is Severity.BLOCKER for r in reasons):
+        verdict = Verdict.NOT_READY
+    elif any(r.severity is Severity.UNKNOWN for r in reasons):
+        verdict = Verdict.UNKNOWN
+    else:
+        verdict = Verdict.READY
+    return Assessment(verdict, reasons)
+
+
+def _owner_text(readings: Readings, pid: int) -> str:
+    o = next((o for o in (readings.owners.owners if readings.owners else []) if o.pid == pid), None)
+    if o is None:
+        return ""
+    if o.unit and o.unit.endswith(".service"):
+        return f" of {o.unit}"
+    if o.container_id:
+        return f" in container {o.container_name or o.container_id[:12]}"
+    return ""
+
+
+def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:
     add = reasons.append
     gpu = readings.gpu
     if gpu.failure is not None:
-        add(Reason("gpu_unknown", f"GPUs unknown: {gpu.message}", Severity.UNKNOWN))
-    else:
-        if req.expected_gpus is not None and len(gpu.gpus) < req.expected_gpus:
-            add(Reason("gpu_missing", f"{len(gpu.gpus)} of {req.expected_gpus} GPUs present", Severity.BLOCKER))
-        by_uuid = {g.uuid: g for g in gpu.gpus}
-        for g in gpu.gpus:
-            procs = [p for p in gpu.processes if p.gpu_uuid == g.uuid]
-            if procs:
-                who = ", ".join(f"{p.process_name} (pid {p.pid}, {human_mib(p.used_memory_mib)})" for p in procs)
-                add(Reason("gpu_busy", f"GPU {g.index}: {human_mib(g.memory_used_mib)} used by {who}", Severity.BLOCKER))
-            elif g.memory_used_mib is None:
-                add(Reason("gpu_memory_unknown", f"GPU {g.index}: memory used is unknown", Severity.UNKNOWN))
-            elif g.memory_used_mib > req.gpu_free_mib:
-                add(Reason("vram_no_owner", f"GPU {g.index}: {human_mib(g.memory_used_mib)} VRAM held, no visible owner", Severity.BLOCKER))
-        for p in gpu.processes:
-            if p.gpu_uuid not in by_uuid:
-                add(Reason("gpu_busy", f"process {p.process_name} (pid {p.pid}) on unlisted GPU {p.gpu_uuid}", Severity.BLOCKER))
+        severity = Severity.BLOCKER if gpu.failure in BLOCKING_FAILURES else Severity.UNKNOWN
+        code = "gpu_driver" if severity is Severity.BLOCKER else "gpu_unknown"
+        text = gpu.message if severity is Severity.BLOCKER else f"GPUs unknown: {gpu.message}"
+        add(Reason(code, text or gpu.failure.value, severity))
+        return
+    _judge_inventory(readings, req, reasons)
+    by_uuid = {g.uuid: g for g in gpu.gpus}
+    for g in gpu.gpus:
+        procs = [p for p in gpu.processes if p.gpu_uuid == g.uuid]
+        if procs:
+            who = ", ".join(f"{p.process_name} (pid {p.pid}, {human_mib(p.used_memory_mib)}){_owner_text(readings, p.pid)}" for p in procs)
+            add(Reason("gpu_busy", f"GPU {g.index}: {human_mib(g.memory_used_mib)} used by {who}", Severity.BLOCKER))
+        elif (g.mig_mode or "").lower() == "enabled":
+            _judge_mig(g, req, reasons)
+        elif g.memory_used_mib is None:
+            add(Reason("gpu_memory_unknown", f"GPU {g.index}: memory used is unknown", Severity.UNKNOWN))
+        elif g.memory_used_mib > req.gpu_free_mib:
+            add(Reason("vram_no_owner", f"GPU {g.index}: {human_mib(g.memory_used_mib)} VRAM held, no visible owner"
+                       + _device_holders(readings), Severity.BLOCKER))
+    for p in gpu.processes:
+        if p.gpu_uuid not in by_uuid:
+            add(Reason("gpu_busy", f"process {p.process_name} (pid {p.pid}) on unlisted GPU {p.gpu_uuid}", Severity.BLOCKER))
+
+
+def _device_holders(readings: Readings) -> str:
+    held = [o for o in (readings.owners.owners if readings.owners else []) if o.source == "device-file"]
+    if not held:
+        return ""
+    names = ", ".join(f"{(o.command or '?').split()[0].rsplit('/', 1)[-1]} (pid {o.pid}{', ' + o.user if o.user else ''})" for o in held[:5])
+    return f"; /dev/nvidia* is open in {names}"
+
+
+def _judge_mig(g: Gpu, req: Requirements, reasons: list[Reason]) -> None:
+    """A GPU in MIG mode: the parent's numbers alone never make it ready; its instances decide."""
+    if g.mig_devices is None:
+        reasons.append(Reason("mig_unread", f"GPU {g.index} is in MIG mode and its MIG instances were not read "
+                              "(nvidia-smi's GPU row covers only the parent); set gpu_backend=nvml for this host", Severity.UNKNOWN))
+        return
+    for m in g.mig_devices:
+        if m.memory_used_mib is None:
+            reasons.append(Reason("gpu_memory_unknown", f"GPU {g.index} MIG {m.uuid}: memory used is unknown", Severity.UNKNOWN))
+        elif m.processes == 0 and m.memory_used_mib > req.gpu_free_mib:
+            reasons.append(Reason("vram_no_owner", f"GPU {g.index} MIG {m.uuid}: {human_mib(m.memory_used_mib)} VRAM held, no visible owner",
+                                  Severity.BLOCKER))
+
+
+def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:
+    """Missing GPUs, by configuration, by the host's own history, and by the kernel/PCI witnesses."""
+    gpus = readings.gpu.gpus
+    present = {g.uuid for g in gpus}
+    buses = {g.bus_id for g in req.known_gpus}
+    listed_buses = {g.pci_bus_id for g in gpus if g.pci_bus_id}
+    missing: list[str] = []
+    for k in req.known_gpus:
+        if k.uuid not in present and (k.bus_id is None or k.bus_id not in listed_buses):
+            when = f" at {k.last_seen.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if k.last_seen else ""
+            snap = f"snapshot #{k.last_snapshot_id}" if k.last_snapshot_id else "an earlier snapshot"
+            idx = f"GPU {k.index} " if k.index is not None else ""
+            missing.append(f"{idx}{k.uuid}{f' (bus {k.bus_id})' if k.bus_id else ''} last seen in {snap}{when}")
+    w = readings.witnesses
+    kernel_missing = [kg for kg in (w.kernel or []) if not kg.excluded and kg.uuid and kg.uuid not in present
+                      and kg.bus_id not in listed_buses] if w else []
+    for kg in kernel_missing:
+        if kg.uuid not in {k.uuid for k in req.known_gpus if k.uuid not in present}:
+            missing.append(f"{kg.uuid} (bus {kg.bus_id}) is bound by the NVIDIA kernel driver but not listed")
+    pci_missing = sorted(set(w.pci) - listed_buses - {kg.bus_id for kg in kernel_missing} - buses) if w and w.pci is not None and listed_buses else []
+    expected = len(gpus) + len(missing) + len(pci_missing)
+    if req.expected_gpus is not None:
+        if len(gpus) < req.expected_gpus:
+            reasons.append(Reason("gpu_missing", f"{len(gpus)} of {req.expected_gpus} GPUs present"
+                                  + (": " + "; ".join(missing + [f"bus {b} on the PCI bus but not listed" for b in pci_missing])
+                                     if missing or pci_missing else ""), Severity.BLOCKER))
+        elif missing or pci_missing:
+            reasons.append(Reason("gpu_witnesses", "the GPU witnesses disagree: " + "; ".join(
+                missing + [f"bus {b} on the PCI bus but not listed" for b in pci_missing]), Severity.NOTE))
+        return
+    if missing or pci_missing:
+        what = missing + [f"bus {b} is an NVIDIA GPU on the PCI bus but not listed" for b in pci_missing]
+        reasons.append(Reason("gpu_missing", f"{len(gpus)} of {expected} GPUs present: " + "; ".join(what), Severity.BLOCKER))
+    elif w and w.kernel is not None and len([k for k in w.kernel if not k.excluded]) < len(gpus):
+        reasons.append(Reason("gpu_witnesses", f"the GPU witnesses disagree: the kernel driver lists {len(w.kernel)}, "
+                              f"the GPU probe {len(gpus)}", Severity.NOTE))
+
+
+def _judge_disk(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:
+    add = reasons.append
     if req.need_bytes is not None:
         disk = readings.disks[0] if readings.disks else None
         if disk is None or disk.avail_bytes is None:
             why = disk.error if disk and disk.error else "not measured"
-            add(Reason("disk_unknown", f"free disk unknown ({why})", Severity.UNKNOWN))
+            add(Reason("disk_unknown", f"free disk unknown: {why}", Severity.UNKNOWN))
         elif disk.avail_bytes < req.need_bytes:
             add(Reason("disk_short", f"{disk.path}: {human_bytes(disk.avail_bytes)} free, need {human_bytes(req.need_bytes)}", Severity.BLOCKER))
+    for d in readings.disks:
+        if d.error and req.need_bytes is None:
+            add(Reason("disk_error", f"{d.path}: {d.error}", Severity.NOTE))
+
+
+def _judge_units(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:
+    add = reasons.append
     units = {u.name: u for u in readings.units}
     for name, expected in req.units.items():
         u = units.get(name)
@@ -101,19 +229,8 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
                        Severity.UNKNOWN))
         elif u.active_state not in _EQUIVALENT.get(expected, {expected}):
             add(Reason("unit_state", f"{name} is {u.active_state}, expected {expected}", Severity.BLOCKER))
-    for f in readings.folders:
-        if f.warning:
-            add(Reason("folder_warning", f"{f.path}: {f.warning}", Severity.NOTE))
-    for d in readings.disks:
-        if d.error and req.need_bytes is None:
-            add(Reason("disk_error", f"{d.path}: {d.error}", Severity.NOTE))
-    if any(r.severity is Severity.BLOCKER for r in reasons):
-        verdict = Verdict.NOT_READY
-    elif any(r.severity is Severity.UNKNOWN for r in reasons):
-        verdict = Verdict.UNKNOWN
-    else:
-        verdict = Verdict.READY
-    return Assessment(verdict, reasons)
+        elif u.active_state == "failed" and expected != "failed":
+            add(Reason("unit_failed", f"{name} failed: its last run crashed (see `journalctl -u {name}`)", Severity.NOTE))
 
 
 def unreachable(message: str, kind: str) -> Assessment:
@@ -121,7 +238,7 @@ def unreachable(message: str, kind: str) -> Assessment:
     return Assessment(Verdict.UNREACHABLE, [Reason(kind, message, Severity.UNKNOWN)])
 
 
-UNREACHABLE_KINDS = frozenset({"unreachable", "host_key", "timeout"})
+UNREACHABLE_KINDS = frozenset({"unreachable", "connection_lost", "host_key", "timeout"})
 """Error kinds (:mod:`bot.errors`) that mean no working connection to the host."""
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bot.flows.status import StatusReport
-from bot.probes.readings import Folder, FolderState
+from bot.probes.readings import Folder, FolderState, Readings
 from bot.readiness.verdict import Severity, Verdict
 from bot.sizes import human_bytes, human_mib
 
@@ -51,6 +51,61 @@ def _folder_line(f: Folder) -> str:
     return f"{f.path} — {size}" + (f" (at least; {f.warning})" if f.state is FolderState.PARTIAL else "")
 
 
+def _duration(seconds: int) -> str:
+    if seconds >= 86400:
+        return f"{seconds / 86400:.1f} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _owner(r: Readings, pid: int) -> str:
+    """`` · vllm.service · user vllm · up 2.0 h · `python3 -m vllm…``` for a process whose owner was read."""
+    o = next((o for o in (r.owners.owners if r.owners else []) if o.pid == pid), None)
+    if o is None:
+        return ""
+    if not o.alive:
+        return " · exited"
+    parts = []
+    if o.container_id:
+        kind = o.runtime or "container"
+        parts.append(f"{kind} {o.container_name or o.container_id[:12]}" + (f" (pod {o.pod_uid[:8]})" if o.pod_uid else ""))
+    elif o.unit:
+        parts.append(o.unit)
+    if o.user:
+        parts.append(f"user {o.user}")
+    if o.elapsed_s is not None:
+        parts.append(f"up {_duration(o.elapsed_s)}")
+    if o.command:
+        parts.append(f"`{_short(o.command)}`")
+    return "".join(f" · {p}" for p in parts)
+
+
+def next_steps(report: StatusReport) -> list[str]:
+    """The exact commands that would free this host's GPUs: stop the owning unit, else kill the PID."""
+    r = report.readings
+    if r is None or r.gpu.failure is not None:
+        return []
+    owners = {o.pid: o for o in (r.owners.owners if r.owners else [])}
+    steps: list[str] = []
+    pids = [p.pid for p in r.gpu.processes] + [o.pid for o in owners.values() if o.source == "device-file"]
+    for pid in dict.fromkeys(pids):
+        o = owners.get(pid)
+        if o is not None and not o.alive:
+            continue
+        if o is not None and o.unit in report.units_expected and not o.container_id:
+            step = f"/gpu stop {report.host} {o.unit}"
+        else:
+            step = f"/gpu kill {report.host} {pid}"
+        if step not in steps:
+            steps.append(step)
+    return steps
+
+
 def status_view(report: StatusReport) -> StatusView:
     """Build the view of one host's status."""
     a = report.assessment
@@ -66,7 +121,8 @@ def status_view(report: StatusReport) -> StatusView:
             lines = []
             for g in r.gpu.gpus:
                 procs = [p for p in r.gpu.processes if p.gpu_uuid == g.uuid]
-                who = ", ".join(f"{p.process_name} pid {p.pid} ({human_mib(p.used_memory_mib)})" for p in procs) or "no processes"
+                who = ", ".join(f"{p.process_name} pid {p.pid} ({human_mib(p.used_memory_mib)}){_owner(r, p.pid)}"
+                                for p in procs) or "no processes"
                 total = f"{g.memory_total_mib:,}" if g.memory_total_mib is not None else "?"
                 used = f"{g.memory_used_mib:,}" if g.memory_used_mib is not None else "unknown"
                 util = f"{g.utilization_pct}%" if g.utilization_pct is not None else "util unknown"
@@ -91,6 +147,13 @@ def status_view(report: StatusReport) -> StatusView:
                 expect = report.units_expected.get(u.name)
                 unit_lines.append(f"{u.name} — {state}" + (f", expected {expect}" if expect else ""))
             sections.append(Section("Units", unit_lines))
+        holders = [o for o in (r.owners.owners if r.owners else []) if o.source == "device-file"]
+        if holders:
+            sections.append(Section("Holding /dev/nvidia*", [f"pid {o.pid}{_owner(r, o.pid)}" for o in holders]
+                                    + (["(only the SSH user's processes could be read)"] if r.owners and r.owners.scan_limited else [])))
+        steps = next_steps(report)
+        if steps:
+            sections.append(Section("Next step", steps))
         if notes:
             sections.append(Section("Notes", notes))
     if report.store_error:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.render.status_view import FleetView, StatusView
+from bot.snapshots.models import GpuSeen
 
 
 def status_text(view: StatusView) -> str:
@@ -22,3 +25,15 @@ def status_text(view: StatusView) -> str:
 def fleet_text(view: FleetView) -> str:
     """A fleet summary as terminal text."""
     return "\n".join([view.headline, view.counts, "", *(f"  {line}" for _, line in view.lines)])
+
+
+def inventory_lines(gpus: Sequence[GpuSeen]) -> list[str]:
+    """``hosts show``'s GPU inventory: one line per GPU the host has shown, with when it was last seen."""
+    if not gpus:
+        return ["GPU inventory: nothing yet (it is built from the host's probes)"]
+    lines = [f"GPU inventory ({len(gpus)}):"]
+    for g in gpus:
+        bus = f" · bus {g.bus_id}" if g.bus_id else ""
+        lines.append(f"GPU {g.gpu_index if g.gpu_index is not None else '?'} · {g.uuid}{bus} · {g.name or '?'} · "
+                     f"last seen {g.last_seen:%Y-%m-%d %H:%M} UTC (snapshot #{g.last_snapshot_id})")
+    return lines

@@ -65,3 +65,20 @@ class SnapshotHour(Base):
     first_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_verdict: Mapped[str] = mapped_column(String(16))
+
+
+class GpuSeen(Base):
+    """The GPU inventory's history witness: each GPU (by UUID) a host showed, with the last
+    snapshot it was seen in. Kept by :mod:`bot.snapshots.inventory` as snapshots are stored; a
+    row is removed only by ``hosts forget-gpu`` (a deliberate removal)."""
+
+    __tablename__ = "gpu_inventory"
+
+    host_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(96), primary_key=True)
+    gpu_index: Mapped[int | None] = mapped_column(Integer)
+    bus_id: Mapped[str | None] = mapped_column(String(32))
+    name: Mapped[str | None] = mapped_column(String(128))
+    first_seen: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_snapshot_id: Mapped[int | None] = mapped_column(Integer)

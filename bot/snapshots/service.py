@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.probes.engine import ProbeResult
 from bot.probes.readings import Readings
 from bot.readiness.verdict import Assessment
+from bot.snapshots import inventory
 from bot.snapshots.models import Snapshot, SnapshotHour
 
 HOUR = timedelta(hours=1)
@@ -109,6 +110,7 @@ async def store_many(*, db_session: AsyncSession, items: Sequence[StoreItem]) ->
     await _roll_up(db_session, dialect, snaps)
     db_session.add_all(snaps)
     await db_session.flush()
+    await inventory.record(db_session=db_session, snaps=snaps)
     for flag in (True, False):
         ids = [i for i, f in fixes.items() if f is flag]
         if ids:

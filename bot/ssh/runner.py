@@ -25,11 +25,12 @@ import os
 import re
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import asyncssh
 
-from bot.errors import HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, UsageError
+from bot.errors import ConnectionLost, HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, UsageError
 from bot.ssh.files import ClientKeys, KnownHosts, ip_or_empty, stamp
 from bot.ssh.jump import Hop, hop_target, parse_chain
 from bot.ssh.pool import ConnectionPool
@@ -81,13 +82,20 @@ class LocalRunner:
             "sh", "-c", script, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
+        out: list[bytes] = []
+        err: list[bytes] = []
+        assert proc.stdout is not None and proc.stderr is not None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except asyncio.TimeoutError as exc:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(_drain(proc.stdout, out), _drain(proc.stderr, err))
+                await proc.wait()
+        except TimeoutError as exc:
             proc.kill()
             await proc.wait()
-            raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s") from exc
-        return RunResult(out.decode(errors="replace"), err.decode(errors="replace"), proc.returncode, time.monotonic() - started)
+            raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s",
+                               partial_stdout=b"".join(out).decode(errors="replace"), elapsed_s=time.monotonic() - started) from exc
+        return RunResult(b"".join(out).decode(errors="replace"), b"".join(err).decode(errors="replace"), proc.returncode,
+                         time.monotonic() - started)
 
 
 class SshRunner:
@@ -240,26 +248,41 @@ class SshRunner:
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         """Run ``script`` with ``/bin/sh`` on ``target`` (see the module docstring for how it is
         sent). Raises :class:`RemoteShellError` when the connection worked but ``/bin/sh`` never
-        started (the login shell refused :data:`RUN_COMMAND`), naming the login shell if it can."""
+        started (the login shell refused :data:`RUN_COMMAND`), naming the login shell if it can.
+        On a timeout (:class:`ProbeTimeout`) or a connection lost after the script started
+        (:class:`ConnectionLost`) the error carries the stdout that arrived (``partial_stdout``)."""
         started = time.monotonic()
         sentinel = f"GPUBOT-STARTED-{uuid.uuid4().hex}"
         payload = stdin_script(script, sentinel)
+        cap = _Capture()
+
+        def elapsed() -> float:
+            return time.monotonic() - started
+
         try:
             async with asyncio.timeout(timeout):
                 if self.pool is None:
                     async with contextlib.AsyncExitStack() as stack:
                         conn = await self.open(target, stack)
                         proc = await start_script(conn, payload)
-                        status, out, err = await self._finish(proc, conn, target, sentinel)
+                        status, out, err = await self._finish(proc, conn, target, sentinel, cap)
                 else:
-                    status, out, err = await self._run_pooled(target, payload, sentinel)
+                    status, out, err = await self._run_pooled(target, payload, sentinel, cap)
         except TimeoutError as exc:
-            raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s") from exc
-        except asyncssh.Error as exc:
-            raise HostUnreachable(f"{target.name}: the SSH session failed: {exc.reason or exc}") from exc
-        return RunResult(out, err, status, time.monotonic() - started)
+            raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s",
+                               partial_stdout=cap.stdout, elapsed_s=elapsed()) from exc
+        except (asyncssh.Error, OSError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            if cap.reading:
+                raise ConnectionLost(f"{target.name}: connection lost after {elapsed():.0f} s ({reason})",
+                                     partial_stdout=cap.stdout, elapsed_s=elapsed()) from exc
+            raise HostUnreachable(f"{target.name}: the SSH session failed: {reason}") from exc
+        if status is None and cap.lost:
+            raise ConnectionLost(f"{target.name}: connection lost after {elapsed():.0f} s (the session closed without an exit status)",
+                                 partial_stdout=out, elapsed_s=elapsed())
+        return RunResult(out, err, status, elapsed())
 
-    async def _run_pooled(self, target: HostTarget, payload: str, sentinel: str) -> tuple[int | None, str, str]:
+    async def _run_pooled(self, target: HostTarget, payload: str, sentinel: str, cap: _Capture) -> tuple[int | None, str, str]:
         assert self.pool is not None
         identity = self.identity(target)
         for attempt in (1, 2):
@@ -275,27 +298,59 @@ class SshRunner:
                         log.info("pooled connection to %s was dead (%s); reconnecting", target.name, exc)
                         continue
                     raise HostUnreachable(f"{target.name}: the SSH session failed: {getattr(exc, 'reason', None) or exc or type(exc).__name__}") from exc
-                return await self._finish(proc, conn, target, sentinel)
+                return await self._finish(proc, conn, target, sentinel, cap)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _finish(self, proc: asyncssh.SSHClientProcess[str], conn: asyncssh.SSHClientConnection,
-                      target: HostTarget, sentinel: str) -> tuple[int | None, str, str]:
-        """Wait for the script's end; the channel is closed whatever happens."""
+                      target: HostTarget, sentinel: str, cap: _Capture) -> tuple[int | None, str, str]:
+        """Read the script's output as it comes (``cap`` keeps it if the read fails midway) and
+        wait for its end; the channel is closed whatever happens."""
+        cap.reading = True
         try:
+            await asyncio.gather(_pump(proc.stdout, cap.out), _pump(proc.stderr, cap.err))
             res = await proc.wait(check=False)
         finally:
             proc.close()
-        out, err = _text(res.stdout), _text(res.stderr)
-        ran, err = strip_sentinel(err, sentinel)
+        out = cap.stdout
+        ran, err = strip_sentinel("".join(cap.err), sentinel)
         if not ran:
             shell = await login_shell(conn)
             raise RemoteShellError(not_started_message(target, res.exit_status, out, err, shell), login_shell=shell)
+        cap.lost = res.exit_status is None and res.exit_signal is None
         return res.exit_status, out, err
 
     async def close(self) -> None:
         """Close the pooled connections."""
         if self.pool is not None:
             await self.pool.close()
+
+
+@dataclass
+class _Capture:
+    """What a running script printed so far; ``reading``: its channel was open and being read."""
+
+    out: list[str] = field(default_factory=list)
+    err: list[str] = field(default_factory=list)
+    reading: bool = False
+    lost: bool = False
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self.out)
+
+
+async def _pump(stream: asyncssh.SSHReader[str], sink: list[str]) -> None:
+    """Read ``stream`` to its end into ``sink``."""
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            return
+        sink.append(chunk)
+
+
+async def _drain(stream: asyncio.StreamReader, sink: list[bytes]) -> None:
+    while chunk := await stream.read(65536):
+        sink.append(chunk)
 
 
 async def start_script(conn: asyncssh.SSHClientConnection, payload: str) -> asyncssh.SSHClientProcess[str]:

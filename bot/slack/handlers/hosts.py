@@ -7,17 +7,19 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.commands.hosts import HostsAdd, HostsList, HostsRemove, HostsShow, HostsTrust
+from bot.commands.hosts import HostsAdd, HostsForgetGpu, HostsList, HostsRemove, HostsShow, HostsTrust
 from bot.commands.roles import Role
 from bot.errors import NotFoundError, PermissionDenied
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts import trust
+from bot.render.text import inventory_lines
 from bot.slack.blocks import escape, text_blocks, trust_card_blocks
 from bot.slack.context import CommandContext
 from bot.slack.errors import user_message
 from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
+from bot.snapshots import inventory
 from bot.snapshots import service as snapshots
 
 log = logging.getLogger("gpubot.slack")
@@ -45,9 +47,24 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
         if h is None:
             raise NotFoundError(f"no host called `{cmd.name}`", near=await hosts.near_names(db_session=db, name=cmd.name))
         snap = await snapshots.latest(db_session=db, host_name=h.name)
+        gpus = await inventory.listing(db_session=db, host_name=h.name)
     last = (f"last verdict *{snap.verdict.replace('_', ' ')}* at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
             if snap else "never probed")
-    await ctx.reply_ephemeral(_line(h), text_blocks(f"{escape(_line(h))}\n{last}"))
+    lines = [escape(x) for x in inventory_lines(gpus)]
+    await ctx.reply_ephemeral(_line(h), text_blocks("\n".join([escape(_line(h)), last, *lines])))
+
+
+async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
+    async with ctx.services.sessions() as db, db.begin():
+        h = await hosts.get(db_session=db, name=cmd.name)
+        if h is None:
+            raise NotFoundError(f"no host called `{cmd.name}`", near=await hosts.near_names(db_session=db, name=cmd.name))
+        gone = await inventory.forget(db_session=db, host_name=h.name, gpu=cmd.gpu)
+    if not gone:
+        await ctx.reply_ephemeral(f"{h.name} has no GPU `{cmd.gpu}` in its inventory (see `/gpu hosts show {h.name}`).")
+        return
+    text = f"<@{ctx.user_id}> removed {', '.join(f'`{u}`' for u in gone)} from {h.name}'s GPU inventory; it is no longer counted missing."
+    await ctx.post(text, text_blocks(text))
 
 
 async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
@@ -77,7 +94,8 @@ async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
                                                 offered.key_type, offered.state))
 
 
-HANDLERS = {HostsList: list_hosts, HostsShow: show_host, HostsAdd: add_host, HostsRemove: remove_host, HostsTrust: trust_host}
+HANDLERS = {HostsList: list_hosts, HostsShow: show_host, HostsAdd: add_host, HostsRemove: remove_host, HostsTrust: trust_host,
+            HostsForgetGpu: forget_gpu}
 
 
 def register(app: AsyncApp, services: Services) -> None:

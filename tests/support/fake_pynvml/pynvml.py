@@ -13,13 +13,29 @@ _doc = None
 
 
 class NVMLError(Exception):
-    pass
+    def __init__(self, value, text=""):
+        super().__init__(text)
+        self.value = value
 
 
 def nvmlInit():
     global _doc
     with open(os.environ["GPUBOT_FAKE_NVML"]) as f:
         _doc = json.load(f)
+    if "init_error" in _doc:  # {"init_error": [code, "text"]}
+        raise NVMLError(*_doc["init_error"])
+
+
+def nvmlDeviceGetPciInfo(h):
+    return SimpleNamespace(busId=h.get("pci_bus_id", "00000000:00:06.0"))
+
+
+def nvmlDeviceGetMaxMigDeviceCount(h):
+    return len(h.get("mig_devices") or [])
+
+
+def nvmlDeviceGetMigDeviceHandleByIndex(h, j):
+    return {**h["mig_devices"][j], "is_mig": True}
 
 
 def nvmlShutdown():
@@ -39,6 +55,8 @@ def nvmlDeviceGetHandleByIndex(i):
 
 
 def nvmlDeviceGetMemoryInfo(h, version=None):
+    if h.get("is_mig"):
+        return SimpleNamespace(**h["memory"])
     return SimpleNamespace(**(h["memory_v2"] if version == nvmlMemory_v2 else h["memory_v1"]))
 
 
@@ -47,7 +65,7 @@ def nvmlDeviceGetUtilizationRates(h):
 
 
 def nvmlDeviceGetComputeRunningProcesses(h):
-    return [SimpleNamespace(**p) for p in h["compute_procs"]]
+    return [SimpleNamespace(**p) for p in h.get("compute_procs", [])]
 
 
 def nvmlDeviceGetMigMode(h):

@@ -1,0 +1,95 @@
+"""The GPU inventory's history witness: which GPUs (by UUID) each host has shown.
+
+:func:`record` runs inside every snapshot write (:func:`bot.snapshots.service.store_many`), so
+the inventory never lags the snapshots; :func:`known` reads it for the verdict (one query for any
+number of hosts); :func:`forget` removes a GPU deliberately (``hosts forget-gpu``). A GPU seen
+before and absent now is *missing* (:mod:`bot.readiness.verdict`), with the snapshot it was last
+seen in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, cast
+
+from sqlalchemy import Table, case, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.readiness.verdict import KnownGpu
+from bot.snapshots.models import GpuSeen, Snapshot
+
+
+@lru_cache
+def _upsert(dialect: str) -> Any:
+    t = GpuSeen.__table__.c
+    stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(cast(Table, GpuSeen.__table__))
+    new = stmt.excluded
+    later = new.last_seen >= t.last_seen
+    return stmt.on_conflict_do_update(index_elements=[t.host_name, t.uuid], set_={
+        "gpu_index": case((later, new.gpu_index), else_=t.gpu_index),
+        "bus_id": case((later, new.bus_id), else_=t.bus_id),
+        "name": case((later, new.name), else_=t.name),
+        "last_snapshot_id": case((later, new.last_snapshot_id), else_=t.last_snapshot_id),
+        "last_seen": case((later, new.last_seen), else_=t.last_seen),
+        "first_seen": case((new.first_seen < t.first_seen, new.first_seen), else_=t.first_seen),
+    })
+
+
+async def record(*, db_session: AsyncSession, snaps: Sequence[Snapshot]) -> None:
+    """Upsert the GPUs listed in ``snaps`` (stored rows with ids; their ``readings`` JSON).
+    Snapshots whose GPU probe failed add nothing and remove nothing."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for s in snaps:
+        gpu = (s.readings or {}).get("gpu") or {}
+        if gpu.get("failure"):
+            continue
+        for g in gpu.get("gpus", []):
+            uuid = g.get("uuid")
+            if not uuid:
+                continue
+            key = (s.host_name, uuid)
+            old = rows.get(key)
+            if old is None or s.taken_at >= old["last_seen"]:
+                rows[key] = {"host_name": s.host_name, "uuid": uuid, "gpu_index": g.get("index"), "bus_id": g.get("pci_bus_id"),
+                             "name": g.get("name"), "first_seen": min(s.taken_at, old["first_seen"]) if old else s.taken_at,
+                             "last_seen": s.taken_at, "last_snapshot_id": s.id}
+    if rows:
+        conn = await db_session.connection()
+        await conn.execute(_upsert(conn.dialect.name), list(rows.values()))
+
+
+async def known(*, db_session: AsyncSession, host_names: Sequence[str], since: datetime | None = None) -> dict[str, list[KnownGpu]]:
+    """The GPUs each host showed (seen at or after ``since``, when given), by host name."""
+    q = select(GpuSeen).where(GpuSeen.host_name.in_(list(host_names))).order_by(GpuSeen.host_name, GpuSeen.gpu_index)
+    if since is not None:
+        q = q.where(GpuSeen.last_seen >= since)
+    out: dict[str, list[KnownGpu]] = {h: [] for h in host_names}
+    for g in (await db_session.execute(q)).scalars():
+        out.setdefault(g.host_name, []).append(KnownGpu(uuid=g.uuid, index=g.gpu_index, bus_id=g.bus_id,
+                                                        last_snapshot_id=g.last_snapshot_id, last_seen=g.last_seen))
+    return out
+
+
+async def listing(*, db_session: AsyncSession, host_name: str) -> list[GpuSeen]:
+    """Every GPU ``host_name`` has shown, by index (for ``hosts show``)."""
+    q = select(GpuSeen).where(GpuSeen.host_name == host_name).order_by(GpuSeen.gpu_index, GpuSeen.uuid)
+    return list((await db_session.execute(q)).scalars())
+
+
+async def forget(*, db_session: AsyncSession, host_name: str, gpu: str) -> list[str]:
+    """Remove GPUs of ``host_name`` from the inventory: ``gpu`` is a UUID (or its unique prefix),
+    an index (``3``), or ``all``. Returns the UUIDs removed (empty: nothing matched)."""
+    rows = await listing(db_session=db_session, host_name=host_name)
+    if gpu == "all":
+        hit = rows
+    elif gpu.isdigit():
+        hit = [r for r in rows if r.gpu_index == int(gpu)]
+    else:
+        hit = [r for r in rows if r.uuid.lower().startswith(gpu.lower())]
+        hit = hit if len(hit) == 1 else [r for r in hit if r.uuid.lower() == gpu.lower()]
+    if hit:
+        await db_session.execute(delete(GpuSeen).where(GpuSeen.host_name == host_name, GpuSeen.uuid.in_([r.uuid for r in hit])))
+    return [r.uuid for r in hit]

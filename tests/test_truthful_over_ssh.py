@@ -1,0 +1,136 @@
+"""Issue 8 over real SSH (the loopback sshd test hosts): a GPU lost between two probes, a hung
+mount that costs only its own probe, a connection dropped mid-batch, case-insensitive host names,
+and who holds a GPU."""
+
+import dataclasses
+import os
+import stat
+
+import pytest
+
+from bot.flows.status import check_host
+from bot.hosts import service as hosts
+from bot.readiness.verdict import Verdict
+from bot.snapshots import inventory
+
+# A `df` first on the test hosts' PATH: hangs for /gpubot-hung (a dead NFS server), drops the SSH
+# connection for /gpubot-drop (kills this session's sshd), else runs the real df.
+FAKE_DF = """#!/bin/sh
+for a; do last=$a; done
+case $last in
+  /gpubot-hung*) exec sleep 600 ;;
+  /gpubot-drop*)
+    p=$$
+    while [ "$p" -gt 1 ]; do
+      c=$(cat /proc/$p/comm 2>/dev/null)
+      case $c in sshd*) kill -9 "$p"; exit 0 ;; esac
+      p=$(awk '{print $4}' /proc/$p/stat)
+    done
+    exit 1 ;;
+esac
+exec /usr/bin/df "$@"
+"""
+
+
+@pytest.fixture
+def fake_df(ssh_server):
+    path = os.path.join(ssh_server.bin_dir, "df")
+    with open(path, "w") as f:
+        f.write(FAKE_DF)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    yield
+    os.unlink(path)
+
+
+async def register(services, name, addr, ssh_server, **kw):
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name=name, address=addr, port=ssh_server.port, **kw)
+
+
+async def test_a_gpu_lost_between_two_probes_is_not_ready_with_no_setting(services, ssh_server, fake_hosts):
+    assert services.settings.expected_gpus is None
+    await register(services, "node201", "127.0.0.11", ssh_server)
+    fake_hosts.write("127.0.0.11", gpus=4)
+    first = await check_host(services=services, host_name="node201")
+    assert first.assessment.verdict is Verdict.READY, first.assessment.reasons
+    async with services.sessions() as db:
+        seen = await inventory.listing(db_session=db, host_name="node201")
+    assert [g.gpu_index for g in seen] == [0, 1, 2, 3] and all(g.last_snapshot_id == first.snapshot_id for g in seen)
+    fake_hosts.write("127.0.0.11", gpus=3)
+    second = await check_host(services=services, host_name="node201")
+    assert second.assessment.verdict is Verdict.NOT_READY
+    (reason,) = second.assessment.reasons
+    assert reason.code == "gpu_missing" and reason.text.startswith("3 of 4 GPUs present: GPU 3 ")
+    assert seen[3].uuid in reason.text and f"snapshot #{first.snapshot_id}" in reason.text
+    async with services.sessions() as db, db.begin():  # an admin accepts the removal
+        assert await inventory.forget(db_session=db, host_name="node201", gpu="3") == [seen[3].uuid]
+    third = await check_host(services=services, host_name="node201")
+    assert third.assessment.verdict is Verdict.READY
+
+
+async def test_a_hung_mount_costs_only_its_own_probe(services, ssh_server, fake_hosts, fake_df):
+    fast = dataclasses.replace(services, settings=services.settings.model_copy(update={"probe_timeout_s": 2}))
+    await register(services, "nfs-down", "127.0.0.12", ssh_server, probe={"model_volumes": ["/gpubot-hung/shared"]})
+    report = await check_host(services=fast, host_name="nfs-down", need_bytes=500 * 10**9)
+    assert report.assessment.verdict is Verdict.UNKNOWN, report.assessment.reasons
+    assert [r.text for r in report.assessment.reasons] == ["free disk unknown: df did not answer within 2 s"]
+    assert len(report.readings.gpu.gpus) == 8 and report.readings.hf_cache is not None
+    assert report.duration_ms < 15_000
+
+
+async def test_a_connection_lost_mid_batch_is_unreachable_and_keeps_what_arrived(services, ssh_server, fake_hosts, fake_df):
+    await register(services, "flaky", "127.0.0.13", ssh_server, probe={"model_volumes": ["/gpubot-drop"]})
+    report = await check_host(services=services, host_name="flaky")
+    assert report.assessment.verdict is Verdict.UNREACHABLE
+    assert report.error.startswith("flaky: connection lost after ") and report.readings is not None
+    assert len(report.readings.gpu.gpus) == 8  # the frames that arrived are kept and shown
+    assert report.readings.hf_cache.path == "~/.cache/huggingface"  # never a fragment of an error message
+    assert report.readings.cut and report.readings.disks[0].avail_bytes is None
+
+
+async def test_host_names_are_case_insensitive(services, ssh_server, fake_hosts):
+    await register(services, "Node174", "127.0.0.14", ssh_server)
+    async with services.sessions() as db:
+        assert (await hosts.get(db_session=db, name="NODE174")).name == "node174"
+    with pytest.raises(Exception, match="already exists"):
+        await register(services, "node174", "127.0.0.15", ssh_server)
+    report = await check_host(services=services, host_name="NODE174")
+    assert report.host == "node174" and report.assessment.verdict is Verdict.READY
+
+
+async def test_the_owner_of_a_gpu_process_is_read_in_the_same_round_trip(services, ssh_server, fake_hosts):
+    await register(services, "owned", "127.0.0.16", ssh_server)
+    holder = fake_hosts.hold("127.0.0.16", gpu=1, used_mib=4000, name="python3")
+    report = await check_host(services=services, host_name="owned")
+    assert report.assessment.verdict is Verdict.NOT_READY
+    (owner,) = report.readings.owners.owners
+    assert owner.pid == holder.pid and owner.user == "root" and owner.alive and owner.elapsed_s is not None
+    assert owner.command  # the holder's command line, shortened
+    # This machine's cgroup path is not a systemd service or a container path: no guess.
+    assert owner.container_id is None
+
+
+async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists_the_inventory(slack_bot, services, ssh_server, fake_hosts):
+    from tests.support.blockkit import blocks_text, validate_message
+
+    bot = slack_bot
+    services.settings.admins = ["UADMIN"]
+    await register(services, "node202", "127.0.0.17", ssh_server)
+    holder = fake_hosts.hold("127.0.0.17", gpu=2, used_mib=4096)
+    await bot.command("status NODE202")
+    update = await bot.recorder.wait_for("chat.update", timeout=30)
+    validate_message(update.body["blocks"], update.body["text"])
+    text = blocks_text(update.body["blocks"])
+    assert "node202: not ready" in text
+    assert f"pid {holder.pid} (4,096 MiB) · user root · up " in text
+    assert f"/gpu kill node202 {holder.pid}" in text
+    await bot.command("hosts show node202", user_id="UADMIN", response_url=bot.recorder.response_url("show"))
+    shown = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/show"), timeout=20)
+    shown_text = blocks_text(shown.body.get("blocks") or []) or shown.body.get("text", "")
+    assert "GPU inventory (8):" in shown_text and "GPU 7 · GPU-" in shown_text
+    await bot.command("hosts forget-gpu node202 7", user_id="UVIEWER", response_url=bot.recorder.response_url("no"))
+    refused = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/no"), timeout=20)
+    assert "admin" in refused.body["text"]
+    await bot.command("hosts forget-gpu node202 7", user_id="UADMIN", response_url=bot.recorder.response_url("forget"))
+    done = await bot.recorder.wait_for("chat.postMessage", lambda c: "GPU inventory" in c.body.get("text", ""), timeout=20)
+    assert "removed `GPU-" in done.body["text"] and "no longer counted missing" in done.body["text"]
