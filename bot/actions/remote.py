@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 import uuid
 
-from bot.probes.frames import ProbeOutput, split_frames
+from bot.probes.frames import ProbeOutput, frame_script, split_frames
 from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
 from bot.probes.readings import GpuReport
@@ -33,22 +33,9 @@ RUNNING = ("active",)
 
 
 def framed_script(commands: list[tuple[str, str]], marker: str, timeout_s: float) -> str:
-    """One POSIX sh script running each ``(name, command)`` under ``LC_ALL=C`` and ``timeout``,
-    its output framed with ``marker`` (format: :mod:`bot.probes.frames`)."""
-    lines = [
-        "export LC_ALL=C",
-        "gpubot_e=$(mktemp 2>/dev/null || echo /tmp/gpubot.$$.err)",
-        "gpubot_run() {",
-        f"  printf '{marker} BEGIN %s\\n' \"$1\"",
-        f"  timeout -k 5 {max(1, int(timeout_s))} sh -c \"$2\" </dev/null 2>\"$gpubot_e\"; rc=$?",
-        f"  printf '\\n{marker} STDERR %s\\n' \"$1\"",
-        "  cat \"$gpubot_e\"",
-        f"  printf '\\n{marker} END %s %d\\n' \"$1\" \"$rc\"",
-        "}",
-    ]
-    lines += [f"gpubot_run {q(name)} {q(cmd)}" for name, cmd in commands]
-    lines.append('rm -f "$gpubot_e"')
-    return "\n".join(lines) + "\n"
+    """One POSIX sh script running each ``(name, command)`` under ``LC_ALL=C`` and ``timeout``
+    (``timeout_s`` each, SIGKILL 5 s later), framed with ``marker`` by :func:`bot.probes.frames.frame_script`."""
+    return frame_script(commands, marker, timeout_s=max(1, int(timeout_s)), kill_after_s=5)
 
 
 async def run_framed(runner: Runner, target: HostTarget, commands: list[tuple[str, str]], *,
