@@ -310,3 +310,28 @@ def _q(s: str) -> str:
 
 def test_disk_helper():
     assert Disk("/x").avail_bytes is None and Witnesses().kernel is None
+
+
+# --- The whole batch as it ran on a real H200 (driver 580.159.04), idle and with an 8 GiB torch holder ---
+def _real_batch(name: str, backend: str) -> Readings:
+    from tests.fixtures_h200 import H200
+    text = (H200 / f"batch_{name}.out").read_text()
+    plan = ProbePlan(units=("vllm.service",), gpu_backend=backend, marker="GPUBOT-devcheck")
+    return parse_batch(plan, split_frames(text, plan.marker))
+
+
+def test_real_h200_batches_parse_and_judge():
+    idle = _real_batch("idle_nvidia-smi", "nvidia-smi")
+    assert idle.gpu.gpus[0].pci_bus_id == "0000:00:06.0" and idle.witnesses.pci == ["0000:00:06.0"]
+    assert idle.witnesses.kernel[0].uuid == idle.gpu.gpus[0].uuid and idle.owners.owners == []
+    a = assess(idle, Requirements())
+    assert a.verdict is Verdict.READY
+    # no systemd on that machine: a configured unit is unknown, never clean
+    assert assess(idle, Requirements(units={"vllm.service": "inactive"})).verdict is Verdict.UNKNOWN
+    for name, backend in (("busy_nvidia-smi", "nvidia-smi"), ("busy_nvml", "nvml")):
+        busy = _real_batch(name, backend)
+        (owner,) = busy.owners.owners
+        assert (owner.pid, owner.user, owner.elapsed_s, owner.unit, owner.container_id) == (599, "root", 20, None, None)
+        assert owner.command.startswith("python3 -c import torch")
+        a = assess(busy, Requirements())
+        assert a.verdict is Verdict.NOT_READY and "pid 599" in a.reasons[0].text, (name, a.reasons)
