@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,7 @@ def test_concurrent_first_runs_on_sqlite_lose_nothing(db_env):
 
 @pytest.mark.postgres
 def test_concurrent_first_runs_on_postgresql_lose_nothing():
-    name = "gpubot_cli_race"
+    name = f"gpubot_cli_race_{secrets.token_hex(4)}"  # unique: other test runs may share this server
     asyncio.run(_pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
     asyncio.run(_pg(f"CREATE DATABASE {name}"))
     env = {"GPUBOT_DATABASE_URL": PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"}
