@@ -116,10 +116,10 @@ async def test_hosts_sharing_an_address_never_share_a_connection(services, ssh_s
     for _ in range(4):
         fleet = await check_fleet(services=services, names=["hostA", "hostB"] * 1, title="t")
         verdicts = {r.host: r.assessment.verdict for r in fleet.reports}
-        assert verdicts == {"hostA": Verdict.READY, "hostB": Verdict.NOT_READY}
+        assert verdicts == {"hosta": Verdict.READY, "hostb": Verdict.NOT_READY}  # names are stored lower-case
     runner = services.runner.ssh
-    a = HostTarget("hostA", "127.0.0.1", ssh_server.port)
-    b = HostTarget("hostB", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
+    a = HostTarget("hosta", "127.0.0.1", ssh_server.port)
+    b = HostTarget("hostb", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
     answers = await asyncio.gather(*[runner.run(t, 'echo "$SSH_CONNECTION"', timeout=10) for t in [a, b] * 10])
     for target, res in zip([a, b] * 10, answers):
         assert res.stdout.split()[3] == str(target.port)

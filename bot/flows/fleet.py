@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.errors import NotFoundError
@@ -74,8 +74,8 @@ async def _rows(services: Services, names: list[str]) -> tuple[dict[str, Host], 
     since = services.clock() - timedelta(days=services.settings.gpu_inventory_days)
     async with services.sessions() as db:
         for i in range(0, len(names), 500):
-            chunk = names[i:i + 500]
-            found.update((h.name, h) for h in (await db.execute(select(Host).where(Host.name.in_(chunk)))).scalars())
+            chunk = [n.lower() for n in names[i:i + 500]]  # host names are case-insensitive
+            found.update((h.name.lower(), h) for h in (await db.execute(select(Host).where(func.lower(Host.name).in_(chunk)))).scalars())
             known.update(await inventory.known(db_session=db, host_names=chunk, since=since))
     return found, known
 
@@ -105,7 +105,7 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
         stored: asyncio.Future[tuple[int | None, Exception | None]] | None = None
         async with limit:
             try:
-                host = rows.get(name)
+                host = rows.get(name.lower())
                 if host is not None:
                     target: HostTarget = hosts.to_target(host)
                 elif name in hosts.LOCAL_NAMES:
