@@ -42,6 +42,10 @@ RUN_COMMAND = "exec /bin/sh -s"
 """The whole command line the remote login shell parses; the script follows on standard input."""
 SHELL_QUERY = 'echo "$SHELL"'
 """Asked only after a script did not start, to name the login shell (sshd sets ``$SHELL``)."""
+ENCRYPTION_ALGS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
+                   "aes128-ctr", "aes192-ctr", "aes256-ctr")
+"""Ciphers offered, AES-GCM first: OpenSSH's default prefers ChaCha20-Poly1305, which asyncssh
+runs with a new cipher context per packet (about 1 ms more client CPU per probed host)."""
 _SHELL_PATH = re.compile(r"/[\w./+-]{1,200}")
 
 
@@ -157,6 +161,7 @@ class SshRunner:
             "connect_timeout": self.connect_timeout,
             "keepalive_interval": self.keepalive_s,
             "keepalive_count_max": 3,
+            "encryption_algs": list(ENCRYPTION_ALGS),
             "config": [self.ssh_config] if self.ssh_config else None,
             "tunnel": tunnel,  # never a string: asyncssh would verify that hop with its own defaults
         }
