@@ -236,7 +236,8 @@ async def _trust(services: Any, args: argparse.Namespace) -> int:
     async with services.sessions() as db:
         target, _ = await hosts.resolve(db_session=db, name=args.name)
     known = services.runner_known_hosts()
-    offered = await trust.fetch_host_key(target, known)
+    ssh = getattr(services.runner, "ssh", None)
+    offered = await trust.fetch_host_key(target, known, runner=ssh)
     print(f"{args.name} ({target.address}:{target.port}) offers {offered.key_type} {offered.fingerprint}")
     if offered.state == "trusted":
         print(f"already trusted in {known}")
@@ -252,7 +253,7 @@ async def _trust(services: Any, args: argparse.Namespace) -> int:
             print("not trusted")
             return 1
         wanted = offered.fingerprint
-    await trust.record(target, known, wanted)
+    await trust.record(target, known, wanted, runner=ssh)
     print(f"recorded in {known}")
     return 0
 

@@ -106,3 +106,20 @@ def test_jump_spec_is_validated():
     for bad in ("ops@bastion:99999", "ops@bas tion", "$(reboot)", "ops@", "a@b:c", "-oProxyCommand=x"):
         with pytest.raises(UsageError):
             parse_hop(bad)
+
+
+async def test_trust_reads_the_key_of_a_host_behind_a_jump_host(bastion, target_server, tmp_path):
+    from bot.hosts import trust as trust_mod
+
+    known = trust(tmp_path, bastion)  # the bastion is trusted, the target not yet
+    runner = SshRunner(known_hosts=known, default_key_file=target_server.client_key_path, connect_timeout=5)
+    target = HostTarget("behind3", "127.0.0.1", target_server.port, jump=f"127.0.0.1:{bastion.port}")
+    try:
+        before = forwarded_to(bastion, target_server.port)
+        offered = await trust_mod.fetch_host_key(target, known, runner=runner)
+        assert offered.state == "new" and forwarded_to(bastion, target_server.port) == before + 1
+        await trust_mod.record(target, known, offered.fingerprint, runner=runner)
+        res = await runner.run(target, "echo ok", timeout=15)
+        assert res.stdout == "ok\n"
+    finally:
+        await runner.close()

@@ -8,9 +8,11 @@ offers the same key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass
+from typing import Any
 
 import asyncssh
 
@@ -34,11 +36,17 @@ def host_pattern(target: HostTarget) -> str:
     return target.address if target.port == 22 else f"[{target.address}]:{target.port}"
 
 
-async def fetch_host_key(target: HostTarget, known_hosts: str, *, timeout: float = 10.0) -> OfferedKey:
-    """Connect only far enough to read the host key; raises :class:`HostUnreachable`."""
+async def fetch_host_key(target: HostTarget, known_hosts: str, *, timeout: float = 10.0,
+                         runner: Any = None) -> OfferedKey:
+    """Connect only far enough to read the host key; raises :class:`HostUnreachable`.
+
+    A host behind a jump host (``target.jump``, or the ssh_config's ``ProxyJump``) is reached
+    through ``runner.tunnel_to`` (an :class:`~bot.ssh.runner.SshRunner`), each hop verified
+    against known_hosts; without a runner the host is contacted directly."""
     try:
-        async with asyncio.timeout(timeout):
-            key = await asyncssh.get_server_host_key(target.address, target.port)
+        async with contextlib.AsyncExitStack() as stack, asyncio.timeout(timeout):
+            tunnel = await runner.tunnel_to(target, stack) if hasattr(runner, "tunnel_to") else None
+            key = await asyncssh.get_server_host_key(target.address, target.port, tunnel=tunnel or ())
     except (OSError, asyncssh.Error, TimeoutError) as exc:
         raise HostUnreachable(f"{target.name}: cannot read the host key of {target.address}:{target.port}: {exc}") from exc
     if key is None:
@@ -54,11 +62,11 @@ async def fetch_host_key(target: HostTarget, known_hosts: str, *, timeout: float
     return OfferedKey(key.get_algorithm(), key.get_fingerprint("sha256"), line, state)
 
 
-async def record(target: HostTarget, known_hosts: str, fingerprint: str) -> OfferedKey:
+async def record(target: HostTarget, known_hosts: str, fingerprint: str, *, runner: Any = None) -> OfferedKey:
     """Re-read the host key and, if its fingerprint is still ``fingerprint``, write it to
     ``known_hosts`` replacing older lines for that host. Raises :class:`UsageError` when the host
     now offers a different key."""
-    offered = await fetch_host_key(target, known_hosts)
+    offered = await fetch_host_key(target, known_hosts, runner=runner)
     if offered.fingerprint != fingerprint:
         raise UsageError(f"{target.name} now offers {offered.fingerprint}, not the {fingerprint} that was confirmed; nothing recorded")
     pattern = host_pattern(target)

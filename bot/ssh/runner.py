@@ -229,14 +229,21 @@ class SshRunner:
     async def open(self, target: HostTarget, stack: contextlib.AsyncExitStack | None = None) -> asyncssh.SSHClientConnection:
         """A new connection to ``target`` through its jump hosts, each verified. The jump
         connections are pooled (when the pool is on) or closed by ``stack``."""
-        hops = self.hops(target)
-        tunnel: asyncssh.SSHClientConnection | None = None
-        for i in range(len(hops)):
-            tunnel = await self._hop(hop_target(target, hops, i), tunnel, stack)
+        tunnel = await self.tunnel_to(target, stack)
         conn = await self.connect(target, tunnel=tunnel)
         if stack is not None:
             stack.callback(conn.close)
         return conn
+
+    async def tunnel_to(self, target: HostTarget,
+                        stack: contextlib.AsyncExitStack | None = None) -> asyncssh.SSHClientConnection | None:
+        """The connection to ``target``'s last jump host (``None``: direct), every hop verified;
+        pooled when the pool is on and ``stack`` is ``None``, else closed by ``stack``."""
+        hops = self.hops(target)
+        tunnel: asyncssh.SSHClientConnection | None = None
+        for i in range(len(hops)):
+            tunnel = await self._hop(hop_target(target, hops, i), tunnel, stack)
+        return tunnel
 
     async def _hop(self, hop: HostTarget, tunnel: asyncssh.SSHClientConnection | None,
                    stack: contextlib.AsyncExitStack | None) -> asyncssh.SSHClientConnection:

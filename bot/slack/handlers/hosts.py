@@ -85,7 +85,8 @@ async def remove_host(ctx: CommandContext, cmd: HostsRemove) -> None:
 async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
     async with ctx.services.sessions() as db:
         target, _ = await hosts.resolve(db_session=db, name=cmd.name)
-    offered = await trust.fetch_host_key(target, ctx.services.runner_known_hosts())
+    offered = await trust.fetch_host_key(target, ctx.services.runner_known_hosts(),
+                                         runner=getattr(ctx.services.runner, "ssh", None))
     if offered.state == "trusted":
         await ctx.reply_ephemeral(f"{cmd.name}: its key {offered.fingerprint} is already trusted.")
         return
@@ -112,7 +113,8 @@ def register(app: AsyncApp, services: Services) -> None:
             name, fingerprint = body["actions"][0]["value"].split("|", 1)
             async with services.sessions() as db:
                 target, _ = await hosts.resolve(db_session=db, name=name)
-            await trust.record(target, services.runner_known_hosts(), fingerprint)
+            await trust.record(target, services.runner_known_hosts(), fingerprint,
+                               runner=getattr(services.runner, "ssh", None))
             await respond(text=f"<@{user}> trusted {name}'s host key {fingerprint}.", replace_original=True)
         except Exception as exc:
             text, error_id = user_message(exc)
