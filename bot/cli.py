@@ -128,8 +128,8 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
 
 async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -> int:
     """``status group:NAME|all``: probe every host of the group; with ``--json`` one JSON line
-    per host as it answers, then ``{"summary": ...}``. Exit 0 only when every host is ready,
-    else the worst host's status (1 not ready, 2 unknown or unreachable)."""
+    per host as its snapshot is stored (ids included), then ``{"summary": ...}``. Exit 0 only
+    when every host is ready, else the worst host's status (1 not ready, 2 unknown or unreachable)."""
     if cmd.paths:
         raise UsageError("weight paths go with one host: `status HOST /path`")
     group = cmd.target.name if cmd.target.kind == "group" else None
@@ -143,7 +143,7 @@ async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -
     try:
         names = await hosts_of(services=services, group=group)
         fleet = await check_fleet(services=services, names=names, title=title, need_bytes=cmd.need_bytes,
-                                  on_progress=progress)
+                                  on_stored=progress)
     finally:
         await services.close()
     counts = {v.value: fleet.counts.get(v, 0) for v in Verdict}

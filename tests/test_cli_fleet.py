@@ -23,7 +23,7 @@ def test_fleet_status_prints_a_line_per_host_then_a_summary(ssh_server, fake_hos
     assert by_host["fa"]["verdict"] == "ready" and by_host["fb"]["verdict"] == "not_ready"
     summary = lines[-1]["summary"]
     assert summary["hosts"] == 2 and summary["counts"]["ready"] == 1 and summary["counts"]["not_ready"] == 1
-    assert all(summary["snapshot_ids"].values())
+    assert all(summary["snapshot_ids"].values()) and all(d["snapshot_id"] for d in lines[:-1])
     fake_hosts.write("127.0.0.3", orphan_mib={})
     text = gpubot("status", "all", env=env)
     assert text.returncode == 0 and "fa" in text.stdout and "fb" in text.stdout

@@ -86,22 +86,24 @@ def _failed(name: str, exc: Exception, now: datetime) -> StatusReport:
 
 
 async def check_fleet(*, services: Services, names: list[str], title: str, need_bytes: int | None = None,
-                      requested_by: str | None = None, on_progress: Progress | None = None) -> FleetReport:
+                      requested_by: str | None = None, on_progress: Progress | None = None,
+                      on_stored: Progress | None = None) -> FleetReport:
     """Probe ``names`` with at most ``settings.max_concurrent_probes`` batches at once.
 
     ``on_progress(answered, total, report)`` is awaited after each host answers (its
-    ``snapshot_id`` may still be ``None``: the snapshot is written with its batch); the returned
-    reports carry their snapshot ids (or ``store_error``). Every host gives a report (an
+    ``snapshot_id`` may still be ``None``: the snapshot is written with its batch);
+    ``on_stored(stored, total, report)`` once its snapshot is written (or failed: ``store_error``),
+    with the final report. The returned reports carry their snapshot ids (or ``store_error``). Every host gives a report (an
     unreachable one, a name no longer registered, a failing store too); none raises.
     """
     rows, known = await _rows(services, names)
     limit = asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
     batcher = SnapshotBatcher(services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S)
-    done = 0
+    done = stored_count = 0
     lock = asyncio.Lock()
 
     async def one(name: str) -> StatusReport:
-        nonlocal done
+        nonlocal done, stored_count
         stored: asyncio.Future[tuple[int | None, Exception | None]] | None = None
         async with limit:
             try:
@@ -128,6 +130,10 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
             report = dataclasses.replace(report, snapshot_id=snapshot_id, store_error=(
                 store_error_text(error) if isinstance(error, SQLAlchemyError)
                 else f"the snapshot was not stored: {error}" if error else None))
+        if on_stored is not None:
+            async with lock:
+                stored_count += 1
+                await on_stored(stored_count, len(names), report)
         return report
 
     try:
