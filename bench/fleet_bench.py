@@ -100,10 +100,11 @@ async def worker_gpubot(cfg: dict) -> dict:
             out[phase] = {"wall": time.perf_counter() - t0, "cpu": cpu() - c0,
                           "ok": sum(1 for r in fleet.reports if r.readings is not None and r.snapshot_id is not None),
                           "verdicts": dict((v.value, n) for v, n in fleet.counts.items())}
-        pool = services.runner.ssh.pool  # type: ignore[attr-defined]
+        fan_out = services.fleet_loop.services if services.fleet_loop is not None else services  # the fan-out's own
+        pool = fan_out.runner.ssh.pool
         out["pooled_open"] = pool.open_count() if pool else 0
         out["peak_rss_mb"] = peak_rss_mb()
-        out["known_hosts_reads"] = services.runner.ssh.trusted.reads  # type: ignore[attr-defined]
+        out["known_hosts_reads"] = fan_out.runner.ssh.trusted.reads
     finally:
         await services.close()
     return out

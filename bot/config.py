@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     gpu_inventory_days: int = 30
     """A GPU a host showed within this many days and that is absent now is *missing*."""
     max_concurrent_probes: int = 16
+    fleet_thread: bool = True
+    """Run fleet fan-outs on an event loop in a second thread (own DB engine and SSH pool), so
+    Slack requests are not queued behind a fan-out's work."""
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "GPUBOT_SLACK_BOT_TOKEN"))
     slack_signing_secret: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "GPUBOT_SLACK_SIGNING_SECRET"))

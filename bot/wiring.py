@@ -5,6 +5,7 @@ from __future__ import annotations
 from bot.config import Settings
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
+from bot.flows.loop_thread import LoopThread
 from bot.ssh.runner import RoutingRunner, SshRunner
 
 
@@ -16,8 +17,15 @@ def ssh_runner(settings: Settings) -> SshRunner:
                      keepalive_s=settings.ssh_keepalive_s, ssh_config=settings.ssh_config)
 
 
-def build_services(settings: Settings) -> Services:
-    """Everything a flow needs, from ``settings``. The caller disposes the engine."""
+def build_services(settings: Settings, *, fleet_thread: bool | None = None) -> Services:
+    """Everything a flow needs, from ``settings``. The caller closes it (``Services.close``).
+
+    ``fleet_thread`` (default: ``settings.fleet_thread``) gives fleet fan-outs an event loop of
+    their own in a second thread, with their own engine and SSH pool
+    (:class:`~bot.flows.loop_thread.LoopThread`)."""
     engine = make_engine(settings.database_url)
     runner = RoutingRunner(ssh_runner(settings))
-    return Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
+    use_thread = settings.fleet_thread if fleet_thread is None else fleet_thread
+    fleet_loop = LoopThread(lambda: build_services(settings, fleet_thread=False)) if use_thread else None
+    return Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine,
+                    fleet_loop=fleet_loop)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -30,6 +31,9 @@ class Services:
     runner: Runner
     engine: AsyncEngine | None = None
     clock: Clock = utcnow
+    fleet_loop: Any = None
+    """A :class:`~bot.flows.loop_thread.LoopThread` that runs fleet fan-outs off this loop
+    (``None``: they run here)."""
 
     def runner_known_hosts(self) -> str:
         """The known_hosts file the SSH runner verifies against (expanded)."""
@@ -39,7 +43,10 @@ class Services:
         return getattr(ssh, "known_hosts", os.path.expanduser(self.settings.known_hosts))
 
     async def close(self) -> None:
-        """Close the runner's pooled SSH connections; dispose the engine when this object owns one."""
+        """Stop the fleet loop; close the runner's pooled SSH connections; dispose the engine when
+        this object owns one."""
+        if self.fleet_loop is not None:
+            await self.fleet_loop.close()
         close = getattr(self.runner, "close", None)
         if close is not None:
             await close()

@@ -13,14 +13,16 @@ import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import cast
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.errors import NotFoundError
 from bot.flows.context import Services
+from bot.flows.loop_thread import relay
 from bot.flows.status import StatusReport, make_report, probe_and_judge, store_error_text
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
@@ -96,6 +98,12 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
     with the final report. The returned reports carry their snapshot ids (or ``store_error``). Every host gives a report (an
     unreachable one, a name no longer registered, a failing store too); none raises.
     """
+    if services.fleet_loop is not None and not services.fleet_loop.is_current():
+        home = asyncio.get_running_loop()
+        progress, stored_cb = relay(on_progress, home), relay(on_stored, home)
+        return cast(FleetReport, await services.fleet_loop.run(lambda svc: check_fleet(
+            services=replace(svc, clock=services.clock), names=names, title=title, need_bytes=need_bytes,
+            requested_by=requested_by, on_progress=progress, on_stored=stored_cb)))
     rows, known = await _rows(services, names)
     limit = asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
     batcher = SnapshotBatcher(services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S)
