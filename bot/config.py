@@ -11,8 +11,27 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+HEALTH_URL_PATTERN = (r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
+                      r"(/[A-Za-z0-9._~!&*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!&*+,;=:@%/?-]*)?$")
+"""An ``http(s)://host[:port][/path][?query]`` health URL: no spaces, quotes or control characters."""
+
+
+class UnitHealth(BaseModel):
+    """How a started unit is judged up (``GPUBOT_UNIT_HEALTH`` per unit, or a host's ``unit_health``).
+
+    ``url``: the health URL read on the host with ``curl`` (HTTP 200 = healthy); unset: the default
+    of a well-known server found in the unit's command line (vLLM, SGLang, TGI, llama.cpp), else
+    none. ``gpu``: the unit's processes must hold GPU memory (false for units that use no GPU).
+    ``wait_s``: how long it may take (default ``unit_health_wait_s``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(default=None, max_length=300, pattern=HEALTH_URL_PATTERN)
+    gpu: bool = True
+    wait_s: float | None = Field(default=None, gt=0)
 
 
 def default_data_dir() -> str:
@@ -115,6 +134,18 @@ class Settings(BaseSettings):
     pivot_gpu_poll_s: float = 5.0
     unit_wait_s: float = 30.0
     """How long a stop/start/restart may take to reach the expected state."""
+    unit_health_wait_s: float = Field(default=1800.0, gt=0)
+    """After a start/restart: how long the unit may take to be up (active, main process alive,
+    GPU memory held, health URL 200) — long enough to load 540 GB of weights."""
+    unit_health_poll_s: float = Field(default=5.0, gt=0)
+    """Seconds between two looks at a starting unit (one SSH round trip each; the thread's
+    progress message is edited after each)."""
+    unit_health_http_timeout_s: float = Field(default=5.0, gt=0)
+    """``curl --max-time`` of one health request."""
+    unit_health: dict[str, UnitHealth] = {}
+    """Unit -> ``{"url": "http://127.0.0.1:8000/health", "gpu": true, "wait_s": 2400}``."""
+    journal_lines: int = Field(default=50, ge=1, le=1000)
+    """Journal lines a failed start shows in the thread (and ``/gpu logs``' default)."""
     drift_threshold_pct: float = 5.0
     """A planned path whose size changed by more than this (percent) aborts the action."""
     action_step_timeout_s: float = 900.0

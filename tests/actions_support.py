@@ -21,6 +21,9 @@ def fast(services, root: Path | None = None, **overrides) -> None:
     s.pivot_gpu_wait_s = 2.0
     s.pivot_gpu_poll_s = 0.3
     s.unit_wait_s = 3.0
+    s.unit_health_wait_s = 5.0
+    s.unit_health_poll_s = 0.3
+    s.unit_health_http_timeout_s = 1.0
     s.action_heartbeat_s = 0.2
     if root is not None:
         s.allowed_roots = {"*": [str(root)]}

@@ -174,3 +174,16 @@ def test_plan_round_trips_through_json():
                  procs=[ProcItem(1, "p", 0, 1, "2", "ab" * 32, "c")], units=[UnitItem("u.service", "active")],
                  steps=[Step("delete", "t", {"path": "/a/b"})], warnings=["w"])
     assert Plan.from_json(plan.to_json()) == plan
+
+
+def test_health_urls_on_start_restart_and_pivot():
+    g = default_grammar()
+    linked = g.parse("pivot n1 from=a.service to=b.service health=<http://127.0.0.1:8000/health>").command
+    assert linked.health_url == "http://127.0.0.1:8000/health"
+    assert linked.describe() == "pivot n1 from=a.service to=b.service health=http://127.0.0.1:8000/health"
+    assert g.parse("restart n1 a.service health=https://10.0.0.5:9000/v1/health?x=1").command.health_url == \
+        "https://10.0.0.5:9000/v1/health?x=1"
+    for bad in ("start n1 a.service health=http://x/$(id)", "start n1 a.service health='http://x/ y'",
+                "start n1 a.service health=ftp://x/", "stop n1 a.service health=http://x/"):
+        with pytest.raises(UsageError):
+            g.parse(bad)

@@ -167,7 +167,8 @@ async def test_a_configured_unit_is_stopped_and_started(services, ssh_server, fa
     assert fake_hosts.read("127.0.0.14").units["vllm.service"]["ActiveState"] == "inactive"
     start = await flows.request_action(services=services, spec=ActionSpec(ActionKind.START, "svc201", unit="vllm.service"), requester="U1")
     done = await approve(services, start.id, user="U1")  # start adds only: the requester may approve it
-    assert done.view.state is State.DONE and "ActiveState=active" in done.view.steps[0].summary
+    assert done.view.state is State.DONE and done.view.steps[0].summary.startswith("vllm.service up after ")
+    assert "1,024 MiB on GPU 0" in done.view.steps[0].summary  # the fake unit's main process holds GPU 0
     assert fake_hosts.read("127.0.0.14").units["vllm.service"]["ActiveState"] == "active"
     with pytest.raises(PlanRefused, match="not a configured unit"):
         await flows.request_action(services=services, spec=ActionSpec(ActionKind.STOP, "svc201", unit="sshd.service"), requester="U1")

@@ -2,7 +2,9 @@
 
 :class:`StepRunner` turns a step into the exact script (:mod:`bot.actions.remote`), runs it
 through the runner, and returns a :class:`StepOutcome` (never raises for a host's failure: an
-unreachable host or a timeout is a failed step with the error as its summary).
+unreachable host or a timeout is a failed step with the error as its summary). A ``start`` or
+``restart`` step whose args carry ``health`` (a :class:`~bot.actions.health.HealthCheck`) ends
+only when the unit is up: the health wait (:mod:`bot.actions.health_wait`) follows systemctl.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import time
 from dataclasses import dataclass
 
 from bot.actions import remote
+from bot.actions.health import HealthCheck, HealthProgress
+from bot.actions.health_wait import Progress, wait_until_up
+from bot.actions.journal import JournalTail
 from bot.actions.plan import Step
 from bot.config import Settings
 from bot.errors import ProbeError
@@ -25,22 +30,28 @@ from bot.ssh.target import HostTarget
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """``summary`` is one sentence for people; ``stdout``/``stderr`` are kept for the audit."""
+    """``summary`` is one sentence for people; ``stdout``/``stderr`` are kept for the audit;
+    ``health``: the last look of a health wait; ``journal``: the unit's journal tail when it failed."""
 
     ok: bool
     summary: str
     exit_status: int | None = None
     stdout: str = ""
     stderr: str = ""
+    health: HealthProgress | None = None
+    journal: JournalTail | None = None
 
 
 class StepRunner:
     """Runs steps on ``target``. ``gpu_backend`` as in the host's probe plan; ``gpu_free_mib``
-    is the threshold under which a GPU without processes counts as free."""
+    is the threshold under which a GPU without processes counts as free; ``progress`` is told
+    every look of a health wait."""
 
-    def __init__(self, *, runner: Runner, target: HostTarget, settings: Settings, gpu_backend: str, gpu_free_mib: int):
+    def __init__(self, *, runner: Runner, target: HostTarget, settings: Settings, gpu_backend: str, gpu_free_mib: int,
+                 progress: Progress | None = None):
         self.runner, self.target, self.settings = runner, target, settings
         self.gpu_backend, self.gpu_free_mib = gpu_backend, gpu_free_mib
+        self.progress = progress
 
     def describe(self, step: Step) -> tuple[str, str | None]:
         """``(command shown to people, exact script or None)`` for the audit, before running."""
@@ -51,7 +62,10 @@ class StepRunner:
             return remote.kill_script(step.args["procs"], s.kill_grace_s)
         if step.op == "unit":
             a = step.args
-            return remote.unit_script(a["verb"], a["unit"], tuple(a["expect"]), s.unit_wait_s)
+            display, script = remote.unit_script(a["verb"], a["unit"], tuple(a["expect"]), s.unit_wait_s)
+            if a.get("health"):
+                display += f"; then every {s.unit_health_poll_s:g} s until up: {HealthCheck.from_json(a['health']).describe()}"
+            return display, script
         if step.op == "wait_gpus":
             cmds = remote.gpu_commands(self.gpu_backend)
             return f"poll {cmds[0][0]} every {s.pivot_gpu_poll_s:g} s for up to {s.pivot_gpu_wait_s:g} s", None
@@ -71,8 +85,22 @@ class StepRunner:
         except ProbeError as exc:
             return StepOutcome(False, str(exc))
         ok = res.exit_status == 0
-        return StepOutcome(ok, self._summary(step, res.stdout, res.stderr, res.exit_status), res.exit_status,
-                           res.stdout, res.stderr)
+        outcome = StepOutcome(ok, self._summary(step, res.stdout, res.stderr, res.exit_status), res.exit_status,
+                              res.stdout, res.stderr)
+        if ok and step.op == "unit" and step.args.get("health"):
+            return await self._wait_up(step, outcome)
+        return outcome
+
+    async def _wait_up(self, step: Step, started: StepOutcome) -> StepOutcome:
+        """After systemctl: the health wait; its looks and the journal tail join the step's output."""
+        check = HealthCheck.from_json(step.args["health"])
+        res = await wait_until_up(runner=self.runner, target=self.target, unit=step.args["unit"], check=check,
+                                  settings=self.settings, gpu_backend=self.gpu_backend, progress=self.progress)
+        out = started.stdout + "\n--- health wait ---\n" + "\n".join(res.log)
+        if res.journal is not None:
+            out += f"\n--- journalctl -u {step.args['unit']} ---\n" + res.journal.text()
+        ok = res.last.phase == "up"
+        return StepOutcome(ok, res.last.summary(), 0 if ok else 8, out, started.stderr, res.last, res.journal)
 
     def _timeout(self, step: Step) -> float:
         s = self.settings

@@ -19,6 +19,7 @@ from datetime import timedelta
 from sqlalchemy.exc import IntegrityError
 
 from bot.actions import service
+from bot.actions.health_wait import Progress
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.plans import build_plan
 from bot.actions.policy import Rule, expiry_s, may_approve, may_reject, rule_for
@@ -90,11 +91,13 @@ async def _notify(notify: Notify | None, view: RequestView) -> None:
 
 
 async def decide(*, services: Services, request_id: int, user_id: str, decision: str, role: Role,
-                 user_groups: set[str] | None = None, notify: Notify | None = None) -> Outcome:
+                 user_groups: set[str] | None = None, notify: Notify | None = None,
+                 progress: Progress | None = None) -> Outcome:
     """Record ``user_id``'s ``decision`` (``approve`` or ``reject``) and act on it.
 
     The last approval needed claims the request and runs it here (re-probe, compare, execute)
     before returning. Policy is the one stored with the request (approvers, approvals needed).
+    ``progress`` is told every look while a started unit is awaited (see ``health_wait``).
     """
     groups = user_groups or set()
     view = await load_view(services=services, request_id=request_id)
@@ -133,7 +136,7 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
             return Outcome("recorded", view, f"approval recorded ({len(view.approved_by)} of {view.approvals_needed})")
         return Outcome("noop", view, f"request #{request_id} is already {view.state.value}")
     final = await execute_claimed(services=services, request_id=request_id, notify=lambda v: _notify(notify, v),
-                                  load=lambda: load_view(services=services, request_id=request_id))
+                                  load=lambda: load_view(services=services, request_id=request_id), progress=progress)
     return Outcome("executed", final, f"request #{request_id} {final.state.value}")
 
 
@@ -153,11 +156,27 @@ async def replan(*, services: Services, request_id: int, requester: str) -> Requ
     old = await load_view(services=services, request_id=request_id)
     if not old.replannable:
         raise UsageError(f"request #{request_id} is {old.state.value}" + (f" and was re-planned as #{old.replaced_by}" if old.replaced_by else ""))
+    assert old.spec is not None
+    return await _replace(services, old, old.spec, requester)
+
+
+async def follow_up(*, services: Services, request_id: int, what: str, requester: str) -> RequestView:
+    """A new request for a next step a failed start offers (``restart`` the unit that did not come
+    up, or ``pivot_back``), planned from a fresh probe like any request. Once per request, shared
+    with re-plan (the old request points to the new one); raises :class:`UsageError`."""
+    old = await load_view(services=services, request_id=request_id)
+    if what not in old.follow_ups:
+        if old.replaced_by:
+            raise UsageError(f"request #{request_id} was already followed up as #{old.replaced_by}")
+        raise UsageError(f"request #{request_id} does not offer that next step")
+    return await _replace(services, old, old.follow_up_spec(what), requester)
+
+
+async def _replace(services: Services, old: RequestView, spec: ActionSpec, requester: str) -> RequestView:
+    request_id = old.id
     async with services.sessions() as db, db.begin():
-        req = await service.get(db_session=db, request_id=request_id)
-        spec = ActionSpec.from_json(req.spec) if req else None
         claimed = await service.claim_replan(db_session=db, request_id=request_id)
-    if not claimed or spec is None:
+    if not claimed:
         raise UsageError(f"request #{request_id} is already being re-planned")
     try:
         new = await request_action(services=services, spec=spec, requester=requester, channel=old.channel)

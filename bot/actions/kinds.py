@@ -68,7 +68,9 @@ class ActionSpec:
     * ``clean_weights``: ``paths`` (absolute, validated); ``clean_hf``: ``repo`` (``ORG/NAME``) or
       ``None`` for the whole cache; ``kill``: ``gpu`` index and/or ``pids`` (neither: every GPU
       compute process); ``stop|start|restart``: ``unit``; ``pivot``: ``from_unit``, ``to_unit``,
-      ``paths`` to delete, ``need_bytes`` (bytes of free disk needed on the model volume).
+      ``paths`` to delete, ``need_bytes`` (bytes of free disk needed on the model volume);
+      ``health_url`` (``start``, ``restart``, ``pivot``): the URL that must answer 200 once the
+      started unit is up (``health=`` on the command; validated ``http(s)://…``).
     """
 
     kind: ActionKind
@@ -81,6 +83,7 @@ class ActionSpec:
     from_unit: str | None = None
     to_unit: str | None = None
     need_bytes: int | None = None
+    health_url: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -103,7 +106,8 @@ class ActionSpec:
         if k is ActionKind.KILL:
             parts = [f"kill {self.host}"] + ([f"gpu={self.gpu}"] if self.gpu is not None else [])
             return " ".join(parts + [f"pid={p}" for p in self.pids])
+        health = [f"health={self.health_url}"] if self.health_url else []
         if k in UNIT_KINDS:
-            return f"{k.value} {self.host} {self.unit}"
-        extra = [f"delete={p}" for p in self.paths] + ([f"need={self.need_bytes}"] if self.need_bytes else [])
+            return " ".join([f"{k.value} {self.host} {self.unit}", *health])
+        extra = [f"delete={p}" for p in self.paths] + ([f"need={self.need_bytes}"] if self.need_bytes else []) + health
         return " ".join([f"pivot {self.host} from={self.from_unit} to={self.to_unit}", *extra])

@@ -14,11 +14,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bot.actions import remote
+from bot.actions.health import HealthCheck, default_url, exec_argv
 from bot.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
 from bot.actions.plan import PathItem, Plan, ProcItem, Step, UnitItem
 from bot.actions.policy import allowed_roots, configured_units
 from bot.commands.common import validate_path
-from bot.errors import UsageError
+from bot.config import UnitHealth
+from bot.errors import ProbeError, UsageError
 from bot.flows.context import Services
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
@@ -59,7 +61,7 @@ async def build_plan(*, services: Services, spec: ActionSpec, requested_by: str 
     if spec.kind is ActionKind.KILL:
         return await _kill(ctx)
     if spec.kind in UNIT_KINDS:
-        return _unit_plan(ctx)
+        return await _unit_plan(ctx)
     return await _pivot(ctx)
 
 
@@ -228,22 +230,67 @@ def _unit(ctx: _Ctx, name: str) -> UnitItem:
     return UnitItem(name, u.active_state if u else None, u.sub_state if u else None)
 
 
-def unit_step(verb: str, unit: str) -> Step:
+def unit_step(verb: str, unit: str, health: HealthCheck | None = None) -> Step:
+    """A stop/start/restart step; with ``health`` (start, restart) it ends only once the unit is up."""
     expect = remote.STOPPED if verb == "stop" else remote.RUNNING
-    return Step("unit", f"{verb} {unit} (check: {' or '.join(expect)})", {"verb": verb, "unit": unit, "expect": list(expect)})
+    args: dict[str, Any] = {"verb": verb, "unit": unit, "expect": list(expect)}
+    if health is None:
+        return Step("unit", f"{verb} {unit} (check: {' or '.join(expect)})", args)
+    args["health"] = health.to_json()
+    return Step("unit", f"{verb} {unit} (check: up — {health.describe(source=False)})", args)
+
+
+async def _exec_start(ctx: _Ctx, unit: str) -> list[str]:
+    """The unit's ``ExecStart`` argv on the host (``[]`` when it cannot be read)."""
+    try:
+        out = await remote.run_framed(ctx.services.runner, ctx.target,
+                                      [("exec", f"systemctl show -p ExecStart --value -- {remote.q(unit)}")],
+                                      timeout=ctx.services.settings.batch_timeout_s)
+    except ProbeError:
+        return []
+    o = out.get("exec")
+    return exec_argv(o.stdout) if o and o.exit_status == 0 else []
+
+
+async def health_check(ctx: _Ctx, unit: str) -> HealthCheck:
+    """How the start of ``unit`` will be judged up: ``health=`` on the command, else the host's
+    ``unit_health`` for it, else ``GPUBOT_UNIT_HEALTH``'s, else a known server's default from its
+    ``ExecStart``; without any, the URL is looked for again in the running main process."""
+    s = ctx.services.settings
+    own = (ctx.probe.get("unit_health") or {}).get(unit)
+    cfg = UnitHealth.model_validate(own if own is not None else s.unit_health.get(unit, {}))
+    wait = cfg.wait_s or s.unit_health_wait_s
+    limit = f"wait_s in {unit}'s health setting" if cfg.wait_s else "GPUBOT_UNIT_HEALTH_WAIT_S"
+    url: str | None
+    if ctx.spec.health_url:
+        url, source = ctx.spec.health_url, "health= on the command"
+    elif cfg.url:
+        url, source = cfg.url, "the unit's health setting"
+    else:
+        url, source = default_url(await _exec_start(ctx, unit)) or (None, "")
+    return HealthCheck(url, source, cfg.gpu, wait, auto=url is None, limit_from=limit)
 
 
 def _state(u: UnitItem) -> str:
     return f"{u.active_state} ({u.sub_state})" if u.active_state else "state unknown"
 
 
-def _unit_plan(ctx: _Ctx) -> Plan:
+async def _unit_plan(ctx: _Ctx) -> Plan:
     verb = ctx.spec.kind.value
     u = _unit(ctx, ctx.spec.unit or "")
     goal = "inactive" if verb == "stop" else "active"
     warnings = [f"{u.name} is already {u.active_state}"] if u.active_state == goal and verb != "restart" else []
-    return Plan(ctx.spec, ctx.report.snapshot_id, [unit_step(verb, u.name)], [f"{verb} {u.name} — now {_state(u)}"],
-                f"{u.name}: {u.active_state or 'unknown'} → {goal}", units=[u], warnings=warnings)
+    if verb == "stop":
+        return Plan(ctx.spec, ctx.report.snapshot_id, [unit_step(verb, u.name)], [f"{verb} {u.name} — now {_state(u)}"],
+                    f"{u.name}: {u.active_state or 'unknown'} → {goal}", units=[u], warnings=warnings)
+    check = await health_check(ctx, u.name)
+    return Plan(ctx.spec, ctx.report.snapshot_id, [unit_step(verb, u.name, check)],
+                [f"{verb} {u.name} — now {_state(u)}", _up_line(check)],
+                f"{u.name}: {u.active_state or 'unknown'} → up", units=[u], warnings=warnings)
+
+
+def _up_line(check: HealthCheck) -> str:
+    return f"done when up: {check.describe()}"
 
 
 async def _pivot(ctx: _Ctx) -> Plan:
@@ -267,9 +314,10 @@ async def _pivot(ctx: _Ctx) -> Plan:
         steps.append(Step("check_disk", f"check free disk on {disk.path if disk else '/'} ≥ {human_bytes(spec.need_bytes)}",
                           {"path": disk.path if disk else "/", "need_bytes": spec.need_bytes}))
         lines.append(f"check {human_bytes(spec.need_bytes)} free on {disk.path if disk else '/'}")
-    steps.append(unit_step("start", b.name))
-    lines.append(f"start {b.name} — now {_state(b)}")
-    expected.append(f"{b.name} active")
+    check = await health_check(ctx, b.name)
+    steps.append(unit_step("start", b.name, check))
+    lines += [f"start {b.name} — now {_state(b)}", _up_line(check)]
+    expected.append(f"{b.name} up" + (f" ({check.url} → 200)" if check.url else ""))
     return Plan(spec, ctx.report.snapshot_id, steps, lines, "; ".join(expected), paths=items, units=[a, b],
                 volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None, warnings=warnings)
 

@@ -5,6 +5,10 @@ Only the caller that claimed the request (``pending → approved``, see
 heartbeat task refreshes ``heartbeat_at`` every ``action_heartbeat_s`` seconds; before every
 step the heartbeat must still succeed (the request is still this process's and still
 executing), so a request reported as interrupted by another replica is not continued.
+
+A start that does not come up (see :mod:`bot.actions.health_wait`) fails the request; its result
+then carries the unit's journal tail (``result["journal"]``) and the next steps people may ask
+for (``result["next"]``: ``restart`` the unit, ``pivot_back`` for a pivot), which the card offers.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from bot.actions import service
 from bot.actions.drift import compare
 from bot.actions.execute import StepRunner
+from bot.actions.health_wait import Progress
 from bot.actions.kinds import ActionKind, State
 from bot.actions.plan import Plan
 from bot.actions.plans import build_plan
@@ -82,12 +88,12 @@ async def _verify(services: Services, plan: Plan, request_id: int) -> tuple[list
     return compare(plan, fresh, threshold_pct=services.settings.drift_threshold_pct), fresh.snapshot_id
 
 
-async def _step_runner(services: Services, host_name: str) -> StepRunner:
+async def _step_runner(services: Services, host_name: str, progress: Progress | None) -> StepRunner:
     async with services.sessions() as db:
         target, host = await hosts.resolve(db_session=db, name=host_name)
         probe_plan, req = plan_for(services.settings, host)
     return StepRunner(runner=services.runner, target=target, settings=services.settings,
-                      gpu_backend=probe_plan.gpu_backend, gpu_free_mib=req.gpu_free_mib)
+                      gpu_backend=probe_plan.gpu_backend, gpu_free_mib=req.gpu_free_mib, progress=progress)
 
 
 async def _transition(services: Services, request_id: int, frm: list[State], to: State, **values: object) -> bool:
@@ -96,16 +102,17 @@ async def _transition(services: Services, request_id: int, frm: list[State], to:
 
 
 async def execute_claimed(*, services: Services, request_id: int, notify: Callable[[RequestView], Awaitable[None]],
-                          load: Callable[[], Awaitable[RequestView]]) -> RequestView:
+                          load: Callable[[], Awaitable[RequestView]], progress: Progress | None = None) -> RequestView:
     """Verify, then execute; returns the final view. Never raises: a host's failure is a failed
-    step, and an unexpected error fails the request with an error id (the log has the traceback)."""
+    step, and an unexpected error fails the request with an error id (the log has the traceback).
+    ``progress`` is told every look of a start's health wait."""
     async with services.sessions() as db:
         req = await service.get(db_session=db, request_id=request_id)
         assert req is not None
         plan = Plan.from_json(req.plan)
     async with heartbeat(services, request_id):
         try:
-            return await _verify_and_run(services, request_id, plan, notify, load)
+            return await _verify_and_run(services, request_id, plan, notify, load, progress)
         except Exception:
             error_id = uuid.uuid4().hex[:8]
             log.exception("action #%s stopped by an unexpected error (error id %s)", request_id, error_id)
@@ -121,7 +128,7 @@ async def execute_claimed(*, services: Services, request_id: int, notify: Callab
 
 
 async def _verify_and_run(services: Services, request_id: int, plan: Plan, notify: Callable[[RequestView], Awaitable[None]],
-                          load: Callable[[], Awaitable[RequestView]]) -> RequestView:
+                          load: Callable[[], Awaitable[RequestView]], progress: Progress | None) -> RequestView:
     await notify(await load())
     reasons, fresh_snapshot = await _verify(services, plan, request_id)
     if reasons:
@@ -134,15 +141,16 @@ async def _verify_and_run(services: Services, request_id: int, plan: Plan, notif
     if not await _transition(services, request_id, [State.APPROVED], State.EXECUTING, before_snapshot_id=fresh_snapshot):
         return await load()
     await notify(await load())
-    return await _steps(services, request_id, plan, notify, load)
+    return await _steps(services, request_id, plan, notify, load, progress)
 
 
 async def _steps(services: Services, request_id: int, plan: Plan, notify: Callable[[RequestView], Awaitable[None]],
-                 load: Callable[[], Awaitable[RequestView]]) -> RequestView:
-    runner = await _step_runner(services, plan.spec.host)
+                 load: Callable[[], Awaitable[RequestView]], progress: Progress | None) -> RequestView:
+    runner = await _step_runner(services, plan.spec.host, progress)
     done: list[str] = []
     failure: str | None = None
     summaries: dict[str, str] = {}
+    extra: dict[str, Any] = {}
     for idx, step in enumerate(plan.steps, 1):
         async with services.sessions() as db, db.begin():
             mine = await service.heartbeat(db_session=db, request_id=request_id, executor=EXECUTOR_ID)
@@ -158,11 +166,15 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
         async with services.sessions() as db, db.begin():
             await service.finish_step(db_session=db, step_id=step_id, ok=outcome.ok, exit_status=outcome.exit_status,
                                       stdout=outcome.stdout, stderr=outcome.stderr, summary=outcome.summary)
-        summaries[step.op] = outcome.summary
+        summaries[step.op] = summaries[f"#{idx}"] = outcome.summary
         if not outcome.ok:
             already = "; ".join(done) or "nothing"
             failure = (f"Stopped at step {idx} of {len(plan.steps)} ({step.title}): {outcome.summary}\n"
                        f"Already done: {already}. Later steps were not run.")
+            if outcome.journal is not None:
+                extra["journal"] = outcome.journal.to_json()
+            if outcome.health is not None:
+                extra["next"] = ["restart"] + (["pivot_back"] if plan.spec.kind is ActionKind.PIVOT else [])
             break
         done.append(step.title)
         await notify(await load())
@@ -174,7 +186,7 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
                  + f" · snapshot #{after.snapshot_id}")
     await _transition(services, request_id, [State.EXECUTING], State.FAILED if failure else State.DONE,
                       message=failure, after_snapshot_id=after.snapshot_id,
-                      result={"lines": lines, "verdict": verdict.value})
+                      result={"lines": lines, "verdict": verdict.value, **extra})
     view = await load()
     await notify(view)
     return view
@@ -195,5 +207,6 @@ async def _result_lines(services: Services, runner: StepRunner, plan: Plan, step
     if "kill" in summaries:
         lines.append(summaries["kill"])
     if plan.spec.kind is not ActionKind.KILL:
-        lines += [s.title.split(" (check")[0] + ": done" for s in ran if s.op == "unit"]
+        lines += [summaries.get(f"#{i}", "") if s.args.get("health") else s.title.split(" (check")[0] + ": done"
+                  for i, s in enumerate(ran, 1) if s.op == "unit"]
     return lines

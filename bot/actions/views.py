@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from bot.actions.journal import JournalTail
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep, Approval
 from bot.actions.plan import Plan
@@ -49,6 +50,10 @@ class RequestView:
     replaced_by: int | None = None
     channel: str | None = None
     message_ts: str | None = None
+    spec: ActionSpec | None = None
+    journal: JournalTail | None = None
+    next_steps: list[str] = field(default_factory=list)
+    """Follow-ups offered after a start that did not come up: ``restart``, ``pivot_back``."""
 
     @property
     def title(self) -> str:
@@ -62,6 +67,30 @@ class RequestView:
     def replannable(self) -> bool:
         """Aborted (drift) or interrupted requests offer "Re-plan" until someone used it."""
         return self.state in (State.ABORTED, State.INTERRUPTED, State.FAILED) and self.replaced_by is None
+
+    @property
+    def follow_ups(self) -> list[str]:
+        """The next steps still on offer (until one of them or a re-plan was asked for)."""
+        return self.next_steps if self.replannable else []
+
+    def follow_up_spec(self, what: str) -> ActionSpec:
+        """The request a follow-up makes: ``restart`` the unit that did not come up, or
+        ``pivot_back`` (``from`` and ``to`` swapped, nothing deleted); raises ValueError."""
+        spec = self.spec
+        if spec is None or what not in self.next_steps:
+            raise ValueError(f"request #{self.id} offers no {what!r}")
+        if what == "restart":
+            unit = spec.to_unit if spec.kind is ActionKind.PIVOT else spec.unit
+            return ActionSpec(ActionKind.RESTART, spec.host, unit=unit, health_url=spec.health_url)
+        return ActionSpec(ActionKind.PIVOT, spec.host, from_unit=spec.to_unit, to_unit=spec.from_unit)
+
+    def follow_up_label(self, what: str) -> str:
+        spec = self.spec
+        if spec is None:
+            return what
+        if what == "restart":
+            return f"Restart {spec.to_unit if spec.kind is ActionKind.PIVOT else spec.unit}"
+        return f"Pivot back to {spec.from_unit}"
 
     @property
     def failed_step(self) -> StepView | None:
@@ -88,5 +117,7 @@ def view_of(req: ActionRequest, decisions: list[Approval], rows: list[ActionStep
         rejected_by=[d.user_id for d in decisions if d.decision == "reject"], steps=steps, message=req.message,
         result_lines=list((req.result or {}).get("lines", [])), before_snapshot_id=req.before_snapshot_id,
         after_snapshot_id=req.after_snapshot_id, replaced_by=req.replaced_by, channel=req.channel,
-        message_ts=req.message_ts,
+        message_ts=req.message_ts, spec=ActionSpec.from_json(req.spec),
+        journal=JournalTail.from_json(result["journal"]) if (result := req.result or {}).get("journal") else None,
+        next_steps=list(result.get("next", [])),
     )

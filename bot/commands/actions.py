@@ -14,16 +14,29 @@ from bot.actions.kinds import ActionKind, ActionSpec
 from bot.commands.common import validate_host, validate_path, validate_unit
 from bot.commands.grammar import CommandSpec, split_options
 from bot.commands.roles import Role
+from bot.config import HEALTH_URL_PATTERN
 from bot.errors import UsageError
 from bot.sizes import parse_bytes
 
 CLEAN_USAGE = "clean HOST weights=PATH[,PATH...] | clean HOST hf-cache [repo=ORG/NAME]"
 KILL_USAGE = "kill HOST [gpu=N] [pid=PID...]"
-PIVOT_USAGE = "pivot HOST from=UNIT to=UNIT [delete=PATH...] [need=SIZE]"
+PIVOT_USAGE = "pivot HOST from=UNIT to=UNIT [delete=PATH...] [need=SIZE] [health=URL]"
 AUDIT_USAGE = "audit [HOST]"
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 MAX_PID = 4_194_304  # Linux's PID_MAX_LIMIT
 MAX_ITEMS = 20
+HEALTH_RE = re.compile(HEALTH_URL_PATTERN)
+
+
+def validate_health_url(url: str, usage: str) -> str:
+    """An ``http(s)://host[:port][/path]`` URL of at most 300 characters (no spaces, quotes,
+    ``$`` or parentheses); raises :class:`UsageError`. Without a scheme it is ``http://``: Slack
+    turns a typed URL into a link, which :mod:`bot.commands.normalize` unwraps without its scheme."""
+    if "://" not in url:
+        url = "http://" + url
+    if len(url) > 300 or not HEALTH_RE.match(url):
+        raise UsageError(f"`{url[:80]}` is not a health URL (`http://HOST:PORT/PATH`)", usage=usage)
+    return url
 
 
 @dataclass(frozen=True)
@@ -90,27 +103,34 @@ def parse_kill(args: list[str]) -> ActionSpec:
 
 
 def _unit_parser(kind: ActionKind):  # type: ignore[no-untyped-def]
-    usage = f"{kind.value} HOST UNIT"
+    usage = unit_usage(kind)
+    keys = [] if kind is ActionKind.STOP else ["health"]
 
     def parse(args: list[str]) -> ActionSpec:
-        _, words = split_options(args, [], usage)
+        opts, words = split_options(args, keys, usage)
         host, unit = _host(words, usage, 2)
-        return ActionSpec(kind, host, unit=validate_unit(unit))
+        health = validate_health_url(opts["health"], usage) if "health" in opts else None
+        return ActionSpec(kind, host, unit=validate_unit(unit), health_url=health)
 
     return parse
 
 
+def unit_usage(kind: ActionKind) -> str:
+    return f"{kind.value} HOST UNIT" + ("" if kind is ActionKind.STOP else " [health=URL]")
+
+
 def parse_pivot(args: list[str]) -> ActionSpec:
     deletes, rest = _take(args, "delete")
-    opts, words = split_options(rest, ["from", "to", "need"], PIVOT_USAGE)
+    opts, words = split_options(rest, ["from", "to", "need", "health"], PIVOT_USAGE)
     if "from" not in opts or "to" not in opts:
         raise UsageError("a pivot needs `from=UNIT` and `to=UNIT`", usage=PIVOT_USAGE)
     a, b = validate_unit(opts["from"]), validate_unit(opts["to"])
     if a == b:
         raise UsageError("`from=` and `to=` are the same unit", usage=PIVOT_USAGE)
     need = parse_bytes(opts["need"]) if "need" in opts else None
+    health = validate_health_url(opts["health"], PIVOT_USAGE) if "health" in opts else None
     return ActionSpec(ActionKind.PIVOT, _host(words, PIVOT_USAGE)[0], paths=_paths(deletes, PIVOT_USAGE),
-                      from_unit=a, to_unit=b, need_bytes=need)
+                      from_unit=a, to_unit=b, need_bytes=need, health_url=health)
 
 
 def parse_audit(args: list[str]) -> AuditCommand:
@@ -126,11 +146,11 @@ SPECS = [
     CommandSpec(("kill",), KILL_USAGE, "plan ending GPU compute processes (needs approval)", Role.OPERATOR, parse_kill),
     CommandSpec(("stop",), "stop HOST UNIT", "plan stopping a configured unit (needs approval)", Role.OPERATOR,
                 _unit_parser(ActionKind.STOP)),
-    CommandSpec(("start",), "start HOST UNIT", "plan starting a configured unit (needs approval)", Role.OPERATOR,
-                _unit_parser(ActionKind.START)),
-    CommandSpec(("restart",), "restart HOST UNIT", "plan restarting a configured unit (needs approval)", Role.OPERATOR,
-                _unit_parser(ActionKind.RESTART)),
-    CommandSpec(("pivot",), PIVOT_USAGE, "plan stop A → GPUs free → delete → disk check → start B (needs approval)",
+    CommandSpec(("start",), unit_usage(ActionKind.START), "plan starting a configured unit; done when it is up (needs approval)",
+                Role.OPERATOR, _unit_parser(ActionKind.START)),
+    CommandSpec(("restart",), unit_usage(ActionKind.RESTART), "plan restarting a configured unit; done when it is up (needs approval)",
+                Role.OPERATOR, _unit_parser(ActionKind.RESTART)),
+    CommandSpec(("pivot",), PIVOT_USAGE, "plan stop A → GPUs free → delete → disk check → start B, done when B answers (needs approval)",
                 Role.OPERATOR, parse_pivot),
     CommandSpec(("audit",), AUDIT_USAGE, "requests, approvals and executed steps (newest first)", Role.VIEWER, parse_audit),
 ]

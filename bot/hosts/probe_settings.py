@@ -2,7 +2,8 @@
 
 Keys: ``model_volumes`` (absolute paths), ``weight_paths`` (absolute paths), ``hf_cache`` (absolute
 path), ``units`` (unit name -> expected ActiveState), ``gpu_free_mib`` (MiB, >= 0),
-``expected_gpus`` (>= 1), ``gpu_backend`` (``nvidia-smi`` or ``nvml``). Unknown keys are refused.
+``expected_gpus`` (>= 1), ``gpu_backend`` (``nvidia-smi`` or ``nvml``), ``unit_health`` (unit ->
+:class:`~bot.config.UnitHealth`, beats ``GPUBOT_UNIT_HEALTH`` for that unit). Unknown keys are refused.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from bot.commands.common import validate_path, validate_unit
+from bot.config import UnitHealth
 from bot.errors import GpubotError
 
 ActiveState = Literal["active", "inactive", "failed", "activating", "deactivating", "reloading"]
@@ -37,6 +39,7 @@ class ProbeOverrides(BaseModel):
     gpu_free_mib: Annotated[int, Field(ge=0)] | None = None
     expected_gpus: Annotated[int, Field(ge=1)] | None = None
     gpu_backend: GpuBackend | None = None
+    unit_health: dict[UnitName, UnitHealth] | None = None
 
 
 def describe(exc: ValidationError) -> str:

@@ -10,7 +10,9 @@ docstring of :mod:`tests.support.fakehost.gpubot_fake`). Writes are atomic and l
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +32,8 @@ class HostState:
     is alive and not a zombie. ``orphan_mib``: ``{gpu index: MiB}`` used with no process listed.
     ``smi_mode``: one of :data:`SMI_MODES`. ``units``: ``{unit: {"ActiveState", "SubState",
     "MainPID", ...}}``. ``gpu_overrides``: ``{gpu index: {canonical field: value text}}``, e.g.
-    ``{0: {"mig.mode.current": "Enabled"}}``.
+    ``{0: {"mig.mode.current": "Enabled"}}``. ``journal_mode``: ``ok``, ``missing``,
+    ``no_files`` or ``no_access`` (see the fake ``journalctl``).
     """
 
     gpus: int = 8
@@ -39,6 +42,7 @@ class HostState:
     smi_mode: str = "ok"
     units: dict[str, dict] = field(default_factory=dict)
     gpu_overrides: dict[int, dict[str, Any]] = field(default_factory=dict)
+    journal_mode: str = "ok"
 
     def __post_init__(self) -> None:
         if self.smi_mode not in SMI_MODES:
@@ -67,6 +71,51 @@ def unit(active: bool = True, main_pid: int = 1234, **extra: Any) -> dict:
     if active:
         return {"ActiveState": "active", "SubState": "running", "MainPID": main_pid, **extra}
     return {"ActiveState": "inactive", "SubState": "dead", "MainPID": 0, **extra}
+
+
+def exec_start(*argv: str) -> str:
+    """An ``ExecStart`` value as ``systemctl show`` prints it (the fake starts this argv)."""
+    return (f"{{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; start_time=[n/a] ; "
+            "stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }")
+
+
+def model_unit(*argv: str, **behaviour: Any) -> dict:
+    """An inactive unit whose start runs ``argv`` as a fake model server (see fake-unit):
+    ``gpus={"0": MiB}``, ``load_s``, ``port``, ``healthy_after_s``, ``log``, ``fail_after_s``,
+    ``fail_lines``, ``exit_status``."""
+    return {**unit(active=False), "ExecStart": exec_start(*(argv or ("/usr/bin/fake-server",))),
+            "_fake": behaviour}
+
+
+def stop_units(server: Any, addrs: list[str] | tuple[str, ...] | None = None) -> None:
+    """End the real main processes the fake ``systemctl start`` left (same start time only)."""
+    for addr in addrs if addrs is not None else server.addresses:
+        for u in read_state(server, addr).units.values():
+            pid, started = int(u.get("MainPID", 0) or 0), u.get("_spawned")
+            if pid and started and core_start_time(pid) == started:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for path in glob.glob(os.path.join(_dir(server), f"{glob.escape(addr)}--*.journal")):
+            os.remove(path)
+
+
+def core_start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{int(pid)}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def journal_lines(server: Any, addr: str, unit: str) -> list[str]:
+    """The fake journal of ``unit`` on ``addr`` (what the fake ``journalctl`` reads)."""
+    try:
+        with open(os.path.join(_dir(server), f"{addr}--{unit}.journal")) as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def write_state(server: Any, addr: str, state: HostState | None = None, **fields: Any) -> HostState:
@@ -100,7 +149,9 @@ def add_holder(server: Any, addr: str, pid: int, gpu: int, used_mib: int, name: 
 
 
 def reset_state(server: Any, addrs: list[str] | tuple[str, ...] | None = None) -> None:
-    """Every address (default: ``server.addresses``) back to a healthy idle 8-GPU host."""
+    """Every address (default: ``server.addresses``) back to a healthy idle 8-GPU host; the fake
+    units' main processes are ended and their journals removed."""
+    stop_units(server, addrs)
     for addr in addrs if addrs is not None else server.addresses:
         write_state(server, addr, HostState())
 

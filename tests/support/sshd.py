@@ -46,7 +46,7 @@ from tests.support import fakestate
 SSHD = "/usr/sbin/sshd"
 FAKEHOST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakehost")
 FIXTURES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "h200")
-FAKES = ("nvidia-smi", "systemctl")
+FAKES = ("nvidia-smi", "systemctl", "journalctl", "fake-unit")
 MAX_LISTEN = 16  # MAX_LISTEN_SOCKS in OpenSSH's sshd.c
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 USERS_HOME = "/var/lib/gpubot-test-users"

@@ -14,8 +14,10 @@ state file means :func:`default_state` (a healthy idle 8-GPU host).
 State JSON keys (see :class:`tests.support.fakestate.HostState`): ``gpus`` (count),
 ``holders`` (``[{"pid", "gpu", "used_mib", "name"}]``, counted only while the PID is alive and
 not a zombie), ``orphan_mib`` (``{gpu index: MiB}`` used with no process listed), ``smi_mode``,
-``units`` (``{unit: {"ActiveState", "SubState", "MainPID", ...}}``), ``gpu_overrides``
-(``{gpu index: {canonical field: value text}}``).
+``units`` (``{unit: {"ActiveState", "SubState", "MainPID", ...}}``; keys starting with ``_`` are
+the fake's own: ``_fake`` a fake-unit behaviour, ``_spawned`` the start time of a real main
+process), ``gpu_overrides`` (``{gpu index: {canonical field: value text}}``), ``journal_mode``
+(see journalctl).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ BUSY = {"utilization.gpu": "100", "utilization.memory": "7", "temperature.gpu": 
 def default_state() -> dict:
     """A healthy, idle 8-GPU host with no systemd units."""
     return {"gpus": 8, "holders": [], "orphan_mib": {}, "smi_mode": "ok", "units": {},
-            "gpu_overrides": {}}
+            "gpu_overrides": {}, "journal_mode": "ok"}
 
 
 # --- Where things are ---------------------------------------------------------------------------
