@@ -325,6 +325,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return asyncio.run(_hosts(settings, args))
         if args.cmd == "audit":
             return asyncio.run(cli_actions.audit(settings, args))
+        if args.cmd == "logs":
+            return asyncio.run(cli_actions.logs(settings, args))
         if args.cmd in ("history", "diff"):
             return asyncio.run(getattr(cli_history, args.cmd)(settings, args))
         return asyncio.run(_status(settings, args.words, args.json))

@@ -1,7 +1,10 @@
 """``gpubot audit [HOST] [--limit N]``: the audit trail of approval-gated actions, printed as text;
-and the sweep ``gpubot serve`` runs before it listens.
+``gpubot logs HOST UNIT [--lines N]``: a watched unit's recent journal; and the sweep ``gpubot
+serve`` runs before it listens.
 
 The same rows as ``/gpu audit``, with each step's output tail (``|`` stdout, ``!`` stderr).
+``logs`` prints the journal lines on stdout (exit 0), or why there are none on stderr (exit 2:
+no journalctl, no journal files, no entries, host not reachable).
 """
 
 from __future__ import annotations
@@ -9,10 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 
 from bot.actions import flows
 from bot.actions.audit import audit_text, trail
-from bot.commands.common import validate_host
+from bot.actions.journal import MAX_LINES, read_journal
+from bot.commands.common import validate_host, validate_unit
 from bot.config import Settings
 from bot.wiring import build_services
 
@@ -22,6 +27,25 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     au = sub.add_parser("audit", help="requests, approvals and executed steps of actions (newest first)")
     au.add_argument("host", nargs="?")
     au.add_argument("--limit", type=int, default=20, help="how many requests (default 20)")
+    lg = sub.add_parser("logs", help="a watched unit's recent journal (journalctl -u UNIT -n N on the host)")
+    lg.add_argument("host")
+    lg.add_argument("unit")
+    lg.add_argument("--lines", "-n", type=int, default=None, help=f"how many lines (default GPUBOT_JOURNAL_LINES, at most {MAX_LINES})")
+
+
+async def logs(settings: Settings, args: argparse.Namespace) -> int:
+    """Print the journal tail; exit 0 with lines, 2 when the host says there are none."""
+    host, unit = validate_host(args.host), validate_unit(args.unit)
+    services = build_services(settings)
+    try:
+        tail = await read_journal(services=services, host=host, unit=unit, lines=args.lines)
+    finally:
+        await services.close()
+    if not tail.lines:
+        print(f"gpubot: {tail.note}", file=sys.stderr)
+        return 2
+    print("\n".join(tail.lines))
+    return 0
 
 
 async def audit(settings: Settings, args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from bot.actions.models import ActionRequest
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
+from bot.slack.action_blocks import STATE
 from bot.slack.ids import ActionId
 from tests.actions_support import fast, register, step_count, weights
 from tests.slack_env import start_bot
@@ -48,9 +49,17 @@ async def click(bot, action_id: str, request_id: int, ts: str, user: str, body: 
     return body
 
 
+FINAL_WORDS = tuple(f"{words}: " for _, words in STATE.values())
+
+
+def is_result(call, ts: str) -> bool:
+    """A thread reply saying how the action ended (not the health wait's progress message)."""
+    return call.body.get("thread_ts") == ts and call.body.get("text", "").startswith(FINAL_WORDS)
+
+
 async def result(bot, ts: str, timeout: float = 30):
     """The thread reply that says how the action ended."""
-    call = await bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=timeout)
+    call = await bot.recorder.wait_for("chat.postMessage", lambda c: is_result(c, ts), timeout=timeout)
     validate_message(call.body["blocks"], call.body["text"])
     return blocks_text(call.body["blocks"])
 
@@ -322,10 +331,10 @@ async def test_a_full_pivot_through_slack(slack_bot, services, ssh_server, fake_
     rid, ts, card = await ask(slack_bot, f"pivot node412 from=glm5.service to=qwen.service delete={old} need=1M")
     text = blocks_text(card)
     assert "stop glm5.service — now active (running)" in text and "1 of 8 GPUs have processes now" in text
-    assert "frees 3 MB" in text and "qwen.service active" in text
+    assert "frees 3 MB" in text and "qwen.service up" in text and "done when up: active, main process alive, GPU memory held" in text
     await click(slack_bot, APPROVE, rid, ts, "U2")
     outcome = await result(slack_bot, ts, timeout=60)
-    assert "Done" in outcome and "freed 3 MB (1 path)" in outcome and "start qwen.service: done" in outcome
+    assert "Done" in outcome and "freed 3 MB (1 path)" in outcome and "qwen.service up after " in outcome
     final = blocks_text(last_card(slack_bot, ts))
     assert final.count(":white_check_mark: ") == 5 + 1  # five steps, and the header
     units = fake_hosts.read("127.0.0.18").units

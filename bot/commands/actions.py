@@ -22,6 +22,7 @@ CLEAN_USAGE = "clean HOST weights=PATH[,PATH...] | clean HOST hf-cache [repo=ORG
 KILL_USAGE = "kill HOST [gpu=N] [pid=PID...]"
 PIVOT_USAGE = "pivot HOST from=UNIT to=UNIT [delete=PATH...] [need=SIZE] [health=URL]"
 AUDIT_USAGE = "audit [HOST]"
+LOGS_USAGE = "logs HOST UNIT [lines=N]"
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 MAX_PID = 4_194_304  # Linux's PID_MAX_LIMIT
 MAX_ITEMS = 20
@@ -42,6 +43,15 @@ def validate_health_url(url: str, usage: str) -> str:
 @dataclass(frozen=True)
 class AuditCommand:
     host: str | None = None
+
+
+@dataclass(frozen=True)
+class LogsCommand:
+    """``logs HOST UNIT [lines=N]``: the unit's recent journal (``lines`` None: the setting's default)."""
+
+    host: str
+    unit: str
+    lines: int | None = None
 
 
 def _take(args: list[str], key: str) -> tuple[list[str], list[str]]:
@@ -140,6 +150,13 @@ def parse_audit(args: list[str]) -> AuditCommand:
     return AuditCommand(validate_host(words[0]) if words else None)
 
 
+def parse_logs(args: list[str]) -> LogsCommand:
+    opts, words = split_options(args, ["lines"], LOGS_USAGE)
+    host, unit = _host(words, LOGS_USAGE, 2)
+    lines = _int(opts["lines"], "number of lines (1–1000)", 1, 1000, LOGS_USAGE) if "lines" in opts else None
+    return LogsCommand(host, validate_unit(unit), lines)
+
+
 SPECS = [
     CommandSpec(("clean",), CLEAN_USAGE, "plan deleting weight folders or HF cache entries (needs approval)",
                 Role.OPERATOR, parse_clean),
@@ -152,5 +169,7 @@ SPECS = [
                 Role.OPERATOR, _unit_parser(ActionKind.RESTART)),
     CommandSpec(("pivot",), PIVOT_USAGE, "plan stop A → GPUs free → delete → disk check → start B, done when B answers (needs approval)",
                 Role.OPERATOR, parse_pivot),
+    CommandSpec(("logs",), LOGS_USAGE, "a watched unit's recent journal, only to you (journals may hold secrets)",
+                Role.OPERATOR, parse_logs),
     CommandSpec(("audit",), AUDIT_USAGE, "requests, approvals and executed steps (newest first)", Role.VIEWER, parse_audit),
 ]

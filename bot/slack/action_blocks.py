@@ -20,10 +20,16 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from bot.actions.health import HealthProgress, duration
+from bot.actions.journal import JournalTail
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
-from bot.slack.blocks import HEADER_LIMIT, escape, fit_lines
+from bot.slack.blocks import HEADER_LIMIT, SECTION_LIMIT, escape, fit_lines
 from bot.slack.ids import ActionId
+
+FOLLOW_UP_IDS = {"restart": ActionId.ACTION_RESTART_UNIT, "pivot_back": ActionId.ACTION_PIVOT_BACK}
+JOURNAL_INLINE_LINES = 40
+"""A journal tail longer than this (or than one section) goes to the thread as a file."""
 
 STATE = {
     State.PENDING: (":raised_hand:", "Approval needed"),
@@ -109,7 +115,10 @@ def _buttons(view: RequestView) -> list[ButtonElement]:
                               confirm=confirm),
                 ButtonElement(text="Reject", action_id=ActionId.ACTION_REJECT.value, value=value, style="danger")]
     if view.replannable:
-        return [ButtonElement(text="Re-plan", action_id=ActionId.ACTION_REPLAN.value, value=value)]
+        follow = [ButtonElement(text=view.follow_up_label(what)[:75], action_id=FOLLOW_UP_IDS[what].value, value=value,
+                                style="primary" if what == "restart" else None)
+                  for what in view.follow_ups if what in FOLLOW_UP_IDS]
+        return [*follow, ButtonElement(text="Re-plan", action_id=ActionId.ACTION_REPLAN.value, value=value)]
     return []
 
 
@@ -126,3 +135,44 @@ def result_blocks(view: RequestView) -> list[dict[str, Any]]:
 def planning_blocks(spec: ActionSpec) -> list[dict[str, Any]]:
     """The placeholder while a plan is being made."""
     return [_md(f":hourglass_flowing_sand: planning `{escape(spec.describe()[:2000])}` — probing *{escape(spec.host)}*…").to_dict()]
+
+
+PHASE = {"waiting": ":hourglass_flowing_sand:", "up": ":white_check_mark:", "failed": ":x:"}
+
+
+def progress_text(p: HealthProgress) -> str:
+    """The notification / fallback text of the health wait's message."""
+    return p.lines()[0]
+
+
+def progress_blocks(p: HealthProgress) -> list[dict[str, Any]]:
+    """The thread message edited after every look at a starting unit: elapsed time, the unit's
+    state, GPU memory its processes hold per GPU, the health answer so far (and, while waiting,
+    what is still missing)."""
+    head, *rest = p.lines()
+    lines = [f"{PHASE.get(p.phase, '')} *{escape(head)}*", *(f"• {escape(x)}" for x in rest)]
+    if p.phase == "waiting" and p.reason:
+        lines.append(f"• still waiting for: {escape(p.reason)}")
+    context = f"look {p.looks} · {duration(p.elapsed_s)} elapsed · limit {duration(p.limit_s)}"
+    return [_md(fit_lines(lines)).to_dict(), ContextBlock(elements=[MarkdownTextObject(text=context)]).to_dict()]
+
+
+def journal_fits(tail: JournalTail) -> bool:
+    """Short enough to show inline (else: a file)."""
+    return len(tail.lines) <= JOURNAL_INLINE_LINES and len(escape(tail.text())) < SECTION_LIMIT - 200
+
+
+def journal_blocks(tail: JournalTail, *, shown_as_file: bool = False) -> list[dict[str, Any]]:
+    """The journal tail of a unit in a code block, or its note; with ``shown_as_file``, only the
+    last lines (the whole tail is the file posted with it)."""
+    head = f":scroll: *journalctl -u {escape(tail.unit)}* on {escape(tail.host)}"
+    if not tail.lines:
+        return [_md(f"{head}: {escape(tail.note or 'nothing')}").to_dict()]
+    lines = tail.lines[-8:] if shown_as_file else tail.lines
+    body = "\n".join(escape(x) for x in lines)
+    while len(body) > SECTION_LIMIT - 200 and len(lines) > 1:
+        lines = lines[1:]
+        body = "\n".join(escape(x) for x in lines)
+    what = (f"last {len(lines)} of {len(tail.lines)} lines (all in the file)" if shown_as_file or len(lines) < len(tail.lines)
+            else f"last {len(lines)} line{'s' if len(lines) > 1 else ''}")
+    return [_md(f"{head} — {what}:").to_dict(), _md(f"```{body[: SECTION_LIMIT - 10]}```").to_dict()]

@@ -9,3 +9,5 @@ class ActionId(str, enum.Enum):
     ACTION_APPROVE = "gpubot.actions.approve"
     ACTION_REJECT = "gpubot.actions.reject"
     ACTION_REPLAN = "gpubot.actions.replan"
+    ACTION_RESTART_UNIT = "gpubot.actions.restart_unit"
+    ACTION_PIVOT_BACK = "gpubot.actions.pivot_back"

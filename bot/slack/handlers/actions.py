@@ -1,9 +1,12 @@
-"""``/gpu clean|kill|stop|start|restart|pivot|audit`` and the approval card's buttons.
+"""``/gpu clean|kill|stop|start|restart|pivot|audit|logs`` and the approval card's buttons.
 
 Thin: a command posts a "planning…" message, asks :mod:`bot.actions.flows` for a plan and turns
 the message into the card. A click is acked at once, claimed as a delivery (a repeated delivery
 does nothing), then handed to the flow with the clicker's role and user groups; the flow decides
-(policy, exactly-once claims) and calls back ``notify`` to update the card step by step.
+(policy, exactly-once claims) and calls back ``notify`` to update the card step by step, and
+``progress`` while a started unit is awaited: one message in the card's thread, edited after every
+look. When a start does not come up, the thread gets the unit's journal tail (a file when long)
+and the card offers *Restart UNIT* / *Pivot back* (new requests, like *Re-plan*).
 
 A middleware runs :func:`bot.actions.flows.sweep` at most every ``action_sweep_interval_s``
 seconds when requests arrive (the first one after a start included): expired cards turn
@@ -24,12 +27,24 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.access import service as access
 from bot.actions import audit, flows
+from bot.actions.health import HealthProgress
+from bot.actions.journal import JournalTail, read_journal
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
-from bot.commands.actions import AuditCommand
+from bot.commands.actions import AuditCommand, LogsCommand
 from bot.commands.roles import Role
 from bot.flows.context import Services
-from bot.slack.action_blocks import card_blocks, card_text, planning_blocks, result_blocks
+from bot.slack.action_blocks import (
+    FOLLOW_UP_IDS,
+    card_blocks,
+    card_text,
+    journal_blocks,
+    journal_fits,
+    planning_blocks,
+    progress_blocks,
+    progress_text,
+    result_blocks,
+)
 from bot.slack.blocks import error_blocks, escape, text_blocks
 from bot.slack.context import CommandContext
 from bot.slack.errors import user_message
@@ -57,7 +72,42 @@ async def show_audit(ctx: CommandContext, cmd: AuditCommand) -> None:
     await ctx.reply_ephemeral(f"audit of {cmd.host or 'all hosts'}", text_blocks(escape(text)))
 
 
-HANDLERS = {ActionSpec: request_action, AuditCommand: show_audit}
+async def show_logs(ctx: CommandContext, cmd: LogsCommand) -> None:
+    """Only the caller sees it: journals may hold secrets."""
+    tail = await read_journal(services=ctx.services, host=cmd.host, unit=cmd.unit, lines=cmd.lines)
+    await ctx.reply_ephemeral(f"journal of {cmd.unit} on {cmd.host}", journal_blocks(tail))
+
+
+HANDLERS = {ActionSpec: request_action, AuditCommand: show_audit, LogsCommand: show_logs}
+
+
+def _progress_poster(client: AsyncWebClient, channel: str | None, thread_ts: str | None) -> Callable[[HealthProgress], Awaitable[None]]:
+    """Post the health wait's progress in the card's thread once, then edit that message."""
+    posted: dict[str, str] = {}
+
+    async def progress(p: HealthProgress) -> None:
+        if not channel or not thread_ts:
+            return
+        text, blocks = progress_text(p), progress_blocks(p)
+        if "ts" in posted:
+            await client.chat_update(channel=posted["channel"], ts=posted["ts"], text=text, blocks=blocks)
+            return
+        resp = await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+        posted.update(channel=resp["channel"], ts=resp["ts"])
+    return progress
+
+
+async def post_journal(client: AsyncWebClient, channel: str, thread_ts: str | None, tail: JournalTail) -> None:
+    """The journal tail in the thread: inline when short, else as a file with its last lines."""
+    if not tail.lines or journal_fits(tail):
+        await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=f"journal of {tail.unit}",
+                                      blocks=journal_blocks(tail))
+        return
+    await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=f"journal of {tail.unit}",
+                                  blocks=journal_blocks(tail, shown_as_file=True))
+    await client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=tail.text(),
+                                 filename=f"{tail.host}-{tail.unit}-journal.txt",
+                                 title=f"journalctl -u {tail.unit} -n {tail.asked} on {tail.host}")
 
 
 def _card_updater(client: AsyncWebClient, channel: str | None, ts: str | None, respond: Any) -> Callable[[RequestView], Awaitable[None]]:
@@ -142,11 +192,15 @@ def register(app: AsyncApp, services: Services) -> None:
             await flows.attach_message(services=services, request_id=request_id, channel=channel, ts=ts)
         role = await resolver.role(client, user)
         notify = _card_updater(client, channel, ts, respond)
+        progress = _progress_poster(client, channel, ts or view.message_ts)
         outcome = await flows.decide(services=services, request_id=request_id, user_id=user, decision=decision,
-                                     role=role, user_groups=await resolver.groups_of(client, user, view.approvers), notify=notify)
+                                     role=role, user_groups=await resolver.groups_of(client, user, view.approvers), notify=notify,
+                                     progress=progress)
         if outcome.status == "executed" and channel:
             await client.chat_postMessage(channel=channel, thread_ts=ts, text=card_text(outcome.view),
                                           blocks=result_blocks(outcome.view))
+            if outcome.view.journal is not None:
+                await post_journal(client, channel, ts, outcome.view.journal)
             return
         if outcome.status == "noop" and outcome.view.state.final:
             await notify(outcome.view)  # an old card (expired elsewhere, restarted bot) shows the truth
@@ -170,16 +224,19 @@ def register(app: AsyncApp, services: Services) -> None:
         await ack()
         await guarded(body, respond, decide(body, client, respond, "reject"))
 
-    async def replan(body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+    async def replan(body: dict[str, Any], client: AsyncWebClient, respond: Any, what: str = "replan") -> None:
         if not await first_delivery(body):
             return
         user, request_id = body["user"]["id"], int(body["actions"][0]["value"])
         channel, ts = where(body)
         if await resolver.role(client, user) < Role.OPERATOR:
-            await respond(text="only operators and admins may re-plan actions", response_type="ephemeral",
-                          replace_original=False)
+            await respond(text="only operators and admins may re-plan actions or ask for next steps",
+                          response_type="ephemeral", replace_original=False)
             return
-        new = await flows.replan(services=services, request_id=request_id, requester=user)
+        if what == "replan":
+            new = await flows.replan(services=services, request_id=request_id, requester=user)
+        else:
+            new = await flows.follow_up(services=services, request_id=request_id, what=what, requester=user)
         posted = await client.chat_postMessage(channel=channel or new.channel or "", text=card_text(new), blocks=card_blocks(new))
         await flows.attach_message(services=services, request_id=new.id, channel=posted["channel"], ts=posted["ts"])
         await _card_updater(client, channel, ts, respond)(await flows.load_view(services=services, request_id=request_id))
@@ -188,3 +245,11 @@ def register(app: AsyncApp, services: Services) -> None:
     async def on_replan(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
         await ack()
         await guarded(body, respond, replan(body, client, respond))
+
+    for what, action_id in FOLLOW_UP_IDS.items():
+        def listener(what: str) -> Callable[..., Awaitable[None]]:
+            async def on_follow_up(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+                await ack()
+                await guarded(body, respond, replan(body, client, respond, what))
+            return on_follow_up
+        app.action(action_id.value)(listener(what))

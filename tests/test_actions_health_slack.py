@@ -1,0 +1,140 @@
+"""The health wait through Slack: one edited progress message in the card's thread, the journal
+of a unit that died while loading (inline or as a file), next-step buttons, ``/gpu logs``, ``gpubot logs``."""
+
+import time
+
+from tests.actions_support import fast, register
+from tests.support.blockkit import blocks_text, validate_message
+from tests.support.fakestate import model_unit, run_fake, unit
+from tests.support.sshd import free_port
+from tests.test_actions_slack import APPROVE, ask, buttons, click, last_card, operators, result
+from tests.test_cli import gpubot
+
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.72 GiB"
+UNITS = {"model-a.service": "inactive", "model-b.service": "active"}
+
+
+def serving_a(fake_hosts, addr: str, model_b: dict) -> None:
+    a = fake_hosts.hold(addr, gpu=0, used_mib=70000)
+    fake_hosts.update(addr, units={"model-a.service": unit(active=True, main_pid=a.pid), "model-b.service": model_b})
+
+
+def thread_posts(bot, ts: str) -> list:
+    return [c for c in bot.recorder.calls_of("chat.postMessage") if c.body.get("thread_ts") == ts]
+
+
+async def test_pivot_progress_is_one_edited_message_then_done(slack_bot, services, ssh_server, fake_hosts):
+    fast(services, unit_health_wait_s=20.0, unit_health_poll_s=0.4)
+    operators(services, "U1", "U2")
+    port = free_port()
+    await register(services, "hs1", "127.0.0.14", ssh_server, probe={"units": UNITS})
+    serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", "/models/b", "--port", str(port),
+                                                   gpus={"0": 60000, "1": 60000}, load_s=0.5, healthy_after_s=4))
+    rid, ts, card = await ask(slack_bot, "pivot hs1 from=model-a.service to=model-b.service")
+    assert f"http://127.0.0.1:{port}/health → 200 (vLLM default, port from its command line)" in blocks_text(card)
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    done = await result(slack_bot, ts)
+    assert "Done" in done and "model-b.service up after " in done
+    posts = thread_posts(slack_bot, ts)
+    progress = [c for c in posts if c.body["text"].startswith(("waiting for", "model-b.service on hs1"))]
+    assert len(progress) == 1, [c.body["text"] for c in posts]  # one message, then edits
+    first = progress[0]
+    edits = [c for c in slack_bot.recorder.calls_of("chat.update")
+             if c.body["text"].startswith(("waiting for", "model-b.service on hs1"))]
+    assert len(edits) >= 2 and len({c.body["ts"] for c in edits}) == 1 and edits[0].body["ts"] != ts
+    texts = [blocks_text(first.body["blocks"])] + [blocks_text(c.body["blocks"]) for c in edits]
+    for c in [first, *edits]:
+        validate_message(c.body["blocks"], c.body["text"])
+    assert any("GPU 0: 60,000 MiB, GPU 1: 60,000 MiB (120,000 MiB on 2 GPUs)" in t and "HTTP 503" in t for t in texts)
+    assert texts[0].startswith(":hourglass_flowing_sand: *waiting for model-b.service on hs1")
+    assert texts[-1].startswith(":white_check_mark: *model-b.service on hs1 is up after ") and "200 OK" in texts[-1]
+    assert "look " in texts[-1] and "elapsed" in texts[-1]
+
+
+async def test_a_unit_dying_of_oom_puts_its_journal_in_the_thread_and_offers_next_steps(slack_bot, services, ssh_server, fake_hosts):
+    fast(services, unit_health_wait_s=30.0)
+    operators(services, "U1", "U2")
+    await register(services, "hs2", "127.0.0.15", ssh_server, probe={"units": UNITS})
+    serving_a(fake_hosts, "127.0.0.15", model_unit(
+        "/usr/bin/vllm", "serve", "/models/b", "--port", str(free_port()), gpus={"0": 1000}, healthy_after_s=60,
+        log=["Loading safetensors checkpoint shards: 0% Completed | 0/62"], fail_after_s=1.0, fail_lines=[OOM]))
+    rid, ts, _ = await ask(slack_bot, "pivot hs2 from=model-a.service to=model-b.service")
+    await click(slack_bot, APPROVE, rid, ts, "U2")
+    failed = await result(slack_bot, ts)
+    assert "Failed" in failed and "Stopped at step 3 of 3 (start model-b.service" in failed
+    journal = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts
+                                                and c.body.get("text") == "journal of model-b.service", timeout=10)
+    validate_message(journal.body["blocks"], journal.body["text"])
+    text = blocks_text(journal.body["blocks"])
+    assert "journalctl -u model-b.service* on hs2" in text and OOM in text and "```" in text
+    card = last_card(slack_bot, ts)
+    found = buttons(card)
+    assert [b["text"]["text"] for b in found.values()] == ["Restart model-b.service", "Pivot back to model-a.service", "Re-plan"]
+    back = found["gpubot.actions.pivot_back"]
+    start = len(slack_bot.recorder.calls)
+    await click(slack_bot, back["action_id"], rid, ts, "U2")
+    new = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: "Approval needed: pivot on hs2" in c.body.get("text", ""),
+                                            timeout=30, start=start)
+    assert "`pivot hs2 from=model-b.service to=model-a.service`" in blocks_text(new.body["blocks"])
+    again = await slack_bot.recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts and "re-planned as" in blocks_text(c.body["blocks"]),
+                                              timeout=10, start=start)
+    assert not buttons(again.body["blocks"])
+
+
+async def test_a_long_journal_goes_to_the_thread_as_a_file(slack_bot, services, ssh_server, fake_hosts):
+    fast(services, unit_health_wait_s=30.0, journal_lines=200)
+    operators(services, "U1", "U2")
+    await register(services, "hs3", "127.0.0.16", ssh_server, probe={"units": {"model-b.service": "active"}})
+    fake_hosts.update("127.0.0.16", units={"model-b.service": model_unit(
+        "/usr/bin/vllm", "serve", "/m", "--port", str(free_port()), healthy_after_s=60,
+        log=[f"Loading safetensors checkpoint shards: {i}% Completed" for i in range(120)], fail_after_s=0.8, fail_lines=[OOM])})
+    rid, ts, _ = await ask(slack_bot, "start hs3 model-b.service")
+    await click(slack_bot, APPROVE, rid, ts, "U1")  # start only adds: the requester may approve it
+    assert "Failed" in await result(slack_bot, ts)
+    done = await slack_bot.recorder.wait_for("files.completeUploadExternal", timeout=10)
+    upload = next(c for c in slack_bot.recorder.calls_of("file_upload"))
+    content = upload.body["content"].decode() if isinstance(upload.body["content"], bytes) else upload.body["content"]
+    assert len(content.splitlines()) == 124 and OOM in content and "0% Completed" in content
+    assert done.body.get("thread_ts") == ts or done.body.get("channel_id")
+    short = next(c for c in thread_posts(slack_bot, ts) if c.body.get("text") == "journal of model-b.service")
+    assert "(all in the file)" in blocks_text(short.body["blocks"])
+
+
+async def test_gpu_logs_answers_only_the_operator(slack_bot, services, ssh_server, fake_hosts):
+    operators(services, "U1")
+    await register(services, "hs4", "127.0.0.17", ssh_server, probe={"units": {"model-b.service": "active"}})
+    fake_hosts.update("127.0.0.17", units={"model-b.service": model_unit(log=["API_TOKEN=hunter2 started"])})
+    assert run_fake(ssh_server, "127.0.0.17", "systemctl", "start", "model-b.service").returncode == 0
+    time.sleep(0.5)
+    start = len(slack_bot.recorder.calls)
+    status, _, _ = await slack_bot.command("logs hs4 model-b.service lines=5", user_id="U1",
+                                           response_url=slack_bot.recorder.response_url("logs-U1"))
+    assert status == 200
+    answer = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs-U1"), timeout=20, start=start)
+    assert answer.body["response_type"] == "ephemeral"
+    assert "API_TOKEN=hunter2 started" in blocks_text(answer.body["blocks"])
+    assert not [c for c in slack_bot.recorder.calls[start:] if c.method == "chat.postMessage"]
+    await slack_bot.command("logs hs4 model-b.service", user_id="U7", response_url=slack_bot.recorder.response_url("logs-U7"))
+    denied = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs-U7"), timeout=20, start=start)
+    assert "hunter2" not in str(denied.body) and "operator" in denied.body["text"]
+    fake_hosts.update("127.0.0.17", journal_mode="missing")
+    await slack_bot.command("logs hs4 model-b.service", user_id="U1", response_url=slack_bot.recorder.response_url("logs-U1b"))
+    none = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs-U1b"), timeout=20, start=start)
+    assert "hs4 has no systemd journal: journalctl is not installed" in blocks_text(none.body["blocks"])
+
+
+def test_gpubot_logs_in_the_terminal(tmp_path, ssh_server, fake_hosts):
+    env = {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}", "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+           "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path, "GPUBOT_SSH_USER": ssh_server.username}
+    add = gpubot("hosts", "add", "hs5", "127.0.0.18", "--port", str(ssh_server.port), "--probe",
+                 '{"units": {"model-b.service": "active"}}', env=env)
+    assert add.returncode == 0, add.stderr
+    fake_hosts.update("127.0.0.18", units={"model-b.service": model_unit(log=[f"line {i}" for i in range(9)])})
+    run_fake(ssh_server, "127.0.0.18", "systemctl", "start", "model-b.service")
+    time.sleep(0.5)
+    out = gpubot("logs", "hs5", "model-b.service", "--lines", "3", env=env)
+    assert out.returncode == 0 and [x.rsplit(": ", 1)[1] for x in out.stdout.splitlines()] == ["line 6", "line 7", "line 8"]
+    fake_hosts.update("127.0.0.18", journal_mode="no_files")
+    none = gpubot("logs", "hs5", "model-b.service", env=env)
+    assert none.returncode == 2 and "hs5 has no journal files" in none.stderr
+    assert gpubot("logs", "hs5", "sshd.service", env=env).returncode == 64
