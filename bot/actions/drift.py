@@ -6,7 +6,8 @@ Drift that aborts an action (each becomes one sentence for the card):
   (percent of the planned size; 0 → any change); a cleanup that would now delete *more* entries;
 * a process to end is gone and its PID reused (another start time or command line), or a new
   compute process appeared among the ones the request selects;
-* a unit's ActiveState differs from the plan's.
+* a unit's ActiveState differs from the plan's;
+* the health URL a start will wait for changed (the unit's ``ExecStart`` port, its setting).
 
 A process that simply ended is not drift (there is less to do); it is noted by the kill step.
 """
@@ -44,7 +45,15 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
         now_u = units.get(u.name)
         if now_u is not None and now_u.active_state != u.active_state:
             reasons.append(f"{u.name} was {u.active_state or 'unknown'} at planning, now {now_u.active_state or 'unknown'}")
+    fresh_urls = _health_urls(new)
+    for unit, url in _health_urls(old).items():
+        if unit in fresh_urls and fresh_urls[unit] != url:
+            reasons.append(f"{unit} would now be awaited at {fresh_urls[unit] or 'no health URL'}, not {url or 'no health URL'}")
     return reasons
+
+
+def _health_urls(plan: Plan) -> dict[str, str | None]:
+    return {s.args["unit"]: s.args["health"].get("url") for s in plan.steps if s.op == "unit" and s.args.get("health")}
 
 
 def _changed(before: int | None, after: int | None, threshold_pct: float) -> bool:
