@@ -1,6 +1,7 @@
 """A start ends when the new model answers: the health wait over the real sshd hosts, with fake
 units whose main process really runs (tests/support/fakehost/fake-unit)."""
 
+import re
 import time
 
 import pytest
@@ -86,7 +87,8 @@ async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journa
     assert v.state is State.FAILED and time.monotonic() - started < 20  # at once, not at the 30 s limit
     assert [s.state for s in v.steps] == ["ok", "ok", "failed"] and await step_count(services, view.id) == 3
     assert v.message.startswith("Stopped at step 3 of 3 (start model-b.service")
-    assert "model-b.service is failed, result exit-code — its main process exited" in v.message
+    # systemd's view ("failed") or, a moment earlier, the main process seen gone: both end the wait at once
+    assert re.search(r"model-b\.service is failed, result exit-code — its main process exited|main process \d+ is gone", v.message)
     assert looks.seen[-1].phase == "failed"
     assert v.journal is not None and any(OOM in line for line in v.journal.lines)
     assert v.journal.lines[-1].endswith("model-b.service: Failed with result 'exit-code'.")
