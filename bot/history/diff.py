@@ -13,6 +13,7 @@ presence and driver changes always are. ``None`` readings mean "could not be pro
 
 from __future__ import annotations
 
+from bot.history.health_diff import health_lines
 from bot.probes.readings import Folder, FolderState, Gpu, GpuProcess, Readings
 from bot.sizes import human_bytes, human_mib
 
@@ -115,14 +116,15 @@ def _units(a: Readings, b: Readings) -> list[str]:
 def diff_readings(a: Readings | None, b: Readings | None, *, min_mib: int = 16, min_disk_bytes: int = 10 * GB,
                   min_folder_bytes: int = GB) -> list[str]:
     """Sentences describing how ``b`` (later) differs from ``a`` (earlier); ``[]`` when nothing
-    worth saying changed. Order: reachability, GPUs, driver, disk, folders, units, reboot."""
+    worth saying changed. Order: reachability, GPUs, driver, GPU health and Xid errors
+    (:mod:`bot.history.health_diff`), disk, folders, units, reboot."""
     if a is None and b is None:
         return []
     if a is None:
         return ["reachable again"]
     if b is None:
         return ["became unreachable"]
-    out = _gpus(a, b, min_mib) + _disks(a, b, min_disk_bytes) + _folders(a, b, min_folder_bytes) + _units(a, b)
+    out = _gpus(a, b, min_mib) + health_lines(a, b) + _disks(a, b, min_disk_bytes) + _folders(a, b, min_folder_bytes) + _units(a, b)
     ua, ub = a.context.uptime_s, b.context.uptime_s
     if ua is not None and ub is not None and ub < ua:
         out.append(f"rebooted (up {ub / 3600:.1f} h)")

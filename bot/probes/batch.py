@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bot.probes.frames import ProbeOutput
+from bot.probes.gpu_query import unsupported_fields
 from bot.probes.inventory import parse_witnesses
+from bot.probes.kernel_log import parse_kernel_log
 from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
 from bot.probes.owners import parse_owners
@@ -27,7 +31,7 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | 
     if plan.gpu_backend == "nvml":
         gpu = parse_nvml(get("nvml"))
     elif "gpus" in outputs:
-        gpu = parse_gpu_report(outputs["gpus"], outputs.get("apps"))
+        gpu = replace(parse_gpu_report(outputs["gpus"], outputs.get("apps")), unsupported_fields=unsupported_fields(outputs["gpus"].stdout))
     else:
         gpu = GpuReport(failure=ProbeFailure.FAILED, message="the GPU probe did not run")
     disks = [parse_df(v, get(f"df.{i}")) for i, v in enumerate(plan.volumes)]
@@ -37,5 +41,5 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | 
     units = [parse_unit(u, get(f"unit.{i}")) for i, u in enumerate(plan.units)]
     context = parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))
     return Readings(gpu=gpu, disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
-                    owners=parse_owners(outputs.get("owners")), witnesses=parse_witnesses(outputs.get("inventory")), cut=cut)
-
+                    owners=parse_owners(outputs.get("owners")), witnesses=parse_witnesses(outputs.get("inventory")), cut=cut,
+                    kernel_log=parse_kernel_log(outputs.get("kernel_log")))

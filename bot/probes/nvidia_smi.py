@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.probes.frames import ProbeOutput
+from bot.probes.gpu_health import health_from_row
 from bot.probes.readings import Gpu, GpuProcess, GpuReport, ProbeFailure
 from bot.probes.script import APP_FIELDS, GPU_FIELDS
 
@@ -80,7 +81,7 @@ def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
 
     A named driver failure's message ends with its hint after `` — ``."""
     status = out.exit_status
-    text = (out.stdout + "\n" + out.stderr).replace("# fields:", "")
+    text = "\n".join(x for x in (out.stdout + "\n" + out.stderr).splitlines() if not x.startswith("# "))
     first = _first_message_line(out)
     if status == 0:
         if NO_DEVICES_TEXT in out.stdout:
@@ -102,7 +103,7 @@ def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
 def _first_message_line(out: ProbeOutput) -> str:
     for line in (out.stdout + "\n" + out.stderr).splitlines():
         line = line.strip()
-        if line and not line.startswith("# fields:"):
+        if line and not line.startswith("# "):
             return line
     return ""
 
@@ -151,6 +152,8 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
         if line.startswith("# fields:"):
             fields = [f.strip() for f in line.split(":", 1)[1].split(",")]
             continue
+        if line.startswith("# "):  # "# unsupported: ..." (bot.probes.gpu_query)
+            continue
         cols = [c.strip() for c in line.split(",")]
         if len(cols) != len(fields):
             raise ValueError(f"expected {len(fields)} columns, got {len(cols)}: {line!r}")
@@ -172,6 +175,7 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
                 power_w=_float(row.get("power.draw", "")),
                 mig_mode=_text(row.get("mig.mode.current", "")),
                 pci_bus_id=kernel_bus_id(row.get("pci.bus_id", "")),
+                health=health_from_row(row),
             )
         )
     return gpus, driver

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from bot.probes.frames import ProbeOutput
+from bot.probes.gpu_health import health_from_nvml
 from bot.probes.nvidia_smi import driver_failure, kernel_bus_id
 from bot.probes.readings import Gpu, GpuProcess, GpuReport, MigDevice, ProbeFailure
 from bot.sizes import MIB
@@ -71,6 +72,7 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
                     mig_mode=None if not mig else ("Enabled" if mig[0] else "Disabled"),
                     pci_bus_id=kernel_bus_id(g.get("pci_bus_id") or ""),
                     mig_devices=_mig(g.get("mig_devices"), g["uuid"], procs),
+                    health=health_from_nvml(g.get("health")),
                 )
             )
             for p in g.get("compute_procs", []):

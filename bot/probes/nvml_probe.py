@@ -2,7 +2,8 @@
 # Prints one JSON document: {"driver", "gpus": [{index, uuid, name, memory_v2: {total, reserved,
 # free, used} (bytes), utilization: {gpu}, temperature_c, power_mw, mig_mode: [current, pending],
 # compute_procs: [{pid, usedGpuMemory (bytes), name}], pci_bus_id, mig_devices: [{uuid, memory_v2,
-# compute_procs}] (only for a GPU in MIG mode)]}. Exit 127 without pynvml, 3 when NVML fails (the
+# compute_procs}] (only for a GPU in MIG mode), health: {recovery_action, remapped_rows,
+# retired_pages_pending, ecc_uncorrected_volatile, clocks_event_reasons, persistence}]}. Exit 127 without pynvml, 3 when NVML fails (the
 # message on stdout, like nvidia-smi, as "NVML error <nvmlReturn_t code>: <text>").
 import json
 import sys
@@ -48,6 +49,30 @@ def mig_devices(h):
     return devices
 
 
+def opt(name, *args):
+    """A call that older nvidia-ml-py may lack: None when it is missing or NVML refuses."""
+    fn = getattr(N, name, None)
+    return safe(fn, *args) if fn else None
+
+
+def health(h):
+    """Health signals (read by bot/probes/gpu_health.py); null where NVML answers an error."""
+    action = None
+    field = opt("nvmlDeviceGetFieldValues", h, [getattr(N, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", 230)])
+    if field and field[0].nvmlReturn == 0:
+        action = int(field[0].value.uiVal)
+    rows = opt("nvmlDeviceGetRemappedRows", h)
+    reasons = opt("nvmlDeviceGetCurrentClocksEventReasons", h)
+    return {
+        "recovery_action": action,
+        "remapped_rows": list(rows) if rows else None,
+        "retired_pages_pending": opt("nvmlDeviceGetRetiredPagesPendingStatus", h),
+        "ecc_uncorrected_volatile": opt("nvmlDeviceGetTotalEccErrors", h, 1, 0),  # UNCORRECTED, VOLATILE
+        "clocks_event_reasons": reasons if reasons is not None else opt("nvmlDeviceGetCurrentClocksThrottleReasons", h),
+        "persistence": opt("nvmlDeviceGetPersistenceMode", h),
+    }
+
+
 def fail(exc):
     print(f"NVML error {getattr(exc, 'value', '?')}: {exc}")
     sys.exit(3)
@@ -85,6 +110,7 @@ for i in range(count):
         "compute_procs": procs,
         "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
         "mig_devices": mig_devices(h) if mig and mig[0] else None,
+        "health": health(h),
     })
 N.nvmlShutdown()
 print(json.dumps(doc))

@@ -15,6 +15,9 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from bot.probes.gpu_health import GpuHealth
+from bot.probes.kernel_log import KernelLog
+
 SCHEMA_VERSION = 2
 """Version of the stored JSON shape of :class:`Readings` (``Snapshot.readings``).
 
@@ -58,6 +61,8 @@ class Gpu:
     """Kernel form ``DDDD:BB:DD.F`` (nvidia-smi prints an 8-digit domain; normalised)."""
     mig_devices: list[MigDevice] | None = None
     """The MIG instances of a GPU in MIG mode, when the probe read them (NVML); ``None``: not read."""
+    health: GpuHealth | None = None
+    """Recovery action, row remapping, ECC, slowdown, persistence (``None``: not read)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ class GpuReport:
     source: str = "nvidia-smi"
     hint: str | None = None
     """For a classified driver failure: the one-line next step."""
+    unsupported_fields: list[str] = field(default_factory=list)
+    """Query fields this host's driver refused (``Field "x" is not a valid field``), dropped."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +228,8 @@ class Readings:
     cut: str | None = None
     """Set when the batch was cut short (connection lost, client timeout): what happened.
     Probes that never finished read as unknown."""
+    kernel_log: KernelLog | None = None
+    """Recent Xid errors (``None``: not probed, e.g. a snapshot stored before they were)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (enums as their values) carrying ``schema_version``."""

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from bot.probes.frames import frame_script
+from bot.probes.gpu_health import FIELD_FALLBACKS, HEALTH_FIELDS
+from bot.probes.gpu_query import retry_query_command
+from bot.probes.kernel_log import KERNEL_LOG_COMMAND
 
 GPU_FIELDS = (
     "index",
@@ -30,8 +33,8 @@ GPU_FIELDS = (
 )
 """``--query-gpu`` fields, in order (names from ``nvidia-smi --help-query-gpu``)."""
 
-GPU_FIELDS_NO_RESERVED = tuple(f for f in GPU_FIELDS if f != "memory.reserved")
-"""The fallback list for drivers that do not know ``memory.reserved``."""
+OPTIONAL_GPU_FIELDS = ("memory.reserved", *HEALTH_FIELDS)
+"""Fields the GPU probe asks for after :data:`GPU_FIELDS` or drops where the driver refuses them."""
 
 APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
 """``--query-compute-apps`` fields; the process name is last because it may hold commas."""
@@ -62,18 +65,11 @@ class ProbePlan:
 
 
 def gpu_query_command() -> str:
-    """The GPU probe: query with ``memory.reserved``, and without it where the driver refuses.
-
-    The first line of the output is ``# fields: <list>`` telling the parser which list answered.
-    """
-    smi = "nvidia-smi --format=csv,noheader,nounits --query-gpu="
-    full, basic = ",".join(GPU_FIELDS), ",".join(GPU_FIELDS_NO_RESERVED)
-    return (
-        f"out=$({smi}{full}); rc=$?; "
-        f"if [ $rc -eq 2 ] && printf '%s' \"$out\" | grep -q 'memory.reserved'; then "
-        f"echo '# fields: {basic}'; {smi}{basic}; exit $?; fi; "
-        f"echo '# fields: {full}'; printf '%s\\n' \"$out\"; exit $rc"
-    )
+    """The GPU probe: :data:`GPU_FIELDS` and the health fields, asked again without each field
+    this host's driver refuses (see :mod:`bot.probes.gpu_query`, which writes the ``# fields:``
+    and ``# unsupported:`` lines the parser reads)."""
+    return retry_query_command(dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS]), optional=OPTIONAL_GPU_FIELDS,
+                               fallbacks=FIELD_FALLBACKS)
 
 
 def nvml_command() -> str:
@@ -171,6 +167,7 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
         cmds.append((f"unit.{i}", f"systemctl show -p LoadState,ActiveState,SubState,MainPID -- {q(unit)}"))
     cmds.append(("inventory", INVENTORY_COMMAND))
     cmds.append(("owners", owners_command(plan)))
+    cmds.append(("kernel_log", KERNEL_LOG_COMMAND))
     cmds.append(("driver", "cat /proc/driver/nvidia/version"))
     cmds.append(("uptime", "cat /proc/uptime"))
     cmds.append(("hostname", "hostname"))

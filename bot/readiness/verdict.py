@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.probes.readings import Gpu, ProbeFailure, Readings
+from bot.readiness.health import health_findings
 from bot.sizes import human_bytes, human_mib
 
 
@@ -90,6 +91,7 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
     _judge_gpus(readings, req, reasons)
     _judge_disk(readings, req, reasons)
     _judge_units(readings, req, reasons)
+    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib)]
     for f in readings.folders:
         if f.warning:
             reasons.append(Reason("folder_warning", f"{f.path}: {f.warning}", Severity.NOTE))

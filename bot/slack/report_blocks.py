@@ -8,6 +8,7 @@ to the thread (messages of at most 45 sections), followed by the chart.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -18,6 +19,7 @@ from bot.history.diff import compact
 from bot.history.service import SnapshotDiff
 from bot.render.history_view import HistoryView, diff_headline
 from bot.render.status_view import FleetView, fleet_view
+from bot.reports.counts import not_ready_counts
 from bot.reports.flows import Report
 from bot.reports.models import ReportSchedule
 from bot.slack.blocks import HEADER_LIMIT, MAX_BLOCKS, SECTION_LIMIT, escape, fleet_blocks, pack_sections
@@ -76,13 +78,15 @@ def _change_lines(report: Report) -> list[str]:
 def report_text(report: Report, view: FleetView) -> str:
     """The notification text (shown where blocks are not)."""
     late = " (late)" if report.late_by_s is not None else ""
-    return f"{report.title}{late}: {view.counts}"
+    causes = not_ready_counts(r.assessment for r in report.fleet.reports).line()
+    return f"{report.title}{late}: {view.counts}" + (f" ({causes})" if causes else "")
 
 
 def report_blocks(report: Report) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """``(message blocks, thread messages)``; both within Block Kit limits for any fleet size."""
     view = fleet_view(report.title, report.fleet.reports)
-    blocks, thread = fleet_blocks(view)
+    causes = not_ready_counts(r.assessment for r in report.fleet.reports).line()
+    blocks, thread = fleet_blocks(replace(view, counts=f"{view.counts}\n{causes}") if causes else view)
     when = _when(report.fire_time, report.tz) if report.fire_time else _when(report.generated_at, report.tz)
     note = f"scheduled for {when}" if report.fire_time else f"on request, {when}"
     if report.late_by_s is not None:

@@ -33,7 +33,10 @@ class HostState:
     ``smi_mode``: one of :data:`SMI_MODES`. ``units``: ``{unit: {"ActiveState", "SubState",
     "MainPID", ...}}``. ``gpu_overrides``: ``{gpu index: {canonical field: value text}}``, e.g.
     ``{0: {"mig.mode.current": "Enabled"}}``. ``journal_mode``: ``ok``, ``missing``,
-    ``no_files`` or ``no_access`` (see the fake ``journalctl``).
+    ``no_files`` or ``no_access`` (see the fake ``journalctl``). ``unknown_fields``: query field
+    names the fake driver refuses (an older driver). ``kernel_log``: ``{"readable": "dmesg" |
+    "journalctl" | "none", "xids": [{"age_s", "pci", "xid", "text"}]}`` for the fake
+    ``journalctl -k``/``dmesg``.
     """
 
     gpus: int = 8
@@ -43,6 +46,8 @@ class HostState:
     units: dict[str, dict] = field(default_factory=dict)
     gpu_overrides: dict[int, dict[str, Any]] = field(default_factory=dict)
     journal_mode: str = "ok"
+    unknown_fields: list[str] = field(default_factory=list)
+    kernel_log: dict[str, Any] = field(default_factory=lambda: {"readable": "dmesg", "xids": []})
 
     def __post_init__(self) -> None:
         if self.smi_mode not in SMI_MODES:

@@ -46,7 +46,7 @@ from tests.support import fakestate
 SSHD = "/usr/sbin/sshd"
 FAKEHOST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakehost")
 FIXTURES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "h200")
-FAKES = ("nvidia-smi", "systemctl", "journalctl", "fake-unit")
+FAKES = ("nvidia-smi", "systemctl", "journalctl", "fake-unit", "dmesg")
 MAX_LISTEN = 16  # MAX_LISTEN_SOCKS in OpenSSH's sshd.c
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 USERS_HOME = "/var/lib/gpubot-test-users"
@@ -280,7 +280,8 @@ class SshTestServer:
             with open(dest, "w") as f:
                 f.write(f"#!{python} -IS\n{body}")
             os.chmod(dest, 0o755)
-        shutil.copy(os.path.join(FAKEHOST_DIR, "gpubot_fake.py"), self.bin_dir)
+        for module in ("gpubot_fake.py", "kernellog.py"):
+            shutil.copy(os.path.join(FAKEHOST_DIR, module), self.bin_dir)
         with open(os.path.join(self.bin_dir, "gpubot_fake.json"), "w") as f:
             json.dump({"state_dir": self.state_dir, "fixtures_dir": FIXTURES_DIR}, f)
 

@@ -86,3 +86,50 @@ def nvmlDeviceGetTemperature(h, sensor):
 
 def nvmlDeviceGetPowerUsage(h):
     return h["power_mw"]
+
+
+# --- health (bot/probes/nvml_probe.py health()): answered from the GPU's "health" object of the dump,
+# {"recovery_action": int, "remapped_rows": [corr, unc, pending, failure], "retired_pages_pending": 0/1,
+#  "ecc_uncorrected_volatile": int, "clocks_event_reasons": mask, "persistence": 0/1}; a missing key or
+# {"nvml_error": text} raises NVMLError, as the real library does for Not Supported.
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+
+
+def _health(h, key):
+    value = (h.get("health") or {}).get(key, {"nvml_error": "Not Supported"})
+    if isinstance(value, dict) and "nvml_error" in value:
+        raise NVMLError(value["nvml_error"])
+    return value
+
+
+def nvmlDeviceGetFieldValues(h, field_ids):
+    out = []
+    for fid in field_ids:
+        try:
+            value, ret = _health(h, "recovery_action"), 0
+        except NVMLError:
+            value, ret = 0, 3  # NVML_ERROR_NOT_SUPPORTED
+        out.append(SimpleNamespace(fieldId=fid, nvmlReturn=ret, valueType=1, value=SimpleNamespace(uiVal=value)))
+    return out
+
+
+def nvmlDeviceGetRemappedRows(h):
+    return tuple(_health(h, "remapped_rows"))
+
+
+def nvmlDeviceGetRetiredPagesPendingStatus(h):
+    return _health(h, "retired_pages_pending")
+
+
+def nvmlDeviceGetTotalEccErrors(h, error_type, counter_type):
+    return _health(h, "ecc_uncorrected_volatile")
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(h):
+    return _health(h, "clocks_event_reasons")
+
+
+def nvmlDeviceGetPersistenceMode(h):
+    return _health(h, "persistence")

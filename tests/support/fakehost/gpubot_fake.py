@@ -17,7 +17,9 @@ not a zombie), ``orphan_mib`` (``{gpu index: MiB}`` used with no process listed)
 ``units`` (``{unit: {"ActiveState", "SubState", "MainPID", ...}}``; keys starting with ``_`` are
 the fake's own: ``_fake`` a fake-unit behaviour, ``_spawned`` the start time of a real main
 process), ``gpu_overrides`` (``{gpu index: {canonical field: value text}}``), ``journal_mode``
-(see journalctl).
+(see journalctl), ``unknown_fields`` (query field names this host's driver refuses, as an older
+driver does), ``kernel_log`` (``{"readable": "dmesg" | "journalctl" | "none", "xids": [{"age_s",
+"pci", "xid", "text"}]}``, see kernellog.py).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 1 << 20
 
 SMI_MODES = ("ok", "missing", "driver_failure", "no_devices", "no_reserved_field")
+KERNEL_LOG_READERS = ("dmesg", "journalctl", "none")
 
 # --- Values of one H200, read off tests/fixtures/h200/ (driver 580.159.04) -------------------
 # query_gpu_idle_nounits.out / query_gpu_busy_nounits.out; total and reserved bytes from
@@ -48,6 +51,12 @@ STATIC = {
     "ecc.errors.uncorrected.volatile.total": "0",
     "compute_mode": "Default",
     "fan.speed": "[N/A]",  # data-centre board: no fan reading
+    # health fields, as query_gpu_health_nounits.out (the H200 retires no pages: it remaps rows)
+    "gpu_recovery_action": "None",
+    "remapped_rows.pending": "No",
+    "remapped_rows.failure": "No",
+    "retired_pages.pending": "[N/A]",
+    "clocks_event_reasons.hw_slowdown": "Not Active",
 }
 IDLE = {"utilization.gpu": "0", "utilization.memory": "0", "temperature.gpu": "36",
         "power.draw": "122.41", "clocks.current.sm": "465"}
@@ -58,7 +67,8 @@ BUSY = {"utilization.gpu": "100", "utilization.memory": "7", "temperature.gpu": 
 def default_state() -> dict:
     """A healthy, idle 8-GPU host with no systemd units."""
     return {"gpus": 8, "holders": [], "orphan_mib": {}, "smi_mode": "ok", "units": {},
-            "gpu_overrides": {}, "journal_mode": "ok"}
+            "gpu_overrides": {}, "journal_mode": "ok", "unknown_fields": [],
+            "kernel_log": {"readable": "dmesg", "xids": []}}
 
 
 # --- Where things are ---------------------------------------------------------------------------

@@ -1,0 +1,161 @@
+"""GPU health signals read in the same GPU probe: the driver's recovery action, row remapping,
+page retirement, uncorrectable ECC, hardware slowdown and persistence mode.
+
+nvidia-smi names (``nvidia-smi --help-query-gpu``, tests/fixtures/h200/help_query_gpu.out) and
+what a real H200 (driver 580.159.04) answers (``query_gpu_health_nounits.out``)::
+
+    gpu_recovery_action                     None          (else an action: Reset, Reboot, ...)
+    remapped_rows.pending                   No | Yes
+    remapped_rows.failure                   No | Yes
+    retired_pages.pending                   [N/A]         (H100/H200 remap rows instead)
+    ecc.errors.uncorrected.volatile.total   0             (a count since the driver loaded)
+    clocks_event_reasons.hw_slowdown        Not Active | Active
+    persistence_mode                        Enabled | Disabled
+
+``clocks_event_reasons.hw_slowdown`` is the newer name of ``clocks_throttle_reasons.hw_slowdown``
+(this driver knows both, and prints the newer one in its header); a driver that knows only the
+older one is asked for that one instead (:data:`FIELD_FALLBACKS`).
+
+NVML reads the same (``nvml_probe.py``; tests/fixtures/h200/nvml_health.json):
+``nvmlDeviceGetFieldValues(NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)`` (0 none ... 7, see
+:data:`NVML_RECOVERY_ACTIONS`), ``nvmlDeviceGetRemappedRows`` (corrected, uncorrected, pending,
+failure), ``nvmlDeviceGetRetiredPagesPendingStatus`` (Not Supported on the H200),
+``nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)``, ``nvmlDeviceGetCurrentClocksEventReasons``
+(bit ``0x8`` is HW slowdown) and ``nvmlDeviceGetPersistenceMode``.
+
+Every value may be ``None``: not supported on this GPU, not known to this driver, or not read.
+``None`` is never a reason to call a host unknown; it only means that signal was not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+HEALTH_FIELDS = (
+    "gpu_recovery_action",
+    "remapped_rows.pending",
+    "remapped_rows.failure",
+    "retired_pages.pending",
+    "ecc.errors.uncorrected.volatile.total",
+    "clocks_event_reasons.hw_slowdown",
+    "persistence_mode",
+)
+"""``--query-gpu`` health fields, in the order they follow the other GPU fields."""
+
+FIELD_FALLBACKS = {"clocks_event_reasons.hw_slowdown": "clocks_throttle_reasons.hw_slowdown"}
+"""A field the driver refuses -> the older name asked for instead (``""``: none)."""
+
+NVML_RECOVERY_ACTIONS = {
+    0: "None",
+    1: "Reset",
+    2: "Reboot",
+    3: "Drain P2P",
+    4: "Drain and Reset",
+    5: "Recover IMEX Domain",
+    6: "Bus Reset",
+    7: "System Reboot",
+}
+"""``nvmlDeviceGpuRecoveryAction_t`` (nvidia-ml-py 13.615: ``NVML_GPU_RECOVERY_ACTION_*``)."""
+
+NVML_HW_SLOWDOWN = 0x8
+"""``nvmlClocksEventReasonHwSlowdown`` (also ``nvmlClocksThrottleReasonHwSlowdown``)."""
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """One GPU's health signals; ``None`` = not supported here / not read.
+
+    ``recovery_action`` is the driver's text (``"None"`` when nothing is needed; ``"Reset"``,
+    ``"Reboot"``, ``"Drain P2P"``, ``"Drain and Reset"``...). ``ecc_uncorrected_volatile`` counts
+    uncorrectable ECC errors since the driver was last loaded. ``hw_slowdown``: clocks cut by
+    half or more (thermal or power brake). ``persistence_mode``: True when enabled.
+    """
+
+    recovery_action: str | None = None
+    rows_pending: bool | None = None
+    remap_failure: bool | None = None
+    retired_pages_pending: bool | None = None
+    ecc_uncorrected_volatile: int | None = None
+    hw_slowdown: bool | None = None
+    persistence_mode: bool | None = None
+
+    @property
+    def action_needed(self) -> bool:
+        """True when the driver names a recovery action other than ``None``."""
+        return self.recovery_action is not None and self.recovery_action.strip().lower() != "none"
+
+
+_TRUE = {"yes", "active", "enabled"}
+_FALSE = {"no", "not active", "disabled"}
+
+
+def _placeholder(value: str) -> bool:
+    v = value.strip()
+    return v.startswith("[") and v.endswith("]") or v in ("", "N/A")
+
+
+def _flag(value: str | None) -> bool | None:
+    if value is None or _placeholder(value):
+        return None
+    v = value.strip().lower()
+    return True if v in _TRUE else False if v in _FALSE else None
+
+
+def _count(value: str | None) -> int | None:
+    if value is None or _placeholder(value):
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        return None
+
+
+def health_from_row(row: dict[str, str]) -> GpuHealth | None:
+    """The health of one ``--query-gpu`` row (``{field name: cell text}``); ``None`` when the
+    row holds none of the health fields (an old probe, or a driver that knows none of them)."""
+    names = set(HEALTH_FIELDS) | set(FIELD_FALLBACKS.values())
+    if not names & row.keys():
+        return None
+    action = row.get("gpu_recovery_action")
+    slowdown = row.get("clocks_event_reasons.hw_slowdown", row.get("clocks_throttle_reasons.hw_slowdown"))
+    return GpuHealth(
+        recovery_action=None if action is None or _placeholder(action) else action.strip(),
+        rows_pending=_flag(row.get("remapped_rows.pending")),
+        remap_failure=_flag(row.get("remapped_rows.failure")),
+        retired_pages_pending=_flag(row.get("retired_pages.pending")),
+        ecc_uncorrected_volatile=_count(row.get("ecc.errors.uncorrected.volatile.total")),
+        hw_slowdown=_flag(slowdown),
+        persistence_mode=_flag(row.get("persistence_mode")),
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def health_from_nvml(doc: dict[str, Any] | None) -> GpuHealth | None:
+    """The health of one GPU from the NVML probe's ``health`` object (``None``: not read).
+
+    Keys (each ``null`` when NVML answered an error such as Not Supported): ``recovery_action``
+    (int), ``remapped_rows`` (``[corrected, uncorrected, pending, failure]``),
+    ``retired_pages_pending`` (0/1), ``ecc_uncorrected_volatile`` (int), ``clocks_event_reasons``
+    (bit mask), ``persistence`` (0/1).
+    """
+    if not isinstance(doc, dict):
+        return None
+    action = _int_or_none(doc.get("recovery_action"))
+    rows = doc.get("remapped_rows")
+    rows = rows if isinstance(rows, list) and len(rows) == 4 else None
+    reasons = _int_or_none(doc.get("clocks_event_reasons"))
+    pages = _int_or_none(doc.get("retired_pages_pending"))
+    persistence = _int_or_none(doc.get("persistence"))
+    return GpuHealth(
+        recovery_action=None if action is None else NVML_RECOVERY_ACTIONS.get(action, f"action {action}"),
+        rows_pending=None if rows is None else bool(rows[2]),
+        remap_failure=None if rows is None else bool(rows[3]),
+        retired_pages_pending=None if pages is None else bool(pages),
+        ecc_uncorrected_volatile=_int_or_none(doc.get("ecc_uncorrected_volatile")),
+        hw_slowdown=None if reasons is None else bool(reasons & NVML_HW_SLOWDOWN),
+        persistence_mode=None if persistence is None else bool(persistence),
+    )

@@ -1,0 +1,151 @@
+"""Ready means healthy too: judge the GPUs' health signals and recent Xid errors. Pure.
+
+:func:`health_findings` is called by :func:`bot.readiness.verdict.assess`; each finding names the
+GPU and the fix. Blockers (host *not ready*):
+
+* a recovery action other than ``None`` ("GPU 3: the driver asks for a GPU reset");
+* pending row remaps ("reset GPU 3 to apply pending row remaps");
+* a row remapping failure ("GPU 3: row remapping failed — hardware replacement criterion");
+* pages pending retirement ("GPU 3: pages pending retirement — reboot to retire pages");
+* an Xid in the last 24 h that leaves the GPU unusable until a reset or reboot
+  (:mod:`bot.readiness.xid_catalog`).
+
+Notes (warnings; the verdict stands): uncorrectable volatile ECC errors with no remap pending
+(with the count), hardware slowdown on an idle GPU, persistence mode off, any other Xid (number
+and time), and "Xid not checked" when no kernel log could be read. A signal that reads ``None``
+(``[N/A]``, unsupported, not read) is never judged and never makes a host unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bot.probes.gpu_health import GpuHealth
+from bot.probes.kernel_log import KernelLog, XidEvent, bus_key
+from bot.probes.readings import Gpu, Readings
+from bot.readiness.xid_catalog import REBOOT, meaning
+
+BLOCKER = "blocker"
+NOTE = "note"
+
+NEEDS_RESET_CODES = frozenset({"gpu_recovery_action", "gpu_rows_pending", "gpu_pages_pending", "gpu_xid_fatal"})
+"""Reason codes that mean "a GPU needs a reset or the host a reboot" (the morning report counts them)."""
+BUSY_CODES = frozenset({"gpu_busy", "vram_no_owner"})
+"""Reason codes that mean "a GPU is in use"."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One health reason: ``severity`` is ``"blocker"`` or ``"note"`` (the values of
+    :class:`bot.readiness.verdict.Severity`); ``code`` is stable for machines."""
+
+    code: str
+    text: str
+    severity: str
+
+
+_ACTIONS = {
+    "reset": "a GPU reset",
+    "gpu reset": "a GPU reset",
+    "reboot": "a reboot of the host",
+    "node reboot": "a reboot of the host",
+    "system reboot": "a reboot of the host",
+    "drain p2p": "peer-to-peer traffic to be drained",
+    "drain and reset": "peer-to-peer traffic to be drained and a GPU reset",
+    "bus reset": "a reset of the GPU's PCIe bus",
+    "recover imex domain": "its IMEX domain to be recovered",
+}
+
+
+def _idle(g: Gpu, readings: Readings, gpu_free_mib: int) -> bool:
+    has_process = any(p.gpu_uuid == g.uuid for p in readings.gpu.processes)
+    return not has_process and g.memory_used_mib is not None and g.memory_used_mib <= gpu_free_mib
+
+
+def _gpu_findings(g: Gpu, h: GpuHealth, idle: bool) -> Iterable[Finding]:
+    name = f"GPU {g.index}"
+    if h.action_needed and h.recovery_action is not None:
+        what = _ACTIONS.get(h.recovery_action.strip().lower(), f"recovery action {h.recovery_action!r}")
+        yield Finding("gpu_recovery_action", f"{name}: the driver asks for {what}", BLOCKER)
+    if h.rows_pending:
+        yield Finding("gpu_rows_pending", f"reset {name} to apply pending row remaps", BLOCKER)
+    if h.remap_failure:
+        yield Finding("gpu_remap_failure", f"{name}: row remapping failed — hardware replacement criterion", BLOCKER)
+    if h.retired_pages_pending:
+        yield Finding("gpu_pages_pending", f"{name}: pages pending retirement — reboot to retire pages", BLOCKER)
+    if h.ecc_uncorrected_volatile and not h.rows_pending:
+        n = h.ecc_uncorrected_volatile
+        yield Finding("gpu_ecc_uncorrected",
+                      f"{name}: {n:,} uncorrectable ECC error{'s' if n != 1 else ''} since the driver loaded", NOTE)
+    if h.hw_slowdown and idle:
+        yield Finding("gpu_hw_slowdown", f"{name}: hardware slowdown active while idle (thermal or power brake)", NOTE)
+    if h.persistence_mode is False:
+        yield Finding("gpu_persistence_off", f"{name}: persistence mode is off (slower first CUDA start)", NOTE)
+
+
+def _gpu_index(pci: str, gpus: list[Gpu]) -> int | None:
+    for g in gpus:
+        if g.pci_bus_id and bus_key(g.pci_bus_id) == bus_key(pci):
+            return g.index
+    return None
+
+
+def _when(at: float | None, now: float | None) -> str:
+    if at is None:
+        return "at an unknown time since boot"
+    t = datetime.fromtimestamp(at, UTC)
+    ago = "" if now is None else f", {_ago(now - at)} ago"
+    return f"at {t:%H:%M} UTC{ago}"
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{max(0, int(seconds // 60))} min"
+    return f"{seconds / 3600:.0f} h"
+
+
+def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
+    if log.source is None:
+        yield Finding("xid_not_checked", f"Xid not checked: {log.error or 'no kernel log could be read'}", NOTE)
+        return
+    groups: dict[tuple[str, int], list[XidEvent]] = {}
+    for e in log.events:
+        groups.setdefault((e.pci, e.xid), []).append(e)
+    for (pci, xid), events in groups.items():
+        m = meaning(xid)
+        index = _gpu_index(pci, gpus)
+        gpu = f"GPU {index}" if index is not None else f"GPU at PCI {pci}"
+        last = events[-1]
+        times = f" ×{len(events)}, last" if len(events) > 1 else ""
+        what = f"{gpu}: Xid {xid}{times} {_when(last.at, log.read_at)} ({m.name})"
+        if m.unusable:
+            fix = "reboot the host" if m.fix == REBOOT else f"reset {gpu if index is not None else 'the GPU'}"
+            yield Finding("gpu_xid_fatal", f"{what} — {fix} before use", BLOCKER)
+        else:
+            yield Finding("gpu_xid", what, NOTE)
+    if log.truncated:
+        yield Finding("xid_truncated", "Xid: only the newest lines of the kernel log were read", NOTE)
+
+
+def health_findings(readings: Readings, *, gpu_free_mib: int) -> list[Finding]:
+    """The health reasons of ``readings`` (GPU health signals, then Xid errors), in GPU order.
+
+    ``gpu_free_mib`` is the verdict's idle threshold (MiB): hardware slowdown is a warning only on
+    an idle GPU (a busy one may be power-capped on purpose). Readings stored before these
+    signals existed (``health`` and ``kernel_log`` ``None``) give no findings.
+    """
+    out: list[Finding] = []
+    if readings.gpu.failure is None:
+        for g in readings.gpu.gpus:
+            if g.health is not None:
+                out += _gpu_findings(g, g.health, _idle(g, readings, gpu_free_mib))
+    if readings.kernel_log is not None:
+        out += _xid_findings(readings.kernel_log, readings.gpu.gpus)
+    return out
+
+
+def needs_reset(codes: Iterable[str]) -> bool:
+    """True when the reason ``codes`` of a verdict include a GPU that needs a reset or a reboot."""
+    return any(c in NEEDS_RESET_CODES for c in codes)

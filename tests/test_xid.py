@@ -1,0 +1,153 @@
+"""Recent Xid errors (issue 14): the kernel-log probe's parser and the verdict it leads to.
+
+Xid line shapes as the NVIDIA driver logs them (``NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen
+off the bus.``, ``NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: ...``); the dmesg
+shape and the refusal text are the H200 host's (tests/fixtures/h200/dmesg_tail.out,
+dmesg_denied.err). The host clock ``NOW`` is 2026-11-30 12:45:35 UTC.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from bot.probes.frames import ProbeOutput
+from bot.probes.kernel_log import KERNEL_LOG_COMMAND, MAX_LINES, KernelLog, parse_kernel_log
+from bot.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
+from bot.readiness.health import needs_reset
+from bot.readiness.verdict import Requirements, Severity, Verdict, assess
+from bot.readiness.xid_catalog import XID_CATALOG, meaning
+from tests.fixtures_h200 import H200, captured
+
+NOW = 1796042735
+HOUR = 3600
+XID79 = "NVRM: Xid (PCI:0000:00:09): 79, pid=0, GPU has fallen off the bus."
+XID13 = "NVRM: Xid (PCI:0000:00:07): 13, pid=4411, name=python3, Graphics Exception: ESR 0x405840=0x0"
+
+
+def journal(*lines: tuple[float, str]) -> ProbeOutput:
+    body = "".join(f"{t:.6f} node174 kernel: {text}\n" for t, text in lines)
+    return ProbeOutput("kernel_log", f"# kernel-log: journalctl now={NOW}\n{body}", "", 0)
+
+
+def dmesg(uptime: float, *lines: tuple[float, str]) -> ProbeOutput:
+    noise = captured("dmesg_tail").stdout
+    body = "".join(f"[{t:12.6f}] {text}\n" for t, text in lines)
+    return ProbeOutput("kernel_log", f"# kernel-log: dmesg now={NOW} uptime={uptime}\n{noise}{body}", "", 0)
+
+
+def gpus(n: int = 4) -> list[Gpu]:
+    """GPUs on PCI 0000:00:06.0 ... as the fake hosts and the H200 number them."""
+    return [Gpu(i, f"GPU-{i}", "NVIDIA H200", 143771, 0, 616, 0, 36, 120.0, "Disabled", pci_bus_id=f"0000:00:{6 + i:02x}.0")
+            for i in range(n)]
+
+
+def verdict_of(log: KernelLog):
+    r = Readings(GpuReport(gpus=gpus()), [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, 10**12)], [], None, [], HostContext(),
+                 kernel_log=log)
+    return assess(r, Requirements())
+
+
+def test_xid_79_an_hour_old_is_not_ready_naming_it():
+    log = parse_kernel_log(journal((NOW - HOUR, XID79)))
+    assert log.source == "journalctl" and [(e.xid, e.pci, e.at) for e in log.events] == [(79, "0000:00:09", NOW - HOUR)]
+    a = verdict_of(log)
+    assert a.verdict is Verdict.NOT_READY
+    (r,) = a.reasons
+    assert r.code == "gpu_xid_fatal"
+    assert r.text == "GPU 3: Xid 79 at 11:45 UTC, 1 h ago (GPU has fallen off the bus) — reboot the host before use"
+    assert needs_reset([r.code])
+
+
+def test_the_same_line_three_days_old_is_ready():
+    log = parse_kernel_log(journal((NOW - 3 * 24 * HOUR, XID79)))
+    assert log.events == []
+    a = verdict_of(log)
+    assert a.verdict is Verdict.READY and a.reasons == []
+
+
+def test_dmesg_times_are_since_boot():
+    up = 2 * 24 * HOUR
+    log = parse_kernel_log(dmesg(up, (up - HOUR, XID79), (up - 30 * HOUR, XID79)))
+    assert log.source == "dmesg" and [e.at for e in log.events] == [NOW - HOUR]
+    assert verdict_of(log).verdict is Verdict.NOT_READY
+
+
+def test_other_xids_are_warnings_with_number_and_time():
+    log = parse_kernel_log(journal((NOW - 2 * HOUR, XID13), (NOW - 600, XID13)))
+    a = verdict_of(log)
+    assert a.verdict is Verdict.READY
+    (r,) = a.reasons
+    assert r.severity is Severity.NOTE
+    assert r.text.startswith("GPU 1: Xid 13 ×2, last at 12:35 UTC, 10 min ago (graphics engine exception")
+
+
+def test_an_xid_on_a_bus_no_gpu_is_listed_on_names_the_address():
+    line = "NVRM: Xid (PCI:0000:3b:00): 95, pid=0, Uncontained: FBHUB. RST: Yes, D-RST: No"
+    a = verdict_of(parse_kernel_log(journal((NOW - 60, line))))
+    assert a.verdict is Verdict.NOT_READY
+    assert a.reasons[0].text.startswith("GPU at PCI 0000:3b:00: Xid 95 at 12:44 UTC")
+    assert a.reasons[0].text.endswith("(uncontained ECC error) — reset the GPU before use")
+
+
+def test_unreadable_kernel_log_is_xid_not_checked_and_the_verdict_from_the_rest():
+    out = ProbeOutput("kernel_log", "# kernel-log: none\n# journalctl: not installed\n# dmesg: "
+                      + (H200 / "dmesg_denied.err").read_text(), "", 0)
+    log = parse_kernel_log(out)
+    assert log.source is None
+    assert log.error == "journalctl: not installed; dmesg: dmesg: read kernel buffer failed: Operation not permitted"
+    a = verdict_of(log)
+    assert a.verdict is Verdict.READY
+    (r,) = a.reasons
+    assert r.severity is Severity.NOTE and r.text.startswith("Xid not checked: ")
+
+
+def test_probe_missing_timed_out_or_failed_is_not_checked_never_clean():
+    assert parse_kernel_log(None).source is None
+    assert parse_kernel_log(ProbeOutput("kernel_log", "", "", None)).error == "the kernel-log probe was cut short"
+    assert parse_kernel_log(ProbeOutput("kernel_log", "", "", 124)).source is None
+    assert parse_kernel_log(ProbeOutput("kernel_log", "", "sh: 1: date: not found\n", 127)).source is None
+
+
+def test_a_storm_is_marked_truncated():
+    lines = [(NOW - 60 + i * 0.001, XID13) for i in range(MAX_LINES)]
+    log = parse_kernel_log(journal(*lines))
+    assert log.truncated and len(log.events) == MAX_LINES
+    assert "xid_truncated" in [r.code for r in verdict_of(log).reasons]
+
+
+def test_the_catalog_marks_reset_and_reboot_xids_unusable():
+    unusable = {x for x, m in XID_CATALOG.items() if m.unusable}
+    assert {48, 62, 64, 74, 79, 94, 95, 119, 120, 140} <= unusable
+    assert not ({13, 31, 43, 45, 63, 92} & unusable)
+    assert all(m.fix in ("reset", "reboot") for m in XID_CATALOG.values() if m.unusable)
+    assert meaning(9999).name == "Xid 9999" and not meaning(9999).unusable
+
+
+def test_the_probe_command_as_a_user_who_may_read_nothing(tmp_path):
+    """Run the real command with a PATH where journalctl shows nothing and dmesg is refused."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "journalctl").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "dmesg").write_text("#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    res = subprocess.run(["sh", "-c", KERNEL_LOG_COMMAND], capture_output=True, text=True, timeout=30,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"})
+    log = parse_kernel_log(ProbeOutput("kernel_log", res.stdout, res.stderr, res.returncode))
+    assert log.source is None
+    assert "journalctl: shows no kernel messages to this user" in (log.error or "")
+    assert "Operation not permitted" in (log.error or "")
+
+
+def test_the_probe_command_reads_journald_when_it_shows_kernel_lines(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "journalctl").write_text(
+        "#!/bin/sh\n"
+        f"echo \"$(($(date +%s) - 3600)).000001 node174 kernel: {XID79}\"\n"
+        "echo \"$(date +%s).000002 node174 kernel: usb 1-1: new device\"\n")
+    (bin_dir / "journalctl").chmod(0o755)
+    res = subprocess.run(["sh", "-c", KERNEL_LOG_COMMAND], capture_output=True, text=True, timeout=30,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"})
+    log = parse_kernel_log(ProbeOutput("kernel_log", res.stdout, res.stderr, res.returncode))
+    assert log.source == "journalctl" and [e.xid for e in log.events] == [79]
