@@ -151,3 +151,12 @@ def test_the_probe_command_reads_journald_when_it_shows_kernel_lines(tmp_path):
                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"})
     log = parse_kernel_log(ProbeOutput("kernel_log", res.stdout, res.stderr, res.returncode))
     assert log.source == "journalctl" and [e.xid for e in log.events] == [79]
+
+
+def test_an_xid_line_without_a_time_is_a_warning_not_a_guess():
+    out = ProbeOutput("kernel_log", f"# kernel-log: dmesg now={NOW} uptime={5 * 24 * HOUR}\n{XID79}\n", "", 0)
+    log = parse_kernel_log(out)
+    assert [(e.xid, e.at) for e in log.events] == [(79, None)]
+    a = verdict_of(log)
+    assert a.verdict is Verdict.READY
+    assert a.reasons[0].text == "GPU 3: Xid 79 at an unknown time since boot (GPU has fallen off the bus)"

@@ -23,7 +23,8 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | 
     """Parse every probe of ``plan`` from ``outputs`` (as cut by :func:`split_frames`).
 
     A probe missing from ``outputs`` (the batch died) reads as unknown, never as clean; ``cut``
-    says why the batch ended early, when it did. Never raises.
+    says why the batch ended early, when it did (a missing kernel-log probe leaves ``kernel_log``
+    ``None``: Xid errors not judged, the cut already says why). Never raises.
     """
     def get(name: str) -> ProbeOutput:
         return outputs.get(name, _LOST)
@@ -42,4 +43,4 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | 
     context = parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))
     return Readings(gpu=gpu, disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
                     owners=parse_owners(outputs.get("owners")), witnesses=parse_witnesses(outputs.get("inventory")), cut=cut,
-                    kernel_log=parse_kernel_log(outputs.get("kernel_log")))
+                    kernel_log=parse_kernel_log(outputs["kernel_log"]) if "kernel_log" in outputs else None)

@@ -8,7 +8,8 @@ GPU and the fix. Blockers (host *not ready*):
 * a row remapping failure ("GPU 3: row remapping failed — hardware replacement criterion");
 * pages pending retirement ("GPU 3: pages pending retirement — reboot to retire pages");
 * an Xid in the last 24 h that leaves the GPU unusable until a reset or reboot
-  (:mod:`bot.readiness.xid_catalog`).
+  (:mod:`bot.readiness.xid_catalog`). A line without a time (the kernel's ``printk.time`` off)
+  cannot be placed in the last 24 h: it is a warning, "at an unknown time since boot".
 
 Notes (warnings; the verdict stands): uncorrectable volatile ECC errors with no remap pending
 (with the count), hardware slowdown on an idle GPU, persistence mode off, any other Xid (number
@@ -120,7 +121,7 @@ def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
         last = events[-1]
         times = f" ×{len(events)}, last" if len(events) > 1 else ""
         what = f"{gpu}: Xid {xid}{times} {_when(last.at, log.read_at)} ({m.name})"
-        if m.unusable:
+        if m.unusable and any(e.at is not None for e in events):
             fix = "reboot the host" if m.fix == REBOOT else f"reset {gpu if index is not None else 'the GPU'}"
             yield Finding("gpu_xid_fatal", f"{what} — {fix} before use", BLOCKER)
         else:
