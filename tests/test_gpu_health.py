@@ -204,3 +204,40 @@ async def test_the_nvml_probe_reads_health_through_the_library(monkeypatch, tmp_
     # every call refused (Not Supported): no health signal, and the verdict stands
     assert results["old_library"].gpu.gpus[0].health == GpuHealth()
     assert assess(results["old_library"], Requirements()).verdict is Verdict.READY
+
+
+def test_whole_batches_on_the_real_h200_read_health_and_xid():
+    """gpubot's own batch run on the H200 host (tests/fixtures/h200/batch_health_*.out): both backends read the same
+    healthy GPU; as root the kernel log is read through dmesg; as a plain user it is "Xid not checked"."""
+    from bot.probes.batch import parse_batch
+    from bot.probes.frames import split_frames
+    from bot.probes.script import ProbePlan
+
+    def judged(name: str, backend: str):
+        plan = ProbePlan(gpu_backend=backend, marker="GPUBOT-devcheck", units=("vllm.service",))
+        r = parse_batch(plan, split_frames((H200 / f"batch_health_{name}.out").read_text(), plan.marker))
+        return r, assess(r, Requirements())
+
+    healthy = GpuHealth("None", False, False, None, 0, False, True)
+    for name, backend in (("smi", "nvidia-smi"), ("nvml", "nvml")):
+        r, a = judged(name, backend)
+        assert r.gpu.gpus[0].health == healthy and r.gpu.unsupported_fields == []
+        assert r.kernel_log.source == "dmesg" and r.kernel_log.events == []
+        assert a.verdict is Verdict.READY and a.reasons == []
+    r, a = judged("user", "nvidia-smi")
+    assert r.gpu.gpus[0].health == healthy and r.kernel_log.source is None
+    assert a.verdict is Verdict.READY
+    assert [x.text for x in a.reasons] == ["Xid not checked: journalctl: not installed; "
+                                           "dmesg: dmesg: read kernel buffer failed: Operation not permitted"]
+
+
+def test_the_real_driver_answers_the_retry_without_the_fields_it_refused():
+    """The retry loop run against the H200's nvidia-smi with two fields no driver knows (query_gpu_retry_real.out)."""
+    from bot.probes.gpu_query import unsupported_fields
+    from bot.probes.nvidia_smi import parse_gpus
+
+    out = captured("query_gpu_retry_real")
+    assert out.exit_status == 0 and unsupported_fields(out.stdout) == ["bogus.one", "bogus.two"]
+    (g,), driver = parse_gpus(out.stdout)
+    assert (g.memory_used_mib, g.memory_reserved_mib, driver) == (0, 616, "580.159.04")
+    assert g.health == GpuHealth(hw_slowdown=False)
