@@ -184,7 +184,11 @@ def ansible(cfg: dict, tmp: str, warm: bool) -> dict:
     env = {**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_LOCAL_TEMP": str(Path(tmp) / "ansible-tmp"),
            "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control)}
-    argv = [exe, "bench", "-i", str(inv), "-o", "-m", "raw", "-a", the_script(), "-f", str(cfg["concurrency"])]
+    # Ansible templates module arguments with Jinja ({% raw %} keeps the script as it is) and reads an
+    # argument starting with "{" as JSON (so the first line goes before it)
+    first, rest = the_script().split("\n", 1)
+    argv = [exe, "bench", "-i", str(inv), "-o", "-m", "raw", "-a", f"{first}\n{{% raw %}}{rest}{{% endraw %}}",
+            "-f", str(cfg["concurrency"])]
     try:
         if warm:
             subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)  # opens the masters
