@@ -91,3 +91,64 @@ def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, 
     assert not (shared / "old-weights").exists(), screen
     term.type("quit")
     assert term.close() == 0
+
+
+def _first_run_env(tmp_path):
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
+    for k in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "GPUBOT_DATABASE_URL", "GPUBOT_ALLOWED_ROOTS"):
+        env.pop(k, None)
+    return env
+
+
+def test_first_run_tries_a_clean_and_its_approval_without_settings(tmp_path):
+    term = Terminal([sys.executable, "-m", "bot", "console"], _first_run_env(tmp_path))
+    banner = term.read_until("gpubot> ")
+    demo = tmp_path / "data" / "gpubot" / "demo" / "old-model"
+    assert "GPUBOT_ALLOWED_ROOTS is not set" in banner and f"weights={demo}" in banner, banner
+    assert sum(f.stat().st_size for f in demo.iterdir()) == 5 * 1024 * 1024 + 512
+    term.type(f"clean localhost weights={demo}")
+    card = term.read_until("gpubot> ")
+    assert "[?] Approval needed: delete weights on localhost" in card and ":raised_hand:" not in card, card
+    approve = re.search(r"\[(\d+)\] Approve", card)
+    assert approve, card
+    term.type(approve.group(1))
+    term.read_until(r"\[y/N\] ")
+    term.type("y")
+    assert "someone else must approve it" in term.read_until("gpubot> ")
+    term.type("as alice")
+    assert "now acting as UCONSOLEALICE (admin)" in term.read_until("gpubot> ")
+    term.type(approve.group(1))
+    term.read_until(r"\[y/N\] ")
+    term.type("y")
+    updates = term.read_until("gpubot> ", timeout=60)
+    assert not demo.exists(), updates
+    # Each update says what changed, not the whole card again.
+    assert "[ok] Done: delete weights on localhost" in updates and ":gear:" not in updates, updates
+    assert updates.count("Expected:") == 0 and updates.count("(updated)") >= 3, updates
+    assert len([x for x in updates.splitlines() if x.strip()]) < 25, updates
+    term.type("as")
+    assert "now acting as yourself, UCONSOLE (admin)" in term.read_until("gpubot> ")
+    term.type("as UCONSOLE")
+    assert "now acting as yourself, UCONSOLE (admin)" in term.read_until("gpubot> ")
+    term.type("audit")
+    audit = term.read_until("gpubot> ")
+    assert re.search(r"requested by UCONSOLE at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", audit), audit
+    term.type("quit")
+    assert term.close() == 0
+
+
+def test_console_times_whole_and_charts_saved_to_a_file(tmp_path):
+    term = Terminal([sys.executable, "-m", "bot", "console"], _first_run_env(tmp_path))
+    term.read_until("gpubot> ")
+    term.type("status localhost")
+    screen = term.read_until("gpubot> ")
+    assert re.search(r"probed \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", screen), screen
+    term.type("history localhost")
+    screen = term.read_until("gpubot> ")
+    saved = re.search(r"saved to (\S+\.png) \(([\d,]+) bytes\)", screen)
+    assert saved, screen
+    png = Path(saved.group(1))
+    assert png.parent == tmp_path / "data" / "gpubot" / "console-files"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size == int(saved.group(2).replace(",", ""))
+    term.type("quit")
+    assert term.close() == 0

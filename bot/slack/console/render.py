@@ -6,10 +6,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_EMOJI = {
+EMOJI = {
+    # verdicts (bot.render.status_view.VERDICT_EMOJI) and warnings
     ":large_green_circle:": "[ok]", ":red_circle:": "[!!]", ":white_circle:": "[??]", ":warning:": "[!]",
-    ":hourglass_flowing_sand:": "[..]", ":rotating_light:": "[!!]",
+    ":rotating_light:": "[!!]",
+    # waiting, late, expired
+    ":hourglass_flowing_sand:": "[..]", ":hourglass:": "[..]",
+    # approval card states and steps (bot.slack.action_blocks)
+    ":raised_hand:": "[?]", ":mag:": "[..]", ":gear:": "[..]", ":white_check_mark:": "[ok]", ":x:": "[x]",
+    ":octagonal_sign:": "[stop]", ":no_entry_sign:": "[no]", ":white_small_square:": "[ ]", ":heavy_minus_sign:": "[-]",
 }
+"""Every emoji code gpubot's messages use, as terminal text. Only these are replaced: any other
+``:word:`` (a time such as ``11:24:39``, a label ``k:v:w``) is left exactly as written, as Slack
+leaves a code it does not know. ``tests/test_console_render.py`` checks that every code in
+``bot/`` is listed here."""
+_EMOJI_RE = re.compile("|".join(re.escape(k) for k in sorted(EMOJI, key=len, reverse=True)))
 
 
 @dataclass(frozen=True)
@@ -24,15 +35,19 @@ class Choice:
     confirm: str | None
 
 
+def emoji_words(text: str) -> str:
+    """Replace the emoji codes of :data:`EMOJI` (and nothing else) by their terminal text; for
+    ``plain_text`` objects such as headers, where Slack renders emoji but no other markup."""
+    return _EMOJI_RE.sub(lambda m: EMOJI[m.group(0)], text)
+
+
 def plain(text: str) -> str:
     """mrkdwn -> plain text: emoji, bold/italic/code marks, dates, mentions, links, escapes.
 
     Format: https://api.slack.com/reference/surfaces/formatting. A ``*`` or ``_`` counts as a
     mark only when it hugs a word (``*ready*``), so ``0 8 * * 1-5`` stays as typed.
     """
-    for k, v in _EMOJI.items():
-        text = text.replace(k, v)
-    text = re.sub(r":[a-z0-9_+-]+:", "", text)  # other emoji: decoration only
+    text = emoji_words(text)
     text = re.sub(r"<!date\^\d+\^[^|>]*\|([^>]*)>", r"\1", text)
     text = re.sub(r"<@(\w+)(?:\|[^>]*)?>", r"@\1", text)
     text = re.sub(r"<#\w+\|([^>]*)>", r"#\1", text)
@@ -54,7 +69,7 @@ def render_message(blocks: list[dict[str, Any]] | None, text: str | None, first_
     for block in blocks:
         kind = block.get("type")
         if kind == "header":
-            title = block["text"]["text"]
+            title = emoji_words(block["text"]["text"])
             out += [title, "=" * min(len(title), 78)]
         elif kind == "section":
             if block.get("text"):

@@ -4,7 +4,10 @@ stand-in, and its messages are shown as text (buttons as numbered choices)."""
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
+import os
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -14,27 +17,61 @@ from urllib.parse import urlencode
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.config import default_data_dir
 from bot.flows.context import Services
 from bot.slack.app import build_app
+from bot.slack.console.demo import enable_demo
 from bot.slack.console.render import Choice, render_message
 from bot.slack.console.standin import WebApiStandIn
 
 CONSOLE_USER = "UCONSOLE"
 CONSOLE_CHANNEL = "CCONSOLE"
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 BANNER = ("gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave,\n"
-          "`as NAME` to act as another person (with your role; e.g. to approve your own request).\n"
-          "Messages are what Slack would show; nothing is sent to Slack.")
+          "`as NAME` to act as another person (with your role; e.g. to approve your own request), `as me` to be yourself.\n"
+          "Messages are what Slack would show; nothing is sent to Slack. An update shows only the lines that changed.")
+
+
+def changed_lines(before: str, after: str) -> str:
+    """What an update changed, for a message already on screen: its first line (to say which
+    message), then each new or changed line, and ``(gone)`` for lines that disappeared (in a
+    changed run, the old lines beyond the new ones). Underlines (``====``, ``----``) are left out.
+    When the two share no line, the whole new text."""
+    old, new = before.splitlines(), after.splitlines()
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    if not any(not _rule(old[m.a]) for m in matcher.get_matching_blocks() if m.size):
+        return after  # nothing in common (a placeholder became the answer): the whole message
+    out = [new[0] if new else "(now empty)"]
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        out += [f"  {new[j].strip()}" for j in range(max(j1, 1), j2) if not _rule(new[j])]
+        out += [f"  (gone) {x.strip()}" for x in old[i1 + (j2 - j1):i2] if not _rule(x)]
+    if len(out) == 1:
+        out.append("  (nothing visible changed)")
+    return "\n".join(out)
+
+
+def _rule(line: str) -> bool:
+    return not line.strip() or set(line.strip()) <= {"=", "-"}
 
 
 class Console:
     """One console session. ``write`` receives each rendered message (default ``print``)."""
 
-    def __init__(self, services: Services, *, user_id: str = CONSOLE_USER, write: Callable[[str], None] = print):
+    def __init__(self, services: Services, *, user_id: str = CONSOLE_USER, write: Callable[[str], None] = print,
+                 files_dir: str | None = None):
         self.services = services
+        self.home_id = user_id
         self.user_id = user_id
         self.write = write
+        self.files_dir = files_dir or os.path.join(default_data_dir(), "console-files")
         self.standin = WebApiStandIn(self._show)
         self.choices: dict[int, tuple[Choice, dict[str, Any]]] = {}
+        self.screens: dict[str, str] = {}
+        """Message key (``ts``) -> its text as last shown, so an update prints only what changed."""
+        self._clicked: dict[str, str] = {}
+        """``response_url`` key of a click -> the key of the message clicked."""
         self._next_choice = 1
         self.app: Any = None
 
@@ -47,27 +84,74 @@ class Console:
         await self.standin.stop()
 
     async def _show(self, kind: str, message: dict[str, Any]) -> None:
+        if kind == "file":
+            self.write(self._save_files(message))
+            return
         text, choices = render_message(message.get("blocks"), message.get("text"), self._next_choice)
         for c in choices:
             self.choices[c.number] = (c, message)
         self._next_choice += len(choices)
-        label = {"post": "", "update": "(updated) ", "ephemeral": "(only you) ", "replace": "(updated) ", "file": "(file) "}[kind]
-        if kind == "file":
-            names = ", ".join(f.get("title") or "file" for f in message.get("files", []))
-            text = f"uploaded {names} ({sum(message.get('sizes', {}).values())} bytes)"
-        thread = " (in thread)" if message.get("thread_ts") else ""
-        self.write(f"\n{label}{thread}{text}".rstrip() + "\n")
+        key = self._message_key(kind, message)
+        before = self.screens.get(key) if key else None
+        if key:
+            self.screens[key] = text
+        tags = {"post": [], "update": ["(updated)"], "ephemeral": ["(only you)"], "replace": ["(updated)"]}[kind]
+        if message.get("thread_ts"):
+            tags.append("(in thread)")
+        if before is not None and kind in ("update", "replace"):
+            text = changed_lines(before, text)
+        self.write("\n" + " ".join([*tags, text]).rstrip() + "\n")
 
-    def act_as(self, name: str) -> None:
-        """Act as another console person, who gets the same roles as the first one."""
-        new_id = CONSOLE_USER + "".join(c for c in name.upper() if c.isalnum())[:20]
+    def _message_key(self, kind: str, message: dict[str, Any]) -> str | None:
+        """Which on-screen message this is: its ``ts``, or for a click's ``response_url`` the
+        message the click came from."""
+        if kind in ("post", "update"):
+            return str(message.get("ts") or "") or None
+        if kind == "replace":
+            return self._clicked.get(str(message.get("response_key")))
+        return None
+
+    def _save_files(self, message: dict[str, Any]) -> str:
+        """Write uploaded files (charts) under ``files_dir``; say where, with their titles."""
+        os.makedirs(self.files_dir, exist_ok=True)
+        lines = []
+        for f in message.get("files", []):
+            name = os.path.basename(f.get("filename") or "") or f"{f.get('id') or 'file'}.bin"
+            path = os.path.join(self.files_dir, name)
+            content: bytes = f.get("content") or b""
+            with open(path, "wb") as out:
+                out.write(content)
+            lines.append(f"{f.get('title') or name}: saved to {path} ({len(content):,} bytes)")
+        thread = " (in thread)" if message.get("thread_ts") else ""
+        return f"\n(file){thread} " + "\n".join(lines) + "\n"
+
+    def who(self) -> str:
+        """``UCONSOLE (admin)``: the person typing and their role from the settings lists."""
+        s = self.services.settings
+        role = next((label for label, ids in (("admin", s.admins), ("operator", s.operators), ("viewer", s.viewers))
+                     if self.user_id in ids), "viewer" if not s.viewers else "no role")
+        return f"{self.user_id} ({role})"
+
+    def act_as(self, name: str | None) -> None:
+        """Act as another console person, who gets the same roles as you; ``None`` or ``me``
+        goes back to yourself. A Slack user ID (``U…``/``W…``) is used as it is; any other name
+        becomes ``UCONSOLE<NAME>``."""
+        if name is None or name.lower() in ("me", "myself", "self"):
+            new_id = self.home_id
+        elif USER_ID.match(name):
+            new_id = name
+        else:
+            new_id = self.home_id + "".join(c for c in name.upper() if c.isalnum())[:20]
         s = self.services.settings
         for field in ("admins", "operators", "viewers"):
             ids = getattr(s, field)
-            if self.user_id in ids and new_id not in ids:
+            if self.home_id in ids and new_id not in ids:
                 setattr(s, field, [*ids, new_id])
         self.user_id = new_id
-        self.write(f"now acting as {new_id}\n")
+        if new_id == self.home_id:
+            self.write(f"now acting as yourself, {self.who()}\n")
+        else:
+            self.write(f"now acting as {self.who()}; `as me` goes back to {self.home_id}\n")
 
     def _slash_body(self, text: str) -> str:
         return urlencode({
@@ -79,13 +163,16 @@ class Console:
 
     def _click_body(self, choice: Choice, message: dict[str, Any]) -> str:
         ts = message.get("ts") or message.get("message_ts") or ""
+        response_key = uuid.uuid4().hex
+        if ts:
+            self._clicked[response_key] = ts
         payload = {
             "type": "block_actions", "user": {"id": self.user_id, "username": "console", "team_id": "TCONSOLE"},
             "api_app_id": "ACONSOLE", "token": "console", "team": {"id": "TCONSOLE", "domain": "console"},
             "container": {"type": "message", "message_ts": ts, "channel_id": CONSOLE_CHANNEL, "is_ephemeral": not ts},
             "channel": {"id": CONSOLE_CHANNEL, "name": "console"}, "trigger_id": f"console.{uuid.uuid4().hex}",
             "message": {"ts": ts, "text": message.get("text", ""), "blocks": message.get("blocks", [])},
-            "response_url": self.standin.response_url(uuid.uuid4().hex),
+            "response_url": self.standin.response_url(response_key),
             "actions": [{"type": "button", "action_id": choice.action_id, "block_id": choice.block_id or "b",
                          "value": choice.value, "text": {"type": "plain_text", "text": choice.label},
                          "action_ts": f"{time.time():.6f}"}],
@@ -116,8 +203,12 @@ class Console:
             return True
         if line in ("quit", "exit", "/quit"):
             return False
-        if line.startswith("as ") and len(line.split()) == 2:
-            self.act_as(line.split()[1])
+        words = line.split()
+        if words[0] == "as":
+            if len(words) > 2:
+                self.write("usage: `as NAME` to act as someone else, `as me` (or `as`) to be yourself again\n")
+            else:
+                self.act_as(words[1] if len(words) == 2 else None)
             return True
         if line.isdigit():
             c = self.choice(int(line))
@@ -144,6 +235,13 @@ async def run_console(services: Services) -> int:
     console = Console(services)
     await console.start()
     print(BANNER)
+    try:
+        demo = enable_demo(services.settings)
+    except OSError as exc:
+        print(f"(no demo folder: {exc})")
+    else:
+        if demo is not None:
+            print(demo.banner(services.settings.command))
 
     def confirm(question: str) -> bool:
         return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")

@@ -4,7 +4,10 @@ An aiohttp server on 127.0.0.1 (port 0) that answers the Web API methods gpubot 
 (https://api.slack.com/methods: ``auth.test``, ``chat.postMessage``, ``chat.update``,
 ``chat.postEphemeral``, ``usergroups.users.list``, ``users.info``, the ``files_upload_v2``
 sequence) and the ``response_url`` posts of commands and clicks, and hands every message to
-``on_message(kind, message)`` so the console can show it.
+``on_message(kind, message)`` so the console can show it: ``kind`` is ``post``, ``update``,
+``ephemeral``, ``replace`` (a ``response_url`` post with ``replace_original``; the message carries
+its ``response_key``) or ``file`` (``files`` lists ``id``, ``title``, ``filename`` and the uploaded
+``content`` bytes).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class WebApiStandIn:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.uploads: dict[str, bytes] = {}
+        self.filenames: dict[str, str] = {}
 
     @property
     def api_url(self) -> str:
@@ -89,11 +93,14 @@ class WebApiStandIn:
             answer.update(user={"id": args.get("user"), "name": "console", "tz": "UTC"})
         elif method == "files.getUploadURLExternal":
             file_id = f"F{next(self._ts):08d}"
+            self.filenames[file_id] = str(args.get("filename") or f"{file_id}.bin")
             answer.update(upload_url=f"http://127.0.0.1:{self.port}/upload/{file_id}", file_id=file_id)
         elif method == "files.completeUploadExternal":
             files = args.get("files") or []
             answer.update(files=[{"id": f.get("id"), "title": f.get("title")} for f in files])
-            await self.on_message("file", {**args, "sizes": {f.get("id"): len(self.uploads.get(f.get("id"), b"")) for f in files}})
+            await self.on_message("file", {**args, "files": [
+                {**f, "filename": self.filenames.get(f.get("id"), ""), "content": self.uploads.get(f.get("id"), b"")}
+                for f in files]})
         elif method == "files.info":
             answer.update(file={"id": args.get("file")})
         else:
@@ -114,5 +121,5 @@ class WebApiStandIn:
         kind = "ephemeral" if body.get("response_type", "ephemeral") == "ephemeral" else "post"
         if body.get("replace_original"):
             kind = "replace"
-        await self.on_message(kind, body)
+        await self.on_message(kind, {**body, "response_key": request.match_info["key"]})
         return web.json_response({"ok": True})

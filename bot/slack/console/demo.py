@@ -1,0 +1,52 @@
+"""A first run can try a clean and its approval: with ``GPUBOT_ALLOWED_ROOTS`` unset, the console
+allows deleting under a demo folder of the data directory, on ``localhost`` only, and puts a
+sample weight folder there.
+
+The default allowed roots (``/shared``, ``/models``) rarely exist on a newcomer's machine, so
+without this no ``clean`` could be planned before editing settings. A set ``GPUBOT_ALLOWED_ROOTS``
+(even ``{}``) is used as it is: the demo never widens a configured policy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from bot.config import Settings, default_data_dir
+
+DEMO_FOLDER = "old-model"
+DEMO_FILES = {"model-00001-of-00002.safetensors": 3 * 1024 * 1024, "model-00002-of-00002.safetensors": 2 * 1024 * 1024,
+              "config.json": 512}
+"""File name -> size in bytes of the sample weight folder (5 MiB in all)."""
+
+
+@dataclass(frozen=True)
+class Demo:
+    root: str
+    """The demo root (``<data dir>/demo``), allowed on ``localhost``."""
+    folder: str
+    """The sample weight folder under it, (re)made at each console start."""
+
+    def banner(self, command: str) -> str:
+        """What the console says at start, so the user knows the demo root exists and why."""
+        return (f"GPUBOT_ALLOWED_ROOTS is not set, so this console allows deleting under {self.root} on localhost only\n"
+                f"(a demo; it put a 5 MiB sample folder there). Try `{command} clean localhost weights={self.folder}`,\n"
+                "then `as alice` and press Approve. Real roots: set GPUBOT_ALLOWED_ROOTS (README, \"Approvals and actions\").")
+
+
+def enable_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
+    """When ``allowed_roots`` was not set (environment or ``.env``), add ``<data dir>/demo`` as
+    ``localhost``'s allowed root in ``settings`` and make the sample folder; else ``None``.
+    Raises :class:`OSError` when the folder cannot be written."""
+    if "allowed_roots" in settings.model_fields_set:
+        return None
+    root = os.path.join(data_dir or default_data_dir(), "demo")
+    folder = os.path.join(root, DEMO_FOLDER)
+    os.makedirs(folder, exist_ok=True)
+    for name, size in DEMO_FILES.items():
+        path = os.path.join(folder, name)
+        if not os.path.exists(path) or os.path.getsize(path) != size:
+            with open(path, "wb") as f:
+                f.write(b"\0" * size)
+    settings.allowed_roots = {**settings.allowed_roots, "localhost": [root]}
+    return Demo(root, folder)
