@@ -266,7 +266,7 @@ async def test_rejected_and_refused_requests(slack_bot, services, ssh_server, fa
     start = len(slack_bot.recorder.calls)
     await slack_bot.command("clean node409 weights=/etc", user_id="U1")
     refused = await slack_bot.recorder.wait_for("chat.update", lambda c: "refused" in c.body["text"], timeout=30, start=start)
-    assert "/etc: outside the allowed roots" in refused.body["text"]
+    assert "/etc: outside the allowed roots" in refused.body["text"] and "`GPUBOT_ALLOWED_ROOTS`" in refused.body["text"]
     rid, ts, _ = await ask(slack_bot, f"clean node409 weights={folder}")
     await click(slack_bot, REJECT, rid, ts, "U2")
     assert "you rejected" in await ephemeral(slack_bot, "U2", ts)

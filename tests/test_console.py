@@ -64,6 +64,7 @@ def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, 
     term.type("status box")
     screen = term.read_until("gpubot> ")
     assert "box: unreachable" in screen and "is not in" in screen  # key not trusted yet
+    assert "Next: /gpu hosts trust box" in screen, screen
     term.type("hosts trust box")
     screen = term.read_until("gpubot> ")
     assert "SHA256:" in screen and "[1] Trust this key" in screen and "[2] Cancel" in screen

@@ -103,7 +103,7 @@ async def test_long_windows_use_the_sql_path_with_the_same_answer(services, ssh_
         [(p.gpu_used_mib, p.disk_free_bytes, p.count) for p in year.points]
 
 
-async def test_diff_of_a_new_host_suggests_a_shorter_window(services, ssh_server, fake_hosts, tmp_path):
+async def test_diff_of_a_young_host_suggests_a_since_that_works(services, ssh_server, fake_hosts, tmp_path):
     import pytest
 
     from bot.errors import NotFoundError
@@ -114,6 +114,29 @@ async def test_diff_of_a_new_host_suggests_a_shorter_window(services, ssh_server
     fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=False)})
     first = await check_host(services=services, host_name="fresh174")
     async with services.sessions() as db:
-        with pytest.raises(NotFoundError, match=r"since=1h`, or that id\)") as err:
+        with pytest.raises(NotFoundError, match="its only one: there is nothing to compare yet"):
             await diff_snapshots(db_session=db, host_name="fresh174", now=utcnow())
-    assert f"#{first.snapshot_id}" in str(err.value)
+    await check_host(services=services, host_name="fresh174")
+    from sqlalchemy import update
+
+    from bot.snapshots.models import Snapshot
+
+    later = utcnow()
+    async with services.sessions() as db, db.begin():  # the first snapshot was taken 2½ hours ago
+        await db.execute(update(Snapshot).where(Snapshot.id == first.snapshot_id).values(taken_at=later - timedelta(hours=2, minutes=30)))
+    async with services.sessions() as db:
+        with pytest.raises(NotFoundError) as err:
+            await diff_snapshots(db_session=db, host_name="fresh174", since=timedelta(days=1), now=later)
+        assert f"its first is #{first.snapshot_id}" in str(err.value)
+        assert f"try `since=2h` or `since={first.snapshot_id}`" in str(err.value), str(err.value)
+        d = await diff_snapshots(db_session=db, host_name="fresh174", since=timedelta(hours=2), now=later)  # the suggestion works
+        assert d.before_id == first.snapshot_id
+
+
+def test_the_suggested_span_never_exceeds_the_age():
+    from bot.history.service import span_within
+
+    assert span_within(timedelta(seconds=59)) is None
+    assert span_within(timedelta(minutes=59, seconds=59)) == "59m"
+    assert span_within(timedelta(hours=2, minutes=30)) == "2h"
+    assert span_within(timedelta(days=3, hours=23)) == "3d"

@@ -50,8 +50,10 @@ async def test_status_of_clean_host_says_ready(bot, services, ssh_server, fake_h
 async def test_unknown_host_suggests_near_names(bot, services, ssh_server):
     await add_host(services, "node174", "127.0.0.12", ssh_server.port)
     await bot.command("status node714")
-    update = await bot.recorder.wait_for("chat.update", timeout=10)
-    assert "no host called `node714`" in update.body["text"] and "node174" in update.body["text"]
+    answer = await bot.recorder.wait_for("response_url", timeout=10)
+    assert answer.body["response_type"] == "ephemeral"
+    assert "no host called `node714`" in answer.body["text"] and "node174" in answer.body["text"]
+    assert not bot.recorder.calls_of("chat.postMessage")  # nothing announced to the channel
 
 
 async def test_typo_in_command_gets_usage_and_suggestion_ephemerally(bot):

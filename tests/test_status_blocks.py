@@ -27,3 +27,17 @@ def test_a_huge_host_report_fits_and_says_what_was_cut():
     text = blocks_text(blocks)
     assert "more" in text and "&lt;&amp;&gt;" in text  # cut with a count; mrkdwn escaped
     assert "node174: not ready" in status_text(view)
+
+
+def test_the_trust_hint_names_the_command_of_the_place_it_is_read_in():
+    from bot.readiness.verdict import unreachable
+
+    a = unreachable("node174: the SSH host key of 10.0.0.1:22 is not in /k. Refusing to connect; verify its fingerprint "
+                    "and trust it.", "host_key")
+    report = StatusReport("node174", "ops@10.0.0.1:22", 7, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, a, None)
+    terminal = status_text(status_view(report))
+    chat = blocks_text(status_blocks(status_view(report, command="/gpu")))
+    assert "Next: `gpubot hosts trust node174`" in terminal and "/gpu" not in terminal
+    assert "Next: `/gpu hosts trust node174`" in chat and "gpubot hosts" not in chat
+    other = StatusReport("node174", "x", 8, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, unreachable("refused", "unreachable"), None)
+    assert "hosts trust" not in status_text(status_view(other))

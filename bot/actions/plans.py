@@ -74,7 +74,7 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
     """Resolve ``paths`` on the host and keep them only when each lies strictly under one of the
     (resolved) ``roots`` and is not a mount point; then measure them. Raises :class:`PlanRefused`."""
     if not roots:
-        raise PlanRefused(f"no allowed roots are configured for {ctx.spec.host} (setting `allowed_roots`)")
+        raise PlanRefused(f"no allowed roots are configured for {ctx.spec.host} (setting `GPUBOT_ALLOWED_ROOTS`)")
     timeout = ctx.services.settings.batch_timeout_s
     out = await remote.run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
     resolved = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
@@ -105,7 +105,7 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
             reasons.append(f"{p}: is the allowed root {real} itself")
         elif not under:
             via = f" resolves to {real}," if real != p else ""
-            reasons.append(f"{p}:{via} outside the allowed roots ({', '.join(roots)})")
+            reasons.append(f"{p}:{via} outside the allowed roots ({', '.join(roots)}; setting `GPUBOT_ALLOWED_ROOTS`)")
         elif kv.get("mount") != "no":
             reasons.append(f"{p}: {real} is a mount point")
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from bot.errors import UsageError
 
@@ -20,10 +21,38 @@ def validate_path(path: str) -> str:
     return path
 
 
+def describe_char(c: str) -> str:
+    """A character as a user can read it in a message: ```@``` (in backticks), ``a space``,
+    ``a backtick``, ``U+001B`` for control and other invisible characters."""
+    if c == " ":
+        return "a space"
+    if c == "`":
+        return "a backtick"
+    if not c.isprintable() or c.isspace():
+        return f"U+{ord(c):04X}"
+    return f"`{c}`"
+
+
+def first_bad_char(text: str, ok: Callable[[str], bool]) -> str | None:
+    """The first character of ``text`` that ``ok`` refuses, described by :func:`describe_char`."""
+    return next((describe_char(c) for c in text if not ok(c)), None)
+
+
 def validate_host(name: str) -> str:
-    """A host name as registered (letters, digits, ``.``, ``_``, ``-``)."""
+    """A host name as registered (letters, digits, ``.``, ``_``, ``-``, starting with a letter or
+    digit, at most 128 characters); the error names the first character that is not allowed."""
     if not HOST_RE.match(name):
-        raise UsageError(f"`{name[:80]}` is not a valid host name (letters, digits, `.`, `_`, `-`)")
+        rule = "letters, digits, `.`, `_`, `-`"
+        bad = first_bad_char(name, lambda c: c.isascii() and (c.isalnum() or c in "._-"))
+        if bad:
+            why = f"{bad} is not allowed ({rule})"
+        elif not name:
+            why = "it is empty"
+        elif len(name) > 128:
+            why = f"it is longer than 128 characters ({len(name)})"
+        else:
+            why = f"it must start with a letter or digit, not `{name[0]}`"
+        raise UsageError(f"`{name[:80]}` is not a valid host name: {why}")
     return name
 
 

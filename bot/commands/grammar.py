@@ -61,11 +61,23 @@ def suggest(word: str, choices: Iterable[str]) -> str | None:
 
 
 def tokens(text: str) -> list[str]:
-    """Words of normalised text; quotes group words, an unbalanced quote falls back to spaces."""
+    """Words of normalised text; quotes group words. Raises :class:`UsageError` for an
+    unbalanced quote (saying which quote character), rather than guessing where it ends."""
     try:
         return shlex.split(text)
     except ValueError:
-        return text.split()
+        lexer = shlex.shlex(text, posix=True)
+        lexer.whitespace_split = True
+        quote = None
+        try:
+            for _ in lexer:
+                pass
+        except ValueError:
+            state = getattr(lexer, "state", None)  # the open quote character while inside quotes
+            quote = state if state in ("'", '"') else None
+        which = f" (a `{quote}` with no closing `{quote}`)" if quote else ""
+        raise UsageError(f"unbalanced quote{which}: close it, or put a word holding `{quote or chr(39)}` inside the other "
+                         "kind of quotes") from None
 
 
 def split_options(args: list[str], allowed: Iterable[str], usage: str) -> tuple[dict[str, str], list[str]]:
@@ -104,7 +116,7 @@ class Grammar:
         except GpubotError:
             raise
         except Exception as exc:  # a parser bug must still read as a usage error to the user
-            raise UsageError(f"could not read that command ({type(exc).__name__})", usage=self.usage_for(None)) from exc
+            raise UsageError(f"could not read that command ({type(exc).__name__})", usage=self.more()) from exc
 
     def _parse(self, text: str) -> Parsed:
         if len(text or "") > MAX_TEXT:
@@ -121,21 +133,52 @@ class Grammar:
                     guess = suggest(lowered[n], subs)
                     if guess:
                         raise UsageError(f"unknown `{spec.name}` sub-command `{words[n][:40]}`",
-                                         usage=self.usage_for(spec.path[0]), suggestion=f"{spec.name} {guess}")
-                return Parsed(spec, spec.parse(words[n:]))
+                                         usage=f"{self.usage_of((*spec.path, guess))}\n{self.more()}",
+                                         suggestion=f"{spec.name} {guess}")
+                try:
+                    return Parsed(spec, spec.parse(words[n:]))
+                except UsageError as exc:
+                    exc.usage = self.prefixed(exc.usage)
+                    raise
         verbs = sorted({p[0] for p in self.specs})
         if lowered[0] in verbs:  # a known verb with an unknown sub-command
             subs = sorted(p[1] for p in self.specs if p[0] == lowered[0] and len(p) > 1)
             guess = suggest(lowered[1], subs) if len(lowered) > 1 else None
-            raise UsageError(f"unknown `{lowered[0]}` sub-command", usage=self.usage_for(lowered[0]),
+            usage = self.usage_of((lowered[0], guess)) if guess else self.usage_for(lowered[0])
+            raise UsageError(f"unknown `{lowered[0]}` sub-command", usage=f"{usage}\n{self.more()}",
                              suggestion=f"{lowered[0]} {guess}" if guess else None)
-        raise UsageError(f"unknown command `{words[0][:40]}`", usage=self.usage_for(None),
-                         suggestion=suggest(lowered[0], verbs))
+        guess = suggest(lowered[0], verbs)
+        usage = self.usage_for(guess) if guess else "commands: " + ", ".join(f"`{v}`" for v in verbs)
+        raise UsageError(f"unknown command `{words[0][:40]}`", usage=f"{usage}\n{self.more()}", suggestion=guess)
+
+    def usage_of(self, path: tuple[str, ...]) -> str:
+        """The usage line of the one command ``path`` (``("hosts", "add")``), with the prefix."""
+        spec = self.specs[path]
+        return f"{self.prefixed(spec.usage)} — {spec.summary}"
+
+    def more(self) -> str:
+        """The line that points from one command's usage to all of them."""
+        return f"`{self.command} help` lists every command; `{self.command} help COMMAND` shows one."
+
+    def prefixed(self, usage: str | None) -> str | None:
+        """``usage`` with the command prefix on each usage line (``history HOST [7d]`` ->
+        ``/gpu history HOST [7d]``; each alternative of ``a | b`` too); lines that do not start
+        with a command word (a cron hint, "`/gpu help` lists…") stay as written."""
+        if usage is None:
+            return None
+        verbs = {p[0] for p in self.specs}
+        out = []
+        for line in usage.splitlines():
+            alternatives = line.split(" | ")
+            if all(a.split(" ", 1)[0] in verbs for a in alternatives):
+                line = " | ".join(f"{self.command} {a}" for a in alternatives)
+            out.append(line)
+        return "\n".join(out)
 
     def usage_for(self, verb: str | None, role: Role = Role.ADMIN) -> str:
         """Usage lines of ``verb``'s commands (or all), limited to what ``role`` may run."""
         specs = [s for s in self.specs.values() if (verb is None or s.path[0] == verb) and s.role <= role]
-        return "\n".join(f"{self.command} {s.usage} — {s.summary}" for s in specs)
+        return "\n".join(f"{self.prefixed(s.usage)} — {s.summary}" for s in specs)
 
     def help(self, role: Role, topic: str | None = None) -> str:
         """Help for a caller with ``role``; raises :class:`UsageError` for an unknown topic."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.commands.common import validate_host
+from bot.commands.common import first_bad_char, validate_host
 from bot.commands.grammar import CommandSpec, split_options
 from bot.commands.roles import Role
 from bot.errors import UsageError
@@ -80,8 +80,10 @@ def parse_add(args: list[str]) -> HostsAdd:
     if len(words) != 2:
         raise UsageError("give a NAME and an ADDRESS", usage=ADD_USAGE)
     name, address = validate_host(words[0]), words[1]
-    if not all(c.isalnum() or c in ".-:_" for c in address):
-        raise UsageError(f"`{address[:80]}` is not a host address", usage=ADD_USAGE)
+    bad = first_bad_char(address, lambda c: c.isascii() and (c.isalnum() or c in ".-:_"))
+    if bad:
+        raise UsageError(f"`{address[:80]}` is not a host address: {bad} is not allowed (a DNS name or an IP address)",
+                         usage=ADD_USAGE)
     try:
         port = int(opts.get("port", "22"))
     except ValueError:
@@ -95,8 +97,9 @@ def parse_add(args: list[str]) -> HostsAdd:
             raise UsageError(f"label `{pair[:40]}` is not `key:value`", usage=ADD_USAGE)
         labels[k] = v
     user = opts.get("user")
-    if user is not None and not all(c.isalnum() or c in "._-" for c in user):
-        raise UsageError("user= is a plain user name", usage=ADD_USAGE)
+    bad = first_bad_char(user or "", lambda c: c.isascii() and (c.isalnum() or c in "._-"))
+    if bad:
+        raise UsageError(f"`user={user[:40] if user else ''}` is not a plain user name: {bad} is not allowed", usage=ADD_USAGE)
     group = validate_host(opts["group"]) if "group" in opts else None
     return HostsAdd(name, address, port, user, group, labels)
 

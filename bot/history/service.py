@@ -127,9 +127,32 @@ async def _snapshot(db_session: AsyncSession, snapshot_id: int) -> Snapshot:
     return snap
 
 
-async def _oldest_id(db_session: AsyncSession, host_name: str) -> int | None:
-    q = select(Snapshot.id).where(Snapshot.host_name == host_name).order_by(Snapshot.taken_at, Snapshot.id).limit(1)
+async def _oldest(db_session: AsyncSession, host_name: str) -> Snapshot | None:
+    q = select(Snapshot).where(Snapshot.host_name == host_name).order_by(Snapshot.taken_at, Snapshot.id).limit(1)
     return (await db_session.execute(q)).scalar_one_or_none()
+
+
+def span_within(age: timedelta) -> str | None:
+    """The longest whole span in one unit (``3d``, ``5h``, ``12m``) that is at most ``age``, so a
+    ``since=`` of it finds a snapshot ``age`` old; ``None`` under a minute."""
+    seconds = int(age.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return None
+
+
+def _too_young(host_name: str, cutoff: datetime, first: Snapshot, newest: Snapshot, now: datetime) -> str:
+    """Why a ``since=`` window finds nothing, and a ``since=`` that does: a span no longer than
+    the first snapshot's age, or its id."""
+    taken = first.taken_at  # aware UTC (bot.db.base.UTCDateTime)
+    head = (f"no snapshot of `{host_name}` from before {cutoff:%Y-%m-%d %H:%M} UTC; "
+            f"its first is #{first.id} ({taken:%Y-%m-%d %H:%M:%S} UTC)")
+    if first.id == newest.id:
+        return f"{head}, its only one: there is nothing to compare yet (probe it again with `status {host_name}`)"
+    span = span_within(now - taken)
+    tries = [f"`since={span}`"] if span else []
+    return f"{head}: try {' or '.join([*tries, f'`since={first.id}`'])}"
 
 
 async def _newest(db_session: AsyncSession, host_name: str, before: datetime | None = None) -> Snapshot | None:
@@ -166,8 +189,9 @@ async def diff_snapshots(*, db_session: AsyncSession, host_name: str, since: tim
         cutoff = now - (since or timedelta(days=1))
         found = await _newest(db_session, host_name, before=cutoff)
         if found is None:
-            raise NotFoundError(f"no snapshot of `{host_name}` from before {cutoff:%Y-%m-%d %H:%M} UTC; its first is "
-                                f"#{(await _oldest_id(db_session, host_name))} (try a shorter `since=`, e.g. `since=1h`, or that id)")
+            first = await _oldest(db_session, host_name)
+            assert first is not None  # ``after`` exists
+            raise NotFoundError(_too_young(host_name, cutoff, first, after, now))
         before = found
     if before.taken_at > after.taken_at:
         before, after = after, before

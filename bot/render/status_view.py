@@ -106,11 +106,17 @@ def next_steps(report: StatusReport) -> list[str]:
     return steps
 
 
-def status_view(report: StatusReport) -> StatusView:
-    """Build the view of one host's status."""
+TERMINAL = "gpubot"
+"""The prefix of commands in a terminal; chat passes its slash command (``/gpu``) instead."""
+
+
+def status_view(report: StatusReport, *, command: str = TERMINAL) -> StatusView:
+    """Build the view of one host's status. ``command`` prefixes the commands a reason suggests
+    (``/gpu hosts trust node174`` in chat, ``gpubot hosts trust node174`` in a terminal)."""
     a = report.assessment
     headline = f"{report.host}: {VERDICT_WORDS[a.verdict]}"
-    reasons = [r.text for r in a.reasons if r.severity is not Severity.NOTE]
+    reasons = [r.text + (f" Next: `{command} hosts trust {report.host}`." if r.code == "host_key" else "")
+               for r in a.reasons if r.severity is not Severity.NOTE]
     notes = [r.text for r in a.reasons if r.severity is Severity.NOTE]
     sections: list[Section] = []
     r = report.readings

@@ -24,7 +24,8 @@ from bot.actions.health import HealthProgress, duration
 from bot.actions.journal import JournalTail
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
-from bot.slack.blocks import HEADER_LIMIT, SECTION_LIMIT, escape, fit_lines
+from bot.render.shorten import shorten_middle
+from bot.slack.blocks import HEADER_LIMIT, LINE_CAP, SECTION_LIMIT, escape, fit_lines
 from bot.slack.ids import ActionId
 
 FOLLOW_UP_IDS = {"restart": ActionId.ACTION_RESTART_UNIT, "pivot_back": ActionId.ACTION_PIVOT_BACK}
@@ -59,6 +60,13 @@ def _date(ts: Any) -> str:
 def card_text(view: RequestView) -> str:
     """The notification / fallback text of a card."""
     return f"{STATE[view.state][1]}: {view.title} (#{view.id})"
+
+
+def card_lines(view: RequestView) -> list[str]:
+    """The plain lines a card shows (command, plan, warnings, steps, message, result), for
+    :meth:`bot.slack.context.CommandContext.full_text`."""
+    return [view.command, *view.lines, *view.warnings, *(s.title + (f" — {s.summary}" if s.summary else "") for s in view.steps),
+            *(view.message or "").splitlines(), *view.result_lines]
 
 
 def _md(text: str) -> SectionBlock:
@@ -134,7 +142,8 @@ def result_blocks(view: RequestView) -> list[dict[str, Any]]:
 
 def planning_blocks(spec: ActionSpec) -> list[dict[str, Any]]:
     """The placeholder while a plan is being made."""
-    return [_md(f":hourglass_flowing_sand: planning `{escape(spec.describe()[:2000])}` — probing *{escape(spec.host)}*…").to_dict()]
+    what = shorten_middle(escape(spec.describe()), LINE_CAP)
+    return [_md(f":hourglass_flowing_sand: planning `{what}` — probing *{escape(spec.host)}*…").to_dict()]
 
 
 PHASE = {"waiting": ":hourglass_flowing_sand:", "up": ":white_check_mark:", "failed": ":x:"}

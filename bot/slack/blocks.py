@@ -6,6 +6,7 @@ characters per section text, 150 per header. Long sections are cut with a "… N
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from slack_sdk.models.blocks import (
@@ -21,11 +22,14 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.readiness.verdict import Verdict
+from bot.render.shorten import shorten_middle
 from bot.render.status_view import VERDICT_EMOJI, VERDICT_WORDS, FleetView, StatusView
 from bot.slack.ids import ActionId
 
 SECTION_LIMIT = 3000
 HEADER_LIMIT = 150
+LINE_CAP = 300
+"""A line of a card longer than this (mrkdwn, escaped) is shortened in the middle."""
 
 
 def escape(text: str) -> str:
@@ -34,9 +38,12 @@ def escape(text: str) -> str:
 
 
 def fit_lines(lines: list[str], limit: int = SECTION_LIMIT) -> str:
-    """Join lines, dropping the tail (with a count) so the text stays within ``limit``."""
+    """Join lines, each longer than :data:`LINE_CAP` shortened in the middle (a long path keeps
+    both ends), dropping the tail (with a count) so the text stays within ``limit``. Handlers
+    give the shortened lines in full in the thread (:func:`long_lines`, :func:`full_text_blocks`)."""
     out: list[str] = []
     used = 0
+    lines = [shorten_middle(x, LINE_CAP) for x in lines]
     for i, line in enumerate(lines):
         if used + len(line) + 1 > limit - 40:
             out.append(f"… {len(lines) - i} more")
@@ -71,9 +78,37 @@ def probing_blocks(host: str) -> list[dict[str, Any]]:
 
 
 def error_blocks(message: str, error_id: str | None = None) -> list[dict[str, Any]]:
-    """A short error for the user (with an error id to quote to an admin when given)."""
-    text = f":warning: {escape(message)}" + (f"\n_error id `{error_id}`_" if error_id else "")
-    return _dicts([SectionBlock(text=MarkdownTextObject(text=text[:SECTION_LIMIT]))])
+    """A short error for the user (with an error id to quote to an admin when given); long lines
+    (a path of thousands of characters) are shortened in the middle, as on every card."""
+    lines = [escape(x) for x in message.splitlines()] or [""]
+    lines[0] = f":warning: {lines[0]}"
+    text = fit_lines(lines + ([f"_error id `{error_id}`_"] if error_id else []))
+    return _dicts([SectionBlock(text=MarkdownTextObject(text=text))])
+
+
+def long_lines(lines: Iterable[str]) -> list[str]:
+    """Those of ``lines`` (plain text, before escaping) that a card shortens, or nearly: the
+    ones to give in full in the thread."""
+    return [x for x in lines if len(escape(x)) > LINE_CAP - 10]
+
+
+FULL_TEXT_TITLE = "In full (shortened in the message above):"
+
+
+def full_text_blocks(lines: list[str]) -> list[dict[str, Any]]:
+    """A thread message with ``lines`` in full; a line longer than a section continues in the
+    next one. At most 50 sections (about 145,000 characters)."""
+    pieces = [f"*{FULL_TEXT_TITLE}*"]
+    for line in lines:
+        text = escape(line)
+        while len(text) > SECTION_LIMIT - 100:
+            cut = SECTION_LIMIT - 100
+            amp = text.rfind("&", cut - 8, cut)  # never split an entity such as &amp;
+            cut = amp if amp > 0 and ";" not in text[amp:cut] else cut
+            pieces.append(text[:cut])
+            text = text[cut:]
+        pieces.append(text)
+    return _dicts(pack_sections(pieces)[:MAX_BLOCKS])
 
 
 MAX_BLOCKS = 50

@@ -17,6 +17,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.commands.grammar import Grammar
 from bot.commands.roles import Role
 from bot.flows.context import Services
+from bot.hosts import service as hosts
+from bot.slack.blocks import FULL_TEXT_TITLE, full_text_blocks, long_lines
 
 log = logging.getLogger("gpubot.slack")
 
@@ -40,6 +42,13 @@ class CommandContext:
     role: Role
     team_id: str | None = None
 
+    async def known_host(self, name: str) -> None:
+        """Raise :class:`~bot.errors.NotFoundError` (with near names) unless ``name`` is a
+        registered host or ``localhost``. Handlers call it before they post anything, so a
+        mistyped name is answered to the caller alone, not announced to the channel."""
+        async with self.services.sessions() as db:
+            await hosts.resolve(db_session=db, name=name)
+
     async def reply_ephemeral(self, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         """Answer only the caller (``response_url``, ``response_type=ephemeral``)."""
         await self.respond(text=text, blocks=blocks, response_type="ephemeral", replace_original=False)
@@ -62,6 +71,13 @@ class CommandContext:
             return ref
         await self.client.chat_update(channel=ref.channel, ts=ref.ts, text=text, blocks=blocks)
         return ref
+
+    async def full_text(self, ref: MessageRef, lines: list[str]) -> None:
+        """Post in ``ref``'s thread, in full, the lines the message shortened (a path of thousands
+        of characters, cut in the middle on the card); nothing when none was."""
+        longs = long_lines(lines)
+        if longs:
+            await self.thread(ref, FULL_TEXT_TITLE, full_text_blocks(longs))
 
     async def thread(self, ref: MessageRef, text: str, blocks: list[dict[str, Any]]) -> MessageRef:
         """Reply in the message's thread (or as a new message when it has no ``ts``)."""

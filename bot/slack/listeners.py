@@ -15,7 +15,7 @@ from bot.access import service as access
 from bot.commands.grammar import Grammar
 from bot.commands.registry import default_grammar
 from bot.commands.roles import Role
-from bot.errors import PermissionDenied
+from bot.errors import PermissionDenied, UsageError
 from bot.flows.context import Services
 from bot.slack.blocks import error_blocks
 from bot.slack.context import CommandContext
@@ -93,6 +93,8 @@ def register_listeners(app: AsyncApp, services: Services) -> None:
                 raise PermissionDenied(f"`{parsed.spec.name}` is not open to you", needed_role=parsed.spec.role.label)
             await handlers[type(parsed.command)](ctx, parsed.command)
         except Exception as exc:  # the one mapper: see bot.slack.errors
+            if isinstance(exc, UsageError):
+                exc.usage = grammar.prefixed(exc.usage)  # usage lines read as typed: `/gpu history HOST`
             text, error_id = user_message(exc)
             await respond(text=text, blocks=error_blocks(text, error_id), response_type="ephemeral", replace_original=False)
 

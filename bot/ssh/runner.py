@@ -409,7 +409,9 @@ def not_started_message(target: HostTarget, exit_status: int | None, stdout: str
 
 
 def host_key_message(target: HostTarget, known_hosts: str) -> str:
-    """Say whether the key is *unknown* or *changed*, and how to proceed."""
+    """Say whether the key is *unknown* or *changed*, and how to proceed. The command that trusts
+    it is added where the message is read (``/gpu hosts trust NAME`` in chat, ``gpubot hosts
+    trust NAME`` in a terminal: :func:`bot.render.status_view.status_view`)."""
     where = f"{target.address}:{target.port}"
     known = False
     if os.path.exists(known_hosts):
@@ -422,7 +424,7 @@ def host_key_message(target: HostTarget, known_hosts: str) -> str:
         return (f"{target.name}: the SSH host key of {where} CHANGED since it was recorded in {known_hosts}. "
                 "Refusing to connect; if the host was reinstalled, verify the new fingerprint and trust it again.")
     return (f"{target.name}: the SSH host key of {where} is not in {known_hosts}. "
-            "Refusing to connect; verify its fingerprint and add it (`gpubot hosts trust NAME`).")
+            "Refusing to connect; verify its fingerprint and trust it.")
 
 
 class RoutingRunner:

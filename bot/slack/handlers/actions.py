@@ -37,6 +37,7 @@ from bot.flows.context import Services
 from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
     card_blocks,
+    card_lines,
     card_text,
     journal_blocks,
     journal_fits,
@@ -55,15 +56,18 @@ log = logging.getLogger("gpubot.slack")
 
 
 async def request_action(ctx: CommandContext, spec: ActionSpec) -> None:
+    await ctx.known_host(spec.host)  # an unknown name is answered to the caller alone, before anything is posted
     ref = await ctx.post(f"planning {spec.describe()}…", planning_blocks(spec))
     try:
         view = await flows.request_action(services=ctx.services, spec=spec, requester=ctx.user_id, channel=ctx.channel_id)
     except Exception as exc:
         text, error_id = user_message(exc)
         await ctx.update(ref, text, error_blocks(text, error_id))
+        await ctx.full_text(ref, text.splitlines())
         return
     await flows.attach_message(services=ctx.services, request_id=view.id, channel=ref.channel, ts=ref.ts)
     await ctx.update(ref, card_text(view), card_blocks(view))
+    await ctx.full_text(ref, card_lines(view))
 
 
 async def show_audit(ctx: CommandContext, cmd: AuditCommand) -> None:

@@ -22,7 +22,8 @@ async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
     if target.kind == "default":
         group = ctx.services.settings.default_group
         if not group:
-            raise UsageError("name a host, `group:NAME` or `all` (no default group is configured)",
+            raise UsageError("name a host, `group:NAME` or `all`: no default group is configured (setting "
+                             "`GPUBOT_DEFAULT_GROUP`)",
                              usage=ctx.grammar.usage_for("status"))
         target = type(target)("group", group)
     if target.kind == "host":
@@ -32,6 +33,7 @@ async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
 
 
 async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
+    await ctx.known_host(host)  # an unknown name is answered to the caller alone, before anything is posted
     ref = await ctx.post(f"probing {host}…", probing_blocks(host))
     try:
         report = await check_host(services=ctx.services, host_name=host, need_bytes=cmd.need_bytes,
@@ -39,9 +41,11 @@ async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
     except Exception as exc:
         text, error_id = user_message(exc)
         await ctx.update(ref, text, error_blocks(text, error_id))
+        await ctx.full_text(ref, text.splitlines())
         return
-    view = status_view(report)
+    view = status_view(report, command=ctx.services.settings.command)
     await ctx.update(ref, view.headline, status_blocks(view))
+    await ctx.full_text(ref, [*view.reasons, *(line for sec in view.sections for line in sec.lines)])
 
 
 async def _fleet(ctx: CommandContext, cmd: StatusCommand, group: str | None, title: str) -> None:

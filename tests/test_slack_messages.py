@@ -1,0 +1,163 @@
+"""What people read in chat: errors answered to the caller alone and before anything is posted,
+short usage with the `/gpu` prefix, errors that name the setting to change or the command to run.
+Signed requests to the real Bolt app; its Web API is the recorder."""
+
+import pytest
+
+from bot.hosts import service as hosts
+from tests.support.blockkit import blocks_text, validate_message
+
+
+async def add_host(services, name, addr, port, **kw):
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name=name, address=addr, port=port, **kw)
+
+
+async def answer_to(bot, text: str, user: str = "U1") -> dict:
+    """``/gpu text``; the ephemeral answer's body (through ``response_url``)."""
+    start = len(bot.recorder.calls)
+    status, _, seconds = await bot.command(text, user_id=user)
+    assert status == 200 and seconds < 3.0
+    call = await bot.recorder.wait_for("response_url", timeout=20, start=start)
+    assert call.body["response_type"] == "ephemeral" and call.body.get("replace_original") is False
+    if call.body.get("blocks"):
+        validate_message(call.body["blocks"], call.body["text"])
+    return call.body
+
+
+@pytest.mark.parametrize("command", ["status nod174", "clean nod174 weights=/shared/x", "kill nod174", "audit nod174"])
+async def test_an_unknown_host_is_answered_to_the_caller_alone_before_anything_is_posted(slack_bot, services, ssh_server, command):
+    services.settings.operators = ["U1"]
+    await add_host(services, "node174", "127.0.0.12", ssh_server.port)
+    body = await answer_to(slack_bot, command)
+    posted = slack_bot.recorder.calls_of("chat.postMessage") + slack_bot.recorder.calls_of("chat.update")
+    if command.startswith("audit"):
+        return  # audit answers only you anyway; what matters is that nothing was posted
+    assert "no host called `nod174`" in body["text"] and "`node174`" in body["text"], body["text"]
+    assert posted == [], [c.body.get("text") for c in posted]
+
+
+async def test_a_typo_shows_the_guessed_commands_usage_and_where_to_find_the_rest(slack_bot):
+    text = (await answer_to(slack_bot, "stauts node174"))["text"]
+    assert "Did you mean `status`?" in text
+    assert "/gpu status [HOST|group:NAME|all]" in text and "/gpu hosts add" not in text and "/gpu clean" not in text
+    assert "`/gpu help` lists every command" in text
+    assert len(text.splitlines()) <= 5, text
+    text = (await answer_to(slack_bot, "hosts ad node1 10.0.0.1"))["text"]
+    assert "Did you mean `hosts add`?" in text and "/gpu hosts add NAME ADDRESS" in text and "/gpu hosts remove" not in text
+
+
+@pytest.mark.parametrize(("command", "usage"), [
+    ("history", "/gpu history HOST [7d]"),
+    ("diff", "/gpu diff HOST [since=1d|since=SNAPSHOT_ID]"),
+    ("report remove x", "/gpu report remove ID"),
+    ("clean node174", "/gpu clean HOST weights=PATH[,PATH...] | /gpu clean HOST hf-cache [repo=ORG/NAME]"),
+    ("help a b", "/gpu help [COMMAND]"),
+])
+async def test_usage_lines_carry_the_command_prefix(slack_bot, command, usage):
+    text = (await answer_to(slack_bot, command))["text"]
+    lines = text.split("Usage:\n", 1)[1].splitlines()
+    assert lines[0] == usage, text
+
+
+async def test_status_without_a_target_names_the_default_group_setting(slack_bot):
+    text = (await answer_to(slack_bot, "status"))["text"]
+    assert "no default group" in text and "`GPUBOT_DEFAULT_GROUP`" in text, text
+
+
+async def test_an_unbalanced_quote_says_so(slack_bot):
+    text = (await answer_to(slack_bot, 'status "node 174'))["text"]
+    assert "unbalanced quote" in text and "one target at a time" not in text, text
+
+
+@pytest.mark.parametrize(("command", "named"), [
+    ("hosts add b@d 10.0.0.1", "`@` is not allowed"),
+    ("hosts add node1 10.0.0.1/24", "`/` is not allowed"),
+    ("hosts add 'node 1' 10.0.0.1", "a space is not allowed"),
+    ("hosts add node1 10.0.0.1 user=ops;id", "`;` is not allowed"),
+])
+async def test_hosts_add_names_the_bad_character(slack_bot, services, command, named):
+    services.settings.admins = ["U1"]
+    text = (await answer_to(slack_bot, command))["text"]
+    assert named in text, text
+
+
+async def test_the_unreachable_hint_names_the_chat_command(services, ssh_server, tmp_path):
+    import dataclasses
+
+    from bot.ssh.runner import RoutingRunner, SshRunner
+    from tests.slack_env import start_bot
+    from tests.support.slack_recorder import SlackApiRecorder
+
+    known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.16": "absent"})
+    fresh = dataclasses.replace(services, runner=RoutingRunner(SshRunner(
+        known_hosts=known, default_user=ssh_server.username, default_key_file=ssh_server.client_key_path, connect_timeout=3.0)))
+    await add_host(fresh, "fresh", "127.0.0.16", ssh_server.port)
+    async with SlackApiRecorder() as recorder:
+        bot, close = await start_bot(fresh, recorder)
+        try:
+            await bot.command("status fresh")
+            update = await recorder.wait_for("chat.update", timeout=20)
+        finally:
+            await close()
+    text = blocks_text(update.body["blocks"])
+    assert "fresh: unreachable" in text and "Next: `/gpu hosts trust fresh`" in text, text
+    assert "gpubot hosts trust" not in text
+
+
+def deep_folder(root, length: int = 3000):
+    """A real folder whose path is about ``length`` characters long."""
+    path = root
+    i = 0
+    while len(str(path)) < length:
+        i += 1
+        path = path / f"part{i:02d}_{'w' * 200}"
+    path.mkdir(parents=True)
+    (path / "model.bin").write_bytes(b"\0" * 4096)
+    return path
+
+
+def flat(text: str) -> str:
+    return text.replace("\n", "")
+
+
+async def thread_of(bot, ts: str, start: int = 0) -> str:
+    call = await bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=20, start=start)
+    validate_message(call.body["blocks"], call.body["text"])
+    return blocks_text(call.body["blocks"])
+
+
+async def test_a_long_path_is_shortened_in_the_middle_on_cards_and_given_in_full_in_the_thread(slack_bot, services, tmp_path):
+    root = tmp_path / "shared"
+    path = str(deep_folder(root))
+    services.settings.operators = ["U1"]
+    services.settings.allowed_roots = {"localhost": [str(root)]}
+    await slack_bot.command(f"status localhost {path}", user_id="U1")
+    update = await slack_bot.recorder.wait_for("chat.update", timeout=20)
+    validate_message(update.body["blocks"], update.body["text"])
+    card = blocks_text(update.body["blocks"])
+    assert path[:60] in card and f"{path[-60:]} — " in card and " … " in card, card
+    assert path not in card and "more" not in card
+    assert path in flat(await thread_of(slack_bot, update.body["ts"]))
+
+    start = len(slack_bot.recorder.calls)
+    await slack_bot.command(f"clean localhost weights={path}", user_id="U1")
+    card_call = await slack_bot.recorder.wait_for("chat.update", lambda c: "Approval needed" in c.body["text"], timeout=30, start=start)
+    validate_message(card_call.body["blocks"], card_call.body["text"])
+    card = blocks_text(card_call.body["blocks"])
+    assert card.count(path[-60:]) >= 3 and card.count(path[:50]) >= 3, card  # command, plan, step: both ends each
+    assert "more" not in card
+    assert path in flat(await thread_of(slack_bot, card_call.body["ts"], start))
+
+
+def test_shortening_keeps_both_ends_and_never_cuts_an_entity():
+    from bot.render.shorten import shorten_middle
+    from bot.slack.blocks import escape, fit_lines
+
+    text = "/shared/" + "a&b" * 400 + "/model-final"
+    short = shorten_middle(escape(text), 120)
+    assert len(short) <= 120 and short.startswith("/shared/a&amp;b") and short.endswith("/model-final")
+    assert "&am " not in short and " mp;" not in short and "&amp …" not in short
+    assert shorten_middle("short", 120) == "short"
+    lines = fit_lines([f"• {escape(text)}"] * 3)
+    assert lines.count(" … ") == 3 and lines.count("/model-final") == 3
