@@ -47,3 +47,12 @@ def test_disk_need_and_unit_state():
 def test_missing_gpu_is_not_ready():
     a = assess(readings(gpus=[gpu(i) for i in range(7)]), Requirements(expected_gpus=8))
     assert a.verdict is Verdict.NOT_READY and "7 of 8" in a.reasons[0].text
+
+
+def test_a_blocker_outranks_an_unknown_as_the_readme_says():
+    """README "The verdict": blocker > unknown > ready."""
+    no_gpu_short_disk = assess(readings(failure=ProbeFailure.MISSING, disk_free=80 * 10**9), Requirements(need_bytes=500 * 10**9))
+    assert no_gpu_short_disk.verdict is Verdict.NOT_READY
+    assert {r.severity.value for r in no_gpu_short_disk.reasons} == {"blocker", "unknown"}
+    no_gpu_enough_disk = assess(readings(failure=ProbeFailure.MISSING, disk_free=800 * 10**9), Requirements(need_bytes=500 * 10**9))
+    assert no_gpu_enough_disk.verdict is Verdict.UNKNOWN
