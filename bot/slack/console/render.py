@@ -15,6 +15,7 @@ EMOJI = {
     # approval card states and steps (bot.slack.action_blocks)
     ":raised_hand:": "[?]", ":mag:": "[..]", ":gear:": "[..]", ":white_check_mark:": "[ok]", ":x:": "[x]",
     ":octagonal_sign:": "[stop]", ":no_entry_sign:": "[no]", ":white_small_square:": "[ ]", ":heavy_minus_sign:": "[-]",
+    ":scroll:": "[log]",
 }
 """Every emoji code gpubot's messages use, as terminal text. Only these are replaced: any other
 ``:word:`` (a time such as ``11:24:39``, a label ``k:v:w``) is left exactly as written, as Slack
