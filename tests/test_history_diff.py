@@ -112,18 +112,12 @@ async def test_diff_of_a_young_host_suggests_a_since_that_works(services, ssh_se
     weights.mkdir()
     await _register(services, ssh_server, "fresh174", "127.0.0.15", weights)
     fake_hosts.update("127.0.0.15", units={"vllm.service": unit(active=False)})
-    first = await check_host(services=services, host_name="fresh174")
+    first = await check_host(services=ago(services, hours=2, minutes=30), host_name="fresh174")  # 2½ hours ago
     async with services.sessions() as db:
         with pytest.raises(NotFoundError, match="its only one: there is nothing to compare yet"):
             await diff_snapshots(db_session=db, host_name="fresh174", now=utcnow())
     await check_host(services=services, host_name="fresh174")
-    from sqlalchemy import update
-
-    from bot.snapshots.models import Snapshot
-
     later = utcnow()
-    async with services.sessions() as db, db.begin():  # the first snapshot was taken 2½ hours ago
-        await db.execute(update(Snapshot).where(Snapshot.id == first.snapshot_id).values(taken_at=later - timedelta(hours=2, minutes=30)))
     async with services.sessions() as db:
         with pytest.raises(NotFoundError) as err:
             await diff_snapshots(db_session=db, host_name="fresh174", since=timedelta(days=1), now=later)
