@@ -113,7 +113,7 @@ def default_url(argv: list[str]) -> tuple[str, str] | None:
     for name, marks, port in SERVERS:
         if any(f" {m} " in joined or f"/{m} " in joined for m in marks):
             given = _option(argv, "--port")
-            if given is not None and not (given.isdigit() and 0 < int(given) < 65536):
+            if given is not None and not (given.isdecimal() and 0 < int(given) < 65536):
                 return None
             host = _option(argv, "--host") or "127.0.0.1"
             if host in ("0.0.0.0", "::", "[::]", "", "*"):
@@ -200,9 +200,9 @@ def parse_look(outputs: dict[str, ProbeOutput], gpu: GpuReport | None) -> UnitLo
         why = (unit.stderr or unit.stdout).strip()[:300] if unit else "no answer"
         return UnitLook(None, None, None, 0, False, frozenset(), (), [], gpu, error=f"unit state unreadable: {why}")
     kv = dict(line.split("=", 1) for line in unit.stdout.splitlines() if "=" in line)
-    main = int(kv["MainPID"]) if kv.get("MainPID", "").isdigit() else 0
+    main = int(kv["MainPID"]) if kv.get("MainPID", "").isdecimal() else 0
     alive = main > 0 and kv.get("MainState", "Z") not in ("Z", "X", "x", "")
-    pids = frozenset(int(p) for p in kv.get("Pids", "").split() if p.isdigit())
+    pids = frozenset(int(p) for p in kv.get("Pids", "").split() if p.isdecimal())
     cuda = tuple(c.strip() for c in kv.get("Cuda", "").split(",") if c.strip())
     try:
         argv = [a.decode("utf-8", "replace") for a in bytes.fromhex(kv.get("Cmd", "")).split(b"\0") if a]
@@ -213,7 +213,7 @@ def parse_look(outputs: dict[str, ProbeOutput], gpu: GpuReport | None) -> UnitLo
     if h is not None:
         status = h.exit_status
         text = h.stdout.strip()
-        code = int(text) if text.isdigit() and text != "000" else None
+        code = int(text) if text.isdecimal() and text != "000" else None
         err = h.stderr.strip().splitlines()[-1][:300] if h.stderr.strip() else None
     return UnitLook(kv.get("ActiveState") or None, kv.get("SubState") or None, kv.get("Result") or None, main, alive,
                     pids, cuda, argv, gpu, code, err, status)
@@ -286,7 +286,7 @@ def _wanted_gpus(look: UnitLook) -> set[int] | None:
     by_uuid = {x.uuid: x.index for x in look.gpu.gpus}
     out: set[int] = set()
     for d in look.cuda_devices:
-        if d.isdigit():
+        if d.isdecimal():
             out.add(int(d))
         elif d in by_uuid:
             out.add(by_uuid[d])

@@ -201,7 +201,7 @@ async def _kill(ctx: _Ctx) -> Plan:
     for pid, entries in by_pid.items():
         o = out.get(f"proc.{pid}")
         kv = remote.keyvalues(o.stdout) if o and o.exit_status == 0 else {}
-        if not kv.get("start", "").isdigit() or len(kv.get("sha", "")) != 64:
+        if not kv.get("start", "").isdecimal() or len(kv.get("sha", "")) != 64:
             warnings.append(f"pid {pid} ended since the probe")
             continue
         raw = bytes.fromhex(kv.get("cmd", "")).replace(b"\0", b" ").decode("utf-8", "replace")

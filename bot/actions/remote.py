@@ -147,7 +147,7 @@ def kill_script(procs: list[dict[str, object]], grace_s: float) -> tuple[str, st
     process, wait up to ``grace_s`` seconds, SIGKILL the survivors (re-checked again), then
     confirm. Prints ``PID term|kill|gone|spared|alive`` lines; exit 7 if any is still alive."""
     for p in procs:
-        if not str(p["start_time"]).isdigit() or not all(c in "0123456789abcdef" for c in str(p["cmd_sha"])):
+        if not str(p["start_time"]).isdecimal() or not all(c in "0123456789abcdef" for c in str(p["cmd_sha"])):
             raise ValueError("a planned process has a malformed start time or command hash")
     ids = [(int(str(p["pid"])), q(str(p["start_time"])), q(str(p["cmd_sha"]))) for p in procs]
     ticks = max(1, int(grace_s / 0.2))
@@ -182,7 +182,7 @@ def kill_results(stdout: str) -> dict[int, str]:
     words = {"term": "terminated", "kill": "killed", "gone": "gone", "spared": "spared", "alive": "alive"}
     for line in stdout.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0].isdigit() and parts[1] in words:
+        if len(parts) == 2 and parts[0].isdecimal() and parts[1] in words:
             out[int(parts[0])] = words[parts[1]]
     return out
 

@@ -55,15 +55,15 @@ def parse_owners(out: ProbeOutput | None) -> OwnerReport:
         head, _, rest = line.partition(" ")
         if head == "pid":
             f = rest.split()
-            if f and f[0].isdigit():
+            if f and f[0].isdecimal():
                 pids[int(f[0])] = f[1] if len(f) > 1 else "listed"
         elif head == "ps":
             f = rest.split(None, 3)
-            if len(f) >= 3 and f[0].isdigit():
-                ps[int(f[0])] = (f[1], int(f[2]) if f[2].isdigit() else None, f[3] if len(f) > 3 else "")
+            if len(f) >= 3 and f[0].isdecimal():
+                ps[int(f[0])] = (f[1], int(f[2]) if f[2].isdecimal() else None, f[3] if len(f) > 3 else "")
         elif head == "cgroup":
             cg_pid, _, cg = rest.partition(" ")
-            if cg_pid.isdigit():
+            if cg_pid.isdecimal():
                 cgroups.setdefault(int(cg_pid), []).append(cg.split(":", 2)[-1])
         elif head == "container":
             ident, _, name = rest.partition(" ")

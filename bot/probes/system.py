@@ -60,7 +60,7 @@ def parse_du(path: str, out: ProbeOutput) -> Folder:
     total: int | None = None
     for line in out.stdout.splitlines():
         head = line.split("\t", 1)[0].strip()
-        if head.isdigit():
+        if head.isdecimal():
             total = int(head)
     if out.exit_status == 0 and total is not None:
         return Folder(path=path, state=FolderState.PRESENT, size_bytes=total)
@@ -80,7 +80,7 @@ def hf_cache_path(out: ProbeOutput, configured: str | None) -> str:
     if out.exit_status is not None:  # a frame cut short may end in the middle of a line
         for line in out.stdout.splitlines():
             head, tab, tail = line.partition("\t")
-            if tab and head.strip().isdigit() and tail.strip():
+            if tab and head.strip().isdecimal() and tail.strip():
                 return tail.strip()
         for line in out.stderr.splitlines():
             m = _DU_CANNOT.match(line.strip())
@@ -113,7 +113,7 @@ def parse_unit(name: str, out: ProbeOutput) -> Unit:
         load_state=values.get("LoadState"),
         active_state=values["ActiveState"],
         sub_state=values.get("SubState"),
-        main_pid=int(pid) if pid.isdigit() else None,
+        main_pid=int(pid) if pid.isdecimal() else None,
     )
 
 
@@ -123,7 +123,7 @@ def parse_context(driver: ProbeOutput | None, uptime: ProbeOutput | None, hostna
     if driver and driver.exit_status == 0:
         for line in driver.stdout.splitlines():
             if line.startswith("NVRM version:"):
-                kernel_driver = next((w for w in line.split() if w[:1].isdigit() and "." in w), None)
+                kernel_driver = next((w for w in line.split() if w[:1].isdecimal() and "." in w), None)
     up = None
     if uptime and uptime.exit_status == 0 and uptime.stdout.split():
         try:

@@ -85,7 +85,7 @@ async def forget(*, db_session: AsyncSession, host_name: str, gpu: str) -> list[
     rows = await listing(db_session=db_session, host_name=host_name)
     if gpu == "all":
         hit = rows
-    elif gpu.isdigit():
+    elif gpu.isdecimal():
         hit = [r for r in rows if r.gpu_index == int(gpu)]
     else:
         hit = [r for r in rows if r.uuid.lower().startswith(gpu.lower())]
