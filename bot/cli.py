@@ -26,7 +26,7 @@ from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings
 from bot.db.migrate import upgrade
-from bot.errors import GpubotError, NotFoundError, UsageError
+from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
@@ -330,6 +330,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.cmd in ("history", "diff"):
             return asyncio.run(getattr(cli_history, args.cmd)(settings, args))
         return asyncio.run(_status(settings, args.words, args.json))
+    except DatabaseUnavailable as exc:  # refused, no answer, dropped: name it (never its password)
+        print(f"gpubot: {exc}; GPUBOT_DATABASE_URL is {exc.url or _redacted(settings.database_url)}", file=sys.stderr)
+        return EX_IOERR
     except NotFoundError as exc:
         near = f" Did you mean: {', '.join(exc.near)}?" if exc.near else ""
         print(f"gpubot: {exc}.{near}", file=sys.stderr)

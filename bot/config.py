@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     database_url: str = Field(default_factory=lambda: f"sqlite+aiosqlite:///{default_data_dir()}/gpubot.db")
     """Default: ``$XDG_DATA_HOME/gpubot/gpubot.db`` (``~/.local/share/gpubot/gpubot.db``), the same
     file whatever the current directory."""
+    db_connect_timeout_s: float = Field(default=5.0, gt=0)
+    """Seconds to open a database connection before the database counts as unavailable (PostgreSQL)."""
+    db_statement_timeout_s: float = Field(default=10.0, gt=0)
+    """Seconds one statement may wait for the database's answer (PostgreSQL; migrations excepted)."""
     known_hosts: str = "~/.ssh/known_hosts"
     ssh_user: str | None = None
     ssh_key_file: str | None = None

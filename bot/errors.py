@@ -4,6 +4,8 @@
     ├── UsageError            the user's input is wrong; the message is shown as is
     ├── NotFoundError         a named thing (host, snapshot) does not exist
     ├── PermissionDenied      the caller lacks the role an action needs
+    ├── DatabaseUnavailable   the database refused, did not answer in time, or dropped the connection
+    ├── ChannelUnavailable    Slack refused a post to a channel the bot cannot use (not a member, gone, archived)
     └── ProbeError            a probe batch could not run (``partial``: what arrived before it stopped)
         ├── HostUnreachable   connection refused, timed out, DNS, auth failure
         │   └── ConnectionLost  the connection dropped while the batch ran
@@ -102,3 +104,34 @@ class RemoteShellError(ProbeError):
     def __init__(self, message: str, *, login_shell: str | None = None):
         super().__init__(message)
         self.login_shell = login_shell
+
+
+class DatabaseUnavailable(GpubotError):
+    """The database cannot be used right now: the connection was refused or timed out, the
+    server did not answer a statement within the statement timeout, or it dropped the connection.
+
+    ``where`` names the database without secrets (``postgresql at db:5432``, ``sqlite at
+    /var/lib/gpubot/gpubot.db``); ``reason`` is short and lower case (``connection refused``,
+    ``no answer within 5 s``). ``url`` is the URL with its password masked (``***``).
+    """
+
+    kind = "database"
+
+    def __init__(self, where: str, reason: str, *, url: str | None = None):
+        super().__init__(f"the database is unavailable ({where}: {reason})")
+        self.where = where
+        self.reason = reason
+        self.url = url
+
+
+class ChannelUnavailable(GpubotError):
+    """Slack refused a post because the bot cannot use ``channel``: ``reason`` is Slack's error
+    code (``not_in_channel``, ``channel_not_found``, ``is_archived``). The message says how to fix it."""
+
+    kind = "channel"
+    REASONS = ("not_in_channel", "channel_not_found", "is_archived")
+
+    def __init__(self, message: str, *, channel: str, reason: str):
+        super().__init__(message)
+        self.channel = channel
+        self.reason = reason

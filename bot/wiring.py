@@ -23,7 +23,8 @@ def build_services(settings: Settings, *, fleet_thread: bool | None = None) -> S
     ``fleet_thread`` (default: ``settings.fleet_thread``) gives fleet fan-outs an event loop of
     their own in a second thread, with their own engine and SSH pool
     (:class:`~bot.flows.loop_thread.LoopThread`)."""
-    engine = make_engine(settings.database_url)
+    engine = make_engine(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s,
+                         statement_timeout_s=settings.db_statement_timeout_s)
     runner = RoutingRunner(ssh_runner(settings))
     use_thread = settings.fleet_thread if fleet_thread is None else fleet_thread
     fleet_loop = LoopThread(lambda: build_services(settings, fleet_thread=False)) if use_thread else None

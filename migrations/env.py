@@ -7,6 +7,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from bot.db.availability import connect_args, guard
 from bot.db.models import Base
 
 config = context.config
@@ -40,8 +41,17 @@ def _run(connection: Connection) -> None:
         context.run_migrations()
 
 
+CONNECT_TIMEOUT_S = 5.0
+"""A database that refuses or does not answer stops `gpubot db upgrade` (and every command, which
+upgrades first) within this many seconds, naming the database; statements have no limit here
+(a backfill may be long)."""
+
+
 async def _online() -> None:
-    engine = create_async_engine(_url())
+    url = _url()
+    engine = guard(create_async_engine(url, connect_args=connect_args(url, connect_timeout_s=CONNECT_TIMEOUT_S,
+                                                                      statement_timeout_s=None)),
+                   url, connect_timeout_s=CONNECT_TIMEOUT_S)
     async with engine.connect() as conn:
         await conn.run_sync(_run)
     await engine.dispose()

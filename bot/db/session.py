@@ -5,16 +5,21 @@ from __future__ import annotations
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from bot.db.availability import connect_args, guard
+
 SessionFactory = async_sessionmaker[AsyncSession]
 
 
-def make_engine(url: str) -> AsyncEngine:
+def make_engine(url: str, *, connect_timeout_s: float | None = 5.0, statement_timeout_s: float | None = 10.0) -> AsyncEngine:
     """An async engine for ``url`` (``sqlite+aiosqlite:///file.db`` or ``postgresql+asyncpg://…``).
 
     SQLite gets foreign keys on and a busy timeout, so two writers wait instead of failing.
+    PostgreSQL gets a connect timeout and a per-statement timeout (seconds; ``None`` = none), and a
+    pool that waits at most that long for a free connection. On every backend, a database out of
+    reach raises :class:`~bot.errors.DatabaseUnavailable` (see :mod:`bot.db.availability`).
     """
     if url.startswith("sqlite"):
-        engine = create_async_engine(url, connect_args={"timeout": 30})
+        engine = guard(create_async_engine(url, connect_args={"timeout": 30}), url)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
@@ -24,7 +29,10 @@ def make_engine(url: str) -> AsyncEngine:
             cur.close()
 
         return engine
-    return create_async_engine(url, pool_pre_ping=True)
+    args = connect_args(url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
+    engine = create_async_engine(url, pool_pre_ping=True, connect_args=args,
+                                 pool_timeout=(statement_timeout_s or 30.0) + (connect_timeout_s or 0.0))
+    return guard(engine, url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
 
 
 def make_session_factory(engine: AsyncEngine) -> SessionFactory:

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from bot.config import Settings
+from bot.errors import GpubotError
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
@@ -106,8 +105,12 @@ def make_report(target: HostTarget, result: ProbeResult, assessment: Assessment,
                         error=result.error, need_bytes=need_bytes, units_expected=req.units, store_error=store_error)
 
 
-def store_error_text(exc: SQLAlchemyError) -> str:
-    """What a report says when its snapshot could not be written."""
+def store_error_text(exc: BaseException) -> str:
+    """What a report says when its snapshot could not be written, whatever the failure: our own
+    errors as they read (:class:`~bot.errors.DatabaseUnavailable` names the database), others as
+    ``Type: first line`` of the driver's error."""
+    if isinstance(exc, GpubotError):
+        return f"the snapshot was not stored: {exc}"
     cause = getattr(exc, "orig", None) or exc
     return f"the snapshot was not stored: {type(cause).__name__}: {(str(cause).splitlines() or [''])[0][:200]}"
 
@@ -135,7 +138,7 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
             snap = await snapshots.store(db_session=db, result=result, assessment=assessment, host_id=host_id,
                                          requested_by=requested_by)
             snapshot_id = snap.id
-    except SQLAlchemyError as exc:
+    except Exception as exc:  # any failure to store (the database gone mid-probe included) keeps the verdict
         log.exception("could not store the snapshot of %s", target.name)
         store_error = store_error_text(exc)
     return make_report(target, result, assessment, req, need_bytes=need_bytes, snapshot_id=snapshot_id,

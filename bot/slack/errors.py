@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from bot.errors import GpubotError, NotFoundError, PermissionDenied, UsageError
+from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, PermissionDenied, UsageError
 
 log = logging.getLogger("gpubot.slack")
 
@@ -29,6 +29,9 @@ def user_message(exc: BaseException) -> tuple[str, str | None]:
         return f"{exc}.{near}", None
     if isinstance(exc, PermissionDenied):
         return f"{exc} (needs the {exc.needed_role} role)", None
+    if isinstance(exc, DatabaseUnavailable):  # told to the user as is; the log keeps it for the admin
+        log.warning("%s", exc)
+        return str(exc), None
     if isinstance(exc, GpubotError):
         return str(exc), None
     error_id = secrets.token_hex(4)
