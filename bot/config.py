@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     report_chart_days: int = 7
     """Days of history in a report's chart."""
     report_sync_s: int = 60
+    report_lease_s: int = Field(default=300, ge=30)
+    """A claimed report whose instance has not renewed its claim for this many seconds (it died
+    before posting) is taken over and sent by another instance (or this one after a restart)."""
     """Seconds between re-reading report schedules from the database (another replica's edits)."""
     retention_readings_days: int = 400
     """Snapshots (parsed readings) older than this are deleted."""

@@ -60,6 +60,11 @@ class ReportRemoveCommand:
 
 
 @dataclass(frozen=True)
+class ReportResumeCommand:
+    schedule_id: int
+
+
+@dataclass(frozen=True)
 class ReportNowCommand:
     group: str | None = None
     all_hosts: bool = False
@@ -158,10 +163,18 @@ def parse_schedule(args: list[str]) -> ReportScheduleCommand:
     return ReportScheduleCommand(expr, tz, group, all_hosts, channel)
 
 
-def parse_remove(args: list[str]) -> ReportRemoveCommand:
+def _schedule_id(args: list[str], usage: str) -> int:
     if len(args) != 1 or not args[0].lstrip("#").isdigit():
-        raise UsageError("give the schedule's number (see `report list`)", usage="report remove ID")
-    return ReportRemoveCommand(int(args[0].lstrip("#")))
+        raise UsageError("give the schedule's number (see `report list`)", usage=usage)
+    return int(args[0].lstrip("#"))
+
+
+def parse_remove(args: list[str]) -> ReportRemoveCommand:
+    return ReportRemoveCommand(_schedule_id(args, "report remove ID"))
+
+
+def parse_resume(args: list[str]) -> ReportResumeCommand:
+    return ReportResumeCommand(_schedule_id(args, "report resume ID"))
 
 
 def parse_now(args: list[str]) -> ReportNowCommand:
@@ -187,5 +200,7 @@ SPECS = [
                 parse_schedule),
     CommandSpec(("report", "list"), "report list", "scheduled reports and when they next run", Role.VIEWER, _no_args),
     CommandSpec(("report", "remove"), "report remove ID", "stop a scheduled report", Role.OPERATOR, parse_remove),
+    CommandSpec(("report", "resume"), "report resume ID", "resume a report paused because its channel refused it",
+                Role.OPERATOR, parse_resume),
     CommandSpec(("report", "now"), NOW_USAGE, "post a readiness report here now", Role.VIEWER, parse_now),
 ]

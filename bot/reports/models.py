@@ -2,8 +2,19 @@
 
 A run row is the *claim* of one fire time of one schedule: the unique constraint on
 ``(schedule_id, fire_time)`` makes every other instance's insert fail, so exactly one bot
-replica probes and posts. ``status`` moves ``claimed`` -> ``sent`` | ``late`` | ``failed``;
+replica probes and posts. ``status`` moves ``claimed`` -> ``posting`` -> ``sent`` | ``late`` | ``failed``;
 ``skipped`` rows are inserted directly for fire times missed beyond the grace period.
+
+The claim is a lease: its holder renews ``heartbeat_at`` while it builds the report. A ``claimed``
+row whose heartbeat is older than ``report_lease_s`` belongs to an instance that died before
+posting; another instance takes it over with a conditional ``UPDATE`` (one winner) and sends it.
+Just before posting, the holder moves the row to ``posting`` with a conditional ``UPDATE`` naming
+itself, so a holder that lost its lease never posts; a ``posting`` row is never taken over (the
+message may be out), and one left stale is recorded ``failed``.
+
+A schedule whose posts Slack refuses for the channel (``not_in_channel``, ``channel_not_found``,
+``is_archived``) counts ``consecutive_failures``; at :data:`PAUSE_AFTER` in a row it is paused
+(``paused_at``) until ``report resume``; any sent report resets the count.
 """
 
 from __future__ import annotations
@@ -24,6 +35,11 @@ class RunStatus(str, enum.Enum):
     LATE = "late"  # posted after a restart, within the grace period (marked late in Slack)
     SKIPPED = "skipped"  # missed beyond the grace period; nothing posted
     FAILED = "failed"  # the claim holder could not post (``error`` says why)
+    POSTING = "posting"  # the holder is posting it now (never taken over: the message may be out)
+
+
+PAUSE_AFTER = 3
+"""Channel failures in a row that pause a schedule."""
 
 
 class ReportSchedule(Base):
@@ -39,6 +55,17 @@ class ReportSchedule(Base):
     channel: Mapped[str] = mapped_column(String(100))
     created_by: Mapped[str | None] = mapped_column(String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Runs in a row that Slack refused for the channel; reset by a sent report and by resume."""
+    paused_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    """Set when paused (no run is due while set); cleared by ``report resume``."""
+    paused_reason: Mapped[str | None] = mapped_column(Text)
+    resumed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    """Fire times before this are not due (nothing missed while paused is sent or recorded)."""
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None
 
 
 class ReportRun(Base):
@@ -54,6 +81,10 @@ class ReportRun(Base):
     status: Mapped[str] = mapped_column(String(16))
     claimed_by: Mapped[str | None] = mapped_column(String(64))
     claimed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    """Renewed by the holder while it works; the lease expires ``report_lease_s`` after it."""
+    attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    """1, plus one per take-over of a stale claim."""
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     snapshot_ids: Mapped[dict[str, Any]] = mapped_column(JSONDoc, default=dict)
     message_ts: Mapped[str | None] = mapped_column(String(32))

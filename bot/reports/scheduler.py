@@ -14,17 +14,27 @@ time only from the injected ``now()`` callable, so tests move a clock instead of
   probe): of two bot instances on one database only the one whose insert succeeded probes and
   posts. APScheduler job stores are never shared between instances.
 
-A claim whose holder dies before posting stays ``claimed`` (nothing is posted twice, but that
-report is lost); see README "History and reports".
+* the claim is a lease, renewed every ``report_lease_s / 3`` seconds while the report is built; a
+  ``claimed`` run whose holder died (heartbeat older than ``report_lease_s``) is taken over by the
+  next pass of any instance (one conditional ``UPDATE`` decides) and sent, late, within the grace
+  period — unless a newer fire time is due, then it is recorded ``skipped``. Before posting, the
+  holder moves the run to ``posting`` only if it still holds the lease, so a taken-over holder
+  never posts: still exactly once. A run left in ``posting`` is never retried (the message may
+  be out) and is recorded ``failed`` once stale;
+* a post Slack refuses for the channel (:class:`~bot.errors.ChannelUnavailable`) fails the run,
+  tells the schedule's creator through ``notify`` and, at
+  :data:`~bot.reports.models.PAUSE_AFTER` in a row, pauses the schedule (``report resume``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -32,12 +42,13 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot.db.base import utcnow
+from bot.errors import ChannelUnavailable
 from bot.flows.context import Services
 from bot.history import background, retention
 from bot.reports import cron
 from bot.reports import service as reports
 from bot.reports.flows import Post, build_report
-from bot.reports.models import ReportSchedule, RunStatus
+from bot.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
 
 log = logging.getLogger("gpubot.reports")
 
@@ -45,6 +56,30 @@ Clock = Callable[[], datetime]
 CATCH_UP = timedelta(days=7)
 """Fire times older than the grace period *and* this are not even recorded as skipped (a count
 is logged), so a long outage does not write thousands of rows."""
+
+
+@dataclass(frozen=True)
+class ChannelProblem:
+    """A scheduled report Slack refused for its channel, for the schedule's creator: ``reason`` is
+    Slack's code, ``message`` says how to fix it, ``failures`` counts them in a row, ``paused``
+    is true when this one paused the schedule."""
+
+    schedule_id: int
+    cron: str
+    tz: str
+    group: str | None
+    channel: str
+    created_by: str | None
+    fire_time: datetime
+    reason: str
+    message: str
+    failures: int
+    paused: bool
+    pause_after: int = PAUSE_AFTER
+
+
+Notify = Callable[[ChannelProblem], Awaitable[None]]
+"""``notify(problem)`` tells the schedule's creator (the Slack layer sends a direct message)."""
 
 
 @dataclass(frozen=True)
@@ -59,11 +94,14 @@ class Outcome:
 
 
 class ReportScheduler:
-    """Owns the ``AsyncIOScheduler``; ``post`` is the Slack layer's callback; ``now`` the clock."""
+    """Owns the ``AsyncIOScheduler``; ``post`` and ``notify`` are the Slack layer's callbacks;
+    ``now`` the clock."""
 
-    def __init__(self, services: Services, post: Post, *, now: Clock = utcnow, instance: str | None = None):
+    def __init__(self, services: Services, post: Post, *, now: Clock = utcnow, instance: str | None = None,
+                 notify: Notify | None = None):
         self.services = services
         self.post = post
+        self.notify = notify
         self.now = now
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.aps: AsyncIOScheduler | None = None
@@ -72,12 +110,13 @@ class ReportScheduler:
     # -- decisions (clock-driven, no APScheduler needed) ---------------------------------------
 
     async def run_due(self, schedule_id: int | None = None) -> list[Outcome]:
-        """Handle every due fire time of one schedule (or all); returns what this instance did."""
+        """Handle every due fire time of one schedule (or all), and every run whose holder's lease
+        expired; paused schedules are left alone. Returns what this instance did."""
         async with self.services.sessions() as db:
             rows = await reports.list_all(db_session=db)
         out: list[Outcome] = []
         for sched in rows:
-            if schedule_id is None or sched.id == schedule_id:
+            if (schedule_id is None or sched.id == schedule_id) and not sched.paused:
                 out += await self._due(sched)
         return out
 
@@ -86,50 +125,144 @@ class ReportScheduler:
         now = self.now()
         async with self.services.sessions() as db:
             anchor = await reports.last_fire(db_session=db, schedule_id=sched.id) or sched.created_at
+            stale = await reports.stale_runs(db_session=db, schedule_id=sched.id, before=self._lease_cut(now))
+        if sched.resumed_at is not None and sched.resumed_at > anchor:
+            anchor = sched.resumed_at  # nothing missed while paused is sent
         floor = now - timedelta(seconds=s.report_grace_s) - CATCH_UP
         if anchor < floor:
             log.warning("report schedule #%d: fire times before %s are not looked at (bot was down)", sched.id, floor)
             anchor = floor
         due = list(cron.fire_times(cron.trigger(sched.cron, sched.tz), anchor, now))
+        out = [await self._stale(sched, run, newer_due=bool(due)) for run in stale]
         if not due:
-            return []
-        out = [await self._skip(sched, f, "a newer fire time is due") for f in due[:-1]]
+            return [o for o in out if o is not None]
+        out += [await self._skip(sched, f, "a newer fire time is due") for f in due[:-1]]
         newest = due[-1]
         age = (now - newest).total_seconds()
         if age > s.report_grace_s:
             out.append(await self._skip(sched, newest, f"{age:.0f} s late, beyond the {s.report_grace_s} s grace period"))
         else:
-            out.append(await self._send(sched, newest, late_by_s=int(age) if age > s.report_on_time_s else None))
-        return out
+            out.append(await self._send(sched, newest, late_by_s=self._late_by(age)))
+        return [o for o in out if o is not None]
+
+    def _late_by(self, age_s: float) -> int | None:
+        return int(age_s) if age_s > self.services.settings.report_on_time_s else None
+
+    def _lease_cut(self, now: datetime) -> datetime:
+        return now - timedelta(seconds=self.services.settings.report_lease_s)
+
+    async def _stale(self, sched: ReportSchedule, run: ReportRun, *, newer_due: bool) -> Outcome | None:
+        """A run whose holder stopped renewing its lease: retry it, or record why not."""
+        now = self.now()
+        cut = self._lease_cut(now)
+        age = (now - run.fire_time).total_seconds()
+        who = run.claimed_by or "another instance"
+        if run.status == RunStatus.POSTING.value:
+            status, why = RunStatus.FAILED, f"{who} stopped while posting; the report may be incomplete and is not re-sent"
+        elif newer_due:
+            status, why = RunStatus.SKIPPED, f"{who} stopped before posting, and a newer fire time is due"
+        elif age > self.services.settings.report_grace_s:
+            status, why = RunStatus.SKIPPED, f"{who} stopped before posting; {age:.0f} s late, beyond the grace period"
+        else:
+            async with self.services.sessions() as db, db.begin():
+                mine = await reports.take_over(db_session=db, run_id=run.id, instance=self.instance, now=now, before=cut)
+            if not mine:
+                return Outcome(sched.id, run.fire_time, "lost")
+            log.warning("report schedule #%d at %s: %s stopped before posting; sending it now", sched.id,
+                        run.fire_time.isoformat(), who)
+            return await self._send(sched, run.fire_time, late_by_s=self._late_by(age), run_id=run.id)
+        async with self.services.sessions() as db, db.begin():
+            closed = await reports.abandon(db_session=db, run_id=run.id, status=status, error=why, before=cut)
+        if not closed:
+            return Outcome(sched.id, run.fire_time, "lost")
+        log.warning("report schedule #%d at %s: %s", sched.id, run.fire_time.isoformat(), why)
+        return Outcome(sched.id, run.fire_time, status.value)
 
     async def _skip(self, sched: ReportSchedule, fire: datetime, why: str) -> Outcome:
         async with self.services.sessions() as db, db.begin():
             run = await reports.claim(db_session=db, schedule_id=sched.id, fire_time=fire, instance=self.instance,
-                                      status=RunStatus.SKIPPED)
+                                      status=RunStatus.SKIPPED, now=self.now())
         if run is None:
             return Outcome(sched.id, fire, "lost")
         log.warning("report schedule #%d: skipped the report due at %s (%s)", sched.id, fire.isoformat(), why)
         return Outcome(sched.id, fire, RunStatus.SKIPPED.value)
 
-    async def _send(self, sched: ReportSchedule, fire: datetime, late_by_s: int | None) -> Outcome:
-        async with self.services.sessions() as db, db.begin():
-            run = await reports.claim(db_session=db, schedule_id=sched.id, fire_time=fire, instance=self.instance)
-        if run is None:
-            return Outcome(sched.id, fire, "lost")
+    async def _keep_lease(self, run_id: int) -> None:
+        """Renew the lease until cancelled (a task beside the report being built)."""
+        every = max(1.0, self.services.settings.report_lease_s / 3)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                async with self.services.sessions() as db, db.begin():
+                    held = await reports.heartbeat(db_session=db, run_id=run_id, instance=self.instance, now=self.now())
+            except Exception:  # the database may be back before the lease runs out
+                log.exception("could not renew the lease of report run %d", run_id)
+                continue
+            if not held:
+                return
+
+    async def _send(self, sched: ReportSchedule, fire: datetime, late_by_s: int | None, run_id: int | None = None) -> Outcome:
+        if run_id is None:
+            async with self.services.sessions() as db, db.begin():
+                run = await reports.claim(db_session=db, schedule_id=sched.id, fire_time=fire, instance=self.instance,
+                                          now=self.now())
+            if run is None:
+                return Outcome(sched.id, fire, "lost")
+            run_id = run.id
         status = RunStatus.LATE if late_by_s is not None else RunStatus.SENT
+        lease = asyncio.create_task(self._keep_lease(run_id))
         try:
             report = await build_report(services=self.services, group=sched.group_name, now=self.now(), fire_time=fire,
                                         tz=sched.tz, late_by_s=late_by_s, schedule_id=sched.id)
-            ts = await self.post(sched.channel, report)
-        except Exception as exc:  # the run row says why; the log has the traceback
-            log.exception("report schedule #%d at %s failed", sched.id, fire.isoformat())
-            async with self.services.sessions() as db, db.begin():
-                await reports.finish(db_session=db, run_id=run.id, status=RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000])
-            return Outcome(sched.id, fire, RunStatus.FAILED.value)
+        except Exception as exc:
+            return await self._failed(sched, fire, run_id, exc)
+        finally:
+            lease.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lease
         async with self.services.sessions() as db, db.begin():
-            await reports.finish(db_session=db, run_id=run.id, status=status, snapshot_ids=report.snapshot_ids, message_ts=ts)
+            mine = await reports.begin_posting(db_session=db, run_id=run_id, instance=self.instance, now=self.now())
+        if not mine:  # our lease expired and another instance took the run over: it posts, not us
+            log.warning("report schedule #%d at %s: lease lost before posting; not posting", sched.id, fire.isoformat())
+            return Outcome(sched.id, fire, "lost")
+        try:
+            ts = await self.post(sched.channel, report)
+        except ChannelUnavailable as exc:
+            return await self._channel_failed(sched, fire, run_id, exc)
+        except Exception as exc:
+            return await self._failed(sched, fire, run_id, exc)
+        async with self.services.sessions() as db, db.begin():
+            await reports.finish(db_session=db, run_id=run_id, status=status, snapshot_ids=report.snapshot_ids, message_ts=ts,
+                                 instance=self.instance)
+            await reports.record_success(db_session=db, schedule_id=sched.id)
         log.info("report schedule #%d at %s: %s to %s", sched.id, fire.isoformat(), status.value, sched.channel)
         return Outcome(sched.id, fire, status.value, ts)
+
+    async def _failed(self, sched: ReportSchedule, fire: datetime, run_id: int, exc: BaseException) -> Outcome:
+        log.error("report schedule #%d at %s failed", sched.id, fire.isoformat(), exc_info=exc)  # the traceback
+        async with self.services.sessions() as db, db.begin():
+            await reports.finish(db_session=db, run_id=run_id, status=RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000],
+                                 instance=self.instance)
+        return Outcome(sched.id, fire, RunStatus.FAILED.value)
+
+    async def _channel_failed(self, sched: ReportSchedule, fire: datetime, run_id: int, exc: ChannelUnavailable) -> Outcome:
+        """Slack refused the channel: fail the run, count it, pause at PAUSE_AFTER, tell the creator."""
+        async with self.services.sessions() as db, db.begin():
+            await reports.finish(db_session=db, run_id=run_id, status=RunStatus.FAILED, error=f"{exc.reason}: {exc}"[:2000],
+                                 instance=self.instance)
+            row = await reports.record_channel_failure(db_session=db, schedule_id=sched.id, reason=exc.reason, now=self.now())
+        failures = row.consecutive_failures if row else 1
+        paused = bool(row and row.paused_at is not None and failures == PAUSE_AFTER)
+        log.warning("report schedule #%d at %s: Slack refused %s (%s), %d in a row%s", sched.id, fire.isoformat(),
+                    sched.channel, exc.reason, failures, "; schedule paused" if paused else "")
+        if self.notify is not None:
+            problem = ChannelProblem(sched.id, sched.cron, sched.tz, sched.group_name, sched.channel, sched.created_by, fire,
+                                     exc.reason, str(exc), failures, paused)
+            try:
+                await self.notify(problem)
+            except Exception:
+                log.exception("could not tell the creator of report schedule #%d", sched.id)
+        return Outcome(sched.id, fire, RunStatus.FAILED.value)
 
     # -- the alarm clock ------------------------------------------------------------------------
 
@@ -156,12 +289,12 @@ class ReportScheduler:
         async with self.services.sessions() as db:
             rows = await reports.list_all(db_session=db)
         if self.aps is not None:
-            wanted = {r.id: f"{r.cron}|{r.tz}" for r in rows}
+            wanted = {r.id: f"{r.cron}|{r.tz}" for r in rows if not r.paused}
             for sid in set(self._jobs) - set(wanted):
                 self.aps.remove_job(f"report:{sid}")
                 del self._jobs[sid]
             for r in rows:
-                if self._jobs.get(r.id) != wanted[r.id]:
+                if r.id in wanted and self._jobs.get(r.id) != wanted[r.id]:
                     self.aps.add_job(self.run_due, cron.trigger(r.cron, r.tz), args=[r.id], id=f"report:{r.id}",
                                      replace_existing=True, coalesce=True, misfire_grace_time=None, max_instances=3)
                     self._jobs[r.id] = wanted[r.id]

@@ -9,16 +9,17 @@ whose insert succeeded probes and posts.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.db.base import utcnow
 from bot.errors import NotFoundError, UsageError
 from bot.reports import cron
-from bot.reports.models import ReportRun, ReportSchedule, RunStatus
+from bot.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
 
 MAX_SCHEDULES = 100
 
@@ -64,13 +65,15 @@ async def last_fire(*, db_session: AsyncSession, schedule_id: int) -> datetime |
 
 
 async def claim(*, db_session: AsyncSession, schedule_id: int, fire_time: datetime, instance: str,
-                status: RunStatus = RunStatus.CLAIMED) -> ReportRun | None:
-    """Insert the run row; ``None`` when another instance (or an earlier pass) already has it."""
+                status: RunStatus = RunStatus.CLAIMED, now: datetime | None = None) -> ReportRun | None:
+    """Insert the run row, its lease starting at ``now`` (default: the wall clock); ``None`` when
+    another instance (or an earlier pass) already has it."""
+    now = now or utcnow()
     try:
         async with db_session.begin_nested():
             run = ReportRun(schedule_id=schedule_id, fire_time=fire_time, status=status.value, claimed_by=instance[:64],
-                            claimed_at=utcnow(), snapshot_ids={},
-                            finished_at=utcnow() if status is RunStatus.SKIPPED else None)
+                            claimed_at=now, heartbeat_at=now, attempts=1, snapshot_ids={},
+                            finished_at=now if status is RunStatus.SKIPPED else None)
             db_session.add(run)
         return run
     except IntegrityError:
@@ -78,14 +81,101 @@ async def claim(*, db_session: AsyncSession, schedule_id: int, fire_time: dateti
 
 
 async def finish(*, db_session: AsyncSession, run_id: int, status: RunStatus, snapshot_ids: dict[str, int] | None = None,
-                 message_ts: str | None = None, error: str | None = None) -> None:
-    """Record how a claimed run ended."""
-    run = await db_session.get(ReportRun, run_id)
-    if run is None:
-        return
-    run.status, run.finished_at, run.message_ts, run.error = status.value, utcnow(), message_ts, error
+                 message_ts: str | None = None, error: str | None = None, instance: str | None = None) -> bool:
+    """Record how a claimed run ended; with ``instance``, only while that instance still holds it
+    (``False`` when it does not)."""
+    values: dict[str, Any] = {"status": status.value, "finished_at": utcnow(), "message_ts": message_ts, "error": error}
     if snapshot_ids is not None:
-        run.snapshot_ids = snapshot_ids
+        values["snapshot_ids"] = snapshot_ids
+    q = update(ReportRun).where(ReportRun.id == run_id)
+    if instance is not None:
+        q = q.where(ReportRun.claimed_by == instance[:64], ReportRun.status.in_(_HELD))
+    return _changed(await db_session.execute(q.values(**values).execution_options(synchronize_session=False)))
+
+
+def _changed(result: Any) -> bool:
+    """Whether a conditional ``UPDATE`` matched a row (its ``CursorResult.rowcount``)."""
+    return bool(cast(CursorResult[Any], result).rowcount)
+
+
+_HELD = (RunStatus.CLAIMED.value, RunStatus.POSTING.value)
+
+
+def _stale(before: datetime) -> Any:
+    return or_(ReportRun.heartbeat_at < before, and_(ReportRun.heartbeat_at.is_(None), ReportRun.claimed_at < before))
+
+
+async def heartbeat(*, db_session: AsyncSession, run_id: int, instance: str, now: datetime) -> bool:
+    """Renew the lease of a run ``instance`` holds; ``False`` when it no longer holds it."""
+    q = (update(ReportRun).where(ReportRun.id == run_id, ReportRun.claimed_by == instance[:64], ReportRun.status.in_(_HELD))
+         .values(heartbeat_at=now).execution_options(synchronize_session=False))
+    return _changed(await db_session.execute(q))
+
+
+async def begin_posting(*, db_session: AsyncSession, run_id: int, instance: str, now: datetime) -> bool:
+    """Move the run from ``claimed`` to ``posting`` if ``instance`` still holds the claim; ``False``
+    means another instance took it over (its lease expired) and this one must not post."""
+    q = (update(ReportRun).where(ReportRun.id == run_id, ReportRun.claimed_by == instance[:64],
+                                 ReportRun.status == RunStatus.CLAIMED.value)
+         .values(status=RunStatus.POSTING.value, heartbeat_at=now).execution_options(synchronize_session=False))
+    return _changed(await db_session.execute(q))
+
+
+async def stale_runs(*, db_session: AsyncSession, schedule_id: int, before: datetime) -> list[ReportRun]:
+    """Runs of the schedule still ``claimed`` or ``posting`` whose lease expired (heartbeat older
+    than ``before``), oldest fire time first."""
+    q = (select(ReportRun).where(ReportRun.schedule_id == schedule_id, ReportRun.status.in_(_HELD), _stale(before))
+         .order_by(ReportRun.fire_time))
+    return list((await db_session.execute(q)).scalars())
+
+
+async def take_over(*, db_session: AsyncSession, run_id: int, instance: str, now: datetime, before: datetime) -> bool:
+    """Claim a ``claimed`` run whose lease expired (heartbeat older than ``before``) for
+    ``instance``. One conditional ``UPDATE``: of several instances trying at once, exactly one
+    gets ``True`` (the winner's new heartbeat no longer matches the others' condition)."""
+    q = (update(ReportRun).where(ReportRun.id == run_id, ReportRun.status == RunStatus.CLAIMED.value, _stale(before))
+         .values(claimed_by=instance[:64], claimed_at=now, heartbeat_at=now, attempts=ReportRun.attempts + 1)
+         .execution_options(synchronize_session=False))
+    return _changed(await db_session.execute(q))
+
+
+async def abandon(*, db_session: AsyncSession, run_id: int, status: RunStatus, error: str, before: datetime) -> bool:
+    """Close a run whose lease expired without taking it over (``skipped`` or ``failed`` with
+    ``error``); ``False`` when it is no longer stale (someone renewed or took it)."""
+    q = (update(ReportRun).where(ReportRun.id == run_id, ReportRun.status.in_(_HELD), _stale(before))
+         .values(status=status.value, error=error[:2000], finished_at=utcnow()).execution_options(synchronize_session=False))
+    return _changed(await db_session.execute(q))
+
+
+async def record_channel_failure(*, db_session: AsyncSession, schedule_id: int, reason: str, now: datetime) -> ReportSchedule | None:
+    """Count a post Slack refused for the channel; pause the schedule at
+    :data:`~bot.reports.models.PAUSE_AFTER` in a row. Returns the schedule (``None`` if removed)."""
+    row = await db_session.get(ReportSchedule, schedule_id, with_for_update=True)
+    if row is None:
+        return None
+    row.consecutive_failures = (row.consecutive_failures or 0) + 1
+    if row.consecutive_failures >= PAUSE_AFTER and row.paused_at is None:
+        row.paused_at, row.paused_reason = now, f"{reason}, {row.consecutive_failures} failures in a row"
+    await db_session.flush()
+    return row
+
+
+async def record_success(*, db_session: AsyncSession, schedule_id: int) -> None:
+    """A report was posted: the failures in a row start again from 0."""
+    q = (update(ReportSchedule).where(ReportSchedule.id == schedule_id, ReportSchedule.consecutive_failures != 0)
+         .values(consecutive_failures=0).execution_options(synchronize_session=False))
+    await db_session.execute(q)
+
+
+async def resume(*, db_session: AsyncSession, schedule_id: int, now: datetime) -> ReportSchedule:
+    """Un-pause: failures back to 0, and fire times before ``now`` are not due (nothing missed
+    while paused is sent). Raises :class:`NotFoundError`, or :class:`UsageError` when it is not paused."""
+    row = await get(db_session=db_session, schedule_id=schedule_id)
+    if row.paused_at is None:
+        raise UsageError(f"report schedule #{schedule_id} is not paused")
+    row.paused_at, row.paused_reason, row.consecutive_failures, row.resumed_at = None, None, 0, now
+    await db_session.flush()
+    return row
 
 
 async def previous_snapshots(*, db_session: AsyncSession, group: str | None, schedule_id: int | None = None,

@@ -54,12 +54,15 @@ def _when(t: datetime, tz: str) -> str:
 
 
 def schedule_line(s: ReportSchedule, next_at: datetime | None) -> str:
-    """``#3 · "0 8 * * 1-5" Europe/Berlin · group train → #train · next Mon … · by <@U1>``."""
+    """``#3 · "0 8 * * 1-5" Europe/Berlin · group train → #train · next Mon … · by <@U1>``, and a
+    second line when paused (since when, why, how to resume)."""
     target = f"group {s.group_name}" if s.group_name else "all hosts"
     channel = f"<#{s.channel}>" if not s.channel.startswith("#") else escape(s.channel)
     nxt = f" · next {_when(next_at, s.tz)}" if next_at else ""
     by = f" · by <@{s.created_by}>" if s.created_by else ""
-    return f"*#{s.id}* · `{escape(s.cron)}` {escape(s.tz)} · {escape(target)} → {channel}{nxt}{by}"
+    paused = (f"\n    *paused* since {_when(s.paused_at, s.tz)} ({escape(s.paused_reason or 'channel refused')}) — "
+              f"fix the channel, then `/gpu report resume {s.id}`") if s.paused_at else ""
+    return f"*#{s.id}* · `{escape(s.cron)}` {escape(s.tz)} · {escape(target)} → {channel}{nxt}{by}{paused}"
 
 
 def schedules_blocks(lines: list[str]) -> list[dict[str, Any]]:

@@ -24,7 +24,10 @@ Routes
 
 Canned answers can be replaced per method: ``recorder.responses["chat.postMessage"]
 = {"ok": False, "error": "channel_not_found"}`` (a dict, or a callable taking the
-RecordedCall and returning a dict).
+RecordedCall and returning a dict, or ``None`` for the canned answer). A dict with
+``HTTP_STATUS`` (``"__status__"``) is sent with that HTTP status instead of 200, e.g.
+``{"ok": False, "error": "internal_error", "__status__": 500}`` (slack_sdk's retry handlers retry
+500-503 and 429).
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ class RecordedCall:
         return self.body.get("token")
 
 
-Responder = Union[dict, Callable[[RecordedCall], dict]]
+Responder = Union[dict, Callable[[RecordedCall], Optional[dict]]]
+HTTP_STATUS = "__status__"
 
 
 class SlackApiRecorder:
@@ -198,7 +202,12 @@ class SlackApiRecorder:
         if responder is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
         answer = responder(call) if callable(responder) else responder
-        return web.json_response(answer)
+        if answer is None:  # a callable override may fall back to the canned answer
+            canned = getattr(self, "_m_" + method.replace(".", "_"), None)
+            answer = canned(call) if canned else {"ok": False, "error": "unknown_method"}
+        answer = dict(answer)
+        status = int(answer.pop(HTTP_STATUS, 200))
+        return web.json_response(answer, status=status)
 
     async def _upload(self, request: web.Request) -> web.Response:
         file_id = request.match_info["file_id"]

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.access import service as access
@@ -114,6 +115,25 @@ async def post_journal(client: AsyncWebClient, channel: str, thread_ts: str | No
                                  title=f"journalctl -u {tail.unit} -n {tail.asked} on {tail.host}")
 
 
+async def post_result(client: AsyncWebClient, respond: Any, channel: str, ts: str | None, view: RequestView) -> bool:
+    """Post how an action ended in its card's thread. When Slack refuses that message (after the
+    client's retries), the approver is told, only to them, how the action ended and that the
+    result could not be posted — the action itself is not undone or failed by it. Returns whether
+    the result was posted."""
+    try:
+        await client.chat_postMessage(channel=channel, thread_ts=ts, text=card_text(view), blocks=result_blocks(view))
+        return True
+    except SlackApiError as exc:
+        error = exc.response.get("error") or f"HTTP {exc.response.status_code}"
+        log.warning("action #%s %s, but its result could not be posted in %s: %s", view.id, view.state.value, channel, error)
+        ended = "succeeded" if view.state is State.DONE else f"ended {view.state.value}"
+        lines = "".join(f"\n• {x}" for x in view.result_lines[:6])
+        text = (f"Action #{view.id} ({view.title}) {ended}, but its result could not be posted in the thread "
+                f"(Slack answered `{error}`).{lines}\n`/gpu audit {view.host}` shows every step.")
+        await respond(text=text, response_type="ephemeral", replace_original=False)
+        return False
+
+
 def _card_updater(client: AsyncWebClient, channel: str | None, ts: str | None, respond: Any) -> Callable[[RequestView], Awaitable[None]]:
     async def notify(view: RequestView) -> None:
         if channel and ts:
@@ -201,9 +221,7 @@ def register(app: AsyncApp, services: Services) -> None:
                                      role=role, user_groups=await resolver.groups_of(client, user, view.approvers), notify=notify,
                                      progress=progress)
         if outcome.status == "executed" and channel:
-            await client.chat_postMessage(channel=channel, thread_ts=ts, text=card_text(outcome.view),
-                                          blocks=result_blocks(outcome.view))
-            if outcome.view.journal is not None:
+            if await post_result(client, respond, channel, ts, outcome.view) and outcome.view.journal is not None:
                 await post_journal(client, channel, ts, outcome.view.journal)
             return
         if outcome.status == "noop" and outcome.view.state.final:

@@ -7,7 +7,15 @@ import logging
 
 from slack_sdk.errors import SlackApiError
 
-from bot.commands.history import DiffCommand, HistoryCommand, ReportListCommand, ReportNowCommand, ReportRemoveCommand, ReportScheduleCommand
+from bot.commands.history import (
+    DiffCommand,
+    HistoryCommand,
+    ReportListCommand,
+    ReportNowCommand,
+    ReportRemoveCommand,
+    ReportResumeCommand,
+    ReportScheduleCommand,
+)
 from bot.db.base import utcnow
 from bot.history.chart import ChartSeries, render_png
 from bot.history.service import diff_snapshots, load_history
@@ -18,7 +26,7 @@ from bot.reports.flows import build_report
 from bot.slack.blocks import escape, text_blocks
 from bot.slack.context import CommandContext
 from bot.slack.report_blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks
-from bot.slack.reports import make_poster, upload_png
+from bot.slack.reports import check_channel, make_poster, upload_png
 
 log = logging.getLogger("gpubot.slack")
 
@@ -59,6 +67,7 @@ async def _channel(ctx: CommandContext, wanted: str | None) -> str:
 async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
     group = None if cmd.all_hosts else (cmd.group or ctx.services.settings.default_group)
     channel = await _channel(ctx, cmd.channel)
+    await check_channel(ctx.client, channel)  # refused with how to fix it, instead of failing at every run
     async with ctx.services.sessions() as db, db.begin():
         row = await reports.create(db_session=db, expr=cmd.cron, tz=cmd.tz, group=group, channel=channel,
                                    created_by=ctx.user_id)
@@ -70,7 +79,7 @@ async def list_schedules(ctx: CommandContext, cmd: ReportListCommand) -> None:
     async with ctx.services.sessions() as db:
         rows = await reports.list_all(db_session=db)
     now = utcnow()
-    lines = [schedule_line(r, cron.next_fire(r.cron, r.tz, now)) for r in rows]
+    lines = [schedule_line(r, None if r.paused else cron.next_fire(r.cron, r.tz, now)) for r in rows]
     await ctx.reply_ephemeral(f"{len(rows)} scheduled reports", schedules_blocks(lines))
 
 
@@ -81,6 +90,18 @@ async def remove(ctx: CommandContext, cmd: ReportRemoveCommand) -> None:
     await ctx.post(text, text_blocks(text))
 
 
+async def resume(ctx: CommandContext, cmd: ReportResumeCommand) -> None:
+    async with ctx.services.sessions() as db:
+        row = await reports.get(db_session=db, schedule_id=cmd.schedule_id)
+    if row.paused:
+        await check_channel(ctx.client, row.channel)  # still refused: say how to fix it, stay paused
+    async with ctx.services.sessions() as db, db.begin():
+        row = await reports.resume(db_session=db, schedule_id=cmd.schedule_id, now=utcnow())
+    line = schedule_line(row, cron.next_fire(row.cron, row.tz, utcnow()))
+    text = f"Resumed scheduled report #{row.id}, by <@{ctx.user_id}>:\n{line}"
+    await ctx.post(f"Resumed scheduled report #{row.id}", text_blocks(text))
+
+
 async def report_now(ctx: CommandContext, cmd: ReportNowCommand) -> None:
     group = None if cmd.all_hosts else (cmd.group or ctx.services.settings.default_group)
     await ctx.reply_ephemeral(f"Building the report of {'group ' + group if group else 'all hosts'}…")
@@ -89,4 +110,5 @@ async def report_now(ctx: CommandContext, cmd: ReportNowCommand) -> None:
 
 
 HANDLERS = {HistoryCommand: history, DiffCommand: diff, ReportScheduleCommand: schedule,
-            ReportListCommand: list_schedules, ReportRemoveCommand: remove, ReportNowCommand: report_now}
+            ReportListCommand: list_schedules, ReportRemoveCommand: remove, ReportResumeCommand: resume,
+            ReportNowCommand: report_now}
