@@ -122,7 +122,7 @@ async def main(args: argparse.Namespace) -> None:
         url = args.pg.rsplit("/", 1)[0] + f"/{name}"
     try:
         await upgrade_async(url, "0005")
-        engine = make_engine(url)
+        engine = make_engine(url, statement_timeout_s=None)  # seeding a year: no per-statement limit
         sessions = make_session_factory(engine)
         end = datetime.now(timezone.utc).replace(microsecond=0)
         rng = random.Random(174)

@@ -63,6 +63,30 @@ async def test_status_with_the_database_not_answering_says_so_within_the_connect
     assert 1.4 < seconds < 4 and "Something went wrong" not in text
 
 
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+async def test_status_when_a_connected_database_hangs_says_so_within_the_connect_timeout(database_url):
+    real = make_url(database_url)
+    proxy = await TcpProxy(real.host or "127.0.0.1", real.port or 5432).start()
+    url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    services = _services(url, db_connect_timeout_s=1.5, db_statement_timeout_s=4)
+    async with SlackApiRecorder() as recorder:
+        bot, close = await start_bot(services, recorder)
+        try:
+            await bot.command("help")  # the pool now holds a live connection through the proxy
+            await recorder.wait_for("response_url", timeout=20)
+            proxy.freeze()
+            started = time.monotonic()
+            await bot.command("status localhost")
+            answer = await recorder.wait_for("response_url", lambda c: "database" in c.body.get("text", ""), timeout=20)
+            seconds = time.monotonic() - started
+        finally:
+            await close()
+            await services.close()
+            await proxy.cut()
+    assert answer.body["text"] == f"the database is unavailable (postgresql at 127.0.0.1:{proxy.port}: no answer within 1.5 s)"
+    assert seconds < 4
+
+
 class CutTheDatabaseDuringTheProbe:
     """The real runner (sshd on 127.0.0.x); the database proxy is cut while the probe runs."""
 

@@ -9,7 +9,11 @@ password), whichever call happened to meet it:
   raises these as plain ``OSError`` / ``TimeoutError``, which SQLAlchemy passes through unwrapped.
 * ``handle_error``: a statement that met a dropped connection or got no answer within the
   statement timeout (asyncpg's ``command_timeout``); the connection is invalidated so the pool
-  opens a fresh one next time. The pool's own pre-ping is left alone (it reconnects by itself).
+  opens a fresh one next time.
+* ``checkout`` (PostgreSQL, instead of SQLAlchemy's ``pool_pre_ping``, whose ping waits the whole
+  statement timeout and lets a timeout escape raw): each pooled connection is pinged with
+  ``SELECT 1`` within the connect timeout; a dead one is replaced (a failing reconnect is
+  reported by ``do_connect``), one that does not answer is thrown away and reported.
 
 Other database errors (constraint violations, bad SQL) are not touched.
 """
@@ -21,8 +25,9 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, ExceptionContext, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import await_
 
 from bot.errors import DatabaseUnavailable
 
@@ -72,7 +77,7 @@ def _chain(exc: BaseException) -> list[BaseException]:
     seen: BaseException | None = exc
     while seen is not None and seen not in out and len(out) < 6:
         out.append(seen)
-        seen = getattr(seen, "orig", None) or seen.__cause__ or seen.__context__
+        seen = getattr(seen, "orig", None) or seen.__cause__
     return out
 
 
@@ -141,5 +146,17 @@ def guard(engine: AsyncEngine, url: str | URL, *, connect_timeout_s: float | Non
             return None
         ctx.is_disconnect = True  # throw the connection away: a timed-out one may still be mid-statement
         raise DatabaseUnavailable(place, reason, url=masked)
+
+    if make_url(url).get_driver_name() == "asyncpg":
+        ping_s = connect_timeout_s or 5.0
+
+        @event.listens_for(engine.sync_engine, "checkout")
+        def _ping(_dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+            try:
+                await_(record.driver_connection.fetchval("SELECT 1", timeout=ping_s))
+            except TimeoutError as exc:  # the pool invalidates a connection whose checkout raised
+                raise DatabaseUnavailable(place, f"no answer within {ping_s:g} s", url=masked) from exc
+            except Exception as exc:  # closed or reset: the pool opens a new one (do_connect names a failure)
+                raise DisconnectionError(f"ping failed: {exc!r}") from exc
 
     return engine

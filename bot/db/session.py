@@ -30,7 +30,7 @@ def make_engine(url: str, *, connect_timeout_s: float | None = 5.0, statement_ti
 
         return engine
     args = connect_args(url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
-    engine = create_async_engine(url, pool_pre_ping=True, connect_args=args,
+    engine = create_async_engine(url, connect_args=args,  # pinged on checkout by guard()
                                  pool_timeout=(statement_timeout_s or 30.0) + (connect_timeout_s or 0.0))
     return guard(engine, url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
 

@@ -135,7 +135,7 @@ class ReportScheduler:
         due = list(cron.fire_times(cron.trigger(sched.cron, sched.tz), anchor, now))
         out = [await self._stale(sched, run, newer_due=bool(due)) for run in stale]
         if not due:
-            return [o for o in out if o is not None]
+            return out
         out += [await self._skip(sched, f, "a newer fire time is due") for f in due[:-1]]
         newest = due[-1]
         age = (now - newest).total_seconds()
@@ -143,7 +143,7 @@ class ReportScheduler:
             out.append(await self._skip(sched, newest, f"{age:.0f} s late, beyond the {s.report_grace_s} s grace period"))
         else:
             out.append(await self._send(sched, newest, late_by_s=self._late_by(age)))
-        return [o for o in out if o is not None]
+        return out
 
     def _late_by(self, age_s: float) -> int | None:
         return int(age_s) if age_s > self.services.settings.report_on_time_s else None
@@ -151,7 +151,7 @@ class ReportScheduler:
     def _lease_cut(self, now: datetime) -> datetime:
         return now - timedelta(seconds=self.services.settings.report_lease_s)
 
-    async def _stale(self, sched: ReportSchedule, run: ReportRun, *, newer_due: bool) -> Outcome | None:
+    async def _stale(self, sched: ReportSchedule, run: ReportRun, *, newer_due: bool) -> Outcome:
         """A run whose holder stopped renewing its lease: retry it, or record why not."""
         now = self.now()
         cut = self._lease_cut(now)

@@ -4,7 +4,9 @@
 * :class:`SilentListener`: a socket that accepts connections (the kernel completes the TCP
   handshake) and never says a word, like a database host that hangs.
 * :class:`TcpProxy`: forwards a port to a real server (PostgreSQL); :meth:`TcpProxy.cut` stops
-  listening and drops every open connection, so the database "dies" under a running bot.
+  listening and drops every open connection, so the database "dies" under a running bot;
+  :meth:`TcpProxy.freeze` keeps every connection open and forwards nothing any more, like a
+  database host that hangs.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class TcpProxy:
         self.server: asyncio.base_events.Server | None = None
         self.writers: set[asyncio.StreamWriter] = set()
         self.port = 0
+        self.frozen = False
 
     async def start(self) -> TcpProxy:
         self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
@@ -51,12 +54,17 @@ class TcpProxy:
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
             while data := await reader.read(65536):
+                if self.frozen:
+                    continue  # swallowed: the other side waits for an answer that never comes
                 writer.write(data)
                 await writer.drain()
         with contextlib.suppress(Exception):
             writer.close()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.frozen:  # accepted, never answered
+            self.writers.add(writer)
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.target)
         except OSError:
@@ -64,6 +72,10 @@ class TcpProxy:
             return
         self.writers |= {writer, up_writer}
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    def freeze(self) -> None:
+        """From now on nothing is forwarded either way; connections stay open."""
+        self.frozen = True
 
     async def cut(self) -> None:
         """Stop listening (new connections are refused) and reset every open connection."""
