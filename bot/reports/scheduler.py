@@ -106,6 +106,8 @@ class ReportScheduler:
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.aps: AsyncIOScheduler | None = None
         self._jobs: dict[int, str] = {}
+        self.sync_passes = 0
+        """Completed :meth:`sync` passes (the first one runs as soon as :meth:`start` is called)."""
 
     # -- decisions (clock-driven, no APScheduler needed) ---------------------------------------
 
@@ -298,7 +300,10 @@ class ReportScheduler:
                     self.aps.add_job(self.run_due, cron.trigger(r.cron, r.tz), args=[r.id], id=f"report:{r.id}",
                                      replace_existing=True, coalesce=True, misfire_grace_time=None, max_instances=3)
                     self._jobs[r.id] = wanted[r.id]
-        await self.run_due()
+        try:
+            await self.run_due()
+        finally:
+            self.sync_passes += 1
 
     async def prune(self) -> retention.Pruned:
         """One retention pass with the settings' periods."""
