@@ -18,7 +18,8 @@ SAMPLES = {
     "kill": "kill n1 pid=4411", "stop": "stop n1 vllm.service", "start": "start n1 vllm.service",
     "restart": "restart n1 vllm.service", "pivot": "pivot n1 from=a.service to=b.service",
     "audit": "audit", "logs": "logs n1 vllm.service lines=20", "history": "history n1", "diff": "diff n1", "report schedule": 'report schedule "0 8 * * 1-5" UTC',
-    "report list": "report list", "report remove": "report remove 3", "report now": "report now", "help": "help",
+    "report list": "report list", "report remove": "report remove 3", "report resume": "report resume 3",
+    "report now": "report now", "help": "help",
 }
 
 
