@@ -2,15 +2,15 @@
 another instance retries a report whose holder died before posting; channel failures in a row,
 pause and resume on ``report_schedules``.
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-30
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0008'
-down_revision = '0007'
+revision = '0009'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 
