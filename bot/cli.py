@@ -30,6 +30,7 @@ from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, UsageErr
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
+from bot.observability.logs import configure_logging, secrets_of
 from bot.readiness.verdict import Verdict
 from bot.render.status_view import fleet_view, status_view
 from bot.render.text import fleet_text, status_text
@@ -268,15 +269,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gpubot`` console script."""
     args = _build_parser().parse_args(argv)
     quiet = argv is not None or args.cmd != "serve"
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    for noisy in ("asyncssh", "alembic"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)
     try:
         settings = Settings()
     except (ValidationError, SettingsError) as exc:
         print(f"gpubot: configuration error: {_settings_problem(exc)}", file=sys.stderr)
         return EX_CONFIG
+    configure_logging(fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level,
+                      secrets=secrets_of(settings))
+    if settings.log_level != "DEBUG":
+        for noisy in ("asyncssh", "alembic"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return _run(args, settings)
     except BrokenPipeError:  # `gpubot status x | head`: the reader left; say nothing more

@@ -92,6 +92,7 @@ class Settings(BaseSettings):
     slack_api_url: str | None = None
     """Web API base URL override (tests and the console point it at a local stand-in)."""
     http_port: int = 3000
+    """HTTP mode: ``POST /slack/events``; in both modes ``/healthz``, ``/readyz`` and ``/metrics``."""
     command: str = "/gpu"
     default_group: str | None = None
 
@@ -161,3 +162,13 @@ class Settings(BaseSettings):
     """An executing action whose heartbeat is older than this is reported as interrupted."""
     action_sweep_interval_s: float = 60.0
     """At most this often, a request reaching the bot also expires due cards and reports interrupted actions."""
+
+    # --- Running as a service (bot/observability, bot/slack/serve.py; README "Deployment") -------
+    log_format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per line (structlog), with ``error_id``, ``host``, ``slack_user``
+    and ``action_request`` where known. Secrets are redacted in both formats."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """Level of ``gpubot serve``'s log (other commands log warnings and errors only)."""
+    shutdown_grace_s: float = Field(default=20.0, ge=0)
+    """On SIGTERM, how long in-flight probes may run to finish and store their snapshots before
+    the process exits (0 = do not wait). Keep it below the container's stop timeout."""

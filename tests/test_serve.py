@@ -95,6 +95,7 @@ async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh
         recorder.responses["apps.connections.open"] = {"ok": True, "url": f"ws://127.0.0.1:{ws_port}/link"}
         env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'sm.db'}",
                "SLACK_BOT_TOKEN": "xoxb-sm", "SLACK_APP_TOKEN": "xapp-sm", "GPUBOT_SLACK_API_URL": recorder.url,
+               "GPUBOT_HTTP_PORT": str(free_port()),
                "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
                "GPUBOT_SSH_USER": ssh_server.username}
         env.pop("SLACK_SIGNING_SECRET", None)
@@ -114,6 +115,10 @@ async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh
             assert len(acks) == 2 and all("envelope_id" in a for a in acks)
         finally:
             proc.terminate()
-            out = proc.communicate(timeout=10)[0]
+            try:
+                out = proc.communicate(timeout=10)[0]
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise AssertionError(proc.communicate()[0]) from None
             await runner.cleanup()
         assert "Socket Mode" in out and "xapp-sm" not in out, out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.config import Settings
 from bot.db.base import utcnow
 from bot.db.session import SessionFactory
+from bot.lifecycle import WorkGate
 from bot.ssh.runner import Runner
 
 Clock = Callable[[], datetime]
@@ -24,7 +25,8 @@ class Services:
 
     ``clock`` is the one source of "now" for flows: snapshot times, request expiry, heartbeats.
     Tests pass another (``dataclasses.replace(services, clock=...)``) to store a snapshot taken
-    30 hours ago through the same code that stores today's."""
+    30 hours ago through the same code that stores today's. ``gate`` counts the probes in
+    flight and refuses new ones during a shutdown (:mod:`bot.lifecycle`)."""
 
     settings: Settings
     sessions: SessionFactory
@@ -34,6 +36,7 @@ class Services:
     fleet_loop: Any = None
     """A :class:`~bot.flows.loop_thread.LoopThread` that runs fleet fan-outs off this loop
     (``None``: they run here)."""
+    gate: WorkGate = field(default_factory=WorkGate)
 
     def runner_known_hosts(self) -> str:
         """The known_hosts file the SSH runner verifies against (expanded)."""

@@ -9,6 +9,7 @@ slot comes up; snapshots are written in batches as hosts answer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections import Counter
@@ -26,6 +27,8 @@ from bot.flows.loop_thread import relay
 from bot.flows.status import StatusReport, make_report, probe_and_judge, store_error_text
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
+from bot.lifecycle import ShuttingDown
+from bot.observability.logs import log_context
 from bot.readiness.verdict import Assessment, KnownGpu, Reason, Severity, Verdict
 from bot.snapshots import inventory
 from bot.snapshots.batcher import SnapshotBatcher
@@ -102,7 +105,7 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
         home = asyncio.get_running_loop()
         progress, stored_cb = relay(on_progress, home), relay(on_stored, home)
         return cast(FleetReport, await services.fleet_loop.run(lambda svc: check_fleet(
-            services=replace(svc, clock=services.clock), names=names, title=title, need_bytes=need_bytes,
+            services=replace(svc, clock=services.clock, gate=services.gate), names=names, title=title, need_bytes=need_bytes,
             requested_by=requested_by, on_progress=progress, on_stored=stored_cb)))
     rows, known = await _rows(services, names)
     limit = asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
@@ -111,10 +114,18 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
     lock = asyncio.Lock()
 
     async def one(name: str) -> StatusReport:
+        # The work gate is held from the slot coming up until the snapshot is written, so a
+        # shutdown waits for both; once it closed, a host whose slot comes up is not probed.
+        with log_context(host=name):
+            async with contextlib.AsyncExitStack() as in_gate:
+                return await gated(name, in_gate)
+
+    async def gated(name: str, in_gate: contextlib.AsyncExitStack) -> StatusReport:
         nonlocal done, stored_count
         stored: asyncio.Future[tuple[int | None, Exception | None]] | None = None
         async with limit:
             try:
+                await in_gate.enter_async_context(services.gate.job("probe"))
                 host = rows.get(name.lower())
                 if host is not None:
                     target: HostTarget = hosts.to_target(host)
@@ -126,6 +137,8 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
                                                                 need_bytes=need_bytes, known=tuple(known.get(name, ())))
                 stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by))
                 report = make_report(target, result, assessment, req, need_bytes=need_bytes)
+            except ShuttingDown as exc:  # never started: no snapshot, no traceback
+                report = _failed(name, exc, services.clock())
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown
                 log.exception("status of %s failed", name)
                 report = _failed(name, exc, services.clock())

@@ -13,6 +13,8 @@ from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import ConfigError, validate_overrides
+from bot.observability.logs import log_context
+from bot.observability.metrics import observe_probe
 from bot.probes.engine import ProbeResult, run_probe
 from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan
@@ -84,7 +86,8 @@ async def probe_and_judge(*, services: Services, target: HostTarget, host: Host 
                           paths: tuple[str, ...] = (), known: tuple[KnownGpu, ...] = ()) -> tuple[ProbeResult, Assessment, Requirements]:
     """Probe ``target`` once and judge it; no database. ``known`` are the GPUs the host showed
     before (:func:`bot.snapshots.inventory.known`). Never raises for the host's failures
-    (invalid stored probe settings read *unknown*, an unreachable host *unreachable*)."""
+    (invalid stored probe settings read *unknown*, an unreachable host *unreachable*). Counts the
+    probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``)."""
     try:
         plan, req = plan_for(services.settings, host, paths)
     except ConfigError as exc:
@@ -93,7 +96,9 @@ async def probe_and_judge(*, services: Services, target: HostTarget, host: Host 
     req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus, known)
     result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s,
                              clock=services.clock)
-    return result, judge(result, req), req
+    assessment = judge(result, req)
+    observe_probe(verdict=assessment.verdict.value, error_kind=result.error_kind, duration_ms=result.duration_ms)
+    return result, assessment, req
 
 
 def make_report(target: HostTarget, result: ProbeResult, assessment: Assessment, req: Requirements, *,
@@ -117,6 +122,17 @@ def store_error_text(exc: BaseException) -> str:
 
 async def check_host(*, services: Services, host_name: str, need_bytes: int | None = None,
                      paths: tuple[str, ...] = (), requested_by: str | None = None) -> StatusReport:
+    """Probe ``host_name`` once and store the snapshot (see :func:`_probe_and_store`), inside the
+    process's work gate: during a shutdown it raises :class:`~bot.lifecycle.ShuttingDown` before
+    touching the host, and a probe that started is waited for (``GPUBOT_SHUTDOWN_GRACE_S``)."""
+    async with services.gate.job("probe"):
+        with log_context(host=host_name):
+            return await _probe_and_store(services=services, host_name=host_name, need_bytes=need_bytes,
+                                          paths=paths, requested_by=requested_by)
+
+
+async def _probe_and_store(*, services: Services, host_name: str, need_bytes: int | None = None,
+                           paths: tuple[str, ...] = (), requested_by: str | None = None) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot.
 
     Raises :class:`~bot.errors.NotFoundError` for an unregistered name (other than

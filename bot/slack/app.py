@@ -7,17 +7,19 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.flows.context import Services
 from bot.slack.listeners import register_listeners
+from bot.slack.metered import MeteredWebClient
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
 
 def build_client(services: Services) -> AsyncWebClient:
-    """A Web API client with the bot token, retrying on rate limits and server errors."""
+    """A Web API client with the bot token, retrying on rate limits and server errors, counting
+    failed calls in the metrics (:class:`~bot.slack.metered.MeteredWebClient`)."""
     from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler, AsyncServerErrorRetryHandler
 
     s = services.settings
     token = s.slack_bot_token.get_secret_value() if s.slack_bot_token else None
-    client = AsyncWebClient(token=token, base_url=s.slack_api_url or DEFAULT_API_URL)
+    client = MeteredWebClient(token=token, base_url=s.slack_api_url or DEFAULT_API_URL)
     client.retry_handlers.extend([AsyncRateLimitErrorRetryHandler(max_retry_count=2), AsyncServerErrorRetryHandler(max_retry_count=2)])
     return client
 

@@ -35,5 +35,5 @@ def user_message(exc: BaseException) -> tuple[str, str | None]:
     if isinstance(exc, GpubotError):
         return str(exc), None
     error_id = secrets.token_hex(4)
-    log.error("unhandled error %s", error_id, exc_info=exc)
+    log.error("unhandled error %s", error_id, exc_info=exc, extra={"error_id": error_id})
     return "Something went wrong on our side; an admin can look it up by this id.", error_id

@@ -1,20 +1,60 @@
-"""HTTP mode: the Bolt app as an aiohttp application on one port (``POST /slack/events``)."""
+"""The HTTP port: ``POST /slack/events`` (HTTP mode) and, in both modes, ``GET /healthz``,
+``GET /readyz`` and ``GET /metrics``.
+
+* ``/healthz`` — 200 ``{"status": "ok"}`` while the process's event loop answers;
+* ``/readyz`` — 200 when ready, else 503; the body names each check (database, migrations,
+  slack, accepting_work) with ``"ok"`` or why not (see :mod:`bot.observability.health`);
+* ``/metrics`` — Prometheus text format (:mod:`bot.observability.metrics`).
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
+from bot.observability import metrics
+from bot.observability.health import Readiness
+
 EVENTS_PATH = "/slack/events"
+HEALTH_PATH, READY_PATH, METRICS_PATH = "/healthz", "/readyz", "/metrics"
 
 
-async def start_http(app: AsyncApp, *, host: str = "0.0.0.0", port: int = 3000) -> tuple[web.AppRunner, int]:
-    """Serve ``app`` and return the runner (call ``cleanup()`` to stop) and the bound port.
+def add_health_routes(web_app: web.Application, *, readiness: Readiness | None = None, services: Any = None) -> None:
+    """Add ``/healthz``, ``/readyz`` (when ``readiness`` is given) and ``/metrics`` to ``web_app``;
+    ``services`` lets ``/metrics`` read the database-backed gauges at each scrape."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(_: web.Request) -> web.Response:
+        assert readiness is not None
+        state = await readiness.check()
+        return web.json_response({"ready": state.ready, "checks": state.checks}, status=200 if state.ready else 503)
+
+    async def metrics_page(_: web.Request) -> web.Response:
+        if services is not None:
+            await metrics.refresh_from_database(services)
+        return web.Response(body=metrics.render(), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    web_app.router.add_get(HEALTH_PATH, healthz)
+    if readiness is not None:
+        web_app.router.add_get(READY_PATH, readyz)
+    web_app.router.add_get(METRICS_PATH, metrics_page)
+
+
+async def start_http(app: AsyncApp | None, *, host: str = "0.0.0.0", port: int = 3000, readiness: Readiness | None = None,
+                     services: Any = None) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` at :data:`EVENTS_PATH` (``None``: only the health and metrics routes, for
+    Socket Mode) and return the runner (call ``cleanup()`` to stop) and the bound port.
 
     ``port=0`` picks a free port (tests). Bolt verifies each request's signature and rejects
     timestamps more than 5 minutes old.
     """
-    runner = web.AppRunner(app.web_app(path=EVENTS_PATH))
+    web_app = app.web_app(path=EVENTS_PATH) if app is not None else web.Application()
+    add_health_routes(web_app, readiness=readiness, services=services)
+    runner = web.AppRunner(web_app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

@@ -1,11 +1,34 @@
-"""``gpubot serve``: Socket Mode when ``SLACK_APP_TOKEN`` is set, otherwise HTTP on one port."""
+"""``gpubot serve``: Socket Mode when ``SLACK_APP_TOKEN`` is set, otherwise HTTP on one port.
+
+In both modes the HTTP port (``GPUBOT_HTTP_PORT``) answers ``/healthz``, ``/readyz`` and
+``/metrics`` (:mod:`bot.slack.http`). SIGTERM or SIGINT starts a graceful shutdown:
+
+1. the work gate closes (new probes are refused with a "shutting down" answer, nothing is probed
+   or stored for them) and ``/readyz`` turns 503, so a load balancer stops sending requests;
+2. the scheduler and the sweeper stop; Socket Mode disconnects (Slack sends new events to the
+   other replicas);
+3. probes already running get up to ``GPUBOT_SHUTDOWN_GRACE_S`` seconds to finish and store their
+   snapshots; running action steps are not waited for (the interrupted-action sweep of the next
+   start, or of another replica, reports them);
+4. the HTTP port closes, the database pool is disposed, and the process exits 0.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
 
 from bot.config import Settings
+from bot.flows.context import Services
+from bot.observability import metrics
+from bot.observability.health import Readiness
+from bot.observability.logs import log_context
 from bot.slack.app import build_app
 from bot.slack.handlers.actions import sweep_forever
 from bot.slack.reports import start_scheduler
@@ -15,55 +38,103 @@ log = logging.getLogger("gpubot.serve")
 
 
 def serve(settings: Settings) -> int:
-    """Run until interrupted; returns an exit status."""
+    """Run until SIGTERM/SIGINT; returns an exit status (0 after a graceful shutdown, 78 when a
+    Slack credential is missing, 1 when Socket Mode could not connect)."""
     if settings.slack_bot_token is None:
         log.error("SLACK_BOT_TOKEN is not set; try `gpubot status localhost` without Slack")
         return 78
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        log.error("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
+        return 78
     services = build_services(settings)
     app = build_app(services)
+    app.middleware(bind_log_context)
+    return asyncio.run(_serve(settings, services, app))
+
+
+async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
+    """Bolt middleware: the Slack user, and the action request a button names, go into every log
+    record made while handling the request (:func:`~bot.observability.logs.log_context`)."""
+    user = body.get("user")
+    user_id = user.get("id") if isinstance(user, dict) else body.get("user_id")
+    actions = body.get("actions") or [{}]
+    value = str(actions[0].get("value") or "") if isinstance(actions[0], dict) else ""
+    with log_context(slack_user=user_id, slack_action=actions[0].get("action_id") if isinstance(actions[0], dict) else None,
+                     action_request=int(value) if value.isdigit() else None):
+        return await next()
+
+
+async def _serve(settings: Settings, services: Services, app: AsyncApp) -> int:
+    from bot.slack.http import EVENTS_PATH, start_http
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    handler: Any = None
+    slack_check = None
     if settings.slack_app_token is not None:
         from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 
-        app_token = settings.slack_app_token.get_secret_value()
+        # The handler's aiohttp session needs the running loop: build it inside.
+        handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
 
-        async def _socket() -> None:
-            # The handler's aiohttp session needs the running loop: build it inside.
-            handler = AsyncSocketModeHandler(app, app_token)
-            log.info("starting in Socket Mode")
-            sched = await start_scheduler(services, app.client)  # reports, retention, background probes
-            sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
-            try:
-                await handler.start_async()
-            finally:
-                sweeper.cancel()
-                sched.shutdown()
-                await services.close()
+        async def slack_check() -> bool:
+            return bool(await handler.client.is_connected())
 
-        try:
-            asyncio.run(_socket())
-        except KeyboardInterrupt:
-            pass
-        return 0
-    if settings.slack_signing_secret is None:
-        log.error("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
-        return 78
-    from bot.slack.http import EVENTS_PATH, start_http
-
-    async def _run() -> None:
-        runner, port = await start_http(app, port=settings.http_port)
-        log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
+    metrics.track_gate(services.gate)
+    metrics.track_ssh_pool(metrics.ssh_pool_counter(services))
+    readiness = Readiness(sessions=services.sessions, gate=services.gate, slack=slack_check)
+    runner, port = await start_http(None if handler else app, port=settings.http_port, readiness=readiness, services=services)
+    sched = sweeper = None
+    try:
+        if handler is not None:
+            log.info("starting in Socket Mode; health and metrics on port %d", port)
+            await handler.connect_async()
+        else:
+            log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
         sched = await start_scheduler(services, app.client)  # reports, retention, background probes
         sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
-        try:
-            await asyncio.Event().wait()
-        finally:
+        await stop.wait()
+        return await _drain(settings, services, handler, sched, sweeper)
+    except Exception:
+        log.exception("gpubot serve failed")
+        return 1
+    finally:
+        if sweeper is not None:
             sweeper.cancel()
+        if sched is not None:
             sched.shutdown()
-            await runner.cleanup()
-            await services.close()
+        if handler is not None and not handler.client.closed:
+            await close_socket_mode(handler.client)
+        await runner.cleanup()
+        await services.close()
 
-    try:
-        asyncio.run(_run())
-    except KeyboardInterrupt:
-        pass
+
+async def _drain(settings: Settings, services: Services, handler: Any, sched: Any, sweeper: asyncio.Task[None]) -> int:
+    """Steps 1–3 of the module docstring; returns 0."""
+    started = time.monotonic()
+    services.gate.close()
+    log.info("shutting down: no new work; waiting up to %.0f s for %d probe(s) in flight",
+             settings.shutdown_grace_s, services.gate.in_flight)
+    sched.shutdown()
+    sweeper.cancel()
+    if handler is not None:
+        await close_socket_mode(handler.client)  # Slack delivers new events to the other connections
+    if not await services.gate.wait_idle(settings.shutdown_grace_s):
+        log.warning("shutting down with %d probe(s) still running after %.0f s; their hosts get no snapshot from this run",
+                    services.gate.in_flight, settings.shutdown_grace_s)
+    await asyncio.sleep(0.2)  # let the last progress updates reach Slack
+    log.info("stopped in %.1f s", time.monotonic() - started)
     return 0
+
+
+async def close_socket_mode(client: Any) -> None:
+    """Close a Socket Mode client without its 10 s wait: stop its reader and monitor first (a
+    WebSocket close with a concurrent reader waits for that reader), then close."""
+    client.closed = True
+    client.auto_reconnect_enabled = False
+    for task in (getattr(client, "current_session_monitor", None), getattr(client, "message_receiver", None)):
+        if task is not None:
+            task.cancel()
+    await client.close()

@@ -1,0 +1,2 @@
+"""Running gpubot as a service: Prometheus metrics (:mod:`.metrics`), structured logs with secrets
+redacted (:mod:`.logs`) and the readiness checks behind ``/readyz`` (:mod:`.health`)."""

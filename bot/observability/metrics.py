@@ -1,0 +1,122 @@
+"""Prometheus metrics (``prometheus-client``), served at ``/metrics`` by :mod:`bot.slack.http`.
+
+Counted by this process (each replica has its own):
+
+* ``gpubot_probes_total{verdict, error_kind}`` — probes that finished (``error_kind="none"`` when the
+  host answered), counted in :func:`observe_probe`;
+* ``gpubot_probe_duration_seconds`` — histogram of a probe batch's wall time (connect + run);
+* ``gpubot_probes_in_flight`` — probes running now (the shutdown gate's count);
+* ``gpubot_slack_api_errors_total{method, error}`` — failed Web API calls (``error`` is Slack's
+  error code, or ``connection`` when no answer came);
+* ``gpubot_ssh_pooled_connections`` — open pooled SSH connections (0 while the runner keeps no pool);
+* ``gpubot_db_pool_*`` — the SQLAlchemy connection pool: size, checked out, overflow.
+
+Read from the database at each scrape (the same on every replica, since they share it):
+
+* ``gpubot_actions{state}`` — action requests per state (pending, approved, executing, done, …);
+* ``gpubot_report_runs{outcome}`` — report runs per status (sent, late, skipped, failed, claimed).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import REGISTRY
+from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+log = logging.getLogger("gpubot.metrics")
+
+PROBES = Counter("gpubot_probes", "Probes that finished, by verdict and error kind", ["verdict", "error_kind"])
+PROBE_SECONDS = Histogram("gpubot_probe_duration_seconds", "Wall time of one probe batch (connect + run), seconds",
+                          buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120))
+PROBES_IN_FLIGHT = Gauge("gpubot_probes_in_flight", "Probes running now in this process")
+SLACK_API_ERRORS = Counter("gpubot_slack_api_errors", "Slack Web API calls that failed, by method and error", ["method", "error"])
+SSH_POOLED = Gauge("gpubot_ssh_pooled_connections", "Open pooled SSH connections")
+ACTIONS = Gauge("gpubot_actions", "Action requests in the database, by state", ["state"])
+REPORT_RUNS = Gauge("gpubot_report_runs", "Report runs in the database, by outcome", ["outcome"])
+DB_POOL_SIZE = Gauge("gpubot_db_pool_size", "Connections the database pool keeps")
+DB_POOL_CHECKED_OUT = Gauge("gpubot_db_pool_checked_out", "Database connections in use")
+DB_POOL_OVERFLOW = Gauge("gpubot_db_pool_overflow", "Database connections opened beyond the pool size")
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+"""The ``Content-Type`` of :func:`render` (Prometheus text exposition format 0.0.4)."""
+
+
+def observe_probe(*, verdict: str, error_kind: str | None, duration_ms: int) -> None:
+    """Count one finished probe: ``verdict`` is the verdict's value (``ready``, ``unreachable``…),
+    ``error_kind`` the snapshot's error kind or ``None``; ``duration_ms`` its wall time in ms."""
+    PROBES.labels(verdict=verdict, error_kind=error_kind or "none").inc()
+    PROBE_SECONDS.observe(max(0, duration_ms) / 1000.0)
+
+
+def observe_slack_error(*, method: str, error: str) -> None:
+    """Count one failed Web API call (``method`` like ``chat.postMessage``)."""
+    SLACK_API_ERRORS.labels(method=method, error=error or "unknown").inc()
+
+
+def track_gate(gate: Any) -> None:
+    """Make ``gpubot_probes_in_flight`` read ``gate.in_flight`` (a :class:`bot.lifecycle.WorkGate`)."""
+    PROBES_IN_FLIGHT.set_function(lambda: float(gate.in_flight))
+
+
+def track_ssh_pool(count: Callable[[], int] | None) -> None:
+    """Make ``gpubot_ssh_pooled_connections`` read ``count()``; ``None`` reads 0 (no pool)."""
+    SSH_POOLED.set_function((lambda: float(count())) if count is not None else (lambda: 0.0))
+
+
+def ssh_pool_counter(services: Any) -> Callable[[], int]:
+    """Open pooled SSH connections of ``services``' SSH runner plus those of the fleet thread's
+    runner once it started (:mod:`bot.flows.loop_thread`); 0 without a pool (``GPUBOT_SSH_POOL=false``)."""
+
+    def read() -> int:
+        total = 0
+        fleet = getattr(getattr(services, "fleet_loop", None), "services", None)
+        for svc in (services, fleet):
+            runner = getattr(svc, "runner", None)
+            ssh = getattr(runner, "ssh", runner)
+            count = getattr(getattr(ssh, "pool", None), "open_count", None)
+            if callable(count):
+                try:
+                    total += int(count())
+                except RuntimeError:  # the other thread changed the pool while it was read
+                    pass
+        return total
+
+    return read
+
+
+async def refresh_from_database(services: Any) -> None:
+    """Set the gauges read from the database and the engine's pool (called at each scrape).
+
+    A database that cannot be read leaves the last values and logs a warning (``/readyz`` reports
+    the database itself)."""
+    from bot.actions.models import ActionRequest
+    from bot.reports.models import ReportRun
+
+    try:
+        async with services.sessions() as db:
+            actions = (await db.execute(select(ActionRequest.state, func.count()).group_by(ActionRequest.state))).all()
+            runs = (await db.execute(select(ReportRun.status, func.count()).group_by(ReportRun.status))).all()
+    except (SQLAlchemyError, OSError) as exc:
+        log.warning("metrics: the database could not be read: %s", type(exc).__name__)
+    else:
+        ACTIONS.clear()
+        for state, n in actions:
+            ACTIONS.labels(state=state).set(n)
+        REPORT_RUNS.clear()
+        for status, n in runs:
+            REPORT_RUNS.labels(outcome=status).set(n)
+    engine = getattr(services, "engine", None)
+    pool = engine.sync_engine.pool if engine is not None else None
+    for gauge, name in ((DB_POOL_SIZE, "size"), (DB_POOL_CHECKED_OUT, "checkedout"), (DB_POOL_OVERFLOW, "overflow")):
+        read = getattr(pool, name, None)
+        gauge.set(max(0, int(read())) if callable(read) else 0)
+
+
+def render(registry: CollectorRegistry = REGISTRY) -> bytes:
+    """The registry in Prometheus text format (with the client's process and Python collectors)."""
+    return generate_latest(registry)
