@@ -133,6 +133,8 @@ def test_json_logs_carry_context_and_never_a_secret():
     settings = Settings(_env_file=None, slack_bot_token="xoxb-1-2-tokenvalue", slack_signing_secret="8f3e5d2c1b0a-signing",
                         slack_app_token="xapp-1-A0-appvalue", database_url="postgresql+asyncpg://gpubot:Pa55-w0rd-x@db:5432/gpubot")
     out = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
     configure_logging(fmt="json", level=logging.DEBUG, secrets=secrets_of(settings), stream=out)
     try:
         log = logging.getLogger("gpubot.test")
@@ -146,7 +148,11 @@ def test_json_logs_carry_context_and_never_a_secret():
                 log.exception("unhandled error %s", "ab12cd34", extra={"error_id": "ab12cd34"})
         log.warning("outside")
     finally:
-        configure_logging(fmt="text", level=logging.WARNING)
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     text = out.getvalue()
     for secret in ("tokenvalue", "8f3e5d2c1b0a-signing", "appvalue", "Pa55-w0rd-x", "xoxp-9-9-other", "abc.def",

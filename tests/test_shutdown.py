@@ -1,0 +1,139 @@
+"""SIGTERM during a fan-out: `gpubot serve` stops taking work, lets the probes in flight finish and
+store, and exits 0; every host has a stored snapshot or was never touched."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+from sqlalchemy import func, select
+
+from bot.db.migrate import upgrade
+from bot.db.session import make_engine, make_session_factory
+from bot.hosts import service as hosts
+from bot.hosts.models import Host
+from bot.snapshots.models import Snapshot
+from tests.support.slack_recorder import SlackApiRecorder
+from tests.support.slack_requests import signed_headers, slash_command_body
+from tests.support.sshd import SshTestServer
+from tests.test_serve import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+ADDRESSES = [f"127.0.0.{n}" for n in range(41, 53)]  # 12 hosts
+PROBE_S = 2.0
+
+
+def slow_gpus(server: SshTestServer, log: Path) -> None:
+    """Wrap the server's fake nvidia-smi: note which host asked (``$SSH_CONNECTION``'s server
+    address) in ``log``, and take ``PROBE_S`` seconds per GPU query."""
+    real = os.path.join(server.bin_dir, "nvidia-smi.real")
+    os.rename(os.path.join(server.bin_dir, "nvidia-smi"), real)
+    wrapper = os.path.join(server.bin_dir, "nvidia-smi")
+    with open(wrapper, "w") as f:
+        f.write(f"""#!/bin/sh
+set -- "$@"
+echo "$SSH_CONNECTION" | cut -d' ' -f3 >> {log}
+case "$*" in *--query-gpu*) sleep {PROBE_S};; esac
+exec {real} "$@"
+""")
+    os.chmod(wrapper, 0o755)
+
+
+async def _register(url: str, server: SshTestServer) -> dict[int, str]:
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    async with sessions() as db, db.begin():
+        for i, addr in enumerate(ADDRESSES):
+            await hosts.add(db_session=db, name=f"node{i:02d}", address=addr, port=server.port, user=None, key_file=None,
+                            group="train", transport="ssh", probe=None)
+    async with sessions() as db:
+        ids = {h.id: h.address for h in (await db.execute(select(Host))).scalars()}
+    await engine.dispose()
+    return ids
+
+
+async def _snapshot_counts(url: str) -> dict[int, int]:
+    engine = make_engine(url)
+    async with make_session_factory(engine)() as db:
+        rows = (await db.execute(select(Snapshot.host_id, func.count()).group_by(Snapshot.host_id))).all()
+    await engine.dispose()
+    return {host_id: n for host_id, n in rows}
+
+
+async def test_sigterm_during_a_fan_out_keeps_every_started_probe_and_starts_no_new_one(tmp_path):
+    started_log = tmp_path / "started.log"
+    started_log.touch()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'shutdown.db'}"
+    await asyncio.to_thread(upgrade, url)
+    server = await asyncio.to_thread(SshTestServer(ADDRESSES).start)
+    try:
+        slow_gpus(server, started_log)
+        host_ids = await _register(url, server)
+        port = free_port()
+        async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
+            env = {**os.environ, "GPUBOT_DATABASE_URL": url, "SLACK_BOT_TOKEN": "xoxb-drain", "SLACK_SIGNING_SECRET": "drain-secret",
+                   "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_HTTP_PORT": str(port), "GPUBOT_LOG_FORMAT": "json",
+                   "GPUBOT_KNOWN_HOSTS": server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": server.client_key_path,
+                   "GPUBOT_SSH_USER": server.username, "GPUBOT_MAX_CONCURRENT_PROBES": "3", "GPUBOT_SHUTDOWN_GRACE_S": "20",
+                   "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0"}
+            env.pop("SLACK_APP_TOKEN", None)
+            proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, cwd=ROOT,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                base = f"http://127.0.0.1:{port}"
+                for _ in range(300):
+                    try:
+                        async with http.get(f"{base}/readyz") as r:
+                            if r.status == 200:
+                                break
+                    except aiohttp.ClientConnectionError:
+                        pass
+                    await asyncio.sleep(0.1)
+                else:
+                    raise AssertionError("never ready")
+                body = slash_command_body("status group:train", response_url=recorder.response_url("fan"))
+                async with http.post(f"{base}/slack/events", data=body, headers=signed_headers(body, "drain-secret")) as r:
+                    assert r.status == 200
+                for _ in range(300):  # until the first probes are inside nvidia-smi
+                    if len(set(started_log.read_text().split())) >= 3:
+                        break
+                    await asyncio.sleep(0.05)
+                proc.send_signal(signal.SIGTERM)
+                sent = time.monotonic()
+                draining = None
+                for _ in range(20):
+                    try:
+                        async with http.get(f"{base}/readyz") as r:
+                            if r.status == 503:
+                                draining = await r.json()
+                                break
+                    except aiohttp.ClientConnectionError:
+                        break
+                    await asyncio.sleep(0.05)
+                out = await asyncio.to_thread(proc.communicate, timeout=40)
+                took = time.monotonic() - sent
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
+        assert proc.returncode == 0, out[0][-3000:]
+        assert took < 20, took
+        assert draining is not None and draining["checks"]["accepting_work"] == "shutting down"
+        started = set(started_log.read_text().split())
+        counts = await _snapshot_counts(url)
+        stored = {host_ids[h] for h, n in counts.items() if n}
+        assert started == stored, (started, stored)
+        assert 3 <= len(stored) < len(ADDRESSES)  # the probes in flight finished; the rest never began
+        assert all(n == 1 for n in counts.values())
+        lines = [json.loads(line) for line in out[0].splitlines() if line.strip()]
+        assert any("shutting down" in line["event"] for line in lines)
+        assert any(line["event"].startswith("stopped in") for line in lines)
+    finally:
+        await asyncio.to_thread(server.stop)
