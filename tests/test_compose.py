@@ -1,4 +1,5 @@
-"""docker-compose.yml and the Dockerfile name real settings (Docker cannot run here)."""
+"""docker-compose.yml, the Dockerfile, .env.example and the systemd unit name real settings and
+agree with each other (tests/test_docker.py runs the image and the compose file on a real engine)."""
 
 from pathlib import Path
 
@@ -18,8 +19,22 @@ def _env_names() -> set[str]:
     return names
 
 
+def interpolated(text: str, values: dict[str, str]) -> str:
+    """Compose's ``${NAME}``, ``${NAME:-default}`` and ``${NAME:?error}`` with ``values``."""
+    import re
+
+    def one(m: re.Match[str]) -> str:
+        name, op, arg = m.group(1), m.group(2) or "", m.group(3) or ""
+        if name in values:
+            return values[name]
+        assert op != ":?", f"compose needs {name}: {arg}"
+        return arg
+
+    return re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", one, text)
+
+
 def test_compose_bot_uses_only_real_settings_and_reaches_the_db():
-    doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    doc = yaml.safe_load(interpolated((ROOT / "docker-compose.yml").read_text(), {"POSTGRES_PASSWORD": "pw"}))
     bot, db = doc["services"]["bot"], doc["services"]["db"]
     env = bot["environment"]
     unknown = set(env) - _env_names()
@@ -30,9 +45,53 @@ def test_compose_bot_uses_only_real_settings_and_reaches_the_db():
     assert (user, password) == (db["environment"]["POSTGRES_USER"], db["environment"]["POSTGRES_PASSWORD"])
     assert url.rsplit("/", 1)[1] == db["environment"]["POSTGRES_DB"] and "@db:5432/" in url
     assert bot["command"] == ["gpubot", "serve"]
-    assert f'{env["GPUBOT_HTTP_PORT"]}:' in bot["ports"][0]
+    assert bot["ports"][0].endswith(f':{env["GPUBOT_HTTP_PORT"]}')
     assert bot["depends_on"]["db"]["condition"] == "service_healthy"
     assert Settings(_env_file=None, **{"database_url": url}).database_url == url
+    # the key read-only, known_hosts in a writable volume (hosts trust renames a temp file there)
+    key = next(v for v in bot["volumes"] if v.split(":")[1] == env["GPUBOT_SSH_KEY_FILE"])
+    assert key.endswith(":ro")
+    known = next(v for v in bot["volumes"] if v.split(":")[1] == str(Path(env["GPUBOT_KNOWN_HOSTS"]).parent))
+    assert not known.endswith(":ro") and known.split(":")[0] in doc["volumes"]
+    assert int(bot["stop_grace_period"].rstrip("s")) > Settings(_env_file=None).shutdown_grace_s
+
+
+def test_env_example_lists_every_setting_and_nothing_else():
+    names = set()
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        line = line.lstrip("# ")
+        if "=" in line and line.split("=", 1)[0].isupper() and line.split("=", 1)[0].replace("_", "").isalnum():
+            names.add(line.split("=", 1)[0])
+    settings = set()
+    for name, field in Settings.model_fields.items():
+        alias = getattr(field.validation_alias, "choices", None)
+        settings.add(alias[0] if alias else f"GPUBOT_{name.upper()}")
+    assert settings <= names, f".env.example lacks {settings - names}"
+    assert names - settings <= {"POSTGRES_PASSWORD", "GPUBOT_PUBLISH"}, names - settings
+
+
+def test_systemd_unit_is_valid_and_stops_gracefully():
+    import configparser
+    import shutil
+    import subprocess
+
+    text = (ROOT / "deploy" / "gpubot.service").read_text()
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read_string(text)
+    service = unit["Service"]
+    assert service["ExecStart"].endswith("gpubot serve") and service["KillSignal"] == "SIGTERM"
+    assert int(service["TimeoutStopSec"]) > Settings(_env_file=None).shutdown_grace_s
+    if shutil.which("systemd-analyze") is None:
+        return
+    path = Path("/tmp") / f"gpubot-verify-{id(text)}.service"
+    path.write_text(text.replace("/opt/gpubot/bin/gpubot serve", "/bin/true"))
+    try:
+        res = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
+    finally:
+        path.unlink()
+    problems = [line for line in (res.stdout + res.stderr).splitlines() if str(path.name) in line or "gpubot" in line]
+    assert res.returncode == 0 and not problems, res.stdout + res.stderr
 
 
 def test_dockerfile_copies_what_the_app_needs():

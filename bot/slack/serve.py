@@ -87,6 +87,7 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp) -> int:
     readiness = Readiness(sessions=services.sessions, gate=services.gate, slack=slack_check)
     runner, port = await start_http(None if handler else app, port=settings.http_port, readiness=readiness, services=services)
     sched = sweeper = None
+    stopping: list[float] = []
     try:
         if handler is not None:
             log.info("starting in Socket Mode; health and metrics on port %d", port)
@@ -96,6 +97,7 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp) -> int:
         sched = await start_scheduler(services, app.client)  # reports, retention, background probes
         sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
         await stop.wait()
+        stopping.append(time.monotonic())
         return await _drain(settings, services, handler, sched, sweeper)
     except Exception:
         log.exception("gpubot serve failed")
@@ -109,6 +111,8 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp) -> int:
             await close_socket_mode(handler.client)
         await runner.cleanup()
         await services.close()
+        if stopping:
+            log.info("stopped in %.1f s", time.monotonic() - stopping[0])
 
 
 async def _drain(settings: Settings, services: Services, handler: Any, sched: Any, sweeper: asyncio.Task[None]) -> int:
@@ -125,7 +129,7 @@ async def _drain(settings: Settings, services: Services, handler: Any, sched: An
         log.warning("shutting down with %d probe(s) still running after %.0f s; their hosts get no snapshot from this run",
                     services.gate.in_flight, settings.shutdown_grace_s)
     await asyncio.sleep(0.2)  # let the last progress updates reach Slack
-    log.info("stopped in %.1f s", time.monotonic() - started)
+    log.info("drained in %.1f s", time.monotonic() - started)
     return 0
 
 

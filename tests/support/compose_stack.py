@@ -1,0 +1,100 @@
+"""The repository's docker-compose.yml, run on a real engine with Compose 1.29 (``docker-compose``).
+
+:class:`ComposeStack` lays out a project folder the way deploy/README.md tells users to (a
+``.env``, ``deploy/ssh/id_ed25519`` owned by uid 10001 with mode 0400) and writes the repository's
+compose file there with only what this machine needs changed in the ``bot`` service: it joins the
+host network (to reach this machine's PostgreSQL, which stands in for the ``db`` service, the test
+sshd on 127.0.0.x and the Slack recorder), so its ``ports`` go (Docker refuses port bindings on the
+host network) and ``GPUBOT_HTTP_PORT`` is a free port; the image is built from a local base; the
+database URL points at the fresh test database. ``up --no-deps bot`` starts the bot alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from tests.support.docker_engine import BASE_IMAGE, docker
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "gpubot-test:latest"
+IMAGE_UID = 10001
+
+
+def build_image(tag: str = IMAGE, base: str = BASE_IMAGE) -> float:
+    """``docker build`` the repository's Dockerfile on ``base``; returns seconds."""
+    started = time.monotonic()
+    docker("build", "--build-arg", f"BASE={base}", "-t", tag, str(ROOT), timeout=1800)
+    return time.monotonic() - started
+
+
+def image_size_bytes(tag: str = IMAGE) -> int:
+    """The image's size as the engine reports it (bytes, all layers)."""
+    return int(docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
+
+
+@dataclass
+class ComposeStack:
+    """One compose project in ``folder``; ``env`` is written to its ``.env``."""
+
+    folder: Path
+    env: dict[str, str]
+    key_file: str
+    http_port: int
+    database_url: str
+    project: str = field(default_factory=lambda: f"gpubottest{secrets.token_hex(3)}")
+
+    def write(self) -> None:
+        """The project folder: the compose file, .env, the SSH key."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+        bot = doc["services"]["bot"]
+        bot.pop("ports")
+        bot.update({"build": {"context": str(ROOT), "args": {"BASE": BASE_IMAGE}}, "image": IMAGE, "network_mode": "host"})
+        bot["environment"].update({"GPUBOT_HTTP_PORT": str(self.http_port), "GPUBOT_DATABASE_URL": self.database_url})
+        (self.folder / "docker-compose.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        env_file = self.folder / ".env"
+        env_file.write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
+        env_file.chmod(0o600)
+        key = self.folder / "deploy" / "ssh" / "id_ed25519"
+        key.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(self.key_file, key)
+        os.chown(key, IMAGE_UID, IMAGE_UID)
+        key.chmod(0o400)
+
+    def compose(self, *args: str, check: bool = True, timeout: float = 300, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run ``docker-compose -p PROJECT -f docker-compose.yml ARGS`` in the project folder."""
+        cmd = ["docker-compose", "--no-ansi", "-p", self.project, "-f", "docker-compose.yml", *args]
+        res = subprocess.run(cmd, cwd=self.folder, capture_output=True, text=True, timeout=timeout, input=input,
+                             env={**os.environ, "COMPOSE_INTERACTIVE_NO_CLI": "1"})
+        if check and res.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
+        return res
+
+    def exec(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """A command inside the running bot container (no terminal)."""
+        return self.compose("exec", "-T", "bot", *argv, check=check)
+
+    def container(self) -> str:
+        """The bot container's id."""
+        return self.compose("ps", "-q", "bot").stdout.strip()
+
+    def state(self) -> dict[str, object]:
+        """``docker inspect``'s ``State`` of the bot container."""
+        return json.loads(docker("inspect", "--format", "{{json .State}}", self.container()).stdout)  # type: ignore[no-any-return]
+
+    def logs(self) -> str:
+        """Everything the bot container wrote."""
+        return docker("logs", self.container(), check=False).stdout + docker("logs", self.container(), check=False).stderr
+
+    def down(self) -> None:
+        """Remove the containers and the project's volumes."""
+        self.compose("down", "-v", "--remove-orphans", check=False, timeout=120)

@@ -1,0 +1,134 @@
+"""The image and docker-compose.yml on a real Docker engine.
+
+The engine is started here when none answers (and stopped again); the base image is made with
+debootstrap once and kept in the engine (tests/support/docker_engine.py). This machine's
+PostgreSQL (a fresh database) stands in for the compose file's ``db`` service; the bot container
+joins the host network to reach it, the test sshd and the Slack recorder
+(tests/support/compose_stack.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import subprocess
+import time
+
+import aiohttp
+import pytest
+
+from tests.conftest import PG_ADMIN_URL, _pg
+from tests.support.compose_stack import IMAGE, ComposeStack, build_image, image_size_bytes
+from tests.support.docker_engine import DockerUnavailable, ensure_base_image, ensure_engine
+from tests.support.slack_recorder import SlackApiRecorder
+from tests.support.slack_requests import signed_headers, slash_command_body
+from tests.test_serve import free_port
+
+pytestmark = pytest.mark.docker
+
+TOKEN, SIGNING = "xoxb-docker-7d1e0c", "docker-signing-4b2a9f"
+
+
+@pytest.fixture(scope="module")
+def image():
+    try:
+        engine = ensure_engine()
+    except DockerUnavailable as exc:
+        pytest.fail(f"no Docker engine: {exc}")
+    try:
+        ensure_base_image()
+        build_image()
+        yield IMAGE
+    finally:
+        engine.stop()
+
+
+def test_image_is_small_multi_stage_non_root_and_health_checked(image):
+    from tests.support.docker_engine import docker
+
+    config = json.loads(docker("image", "inspect", "--format", "{{json .Config}}", image).stdout)
+    assert config["User"] == "gpubot" and config["Cmd"] == ["gpubot", "serve"]
+    assert "/readyz" in " ".join(config["Healthcheck"]["Test"])
+    assert config["StopSignal"] == "SIGTERM"
+    # no build tools or caches from the build stage, and none of the repository beyond the app
+    listing = docker("run", "--rm", "--entrypoint", "sh", image, "-c",
+                     "ls /app; id -u; test -w /var/lib/gpubot/ssh && echo writable; ls /root/.cache 2>&1 | head -1").stdout.split()
+    assert "tests" not in listing and ".venv" not in listing and ".git" not in listing and "migrations" in listing
+    assert "10001" in listing and "writable" in listing
+    assert image_size_bytes(image) < 600 * 1024 * 1024
+
+
+async def _ready(http: aiohttp.ClientSession, base: str, timeout: float) -> float:
+    started = time.monotonic()
+    last = None
+    while time.monotonic() - started < timeout:
+        try:
+            async with http.get(f"{base}/readyz") as r:
+                last = (r.status, await r.text())
+                if r.status == 200:
+                    return time.monotonic() - started
+        except aiohttp.ClientConnectionError:
+            pass
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"/readyz not ready within {timeout} s: {last}")
+
+
+async def _command(http: aiohttp.ClientSession, base: str, recorder: SlackApiRecorder, text: str, tag: str) -> str:
+    start = len(recorder.calls)
+    body = slash_command_body(text, response_url=recorder.response_url(tag))
+    async with http.post(f"{base}/slack/events", data=body, headers=signed_headers(body, SIGNING)) as r:
+        assert r.status == 200, await r.text()
+    update = await recorder.wait_for("chat.update", timeout=60, start=start)
+    return str(update.body["text"])
+
+
+async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_sigterm(image, tmp_path, ssh_server, fake_hosts):
+    db = f"gpubot_docker_{secrets.token_hex(4)}"
+    await _pg(f"CREATE DATABASE {db}")
+    port = free_port()
+    async with SlackApiRecorder() as recorder:
+        stack = ComposeStack(tmp_path / "project", {
+            "SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SIGNING, "POSTGRES_PASSWORD": "unused-here",
+            "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_SSH_USER": ssh_server.username,
+        }, key_file=ssh_server.client_key_path, http_port=port, database_url=f"{PG_ADMIN_URL.rsplit('/', 1)[0]}/{db}")
+        stack.write()
+        base = f"http://127.0.0.1:{port}"
+        try:
+            up = time.monotonic()
+            stack.compose("up", "-d", "--no-deps", "--no-build", "bot")
+            async with aiohttp.ClientSession() as http:
+                await _ready(http, base, timeout=120)
+                cold_start = time.monotonic() - up  # `compose up` to /readyz 200: container start, migrations, HTTP
+                stack.exec("gpubot", "hosts", "add", "node01", "127.0.0.2", "--port", str(ssh_server.port))
+                # the volume starts empty: the host key is unknown, the verdict says so
+                text = await _command(http, base, recorder, "status node01", "a")
+                assert "node01: unreachable" in text, text
+                fingerprint = subprocess.run(["ssh-keygen", "-lf", "-"], input=ssh_server.host_key_pub, capture_output=True,
+                                             text=True, check=True).stdout.split()[1]
+                trust = stack.exec("gpubot", "hosts", "trust", "node01", "--fingerprint", fingerprint)
+                assert "recorded in /var/lib/gpubot/ssh/known_hosts" in trust.stdout, trust.stdout + trust.stderr
+                known = stack.exec("cat", "/var/lib/gpubot/ssh/known_hosts").stdout
+                assert ssh_server.host_key_pub.split()[1] in known
+                text = await _command(http, base, recorder, "status node01", "b")
+                assert "node01: ready" in text, text
+                async with http.get(f"{base}/metrics") as r:
+                    metrics = await r.text()
+                assert 'gpubot_probes_total{error_kind="none",verdict="ready"} 1.0' in metrics
+                assert 'verdict="unreachable"' in metrics
+                health = stack.state()["Health"]
+                stopping = time.monotonic()
+                stack.compose("stop", "-t", "40", "bot")
+                shutdown = time.monotonic() - stopping
+            state = stack.state()
+            logs = stack.logs()
+        finally:
+            stack.down()
+            await _pg(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    assert state["ExitCode"] == 0 and not state["OOMKilled"], (state, logs[-3000:])
+    assert shutdown < 20, shutdown
+    assert health["Status"] in ("healthy", "starting"), health  # Docker's HEALTHCHECK polls /readyz every 15 s
+    lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+    assert lines and any(line["event"].startswith("stopped in") for line in lines), logs[-2000:]
+    assert TOKEN not in logs and SIGNING not in logs and "unused-here" not in logs
+    print(f"\nimage {image_size_bytes(image) / 1e6:.0f} MB, cold start to /readyz {cold_start:.1f} s, shutdown {shutdown:.1f} s")

@@ -1,0 +1,121 @@
+"""Two `gpubot serve` processes on one PostgreSQL: one approval clicked on both at once runs once;
+one report schedule, due as both start, posts once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import aiohttp
+import pytest
+from sqlalchemy import func, select, update
+
+from bot.actions.models import ActionStep
+from bot.db.base import utcnow
+from bot.db.migrate import upgrade
+from bot.db.session import make_engine, make_session_factory
+from bot.hosts import service as hosts
+from bot.reports import service as reports
+from bot.reports.models import ReportRun, ReportSchedule
+from bot.slack.ids import ActionId
+from tests.conftest import PG_ADMIN_URL, _pg
+from tests.support.slack_recorder import SlackApiRecorder
+from tests.support.slack_requests import block_action_body, signed_headers, slash_command_body
+from tests.test_serve import free_port
+
+pytestmark = pytest.mark.postgres
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "replica-signing-secret"
+APPROVE = ActionId.ACTION_APPROVE.value
+
+
+def _buttons(call) -> dict:
+    return {e["action_id"]: e for b in call.body.get("blocks") or [] if b["type"] == "actions" for e in b["elements"]}
+
+
+async def _post(http: aiohttp.ClientSession, port: int, body: str) -> int:
+    async with http.post(f"http://127.0.0.1:{port}/slack/events", data=body, headers=signed_headers(body, SECRET)) as r:
+        return r.status
+
+
+async def test_two_replicas_run_one_approval_once_and_post_one_report_once(tmp_path, ssh_server, fake_hosts):
+    name = f"gpubot_replicas_{secrets.token_hex(4)}"
+    await _pg(f"CREATE DATABASE {name}")
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    procs: list[subprocess.Popen] = []
+    try:
+        await asyncio.to_thread(upgrade, url)
+        root = tmp_path / "shared"
+        folder = root / "old-weights"
+        folder.mkdir(parents=True)
+        (folder / "model.gguf").write_bytes(b"\0" * 100_000)
+        engine = make_engine(url)
+        sessions = make_session_factory(engine)
+        async with sessions() as db, db.begin():
+            await hosts.add(db_session=db, name="node501", address="127.0.0.18", port=ssh_server.port)
+            row = await reports.create(db_session=db, expr="* * * * *", tz="UTC", group=None, channel="C9", created_by="U1")
+            schedule_id = row.id
+        async with sessions() as db, db.begin():  # made three minutes ago: its newest fire time is due now
+            await db.execute(update(ReportSchedule).where(ReportSchedule.id == schedule_id).values(created_at=utcnow() - timedelta(minutes=3)))
+        ports = [free_port(), free_port()]
+        async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
+            for port in ports:
+                env = {**os.environ, "GPUBOT_DATABASE_URL": url, "SLACK_BOT_TOKEN": "xoxb-replica", "SLACK_SIGNING_SECRET": SECRET,
+                       "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_HTTP_PORT": str(port),
+                       "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+                       "GPUBOT_SSH_USER": ssh_server.username, "GPUBOT_OPERATORS": '["U1", "U2"]',
+                       "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{root}"]}}', "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0",
+                       "GPUBOT_ACTION_HEARTBEAT_S": "0.5"}
+                env.pop("SLACK_APP_TOKEN", None)
+                procs.append(subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, cwd=ROOT,
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+            for port in ports:
+                for _ in range(300):
+                    try:
+                        async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
+                            if r.status == 200:
+                                break
+                    except aiohttp.ClientConnectionError:
+                        pass
+                    await asyncio.sleep(0.1)
+                else:
+                    raise AssertionError(f"replica on {port} never ready")
+            # the report: both replicas looked at the schedule when they started
+            report = await recorder.wait_for("chat.postMessage", lambda c: c.body.get("channel") == "C9", timeout=60)
+            assert "Readiness report" in report.body["text"]
+
+            # the approval: asked on one replica, the same click delivered to both at once
+            start = len(recorder.calls)
+            command = slash_command_body(f"clean node501 weights={folder}", user_id="U1", response_url=recorder.response_url("ask"))
+            assert await _post(http, ports[0], command) == 200
+            card = await recorder.wait_for("chat.update", lambda c: APPROVE in _buttons(c), timeout=60, start=start)
+            request_id, ts = _buttons(card)[APPROVE]["value"], card.body["ts"]
+            click = block_action_body(APPROVE, request_id, user_id="U2", message_ts=ts, response_url=recorder.response_url("U2"))
+            assert await asyncio.gather(_post(http, ports[0], click), _post(http, ports[1], click)) == [200, 200]
+            await recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=60)
+            await asyncio.sleep(2.0)
+            results = [c for c in recorder.calls_of("chat.postMessage") if c.body.get("thread_ts") == ts]
+            reports_posted = [c for c in recorder.calls_of("chat.postMessage") if c.body.get("channel") == "C9" and not c.body.get("thread_ts")]
+        async with sessions() as db:
+            steps = (await db.execute(select(func.count()).select_from(ActionStep).where(ActionStep.request_id == int(request_id)))).scalar_one()
+            sent = (await db.execute(select(ReportRun.fire_time, ReportRun.claimed_by).where(
+                ReportRun.schedule_id == schedule_id, ReportRun.status.in_(["sent", "late"])))).all()
+        await engine.dispose()
+    finally:
+        outs = []
+        for proc in procs:
+            proc.terminate()
+            outs.append(proc.communicate(timeout=30)[0])
+        await _pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert len(results) == 1 and "Done" in results[0].body["text"] + str(results[0].body.get("blocks")), results
+    assert steps == 1 and not folder.exists()
+    fires = [f for f, _ in sent]
+    # one posting per fire time, whichever replica won it (a minute boundary during the test adds one)
+    assert len(fires) == len(set(fires)) >= 1 and len(reports_posted) == len(fires), ([c.body["text"] for c in reports_posted], sent)
