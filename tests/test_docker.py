@@ -116,6 +116,7 @@ async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_s
                     metrics = await r.text()
                 assert 'gpubot_probes_total{error_kind="none",verdict="ready"} 1.0' in metrics
                 assert 'verdict="unreachable"' in metrics
+                assert "gpubot_ssh_pooled_connections 1.0" in metrics  # the pool keeps node01's connection
                 health = stack.state()["Health"]
                 stopping = time.monotonic()
                 stack.compose("stop", "-t", "40", "bot")

@@ -8,7 +8,7 @@ Counted by this process (each replica has its own):
 * ``gpubot_probes_in_flight`` — probes running now (the shutdown gate's count);
 * ``gpubot_slack_api_errors_total{method, error}`` — failed Web API calls (``error`` is Slack's
   error code, or ``connection`` when no answer came);
-* ``gpubot_ssh_pooled_connections`` — open pooled SSH connections (0 while the runner keeps no pool);
+* ``gpubot_ssh_pooled_connections`` — open pooled SSH connections (0 with ``GPUBOT_SSH_POOL=false``);
 * ``gpubot_db_pool_*`` — the SQLAlchemy connection pool: size, checked out, overflow.
 
 Read from the database at each scrape (the same on every replica, since they share it):
