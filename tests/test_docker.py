@@ -133,3 +133,26 @@ async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_s
     assert lines and any(line["event"].startswith("stopped in") for line in lines), logs[-2000:]
     assert TOKEN not in logs and SIGNING not in logs and "unused-here" not in logs
     print(f"\nimage {image_size_bytes(image) / 1e6:.0f} MB, cold start to /readyz {cold_start:.1f} s, shutdown {shutdown:.1f} s")
+
+
+async def test_compose_scales_the_bot_to_two_replicas_on_a_port_range(image, tmp_path):
+    """`up --scale bot=2` with GPUBOT_PUBLISH=A-B: each replica gets a host port and turns healthy.
+    (Each replica has its own SQLite file here; two replicas on one PostgreSQL: tests/test_replicas.py.)"""
+    first = free_port()
+    ports = (first, first + 1)
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    stack = ComposeStack(tmp_path / "project", {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SIGNING, "POSTGRES_PASSWORD": "x",
+                                                "GPUBOT_PUBLISH": f"{ports[0]}-{ports[1]}"},
+                         key_file=str(key), http_port=3000, database_url="sqlite+aiosqlite:////var/lib/gpubot/gpubot.db",
+                         host_network=False)
+    stack.write()
+    try:
+        stack.compose("up", "-d", "--no-deps", "--no-build", "--scale", "bot=2", "bot")
+        async with aiohttp.ClientSession() as http:
+            for port in ports:
+                await _ready(http, f"http://127.0.0.1:{port}", timeout=120)
+        ids = stack.compose("ps", "-q", "bot").stdout.split()
+        assert len(ids) == 2
+    finally:
+        stack.down()

@@ -105,7 +105,7 @@ async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             try:
-                update = await recorder.wait_for("chat.update", timeout=30)
+                update = await recorder.wait_for("chat.update", timeout=120)  # start-up on a loaded machine
             except AssertionError:
                 proc.terminate()
                 raise AssertionError(proc.communicate(timeout=10)[0]) from None

@@ -50,6 +50,8 @@ class ComposeStack:
     key_file: str
     http_port: int
     database_url: str
+    host_network: bool = True
+    """``False``: the compose file's own networking and ``ports`` (``GPUBOT_PUBLISH`` in ``env``)."""
     project: str = field(default_factory=lambda: f"gpubottest{secrets.token_hex(3)}")
 
     def write(self) -> None:
@@ -57,9 +59,12 @@ class ComposeStack:
         self.folder.mkdir(parents=True, exist_ok=True)
         doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
         bot = doc["services"]["bot"]
-        bot.pop("ports")
-        bot.update({"build": {"context": str(ROOT), "args": {"BASE": BASE_IMAGE}}, "image": IMAGE, "network_mode": "host"})
-        bot["environment"].update({"GPUBOT_HTTP_PORT": str(self.http_port), "GPUBOT_DATABASE_URL": self.database_url})
+        bot.update({"build": {"context": str(ROOT), "args": {"BASE": BASE_IMAGE}}, "image": IMAGE})
+        bot["environment"]["GPUBOT_DATABASE_URL"] = self.database_url
+        if self.host_network:
+            bot.pop("ports")
+            bot["network_mode"] = "host"
+            bot["environment"]["GPUBOT_HTTP_PORT"] = str(self.http_port)
         (self.folder / "docker-compose.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
         env_file = self.folder / ".env"
         env_file.write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
