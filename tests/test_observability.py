@@ -163,3 +163,19 @@ def test_json_logs_carry_context_and_never_a_secret():
     assert lines[3]["error_id"] == "ab12cd34" and "ValueError" in lines[3]["exception"] and lines[3]["level"] == "error"
     assert "host" not in lines[4] and lines[4]["event"] == "outside" and lines[4]["logger"] == "gpubot.test"
     assert "postgresql+asyncpg://gpubot:[redacted]@db:5432/gpubot" in lines[1]["event"]
+
+
+async def test_bolt_middleware_puts_the_slack_user_and_action_request_into_the_log_context():
+    import structlog
+
+    from bot.slack.serve import bind_log_context
+
+    seen: list[dict] = []
+
+    async def next_() -> None:
+        seen.append(dict(structlog.contextvars.get_contextvars()))
+
+    await bind_log_context({"user": {"id": "U7"}, "actions": [{"action_id": "action_approve", "value": "42"}]}, next_)
+    await bind_log_context({"user_id": "U8", "command": "/gpu", "text": "status node1"}, next_)
+    assert seen == [{"slack_user": "U7", "slack_action": "action_approve", "action_request": 42}, {"slack_user": "U8"}]
+    assert structlog.contextvars.get_contextvars() == {}  # nothing left behind after the request
