@@ -79,6 +79,11 @@ def _build_parser() -> argparse.ArgumentParser:
     fg = h.add_parser("forget-gpu", help="accept that a host no longer has a GPU it showed before")
     fg.add_argument("name")
     fg.add_argument("gpu", help="the GPU's index, UUID (or a unique prefix), or `all`")
+    ck = h.add_parser("check", help="what the bot may do on a host (sudo -n -l, groups, writable roots); changes nothing")
+    ck.add_argument("name")
+    su = h.add_parser("sudoers", help="print the minimal sudoers file (and group setup) for a host's configuration")
+    su.add_argument("name")
+    h.add_parser("helper", help="print gpubot-priv, the root-owned helper that sudoers allows for kill and delete")
     st = sub.add_parser("status", help="probe a host and print its verdict")
     st.add_argument("words", nargs="+", metavar="ARG",
                     help="HOST, group:NAME or all, then optional need=SIZE and (one host) absolute weight-folder paths")
@@ -163,8 +168,22 @@ def _quote(word: str) -> str:
 
 
 async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
+    if args.hosts_cmd == "helper":
+        from bot.privilege.sudoers import helper_source
+
+        sys.stdout.write(helper_source())
+        return 0
     services = build_services(settings)
     try:
+        if args.hosts_cmd in ("check", "sudoers"):
+            from bot.privilege import check
+
+            if args.hosts_cmd == "sudoers":
+                sys.stdout.write(await check.sudoers_for(services=services, host_name=args.name))
+                return 0
+            result = await check.check_access(services=services, host_name=args.name, requested_by="cli hosts check")
+            print("\n".join(check.check_text(result)))
+            return 0 if result.ok else (2 if result.error else 1)
         async with services.sessions() as db, db.begin():
             if args.hosts_cmd == "add":
                 host = await hosts.add(db_session=db, name=args.name, address=args.address, port=args.port,

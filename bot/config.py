@@ -136,6 +136,12 @@ class Settings(BaseSettings):
     """Rules, first match wins: ``{"kinds": ["pivot"], "groups": ["train"], "approvers": ["U…", "S…"],
     "approvals": 2, "expiry_s": 3600}``. No match: operators and admins approve, 1 approval."""
     approval_expiry_s: int = 3600
+    sudo_systemctl: str = Field(default="/usr/bin/systemctl", pattern=r"^/[A-Za-z0-9@._/+-]+$")
+    """Where ``systemctl`` is on the hosts: a bot user that is not root runs ``sudo -n <this> stop|start|restart
+    -- UNIT``, the exact line ``gpubot hosts sudoers`` prints."""
+    sudo_helper: str = Field(default="/usr/local/libexec/gpubot-priv", pattern=r"^/[A-Za-z0-9@._/+-]+$")
+    """Where the root-owned helper (``gpubot hosts helper``) is installed on the hosts; a bot user that is
+    not root deletes and kills through ``sudo -n <this> delete|kill …`` when it may not do so itself."""
     kill_grace_s: float = 10.0
     """Seconds between SIGTERM and SIGKILL for ``kill``."""
     pivot_gpu_wait_s: float = 300.0

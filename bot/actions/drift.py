@@ -7,7 +7,9 @@ Drift that aborts an action (each becomes one sentence for the card):
 * a process to end is gone and its PID reused (another start time or command line), or a new
   compute process appeared among the ones the request selects;
 * a unit's ActiveState differs from the plan's;
-* the health URL a start will wait for changed (the unit's ``ExecStart`` port, its setting).
+* the health URL a start will wait for changed (the unit's ``ExecStart`` port, its setting);
+* a step would now get its privilege another way (e.g. the folder is no longer writable by the
+  bot user, so the deletion would need sudo): the approved step would fail half-way.
 
 A process that simply ended is not drift (there is less to do); it is noted by the kill step.
 """
@@ -15,6 +17,7 @@ A process that simply ended is not drift (there is less to do); it is noted by t
 from __future__ import annotations
 
 from bot.actions.plan import Plan
+from bot.privilege.access import VIA_WORDS
 from bot.sizes import human_bytes
 
 
@@ -49,6 +52,11 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
     for unit, url in _health_urls(old).items():
         if unit in fresh_urls and fresh_urls[unit] != url:
             reasons.append(f"{unit} would now be awaited at {fresh_urls[unit] or 'no health URL'}, not {url or 'no health URL'}")
+    for n, (was_step, now_step) in enumerate(zip(old.steps, new.steps), 1):
+        was_via, now_via = was_step.args.get("via"), now_step.args.get("via")
+        if was_via and now_via and was_via != now_via:
+            reasons.append(f"step {n} ({was_step.title}) would now run {VIA_WORDS.get(now_via, now_via)}, "
+                           f"not {VIA_WORDS.get(was_via, was_via)} as approved")
     return reasons
 
 

@@ -42,6 +42,18 @@ class StepOutcome:
     journal: JournalTail | None = None
 
 
+def sudo_said(text: str) -> str | None:
+    """A sentence for a refusal by ``sudo -n`` found in a step's output, else ``None``."""
+    for line in text.splitlines():
+        if "sudo:" not in line:
+            continue
+        if "password is required" in line:
+            return ("sudo asked for a password and sudo -n never prompts: the sudo rule must be NOPASSWD "
+                    "(`gpubot hosts check HOST`)")
+        return line.strip()[:300] + " (`gpubot hosts check HOST`)"
+    return None
+
+
 class StepRunner:
     """Runs steps on ``target``. ``gpu_backend`` as in the host's probe plan; ``gpu_free_mib``
     is the threshold under which a GPU without processes counts as free; ``progress`` is told
@@ -56,13 +68,16 @@ class StepRunner:
     def describe(self, step: Step) -> tuple[str, str | None]:
         """``(command shown to people, exact script or None)`` for the audit, before running."""
         s = self.settings
+        sudo = step.args.get("via") == "sudo"
+        helper = s.sudo_helper if sudo else None
         if step.op == "delete":
-            return remote.delete_script(step.args)
+            return remote.delete_script(step.args, helper=helper)
         if step.op == "kill":
-            return remote.kill_script(step.args["procs"], s.kill_grace_s)
+            return remote.kill_script(step.args["procs"], s.kill_grace_s, helper=helper)
         if step.op == "unit":
             a = step.args
-            display, script = remote.unit_script(a["verb"], a["unit"], tuple(a["expect"]), s.unit_wait_s)
+            display, script = remote.unit_script(a["verb"], a["unit"], tuple(a["expect"]), s.unit_wait_s,
+                                                 systemctl=s.sudo_systemctl if sudo else None)
             if a.get("health"):
                 display += f"; then every {s.unit_health_poll_s:g} s until up: {HealthCheck.from_json(a['health']).describe()}"
             return display, script
@@ -112,10 +127,14 @@ class StepRunner:
 
     def _summary(self, step: Step, stdout: str, stderr: str, status: int | None) -> str:
         last = (stdout.strip().splitlines() or stderr.strip().splitlines() or [f"exit status {status}"])[-1]
+        said = sudo_said(stdout + "\n" + stderr) if status else None
+        if said:
+            return said
         if step.op == "kill":
             results = remote.kill_results(stdout)
             words = {"spared": "spared (PID reused by another process)", "gone": "already gone",
                      "alive": "STILL RUNNING"}
+            results = {pid: r if not r.startswith("denied") else "NOT signalled, sudo " + r for pid, r in results.items()}
             text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
             return text or last
         if step.op == "unit" and status == 6:

@@ -27,6 +27,9 @@ class PathItem:
     size_bytes: int | None
     mount: str | None = None
     avail_bytes: int | None = None
+    allowed_root: str | None = None
+    """The allowed root as configured (what sudoers pins for ``gpubot-priv delete``); ``None`` in
+    plans stored before it existed (then ``root``)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,9 @@ class UnitItem:
 class Step:
     """One step. ``op``: ``delete`` (args: a :class:`PathItem` dict), ``kill`` (``procs``),
     ``unit`` (``verb``, ``unit``, ``expect``: accepted ActiveStates), ``wait_gpus``,
-    ``check_disk`` (``path``, ``need_bytes``)."""
+    ``check_disk`` (``path``, ``need_bytes``). Changing steps also carry ``via``: ``root``,
+    ``user`` (the bot user may do it itself) or ``sudo`` (see :mod:`bot.privilege`); absent in
+    plans stored before it existed, which run as the SSH user as they always did."""
 
     op: str
     title: str

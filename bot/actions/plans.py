@@ -24,6 +24,8 @@ from bot.errors import ProbeError, UsageError
 from bot.flows.context import Services
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
+from bot.privilege import steps as privilege_steps
+from bot.privilege.access import read_access
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import FolderState
 from bot.probes.system import parse_df, parse_du
@@ -55,14 +57,31 @@ async def build_plan(*, services: Services, spec: ActionSpec, requested_by: str 
         raise PlanRefused(f"cannot plan on {spec.host}: the probe failed ({report.error})")
     ctx = _Ctx(services, spec, target, group, probe, report)
     if spec.kind is ActionKind.CLEAN_WEIGHTS:
-        return await _clean(ctx, list(spec.paths))
-    if spec.kind is ActionKind.CLEAN_HF:
-        return await _clean(ctx, await _hf_entries(ctx), hub=_hub(ctx))
-    if spec.kind is ActionKind.KILL:
-        return await _kill(ctx)
-    if spec.kind in UNIT_KINDS:
-        return await _unit_plan(ctx)
-    return await _pivot(ctx)
+        plan = await _clean(ctx, list(spec.paths))
+    elif spec.kind is ActionKind.CLEAN_HF:
+        plan = await _clean(ctx, await _hf_entries(ctx), hub=_hub(ctx))
+    elif spec.kind is ActionKind.KILL:
+        plan = await _kill(ctx)
+    elif spec.kind in UNIT_KINDS:
+        plan = await _unit_plan(ctx)
+    else:
+        plan = await _pivot(ctx)
+    return await _privileged(ctx, plan)
+
+
+async def _privileged(ctx: _Ctx, plan: Plan) -> Plan:
+    """Decide how each changing step gets its privilege (one read-only round trip); refuse the
+    plan up front, naming the fix, when any step has none, so an approved plan never half-runs."""
+    s = ctx.services.settings
+    needs = privilege_steps.needs(plan, systemctl=s.sudo_systemctl, helper=s.sudo_helper)
+    if not needs:
+        return plan
+    access = await read_access(ctx.services.runner, ctx.target, [n for _, n in needs], timeout=s.batch_timeout_s)
+    assigned, refused = privilege_steps.assign(plan, needs, access)
+    if refused:
+        who = access.user or "the SSH user"
+        raise _refuse([f"{g.need.label}: {who} may not ({g.reason}); fix: {g.fix}" for g in refused])
+    return assigned
 
 
 # --- paths ---------------------------------------------------------------------------------------
@@ -80,8 +99,9 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
     resolved = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
                 for j in range(len(roots))]
     real_roots: list[str] = [r for r in resolved if r]
+    configured = {r: roots[j] for j, r in reversed(list(enumerate(resolved))) if r}
     reasons: list[str] = []
-    found: dict[str, tuple[str, str, str]] = {}
+    found: dict[str, tuple[str, str, str, str]] = {}
     for i, p in enumerate(paths):
         o = out.get(f"path.{i}")
         if o is None or o.exit_status is None:
@@ -109,18 +129,19 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
         elif kv.get("mount") != "no":
             reasons.append(f"{p}: {real} is a mount point")
         else:
-            found.setdefault(real, (p, max(under, key=len), kv.get("type", "?")))
+            best = max(under, key=len)
+            found.setdefault(real, (p, best, kv.get("type", "?"), configured[best]))
     if reasons:
         raise _refuse(reasons)
     reals = list(found)
     sizes = await remote.run_framed(ctx.services.runner, ctx.target, remote.size_commands(reals), timeout=timeout)
     items = []
     for i, real in enumerate(reals):
-        p, root, ftype = found[real]
+        p, root, ftype, allowed = found[real]
         du = parse_du(real, sizes.get(f"du.{i}", ProbeOutput("?", "", "no answer", None)))
         df = parse_df(real, sizes.get(f"df.{i}", ProbeOutput("?", "", "no answer", None)))
         size = du.size_bytes if du.state in (FolderState.PRESENT, FolderState.PARTIAL) else None
-        items.append(PathItem(p, real, root, ftype, size, df.mount, df.avail_bytes))
+        items.append(PathItem(p, real, root, ftype, size, df.mount, df.avail_bytes, allowed))
     return items
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 import uuid
 
+from bot.privilege.sudoers import delete_argv, sudo_line, unit_argv
 from bot.probes.frames import ProbeOutput, frame_script, split_frames
 from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
@@ -95,24 +96,36 @@ def hf_entries_command(hub: str, repo: str | None) -> list[tuple[str, str]]:
                     f"[ -e \"$e\" ] || [ -L \"$e\" ] || continue; printf '%s' \"$e\" | {HEX}; echo; done"))]
 
 
-def delete_script(item: dict[str, str]) -> tuple[str, str]:
+def delete_script(item: dict[str, str], *, helper: str | None = None) -> tuple[str, str]:
     """``(display command, script)`` deleting one planned path, re-checked at the moment it runs:
     the path must still resolve to the planned real path, strictly under the planned root (itself
     still resolving to the same place), and not be a mount point. ``rm`` stays on one filesystem.
+    With ``helper`` (its path on the host), the deletion itself is ``sudo -n HELPER delete ROOT
+    REAL`` (``ROOT`` as configured, pinned by sudoers), which checks all of this again as root.
     Exit 3: gone; 4: refused (the reason on stdout); 5: still there after ``rm``."""
     p, real, root = item["path"], item["real"], item["root"]
+    if helper:
+        argv = delete_argv(helper, item.get("allowed_root") or root, real)
+        checks = _delete_checks(p, real, root)
+        return sudo_line(argv), "\n".join([*checks, sudo_line(argv)])
     script = "\n".join([
+        *_delete_checks(p, real, root),
+        "rm -rf --one-file-system -- \"$r\"; rc=$?",
+        "if [ -e \"$r\" ] || [ -L \"$r\" ]; then echo \"$r is still there (rm exit $rc)\"; exit 5; fi",
+        "echo \"deleted $r\"",
+    ])
+    return f"rm -rf --one-file-system -- {q(real)}", script
+
+
+def _delete_checks(p: str, real: str, root: str) -> list[str]:
+    return [
         "export LC_ALL=C",
         f"r=$(realpath -e -- {q(p)}) || {{ echo {q(f'{p} no longer exists')}; exit 3; }}",
         f"[ \"$r\" = {q(real)} ] || {{ echo {q(p + ' now resolves to ')}\"$r\"{q(', not ' + real)}; exit 4; }}",
         f"root=$(realpath -e -- {q(root)}) && [ \"$root\" = {q(root)} ] || {{ echo {q(f'root {root} moved')}; exit 4; }}",
         f"case \"$r\" in {q(root.rstrip('/'))}/?*) ;; *) echo \"$r is not under $root\"; exit 4;; esac",
         f"if {IS_MOUNT}; then echo \"$r is a mount point\"; exit 4; fi",
-        "rm -rf --one-file-system -- \"$r\"; rc=$?",
-        "if [ -e \"$r\" ] || [ -L \"$r\" ]; then echo \"$r is still there (rm exit $rc)\"; exit 5; fi",
-        "echo \"deleted $r\"",
-    ])
-    return f"rm -rf --one-file-system -- {q(real)}", script
+    ]
 
 
 # --- Processes -----------------------------------------------------------------------------------
@@ -142,20 +155,29 @@ CHECK_FN = """chk() {
 belongs to another process (different start time or command line)."""
 
 
-def kill_script(procs: list[dict[str, object]], grace_s: float) -> tuple[str, str]:
+def kill_script(procs: list[dict[str, object]], grace_s: float, *, helper: str | None = None) -> tuple[str, str]:
     """``(display command, script)``: SIGTERM each planned process that is still *the same*
     process, wait up to ``grace_s`` seconds, SIGKILL the survivors (re-checked again), then
-    confirm. Prints ``PID term|kill|gone|spared|alive`` lines; exit 7 if any is still alive."""
+    confirm. Prints ``PID term|kill|gone|spared|alive`` lines (``PID denied REASON`` when sudo
+    refused); exit 7 if any is still alive, 8 if sudo refused one. With ``helper`` (its path on
+    the host) each signal is ``sudo -n HELPER kill SIG PID START SHA``, which re-checks the
+    process as root (exit 1 gone, 2 spared)."""
     for p in procs:
         if not str(p["start_time"]).isdecimal() or not all(c in "0123456789abcdef" for c in str(p["cmd_sha"])):
             raise ValueError("a planned process has a malformed start time or command hash")
     ids = [(int(str(p["pid"])), q(str(p["start_time"])), q(str(p["cmd_sha"]))) for p in procs]
     ticks = max(1, int(grace_s / 0.2))
-    lines = ["export LC_ALL=C", CHECK_FN, "term=' '"]
+    if helper:
+        sig = ("sig() { o=$(sudo -n " + q(helper) + " kill \"$1\" \"$2\" \"$3\" \"$4\" 2>&1); r=$?; "
+               "[ $r -gt 2 ] && printf '%s denied %s\\n' \"$2\" \"$(printf '%s' \"$o\" | tr '\\n' ' ')\"; return $r; }")
+    else:
+        sig = "sig() { kill -$1 $2 2>/dev/null; }"
+    lines = ["export LC_ALL=C", CHECK_FN, sig, "term=' '", "denied="]
     for pid, start, sha in ids:
         lines.append(f"chk {pid} {start} {sha}; case $? in "
-                     f"0) if kill -TERM {pid} 2>/dev/null; then echo '{pid} term'; term=\"$term{pid} \"; "
-                     f"else echo '{pid} gone'; fi;; 1) echo '{pid} gone';; *) echo '{pid} spared';; esac")
+                     f"0) sig TERM {pid} {start} {sha}; case $? in 0) echo '{pid} term'; term=\"$term{pid} \";; "
+                     f"1) echo '{pid} gone';; 2) echo '{pid} spared';; *) denied=1;; esac;; "
+                     f"1) echo '{pid} gone';; *) echo '{pid} spared';; esac")
 
     def each_signalled(body: str) -> str:
         return " ".join(f"case \"$term\" in *' {pid} '*) {body.format(pid=pid, start=start, sha=sha)};; esac;"
@@ -165,13 +187,15 @@ def kill_script(procs: list[dict[str, object]], grace_s: float) -> tuple[str, st
         "n=0", f"while [ $n -lt {ticks} ]; do alive=0; "
         + each_signalled("chk {pid} {start} {sha} && alive=1")
         + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
-        each_signalled("chk {pid} {start} {sha} && kill -KILL {pid} 2>/dev/null && echo '{pid} kill'"),
+        each_signalled("chk {pid} {start} {sha} && sig KILL {pid} {start} {sha} && echo '{pid} kill'"),
         "n=0; while [ $n -lt 10 ]; do alive=0; " + each_signalled("chk {pid} {start} {sha} && alive=1")
         + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
         "rc=0; " + each_signalled("chk {pid} {start} {sha} && {{ echo '{pid} alive'; rc=7; }}"),
+        '[ -n "$denied" ] && rc=8',
         "exit $rc",
     ]
-    display = f"kill -TERM {' '.join(str(i[0]) for i in ids)}; after {grace_s:g} s kill -KILL survivors"
+    how = f"sudo -n {helper} kill" if helper else "kill"
+    display = f"{how} -TERM {' '.join(str(i[0]) for i in ids)}; after {grace_s:g} s {how} -KILL survivors"
     return display, "\n".join(lines)
 
 
@@ -184,20 +208,26 @@ def kill_results(stdout: str) -> dict[int, str]:
         parts = line.split()
         if len(parts) == 2 and parts[0].isdecimal() and parts[1] in words:
             out[int(parts[0])] = words[parts[1]]
+        elif len(parts) > 2 and parts[0].isdigit() and parts[1] == "denied":
+            out[int(parts[0])] = "denied: " + " ".join(parts[2:])[:200]
     return out
 
 
 # --- Units, GPUs, disk ---------------------------------------------------------------------------
-def unit_script(verb: str, unit: str, expect: tuple[str, ...], wait_s: float) -> tuple[str, str]:
+def unit_script(verb: str, unit: str, expect: tuple[str, ...], wait_s: float, *,
+                systemctl: str | None = None) -> tuple[str, str]:
     """``(display, script)``: ``systemctl VERB -- UNIT``, then poll ``ActiveState`` until it is
-    one of ``expect`` (exit 0) or ``wait_s`` passes (exit 6). Prints ``ActiveState=…``."""
+    one of ``expect`` (exit 0) or ``wait_s`` passes (exit 6). Prints ``ActiveState=…``. With
+    ``systemctl`` (its absolute path on the host) the change runs as ``sudo -n SYSTEMCTL VERB --
+    UNIT``, exactly the line sudoers allows; the polling stays unprivileged."""
     if verb not in ("stop", "start", "restart") or not set(expect) <= {*STOPPED, *RUNNING}:
         raise ValueError(f"bad unit step {verb} {expect}")
     u = q(unit)
     ticks = max(1, int(wait_s / 0.5))
+    change = sudo_line(unit_argv(systemctl, verb, unit)) if systemctl else f"systemctl {verb} -- {u}"
     script = "\n".join([
         "export LC_ALL=C",
-        f"systemctl {verb} -- {u}; rc=$?",
+        f"{change}; rc=$?",
         "[ $rc -eq 0 ] || { echo \"systemctl exited $rc\"; exit $rc; }",
         "n=0", "while :; do",
         f"  st=$(systemctl show -p ActiveState --value -- {u})",
@@ -205,7 +235,7 @@ def unit_script(verb: str, unit: str, expect: tuple[str, ...], wait_s: float) ->
         f"  n=$((n+1)); [ $n -ge {ticks} ] && {{ echo \"ActiveState=$st\"; exit 6; }}",
         "  sleep 0.5", "done",
     ])
-    return f"systemctl {verb} -- {u}", script
+    return change, script
 
 
 def gpu_commands(backend: str) -> list[tuple[str, str]]:

@@ -62,6 +62,11 @@ def parse_forget_gpu(args: list[str]) -> HostsForgetGpu:
     return HostsForgetGpu(validate_host(args[0]), gpu)
 
 
+@dataclass(frozen=True)
+class HostsCheck:
+    name: str
+
+
 def _one(args: list[str], usage: str) -> str:
     if len(args) != 1:
         raise UsageError("name one host", usage=usage)
@@ -125,4 +130,7 @@ SPECS = [
                 Role.ADMIN, parse_trust),
     CommandSpec(("hosts", "forget-gpu"), FORGET_USAGE, "accept that a host no longer has a GPU it showed before (its inventory)",
                 Role.ADMIN, parse_forget_gpu),
+    CommandSpec(("hosts", "check"), "hosts check NAME",
+                "what the bot may do on a host (probe, sudo rules, writable roots) and how to fix what it may not",
+                Role.OPERATOR, lambda a: HostsCheck(_one(a, "hosts check NAME"))),
 ]

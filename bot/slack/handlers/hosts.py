@@ -7,12 +7,13 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.commands.hosts import HostsAdd, HostsForgetGpu, HostsList, HostsRemove, HostsShow, HostsTrust
+from bot.commands.hosts import HostsAdd, HostsCheck, HostsForgetGpu, HostsList, HostsRemove, HostsShow, HostsTrust
 from bot.commands.roles import Role
 from bot.errors import NotFoundError, PermissionDenied
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts import trust
+from bot.privilege.check import check_access, check_text
 from bot.render.text import inventory_lines
 from bot.slack.blocks import escape, text_blocks, trust_card_blocks
 from bot.slack.context import CommandContext
@@ -95,8 +96,14 @@ async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
                                                 offered.key_type, offered.state))
 
 
+async def check_host_access(ctx: CommandContext, cmd: HostsCheck) -> None:
+    result = await check_access(services=ctx.services, host_name=cmd.name, requested_by=ctx.user_id)
+    lines = check_text(result)
+    await ctx.reply_ephemeral(lines[0], text_blocks("\n".join(escape(line) for line in lines)))
+
+
 HANDLERS = {HostsList: list_hosts, HostsShow: show_host, HostsAdd: add_host, HostsRemove: remove_host, HostsTrust: trust_host,
-            HostsForgetGpu: forget_gpu}
+            HostsForgetGpu: forget_gpu, HostsCheck: check_host_access}
 
 
 def register(app: AsyncApp, services: Services) -> None:

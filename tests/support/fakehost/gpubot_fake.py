@@ -7,7 +7,8 @@ three into its ``bin_dir`` (first on the SSH session's ``PATH``) together with a
 
 Which host am I? The server address of the SSH connection: the 3rd field of
 ``$SSH_CONNECTION`` (``client_ip client_port server_ip server_port``); for runs outside SSH,
-``$GPUBOT_FAKE_ADDR``; else ``127.0.0.1``. Its state is ``<state_dir>/<addr>.json`` where
+``$GPUBOT_FAKE_ADDR``; under ``sudo`` (which resets the environment) the nearest ancestor's
+``SSH_CONNECTION``; else ``127.0.0.1``. Its state is ``<state_dir>/<addr>.json`` where
 ``state_dir`` is ``$GPUBOT_FAKE_STATE_DIR`` or ``gpubot_fake.json``'s ``state_dir``. A missing
 state file means :func:`default_state` (a healthy idle 8-GPU host).
 
@@ -85,7 +86,30 @@ def host_addr() -> str:
     conn = os.environ.get("SSH_CONNECTION", "").split()
     if len(conn) >= 3:
         return conn[2]
-    return os.environ.get("GPUBOT_FAKE_ADDR") or "127.0.0.1"
+    if os.environ.get("GPUBOT_FAKE_ADDR"):
+        return os.environ["GPUBOT_FAKE_ADDR"]
+    conn = _ancestor_env("SSH_CONNECTION").split()
+    return conn[2] if len(conn) >= 3 else "127.0.0.1"
+
+
+def _ancestor_env(name: str) -> str:
+    """``name`` from the nearest ancestor process that has it: ``sudo`` resets the environment,
+    so a fake run through sudo finds its SSH session in the shell that called sudo (as root)."""
+    pid = os.getppid()
+    for _ in range(16):
+        if pid <= 1:
+            break
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                for item in f.read().split(b"\0"):
+                    key, _, value = item.partition(b"=")
+                    if key.decode(errors="replace") == name:
+                        return value.decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return ""
 
 
 def state_dir() -> str:

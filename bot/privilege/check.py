@@ -1,0 +1,161 @@
+"""``hosts check`` and ``hosts sudoers``: what the bot may do on a host, and the rules it needs.
+
+:func:`check_access` changes nothing on the host: it probes (the ordinary status batch, stored as
+a snapshot like any probe) and runs one read-only round trip (:mod:`bot.privilege.access`):
+``id``, ``sudo -n -l -l``, ``sudo -n -l`` of each exact command, write permission on the allowed
+roots. :func:`sudoers_for` renders the sudoers file for the host's configuration.
+
+Errors: :class:`~bot.errors.NotFoundError` for an unknown host; :class:`SudoersError` (a
+:class:`~bot.errors.UsageError`) when a configured name cannot be written into sudoers.
+"""
+
+from __future__ import annotations
+
+import getpass
+import shlex
+from dataclasses import dataclass, field
+
+from bot.actions.policy import allowed_roots, configured_units
+from bot.errors import GpubotError, UsageError
+from bot.flows.context import Services
+from bot.flows.status import check_host
+from bot.hosts import service as hosts
+from bot.privilege import sudoers
+from bot.privilege.access import Need, grants, read_access
+from bot.probes.readings import FolderState
+
+q = shlex.quote
+SAMPLE_SHA = "0" * 64
+
+
+class SudoersError(UsageError):
+    """A configured unit, root or path cannot be written safely into sudoers."""
+
+
+@dataclass(frozen=True)
+class CheckLine:
+    """One capability: ``ok`` (``True`` ✔, ``False`` ✘), ``what`` ("stop vllm.service"), ``how``
+    ("via sudo", or why not) and ``fix`` (empty when ok)."""
+
+    ok: bool
+    what: str
+    how: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class HostCheck:
+    """The answer of :func:`check_access`. ``error``: the host could not be checked at all."""
+
+    host: str
+    user: str | None = None
+    uid: int | None = None
+    groups: tuple[str, ...] = ()
+    lines: list[CheckLine] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(line.ok for line in self.lines)
+
+
+def root_write_check(root: str) -> str:
+    """sh: exit 0 when the current user may delete anything under ``root`` itself (``root`` and
+    every folder below it writable and searchable); else the first obstacle on stdout."""
+    r = q(root)
+    return "; ".join([
+        f"r={r}", '[ -d "$r" ] || { echo "$r does not exist"; exit 1; }',
+        '{ [ -w "$r" ] && [ -x "$r" ]; } || { echo "$r is not writable by $(id -un)"; exit 1; }',
+        'b=$(find "$r" -xdev -mindepth 1 -type d \\( ! -writable -o ! -executable -o ! -readable \\) -print -quit 2>&1 | head -n 1)',
+        '[ -z "$b" ] || { echo "$b is not writable by $(id -un)"; exit 1; }',
+    ])
+
+
+async def _host_config(services: Services, name: str) -> tuple[str, str | None, list[str], list[str]]:
+    """``(ssh user, group, units, roots)`` of ``name``."""
+    async with services.sessions() as db:
+        target, host = await hosts.resolve(db_session=db, name=name)
+        group, probe = (host.group, dict(host.probe or {})) if host else (None, {})
+    s = services.settings
+    user = target.user or s.ssh_user or getpass.getuser()
+    return user, group, configured_units(s, probe), allowed_roots(s, name, group)
+
+
+async def sudoers_for(*, services: Services, host_name: str) -> str:
+    """The sudoers file (with install steps and the group alternative) for ``host_name``."""
+    user, _, units, roots = await _host_config(services, host_name)
+    s = services.settings
+    spec = sudoers.SudoersSpec(user=user, units=tuple(units), roots=tuple(roots), systemctl=s.sudo_systemctl,
+                               helper=s.sudo_helper, host=host_name)
+    try:
+        return sudoers.render_sudoers(spec)
+    except sudoers.SudoersError as exc:
+        raise SudoersError(str(exc)) from None
+
+
+def check_needs(units: list[str], roots: list[str], *, systemctl: str, helper: str) -> list[Need]:
+    """Needs that stand for every action the configuration allows (sample PID/path arguments)."""
+    needs = [Need(f"unit.{v}.{u}", f"{v} {u}", sudoers.unit_argv(systemctl, v, u))
+             for u in units for v in sudoers.UNIT_VERBS]
+    needs.append(Need("kill", "kill GPU processes of other users",
+                      sudoers.kill_argv(helper, "TERM", 2, "0", SAMPLE_SHA),
+                      fix=f"install the helper {helper} and allow `{helper} kill *` (`gpubot hosts sudoers HOST`)"))
+    for root in roots:
+        needs.append(Need(f"delete.{root}", f"delete under {root}",
+                          sudoers.delete_argv(helper, root, root.rstrip("/") + "/gpubot-check"), root_write_check(root),
+                          fix=(f"make {root} group-writable for a group the bot user is in, or install the helper "
+                               f"{helper} and allow `{helper} delete {root} *` (`gpubot hosts sudoers HOST`)")))
+    return needs
+
+
+async def check_access(*, services: Services, host_name: str, requested_by: str | None = None) -> HostCheck:
+    """What the bot may do on ``host_name``; nothing on the host changes."""
+    user, _, units, roots = await _host_config(services, host_name)
+    s = services.settings
+    report = await check_host(services=services, host_name=host_name, requested_by=requested_by)
+    if report.readings is None:
+        return HostCheck(host_name, user=user, error=f"the probe failed: {report.error}")
+    async with services.sessions() as db:
+        target, _ = await hosts.resolve(db_session=db, name=host_name)
+    needs = check_needs(units, roots, systemctl=s.sudo_systemctl, helper=s.sudo_helper)
+    try:
+        access = await read_access(services.runner, target, needs, timeout=s.batch_timeout_s)
+    except GpubotError as exc:
+        return HostCheck(host_name, user=user, error=str(exc))
+    me = access.user or user
+    lines = [_probe_line(report, me)]
+    for g in grants(access, needs):
+        how = g.reason
+        if g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper:
+            how = f"via sudo ({s.sudo_helper})"
+        lines.append(CheckLine(g.ok, g.need.label, how, g.fix))
+    if not units:
+        lines.append(CheckLine(True, "units", "none configured, so stop/start/restart are not offered on this host"))
+    return HostCheck(host_name, me, access.uid, access.groups, lines)
+
+
+def _probe_line(report: object, me: str) -> CheckLine:
+    readings = getattr(report, "readings", None)
+    unread = [f.path for f in (getattr(readings, "folders", None) or [])
+              if f.state in (FolderState.PARTIAL, FolderState.ERROR) and "denied" in (f.warning or "")]
+    hf = getattr(readings, "hf_cache", None)
+    if hf is not None and hf.state in (FolderState.PARTIAL, FolderState.ERROR) and "denied" in (hf.warning or ""):
+        unread.append(hf.path)
+    if unread:
+        return CheckLine(False, "probe", f"answered as {me}, but could not read all of {', '.join(unread)} "
+                         "(sizes there are lower bounds)", f"make them readable by {me} (a group it is in)")
+    return CheckLine(True, "probe", f"answered as {me} (no privilege needed)")
+
+
+def check_text(check: HostCheck) -> list[str]:
+    """Plain lines for people: a header, then ``✔``/``✘`` per capability, with the fix."""
+    if check.error:
+        return [f"{check.host}: could not check — {check.error}"]
+    who = f"{check.user} (uid {check.uid}" + (f"; groups {', '.join(check.groups)})" if check.groups else ")")
+    head = f"{check.host}: the bot logs in as {who}"
+    if check.uid == 0:
+        head += " — root may do everything; an ordinary user with `gpubot hosts sudoers` rules is safer"
+    out = [head]
+    for line in check.lines:
+        out.append(f"{'✔' if line.ok else '✘'} {line.what}: {line.how}" + (f" — fix: {line.fix}" if line.fix and not line.ok else ""))
+    return out

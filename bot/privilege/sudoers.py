@@ -1,0 +1,212 @@
+"""The exact privileged command lines, the sudoers file that allows them, and a reader of ``sudo -ll``.
+
+Why a helper for deletion and kill: sudoers matches arguments with shell-style wildcards, where
+``*`` also matches blanks and ``..``; a rule like ``/bin/rm -rf /shared/*`` therefore allows
+``rm -rf /shared/../etc`` or ``rm -rf /shared/x /etc``, and ``kill -TERM *`` allows ``kill -TERM
+-1`` (every process). So sudoers only ever names ``systemctl VERB -- UNIT`` lines verbatim, and
+``gpubot-priv delete ROOT *`` / ``gpubot-priv kill *``, where the root-owned helper re-checks the
+path (resolved, strictly under ROOT, not a mount point) or the process (same start time and
+command line, a GPU process, not PID 1) itself, as root, at the moment it acts.
+
+Format sources: sudoers(5) (``Cmnd`` lists, ``NOPASSWD:``, characters that must be escaped:
+``, : = \\``), and ``sudo -l -l``'s "Sudoers entry:" blocks (sudo 1.9; ``Options: !authenticate``
+is a NOPASSWD entry).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from dataclasses import dataclass, field
+from importlib import resources
+
+SAFE_ARG = re.compile(r"^[A-Za-z0-9@._/+-]+$")
+"""Arguments written into sudoers verbatim: nothing sudoers or a glob would read specially."""
+
+UNIT_VERBS = ("stop", "start", "restart")
+
+
+class SudoersError(ValueError):
+    """A configured name cannot be written safely into a sudoers rule."""
+
+
+def helper_source() -> str:
+    """The text of the ``gpubot-priv`` helper shipped with the product (POSIX sh)."""
+    return resources.files("bot.privilege").joinpath("gpubot-priv.sh").read_text()
+
+
+def unit_argv(systemctl: str, verb: str, unit: str) -> tuple[str, ...]:
+    """``systemctl VERB -- UNIT`` as sudo runs it (``systemctl`` is an absolute path on the host)."""
+    if verb not in UNIT_VERBS:
+        raise ValueError(f"unit verb {verb!r}")
+    return (systemctl, verb, "--", unit)
+
+
+def kill_argv(helper: str, signal: str, pid: int, start: str, sha: str) -> tuple[str, ...]:
+    """``gpubot-priv kill TERM|KILL PID START SHA``."""
+    return (helper, "kill", signal, str(int(pid)), start, sha)
+
+
+def delete_argv(helper: str, root: str, real: str) -> tuple[str, ...]:
+    """``gpubot-priv delete ROOT REAL`` (``ROOT`` as configured, ``REAL`` the resolved path)."""
+    return (helper, "delete", root, real)
+
+
+def sudo_line(argv: tuple[str, ...]) -> str:
+    """The shell text ``sudo -n ARGV…`` (every word quoted)."""
+    return "sudo -n " + " ".join(shlex.quote(a) for a in argv)
+
+
+def _safe(word: str, what: str) -> str:
+    if not SAFE_ARG.match(word) or word.startswith("-"):
+        raise SudoersError(f"{what} `{word}` cannot be written safely in sudoers (allowed: letters, digits, @ . _ / + -)")
+    return word
+
+
+@dataclass(frozen=True)
+class SudoersSpec:
+    """What one host's configuration needs: the SSH ``user``, its configured ``units``, the
+    allowed ``roots`` (as configured), and where ``systemctl`` and the helper live on the host."""
+
+    user: str
+    units: tuple[str, ...]
+    roots: tuple[str, ...]
+    systemctl: str
+    helper: str
+    host: str = ""
+
+    def rules(self) -> list[str]:
+        """The commands to allow, as sudoers ``Cmnd`` text (one per entry)."""
+        out = [" ".join(unit_argv(_safe(self.systemctl, "systemctl path"), v, _safe(u, "unit")))
+               for u in self.units for v in UNIT_VERBS]
+        helper = _safe(self.helper, "helper path")
+        out.append(f"{helper} kill *")
+        for root in self.roots:
+            if root.rstrip("/") in ("", "/"):
+                raise SudoersError("the root folder / cannot be an allowed root for deletion")
+            out.append(f"{helper} delete {_safe(root, 'allowed root')} *")
+        return out
+
+
+def render_sudoers(spec: SudoersSpec, *, group: str = "gpubot-models") -> str:
+    """The whole ``/etc/sudoers.d/`` file for ``spec``, with install steps and the group
+    alternative for deletion as comments. Raises :class:`SudoersError`."""
+    user = _safe(spec.user, "user")
+    rules = spec.rules()
+    where = f" on {spec.host}" if spec.host else ""
+    lines = []
+    if user == "root":
+        user = "gpubot"
+        lines += [f"# The bot logs in{where} as root, which needs no rules. Recommended instead: an ordinary user",
+                  f"# (here `{user}`: register the host with user={user}) with exactly these rules.", "#"]
+    lines += [
+        f"# gpubot{where}: the only commands user {user} may run as root, all without a password (sudo -n).",
+        "# Install:  visudo -cf gpubot.sudoers && install -m 0440 -o root -g root gpubot.sudoers /etc/sudoers.d/gpubot",
+        f"# Helper:   gpubot hosts helper > gpubot-priv && install -m 0755 -o root -g root gpubot-priv {spec.helper}",
+        "#           (kill and delete go through it: it re-checks the process or the path itself, as root;",
+        "#            sudoers never gets rm or kill with a wildcard)",
+        f"{user} ALL=(root) NOPASSWD: " + ", \\\n    ".join(rules),
+    ]
+    if spec.roots:
+        roots = " ".join(spec.roots)
+        lines += [
+            "#",
+            "# Deleting without sudo instead (then the `delete` lines above are not needed): make the model",
+            f"# folders group-writable by a group {user} is in; new files inherit the group (setgid folders).",
+            f"#   groupadd -f {group} && usermod -aG {group} {user}",
+            f"#   chgrp -R {group} {roots} && chmod -R g+rwX {roots}",
+            f"#   find {roots} -type d -exec chmod g+s {{}} +",
+            "# and have the services that write weights use umask 002.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# --- reading sudo -n -l -l -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class SudoEntry:
+    """One "Sudoers entry": its commands (as sudo prints them) and whether it asks for a password."""
+
+    commands: tuple[str, ...]
+    nopasswd: bool
+    runas: str = "root"
+
+
+@dataclass(frozen=True)
+class SudoListing:
+    """What ``sudo -n -l -l`` said. ``state``: ``ok`` (entries listed), ``password`` (sudo wants a
+    password even to list, i.e. no NOPASSWD rule at all), ``none`` (no rule for this user),
+    ``missing`` (sudo is not installed), ``error`` (anything else; ``message`` says what)."""
+
+    state: str
+    entries: tuple[SudoEntry, ...] = field(default_factory=tuple)
+    message: str = ""
+    all_nopasswd: bool = False
+
+    def nopasswd_for(self, argv: tuple[str, ...]) -> bool:
+        """Whether some NOPASSWD entry (run as root) matches ``argv``, read the way sudoers does
+        (the path exactly or by glob, arguments with fnmatch over the joined words; none given =
+        any arguments; ``""`` = none). sudo itself decides at run time; this only predicts it."""
+        return any((self.all_nopasswd or e.nopasswd) and e.runas in ("root", "ALL") and
+                   any(command_matches(c, argv) for c in e.commands) for e in self.entries)
+
+
+def _merged(path: str) -> str:
+    """``/usr/bin/x`` and ``/bin/x`` are one file on merged-/usr systems."""
+    return path[4:] if path.startswith("/usr/") else path
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def command_matches(pattern: str, argv: tuple[str, ...]) -> bool:
+    """Does the sudoers command ``pattern`` (as ``sudo -ll`` prints it) allow ``argv``?"""
+    pattern = pattern.strip()
+    if pattern == "ALL":
+        return True
+    path, _, args = pattern.partition(" ")
+    path, args = _unescape(path), args.strip()
+    if path.endswith("/"):
+        path_ok = argv[0].startswith(path) and "/" not in argv[0][len(path):]
+    else:
+        path_ok = fnmatch.fnmatchcase(_merged(argv[0]), _merged(path))
+    if not path_ok:
+        return False
+    if not args:
+        return True
+    if args == '""':
+        return len(argv) == 1
+    return fnmatch.fnmatchcase(" ".join(argv[1:]), _unescape(args))
+
+
+def parse_sudo_list(stdout: str, stderr: str, exit_status: int | None) -> SudoListing:
+    """A :class:`SudoListing` from ``sudo -n -l -l``'s output and exit status."""
+    err = " ".join(stderr.split())
+    if exit_status == 127:
+        return SudoListing("missing", message="sudo is not installed")
+    if exit_status != 0:
+        if "password is required" in err:
+            return SudoListing("password", message=err)
+        if "may not run sudo" in err or "not in the sudoers" in err:
+            return SudoListing("none", message=err)
+        return SudoListing("error", message=err or f"sudo -l exited {exit_status}")
+    defaults, _, body = stdout.partition("may run the following commands")
+    all_nopasswd = "!authenticate" in defaults
+    entries: list[SudoEntry] = []
+    for block in body.split("Sudoers entry:")[1:]:
+        commands: list[str] = []
+        nopasswd, runas, in_commands = False, "root", False
+        for line in block.splitlines():
+            text = line.strip()
+            if in_commands and line.startswith("\t") and text:
+                commands.append(text)
+                continue
+            in_commands = text == "Commands:"
+            if text.startswith("Options:"):
+                opts = [o.strip() for o in text.split(":", 1)[1].split(",")]
+                nopasswd = "!authenticate" in opts
+            elif text.startswith("RunAsUsers:"):
+                runas = text.split(":", 1)[1].strip().split(",")[0].strip()
+        entries.append(SudoEntry(tuple(commands), nopasswd, runas))
+    return SudoListing("ok", tuple(entries), all_nopasswd=all_nopasswd)
