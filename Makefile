@@ -1,6 +1,6 @@
 # The two commands a newcomer needs (see README.md):
 #   make run    set up a virtualenv, probe this machine, then serve Slack (tokens set) or open the console
-#   make test   install what the tests need (OpenSSH server, Python packages), lint, type-check, run the tests
+#   make test   install what the tests need (OpenSSH server, sudo, Python packages), lint, type-check, run the tests
 # While changing code: make test-fast (every test that needs neither sshd nor PostgreSQL; CI runs make test).
 PY ?= python3
 VENV ?= .venv
@@ -24,6 +24,7 @@ run: setup
 deps-system:
 	@command -v /usr/sbin/sshd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client; }
 	@command -v zsh >/dev/null && command -v fish >/dev/null && command -v tcsh >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh fish tcsh; }
+	@command -v sudo >/dev/null && command -v visudo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sudo; }
 	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
 	@# tests/test_docker.py: a Docker engine (started by the test itself), Compose 1.29, debootstrap for its base image
 	@command -v dockerd >/dev/null && command -v docker-compose >/dev/null && command -v debootstrap >/dev/null || \

@@ -122,8 +122,9 @@ def grant(access: Access, index: int, need: Need, *, sudoers_hint: str = "") -> 
     if listing.state == "missing":
         return Grant(need, None, f"{not_self}sudo is not installed", f"install sudo, then {fix}")
     if listing.state == "password":
-        return Grant(need, None, f"{not_self}sudo asks {me} for a password (sudo -n never prompts): no NOPASSWD rule",
-                     f"make the rule NOPASSWD: `{me} ALL=(root) NOPASSWD: {line}`")
+        return Grant(need, None, f"{not_self}sudo asks {me} for a password even to list its rules, so {me} has no "
+                                 "NOPASSWD rule (no rule at all, or only rules that ask for a password; sudo -n never prompts)",
+                     f"add the NOPASSWD rule `{me} ALL=(root) NOPASSWD: {line}` (all rules: `gpubot hosts sudoers HOST`)")
     s = access.outputs.get(f"sudo.{index}")
     if s is None or s.exit_status is None:
         return Grant(need, None, f"{not_self}sudo did not answer", fix)

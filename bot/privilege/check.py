@@ -64,7 +64,7 @@ def root_write_check(root: str) -> str:
     every folder below it writable and searchable); else the first obstacle on stdout."""
     r = q(root)
     return "; ".join([
-        f"r={r}", '[ -d "$r" ] || { echo "$r does not exist"; exit 1; }',
+        f"r={r}", '[ -d "$r" ] || { echo "$r does not exist on the host"; exit 2; }',
         '{ [ -w "$r" ] && [ -x "$r" ]; } || { echo "$r is not writable by $(id -un)"; exit 1; }',
         'b=$(find "$r" -xdev -mindepth 1 -type d \\( ! -writable -o ! -executable -o ! -readable \\) -print -quit 2>&1 | head -n 1)',
         '[ -z "$b" ] || { echo "$b is not writable by $(id -un)"; exit 1; }',
@@ -124,7 +124,11 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
         return HostCheck(host_name, user=user, error=str(exc))
     me = access.user or user
     lines = [_probe_line(report, me)]
-    for g in grants(access, needs):
+    for i, g in enumerate(grants(access, needs)):
+        own = access.outputs.get(f"self.{i}")
+        if g.need.key.startswith("delete.") and own is not None and own.exit_status == 2:
+            lines.append(CheckLine(False, g.need.label, own.stdout.strip(), "create it, or remove it from `allowed_roots`"))
+            continue
         how = g.reason
         if g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper:
             how = f"via sudo ({s.sudo_helper})"

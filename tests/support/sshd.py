@@ -14,7 +14,12 @@ of changed keys, the test user's client key, ``authorized_keys``, ``known_hosts`
 
 Logins: the current user (root here) by public key only, and the extra ``users`` (name -> login
 shell; :func:`ensure_user` creates each real system account once, home under
-:data:`USERS_HOME`, same client key) — the server's folder is then readable by them (0755). The session environment is set with
+:data:`USERS_HOME`, same client key) — the server's folder is then readable by them (0755).
+Or ``login_user`` (an ordinary user the caller created, see :mod:`tests.support.osuser`) instead
+of the current user: then the temp folder is made searchable (0755) and ``authorized_keys``
+readable, since sshd reads it as that user; everything stays root-owned, so ``bin/`` (the fakes,
+and ``extra_bin``: name -> text, e.g. the ``gpubot-priv`` helper) is a folder the user may run
+from but not change, as sudoers rules need. The session environment is set with
 ``SetEnv`` in sshd_config: ``PATH=<bin>:/usr/local/sbin:...``, ``GPUBOT_FAKE_STATE_DIR`` and
 ``SHLVL=1``. SetEnv is applied after sshd's own PATH and works with ``UsePAM no`` (no
 ``PermitUserEnvironment`` needed). ``SHLVL=1`` is there because the login shell runs the
@@ -109,7 +114,8 @@ class SshTestServer:
 
     def __init__(self, addresses: Iterable[str] = ("127.0.0.1",), *, sshd: str = SSHD,
                  start_timeout: float = 15.0, attempts: int = 5, extra_config: Iterable[str] = (),
-                 users: dict[str, str] | None = None):
+                 users: dict[str, str] | None = None, login_user: str | None = None,
+                 extra_bin: dict[str, str] | None = None):
         addrs = [_loopback(a) for a in addresses]
         self.addresses = ["127.0.0.1"] + [a for a in dict.fromkeys(addrs) if a != "127.0.0.1"]
         self.sshd = sshd
@@ -120,7 +126,9 @@ class SshTestServer:
         """Which of the two host keys sshd serves (:meth:`restart` may switch to the wrong one)."""
         self.users = dict(users or {})
         """Extra accounts: name -> login shell path (see :func:`ensure_user`)."""
-        self.username = pwd.getpwuid(os.geteuid()).pw_name
+        self.extra_bin = dict(extra_bin or {})
+        self.username = login_user or pwd.getpwuid(os.geteuid()).pw_name
+        self.login_user = login_user
         self.port = 0
         self.tmp = ""
         self.procs: list[subprocess.Popen] = []
@@ -163,6 +171,8 @@ class SshTestServer:
         if not os.path.exists(self.sshd):
             raise SshServerError(f"{self.sshd} not found (apt-get install openssh-server)")
         self.tmp = tempfile.mkdtemp(prefix="gpubot-sshd-")
+        if self.login_user:
+            os.chmod(self.tmp, 0o755)  # the login user reads authorized_keys, runs bin/, reads state/
         atexit.register(self.stop)
         try:
             if self.users:
@@ -263,6 +273,7 @@ class SshTestServer:
         client_pub = self._keygen(self.client_key_path, "gpubot-test-client")
         with open(self._p("authorized_keys"), "w") as f:
             f.write(client_pub + "\n")
+        os.chmod(self._p("authorized_keys"), 0o644)
         os.makedirs(self.bin_dir)
         os.makedirs(self.state_dir)
         self._install_fakes()
@@ -282,6 +293,10 @@ class SshTestServer:
             os.chmod(dest, 0o755)
         for module in ("gpubot_fake.py", "kernellog.py"):
             shutil.copy(os.path.join(FAKEHOST_DIR, module), self.bin_dir)
+        for name, text in self.extra_bin.items():
+            with open(os.path.join(self.bin_dir, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(self.bin_dir, name), 0o755)
         with open(os.path.join(self.bin_dir, "gpubot_fake.json"), "w") as f:
             json.dump({"state_dir": self.state_dir, "fixtures_dir": FIXTURES_DIR}, f)
 

@@ -1,0 +1,263 @@
+"""Least privilege on a real host: the bot logs in over sshd as an ordinary user, and sudo allows
+exactly what `gpubot hosts sudoers` printed (Debian's sudo, a validated /etc/sudoers.d file).
+
+The host is this machine through a loopback sshd (tests/support/sshd.py) with a throwaway user
+(tests/support/osuser.py); `systemctl` and `nvidia-smi` are the test fakes, and the fake
+`systemctl` is what sudo runs as root. The helper is the product's own `gpubot-priv`, installed
+root-owned next to the fakes. Processes to kill belong to root (another user than the bot's).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bot.actions import flows, service
+from bot.actions.execute import StepRunner
+from bot.actions.kinds import ActionKind, ActionSpec, State
+from bot.actions.plans import PlanRefused, build_plan, unit_step
+from bot.db.session import make_engine, make_session_factory
+from bot.flows.context import Services
+from bot.flows.status import check_host
+from bot.privilege.check import check_access, check_text, sudoers_for
+from bot.privilege.sudoers import helper_source
+from bot.probes.readings import FolderState
+from bot.ssh.runner import RoutingRunner, SshRunner
+from bot.ssh.target import HostTarget
+from tests.actions_support import approve, clean, fast, register, weights
+from tests.conftest import make_settings
+from tests.support import fakestate, osuser
+from tests.support.fakestate import unit
+from tests.support.holders import HolderPool
+from tests.support.sshd import SshTestServer
+
+ADDRS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+
+
+@dataclass
+class Box:
+    """This machine as a GPU host whose bot user is an ordinary user."""
+
+    user: osuser.LoginUser
+    server: SshTestServer
+    sudoers: osuser.SudoersDropIn
+    work: Path
+
+
+@pytest.fixture(scope="module")
+def box() -> Iterator[Box]:
+    assert osuser.sudo_available(), "Debian's sudo is not installed (run `make deps-system` as root)"
+    osuser.sweep_stale()
+    work = Path(tempfile.mkdtemp(prefix="gpubot-priv-"))
+    os.chmod(work, 0o755)
+    user = osuser.LoginUser().create(str(work))
+    server = SshTestServer(ADDRS, login_user=user.name, extra_bin={"gpubot-priv": helper_source()})
+    dropin = osuser.SudoersDropIn()
+    try:
+        server.start()
+        yield Box(user, server, dropin, work)
+    finally:
+        dropin.remove()
+        server.stop()
+        user.remove()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def shared(box: Box) -> Iterator[Path]:
+    """The allowed root of the test: root-owned, searchable by the bot user, not writable by it."""
+    path = box.work / f"shared-{os.urandom(3).hex()}"
+    path.mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+async def svc(database_url: str, box: Box, shared: Path) -> AsyncIterator[Services]:
+    """Services whose SSH user is the ordinary user; units, roots and sudo paths as on a real host."""
+    settings = make_settings(database_url, box.server, sudo_systemctl=f"{box.server.bin_dir}/systemctl",
+                             sudo_helper=f"{box.server.bin_dir}/gpubot-priv", units={"vllm.service": "inactive"})
+    engine = make_engine(database_url)
+    runner = RoutingRunner(SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
+                                     default_key_file=settings.ssh_key_file, connect_timeout=3.0))
+    services = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
+    fast(services, shared)
+    fakestate.reset_state(box.server)
+    try:
+        yield services
+    finally:
+        box.sudoers.remove()
+        fakestate.reset_state(box.server)
+        await engine.dispose()
+
+
+@pytest.fixture
+def holders(box: Box) -> Iterator[HolderPool]:
+    pool = HolderPool(box.server)
+    yield pool
+    pool.close()
+
+
+async def commands(svc: Services, request_id: int) -> list[str]:
+    """The exact commands the audit recorded for a request's steps."""
+    async with svc.sessions() as db:
+        return [row.command for row in await service.steps(db_session=db, request_id=request_id)]
+
+
+async def install_printed_sudoers(svc: Services, box: Box, host: str) -> str:
+    text = await sudoers_for(services=svc, host_name=host)
+    box.sudoers.install(text)
+    return text
+
+
+async def test_the_printed_sudoers_file_names_exactly_the_units_the_helper_and_the_roots(svc, box, shared):
+    await register(svc, "priv1", ADDRS[0], box.server)
+    text = await sudoers_for(services=svc, host_name="priv1")
+    bin_dir, shared = box.server.bin_dir, shared
+    rules = [line.strip(" ,\\") for line in text.splitlines() if not line.startswith("#")]
+    assert rules[0] == f"{box.user.name} ALL=(root) NOPASSWD: {bin_dir}/systemctl stop -- vllm.service"
+    assert rules[1:] == [f"{bin_dir}/systemctl start -- vllm.service", f"{bin_dir}/systemctl restart -- vllm.service",
+                         f"{bin_dir}/gpubot-priv kill *", f"{bin_dir}/gpubot-priv delete {shared} *"]
+    assert not any(" rm " in r or "/kill" in r for r in rules)
+
+
+async def test_a_probe_as_an_ordinary_user_says_what_it_could_not_read(svc, box, shared):
+    secret = shared / "private-weights"
+    (secret / "inner").mkdir(parents=True)
+    (secret / "inner" / "w.bin").write_bytes(b"\0" * 4096)
+    os.chmod(secret, 0o700)
+    await register(svc, "priv2", ADDRS[0], box.server, probe={"weight_paths": [str(secret), str(secret / "inner")]})
+    report = await check_host(services=svc, host_name="priv2")
+    assert report.readings is not None
+    top, inner = report.readings.folders
+    assert top.state is FolderState.PARTIAL and "Permission denied" in (top.warning or "")
+    assert inner.state is FolderState.ERROR and "Permission denied" in (inner.warning or "")
+    assert FolderState.ABSENT not in (top.state, inner.state)
+    check = await check_access(services=svc, host_name="priv2")
+    assert not check.lines[0].ok and str(secret) in check.lines[0].how and "lower bounds" in check.lines[0].how
+
+
+async def test_stop_and_start_of_the_allowed_unit_run_through_sudo(svc, box):
+    fakestate.update_state(box.server, ADDRS[0], units={"vllm.service": unit(active=True)})
+    await register(svc, "priv3", ADDRS[0], box.server)
+    await install_printed_sudoers(svc, box, "priv3")
+    for verb, after in (("stop", "inactive"), ("start", "active")):
+        spec = ActionSpec(ActionKind(verb), "priv3", unit="vllm.service")
+        view = await flows.request_action(services=svc, spec=spec, requester="U1")
+        done = await approve(svc, view.id)
+        assert done.view.state is State.DONE, done.view.message
+        assert (await commands(svc, view.id))[0] == f"sudo -n {box.server.bin_dir}/systemctl {verb} -- vllm.service"
+        assert fakestate.read_state(box.server, ADDRS[0]).units["vllm.service"]["ActiveState"] == after
+
+
+async def test_a_process_of_another_user_is_killed_through_the_helper(svc, box, holders):
+    proc = holders.hold(ADDRS[0], gpu=2, used_mib=70_000)
+    assert os.stat(f"/proc/{proc.pid}").st_uid != box.user.uid
+    await register(svc, "priv4", ADDRS[0], box.server)
+    await install_printed_sudoers(svc, box, "priv4")
+    view = await flows.request_action(services=svc, spec=ActionSpec(ActionKind.KILL, "priv4", pids=(proc.pid,)),
+                                      requester="U1")
+    done = await approve(svc, view.id)
+    assert done.view.state is State.DONE, done.view.message
+    assert f"{box.server.bin_dir}/gpubot-priv kill" in (await commands(svc, view.id))[0]
+    assert proc.wait(5) is not None
+
+
+async def test_an_approved_folder_is_deleted_through_the_helper_or_by_the_user_when_group_writable(svc, box, shared):
+    root_owned = weights(shared, "glm5")
+    await register(svc, "priv5", ADDRS[0], box.server)
+    await install_printed_sudoers(svc, box, "priv5")
+    view = await flows.request_action(services=svc, spec=clean("priv5", root_owned), requester="U1")
+    done = await approve(svc, view.id)
+    assert done.view.state is State.DONE, done.view.message
+    assert (await commands(svc, view.id))[0] == f"sudo -n {box.server.bin_dir}/gpubot-priv delete {shared} {root_owned}"
+    assert not root_owned.exists()
+    mine = weights(shared, "qwen")
+    os.chown(shared, box.user.uid, box.user.gid)
+    for path in (mine, mine / "model.gguf"):
+        os.chown(path, box.user.uid, box.user.gid)
+    view = await flows.request_action(services=svc, spec=clean("priv5", mine), requester="U1")
+    done = await approve(svc, view.id)
+    assert done.view.state is State.DONE and (await commands(svc, view.id))[0].startswith("rm -rf")
+    assert not mine.exists()
+
+
+async def test_what_sudoers_does_not_allow_is_refused_at_planning(svc, box, shared, holders):
+    fakestate.update_state(box.server, ADDRS[0], units={"vllm.service": unit(active=True), "sglang.service": unit(active=True)})
+    await register(svc, "priv6", ADDRS[0], box.server)
+    await install_printed_sudoers(svc, box, "priv6")
+    with pytest.raises(PlanRefused, match="not a configured unit"):
+        await build_plan(services=svc, spec=ActionSpec(ActionKind.STOP, "priv6", unit="sglang.service"))
+    # a unit configured after the sudoers file was printed: the plan names the missing rule
+    svc.settings.units = {"vllm.service": "inactive", "sglang.service": "active"}
+    with pytest.raises(PlanRefused) as refused:
+        await build_plan(services=svc, spec=ActionSpec(ActionKind.STOP, "priv6", unit="sglang.service"))
+    assert "no sudo rule allows" in str(refused.value) and "systemctl stop -- sglang.service" in str(refused.value)
+    outside = weights(box.work / f"elsewhere-{os.urandom(2).hex()}", "x")
+    with pytest.raises(PlanRefused, match="outside the allowed roots"):
+        await build_plan(services=svc, spec=clean("priv6", outside))
+    stray = holders.spawn()
+    with pytest.raises(PlanRefused, match="not a GPU compute process"):
+        await build_plan(services=svc, spec=ActionSpec(ActionKind.KILL, "priv6", pids=(stray.pid,)))
+    assert stray.poll() is None and outside.exists()
+    # and the helper itself, asked directly as the bot user, refuses a path outside its root
+    target = HostTarget("priv6", ADDRS[0], port=box.server.port)
+    res = await svc.runner.run(target, f"sudo -n {box.server.bin_dir}/gpubot-priv delete {shared} {outside}", timeout=20)
+    assert res.exit_status == 4 and "is not under" in res.stdout and outside.exists()
+    res = await svc.runner.run(target, f"sudo -n {box.server.bin_dir}/gpubot-priv kill TERM {stray.pid} 1 {'0' * 64}", timeout=20)
+    assert res.exit_status == 2 and stray.poll() is None
+
+
+async def test_a_rule_that_asks_for_a_password_fails_at_once_with_a_clear_reason(svc, box):
+    fakestate.update_state(box.server, ADDRS[0], units={"vllm.service": unit(active=True)})
+    await register(svc, "priv7", ADDRS[0], box.server)
+    systemctl = f"{box.server.bin_dir}/systemctl"
+    box.sudoers.install(f"{box.user.name} ALL=(root) {systemctl} stop -- vllm.service\n")
+    started = time.monotonic()
+    with pytest.raises(PlanRefused) as refused:
+        await build_plan(services=svc, spec=ActionSpec(ActionKind.STOP, "priv7", unit="vllm.service"))
+    assert "asks" in str(refused.value) and "password" in str(refused.value) and "NOPASSWD" in str(refused.value)
+    # a step that reaches sudo anyway (rules changed after approval) fails at once, never waits for a prompt
+    step = unit_step("stop", "vllm.service")
+    step.args["via"] = "sudo"
+    runner = StepRunner(runner=svc.runner, target=HostTarget("priv7", ADDRS[0], port=box.server.port),
+                        settings=svc.settings, gpu_backend="nvidia-smi", gpu_free_mib=16)
+    outcome = await runner.run(step)
+    assert not outcome.ok and "asked for a password" in outcome.summary and "NOPASSWD" in outcome.summary
+    assert time.monotonic() - started < 15
+    assert fakestate.read_state(box.server, ADDRS[0]).units["vllm.service"]["ActiveState"] == "active"
+    # a NOPASSWD rule for stop next to a password rule for start: only start is refused
+    box.sudoers.install(f"{box.user.name} ALL=(root) NOPASSWD: {systemctl} stop -- vllm.service\n"
+                        f"{box.user.name} ALL=(root) {systemctl} start -- vllm.service\n")
+    check = {line.what: line for line in (await check_access(services=svc, host_name="priv7")).lines}
+    assert check["stop vllm.service"].ok and check["stop vllm.service"].how == "via sudo"
+    assert not check["start vllm.service"].ok and "asks for a password" in check["start vllm.service"].how
+
+
+async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
+    svc.settings.allowed_roots = {"*": [str(shared), "/var/lib/gpubot-no-such-root"]}
+    await register(svc, "priv8", ADDRS[0], box.server)
+    before = check_text(await check_access(services=svc, host_name="priv8"))
+    assert before[0].startswith(f"priv8: the bot logs in as {box.user.name} (uid {box.user.uid}")
+    assert before[1] == f"✔ probe: answered as {box.user.name} (no privilege needed)"
+    assert before[2].startswith(f"✘ stop vllm.service: sudo asks {box.user.name} for a password even to list its rules")
+    assert "has no NOPASSWD rule" in before[2] and "fix: add the NOPASSWD rule" in before[2]
+    assert any(line.startswith(f"✘ delete under {shared}: {shared} is not writable by {box.user.name}; sudo asks")
+               for line in before)
+    await install_printed_sudoers(svc, box, "priv8")
+    after = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}
+    assert [after[f"{v} vllm.service"].how for v in ("stop", "start", "restart")] == ["via sudo"] * 3
+    assert after["kill GPU processes of other users"].how == f"via sudo ({box.server.bin_dir}/gpubot-priv)"
+    assert after[f"delete under {shared}"].ok and "via sudo" in after[f"delete under {shared}"].how
+    missing = after["delete under /var/lib/gpubot-no-such-root"]
+    assert not missing.ok and "does not exist" in missing.how
+    os.chown(shared, box.user.uid, box.user.gid)
+    mine = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}
+    assert mine[f"delete under {shared}"].how == f"as {box.user.name} (no sudo needed)"
