@@ -203,6 +203,12 @@ async def test_what_sudoers_does_not_allow_is_refused_at_planning(svc, box, shar
     outside = weights(box.work / f"elsewhere-{os.urandom(2).hex()}", "x")
     with pytest.raises(PlanRefused, match="outside the allowed roots"):
         await build_plan(services=svc, spec=clean("priv6", outside))
+    hidden = shared / "private"
+    hidden_weights = weights(hidden, "w")
+    os.chmod(hidden, 0o700)
+    with pytest.raises(PlanRefused) as refused:
+        await build_plan(services=svc, spec=clean("priv6", hidden_weights))
+    assert "Permission denied" in str(refused.value) and "does not exist" not in str(refused.value)
     stray = holders.spawn()
     with pytest.raises(PlanRefused, match="not a GPU compute process"):
         await build_plan(services=svc, spec=ActionSpec(ActionKind.KILL, "priv6", pids=(stray.pid,)))
@@ -261,3 +267,107 @@ async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
     os.chown(shared, box.user.uid, box.user.gid)
     mine = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}
     assert mine[f"delete under {shared}"].how == f"as {box.user.name} (no sudo needed)"
+
+
+async def test_gpu_hosts_check_in_slack_answers_the_operator_only(svc, box, shared):
+    from tests.slack_env import start_bot
+    from tests.support.slack_recorder import SlackApiRecorder
+
+    svc.settings.operators = ["U1"]
+    await register(svc, "priv9", ADDRS[0], box.server)
+    await install_printed_sudoers(svc, box, "priv9")
+    async with SlackApiRecorder() as recorder:
+        bot, close = await start_bot(svc, recorder)
+        try:
+            status, _, seconds = await bot.command("hosts check priv9", user_id="U1")
+            assert status == 200 and seconds < 3.0
+            call = await recorder.wait_for("response_url", lambda c: "priv9" in str(c.body.get("text")), timeout=30)
+            assert call.body["response_type"] == "ephemeral"
+            text = str(call.body["blocks"])
+            assert "✔ stop vllm.service: via sudo" in text and f"✔ delete under {shared}: via sudo" in text
+            status, _, _ = await bot.command("hosts check priv9", user_id="U7")
+            denied = await recorder.wait_for("response_url", lambda c: "operator" in str(c.body.get("text")), timeout=30)
+            assert "priv9: the bot logs in" not in str(denied.body)
+        finally:
+            await close()
+
+
+async def test_a_pivot_as_an_ordinary_user_gets_each_step_its_privilege(svc, box, shared):
+    svc.settings.units = {"vllm.service": "inactive", "sglang.service": "active"}
+    fakestate.update_state(box.server, ADDRS[1], units={"vllm.service": unit(active=True), "sglang.service": unit(active=False)})
+    old = weights(shared, "glm5")
+    await register(svc, "privA", ADDRS[1], box.server)
+    await install_printed_sudoers(svc, box, "privA")
+    spec = ActionSpec(ActionKind.PIVOT, "privA", from_unit="vllm.service", to_unit="sglang.service", paths=(str(old),))
+    view = await flows.request_action(services=svc, spec=spec, requester="U1")
+    done = await approve(svc, view.id)
+    assert done.view.state is State.DONE, done.view.message
+    bin_dir = box.server.bin_dir
+    stop, wait, delete, start = await commands(svc, view.id)
+    assert (stop, delete, start) == (f"sudo -n {bin_dir}/systemctl stop -- vllm.service",
+                                     f"sudo -n {bin_dir}/gpubot-priv delete {shared} {old}",
+                                     f"sudo -n {bin_dir}/systemctl start -- sglang.service")
+    units = fakestate.read_state(box.server, ADDRS[1]).units
+    assert (units["vllm.service"]["ActiveState"], units["sglang.service"]["ActiveState"]) == ("inactive", "active")
+    assert not old.exists()
+
+
+async def test_a_pivot_missing_one_rule_is_refused_before_anything_runs(svc, box, shared):
+    fakestate.update_state(box.server, ADDRS[1], units={"vllm.service": unit(active=True), "sglang.service": unit(active=False)})
+    old = weights(shared, "glm5")
+    await register(svc, "privB", ADDRS[1], box.server)
+    await install_printed_sudoers(svc, box, "privB")  # printed while only vllm.service was configured
+    svc.settings.units = {"vllm.service": "inactive", "sglang.service": "active"}
+    spec = ActionSpec(ActionKind.PIVOT, "privB", from_unit="vllm.service", to_unit="sglang.service", paths=(str(old),))
+    with pytest.raises(PlanRefused) as refused:
+        await flows.request_action(services=svc, spec=spec, requester="U1")
+    text = str(refused.value)
+    assert "start sglang.service" in text and "stop vllm.service" not in text and "fix:" in text
+    assert fakestate.read_state(box.server, ADDRS[1]).units["vllm.service"]["ActiveState"] == "active" and old.exists()
+
+
+async def test_a_folder_no_longer_writable_at_approval_aborts_instead_of_failing_half_way(svc, box, shared):
+    mine = weights(shared, "qwen")
+    for path in (shared, mine, mine / "model.gguf"):
+        os.chown(path, box.user.uid, box.user.gid)
+    await register(svc, "privC", ADDRS[2], box.server)
+    view = await flows.request_action(services=svc, spec=clean("privC", mine), requester="U1")
+    os.chown(shared, 0, 0)  # the group route was taken away, and no sudo rule replaces it
+    done = await approve(svc, view.id)
+    assert done.view.state is State.ABORTED and mine.exists()
+    assert f"delete {mine}" in (done.view.message or "") and "may not" in (done.view.message or "")
+    await install_printed_sudoers(svc, box, "privC")
+    view = await flows.request_action(services=svc, spec=clean("privC", mine), requester="U1")
+    for path in (shared,):
+        os.chown(path, box.user.uid, box.user.gid)  # now it would run as the user, not through sudo as approved
+    done = await approve(svc, view.id)
+    assert done.view.state is State.ABORTED and "would now run as the bot user, not via sudo" in (done.view.message or "")
+
+
+def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shared, tmp_path):
+    from tests.test_cli import gpubot
+
+    env = {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}", "GPUBOT_SSH_USER": box.user.name,
+           "GPUBOT_SSH_KEY_FILE": box.server.client_key_path, "GPUBOT_KNOWN_HOSTS": box.server.known_hosts_path,
+           "GPUBOT_SUDO_SYSTEMCTL": f"{box.server.bin_dir}/systemctl", "GPUBOT_SUDO_HELPER": f"{box.server.bin_dir}/gpubot-priv",
+           "GPUBOT_UNITS": '{"vllm.service": "inactive"}', "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{shared}"]}}'}
+    fakestate.reset_state(box.server)
+    assert gpubot("hosts", "add", "privD", ADDRS[2], "--port", str(box.server.port), env=env).returncode == 0
+    helper = gpubot("hosts", "helper", env=env)
+    assert helper.returncode == 0 and helper.stdout == helper_source()
+    refused = gpubot("hosts", "check", "privD", env=env)
+    assert refused.returncode == 1 and "✘ stop vllm.service" in refused.stdout
+    printed = gpubot("hosts", "sudoers", "privD", env=env)
+    assert printed.returncode == 0
+    try:
+        box.sudoers.install(printed.stdout)  # visudo -cf accepts it as printed
+        check = gpubot("hosts", "check", "privD", env=env)
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert check.stdout.splitlines()[2:] == [
+            "✔ stop vllm.service: via sudo", "✔ start vllm.service: via sudo", "✔ restart vllm.service: via sudo",
+            f"✔ kill GPU processes of other users: via sudo ({box.server.bin_dir}/gpubot-priv)",
+            f"✔ delete under {shared}: via sudo ({box.server.bin_dir}/gpubot-priv)"]
+    finally:
+        box.sudoers.remove()
+    bad = gpubot("hosts", "sudoers", "privD", env={**env, "GPUBOT_UNITS": '{"odd unit,ALL": "inactive"}'})
+    assert bad.returncode == 64 and "cannot be written safely in sudoers" in bad.stderr and "Traceback" not in bad.stderr

@@ -218,9 +218,13 @@ async def _kill(ctx: _Ctx) -> Plan:
         by_pid.setdefault(p.pid, []).append(p)
     out = await remote.run_framed(ctx.services.runner, ctx.target, remote.proc_commands(list(by_pid)),
                                   timeout=ctx.services.settings.batch_timeout_s)
-    items, warnings = [], []
+    items, warnings, unreadable = [], [], []
     for pid, entries in by_pid.items():
         o = out.get(f"proc.{pid}")
+        if o is not None and o.exit_status == 4:
+            unreadable.append(f"pid {pid}: the bot user cannot read /proc/{pid} ({(o.stderr.strip() or 'permission denied')[:200]}), "
+                              "so the process cannot be pinned by start time and command line")
+            continue
         kv = remote.keyvalues(o.stdout) if o and o.exit_status == 0 else {}
         if not kv.get("start", "").isdecimal() or len(kv.get("sha", "")) != 64:
             warnings.append(f"pid {pid} ended since the probe")
@@ -229,6 +233,8 @@ async def _kill(ctx: _Ctx) -> Plan:
         cmdline = "".join(c for c in raw if c.isprintable()).strip()
         used = sum(e.used_memory_mib or 0 for e in entries)
         items.append(ProcItem(pid, entries[0].process_name, index.get(entries[0].gpu_uuid), used, kv["start"], kv["sha"], cmdline))
+    if unreadable:
+        raise _refuse(unreadable)
     if not items:
         raise PlanRefused("every listed process ended since the probe; nothing to kill")
     grace = ctx.services.settings.kill_grace_s

@@ -63,12 +63,13 @@ def keyvalues(stdout: str) -> dict[str, str]:
 # --- Paths ---------------------------------------------------------------------------------------
 def resolve_commands(paths: list[str], roots: list[str]) -> list[tuple[str, str]]:
     """Resolve roots (``root.J``: hex real path) and paths (``path.I``: ``real``, ``type``,
-    ``mount``) on the host. A path that does not exist exits 3."""
+    ``mount``) on the host. A path that does not exist exits 3; one the SSH user may not look
+    at (a folder on the way it may not search) exits 4 with ``realpath``'s message on stderr."""
     cmds = [(f"root.{j}", f"r=$(realpath -e -- {q(r)}) || exit 3; printf '%s' \"$r\" | {HEX}")
             for j, r in enumerate(roots)]
     for i, p in enumerate(paths):
         cmds.append((f"path.{i}", "; ".join([
-            f"r=$(realpath -e -- {q(p)}) || exit 3",
+            f"r=$(realpath -e -- {q(p)} 2>&1) || {{ case \"$r\" in *'ermission denied'*) echo \"$r\" >&2; exit 4;; esac; exit 3; }}",
             f"printf 'real=%s\\n' \"$(printf '%s' \"$r\" | {HEX})\"",
             "printf 'type=%s\\n' \"$(stat -c %F -- \"$r\")\"",
             f"if {IS_MOUNT}; then echo mount=yes; else echo mount=no; fi",
@@ -131,9 +132,13 @@ def _delete_checks(p: str, real: str, root: str) -> list[str]:
 # --- Processes -----------------------------------------------------------------------------------
 def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
     """``proc.PID``: ``state``, ``start`` (field 22 of /proc/PID/stat), ``sha`` of the raw
-    cmdline, ``cmd`` (hex of its first 512 bytes). Exit 3: no such process."""
+    cmdline, ``cmd`` (hex of its first 512 bytes). Exit 3: no such process; 4: the SSH user may
+    not read it (``/proc`` mounted with ``hidepid``; the reason on stderr)."""
     return [(f"proc.{int(pid)}", "; ".join([
-        f"s=$(cat /proc/{int(pid)}/stat 2>/dev/null) || exit 3",
+        f"[ -d /proc/{int(pid)} ] || {{ grep -qE '^proc /proc proc [^ ]*hidepid=(1|2|noaccess|invisible)' /proc/mounts "
+        f"&& {{ echo '/proc is mounted with hidepid: processes of other users are hidden from '\"$(id -un)\" >&2; exit 4; }}; exit 3; }}",
+        f"s=$(cat /proc/{int(pid)}/stat 2>&1) || {{ [ -d /proc/{int(pid)} ] || exit 3; echo \"$s\" >&2; exit 4; }}",
+        f"[ -r /proc/{int(pid)}/cmdline ] || {{ echo 'cannot read /proc/{int(pid)}/cmdline' >&2; exit 4; }}",
         's=${s##*) }', "set -- $s",
         "printf 'state=%s\\nstart=%s\\n' \"$1\" \"${20}\"",
         f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
