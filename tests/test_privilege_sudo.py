@@ -29,6 +29,8 @@ from bot.flows.status import check_host
 from bot.privilege.check import check_access, check_text, sudoers_for
 from bot.privilege.sudoers import helper_source
 from bot.probes.readings import FolderState
+from bot.render.status_view import status_view
+from bot.render.text import status_text
 from bot.ssh.runner import RoutingRunner, SshRunner
 from bot.ssh.target import HostTarget
 from tests.actions_support import approve, clean, fast, register, weights
@@ -140,6 +142,9 @@ async def test_a_probe_as_an_ordinary_user_says_what_it_could_not_read(svc, box,
     assert top.state is FolderState.PARTIAL and "Permission denied" in (top.warning or "")
     assert inner.state is FolderState.ERROR and "Permission denied" in (inner.warning or "")
     assert FolderState.ABSENT not in (top.state, inner.state)
+    text = status_text(status_view(report))
+    assert f"{secret} — " in text and "(at least; du: cannot read directory" in text
+    assert f"{secret / 'inner'} — unknown (du: cannot access" in text and "Permission denied" in text
     check = await check_access(services=svc, host_name="priv2")
     assert not check.lines[0].ok and str(secret) in check.lines[0].how and "lower bounds" in check.lines[0].how
 
