@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import delete, inspect
 
 from bot.actions import flows, service
 from bot.actions.execute import StepRunner
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.plans import PlanRefused, build_plan, unit_step
+from bot.db.models import Base
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
 from bot.flows.status import check_host
@@ -97,6 +99,11 @@ async def svc(database_url: str, box: Box, shared: Path) -> AsyncIterator[Servic
     finally:
         box.sudoers.remove()
         fakestate.reset_state(box.server)
+        async with services.sessions() as db, db.begin():  # the database is shared by the session's tests
+            present = set(await (await db.connection()).run_sync(lambda c: inspect(c).get_table_names()))
+            for table in reversed(Base.metadata.sorted_tables):
+                if table.name in present:
+                    await db.execute(delete(table))
         await engine.dispose()
 
 
