@@ -383,3 +383,19 @@ def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shar
         box.sudoers.remove()
     bad = gpubot("hosts", "sudoers", "privD", env={**env, "GPUBOT_UNITS": '{"odd unit,ALL": "inactive"}'})
     assert bad.returncode == 64 and "cannot be written safely in sudoers" in bad.stderr and "Traceback" not in bad.stderr
+
+
+async def test_a_shared_hf_cache_is_cleaned_through_its_own_rule(svc, box, shared):
+    hf = box.work / f"hf-{os.urandom(2).hex()}"
+    entry = weights(hf / "hub", "models--org--glm5")
+    other = weights(hf / "hub", "models--org--qwen")
+    await register(svc, "privE", ADDRS[2], box.server, probe={"hf_cache": str(hf)})
+    text = await install_printed_sudoers(svc, box, "privE")
+    assert f"gpubot-priv delete {hf}/hub *" in text
+    view = await flows.request_action(services=svc, spec=ActionSpec(ActionKind.CLEAN_HF, "privE", repo="org/glm5"),
+                                      requester="U1")
+    done = await approve(svc, view.id)
+    assert done.view.state is State.DONE, done.view.message
+    assert (await commands(svc, view.id)) == [f"sudo -n {box.server.bin_dir}/gpubot-priv delete {hf}/hub {entry}"]
+    assert not entry.exists() and other.exists()
+    shutil.rmtree(hf)

@@ -88,3 +88,11 @@ def test_root_gets_the_rules_for_a_recommended_ordinary_user():
     spec = SudoersSpec(user="root", units=(), roots=("/shared",), systemctl="/usr/bin/systemctl", helper=HELPER)
     text = render_sudoers(spec)
     assert "as root, which needs no rules" in text and "gpubot ALL=(root) NOPASSWD:" in text
+
+
+def test_a_configured_hf_cache_outside_the_roots_gets_its_own_delete_rule():
+    base = dict(user="gpubot", units=(), roots=("/shared",), systemctl="/usr/bin/systemctl", helper=HELPER)
+    outside = SudoersSpec(**base, hf_hub="/data/hf/hub").rules()
+    inside = SudoersSpec(**base, hf_hub="/shared/hf/hub").rules()
+    assert f"{HELPER} delete /data/hf/hub *" in outside
+    assert not any("/shared/hf/hub" in r for r in inside) and f"{HELPER} delete /shared *" in inside

@@ -10,7 +10,7 @@ Errors: :class:`PlanRefused` (a :class:`~bot.errors.UsageError`: the message lis
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from bot.actions import remote
@@ -175,8 +175,11 @@ def _free_after(items: list[PathItem]) -> str:
 
 
 async def _clean(ctx: _Ctx, paths: list[str], hub: str | None = None) -> Plan:
-    roots = [hub] if hub else allowed_roots(ctx.services.settings, ctx.spec.host, ctx.group)
-    items = await resolve_paths(ctx, paths, roots)
+    configured = allowed_roots(ctx.services.settings, ctx.spec.host, ctx.group)
+    items = await resolve_paths(ctx, paths, [hub] if hub else configured)
+    outer = [r for r in configured if hub and hub.startswith(r.rstrip("/") + "/")]
+    if outer:  # a cache under an allowed root: sudoers' rule for that root covers it
+        items = [replace(it, allowed_root=max(outer, key=len)) for it in items]
     lines = [_path_line(it) for it in items]
     freed = sum(it.size_bytes or 0 for it in items)
     expected = "; ".join(x for x in [f"frees {human_bytes(freed)}", _free_after(items)] if x)

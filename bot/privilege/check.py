@@ -71,22 +71,23 @@ def root_write_check(root: str) -> str:
     ])
 
 
-async def _host_config(services: Services, name: str) -> tuple[str, str | None, list[str], list[str]]:
-    """``(ssh user, group, units, roots)`` of ``name``."""
+async def _host_config(services: Services, name: str) -> tuple[str, str | None, list[str], list[str], str | None]:
+    """``(ssh user, group, units, roots, configured HF cache or None)`` of ``name``."""
     async with services.sessions() as db:
         target, host = await hosts.resolve(db_session=db, name=name)
         group, probe = (host.group, dict(host.probe or {})) if host else (None, {})
     s = services.settings
     user = target.user or s.ssh_user or getpass.getuser()
-    return user, group, configured_units(s, probe), allowed_roots(s, name, group)
+    return user, group, configured_units(s, probe), allowed_roots(s, name, group), probe.get("hf_cache", s.hf_cache)
 
 
 async def sudoers_for(*, services: Services, host_name: str) -> str:
     """The sudoers file (with install steps and the group alternative) for ``host_name``."""
-    user, _, units, roots = await _host_config(services, host_name)
+    user, _, units, roots, hf_cache = await _host_config(services, host_name)
     s = services.settings
     spec = sudoers.SudoersSpec(user=user, units=tuple(units), roots=tuple(roots), systemctl=s.sudo_systemctl,
-                               helper=s.sudo_helper, host=host_name)
+                               helper=s.sudo_helper, host=host_name,
+                               hf_hub=hf_cache.rstrip("/") + "/hub" if hf_cache else None)
     try:
         return sudoers.render_sudoers(spec)
     except sudoers.SudoersError as exc:
@@ -110,7 +111,7 @@ def check_needs(units: list[str], roots: list[str], *, systemctl: str, helper: s
 
 async def check_access(*, services: Services, host_name: str, requested_by: str | None = None) -> HostCheck:
     """What the bot may do on ``host_name``; nothing on the host changes."""
-    user, _, units, roots = await _host_config(services, host_name)
+    user, _, units, roots, _ = await _host_config(services, host_name)
     s = services.settings
     report = await check_host(services=services, host_name=host_name, requested_by=requested_by)
     if report.readings is None:

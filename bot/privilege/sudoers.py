@@ -67,7 +67,8 @@ def _safe(word: str, what: str) -> str:
 @dataclass(frozen=True)
 class SudoersSpec:
     """What one host's configuration needs: the SSH ``user``, its configured ``units``, the
-    allowed ``roots`` (as configured), and where ``systemctl`` and the helper live on the host."""
+    allowed ``roots`` (as configured), where ``systemctl`` and the helper live on the host, and
+    the HF cache's hub folder if one is configured."""
 
     user: str
     units: tuple[str, ...]
@@ -75,6 +76,9 @@ class SudoersSpec:
     systemctl: str
     helper: str
     host: str = ""
+    hf_hub: str | None = None
+    """``<hf_cache>/hub`` when an HF cache path is configured; it gets its own delete rule
+    unless it lies under an allowed root."""
 
     def rules(self) -> list[str]:
         """The commands to allow, as sudoers ``Cmnd`` text (one per entry)."""
@@ -86,6 +90,9 @@ class SudoersSpec:
             if root.rstrip("/") in ("", "/"):
                 raise SudoersError("the root folder / cannot be an allowed root for deletion")
             out.append(f"{helper} delete {_safe(root, 'allowed root')} *")
+        hub = self.hf_hub
+        if hub and not any(hub.startswith(r.rstrip("/") + "/") for r in self.roots):
+            out.append(f"{helper} delete {_safe(hub, 'HF cache path')} *")
         return out
 
 
