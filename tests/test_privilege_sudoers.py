@@ -96,3 +96,23 @@ def test_a_configured_hf_cache_outside_the_roots_gets_its_own_delete_rule():
     inside = SudoersSpec(**base, hf_hub="/shared/hf/hub").rules()
     assert f"{HELPER} delete /data/hf/hub *" in outside
     assert not any("/shared/hf/hub" in r for r in inside) and f"{HELPER} delete /shared *" in inside
+
+
+def test_the_last_matching_entry_decides_as_in_sudoers():
+    later_all = LISTING + """
+Sudoers entry:
+    RunAsUsers: ALL
+    RunAsGroups: ALL
+    Commands:
+\tALL
+"""
+    listing = parse_sudo_list(later_all, "", 0)
+    assert not listing.nopasswd_for(unit_argv("/usr/bin/systemctl", "stop", "vllm.service"))
+    earlier_all = LISTING.replace("User gpubot may run the following commands on vm:\n", """User gpubot may run the following commands on vm:
+
+Sudoers entry:
+    RunAsUsers: ALL
+    Commands:
+\tALL
+""")
+    assert parse_sudo_list(earlier_all, "", 0).nopasswd_for(unit_argv("/usr/bin/systemctl", "stop", "vllm.service"))

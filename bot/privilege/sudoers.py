@@ -151,11 +151,16 @@ class SudoListing:
     all_nopasswd: bool = False
 
     def nopasswd_for(self, argv: tuple[str, ...]) -> bool:
-        """Whether some NOPASSWD entry (run as root) matches ``argv``, read the way sudoers does
-        (the path exactly or by glob, arguments with fnmatch over the joined words; none given =
-        any arguments; ``""`` = none). sudo itself decides at run time; this only predicts it."""
-        return any((self.all_nopasswd or e.nopasswd) and e.runas in ("root", "ALL") and
-                   any(command_matches(c, argv) for c in e.commands) for e in self.entries)
+        """Whether ``argv`` runs as root without a password: as in sudoers, the *last* matching
+        entry decides (e.g. a later ``%sudo ALL=(ALL:ALL) ALL`` asks again). Commands match the
+        way sudoers reads them (the path exactly or by glob, arguments with fnmatch over the
+        joined words; none given = any arguments; ``""`` = none). sudo itself decides at run
+        time; this only predicts it (and ``sudo -n`` fails at once when it was wrong)."""
+        decided = False
+        for e in self.entries:
+            if e.runas in ("root", "ALL") and any(command_matches(c, argv) for c in e.commands):
+                decided = self.all_nopasswd or e.nopasswd
+        return decided
 
 
 def _merged(path: str) -> str:
