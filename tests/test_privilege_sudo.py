@@ -43,6 +43,7 @@ from tests.support.holders import HolderPool
 from tests.support.sshd import SshTestServer
 
 ADDRS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+pytestmark = pytest.mark.sshd  # its own sshd (not the shared ssh_server fixture), and sudo
 
 
 @dataclass
