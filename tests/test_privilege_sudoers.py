@@ -116,3 +116,11 @@ Sudoers entry:
 \tALL
 """)
     assert parse_sudo_list(earlier_all, "", 0).nopasswd_for(unit_argv("/usr/bin/systemctl", "stop", "vllm.service"))
+
+
+def test_a_command_sudo_wrapped_at_80_columns_is_read_whole():
+    wrapped = LISTING.replace("\t/usr/local/libexec/gpubot-priv delete /shared *",
+                              "\t/usr/local/libexec/gpubot-priv delete\n        /shared/a-very-long-root-name *")
+    listing = parse_sudo_list(wrapped, "", 0)
+    assert listing.entries[1].commands == (f"{HELPER} delete /shared/a-very-long-root-name *",)
+    assert listing.nopasswd_for(delete_argv(HELPER, "/shared/a-very-long-root-name", "/shared/a-very-long-root-name/x"))

@@ -121,6 +121,10 @@ def parse_trust(args: list[str]) -> HostsTrust:
     return HostsTrust(_one(args, "hosts trust NAME"))
 
 
+def parse_check(args: list[str]) -> HostsCheck:
+    return HostsCheck(_one(args, "hosts check NAME"))
+
+
 SPECS = [
     CommandSpec(("hosts",), "hosts [group=NAME]", "list registered hosts", Role.VIEWER, parse_list),
     CommandSpec(("hosts", "show"), "hosts show NAME", "one host's registration and latest verdict", Role.VIEWER, parse_show),
@@ -132,5 +136,5 @@ SPECS = [
                 Role.ADMIN, parse_forget_gpu),
     CommandSpec(("hosts", "check"), "hosts check NAME",
                 "what the bot may do on a host (probe, sudo rules, writable roots) and how to fix what it may not",
-                Role.OPERATOR, lambda a: HostsCheck(_one(a, "hosts check NAME"))),
+                Role.OPERATOR, parse_check),
 ]

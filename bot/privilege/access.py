@@ -75,7 +75,7 @@ class Access:
 def access_commands(needs: list[Need]) -> list[tuple[str, str]]:
     """The read-only batch: ``id``, ``sudo`` (``sudo -n -l -l``), per need ``sudo.I`` and ``self.I``."""
     cmds = [("id", "printf 'uid=%s\\nuser=%s\\ngroups=%s\\n' \"$(id -u)\" \"$(id -un)\" \"$(id -Gn)\""),
-            ("sudo", "[ \"$(id -u)\" = 0 ] && exit 0; command -v sudo >/dev/null 2>&1 || exit 127; sudo -n -l -l")]
+            ("sudo", "[ \"$(id -u)\" = 0 ] && exit 0; command -v sudo >/dev/null 2>&1 || exit 127; COLUMNS=4096 sudo -n -l -l")]
     for i, n in enumerate(needs):
         cmds.append((f"sudo.{i}", "[ \"$(id -u)\" = 0 ] && exit 0; command -v sudo >/dev/null 2>&1 || exit 127; "
                                   "sudo -n -l " + " ".join(q(a) for a in n.argv)))

@@ -10,7 +10,8 @@ command line, a GPU process, not PID 1) itself, as root, at the moment it acts.
 
 Format sources: sudoers(5) (``Cmnd`` lists, ``NOPASSWD:``, characters that must be escaped:
 ``, : = \\``), and ``sudo -l -l``'s "Sudoers entry:" blocks (sudo 1.9; ``Options: !authenticate``
-is a NOPASSWD entry).
+is a NOPASSWD entry; a command longer than the width, 80 without a terminal, continues on lines
+indented by eight spaces).
 """
 
 from __future__ import annotations
@@ -213,6 +214,9 @@ def parse_sudo_list(stdout: str, stderr: str, exit_status: int | None) -> SudoLi
             text = line.strip()
             if in_commands and line.startswith("\t") and text:
                 commands.append(text)
+                continue
+            if in_commands and commands and line.startswith("        ") and text:
+                commands[-1] += " " + text  # sudo wraps long lines at the terminal width (80 without one)
                 continue
             in_commands = text == "Commands:"
             if text.startswith("Options:"):
