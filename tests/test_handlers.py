@@ -14,6 +14,7 @@ G = default_grammar()
 SAMPLES = {
     "status": "status node174", "hosts": "hosts", "hosts show": "hosts show n1", "hosts add": "hosts add n1 10.0.0.1",
     "hosts remove": "hosts remove n1", "hosts trust": "hosts trust n1", "hosts forget-gpu": "hosts forget-gpu n1 3",
+    "hosts check": "hosts check n1",
     "clean": "clean n1 weights=/shared/old",
     "kill": "kill n1 pid=4411", "stop": "stop n1 vllm.service", "start": "start n1 vllm.service",
     "restart": "restart n1 vllm.service", "pivot": "pivot n1 from=a.service to=b.service",
