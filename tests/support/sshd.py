@@ -298,7 +298,10 @@ class SshTestServer:
                 f.write(text)
             os.chmod(os.path.join(self.bin_dir, name), 0o755)
         with open(os.path.join(self.bin_dir, "gpubot_fake.json"), "w") as f:
-            json.dump({"state_dir": self.state_dir, "fixtures_dir": FIXTURES_DIR}, f)
+            json.dump({"state_dir": self.state_dir, "fixtures_dir": FIXTURES_DIR, "shared": bool(self.login_user)}, f)
+        if self.login_user:  # the fakes run as the login user, and as root through sudo: both write state/
+            entry = pwd.getpwnam(self.login_user)
+            os.chown(self.state_dir, entry.pw_uid, entry.pw_gid)
 
     def _config(self, group: int, addresses: list[str]) -> str:
         env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "GPUBOT_FAKE_STATE_DIR": self.state_dir, "SHLVL": "1"}

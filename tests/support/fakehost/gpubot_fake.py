@@ -81,6 +81,13 @@ def _config() -> dict:
         return {}
 
 
+def share_files() -> None:
+    """With a login user besides root (``gpubot_fake.json``'s ``shared``), files the fakes make
+    are writable by both, since the same fake runs as either (directly, or as root through sudo)."""
+    if _config().get("shared"):
+        os.umask(0)
+
+
 def host_addr() -> str:
     """This fake host's address (see the module docstring)."""
     conn = os.environ.get("SSH_CONNECTION", "").split()
@@ -145,8 +152,14 @@ def state_file(directory: str, addr: str) -> str:
 
 @contextlib.contextmanager
 def locked(directory: str, addr: str):
-    """Exclusive lock for a read-modify-write of one host's state."""
-    with open(os.path.join(directory, f"{addr}.lock"), "a") as f:
+    """Exclusive lock for a read-modify-write of one host's state (a lock file another user
+    made is locked through a read-only handle: the fakes also run as root through sudo)."""
+    path = os.path.join(directory, f"{addr}.lock")
+    try:
+        handle = open(path, "a")
+    except PermissionError:
+        handle = open(path)
+    with handle as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -236,3 +249,6 @@ def gpu_values(addr: str, state: dict) -> list[dict]:
         row.update({k: str(v) for k, v in overrides.get(i, {}).items()})
         rows.append(row)
     return rows
+
+
+share_files()
