@@ -213,7 +213,7 @@ def kill_results(stdout: str) -> dict[int, str]:
         parts = line.split()
         if len(parts) == 2 and parts[0].isdecimal() and parts[1] in words:
             out[int(parts[0])] = words[parts[1]]
-        elif len(parts) > 2 and parts[0].isdigit() and parts[1] == "denied":
+        elif len(parts) > 2 and parts[0].isdecimal() and parts[1] == "denied":
             out[int(parts[0])] = "denied: " + " ".join(parts[2:])[:200]
     return out
 

@@ -91,7 +91,7 @@ async def read_access(runner: Runner, target: HostTarget, needs: list[Need], *, 
     o = out.get("id")
     if o is not None:
         idv = dict(line.split("=", 1) for line in o.stdout.splitlines() if "=" in line)
-    uid = int(idv["uid"]) if idv.get("uid", "").isdigit() else None
+    uid = int(idv["uid"]) if idv.get("uid", "").isdecimal() else None
     s = out.get("sudo")
     listing = (SudoListing("ok") if uid == 0 else
                parse_sudo_list(s.stdout, s.stderr, s.exit_status) if s is not None else
