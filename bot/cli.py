@@ -350,7 +350,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         if args.cmd == "logs":
             return asyncio.run(cli_actions.logs(settings, args))
         if args.cmd in ("history", "diff"):
-            return asyncio.run(getattr(cli_history, args.cmd)(settings, args))
+            return asyncio.run(cli_history.history(settings, args) if args.cmd == "history" else cli_history.diff(settings, args))
         return asyncio.run(_status(settings, args.words, args.json))
     except DatabaseUnavailable as exc:  # refused, no answer, dropped: name it (never its password)
         print(f"gpubot: {exc}; GPUBOT_DATABASE_URL is {exc.url or _redacted(settings.database_url)}", file=sys.stderr)

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from typing import Any
 
 from bot.actions import flows
 from bot.actions.audit import audit_text, trail
@@ -22,7 +23,7 @@ from bot.config import Settings
 from bot.wiring import build_services
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     """Register ``audit`` on ``gpubot``'s subparsers."""
     au = sub.add_parser("audit", help="requests, approvals and executed steps of actions (newest first)")
     au.add_argument("host", nargs="?")

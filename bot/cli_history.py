@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from bot.commands.history import DiffCommand, HistoryCommand, parse_diff, parse_history
 from bot.config import Settings
@@ -19,7 +20,7 @@ from bot.render.history_view import diff_text, history_text, history_view
 from bot.wiring import build_services
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     """Register the two subcommands on ``gpubot``'s subparsers."""
     hi = sub.add_parser("history", help="a host's verdict changes, GPU memory and free disk over time")
     hi.add_argument("host")

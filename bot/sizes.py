@@ -36,7 +36,7 @@ def human_bytes(n: int | None) -> str:
     """Format bytes as a short decimal size (``402 GB``); ``None`` as ``unknown``."""
     if n is None:
         return "unknown"
-    return format_size(n)
+    return str(format_size(n))
 
 
 def human_mib(n: int | None) -> str:

@@ -8,6 +8,7 @@ validated here (absolute paths without control characters, unit names, PIDs, GPU
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.actions.kinds import ActionKind, ActionSpec
@@ -112,7 +113,7 @@ def parse_kill(args: list[str]) -> ActionSpec:
     return ActionSpec(ActionKind.KILL, _host(words, KILL_USAGE)[0], gpu=gpu, pids=pid_values)
 
 
-def _unit_parser(kind: ActionKind):  # type: ignore[no-untyped-def]
+def _unit_parser(kind: ActionKind) -> Callable[[list[str]], ActionSpec]:
     usage = unit_usage(kind)
     keys = [] if kind is ActionKind.STOP else ["health"]
 

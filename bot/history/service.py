@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -68,7 +69,7 @@ class SnapshotDiff:
     lines: list[str]
 
 
-def _readings(data: dict | None) -> Readings | None:  # type: ignore[type-arg]
+def _readings(data: dict[str, Any] | None) -> Readings | None:
     return Readings.from_json(data) if data else None
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import String, and_, func, select, type_coerce, union_all
+from sqlalchemy import ColumnElement, String, and_, func, select, type_coerce, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.history.models import CHANGED
@@ -59,7 +59,7 @@ class Point:
     count: int
 
 
-def _window(host_name: str, since: datetime, until: datetime):  # type: ignore[no-untyped-def]
+def _window(host_name: str, since: datetime, until: datetime) -> ColumnElement[bool]:
     return and_(Snapshot.host_name == host_name, Snapshot.taken_at >= since, Snapshot.taken_at <= until)
 
 
@@ -100,7 +100,7 @@ async def series(*, db_session: AsyncSession, host_name: str, since: datetime, u
     return [Point(_when(r.start), _when(r.end), r.gpu, r.disk, r.n) for r in rows]
 
 
-def _bucketed(rows: list[tuple], points: int) -> list[Point]:  # type: ignore[type-arg]
+def _bucketed(rows: list[tuple[Any, ...]], points: int) -> list[Point]:
     """``(id, taken_at, verdict, gpu, disk)`` rows, oldest first, cut into at most ``points`` runs
     of equal length, like ``NTILE``."""
     n, k = len(rows), max(1, min(points, len(rows)))
@@ -137,7 +137,7 @@ async def scan(*, db_session: AsyncSession, host_name: str, since: datetime, unt
     if len(rows) > max_rows:
         return None
     rows.reverse()
-    found: list[tuple] = []  # type: ignore[type-arg]
+    found: list[tuple[Any, ...]] = []
     prev: str | None = None
     for r in rows:
         if r[2] != prev:

@@ -7,6 +7,7 @@
 # message on stdout, like nvidia-smi, as "NVML error <nvmlReturn_t code>: <text>").
 import json
 import sys
+from typing import Any, Callable
 
 try:
     import pynvml as N
@@ -15,7 +16,7 @@ except ImportError:
     sys.exit(127)
 
 
-def safe(fn, *args):
+def safe(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except N.NVMLError:

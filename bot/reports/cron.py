@@ -114,4 +114,5 @@ def fire_times(trig: CronTrigger, after: datetime, until: datetime, limit: int =
 
 def next_fire(expr: str, tz: str, after: datetime) -> datetime | None:
     """The first fire time of ``expr`` in ``tz`` strictly after ``after`` (in ``tz``)."""
-    return trigger(expr, tz).get_next_fire_time(None, after + timedelta(seconds=1))
+    fire: datetime | None = trigger(expr, tz).get_next_fire_time(None, after + timedelta(seconds=1))
+    return fire

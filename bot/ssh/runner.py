@@ -211,7 +211,7 @@ class SshRunner:
         """Open one verified connection to ``target`` itself (over ``tunnel`` if given; no jump
         hosts are opened here); raises the errors listed in the module docstring."""
         try:
-            return await asyncssh.connect(**self._options(target, tunnel))  # type: ignore[arg-type]
+            return await asyncssh.connect(**self._options(target, tunnel))
         except asyncssh.HostKeyNotVerifiable as exc:
             raise HostKeyRejected(host_key_message(target, self.known_hosts)) from exc
         except asyncssh.KeyImportError as exc:
