@@ -18,8 +18,8 @@ from typing import Any
 from bot.actions import flows
 from bot.actions.audit import audit_text, trail
 from bot.actions.journal import MAX_LINES, read_journal
-from bot.commands.common import validate_host, validate_unit
 from bot.config import Settings
+from bot.names import validate_host, validate_unit
 from bot.wiring import build_services
 
 

@@ -10,8 +10,8 @@ from bot.actions import flows
 from bot.actions.kinds import ActionKind, ActionSpec
 from bot.actions.models import ActionStep
 from bot.actions.views import RequestView
-from bot.commands.roles import Role
 from bot.hosts import service as hosts
+from bot.roles import Role
 
 
 def fast(services, root: Path | None = None, **overrides) -> None:

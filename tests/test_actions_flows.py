@@ -10,11 +10,11 @@ from bot.actions import flows, service
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.models import ActionRequest
 from bot.actions.run import EXECUTOR_ID
-from bot.commands.roles import Role
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
 from bot.errors import UsageError
 from bot.flows.context import Services
+from bot.roles import Role
 from tests.actions_support import Cards, approve, clean, fast, register, step_count, weights
 from tests.support.fakestate import unit
 

@@ -12,9 +12,9 @@ from bot.actions.policy import PolicyError, allowed_roots, may_approve, may_reje
 from bot.actions.views import RequestView, StepView
 from bot.commands.actions import AuditCommand
 from bot.commands.registry import default_grammar
-from bot.commands.roles import Role
 from bot.config import Settings
 from bot.errors import UsageError
+from bot.roles import Role
 from bot.slack.action_blocks import card_blocks, result_blocks
 from bot.slack.ids import ActionId
 from tests.support.blockkit import blocks_text, validate_message

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from bot.db.models import Base
 from sqlalchemy import func, select
 
-from bot.db.models import Base
 from bot.flows.fleet import check_fleet
 from bot.hosts import service as hosts
 from bot.readiness.verdict import Verdict

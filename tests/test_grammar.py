@@ -9,9 +9,9 @@ from bot.commands.help import HelpCommand
 from bot.commands.hosts import HostsAdd, HostsList, HostsRemove, HostsShow, HostsTrust
 from bot.commands.normalize import normalize
 from bot.commands.registry import default_grammar
-from bot.commands.roles import Role
 from bot.commands.status import StatusCommand, Target
 from bot.errors import UsageError
+from bot.roles import Role
 
 G = default_grammar()
 

@@ -5,7 +5,7 @@ import pytest
 
 from bot.commands.grammar import CommandSpec, Grammar
 from bot.commands.registry import default_grammar
-from bot.commands.roles import Role
+from bot.roles import Role
 from bot.slack.listeners import handler_table, missing_handlers
 
 G = default_grammar()

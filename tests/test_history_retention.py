@@ -7,9 +7,9 @@ from sqlalchemy import func, select
 
 from bot.db.base import utcnow
 from bot.flows.status import check_host
-from bot.history import background
 from bot.history.retention import prune
 from bot.hosts import service as hosts
+from bot.reports import background
 from bot.reports import service as reports
 from bot.reports.scheduler import ReportScheduler
 from bot.snapshots.models import Snapshot

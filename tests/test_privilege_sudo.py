@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from bot.db.models import Base
 from sqlalchemy import delete, inspect
 
 from bot.actions import flows, service
 from bot.actions.execute import StepRunner
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.plans import PlanRefused, build_plan, unit_step
-from bot.db.models import Base
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
 from bot.flows.status import check_host

@@ -5,8 +5,8 @@ import os
 import pytest_asyncio
 
 from bot.access import service as access
-from bot.commands.roles import Role
 from bot.hosts import service as hosts
+from bot.roles import Role
 from tests.slack_env import start_bot
 from tests.support.blockkit import validate_message
 from tests.support.slack_recorder import SlackApiRecorder

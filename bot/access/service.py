@@ -9,8 +9,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.access.models import Delivery, RoleGrant
-from bot.commands.roles import Role
 from bot.config import Settings
+from bot.roles import Role
 
 
 def configured_role(settings: Settings, subjects: Iterable[str]) -> Role:

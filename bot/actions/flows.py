@@ -25,11 +25,11 @@ from bot.actions.plans import build_plan
 from bot.actions.policy import Rule, expiry_s, may_approve, may_reject, rule_for
 from bot.actions.run import EXECUTOR_ID, execute_claimed, executor_gone
 from bot.actions.views import RequestView, view_of
-from bot.commands.roles import Role
 from bot.db.base import utcnow
 from bot.errors import NotFoundError, UsageError
 from bot.flows.context import Services
 from bot.hosts import service as hosts
+from bot.roles import Role
 
 log = logging.getLogger("gpubot.actions")
 

@@ -18,12 +18,12 @@ from bot.actions.health import HealthCheck, default_url, exec_argv
 from bot.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
 from bot.actions.plan import PathItem, Plan, ProcItem, Step, UnitItem
 from bot.actions.policy import allowed_roots, configured_units
-from bot.commands.common import validate_path
 from bot.config import UnitHealth
 from bot.errors import ProbeError, UsageError
 from bot.flows.context import Services
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
+from bot.names import validate_path
 from bot.privilege import steps as privilege_steps
 from bot.privilege.access import read_access
 from bot.probes.frames import ProbeOutput

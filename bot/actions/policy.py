@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.actions.kinds import DESTRUCTIVE, ActionKind
-from bot.commands.roles import Role
 from bot.config import Settings
 from bot.errors import GpubotError
+from bot.roles import Role
 
 
 class PolicyError(GpubotError):

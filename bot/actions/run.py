@@ -35,7 +35,7 @@ from bot.flows.context import Services
 from bot.flows.status import check_host, plan_for
 from bot.hosts import service as hosts
 from bot.readiness.verdict import Severity
-from bot.render.status_view import VERDICT_WORDS
+from bot.readiness.words import VERDICT_WORDS
 from bot.sizes import human_bytes
 
 log = logging.getLogger("gpubot.actions")

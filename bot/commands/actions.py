@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.actions.kinds import ActionKind, ActionSpec
-from bot.commands.common import validate_host, validate_path, validate_unit
 from bot.commands.grammar import CommandSpec, split_options
-from bot.commands.roles import Role
 from bot.config import HEALTH_URL_PATTERN
 from bot.errors import UsageError
+from bot.names import validate_host, validate_path, validate_unit
+from bot.roles import Role
 from bot.sizes import parse_bytes
 
 CLEAN_USAGE = "clean HOST weights=PATH[,PATH...] | clean HOST hf-cache [repo=ORG/NAME]"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.commands.normalize import normalize
-from bot.commands.roles import Role
 from bot.errors import GpubotError, UsageError
+from bot.roles import Role
 
 MAX_TEXT = 4000
 

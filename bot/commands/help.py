@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.commands.grammar import CommandSpec
-from bot.commands.roles import Role
 from bot.errors import UsageError
+from bot.roles import Role
 
 
 @dataclass(frozen=True)

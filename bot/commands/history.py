@@ -6,10 +6,10 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
-from bot.commands.common import validate_host
 from bot.commands.grammar import CommandSpec, split_options
-from bot.commands.roles import Role
 from bot.errors import UsageError
+from bot.names import validate_host
+from bot.roles import Role
 
 HISTORY_USAGE = "history HOST [7d]"
 DIFF_USAGE = "diff HOST [since=1d|since=SNAPSHOT_ID]"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.commands.common import first_bad_char, validate_host
 from bot.commands.grammar import CommandSpec, split_options
-from bot.commands.roles import Role
 from bot.errors import UsageError
+from bot.names import first_bad_char, validate_host
+from bot.roles import Role
 
 ADD_USAGE = "hosts add NAME ADDRESS [port=22] [user=USER] [group=GROUP] [labels=k:v,k:v]"
 

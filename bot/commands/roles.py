@@ -1,17 +1,6 @@
-"""Roles, ordered: each includes the ones below it. State-changing commands need operator or admin;
-deny by default (a caller with no role may only view, and only when viewers are open)."""
+"""Kept for code written before the move: :class:`Role` lives in :mod:`bot.roles` (shared vocabulary
+below every domain package); import it from there."""
 
-from __future__ import annotations
+from bot.roles import Role
 
-import enum
-
-
-class Role(enum.IntEnum):
-    NONE = 0
-    VIEWER = 1
-    OPERATOR = 2
-    ADMIN = 3
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
+__all__ = ["Role"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bot.commands.common import validate_host, validate_path
 from bot.commands.grammar import CommandSpec, split_options
-from bot.commands.roles import Role
 from bot.errors import UsageError
+from bot.names import validate_host, validate_path
+from bot.roles import Role
 from bot.sizes import parse_bytes
 
 USAGE = "status [HOST|group:NAME|all] [need=SIZE] [PATH...]"

@@ -23,6 +23,7 @@ from bot.errors import NotFoundError, UsageError
 from bot.history.diff import diff_readings
 from bot.history.timeline import Change, Point, hourly_series, marked_changes, scan
 from bot.probes.readings import Readings
+from bot.readiness.words import VERDICT_WORDS
 from bot.snapshots.models import Snapshot
 
 SCAN_WINDOW = timedelta(days=14)
@@ -31,7 +32,6 @@ thousand rows), unless they hold more than 20,000 snapshots."""
 SCAN_ROWS = 4032
 """A longer window is read row by row too when the roll-up says it holds at most this many
 snapshots (two weeks of 5-minute probes): exact NTILE chart buckets, as fast as the short path."""
-VERDICT_WORDS = {"ready": "ready", "not_ready": "not ready", "unknown": "unknown", "unreachable": "unreachable"}
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from bot.commands.common import validate_path, validate_unit
 from bot.config import UnitHealth
 from bot.errors import GpubotError
+from bot.names import validate_path, validate_unit
 
 ActiveState = Literal["active", "inactive", "failed", "activating", "deactivating", "reloading"]
 """systemd's ActiveState values a unit may be expected in."""

@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.commands.common import validate_host
 from bot.errors import NotFoundError, UsageError
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import ConfigError, validate_overrides
+from bot.names import validate_host
 from bot.ssh.jump import parse_hop
 from bot.ssh.target import HostTarget
 

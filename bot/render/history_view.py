@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.history.diff import compact
-from bot.history.service import VERDICT_WORDS, History, SnapshotDiff
+from bot.history.service import History, SnapshotDiff
+from bot.readiness.words import VERDICT_WORDS
 from bot.sizes import human_bytes, human_mib
 
 

@@ -9,14 +9,9 @@ from dataclasses import dataclass, field
 from bot.flows.status import StatusReport
 from bot.probes.readings import Folder, FolderState, Readings
 from bot.readiness.verdict import Severity, Verdict
+from bot.readiness.words import VERDICT_WORDS
 from bot.sizes import human_bytes, human_mib
 
-VERDICT_WORDS = {
-    Verdict.READY: "ready",
-    Verdict.NOT_READY: "not ready",
-    Verdict.UNKNOWN: "unknown",
-    Verdict.UNREACHABLE: "unreachable",
-}
 VERDICT_EMOJI = {
     Verdict.READY: ":large_green_circle:",
     Verdict.NOT_READY: ":red_circle:",

@@ -44,8 +44,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 from bot.db.base import utcnow
 from bot.errors import ChannelUnavailable
 from bot.flows.context import Services
-from bot.history import background, retention
-from bot.reports import cron
+from bot.history import retention
+from bot.reports import background, cron
 from bot.reports import service as reports
 from bot.reports.flows import Post, build_report
 from bot.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus

@@ -22,8 +22,9 @@ from slack_sdk.models.blocks import (
 )
 
 from bot.readiness.verdict import Verdict
+from bot.readiness.words import VERDICT_WORDS
 from bot.render.shorten import shorten_middle
-from bot.render.status_view import VERDICT_EMOJI, VERDICT_WORDS, FleetView, StatusView
+from bot.render.status_view import VERDICT_EMOJI, FleetView, StatusView
 from bot.slack.ids import ActionId
 
 SECTION_LIMIT = 3000

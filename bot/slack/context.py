@@ -15,9 +15,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.commands.grammar import Grammar
-from bot.commands.roles import Role
 from bot.flows.context import Services
 from bot.hosts import service as hosts
+from bot.roles import Role
 from bot.slack.blocks import FULL_TEXT_TITLE, full_text_blocks, long_lines
 
 log = logging.getLogger("gpubot.slack")

@@ -14,9 +14,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.access import service as access
 from bot.commands.grammar import Grammar
 from bot.commands.registry import default_grammar
-from bot.commands.roles import Role
 from bot.errors import PermissionDenied, UsageError
 from bot.flows.context import Services
+from bot.roles import Role
 from bot.slack.blocks import error_blocks
 from bot.slack.context import CommandContext
 from bot.slack.errors import user_message

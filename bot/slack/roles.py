@@ -14,8 +14,8 @@ from sqlalchemy import select
 
 from bot.access import service as access
 from bot.access.models import RoleGrant
-from bot.commands.roles import Role
 from bot.flows.context import Services
+from bot.roles import Role
 
 
 class RoleResolver:

@@ -33,8 +33,8 @@ from bot.actions.journal import JournalTail, read_journal
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
 from bot.commands.actions import AuditCommand, LogsCommand
-from bot.commands.roles import Role
 from bot.flows.context import Services
+from bot.roles import Role
 from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
     card_blocks,

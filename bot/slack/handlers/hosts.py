@@ -8,13 +8,13 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 
 from bot.commands.hosts import HostsAdd, HostsCheck, HostsForgetGpu, HostsList, HostsRemove, HostsShow, HostsTrust
-from bot.commands.roles import Role
 from bot.errors import NotFoundError, PermissionDenied
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts import trust
 from bot.privilege.check import check_access, check_text
 from bot.render.text import inventory_lines
+from bot.roles import Role
 from bot.slack.blocks import escape, text_blocks, trust_card_blocks
 from bot.slack.context import CommandContext
 from bot.slack.errors import user_message

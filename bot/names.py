@@ -1,0 +1,64 @@
+"""Name rules shared by the grammar and the domain (hosts, paths, systemd units): each check returns
+the name or raises :class:`~bot.errors.UsageError` saying what a valid one looks like."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from bot.errors import UsageError
+
+MAX_PATH = 4096
+HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]{1,200}\.(service|target|socket|timer|scope)$")
+
+
+def validate_path(path: str) -> str:
+    """An absolute path with no control characters; raises :class:`UsageError`."""
+    if not path.startswith("/"):
+        raise UsageError(f"`{path[:80]}` is not an absolute path (it must start with `/`)")
+    if len(path) > MAX_PATH or any(ord(c) < 32 or c == "\x7f" for c in path):
+        raise UsageError("paths may not contain control characters or exceed 4096 characters")
+    return path
+
+
+def describe_char(c: str) -> str:
+    """A character as a user can read it in a message: ```@``` (in backticks), ``a space``,
+    ``a backtick``, ``U+001B`` for control and other invisible characters."""
+    if c == " ":
+        return "a space"
+    if c == "`":
+        return "a backtick"
+    if not c.isprintable() or c.isspace():
+        return f"U+{ord(c):04X}"
+    return f"`{c}`"
+
+
+def first_bad_char(text: str, ok: Callable[[str], bool]) -> str | None:
+    """The first character of ``text`` that ``ok`` refuses, described by :func:`describe_char`."""
+    return next((describe_char(c) for c in text if not ok(c)), None)
+
+
+def validate_host(name: str) -> str:
+    """A host name as registered (letters, digits, ``.``, ``_``, ``-``, starting with a letter or
+    digit, at most 128 characters); the error names the first character that is not allowed."""
+    if not HOST_RE.match(name):
+        rule = "letters, digits, `.`, `_`, `-`"
+        bad = first_bad_char(name, lambda c: c.isascii() and (c.isalnum() or c in "._-"))
+        if bad:
+            why = f"{bad} is not allowed ({rule})"
+        elif not name:
+            why = "it is empty"
+        elif len(name) > 128:
+            why = f"it is longer than 128 characters ({len(name)})"
+        else:
+            why = f"it must start with a letter or digit, not `{name[0]}`"
+        raise UsageError(f"`{name[:80]}` is not a valid host name: {why}")
+    return name
+
+
+def validate_unit(name: str) -> str:
+    """A systemd unit name such as ``vllm.service``."""
+    if not UNIT_RE.match(name):
+        raise UsageError(f"`{name[:80]}` is not a systemd unit name (e.g. `vllm.service`)")
+    return name
