@@ -9,10 +9,9 @@ from sqlalchemy import update
 from bot.actions import flows, service
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.models import ActionRequest
-from bot.actions.run import EXECUTOR_ID
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
-from bot.errors import UsageError
+from bot.errors import PermissionDenied, UsageError
 from bot.flows.context import Services
 from bot.roles import Role
 from tests.actions_support import Cards, approve, clean, fast, register, step_count, weights
@@ -96,11 +95,13 @@ async def test_drift_aborts_with_an_explanation_and_replan_makes_a_new_plan(serv
     assert outcome.view.state is State.ABORTED and folder.exists()
     assert "Nothing was changed" in outcome.view.message and f"{folder} changed size: 1 MB → 1.5 MB" in outcome.view.message
     assert outcome.view.replannable and await step_count(services, view.id) == 0
-    new = await flows.replan(services=services, request_id=view.id, requester="U2")
+    with pytest.raises(PermissionDenied, match="only operators and admins may re-plan"):
+        await flows.replan(services=services, request_id=view.id, requester="U9", role=Role.VIEWER)
+    new = await flows.replan(services=services, request_id=view.id, requester="U2", role=Role.OPERATOR)
     assert new.pending and new.id != view.id and "1.5 MB" in new.lines[0]
     assert (await flows.load_view(services=services, request_id=view.id)).replaced_by == new.id
     with pytest.raises(UsageError, match="re-planned as"):
-        await flows.replan(services=services, request_id=view.id, requester="U2")
+        await flows.replan(services=services, request_id=view.id, requester="U2", role=Role.OPERATOR)
 
 
 async def test_a_new_process_aborts_a_kill(services, ssh_server, fake_hosts):
@@ -202,7 +203,7 @@ async def test_an_interrupted_action_is_reported_and_never_rerun(services, ssh_s
     live = await flows.request_action(services=services, spec=clean("node310", weights(root, "other")), requester="U1")
     async with services.sessions() as db, db.begin():  # another replica runs this one right now
         await service.record_decision(db_session=db, request_id=live.id, user_id="U2", decision="approve")
-        assert await service.claim_if_approved(db_session=db, request_id=live.id, executor=EXECUTOR_ID)
+        assert await service.claim_if_approved(db_session=db, request_id=live.id, executor=services.executor_id)
     recovered = await flows.recover_interrupted(services=services)
     assert [v.id for v in recovered] == [view.id]
     v = recovered[0]
@@ -224,7 +225,7 @@ async def test_after_a_restart_an_action_of_a_dead_local_process_is_interrupted_
     fast(services, root)
     await register(services, "node311", "127.0.0.19", ssh_server)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True).stdout.strip()
-    host = EXECUTOR_ID.split(":")[0]
+    host = services.executor_id.split(":")[0]
     executors = {f"{host}:{dead}:aaaa": True, f"{host}:{os.getpid()}:older": True, f"elsewhere:{os.getpid()}:bbbb": False}
     ids = {}
     for n, executor in enumerate(executors):

@@ -10,6 +10,7 @@ from bot.actions import flows
 from bot.actions.journal import read_journal
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.errors import UsageError
+from bot.roles import Role
 from tests.actions_support import approve, fast, register, step_count, weights
 from tests.support.fakestate import journal_lines, model_unit, unit
 from tests.support.sshd import free_port
@@ -96,10 +97,10 @@ async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journa
     back = v.follow_up_spec("pivot_back")
     assert (back.kind, back.from_unit, back.to_unit, back.paths) == (ActionKind.PIVOT, "model-b.service", "model-a.service", ())
     assert fake_hosts.read("127.0.0.15").units["model-b.service"]["ActiveState"] == "failed"
-    new = await flows.follow_up(services=services, request_id=view.id, what="pivot_back", requester="U2")
+    new = await flows.follow_up(services=services, request_id=view.id, what="pivot_back", requester="U2", role=Role.OPERATOR)
     assert new.pending and new.command == "pivot hl2 from=model-b.service to=model-a.service"
     with pytest.raises(UsageError, match=f"followed up as #{new.id}"):
-        await flows.follow_up(services=services, request_id=view.id, what="restart", requester="U2")
+        await flows.follow_up(services=services, request_id=view.id, what="restart", requester="U2", role=Role.OPERATOR)
 
 
 async def test_a_health_url_that_never_answers_ends_at_the_limit(services, ssh_server, fake_hosts):

@@ -23,10 +23,9 @@ from bot.actions.health_wait import Progress
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.plans import build_plan
 from bot.actions.policy import Rule, expiry_s, may_approve, may_reject, rule_for
-from bot.actions.run import EXECUTOR_ID, execute_claimed, executor_gone
+from bot.actions.run import execute_claimed, executor_gone
 from bot.actions.views import RequestView, view_of
-from bot.db.base import utcnow
-from bot.errors import NotFoundError, UsageError
+from bot.errors import NotFoundError, PermissionDenied, UsageError
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.roles import Role
@@ -64,7 +63,7 @@ async def request_action(*, services: Services, spec: ActionSpec, requester: str
         _, host = await hosts.resolve(db_session=db, name=spec.host)
         group = host.group if host else None
     rule = rule_for(services.settings, spec.kind, spec.host, group)
-    expires = utcnow() + timedelta(seconds=expiry_s(services.settings, rule))
+    expires = services.clock() + timedelta(seconds=expiry_s(services.settings, rule))
     async with services.sessions() as db, db.begin():
         req = await service.create(db_session=db, spec=spec, plan=plan, requester=requester, host_group=group,
                                    approvers=list(rule.approvers), approvals_needed=rule.approvals,
@@ -103,7 +102,7 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
     view = await load_view(services=services, request_id=request_id)
     if not view.pending:
         return Outcome("noop", view, f"request #{request_id} is already {view.state.value}")
-    if utcnow() >= view.expires_at:
+    if services.clock() >= view.expires_at:
         return await _expire(services, request_id, notify)
     rule = Rule(approvers=tuple(view.approvers), approvals=view.approvals_needed)
     if decision == "approve":
@@ -128,7 +127,7 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
             return Outcome("rejected", view, f"you rejected request #{request_id}")
         return Outcome("noop", view, f"request #{request_id} is already {view.state.value}")
     async with services.sessions() as db, db.begin():
-        claimed = await service.claim_if_approved(db_session=db, request_id=request_id, executor=EXECUTOR_ID)
+        claimed = await service.claim_if_approved(db_session=db, request_id=request_id, executor=services.executor_id)
     view = await load_view(services=services, request_id=request_id)
     if not claimed:
         if view.pending:
@@ -150,9 +149,18 @@ async def _expire(services: Services, request_id: int, notify: Notify | None) ->
     return Outcome("expired", view, f"request #{request_id} expired at {view.expires_at:%H:%M} UTC; nothing was done")
 
 
-async def replan(*, services: Services, request_id: int, requester: str) -> RequestView:
+def _may_replace(role: Role) -> None:
+    """Re-plans and next steps are new requests: operators and admins only."""
+    if role < Role.OPERATOR:
+        raise PermissionDenied("only operators and admins may re-plan actions or ask for next steps",
+                               needed_role=Role.OPERATOR.label)
+
+
+async def replan(*, services: Services, request_id: int, requester: str, role: Role) -> RequestView:
     """A new request with the same spec from a fresh probe; the old one points to it. Only once
-    per aborted/interrupted/failed request (a claimed ``replaced_by``); raises :class:`UsageError`."""
+    per aborted/interrupted/failed request (a claimed ``replaced_by``); raises :class:`UsageError`,
+    and :class:`~bot.errors.PermissionDenied` when ``role`` (the requester's) is below operator."""
+    _may_replace(role)
     old = await load_view(services=services, request_id=request_id)
     if not old.replannable:
         raise UsageError(f"request #{request_id} is {old.state.value}" + (f" and was re-planned as #{old.replaced_by}" if old.replaced_by else ""))
@@ -160,10 +168,12 @@ async def replan(*, services: Services, request_id: int, requester: str) -> Requ
     return await _replace(services, old, old.spec, requester)
 
 
-async def follow_up(*, services: Services, request_id: int, what: str, requester: str) -> RequestView:
+async def follow_up(*, services: Services, request_id: int, what: str, requester: str, role: Role) -> RequestView:
     """A new request for a next step a failed start offers (``restart`` the unit that did not come
     up, or ``pivot_back``), planned from a fresh probe like any request. Once per request, shared
-    with re-plan (the old request points to the new one); raises :class:`UsageError`."""
+    with re-plan (the old request points to the new one); raises :class:`UsageError`, and
+    :class:`~bot.errors.PermissionDenied` when ``role`` (the requester's) is below operator."""
+    _may_replace(role)
     old = await load_view(services=services, request_id=request_id)
     if what not in old.follow_ups:
         if old.replaced_by:
@@ -192,7 +202,7 @@ async def _replace(services: Services, old: RequestView, spec: ActionSpec, reque
 async def expire_due(*, services: Services) -> list[RequestView]:
     """Mark pending requests past their expiry as expired; the views of those this call changed."""
     async with services.sessions() as db:
-        ids = await service.due_to_expire(db_session=db, now=utcnow())
+        ids = await service.due_to_expire(db_session=db, now=services.clock())
     out = []
     for request_id in ids:
         outcome = await _expire(services, request_id, None)
@@ -206,12 +216,12 @@ async def recover_interrupted(*, services: Services, stale_after_s: float | None
     older than ``stale_after_s`` (default ``action_stale_after_s``), or it ran on this machine and
     its process is gone (a restart). Never re-runs anything; the views of those it changed."""
     stale = services.settings.action_stale_after_s if stale_after_s is None else stale_after_s
-    cutoff = utcnow() - timedelta(seconds=stale)
+    cutoff = services.clock() - timedelta(seconds=stale)
     async with services.sessions() as db:
         rows = await service.running(db_session=db)
     out = []
     for request_id, executor, beat in rows:
-        gone = executor_gone(executor)
+        gone = executor_gone(executor, services.executor_id)
         if not gone and beat is not None and beat >= cutoff:
             continue
         view = await load_view(services=services, request_id=request_id)

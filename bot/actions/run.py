@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -40,16 +39,13 @@ from bot.sizes import human_bytes
 
 log = logging.getLogger("gpubot.actions")
 
-EXECUTOR_ID = f"{socket.gethostname()[:32]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-"""This process, as recorded on the requests it runs: ``hostname:pid:nonce``."""
-
-
-def executor_gone(executor: str | None) -> bool:
-    """True only when ``executor`` provably stopped: it ran on this machine (same hostname) and
-    its PID is gone, or the PID is ours but the nonce is not (this process restarted as that PID)."""
+def executor_gone(executor: str | None, me: str) -> bool:
+    """True only when ``executor`` provably stopped: it ran on this machine (same hostname as
+    ``me``, this process's :func:`~bot.flows.context.process_identity`) and its PID is gone, or the
+    PID is ours but the nonce is not (this process restarted as that PID)."""
     host, _, rest = (executor or "").partition(":")
     pid_text = rest.partition(":")[0]
-    if host != EXECUTOR_ID.split(":", 1)[0] or not pid_text.isdigit() or executor == EXECUTOR_ID:
+    if host != me.split(":", 1)[0] or not pid_text.isdigit() or executor == me:
         return False
     if int(pid_text) == os.getpid():
         return True
@@ -68,7 +64,7 @@ async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
         while True:
             await asyncio.sleep(services.settings.action_heartbeat_s)
             async with services.sessions() as db, db.begin():
-                await service.heartbeat(db_session=db, request_id=request_id, executor=EXECUTOR_ID)
+                await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
 
     task = asyncio.create_task(beat())
     try:
@@ -153,7 +149,7 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
     extra: dict[str, Any] = {}
     for idx, step in enumerate(plan.steps, 1):
         async with services.sessions() as db, db.begin():
-            mine = await service.heartbeat(db_session=db, request_id=request_id, executor=EXECUTOR_ID)
+            mine = await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
         if not mine:
             return await load()  # reported as interrupted elsewhere: never continue
         command, script = runner.describe(step)

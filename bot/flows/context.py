@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +22,12 @@ Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware UTC (:func:`bot.db.base.utcnow` outside tests)."""
 
 
+def process_identity() -> str:
+    """This process as recorded on the action requests it runs: ``hostname:pid:nonce`` (hostname
+    cut to 32 characters; the nonce tells a restarted process that reuses a PID from the old one)."""
+    return f"{socket.gethostname()[:32]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
 @dataclass(frozen=True)
 class Services:
     """Settings, a database session factory, a runner for probe batches and the clock.
@@ -26,7 +35,8 @@ class Services:
     ``clock`` is the one source of "now" for flows: snapshot times, request expiry, heartbeats.
     Tests pass another (``dataclasses.replace(services, clock=...)``) to store a snapshot taken
     30 hours ago through the same code that stores today's. ``gate`` counts the probes in
-    flight and refuses new ones during a shutdown (:mod:`bot.lifecycle`)."""
+    flight and refuses new ones during a shutdown (:mod:`bot.lifecycle`). ``executor_id`` is this
+    process's identity (:func:`process_identity`), computed when the services are built at start-up."""
 
     settings: Settings
     sessions: SessionFactory
@@ -37,6 +47,7 @@ class Services:
     """A :class:`~bot.flows.loop_thread.LoopThread` that runs fleet fan-outs off this loop
     (``None``: they run here)."""
     gate: WorkGate = field(default_factory=WorkGate)
+    executor_id: str = field(default_factory=process_identity)
 
     def runner_known_hosts(self) -> str:
         """The known_hosts file the SSH runner verifies against (expanded)."""

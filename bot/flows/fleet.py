@@ -21,6 +21,7 @@ from typing import cast
 from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.config import Settings
 from bot.errors import NotFoundError
 from bot.flows.context import Services
 from bot.flows.loop_thread import relay
@@ -54,6 +55,14 @@ class FleetReport:
     @property
     def counts(self) -> Counter[Verdict]:
         return Counter(r.assessment.verdict for r in self.reports)
+
+
+def fleet_group(settings: Settings, *, group: str | None = None, all_hosts: bool = False) -> str | None:
+    """The group a fleet-wide command covers: ``None`` (every host) for ``all``, else ``group``,
+    else ``GPUBOT_DEFAULT_GROUP`` (``None``, every host, when that is unset too)."""
+    if all_hosts:
+        return None
+    return group or settings.default_group
 
 
 async def hosts_of(*, services: Services, group: str | None) -> list[str]:

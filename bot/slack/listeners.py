@@ -31,8 +31,9 @@ log = logging.getLogger("gpubot.slack")
 
 Handler = Callable[[CommandContext, Any], Awaitable[None]]
 HANDLER_MODULES = [status_handlers, hosts_handlers, actions_handlers, history_handlers, help_handlers]
-"""Each module has ``HANDLERS = {CommandClass: handler}`` and may have ``register(app, services)``
-for its buttons. Domains add their module here."""
+"""Each module has ``HANDLERS = {CommandClass: handler}`` and may have ``register(app, services, resolver)``
+for its buttons (``resolver``: the app's one :class:`RoleResolver`, so one cache of user-group
+members). Domains add their module here."""
 
 
 def delivery_key(body: dict[str, Any]) -> str:
@@ -73,7 +74,7 @@ def register_listeners(app: AsyncApp, services: Services) -> None:
         raise RuntimeError(f"commands without a handler: {', '.join(missing)}")
     for module in HANDLER_MODULES:
         if hasattr(module, "register"):
-            module.register(app, services)
+            module.register(app, services, resolver)
 
     @app.command(services.settings.command)
     async def gpu_command(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:

@@ -33,8 +33,8 @@ from bot.actions.journal import JournalTail, read_journal
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
 from bot.commands.actions import AuditCommand, LogsCommand
+from bot.errors import PermissionDenied
 from bot.flows.context import Services
-from bot.roles import Role
 from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
     card_blocks,
@@ -190,9 +190,8 @@ async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None
             log.exception("could not update the card of action #%s", view.id)
 
 
-def register(app: AsyncApp, services: Services) -> None:
+def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     """Listeners for Approve / Reject / Re-plan, and the sweep middleware."""
-    resolver = RoleResolver(services)
     app.middleware(_Sweeper(services).middleware)
 
     async def first_delivery(body: dict[str, Any]) -> bool:
@@ -251,14 +250,15 @@ def register(app: AsyncApp, services: Services) -> None:
             return
         user, request_id = body["user"]["id"], int(body["actions"][0]["value"])
         channel, ts = where(body)
-        if await resolver.role(client, user) < Role.OPERATOR:
-            await respond(text="only operators and admins may re-plan actions or ask for next steps",
-                          response_type="ephemeral", replace_original=False)
+        try:
+            role = await resolver.role(client, user)
+            if what == "replan":
+                new = await flows.replan(services=services, request_id=request_id, requester=user, role=role)
+            else:
+                new = await flows.follow_up(services=services, request_id=request_id, what=what, requester=user, role=role)
+        except PermissionDenied as exc:
+            await respond(text=str(exc), response_type="ephemeral", replace_original=False)
             return
-        if what == "replan":
-            new = await flows.replan(services=services, request_id=request_id, requester=user)
-        else:
-            new = await flows.follow_up(services=services, request_id=request_id, what=what, requester=user)
         posted = await client.chat_postMessage(channel=channel or new.channel or "", text=card_text(new), blocks=card_blocks(new))
         await flows.attach_message(services=services, request_id=new.id, channel=posted["channel"], ts=posted["ts"])
         await _card_updater(client, channel, ts, respond)(await flows.load_view(services=services, request_id=request_id))

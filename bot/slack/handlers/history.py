@@ -16,7 +16,7 @@ from bot.commands.history import (
     ReportResumeCommand,
     ReportScheduleCommand,
 )
-from bot.db.base import utcnow
+from bot.flows.fleet import fleet_group
 from bot.history.chart import ChartSeries, render_png
 from bot.history.service import diff_snapshots, load_history
 from bot.render.history_view import history_view
@@ -32,7 +32,7 @@ log = logging.getLogger("gpubot.slack")
 
 
 async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
-    until = utcnow()
+    until = ctx.services.clock()
     async with ctx.services.sessions() as db:
         h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
     view = history_view(h)
@@ -46,7 +46,7 @@ async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
 
 async def diff(ctx: CommandContext, cmd: DiffCommand) -> None:
     async with ctx.services.sessions() as db:
-        d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id, now=utcnow())
+        d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id, now=ctx.services.clock())
     await ctx.post(f"{d.host}: {len(d.lines)} changes", diff_blocks(d))
 
 
@@ -65,20 +65,20 @@ async def _channel(ctx: CommandContext, wanted: str | None) -> str:
 
 
 async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
-    group = None if cmd.all_hosts else (cmd.group or ctx.services.settings.default_group)
+    group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
     channel = await _channel(ctx, cmd.channel)
     await check_channel(ctx.client, channel)  # refused with how to fix it, instead of failing at every run
     async with ctx.services.sessions() as db, db.begin():
         row = await reports.create(db_session=db, expr=cmd.cron, tz=cmd.tz, group=group, channel=channel,
                                    created_by=ctx.user_id)
-    line = schedule_line(row, cron.next_fire(row.cron, row.tz, utcnow()))
+    line = schedule_line(row, cron.next_fire(row.cron, row.tz, ctx.services.clock()))
     await ctx.post(f"Scheduled report #{row.id}", text_blocks(f"Scheduled a readiness report:\n{line}"))
 
 
 async def list_schedules(ctx: CommandContext, cmd: ReportListCommand) -> None:
     async with ctx.services.sessions() as db:
         rows = await reports.list_all(db_session=db)
-    now = utcnow()
+    now = ctx.services.clock()
     lines = [schedule_line(r, None if r.paused else cron.next_fire(r.cron, r.tz, now)) for r in rows]
     await ctx.reply_ephemeral(f"{len(rows)} scheduled reports", schedules_blocks(lines))
 
@@ -96,16 +96,16 @@ async def resume(ctx: CommandContext, cmd: ReportResumeCommand) -> None:
     if row.paused:
         await check_channel(ctx.client, row.channel)  # still refused: say how to fix it, stay paused
     async with ctx.services.sessions() as db, db.begin():
-        row = await reports.resume(db_session=db, schedule_id=cmd.schedule_id, now=utcnow())
-    line = schedule_line(row, cron.next_fire(row.cron, row.tz, utcnow()))
+        row = await reports.resume(db_session=db, schedule_id=cmd.schedule_id, now=ctx.services.clock())
+    line = schedule_line(row, cron.next_fire(row.cron, row.tz, ctx.services.clock()))
     text = f"Resumed scheduled report #{row.id}, by <@{ctx.user_id}>:\n{line}"
     await ctx.post(f"Resumed scheduled report #{row.id}", text_blocks(text))
 
 
 async def report_now(ctx: CommandContext, cmd: ReportNowCommand) -> None:
-    group = None if cmd.all_hosts else (cmd.group or ctx.services.settings.default_group)
+    group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
     await ctx.reply_ephemeral(f"Building the report of {'group ' + group if group else 'all hosts'}…")
-    report = await build_report(services=ctx.services, group=group, now=utcnow())
+    report = await build_report(services=ctx.services, group=group, now=ctx.services.clock())
     await make_poster(ctx.client)(ctx.channel_id, report)
 
 

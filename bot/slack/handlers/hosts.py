@@ -106,9 +106,8 @@ HANDLERS = {HostsList: list_hosts, HostsShow: show_host, HostsAdd: add_host, Hos
             HostsForgetGpu: forget_gpu, HostsCheck: check_host_access}
 
 
-def register(app: AsyncApp, services: Services) -> None:
+def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     """Listeners for the trust card's buttons (admins only; re-checked at click time)."""
-    resolver = RoleResolver(services)
 
     @app.action(ActionId.TRUST_HOST_KEY.value)
     async def on_trust(ack: Any, body: dict[str, Any], client: Any, respond: Any) -> None:

@@ -7,7 +7,7 @@ import time
 
 from bot.commands.status import StatusCommand
 from bot.errors import UsageError
-from bot.flows.fleet import check_fleet, hosts_of
+from bot.flows.fleet import check_fleet, fleet_group, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.render.status_view import fleet_view, status_view
 from bot.slack.blocks import error_blocks, fleet_blocks, probing_blocks, progress_blocks, status_blocks
@@ -20,7 +20,7 @@ PROGRESS_EVERY_S = 1.0
 async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
     target = cmd.target
     if target.kind == "default":
-        group = ctx.services.settings.default_group
+        group = fleet_group(ctx.services.settings)
         if not group:
             raise UsageError("name a host, `group:NAME` or `all`: no default group is configured (setting "
                              "`GPUBOT_DEFAULT_GROUP`)",
