@@ -13,7 +13,7 @@ from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.reports import cron
 from bot.reports import service as reports
-from bot.reports.models import ReportSchedule
+from bot.reports.models import ReportSchedule, load_run_snapshots
 from bot.reports.scheduler import ReportScheduler
 
 UTC = timezone.utc
@@ -110,7 +110,7 @@ async def test_report_is_sent_at_its_fire_time_and_only_once(services, ssh_serve
     assert await sched.run_due() == []  # the same fire time again: nothing
     async with services.sessions() as db:
         (run,) = await reports.runs(db_session=db, schedule_id=row.id)
-    assert run.status == "sent" and run.message_ts == "ts-1" and set(run.snapshot_ids) == {"train0", "train1"}
+    assert run.status == "sent" and run.message_ts == "ts-1" and set(load_run_snapshots(run.snapshot_ids)) == {"train0", "train1"}
 
 
 async def test_two_instances_on_one_database_post_once(services, database_url, ssh_server, fake_hosts):

@@ -10,6 +10,8 @@ import enum
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from bot.db import versioned
+
 
 class ActionKind(str, enum.Enum):
     """Values are stable: they are stored and used as policy keys."""
@@ -61,6 +63,13 @@ class State(str, enum.Enum):
         return self not in (State.PENDING, State.APPROVED, State.EXECUTING)
 
 
+SPEC_SCHEMA_VERSION = 1
+"""Version of :meth:`ActionSpec.to_json`'s shape. 1: the first (rows before versions have no key)."""
+
+SPEC_UPGRADES: dict[int, versioned.Upgrade] = {}
+"""``{N: fn}``: fn turns a version-N spec dict into version N+1 (see :mod:`bot.db.versioned`)."""
+
+
 @dataclass(frozen=True)
 class ActionSpec:
     """One requested action. Which fields matter depends on ``kind``:
@@ -86,15 +95,18 @@ class ActionSpec:
     health_url: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The stored shape (``action_requests.spec``), with ``schema_version``."""
         d = asdict(self)
         d["kind"] = self.kind.value
         d["paths"], d["pids"] = list(self.paths), list(self.pids)
+        d[versioned.VERSION_KEY] = SPEC_SCHEMA_VERSION
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ActionSpec:
-        return cls(**{**d, "kind": ActionKind(d["kind"]), "paths": tuple(d.get("paths", ())),
-                      "pids": tuple(d.get("pids", ()))})
+        """Load a stored spec of any version up to :data:`SPEC_SCHEMA_VERSION`; raises
+        :class:`~bot.db.versioned.StoredShapeError`."""
+        return versioned.load(d, cls, version=SPEC_SCHEMA_VERSION, upgrades=SPEC_UPGRADES, what="a stored action spec")
 
     def describe(self) -> str:
         """The command as a user would type it (for cards and the audit)."""

@@ -12,6 +12,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bot.actions.kinds import ActionSpec
+from bot.db import versioned
+
+PLAN_SCHEMA_VERSION = 1
+"""Version of :meth:`Plan.to_json`'s shape. 1: the first (rows before versions have no key)."""
+
+PLAN_UPGRADES: dict[int, versioned.Upgrade] = {}
+"""``{N: fn}``: fn turns a version-N plan dict into version N+1 (see :mod:`bot.db.versioned`)."""
 
 
 @dataclass(frozen=True)
@@ -89,22 +96,16 @@ class Plan:
         return sum(p.size_bytes or 0 for p in self.paths)
 
     def to_json(self) -> dict[str, Any]:
+        """The stored shape (``action_requests.plan``), with ``schema_version``."""
         d = asdict(self)
         d["spec"] = self.spec.to_json()
+        d[versioned.VERSION_KEY] = PLAN_SCHEMA_VERSION
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Plan:
-        return cls(
-            spec=ActionSpec.from_json(d["spec"]),
-            snapshot_id=d.get("snapshot_id"),
-            steps=[Step(**s) for s in d["steps"]],
-            lines=list(d["lines"]),
-            expected=d["expected"],
-            paths=[PathItem(**p) for p in d.get("paths", [])],
-            procs=[ProcItem(**p) for p in d.get("procs", [])],
-            units=[UnitItem(**u) for u in d.get("units", [])],
-            volume=d.get("volume"),
-            volume_avail_bytes=d.get("volume_avail_bytes"),
-            warnings=list(d.get("warnings", [])),
-        )
+        """Load a stored plan of any version up to :data:`PLAN_SCHEMA_VERSION` (its spec through
+        :meth:`ActionSpec.from_json`); raises :class:`~bot.db.versioned.StoredShapeError`."""
+        doc = versioned.upgrade(d, version=PLAN_SCHEMA_VERSION, upgrades=PLAN_UPGRADES, what="a stored plan")
+        spec = ActionSpec.from_json(doc.get("spec") or {})
+        return versioned.load({**doc, "spec": spec}, cls, version=PLAN_SCHEMA_VERSION, upgrades={}, what="a stored plan")

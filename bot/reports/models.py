@@ -20,12 +20,14 @@ A schedule whose posts Slack refuses for the channel (``not_in_channel``, ``chan
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
+from bot.db import versioned
 from bot.db.base import Base, JSONDoc, UTCDateTime, utcnow
 
 
@@ -68,9 +70,45 @@ class ReportSchedule(Base):
         return self.paused_at is not None
 
 
+RUN_SNAPSHOTS_VERSION = 2
+"""Version of the stored ``report_runs.snapshot_ids`` document.
+
+1: the bare map ``{host: snapshot id}`` (no version key). 2: ``{"schema_version": 2,
+"snapshot_ids": {host: snapshot id}}``, so the map's keys (host names) never mix with the version.
+"""
+
+
+@dataclass(frozen=True)
+class RunSnapshots:
+    """The snapshots a report showed: host -> snapshot id (the next report diffs against them)."""
+
+    snapshot_ids: dict[str, int] = field(default_factory=dict)
+
+
+def _is_v2(doc: dict[str, Any]) -> bool:
+    return isinstance(doc.get(versioned.VERSION_KEY), int) and isinstance(doc.get("snapshot_ids"), dict)
+
+
+def dump_run_snapshots(snapshot_ids: dict[str, int]) -> dict[str, Any]:
+    """The stored document of ``snapshot_ids`` (the current version)."""
+    return {versioned.VERSION_KEY: RUN_SNAPSHOTS_VERSION, "snapshot_ids": dict(snapshot_ids)}
+
+
+def load_run_snapshots(doc: dict[str, Any] | None) -> dict[str, int]:
+    """host -> snapshot id from a stored document of any version; raises
+    :class:`~bot.db.versioned.StoredShapeError` for one that is malformed or newer than this code."""
+    doc = doc or {}
+    if not _is_v2(doc):  # version 1: the bare map (a host may even be called "schema_version")
+        doc = {versioned.VERSION_KEY: 1, "v1": doc}
+    upgrades: dict[int, versioned.Upgrade] = {1: lambda d: {"snapshot_ids": d["v1"]}}
+    return versioned.load(doc, RunSnapshots, version=RUN_SNAPSHOTS_VERSION, upgrades=upgrades,
+                          what="a report run's snapshot ids").snapshot_ids
+
+
 class ReportRun(Base):
-    """One fire time of one schedule. ``snapshot_ids`` maps host -> snapshot id of this report
-    (the next report diffs against them); ``message_ts`` is the posted message's ts."""
+    """One fire time of one schedule. ``snapshot_ids`` is the stored document of the snapshots this
+    report showed (:func:`dump_run_snapshots`; read it with :func:`load_run_snapshots`; the next
+    report diffs against them); ``message_ts`` is the posted message's ts."""
 
     __tablename__ = "report_runs"
     __table_args__ = (UniqueConstraint("schedule_id", "fire_time", name="uq_report_runs_schedule_fire"),)

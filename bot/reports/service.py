@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.db.base import utcnow
 from bot.errors import NotFoundError, UsageError
 from bot.reports import cron
-from bot.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
+from bot.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus, dump_run_snapshots, load_run_snapshots
 
 MAX_SCHEDULES = 100
 
@@ -72,7 +72,7 @@ async def claim(*, db_session: AsyncSession, schedule_id: int, fire_time: dateti
     try:
         async with db_session.begin_nested():
             run = ReportRun(schedule_id=schedule_id, fire_time=fire_time, status=status.value, claimed_by=instance[:64],
-                            claimed_at=now, heartbeat_at=now, attempts=1, snapshot_ids={},
+                            claimed_at=now, heartbeat_at=now, attempts=1, snapshot_ids=dump_run_snapshots({}),
                             finished_at=now if status is RunStatus.SKIPPED else None)
             db_session.add(run)
         return run
@@ -86,7 +86,7 @@ async def finish(*, db_session: AsyncSession, run_id: int, status: RunStatus, sn
     (``False`` when it does not)."""
     values: dict[str, Any] = {"status": status.value, "finished_at": utcnow(), "message_ts": message_ts, "error": error}
     if snapshot_ids is not None:
-        values["snapshot_ids"] = snapshot_ids
+        values["snapshot_ids"] = dump_run_snapshots(snapshot_ids)
     q = update(ReportRun).where(ReportRun.id == run_id)
     if instance is not None:
         q = q.where(ReportRun.claimed_by == instance[:64], ReportRun.status.in_(_HELD))
@@ -192,7 +192,7 @@ async def previous_snapshots(*, db_session: AsyncSession, group: str | None, sch
     if before is not None:
         q = q.where(ReportRun.fire_time < before)
     row = (await db_session.execute(q.order_by(ReportRun.fire_time.desc()).limit(1))).first()
-    return (row.fire_time, dict(row.snapshot_ids or {})) if row else (None, {})
+    return (row.fire_time, load_run_snapshots(row.snapshot_ids)) if row else (None, {})
 
 
 async def runs(*, db_session: AsyncSession, schedule_id: int) -> list[ReportRun]:
