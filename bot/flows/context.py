@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import uuid
@@ -22,9 +23,12 @@ Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware UTC (:func:`bot.db.base.utcnow` outside tests)."""
 
 
+@functools.cache
 def process_identity() -> str:
     """This process as recorded on the action requests it runs: ``hostname:pid:nonce`` (hostname
-    cut to 32 characters; the nonce tells a restarted process that reuses a PID from the old one)."""
+    cut to 32 characters; the nonce tells a restarted process that reuses a PID from the old one).
+    Computed once per process, when the first :class:`Services` is built at start-up (not at import),
+    so every Services of one process (the start-up sweep's, the app's) is the same executor."""
     return f"{socket.gethostname()[:32]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
