@@ -7,7 +7,7 @@
 # message on stdout, like nvidia-smi, as "NVML error <nvmlReturn_t code>: <text>").
 import json
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 try:
     import pynvml as N
@@ -23,7 +23,7 @@ def safe(fn: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
-def procs_of(h):
+def procs_of(h: Any) -> "list[dict[str, Any]]":
     out = []
     for p in safe(N.nvmlDeviceGetComputeRunningProcesses, h) or []:
         try:
@@ -35,7 +35,7 @@ def procs_of(h):
     return out
 
 
-def mig_devices(h):
+def mig_devices(h: Any) -> "list[dict[str, Any]]":
     devices = []
     for j in range(safe(N.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
         m = safe(N.nvmlDeviceGetMigDeviceHandleByIndex, h, j)
@@ -50,13 +50,13 @@ def mig_devices(h):
     return devices
 
 
-def opt(name, *args):
+def opt(name: str, *args: Any) -> Any:
     """A call that older nvidia-ml-py may lack: None when it is missing or NVML refuses."""
     fn = getattr(N, name, None)
     return safe(fn, *args) if fn else None
 
 
-def health(h):
+def health(h: Any) -> "dict[str, Any]":
     """Health signals (read by bot/probes/gpu_health.py); null where NVML answers an error."""
     action = None
     field = opt("nvmlDeviceGetFieldValues", h, [getattr(N, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", 230)])
@@ -74,7 +74,7 @@ def health(h):
     }
 
 
-def fail(exc):
+def fail(exc: Exception) -> NoReturn:
     print(f"NVML error {getattr(exc, 'value', '?')}: {exc}")
     sys.exit(3)
 
