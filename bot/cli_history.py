@@ -13,7 +13,6 @@ from typing import Any
 
 from bot.commands.history import DiffCommand, HistoryCommand, parse_diff, parse_history
 from bot.config import Settings
-from bot.db.base import utcnow
 from bot.history.chart import ChartSeries, render_png
 from bot.history.service import diff_snapshots, load_history
 from bot.render.history_view import diff_text, history_text, history_view
@@ -35,7 +34,7 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
     cmd: HistoryCommand = parse_history([args.host, args.since])
     services = build_services(settings)
     try:
-        until = utcnow()
+        until = services.clock()
         async with services.sessions() as db:
             h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
     finally:
@@ -56,7 +55,7 @@ async def diff(settings: Settings, args: argparse.Namespace) -> int:
     try:
         async with services.sessions() as db:
             d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id,
-                                     now=utcnow())
+                                     now=services.clock())
     finally:
         await services.close()
     print(diff_text(d))

@@ -36,7 +36,8 @@ def process_identity() -> str:
 class Services:
     """Settings, a database session factory, a runner for probe batches and the clock.
 
-    ``clock`` is the one source of "now" for flows: snapshot times, request expiry, heartbeats.
+    ``clock`` is the one source of "now" for flows: snapshot times, request expiry, the cutoff for
+    a stale heartbeat, history windows.
     Tests pass another (``dataclasses.replace(services, clock=...)``) to store a snapshot taken
     30 hours ago through the same code that stores today's. ``gate`` counts the probes in
     flight and refuses new ones during a shutdown (:mod:`bot.lifecycle`). ``executor_id`` is this
