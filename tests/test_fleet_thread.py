@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from bot.db.models import Base
+from bot.models import Base
 from sqlalchemy import func, select
 
 from bot.flows.fleet import check_fleet
