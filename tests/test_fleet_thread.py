@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from bot.models import Base
 from sqlalchemy import func, select
 
 from bot.flows.fleet import check_fleet
 from bot.hosts import service as hosts
+from bot.models import Base
 from bot.readiness.verdict import Verdict
 from bot.snapshots.models import Snapshot
 from bot.wiring import build_services
