@@ -119,4 +119,5 @@ async def refresh_from_database(services: Any) -> None:
 
 def render(registry: CollectorRegistry = REGISTRY) -> bytes:
     """The registry in Prometheus text format (with the client's process and Python collectors)."""
-    return generate_latest(registry)
+    text: bytes = generate_latest(registry)
+    return text
