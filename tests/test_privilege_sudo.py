@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from bot.db.models import Base
 from sqlalchemy import delete, inspect
 
 from bot.actions import flows, service
@@ -28,6 +27,7 @@ from bot.actions.plans import PlanRefused, build_plan, unit_step
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
 from bot.flows.status import check_host
+from bot.models import Base
 from bot.privilege.check import check_access, check_text, sudoers_for
 from bot.privilege.sudoers import helper_source
 from bot.probes.readings import FolderState
