@@ -241,7 +241,7 @@ async def test_after_a_restart_an_action_of_a_dead_local_process_is_interrupted_
 
 
 async def test_an_unexpected_error_fails_the_request_with_an_error_id(services, ssh_server, fake_hosts, tmp_path, monkeypatch):
-    from bot.actions.execute import StepRunner
+    from bot.actions.step_runner import StepRunner
 
     async def broken(self, step):
         raise RuntimeError("a bug")

@@ -205,7 +205,7 @@ def test_logs_takes_a_host_a_unit_and_a_line_count():
 
 def test_a_changed_health_url_is_drift():
     from bot.actions.health import HealthCheck
-    from bot.actions.plans import unit_step
+    from bot.actions.planner import unit_step
 
     def plan(url):
         return _plan(steps=[unit_step("start", "b.service", HealthCheck(url, "x", True, 60.0, auto=url is None))])

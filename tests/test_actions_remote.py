@@ -10,11 +10,11 @@ import pytest
 from sqlalchemy import select, update
 
 from bot.actions import flows, remote
-from bot.actions.execute import StepRunner
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep
 from bot.actions.plan import Plan
-from bot.actions.plans import PlanRefused
+from bot.actions.planner import PlanRefused
+from bot.actions.step_runner import StepRunner
 from bot.hosts import service as hosts
 from tests.actions_support import Cards, approve, clean, fast, register, weights
 from tests.support.fakestate import unit

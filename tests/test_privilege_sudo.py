@@ -21,9 +21,9 @@ import pytest
 from sqlalchemy import delete, inspect
 
 from bot.actions import flows, service
-from bot.actions.execute import StepRunner
 from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.plans import PlanRefused, build_plan, unit_step
+from bot.actions.planner import PlanRefused, build_plan, unit_step
+from bot.actions.step_runner import StepRunner
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
 from bot.flows.status import check_host

@@ -5,7 +5,7 @@ visible change (approval counted, re-checking, each step, final state); its fail
 and never stop an action. Every state change goes through :mod:`bot.actions.service`'s claimed
 transitions, so a request runs at most once whoever clicks and however often.
 
-Errors: :class:`~bot.actions.plans.PlanRefused`, :class:`~bot.errors.NotFoundError`,
+Errors: :class:`~bot.actions.planner.PlanRefused`, :class:`~bot.errors.NotFoundError`,
 :class:`~bot.errors.UsageError` (re-plan of a request that cannot be re-planned).
 """
 
@@ -19,11 +19,11 @@ from datetime import timedelta
 from sqlalchemy.exc import IntegrityError
 
 from bot.actions import service
+from bot.actions.executor import execute_claimed, executor_gone
 from bot.actions.health_wait import Progress
 from bot.actions.kinds import ActionSpec, State
-from bot.actions.plans import build_plan
+from bot.actions.planner import build_plan
 from bot.actions.policy import Rule, expiry_s, may_approve, may_reject, rule_for
-from bot.actions.run import execute_claimed, executor_gone
 from bot.actions.views import RequestView, view_of
 from bot.errors import NotFoundError, PermissionDenied, UsageError
 from bot.flows.context import Services

@@ -23,11 +23,11 @@ from typing import Any
 
 from bot.actions import service
 from bot.actions.drift import compare
-from bot.actions.execute import StepRunner
 from bot.actions.health_wait import Progress
 from bot.actions.kinds import ActionKind, State
 from bot.actions.plan import Plan
-from bot.actions.plans import build_plan
+from bot.actions.planner import build_plan
+from bot.actions.step_runner import StepRunner
 from bot.actions.views import RequestView
 from bot.errors import GpubotError
 from bot.flows.context import Services
