@@ -8,7 +8,7 @@ Errors raised by ``run``: :class:`~bot.errors.HostUnreachable`,
 :class:`~bot.errors.HostKeyRejected`, :class:`~bot.errors.ProbeTimeout`,
 :class:`~bot.errors.RemoteShellError`.
 
-What the remote login shell sees: sshd hands the command string of an SSH exec to the user's
+What the remote login shell sees (:mod:`bot.ssh.remote_shell`): sshd hands the command string of an SSH exec to the user's
 login shell (bash, dash, zsh, fish, tcsh/csh, ...). :class:`SshRunner` sends only
 :data:`RUN_COMMAND` (``exec /bin/sh -s``: one line, no quotes, the same meaning in every one of
 them) and writes the script to the channel's standard input (:func:`stdin_script`), so no login
@@ -22,7 +22,6 @@ import contextlib
 import getpass
 import logging
 import os
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -34,41 +33,16 @@ from bot.errors import ConnectionLost, HostKeyRejected, HostUnreachable, ProbeTi
 from bot.ssh.files import ClientKeys, KnownHosts, ip_or_empty, stamp
 from bot.ssh.jump import Hop, hop_target, parse_chain
 from bot.ssh.pool import ConnectionPool
+from bot.ssh.remote_shell import login_shell, not_started_message, start_script, stdin_script, strip_sentinel
 from bot.ssh.target import HostTarget, RunResult
 
 log = logging.getLogger("gpubot.ssh")
 
-RUN_COMMAND = "exec /bin/sh -s"
-"""The whole command line the remote login shell parses; the script follows on standard input."""
-SHELL_QUERY = 'echo "$SHELL"'
-"""Asked only after a script did not start, to name the login shell (sshd sets ``$SHELL``)."""
 ENCRYPTION_ALGS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
                    "aes128-ctr", "aes192-ctr", "aes256-ctr")
 """Ciphers offered, AES-GCM first: OpenSSH's default prefers ChaCha20-Poly1305, which asyncssh
 runs with a new cipher context per packet (about 1 ms more client CPU per probed host)."""
-_SHELL_PATH = re.compile(r"/[\w./+-]{1,200}")
 
-
-def stdin_script(script: str, sentinel: str) -> str:
-    """What :data:`RUN_COMMAND` reads: a line printing ``sentinel`` to stderr (proof that
-    ``/bin/sh`` started), then ``script`` inside one ``{ ...; } </dev/null`` group.
-
-    The group makes ``sh -s`` read the whole script before running any of it (so the probes can
-    never read the rest of the script as their input, and a half-sent script never runs), and
-    gives every command an empty standard input, as ``sh -c`` did. Exit statuses and ``exit``
-    inside the script behave as with ``sh -c``.
-    """
-    body = script if script.endswith("\n") else script + "\n"
-    return f"printf '%s\\n' {sentinel} >&2\n{{\n{body}}} </dev/null\n"
-
-
-def strip_sentinel(stderr: str, sentinel: str) -> tuple[bool, str]:
-    """``(started, stderr without the sentinel line)`` for a run of :func:`stdin_script`."""
-    line = sentinel + "\n"
-    at = stderr.find(line)
-    if at < 0:
-        return False, stderr
-    return True, stderr[:at] + stderr[at + len(line):]
 
 
 class Runner(Protocol):
@@ -363,49 +337,6 @@ async def _pump(stream: asyncssh.SSHReader[str], sink: list[str]) -> None:
 async def _drain(stream: asyncio.StreamReader, sink: list[bytes]) -> None:
     while chunk := await stream.read(65536):
         sink.append(chunk)
-
-
-async def start_script(conn: asyncssh.SSHClientConnection, payload: str) -> asyncssh.SSHClientProcess[str]:
-    """Open a channel running :data:`RUN_COMMAND` and send ``payload`` as its standard input.
-
-    A login shell that exits at once (``nologin``) may close the channel before the script is
-    written: that is not an error here (the missing sentinel tells it); a channel that cannot be
-    opened raises asyncssh's error."""
-    proc = await conn.create_process(RUN_COMMAND)
-    try:
-        proc.stdin.write(payload)
-        proc.stdin.write_eof()
-    except (BrokenPipeError, ConnectionError, asyncssh.Error):
-        pass
-    return proc
-
-
-def _text(data: object) -> str:
-    if isinstance(data, str):
-        return data
-    return data.decode(errors="replace") if isinstance(data, (bytes, bytearray)) else ""
-
-
-async def login_shell(conn: asyncssh.SSHClientConnection) -> str | None:
-    """The login shell's path from ``$SHELL`` (asked on a new channel, at most 5 s), or
-    ``None`` when that shell answers nothing usable (``nologin``, ``false``, a refusing shell)."""
-    try:
-        async with asyncio.timeout(5):
-            res = await conn.run(SHELL_QUERY, check=False, stdin=asyncssh.DEVNULL)
-    except (asyncssh.Error, OSError, TimeoutError):
-        return None
-    lines = _text(res.stdout).strip().splitlines()
-    return lines[-1] if res.exit_status == 0 and lines and _SHELL_PATH.fullmatch(lines[-1]) else None
-
-
-def not_started_message(target: HostTarget, exit_status: int | None, stdout: str, stderr: str,
-                        shell: str | None) -> str:
-    """Why a script did not start: the remote side's last words, the exit status, the shell."""
-    said = (stderr.strip().splitlines() or stdout.strip().splitlines() or [""])[-1][:200]
-    what = f"{said!r}, exit status {exit_status}" if said else f"nothing printed, exit status {exit_status}"
-    who = f"; the login shell is {shell}" if shell else "; the login shell could not be read"
-    return (f"{target.name}: connected over SSH, but the remote side did not run the script ({what}){who}. "
-            f"gpubot only needs the login shell to run `{RUN_COMMAND}`")
 
 
 def host_key_message(target: HostTarget, known_hosts: str) -> str:
