@@ -176,7 +176,7 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
     services = build_services(settings)
     try:
         if args.hosts_cmd in ("check", "sudoers"):
-            from bot.privilege import check
+            from bot.actions import access_check as check
 
             if args.hosts_cmd == "sudoers":
                 sys.stdout.write(await check.sudoers_for(services=services, host_name=args.name))

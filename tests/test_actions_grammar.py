@@ -7,7 +7,7 @@ import pytest
 
 from bot.actions.drift import compare
 from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.plan import PathItem, Plan, ProcItem, Step, UnitItem
+from bot.actions.plan import DeleteStep, PathItem, Plan, ProcItem, UnitItem, UnitStep, WaitGpusStep
 from bot.actions.policy import PolicyError, allowed_roots, may_approve, may_reject, rule_for
 from bot.actions.views import RequestView, StepView
 from bot.commands.actions import AuditCommand
@@ -172,7 +172,8 @@ def test_user_text_is_escaped_in_cards():
 def test_plan_round_trips_through_json():
     plan = _plan(paths=[PathItem("/a/b", "/a/b", "/a", "directory", 5, "/", 10)],
                  procs=[ProcItem(1, "p", 0, 1, "2", "ab" * 32, "c")], units=[UnitItem("u.service", "active")],
-                 steps=[Step("delete", "t", {"path": "/a/b"})], warnings=["w"])
+                 steps=[DeleteStep("t", PathItem("/a/b", "/a/b", "/a", "directory", 5)), WaitGpusStep("w"),
+                        UnitStep("stop u", "stop", "u.service", ("inactive",), via="sudo")], warnings=["w"])
     assert Plan.from_json(plan.to_json()) == plan
 
 

@@ -5,6 +5,7 @@ The SSH hosts are this machine, so deleting and killing act on real tmp folders 
 
 import os
 import subprocess
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import select, update
@@ -12,7 +13,7 @@ from sqlalchemy import select, update
 from bot.actions import flows, remote
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep
-from bot.actions.plan import Plan
+from bot.actions.plan import KillStep, Plan, ProcItem
 from bot.actions.planner import PlanRefused
 from bot.actions.step_runner import StepRunner
 from bot.hosts import service as hosts
@@ -131,11 +132,12 @@ async def test_a_reused_pid_is_spared(services, ssh_server, fake_hosts):
         req = await db.get(ActionRequest, view.id)
         plan = Plan.from_json(req.plan)
         target, _ = await hosts.resolve(db_session=db, name="node207")
-    procs = plan.steps[0].args["procs"]
-    reused = next(p for p in procs if p["pid"] == holder.pid)
-    reused["start_time"] = str(int(reused["start_time"]) + 1)  # as if the PID had been recycled
+    step = plan.steps[0]
+    assert isinstance(step, KillStep)
+    # as if the PID had been recycled
+    procs = tuple(replace(p, start_time=str(int(p.start_time) + 1)) if p.pid == holder.pid else p for p in step.procs)
     runner = StepRunner(runner=services.runner, target=target, settings=services.settings, gpu_backend="nvidia-smi", gpu_free_mib=16)
-    outcome = await runner.run(plan.steps[0])
+    outcome = await runner.run(replace(step, procs=procs))
     assert outcome.ok, outcome.summary
     assert f"pid {holder.pid} spared (PID reused by another process)" in outcome.summary
     assert f"pid {other.pid} terminated" in outcome.summary
@@ -154,7 +156,7 @@ async def test_a_reused_pid_is_spared(services, ssh_server, fake_hosts):
 
 async def test_kill_script_refuses_malformed_plans():
     with pytest.raises(ValueError):
-        remote.kill_script([{"pid": 5, "start_time": "1; reboot", "cmd_sha": "ab"}], 1.0)
+        remote.kill_script([ProcItem(5, "p", None, None, "1; reboot", "ab", "p")], 1.0)
 
 
 async def test_a_configured_unit_is_stopped_and_started(services, ssh_server, fake_hosts):

@@ -9,6 +9,7 @@ root-owned next to the fakes. Processes to kill belong to root (another user tha
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -21,6 +22,7 @@ import pytest
 from sqlalchemy import delete, inspect
 
 from bot.actions import flows, service
+from bot.actions.access_check import check_access, check_text, sudoers_for
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.planner import PlanRefused, build_plan, unit_step
 from bot.actions.step_runner import StepRunner
@@ -28,7 +30,6 @@ from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.models import Base
-from bot.privilege.check import check_access, check_text, sudoers_for
 from bot.privilege.sudoers import helper_source
 from bot.probes.readings import FolderState
 from bot.render.status_view import status_view
@@ -244,8 +245,7 @@ async def test_a_rule_that_asks_for_a_password_fails_at_once_with_a_clear_reason
         await build_plan(services=svc, spec=ActionSpec(ActionKind.STOP, "priv7", unit="vllm.service"))
     assert "asks" in str(refused.value) and "password" in str(refused.value) and "NOPASSWD" in str(refused.value)
     # a step that reaches sudo anyway (rules changed after approval) fails at once, never waits for a prompt
-    step = unit_step("stop", "vllm.service")
-    step.args["via"] = "sudo"
+    step = dataclasses.replace(unit_step("stop", "vllm.service"), via="sudo")
     runner = StepRunner(runner=svc.runner, target=HostTarget("priv7", ADDRS[0], port=box.server.port),
                         settings=svc.settings, gpu_backend="nvidia-smi", gpu_free_mib=16)
     outcome = await runner.run(step)

@@ -3,13 +3,15 @@ action requests and report runs) load through the versioned schemas, what is wri
 ``schema_version``, and a bad or newer document is a clear StoredShapeError, never a TypeError."""
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, assert_never
 
 import pytest
 
+from bot.actions.health import HealthCheck
 from bot.actions.kinds import SPEC_SCHEMA_VERSION, ActionKind, ActionSpec
-from bot.actions.plan import PLAN_SCHEMA_VERSION, Plan, Step
+from bot.actions.plan import PLAN_SCHEMA_VERSION, CheckDiskStep, DeleteStep, KillStep, Plan, ProcItem, Step, UnitStep, WaitGpusStep
 from bot.db import versioned
 from bot.db.versioned import StoredShapeError
 from bot.reports.models import RUN_SNAPSHOTS_VERSION, dump_run_snapshots, load_run_snapshots
@@ -29,7 +31,11 @@ def test_todays_action_rows_still_load(path: Path):
     spec = ActionSpec.from_json(row["spec"])
     plan = Plan.from_json(row["plan"])
     assert plan.spec == spec and spec.kind is ActionKind(row["spec"]["kind"]) and spec.host == row["spec"]["host"]
-    assert [(s.op, s.title, s.args) for s in plan.steps] == [(s["op"], s["title"], s["args"]) for s in row["plan"]["steps"]]
+    assert [(s.op, s.title) for s in plan.steps] == [(s["op"], s["title"]) for s in row["plan"]["steps"]]
+    for step, stored in zip(plan.steps, row["plan"]["steps"], strict=True):  # version 1: op + args
+        got = v1_args(step)
+        assert {k: got[k] for k in stored["args"]} == stored["args"]
+        assert all(got[k] is None for k in set(got) - set(stored["args"]))  # fields added later, left unset
     assert plan.lines == row["plan"]["lines"] and plan.expected == row["plan"]["expected"]
     assert [p.real for p in plan.paths] == [p["real"] for p in row["plan"]["paths"]]
     assert [p.pid for p in plan.procs] == [p["pid"] for p in row["plan"]["procs"]]
@@ -76,6 +82,47 @@ def test_report_run_snapshot_ids_of_both_versions_load():
         load_run_snapshots({"node1": "not an id"})
 
 
+def v1_args(step: Step) -> dict[str, Any]:
+    """A typed step's fields as version 1 stored them in ``args``."""
+    match step:
+        case DeleteStep(item=item, via=via):
+            return {**asdict(item), "via": via}
+        case KillStep(procs=procs, via=via):
+            return {"procs": [asdict(p) for p in procs], "via": via}
+        case UnitStep():
+            return {"verb": step.verb, "unit": step.unit, "expect": list(step.expect), "via": step.via,
+                    "health": step.health.to_json() if step.health else None}
+        case WaitGpusStep():
+            return {}
+        case CheckDiskStep(path=path, need_bytes=need):
+            return {"path": path, "need_bytes": need}
+        case _:
+            assert_never(step)
+
+
 def test_plan_steps_keep_their_arguments():
-    step = Step("unit", "stop a.service", {"verb": "stop", "unit": "a.service", "expect": ["inactive"]})
-    assert Plan.from_json(Plan(ActionSpec(ActionKind.STOP, "n1", unit="a.service"), None, [step], [], "").to_json()).steps == [step]
+    health = HealthCheck("http://127.0.0.1:8000/health", "vLLM default", True, 60.0)
+    steps: list[Step] = [UnitStep("stop a.service", "stop", "a.service", ("inactive",), via="sudo"),
+                         WaitGpusStep("wait"), CheckDiskStep("check", "/models", 10**12),
+                         UnitStep("start b.service", "start", "b.service", ("active",), health)]
+    plan = Plan(ActionSpec(ActionKind.PIVOT, "n1", from_unit="a.service", to_unit="b.service"), None, steps, [], "")
+    assert Plan.from_json(json.loads(json.dumps(plan.to_json()))).steps == steps
+
+
+def test_a_version_1_step_with_privilege_and_a_health_check_upgrades():
+    """Version 1 rows written after ``via`` and ``health`` existed kept them inside ``args``; the health
+    dict of the oldest ones lacks fields that now have defaults."""
+    row = json.loads((STORED / "action_request_pivot.json").read_text())["plan"]
+    start = {"op": "unit", "title": "start b (check: up)", "args": {
+        "verb": "start", "unit": "model-b.service", "expect": ["active"], "via": "sudo",
+        "health": {"url": "http://127.0.0.1:8001/health", "wait_s": 30}}}
+    kill = {"op": "kill", "title": "end 1 process", "args": {"via": "user", "procs": [
+        {"pid": 7, "name": "python3", "gpu": 0, "used_mib": 10, "start_time": "5", "cmd_sha": "ab" * 32, "cmdline": "x"}]}}
+    plan = Plan.from_json({**row, "steps": [start, kill]})
+    assert plan.steps[0] == UnitStep("start b (check: up)", "start", "model-b.service", ("active",),
+                                     HealthCheck("http://127.0.0.1:8001/health", "", True, 30.0), via="sudo")
+    assert plan.steps[1] == KillStep("end 1 process", (ProcItem(7, "python3", 0, 10, "5", "ab" * 32, "x"),), via="user")
+    with pytest.raises(StoredShapeError, match="steps.0"):
+        Plan.from_json({**row, "steps": [{"op": "reboot", "title": "?", "args": {}}]})
+    with pytest.raises(StoredShapeError, match="steps.0"):
+        Plan.from_json({**row, "steps": [{**start, "args": {**start["args"], "verb": "reload"}}]})

@@ -16,8 +16,8 @@ A process that simply ended is not drift (there is less to do); it is noted by t
 
 from __future__ import annotations
 
-from bot.actions.plan import Plan
-from bot.privilege.access import VIA_WORDS
+from bot.actions.plan import DeleteStep, KillStep, Plan, Step, UnitStep
+from bot.privilege.access import VIA_WORDS, Via
 from bot.sizes import human_bytes
 
 
@@ -53,15 +53,19 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
         if unit in fresh_urls and fresh_urls[unit] != url:
             reasons.append(f"{unit} would now be awaited at {fresh_urls[unit] or 'no health URL'}, not {url or 'no health URL'}")
     for n, (was_step, now_step) in enumerate(zip(old.steps, new.steps), 1):
-        was_via, now_via = was_step.args.get("via"), now_step.args.get("via")
+        was_via, now_via = _via(was_step), _via(now_step)
         if was_via and now_via and was_via != now_via:
-            reasons.append(f"step {n} ({was_step.title}) would now run {VIA_WORDS.get(now_via, now_via)}, "
-                           f"not {VIA_WORDS.get(was_via, was_via)} as approved")
+            reasons.append(f"step {n} ({was_step.title}) would now run {VIA_WORDS[now_via]}, "
+                           f"not {VIA_WORDS[was_via]} as approved")
     return reasons
 
 
 def _health_urls(plan: Plan) -> dict[str, str | None]:
-    return {s.args["unit"]: s.args["health"].get("url") for s in plan.steps if s.op == "unit" and s.args.get("health")}
+    return {s.unit: s.health.url for s in plan.steps if isinstance(s, UnitStep) and s.health is not None}
+
+
+def _via(step: Step) -> Via | None:
+    return step.via if isinstance(step, DeleteStep | KillStep | UnitStep) else None
 
 
 def _changed(before: int | None, after: int | None, threshold_pct: float) -> bool:

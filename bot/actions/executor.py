@@ -25,7 +25,7 @@ from bot.actions import service
 from bot.actions.drift import compare
 from bot.actions.health_wait import Progress
 from bot.actions.kinds import ActionKind, State
-from bot.actions.plan import Plan
+from bot.actions.plan import DeleteStep, KillStep, Plan, UnitStep
 from bot.actions.planner import build_plan
 from bot.actions.step_runner import StepRunner
 from bot.actions.views import RequestView
@@ -145,7 +145,7 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
     runner = await _step_runner(services, plan.spec.host, progress)
     done: list[str] = []
     failure: str | None = None
-    summaries: dict[str, str] = {}
+    summaries: dict[int, str] = {}
     extra: dict[str, Any] = {}
     for idx, step in enumerate(plan.steps, 1):
         async with services.sessions() as db, db.begin():
@@ -162,7 +162,7 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
         async with services.sessions() as db, db.begin():
             await service.finish_step(db_session=db, step_id=step_id, ok=outcome.ok, exit_status=outcome.exit_status,
                                       stdout=outcome.stdout, stderr=outcome.stderr, summary=outcome.summary)
-        summaries[step.op] = summaries[f"#{idx}"] = outcome.summary
+        summaries[idx] = outcome.summary
         if not outcome.ok:
             already = "; ".join(done) or "nothing"
             failure = (f"Stopped at step {idx} of {len(plan.steps)} ({step.title}): {outcome.summary}\n"
@@ -189,20 +189,19 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
 
 
 async def _result_lines(services: Services, runner: StepRunner, plan: Plan, steps_done: int,
-                        summaries: dict[str, str]) -> list[str]:
+                        summaries: dict[int, str]) -> list[str]:
     """What was achieved: bytes freed and free now, processes ended, unit states."""
-    ran = plan.steps[:steps_done]
-    deleted = [s.args for s in ran if s.op == "delete"]
+    ran = list(enumerate(plan.steps[:steps_done], 1))
+    deleted = [s.item for _, s in ran if isinstance(s, DeleteStep)]
     lines = []
     if deleted:
-        freed = sum(int(a.get("size_bytes") or 0) for a in deleted)
-        mounts = sorted({a["mount"] for a in deleted if a.get("mount")})
+        freed = sum(it.size_bytes or 0 for it in deleted)
+        mounts = sorted({it.mount for it in deleted if it.mount})
         free = await runner.free_bytes(mounts)
         now = ", ".join(f"{human_bytes(v)} free on {m}" for m, v in free.items() if v is not None)
         lines.append(f"freed {human_bytes(freed)} ({len(deleted)} path{'s' if len(deleted) > 1 else ''})" + (f"; {now}" if now else ""))
-    if "kill" in summaries:
-        lines.append(summaries["kill"])
+    lines += [summaries[i] for i, s in ran if isinstance(s, KillStep)]
     if plan.spec.kind is not ActionKind.KILL:
-        lines += [summaries.get(f"#{i}", "") if s.args.get("health") else s.title.split(" (check")[0] + ": done"
-                  for i, s in enumerate(ran, 1) if s.op == "unit"]
+        lines += [summaries.get(i, "") if s.health is not None else s.title.split(" (check")[0] + ": done"
+                  for i, s in ran if isinstance(s, UnitStep)]
     return lines

@@ -1,7 +1,7 @@
 """The health wait: look at a started unit every ``unit_health_poll_s`` until it is up, fails, or
 its bound passes; then, on failure, read its journal. Verdicts: :mod:`bot.actions.health`.
 
-Each look is one SSH round trip (:func:`bot.actions.remote.run_framed`): the unit's state and
+Each look is one SSH round trip (:func:`bot.probes.engine.run_framed`): the unit's state and
 processes, the GPU probe and ``curl`` of the health URL, all read on the host. A look that gets
 no answer (the host is busy loading weights, SSH drops) is not a failure: the wait goes on, and
 the progress says so. ``progress`` is called after every look; its errors are logged, never raised.
@@ -20,6 +20,7 @@ from bot.actions.health import HealthCheck, HealthProgress, UnitLook, default_ur
 from bot.actions.journal import JournalTail, fetch_journal
 from bot.config import Settings
 from bot.errors import ProbeError
+from bot.probes.engine import run_framed
 from bot.ssh.runner import Runner
 from bot.ssh.target import HostTarget
 
@@ -57,7 +58,7 @@ async def wait_until_up(*, runner: Runner, target: HostTarget, unit: str, check:
     url, first_pid, looks, lines = check.url, None, 0, []
     while True:
         try:
-            outs = await remote.run_framed(runner, target, poll_commands(unit, url, gpu_cmds, http_s),
+            outs = await run_framed(runner, target, poll_commands(unit, url, gpu_cmds, http_s),
                                            timeout=settings.probe_timeout_s + http_s)
             look = parse_look(outs, remote.parse_gpus(outs, gpu_backend))
         except ProbeError as exc:

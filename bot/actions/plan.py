@@ -9,16 +9,18 @@ since boot) as text; ``cmd_sha`` the SHA-256 of the raw ``/proc/PID/cmdline``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import Field
+
+from bot.actions.health import HealthCheck
 from bot.actions.kinds import ActionSpec
 from bot.db import versioned
+from bot.privilege.access import Via
 
-PLAN_SCHEMA_VERSION = 1
-"""Version of :meth:`Plan.to_json`'s shape. 1: the first (rows before versions have no key)."""
-
-PLAN_UPGRADES: dict[int, versioned.Upgrade] = {}
-"""``{N: fn}``: fn turns a version-N plan dict into version N+1 (see :mod:`bot.db.versioned`)."""
+PLAN_SCHEMA_VERSION = 2
+"""Version of :meth:`Plan.to_json`'s shape. 1: the first (rows before versions have no key), steps
+as ``op`` + ``args``; 2: typed steps (:data:`Step`)."""
 
 
 @dataclass(frozen=True)
@@ -61,17 +63,100 @@ class UnitItem:
     sub_state: str | None = None
 
 
-@dataclass(frozen=True)
-class Step:
-    """One step. ``op``: ``delete`` (args: a :class:`PathItem` dict), ``kill`` (``procs``),
-    ``unit`` (``verb``, ``unit``, ``expect``: accepted ActiveStates), ``wait_gpus``,
-    ``check_disk`` (``path``, ``need_bytes``). Changing steps also carry ``via``: ``root``,
-    ``user`` (the bot user may do it itself) or ``sudo`` (see :mod:`bot.privilege`); absent in
-    plans stored before it existed, which run as the SSH user as they always did."""
+Verb = Literal["stop", "start", "restart"]
+"""What a :class:`UnitStep` asks of systemctl."""
 
-    op: str
+
+@dataclass(frozen=True)
+class DeleteStep:
+    """Delete one resolved path (:func:`bot.actions.remote.delete_script`)."""
+
     title: str
-    args: dict[str, Any] = field(default_factory=dict)
+    item: PathItem
+    via: Via | None = None
+    """How the step gets its privilege (see :mod:`bot.privilege.access`); ``None`` in plans stored
+    before it existed, which run as the SSH user as they always did."""
+    op: Literal["delete"] = "delete"
+
+
+@dataclass(frozen=True)
+class KillStep:
+    """End planned GPU processes: SIGTERM, then SIGKILL after the grace time (:func:`~bot.actions.remote.kill_script`)."""
+
+    title: str
+    procs: tuple[ProcItem, ...]
+    via: Via | None = None
+    op: Literal["kill"] = "kill"
+
+
+@dataclass(frozen=True)
+class UnitStep:
+    """``systemctl VERB -- UNIT`` then wait until its ActiveState is one of ``expect``; with
+    ``health`` (start, restart) the step ends only once the unit is up (:mod:`bot.actions.health_wait`)."""
+
+    title: str
+    verb: Verb
+    unit: str
+    expect: tuple[str, ...]
+    health: HealthCheck | None = None
+    via: Via | None = None
+    op: Literal["unit"] = "unit"
+
+
+@dataclass(frozen=True)
+class WaitGpusStep:
+    """Poll the GPUs until every one is free (read-only)."""
+
+    title: str
+    op: Literal["wait_gpus"] = "wait_gpus"
+
+
+@dataclass(frozen=True)
+class CheckDiskStep:
+    """Check that the filesystem of ``path`` has ``need_bytes`` free (read-only)."""
+
+    title: str
+    path: str
+    need_bytes: int
+    op: Literal["check_disk"] = "check_disk"
+
+
+Step = Annotated[DeleteStep | KillStep | UnitStep | WaitGpusStep | CheckDiskStep, Field(discriminator="op")]
+"""One step of a plan, told apart by ``op``. Code that handles steps ``match``es on the class and
+ends with ``assert_never``, so a new kind fails type-checking until every place handles it."""
+
+ChangingStep = DeleteStep | KillStep | UnitStep
+"""The steps that change the host (and so carry ``via``)."""
+
+
+def _upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 kept each step as ``{"op", "title", "args": {...}}``; version 2 types each kind's fields."""
+    if not isinstance(doc.get("steps"), list):
+        return doc  # malformed: validation names it
+    steps = []
+    for st in doc["steps"]:
+        if not isinstance(st, dict) or "args" not in st:
+            steps.append(st)
+            continue
+        a = dict(st.get("args") or {})
+        op, via = st.get("op"), a.pop("via", None)
+        new: dict[str, Any] = {"op": op, "title": st.get("title")}
+        if op == "delete":
+            new |= {"item": a, "via": via}
+        elif op == "kill":
+            new |= {"procs": a.get("procs"), "via": via}
+        elif op == "unit":
+            health = a.get("health")
+            new |= {"verb": a.get("verb"), "unit": a.get("unit"), "expect": a.get("expect"), "via": via,
+                    "health": HealthCheck.from_json(health).to_json() if isinstance(health, dict) else None}
+        elif op == "check_disk":
+            new |= {"path": a.get("path"), "need_bytes": a.get("need_bytes")}
+        steps.append(new)
+    return {**doc, "steps": steps}
+
+
+PLAN_UPGRADES: dict[int, versioned.Upgrade] = {1: _upgrade_v1}
+"""``{N: fn}``: fn turns a version-N plan dict into version N+1 (see :mod:`bot.db.versioned`)."""
 
 
 @dataclass(frozen=True)
@@ -109,3 +194,4 @@ class Plan:
         doc = versioned.upgrade(d, version=PLAN_SCHEMA_VERSION, upgrades=PLAN_UPGRADES, what="a stored plan")
         spec = ActionSpec.from_json(doc.get("spec") or {})
         return versioned.load({**doc, "spec": spec}, cls, version=PLAN_SCHEMA_VERSION, upgrades={}, what="a stored plan")
+

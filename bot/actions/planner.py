@@ -10,13 +10,13 @@ Errors: :class:`PlanRefused` (a :class:`~bot.errors.UsageError`: the message lis
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.actions import remote
+from bot.actions import remote, step_privilege
 from bot.actions.health import HealthCheck, default_url, exec_argv
 from bot.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
-from bot.actions.plan import PathItem, Plan, ProcItem, Step, UnitItem
+from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, PathItem, Plan, ProcItem, Step, UnitItem, UnitStep, Verb, WaitGpusStep
 from bot.actions.policy import allowed_roots, configured_units
 from bot.config import UnitHealth
 from bot.errors import ProbeError, UsageError
@@ -24,8 +24,8 @@ from bot.flows.context import Services
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
 from bot.names import validate_path
-from bot.privilege import steps as privilege_steps
 from bot.privilege.access import read_access
+from bot.probes.engine import run_framed
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import FolderState
 from bot.probes.system import parse_df, parse_du
@@ -73,11 +73,11 @@ async def _privileged(ctx: _Ctx, plan: Plan) -> Plan:
     """Decide how each changing step gets its privilege (one read-only round trip); refuse the
     plan up front, naming the fix, when any step has none, so an approved plan never half-runs."""
     s = ctx.services.settings
-    needs = privilege_steps.needs(plan, systemctl=s.sudo_systemctl, helper=s.sudo_helper)
+    needs = step_privilege.needs(plan, systemctl=s.sudo_systemctl, helper=s.sudo_helper)
     if not needs:
         return plan
     access = await read_access(ctx.services.runner, ctx.target, [n for _, n in needs], timeout=s.batch_timeout_s)
-    assigned, refused = privilege_steps.assign(plan, needs, access)
+    assigned, refused = step_privilege.assign(plan, needs, access)
     if refused:
         who = access.user or "the SSH user"
         raise _refuse([f"{g.need.label}: {who} may not ({g.reason}); fix: {g.fix}" for g in refused])
@@ -95,7 +95,7 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
     if not roots:
         raise PlanRefused(f"no allowed roots are configured for {ctx.spec.host} (setting `GPUBOT_ALLOWED_ROOTS`)")
     timeout = ctx.services.settings.batch_timeout_s
-    out = await remote.run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
+    out = await run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
     resolved = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
                 for j in range(len(roots))]
     real_roots: list[str] = [r for r in resolved if r]
@@ -107,7 +107,7 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
         if o is None or o.exit_status is None:
             reasons.append(f"{p}: could not be checked on the host")
             continue
-        if o.exit_status == 3:
+        if o.exit_status == remote.StepExit.GONE:
             reasons.append(f"{p}: does not exist on {ctx.spec.host}")
             continue
         kv = remote.keyvalues(o.stdout)
@@ -134,7 +134,7 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
     if reasons:
         raise _refuse(reasons)
     reals = list(found)
-    sizes = await remote.run_framed(ctx.services.runner, ctx.target, remote.size_commands(reals), timeout=timeout)
+    sizes = await run_framed(ctx.services.runner, ctx.target, remote.size_commands(reals), timeout=timeout)
     items = []
     for i, real in enumerate(reals):
         p, root, ftype, allowed = found[real]
@@ -154,10 +154,10 @@ def _hub(ctx: _Ctx) -> str:
 
 async def _hf_entries(ctx: _Ctx) -> list[str]:
     hub = _hub(ctx)
-    out = await remote.run_framed(ctx.services.runner, ctx.target, remote.hf_entries_command(hub, ctx.spec.repo),
+    out = await run_framed(ctx.services.runner, ctx.target, remote.hf_entries_command(hub, ctx.spec.repo),
                                   timeout=ctx.services.settings.batch_timeout_s)
     o = out.get("hf")
-    if o is None or o.exit_status == 3:
+    if o is None or o.exit_status == remote.StepExit.GONE:
         raise PlanRefused(f"no hub folder in the Hugging Face cache ({hub})")
     entries = [remote.unhex(line) for line in o.stdout.split()]
     if not entries or any(e is None for e in entries):
@@ -191,8 +191,8 @@ def _path_line(it: PathItem) -> str:
     return f"delete {it.path}{via} — {human_bytes(it.size_bytes)} ({it.file_type})"
 
 
-def _delete_step(it: PathItem) -> Step:
-    return Step("delete", f"delete {it.real} ({human_bytes(it.size_bytes)})", asdict(it))
+def _delete_step(it: PathItem) -> DeleteStep:
+    return DeleteStep(f"delete {it.real} ({human_bytes(it.size_bytes)})", it)
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -219,12 +219,12 @@ async def _kill(ctx: _Ctx) -> Plan:
     by_pid: dict[int, list[Any]] = {}
     for p in procs:
         by_pid.setdefault(p.pid, []).append(p)
-    out = await remote.run_framed(ctx.services.runner, ctx.target, remote.proc_commands(list(by_pid)),
+    out = await run_framed(ctx.services.runner, ctx.target, remote.proc_commands(list(by_pid)),
                                   timeout=ctx.services.settings.batch_timeout_s)
     items, warnings, unreadable = [], [], []
     for pid, entries in by_pid.items():
         o = out.get(f"proc.{pid}")
-        if o is not None and o.exit_status == 4:
+        if o is not None and o.exit_status == remote.StepExit.REFUSED:
             unreadable.append(f"pid {pid}: the bot user cannot read /proc/{pid} ({(o.stderr.strip() or 'permission denied')[:200]}), "
                               "so the process cannot be pinned by start time and command line")
             continue
@@ -241,8 +241,8 @@ async def _kill(ctx: _Ctx) -> Plan:
     if not items:
         raise PlanRefused("every listed process ended since the probe; nothing to kill")
     grace = ctx.services.settings.kill_grace_s
-    step = Step("kill", f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s",
-                {"procs": [asdict(p) for p in items]})
+    step = KillStep(f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s",
+                    tuple(items))
     lines = [f"pid {p.pid} {p.name} on GPU {p.gpu} — {p.used_mib or 0:,} MiB — `{p.cmdline[:120]}`" for p in items]
     gpus = sorted({p.gpu for p in items if p.gpu is not None})
     expected = f"ends {len(items)} process{'es' if len(items) > 1 else ''}; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}"
@@ -260,20 +260,17 @@ def _unit(ctx: _Ctx, name: str) -> UnitItem:
     return UnitItem(name, u.active_state if u else None, u.sub_state if u else None)
 
 
-def unit_step(verb: str, unit: str, health: HealthCheck | None = None) -> Step:
+def unit_step(verb: Verb, unit: str, health: HealthCheck | None = None) -> UnitStep:
     """A stop/start/restart step; with ``health`` (start, restart) it ends only once the unit is up."""
     expect = remote.STOPPED if verb == "stop" else remote.RUNNING
-    args: dict[str, Any] = {"verb": verb, "unit": unit, "expect": list(expect)}
-    if health is None:
-        return Step("unit", f"{verb} {unit} (check: {' or '.join(expect)})", args)
-    args["health"] = health.to_json()
-    return Step("unit", f"{verb} {unit} (check: up — {health.describe(source=False)})", args)
+    check = f"up — {health.describe(source=False)}" if health is not None else " or ".join(expect)
+    return UnitStep(f"{verb} {unit} (check: {check})", verb, unit, expect, health)
 
 
 async def _exec_start(ctx: _Ctx, unit: str) -> list[str]:
     """The unit's ``ExecStart`` argv on the host (``[]`` when it cannot be read)."""
     try:
-        out = await remote.run_framed(ctx.services.runner, ctx.target,
+        out = await run_framed(ctx.services.runner, ctx.target,
                                       [("exec", f"systemctl show -p ExecStart --value -- {remote.q(unit)}")],
                                       timeout=ctx.services.settings.batch_timeout_s)
     except ProbeError:
@@ -305,8 +302,11 @@ def _state(u: UnitItem) -> str:
     return f"{u.active_state} ({u.sub_state})" if u.active_state else "state unknown"
 
 
+_VERBS: dict[ActionKind, Verb] = {ActionKind.STOP: "stop", ActionKind.START: "start", ActionKind.RESTART: "restart"}
+
+
 async def _unit_plan(ctx: _Ctx) -> Plan:
-    verb = ctx.spec.kind.value
+    verb = _VERBS[ctx.spec.kind]
     u = _unit(ctx, ctx.spec.unit or "")
     goal = "inactive" if verb == "stop" else "active"
     warnings = [f"{u.name} is already {u.active_state}"] if u.active_state == goal and verb != "restart" else []
@@ -329,8 +329,8 @@ async def _pivot(ctx: _Ctx) -> Plan:
     items = await resolve_paths(ctx, list(spec.paths), allowed_roots(s, spec.host, ctx.group)) if spec.paths else []
     readings = ctx.report.readings
     disk = readings.disks[0] if readings and readings.disks else None
-    steps = [unit_step("stop", a.name),
-             Step("wait_gpus", f"wait until every GPU is free (≤ {s.gpu_free_mib} MiB, no process; up to {s.pivot_gpu_wait_s:g} s)")]
+    steps: list[Step] = [unit_step("stop", a.name),
+             WaitGpusStep(f"wait until every GPU is free (≤ {s.gpu_free_mib} MiB, no process; up to {s.pivot_gpu_wait_s:g} s)")]
     steps += [_delete_step(it) for it in items]
     lines = [f"stop {a.name} — now {_state(a)}", f"wait until GPUs are free ({_busy(ctx)})", *(_path_line(it) for it in items)]
     warnings: list[str] = []
@@ -341,8 +341,8 @@ async def _pivot(ctx: _Ctx) -> Plan:
         if spec.need_bytes is not None and after < spec.need_bytes:
             warnings.append(f"need {human_bytes(spec.need_bytes)} but only {human_bytes(after)} is expected free: the disk check will fail")
     if spec.need_bytes is not None:
-        steps.append(Step("check_disk", f"check free disk on {disk.path if disk else '/'} ≥ {human_bytes(spec.need_bytes)}",
-                          {"path": disk.path if disk else "/", "need_bytes": spec.need_bytes}))
+        steps.append(CheckDiskStep(f"check free disk on {disk.path if disk else '/'} ≥ {human_bytes(spec.need_bytes)}",
+                                   disk.path if disk else "/", spec.need_bytes))
         lines.append(f"check {human_bytes(spec.need_bytes)} free on {disk.path if disk else '/'}")
     check = await health_check(ctx, b.name)
     steps.append(unit_step("start", b.name, check))

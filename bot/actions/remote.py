@@ -4,24 +4,23 @@ Rules kept here: every value that came from a user or from a host (paths, unit n
 start times) reaches the shell only through :func:`shlex.quote` or as a validated integer, and
 only after validation by the caller; names a host prints are hex-encoded on the host (``od``) so
 no file name can break the framing. Outputs are framed like probe batches
-(:mod:`bot.probes.frames`), one SSH round trip per call of :func:`run_framed`.
-
-Errors: :func:`run_framed` raises the runner's :class:`~bot.errors.ProbeError` subclasses.
+(:mod:`bot.probes.frames`), one SSH round trip per call of
+:func:`bot.probes.engine.run_framed`.
 """
 
 from __future__ import annotations
 
+import enum
 import shlex
-import uuid
+from collections.abc import Sequence
 
+from bot.actions.plan import PathItem, ProcItem
 from bot.privilege.sudoers import delete_argv, sudo_line, unit_argv
-from bot.probes.frames import ProbeOutput, frame_script, split_frames
+from bot.probes.frames import ProbeOutput
 from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
 from bot.probes.readings import GpuReport
 from bot.probes.script import APP_FIELDS, gpu_query_command, nvml_command
-from bot.ssh.runner import Runner
-from bot.ssh.target import HostTarget
 
 q = shlex.quote
 HEX = "od -An -v -tx1 | tr -d ' \\n'"
@@ -33,18 +32,26 @@ STOPPED = ("inactive", "failed")
 RUNNING = ("active",)
 
 
-def framed_script(commands: list[tuple[str, str]], marker: str, timeout_s: float) -> str:
-    """One POSIX sh script running each ``(name, command)`` under ``LC_ALL=C`` and ``timeout``
-    (``timeout_s`` each, SIGKILL 5 s later), framed with ``marker`` by :func:`bot.probes.frames.frame_script`."""
-    return frame_script(commands, marker, timeout_s=max(1, int(timeout_s)), kill_after_s=5)
+class StepExit(enum.IntEnum):
+    """Exit statuses the scripts built here give a meaning to (beside :class:`~bot.probes.frames.ExitCode`'s
+    0, 124, 127, 137). The builders write them into the scripts; the planner and the step runner
+    read results with them."""
 
-
-async def run_framed(runner: Runner, target: HostTarget, commands: list[tuple[str, str]], *,
-                     timeout: float) -> dict[str, ProbeOutput]:
-    """Run ``commands`` in one round trip; outputs by name (a missing name: the batch died)."""
-    marker = f"GPUBOT-{uuid.uuid4().hex}"
-    res = await runner.run(target, framed_script(commands, marker, timeout), timeout=timeout + 10)
-    return split_frames(res.stdout, marker)
+    GONE = 3
+    """The path, process or cache folder does not exist (any more)."""
+    REFUSED = 4
+    """A re-check refused the step (the path moved, is a mount point), or the SSH user may not look
+    (a folder it may not search, ``/proc`` with ``hidepid``); the reason on stdout or stderr."""
+    STILL_THERE = 5
+    """``rm`` ran and the path is still there."""
+    NOT_REACHED = 6
+    """The unit did not reach an expected ActiveState within the wait."""
+    ALIVE = 7
+    """A planned process is still alive after SIGKILL."""
+    SUDO_REFUSED = 8
+    """sudo refused to signal a process."""
+    NOT_UP = 9
+    """A started unit did not come up within its health wait (given by the step runner, not a script)."""
 
 
 def unhex(text: str) -> str | None:
@@ -64,12 +71,14 @@ def keyvalues(stdout: str) -> dict[str, str]:
 def resolve_commands(paths: list[str], roots: list[str]) -> list[tuple[str, str]]:
     """Resolve roots (``root.J``: hex real path) and paths (``path.I``: ``real``, ``type``,
     ``mount``) on the host. A path that does not exist exits 3; one the SSH user may not look
-    at (a folder on the way it may not search) exits 4 with ``realpath``'s message on stderr."""
-    cmds = [(f"root.{j}", f"r=$(realpath -e -- {q(r)}) || exit 3; printf '%s' \"$r\" | {HEX}")
+    at (a folder on the way it may not search) exits 4 with ``realpath``'s message on stderr
+    (:class:`StepExit`)."""
+    cmds = [(f"root.{j}", f"r=$(realpath -e -- {q(r)}) || exit {StepExit.GONE:d}; printf '%s' \"$r\" | {HEX}")
             for j, r in enumerate(roots)]
     for i, p in enumerate(paths):
         cmds.append((f"path.{i}", "; ".join([
-            f"r=$(realpath -e -- {q(p)} 2>&1) || {{ case \"$r\" in *'ermission denied'*) echo \"$r\" >&2; exit 4;; esac; exit 3; }}",
+            f"r=$(realpath -e -- {q(p)} 2>&1) || {{ case \"$r\" in *'ermission denied'*) echo \"$r\" >&2; "
+            f"exit {StepExit.REFUSED:d};; esac; exit {StepExit.GONE:d}; }}",
             f"printf 'real=%s\\n' \"$(printf '%s' \"$r\" | {HEX})\"",
             "printf 'type=%s\\n' \"$(stat -c %F -- \"$r\")\"",
             f"if {IS_MOUNT}; then echo mount=yes; else echo mount=no; fi",
@@ -87,58 +96,62 @@ def size_commands(reals: list[str]) -> list[tuple[str, str]]:
 
 def hf_entries_command(hub: str, repo: str | None) -> list[tuple[str, str]]:
     """List (hex, one per line) the cache entries under ``hub``: one repo's folders
-    (``models--ORG--NAME`` and its dataset/space twins) or every ``*--*`` entry. Exit 3: no hub."""
+    (``models--ORG--NAME`` and its dataset/space twins) or every ``*--*`` entry. Exit
+    :attr:`StepExit.GONE`: no hub."""
     if repo:
         org, name = repo.split("/", 1)
         globs = " ".join(f'"$hub"/{q(f"{t}--{org}--{name}")}' for t in ("models", "datasets", "spaces"))
     else:
         globs = '"$hub"/models--* "$hub"/datasets--* "$hub"/spaces--*'
-    return [("hf", (f"hub={q(hub)}; [ -d \"$hub\" ] || exit 3; for e in {globs}; do "
+    return [("hf", (f"hub={q(hub)}; [ -d \"$hub\" ] || exit {StepExit.GONE:d}; for e in {globs}; do "
                     f"[ -e \"$e\" ] || [ -L \"$e\" ] || continue; printf '%s' \"$e\" | {HEX}; echo; done"))]
 
 
-def delete_script(item: dict[str, str], *, helper: str | None = None) -> tuple[str, str]:
+def delete_script(item: PathItem, *, helper: str | None = None) -> tuple[str, str]:
     """``(display command, script)`` deleting one planned path, re-checked at the moment it runs:
     the path must still resolve to the planned real path, strictly under the planned root (itself
     still resolving to the same place), and not be a mount point. ``rm`` stays on one filesystem.
     With ``helper`` (its path on the host), the deletion itself is ``sudo -n HELPER delete ROOT
     REAL`` (``ROOT`` as configured, pinned by sudoers), which checks all of this again as root.
-    Exit 3: gone; 4: refused (the reason on stdout); 5: still there after ``rm``."""
-    p, real, root = item["path"], item["real"], item["root"]
+    Exit (:class:`StepExit`) ``GONE``; ``REFUSED`` (the reason on stdout); ``STILL_THERE`` after ``rm``."""
+    p, real, root = item.path, item.real, item.root
     if helper:
-        argv = delete_argv(helper, item.get("allowed_root") or root, real)
+        argv = delete_argv(helper, item.allowed_root or root, real)
         checks = _delete_checks(p, real, root)
         return sudo_line(argv), "\n".join([*checks, sudo_line(argv)])
     script = "\n".join([
         *_delete_checks(p, real, root),
         "rm -rf --one-file-system -- \"$r\"; rc=$?",
-        "if [ -e \"$r\" ] || [ -L \"$r\" ]; then echo \"$r is still there (rm exit $rc)\"; exit 5; fi",
+        f"if [ -e \"$r\" ] || [ -L \"$r\" ]; then echo \"$r is still there (rm exit $rc)\"; exit {StepExit.STILL_THERE:d}; fi",
         "echo \"deleted $r\"",
     ])
     return f"rm -rf --one-file-system -- {q(real)}", script
 
 
 def _delete_checks(p: str, real: str, root: str) -> list[str]:
+    gone, refused = f"exit {StepExit.GONE:d}", f"exit {StepExit.REFUSED:d}"
     return [
         "export LC_ALL=C",
-        f"r=$(realpath -e -- {q(p)}) || {{ echo {q(f'{p} no longer exists')}; exit 3; }}",
-        f"[ \"$r\" = {q(real)} ] || {{ echo {q(p + ' now resolves to ')}\"$r\"{q(', not ' + real)}; exit 4; }}",
-        f"root=$(realpath -e -- {q(root)}) && [ \"$root\" = {q(root)} ] || {{ echo {q(f'root {root} moved')}; exit 4; }}",
-        f"case \"$r\" in {q(root.rstrip('/'))}/?*) ;; *) echo \"$r is not under $root\"; exit 4;; esac",
-        f"if {IS_MOUNT}; then echo \"$r is a mount point\"; exit 4; fi",
+        f"r=$(realpath -e -- {q(p)}) || {{ echo {q(f'{p} no longer exists')}; {gone}; }}",
+        f"[ \"$r\" = {q(real)} ] || {{ echo {q(p + ' now resolves to ')}\"$r\"{q(', not ' + real)}; {refused}; }}",
+        f"root=$(realpath -e -- {q(root)}) && [ \"$root\" = {q(root)} ] || {{ echo {q(f'root {root} moved')}; {refused}; }}",
+        f"case \"$r\" in {q(root.rstrip('/'))}/?*) ;; *) echo \"$r is not under $root\"; {refused};; esac",
+        f"if {IS_MOUNT}; then echo \"$r is a mount point\"; {refused}; fi",
     ]
 
 
 # --- Processes -----------------------------------------------------------------------------------
 def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
     """``proc.PID``: ``state``, ``start`` (field 22 of /proc/PID/stat), ``sha`` of the raw
-    cmdline, ``cmd`` (hex of its first 512 bytes). Exit 3: no such process; 4: the SSH user may
-    not read it (``/proc`` mounted with ``hidepid``; the reason on stderr)."""
+    cmdline, ``cmd`` (hex of its first 512 bytes). Exit :attr:`StepExit.GONE`: no such process;
+    :attr:`StepExit.REFUSED`: the SSH user may not read it (``/proc`` mounted with ``hidepid``;
+    the reason on stderr)."""
+    gone, refused = f"exit {StepExit.GONE:d}", f"exit {StepExit.REFUSED:d}"
     return [(f"proc.{int(pid)}", "; ".join([
         f"[ -d /proc/{int(pid)} ] || {{ grep -qE '^proc /proc proc [^ ]*hidepid=(1|2|noaccess|invisible)' /proc/mounts "
-        f"&& {{ echo '/proc is mounted with hidepid: processes of other users are hidden from '\"$(id -un)\" >&2; exit 4; }}; exit 3; }}",
-        f"s=$(cat /proc/{int(pid)}/stat 2>&1) || {{ [ -d /proc/{int(pid)} ] || exit 3; echo \"$s\" >&2; exit 4; }}",
-        f"[ -r /proc/{int(pid)}/cmdline ] || {{ echo 'cannot read /proc/{int(pid)}/cmdline' >&2; exit 4; }}",
+        f"&& {{ echo '/proc is mounted with hidepid: processes of other users are hidden from '\"$(id -un)\" >&2; {refused}; }}; {gone}; }}",
+        f"s=$(cat /proc/{int(pid)}/stat 2>&1) || {{ [ -d /proc/{int(pid)} ] || {gone}; echo \"$s\" >&2; {refused}; }}",
+        f"[ -r /proc/{int(pid)}/cmdline ] || {{ echo 'cannot read /proc/{int(pid)}/cmdline' >&2; {refused}; }}",
         's=${s##*) }', "set -- $s",
         "printf 'state=%s\\nstart=%s\\n' \"$1\" \"${20}\"",
         f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
@@ -160,17 +173,18 @@ CHECK_FN = """chk() {
 belongs to another process (different start time or command line)."""
 
 
-def kill_script(procs: list[dict[str, object]], grace_s: float, *, helper: str | None = None) -> tuple[str, str]:
+def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None = None) -> tuple[str, str]:
     """``(display command, script)``: SIGTERM each planned process that is still *the same*
     process, wait up to ``grace_s`` seconds, SIGKILL the survivors (re-checked again), then
     confirm. Prints ``PID term|kill|gone|spared|alive`` lines (``PID denied REASON`` when sudo
-    refused); exit 7 if any is still alive, 8 if sudo refused one. With ``helper`` (its path on
+    refused); exit :attr:`StepExit.ALIVE` if any is still alive, :attr:`StepExit.SUDO_REFUSED` if
+    sudo refused one. With ``helper`` (its path on
     the host) each signal is ``sudo -n HELPER kill SIG PID START SHA``, which re-checks the
     process as root (exit 1 gone, 2 spared)."""
     for p in procs:
-        if not str(p["start_time"]).isdecimal() or not all(c in "0123456789abcdef" for c in str(p["cmd_sha"])):
+        if not p.start_time.isdecimal() or not all(c in "0123456789abcdef" for c in p.cmd_sha):
             raise ValueError("a planned process has a malformed start time or command hash")
-    ids = [(int(str(p["pid"])), q(str(p["start_time"])), q(str(p["cmd_sha"]))) for p in procs]
+    ids = [(int(p.pid), q(p.start_time), q(p.cmd_sha)) for p in procs]
     ticks = max(1, int(grace_s / 0.2))
     if helper:
         sig = ("sig() { o=$(sudo -n " + q(helper) + " kill \"$1\" \"$2\" \"$3\" \"$4\" 2>&1); r=$?; "
@@ -195,8 +209,8 @@ def kill_script(procs: list[dict[str, object]], grace_s: float, *, helper: str |
         each_signalled("chk {pid} {start} {sha} && sig KILL {pid} {start} {sha} && echo '{pid} kill'"),
         "n=0; while [ $n -lt 10 ]; do alive=0; " + each_signalled("chk {pid} {start} {sha} && alive=1")
         + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
-        "rc=0; " + each_signalled("chk {pid} {start} {sha} && {{ echo '{pid} alive'; rc=7; }}"),
-        '[ -n "$denied" ] && rc=8',
+        "rc=0; " + each_signalled("chk {pid} {start} {sha} && {{ echo '{pid} alive'; rc=%d; }}" % StepExit.ALIVE),
+        f'[ -n "$denied" ] && rc={StepExit.SUDO_REFUSED:d}',
         "exit $rc",
     ]
     how = f"sudo -n {helper} kill" if helper else "kill"
@@ -222,7 +236,8 @@ def kill_results(stdout: str) -> dict[int, str]:
 def unit_script(verb: str, unit: str, expect: tuple[str, ...], wait_s: float, *,
                 systemctl: str | None = None) -> tuple[str, str]:
     """``(display, script)``: ``systemctl VERB -- UNIT``, then poll ``ActiveState`` until it is
-    one of ``expect`` (exit 0) or ``wait_s`` passes (exit 6). Prints ``ActiveState=…``. With
+    one of ``expect`` (exit 0) or ``wait_s`` passes (exit :attr:`StepExit.NOT_REACHED`). Prints
+    ``ActiveState=…``; when systemctl itself fails, its exit status and ``systemctl exited N``. With
     ``systemctl`` (its absolute path on the host) the change runs as ``sudo -n SYSTEMCTL VERB --
     UNIT``, exactly the line sudoers allows; the polling stays unprivileged."""
     if verb not in ("stop", "start", "restart") or not set(expect) <= {*STOPPED, *RUNNING}:
@@ -237,7 +252,7 @@ def unit_script(verb: str, unit: str, expect: tuple[str, ...], wait_s: float, *,
         "n=0", "while :; do",
         f"  st=$(systemctl show -p ActiveState --value -- {u})",
         f"  case \"$st\" in {'|'.join(expect)}) echo \"ActiveState=$st\"; exit 0;; esac",
-        f"  n=$((n+1)); [ $n -ge {ticks} ] && {{ echo \"ActiveState=$st\"; exit 6; }}",
+        f"  n=$((n+1)); [ $n -ge {ticks} ] && {{ echo \"ActiveState=$st\"; exit {StepExit.NOT_REACHED:d}; }}",
         "  sleep 0.5", "done",
     ])
     return change, script

@@ -3,7 +3,7 @@
 :class:`StepRunner` turns a step into the exact script (:mod:`bot.actions.remote`), runs it
 through the runner, and returns a :class:`StepOutcome` (never raises for a host's failure: an
 unreachable host or a timeout is a failed step with the error as its summary). A ``start`` or
-``restart`` step whose args carry ``health`` (a :class:`~bot.actions.health.HealthCheck`) ends
+``restart`` :class:`~bot.actions.plan.UnitStep` with ``health`` (a :class:`~bot.actions.health.HealthCheck`) ends
 only when the unit is up: the health wait (:mod:`bot.actions.health_wait`) follows systemctl.
 """
 
@@ -12,14 +12,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import assert_never
 
 from bot.actions import remote
 from bot.actions.health import HealthCheck, HealthProgress
 from bot.actions.health_wait import Progress, wait_until_up
 from bot.actions.journal import JournalTail
-from bot.actions.plan import Step
+from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, Step, UnitStep, WaitGpusStep
 from bot.config import Settings
 from bot.errors import ProbeError
+from bot.probes.engine import run_framed
+from bot.probes.frames import ExitCode
 from bot.probes.readings import GpuReport, HostContext, Readings
 from bot.probes.system import parse_df
 from bot.readiness.verdict import Requirements, Verdict, assess
@@ -68,81 +71,92 @@ class StepRunner:
     def describe(self, step: Step) -> tuple[str, str | None]:
         """``(command shown to people, exact script or None)`` for the audit, before running."""
         s = self.settings
-        sudo = step.args.get("via") == "sudo"
-        helper = s.sudo_helper if sudo else None
-        if step.op == "delete":
-            return remote.delete_script(step.args, helper=helper)
-        if step.op == "kill":
-            return remote.kill_script(step.args["procs"], s.kill_grace_s, helper=helper)
-        if step.op == "unit":
-            a = step.args
-            display, script = remote.unit_script(a["verb"], a["unit"], tuple(a["expect"]), s.unit_wait_s,
-                                                 systemctl=s.sudo_systemctl if sudo else None)
-            if a.get("health"):
-                display += f"; then every {s.unit_health_poll_s:g} s until up: {HealthCheck.from_json(a['health']).describe()}"
-            return display, script
-        if step.op == "wait_gpus":
-            cmds = remote.gpu_commands(self.gpu_backend)
-            return f"poll {cmds[0][0]} every {s.pivot_gpu_poll_s:g} s for up to {s.pivot_gpu_wait_s:g} s", None
-        if step.op == "check_disk":
-            return remote.df_command(step.args["path"])[0][1], None
-        raise ValueError(f"unknown step op {step.op!r}")
+        match step:
+            case DeleteStep(item=item, via=via):
+                return remote.delete_script(item, helper=s.sudo_helper if via == "sudo" else None)
+            case KillStep(procs=procs, via=via):
+                return remote.kill_script(procs, s.kill_grace_s, helper=s.sudo_helper if via == "sudo" else None)
+            case UnitStep(verb=verb, unit=unit, expect=expect, health=health, via=via):
+                display, script = remote.unit_script(verb, unit, expect, s.unit_wait_s,
+                                                     systemctl=s.sudo_systemctl if via == "sudo" else None)
+                if health is not None:
+                    display += f"; then every {s.unit_health_poll_s:g} s until up: {health.describe()}"
+                return display, script
+            case WaitGpusStep():
+                cmds = remote.gpu_commands(self.gpu_backend)
+                return f"poll {cmds[0][0]} every {s.pivot_gpu_poll_s:g} s for up to {s.pivot_gpu_wait_s:g} s", None
+            case CheckDiskStep(path=path):
+                return remote.df_command(path)[0][1], None
+            case _:
+                assert_never(step)
 
     async def run(self, step: Step) -> StepOutcome:
         try:
-            if step.op == "wait_gpus":
-                return await self._wait_gpus()
-            if step.op == "check_disk":
-                return await self._check_disk(step.args["path"], int(step.args["need_bytes"]))
-            _, script = self.describe(step)
-            assert script is not None
-            res = await self.runner.run(self.target, script, timeout=self._timeout(step))
+            match step:
+                case WaitGpusStep():
+                    return await self._wait_gpus()
+                case CheckDiskStep(path=path, need_bytes=need):
+                    return await self._check_disk(path, need)
+                case DeleteStep() | KillStep() | UnitStep():
+                    _, script = self.describe(step)
+                    assert script is not None
+                    res = await self.runner.run(self.target, script, timeout=self._timeout(step))
+                case _:
+                    assert_never(step)
         except ProbeError as exc:
             return StepOutcome(False, str(exc))
-        ok = res.exit_status == 0
+        ok = res.exit_status == ExitCode.OK
         outcome = StepOutcome(ok, self._summary(step, res.stdout, res.stderr, res.exit_status), res.exit_status,
                               res.stdout, res.stderr)
-        if ok and step.op == "unit" and step.args.get("health"):
-            return await self._wait_up(step, outcome)
+        if ok and isinstance(step, UnitStep) and step.health is not None:
+            return await self._wait_up(step, step.health, outcome)
         return outcome
 
-    async def _wait_up(self, step: Step, started: StepOutcome) -> StepOutcome:
+    async def _wait_up(self, step: UnitStep, check: HealthCheck, started: StepOutcome) -> StepOutcome:
         """After systemctl: the health wait; its looks and the journal tail join the step's output."""
-        check = HealthCheck.from_json(step.args["health"])
-        res = await wait_until_up(runner=self.runner, target=self.target, unit=step.args["unit"], check=check,
+        res = await wait_until_up(runner=self.runner, target=self.target, unit=step.unit, check=check,
                                   settings=self.settings, gpu_backend=self.gpu_backend, progress=self.progress)
         out = started.stdout + "\n--- health wait ---\n" + "\n".join(res.log)
         if res.journal is not None:
-            out += f"\n--- journalctl -u {step.args['unit']} ---\n" + res.journal.text()
+            out += f"\n--- journalctl -u {step.unit} ---\n" + res.journal.text()
         ok = res.last.phase == "up"
-        return StepOutcome(ok, res.last.summary(), 0 if ok else 8, out, started.stderr, res.last, res.journal)
+        return StepOutcome(ok, res.last.summary(), ExitCode.OK if ok else remote.StepExit.NOT_UP, out, started.stderr,
+                           res.last, res.journal)
 
-    def _timeout(self, step: Step) -> float:
+    def _timeout(self, step: DeleteStep | KillStep | UnitStep) -> float:
         s = self.settings
-        if step.op == "kill":
-            return s.kill_grace_s + 30
-        if step.op == "unit":
-            return s.unit_wait_s + 30
-        return s.action_step_timeout_s
+        match step:
+            case KillStep():
+                return s.kill_grace_s + 30
+            case UnitStep():
+                return s.unit_wait_s + 30
+            case DeleteStep():
+                return s.action_step_timeout_s
+            case _:
+                assert_never(step)
 
-    def _summary(self, step: Step, stdout: str, stderr: str, status: int | None) -> str:
+    def _summary(self, step: DeleteStep | KillStep | UnitStep, stdout: str, stderr: str, status: int | None) -> str:
         last = (stdout.strip().splitlines() or stderr.strip().splitlines() or [f"exit status {status}"])[-1]
         said = sudo_said(stdout + "\n" + stderr) if status else None
         if said:
             return said
-        if step.op == "kill":
-            results = remote.kill_results(stdout)
-            words = {"spared": "spared (PID reused by another process)", "gone": "already gone",
-                     "alive": "STILL RUNNING"}
-            results = {pid: r if not r.startswith("denied") else "NOT signalled, sudo " + r for pid, r in results.items()}
-            text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
-            return text or last
-        if step.op == "unit" and status == 6:
-            return f"{step.args['unit']} did not reach {' or '.join(step.args['expect'])} within {self.settings.unit_wait_s:g} s ({last})"
-        return last[:500]
+        match step:
+            case KillStep():
+                results = remote.kill_results(stdout)
+                words = {"spared": "spared (PID reused by another process)", "gone": "already gone",
+                         "alive": "STILL RUNNING"}
+                results = {pid: r if not r.startswith("denied") else "NOT signalled, sudo " + r for pid, r in results.items()}
+                text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
+                return text or last
+            case UnitStep(unit=unit, expect=expect) if status == remote.StepExit.NOT_REACHED:
+                return f"{unit} did not reach {' or '.join(expect)} within {self.settings.unit_wait_s:g} s ({last})"
+            case DeleteStep() | UnitStep():
+                return last[:500]
+            case _:
+                assert_never(step)
 
     async def gpus_now(self) -> GpuReport:
-        outs = await remote.run_framed(self.runner, self.target, remote.gpu_commands(self.gpu_backend),
+        outs = await run_framed(self.runner, self.target, remote.gpu_commands(self.gpu_backend),
                                        timeout=self.settings.probe_timeout_s)
         return remote.parse_gpus(outs, self.gpu_backend)
 
@@ -167,7 +181,7 @@ class StepRunner:
             await asyncio.sleep(s.pivot_gpu_poll_s)
 
     async def _check_disk(self, path: str, need: int) -> StepOutcome:
-        outs = await remote.run_framed(self.runner, self.target, remote.df_command(path), timeout=self.settings.probe_timeout_s)
+        outs = await run_framed(self.runner, self.target, remote.df_command(path), timeout=self.settings.probe_timeout_s)
         out = outs.get("df")
         disk = parse_df(path, out) if out else None
         if disk is None or disk.avail_bytes is None:
@@ -181,7 +195,7 @@ class StepRunner:
         """Free bytes now on the filesystems of ``paths`` (by mount point), for the result."""
         cmds = [(f"df.{i}", remote.df_command(p)[0][1]) for i, p in enumerate(paths)]
         try:
-            outs = await remote.run_framed(self.runner, self.target, cmds, timeout=self.settings.probe_timeout_s)
+            outs = await run_framed(self.runner, self.target, cmds, timeout=self.settings.probe_timeout_s)
         except ProbeError:
             return {}
         disks = [parse_df(p, outs[f"df.{i}"]) for i, p in enumerate(paths) if f"df.{i}" in outs]

@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Literal
 
-from bot.actions.remote import run_framed
 from bot.privilege.sudoers import SudoListing, parse_sudo_list
+from bot.probes.engine import run_framed
 from bot.probes.frames import ProbeOutput
 from bot.ssh.runner import Runner
 from bot.ssh.target import HostTarget
 
 q = shlex.quote
-VIA_WORDS = {"root": "as root", "user": "as the bot user", "sudo": "via sudo"}
+Via = Literal["root", "user", "sudo"]
+"""How a privileged command runs: the bot logs in as root, the bot user may do it itself, or ``sudo -n``."""
+VIA_WORDS: dict[Via, str] = {"root": "as root", "user": "as the bot user", "sudo": "via sudo"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class Grant:
     """How ``need`` may run (``via``; ``None`` = not at all) and, when it may not, why and the fix."""
 
     need: Need
-    via: str | None
+    via: Via | None
     reason: str
     fix: str = ""
 

@@ -1,9 +1,11 @@
-"""Run one probe batch on one host: build the script, run it once, cut and parse the frames."""
+"""Run one probe batch on one host: build the script, run it once, cut and parse the frames; and run any
+other framed commands (:func:`run_framed`) the same way."""
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,7 +14,7 @@ from typing import Any
 from bot.db.base import utcnow
 from bot.errors import ProbeError
 from bot.probes.batch import parse_batch
-from bot.probes.frames import ProbeOutput, split_frames
+from bot.probes.frames import ProbeOutput, frame_script, split_frames
 from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan, build_script
 from bot.ssh.runner import Runner
@@ -75,3 +77,20 @@ async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, time
         msg = (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
         return ProbeResult(target.name, taken_at, duration, None, raw, "batch_failed", f"{target.name}: the probe batch printed nothing usable ({msg})")
     return ProbeResult(target.name, taken_at, duration, parse_batch(plan, outputs), raw)
+
+
+# --- Any framed commands (actions, the privilege check) ------------------------------------------
+def framed_script(commands: list[tuple[str, str]], marker: str, timeout_s: float) -> str:
+    """One POSIX sh script running each ``(name, command)`` under ``LC_ALL=C`` and ``timeout``
+    (``timeout_s`` each, SIGKILL 5 s later), framed with ``marker`` by :func:`~bot.probes.frames.frame_script`."""
+    return frame_script(commands, marker, timeout_s=max(1, int(timeout_s)), kill_after_s=5)
+
+
+async def run_framed(runner: Runner, target: HostTarget, commands: list[tuple[str, str]], *,
+                     timeout: float) -> dict[str, ProbeOutput]:
+    """Run ``commands`` (``(name, sh command)`` pairs) in one round trip; outputs by name (a missing
+    name: the batch died). Used by actions and the privilege check. Raises the runner's
+    :class:`~bot.errors.ProbeError` subclasses."""
+    marker = f"GPUBOT-{uuid.uuid4().hex}"
+    res = await runner.run(target, framed_script(commands, marker, timeout), timeout=timeout + 10)
+    return split_frames(res.stdout, marker)

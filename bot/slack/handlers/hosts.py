@@ -7,12 +7,12 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.actions.access_check import check_access, check_text
 from bot.commands.hosts import HostsAdd, HostsCheck, HostsForgetGpu, HostsList, HostsRemove, HostsShow, HostsTrust
 from bot.errors import NotFoundError, PermissionDenied
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts import trust
-from bot.privilege.check import check_access, check_text
 from bot.render.text import inventory_lines
 from bot.roles import Role
 from bot.slack.blocks import escape, text_blocks, trust_card_blocks

@@ -1,6 +1,6 @@
 """The privilege each changing step of a plan needs, and the plan with each step's ``via`` set.
 
-Steps and the sudo command each one needs (:mod:`bot.privilege.sudoers`):
+Steps (:data:`bot.actions.plan.Step`) and the sudo command each one needs (:mod:`bot.privilege.sudoers`):
 
 * ``unit``: ``SYSTEMCTL VERB -- UNIT`` (never without root or sudo);
 * ``kill``: per process ``gpubot-priv kill TERM PID START SHA``; the bot user's own processes
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from typing import assert_never
 
-from bot.actions.plan import Plan, Step
-from bot.privilege.access import Access, Grant, Need, grant
+from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, Plan, Step, UnitStep, WaitGpusStep
+from bot.privilege.access import Access, Grant, Need, Via, grant
 from bot.privilege.sudoers import delete_argv, kill_argv, unit_argv
 
 q = shlex.quote
@@ -48,21 +49,22 @@ def needs(plan: Plan, *, systemctl: str, helper: str) -> list[tuple[int, Need]]:
     """``(step index, need)`` for every privileged command ``plan``'s steps run."""
     out: list[tuple[int, Need]] = []
     for i, step in enumerate(plan.steps):
-        a = step.args
-        if step.op == "unit":
-            out.append((i, Need(f"unit.{a['verb']}.{a['unit']}", f"{a['verb']} {a['unit']}",
-                                unit_argv(systemctl, a["verb"], a["unit"]))))
-        elif step.op == "kill":
-            for p in a["procs"]:
-                out.append((i, Need(f"kill.{p['pid']}", f"kill pid {p['pid']}",
-                                    kill_argv(helper, "TERM", int(p["pid"]), str(p["start_time"]), str(p["cmd_sha"])),
-                                    own_process_check(int(p["pid"])))))
-        elif step.op == "delete":
-            root = a.get("allowed_root") or a["root"]
-            out.append((i, Need(f"delete.{a['real']}", f"delete {a['real']}", delete_argv(helper, root, a["real"]),
-                                self_delete_check(a["real"]),
-                                fix=(f"make {root} group-writable for a group the bot user is in, or install the helper "
-                                     f"{helper} and allow `{helper} delete {root} *` (`gpubot hosts sudoers HOST`)"))))
+        match step:
+            case UnitStep(verb=verb, unit=unit):
+                out.append((i, Need(f"unit.{verb}.{unit}", f"{verb} {unit}", unit_argv(systemctl, verb, unit))))
+            case KillStep(procs=procs):
+                out += [(i, Need(f"kill.{p.pid}", f"kill pid {p.pid}", kill_argv(helper, "TERM", p.pid, p.start_time, p.cmd_sha),
+                                 own_process_check(p.pid))) for p in procs]
+            case DeleteStep(item=it):
+                root = it.allowed_root or it.root
+                out.append((i, Need(f"delete.{it.real}", f"delete {it.real}", delete_argv(helper, root, it.real),
+                                    self_delete_check(it.real),
+                                    fix=(f"make {root} group-writable for a group the bot user is in, or install the helper "
+                                         f"{helper} and allow `{helper} delete {root} *` (`gpubot hosts sudoers HOST`)"))))
+            case WaitGpusStep() | CheckDiskStep():
+                pass  # read-only
+            case _:
+                assert_never(step)
     return out
 
 
@@ -72,16 +74,17 @@ def assign(plan: Plan, step_needs: list[tuple[int, Need]], access: Access) -> tu
     handles the bot user's own processes)."""
     granted = [(i, grant(access, n, need)) for n, (i, need) in enumerate(step_needs)]
     refused = [g for _, g in granted if not g.ok]
-    vias: dict[int, set[str]] = {}
+    vias: dict[int, set[Via]] = {}
     for i, g in granted:
         if g.via:
             vias.setdefault(i, set()).add(g.via)
     steps: list[Step] = []
     for i, step in enumerate(plan.steps):
         got = vias.get(i)
-        if not got:
-            steps.append(step)
-            continue
-        via = "root" if got == {"root"} else "user" if got == {"user"} else "sudo"
-        steps.append(dataclasses.replace(step, args={**step.args, "via": via}))
+        via: Via = "root" if got == {"root"} else "user" if got == {"user"} else "sudo"
+        match step:
+            case DeleteStep() | KillStep() | UnitStep() if got:
+                steps.append(dataclasses.replace(step, via=via))
+            case _:
+                steps.append(step)
     return dataclasses.replace(plan, steps=steps), refused

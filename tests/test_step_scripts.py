@@ -1,0 +1,72 @@
+"""The action scripts' exit statuses (:class:`bot.actions.remote.StepExit`) as /bin/sh gives them, run
+locally on real files and processes: the builders write the codes and the planner and step runner
+read them with the same enum, so a renumbering cannot leave one side behind."""
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from bot.actions import remote
+from bot.actions.plan import PathItem, ProcItem
+from bot.actions.remote import StepExit
+
+
+def sh(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30)
+
+
+def item(path: Path, real: Path, root: Path) -> PathItem:
+    return PathItem(str(path), str(real), str(root), "directory", 1)
+
+
+def test_delete_script_exit_statuses(tmp_path: Path):
+    root = (tmp_path / "models").resolve()
+    (root / "old").mkdir(parents=True)
+    (root / "other").mkdir()
+    link = root / "link"
+    link.symlink_to(root / "old")
+    assert sh(remote.delete_script(item(root / "gone", root / "gone", root))[1]).returncode == StepExit.GONE
+    moved = sh(remote.delete_script(item(link, root / "other", root))[1])  # planned: other; now resolves to old
+    assert moved.returncode == StepExit.REFUSED and "now resolves to" in moved.stdout
+    assert sh(remote.delete_script(item(root, root, tmp_path / "nowhere"))[1]).returncode == StepExit.REFUSED
+    done = sh(remote.delete_script(item(root / "old", root / "old", root))[1])
+    assert done.returncode == 0 and not (root / "old").exists() and (root / "other").exists()
+
+
+def test_resolve_and_proc_commands_say_gone(tmp_path: Path):
+    [(_, root), (_, path)] = remote.resolve_commands([str(tmp_path / "missing")], [str(tmp_path)])
+    assert sh(root).returncode == 0 and sh(path).returncode == StepExit.GONE
+    [(_, proc)] = remote.proc_commands([2**22 + 7])  # above the default pid_max: never a live process
+    assert sh(proc).returncode == StepExit.GONE
+    [(_, hub)] = remote.hf_entries_command(str(tmp_path / "no-hub"), None)
+    assert sh(hub).returncode == StepExit.GONE
+
+
+def _planned(proc: subprocess.Popen[bytes], *, start_shift: int = 0) -> ProcItem:
+    stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    start = int(stat.rsplit(")", 1)[1].split()[19]) + start_shift
+    sha = hashlib.sha256(Path(f"/proc/{proc.pid}/cmdline").read_bytes()).hexdigest()
+    return ProcItem(proc.pid, "sleep", 0, 1, str(start), sha, "sleep 300")
+
+
+def test_kill_script_ends_the_planned_process_and_spares_a_reused_pid():
+    planned = subprocess.Popen(["sleep", "300"])
+    reused = subprocess.Popen(["sleep", "301"])
+    try:
+        res = sh(remote.kill_script([_planned(planned), _planned(reused, start_shift=1)], 2.0)[1])
+        assert res.returncode == 0, res
+        assert remote.kill_results(res.stdout) == {planned.pid: "terminated", reused.pid: "spared"}
+        assert planned.wait(timeout=5) is not None and reused.poll() is None
+    finally:
+        for p in (planned, reused):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_codes_are_distinct_from_framing_codes():
+    from bot.probes.frames import ExitCode
+
+    assert not {int(c) for c in StepExit} & {int(c) for c in ExitCode}
+    assert len({int(c) for c in StepExit}) == len(StepExit) and os.EX_OK == ExitCode.OK
