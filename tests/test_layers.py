@@ -26,3 +26,11 @@ def test_every_package_is_in_a_layer():
     present |= {f"bot.{p.name}" for p in bot.iterdir() if (p / "__init__.py").exists()}
     assert present - named == set(), "add these to a layer in pyproject.toml"
     assert named - present == set(), "these layers name nothing"
+
+
+def test_no_arrow_points_up_or_sideways():
+    """No import is exempted from the layers, and siblings in a layer never import each other
+    (``|``, independent; ``:`` would allow a cycle between them)."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (layers,) = [c for c in contracts if c["type"] == "layers"]
+    assert not layers.get("ignore_imports") and not [layer for layer in layers["layers"] if ":" in layer]

@@ -169,3 +169,9 @@ async def history(*, db_session: AsyncSession, host: str | None = None, limit: i
     if host:
         q = q.where(ActionRequest.host == host)
     return list((await db_session.execute(q)).scalars())
+
+
+async def count_by_state(db_session: AsyncSession) -> list[tuple[str, int]]:
+    """``(state, number of requests)`` for every state that has requests (for the metrics gauge)."""
+    rows = await db_session.execute(select(ActionRequest.state, func.count()).group_by(ActionRequest.state))
+    return [(str(state), int(n)) for state, n in rows.all()]

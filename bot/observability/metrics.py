@@ -20,13 +20,13 @@ Read from the database at each scrape (the same on every replica, since they sha
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import REGISTRY
-from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 log = logging.getLogger("gpubot.metrics")
 
@@ -89,18 +89,21 @@ def ssh_pool_counter(services: Any) -> Callable[[], int]:
     return read
 
 
-async def refresh_from_database(services: Any) -> None:
-    """Set the gauges read from the database and the engine's pool (called at each scrape).
+CountRows = Callable[[AsyncSession], Awaitable[Sequence[tuple[str, int]]]]
+"""Reads ``(label, count)`` rows in a session: e.g. action requests by state (the domain packages
+own their tables; metrics is below them and only receives the readers)."""
+
+
+async def refresh_from_database(services: Any, *, actions_by_state: CountRows, runs_by_outcome: CountRows) -> None:
+    """Set the gauges read from the database and the engine's pool (called at each scrape):
+    ``gpubot_actions`` from ``actions_by_state``, ``gpubot_report_runs`` from ``runs_by_outcome``.
 
     A database that cannot be read leaves the last values and logs a warning (``/readyz`` reports
     the database itself)."""
-    from bot.actions.models import ActionRequest
-    from bot.reports.models import ReportRun
-
     try:
         async with services.sessions() as db:
-            actions = (await db.execute(select(ActionRequest.state, func.count()).group_by(ActionRequest.state))).all()
-            runs = (await db.execute(select(ReportRun.status, func.count()).group_by(ReportRun.status))).all()
+            actions = await actions_by_state(db)
+            runs = await runs_by_outcome(db)
     except (SQLAlchemyError, OSError) as exc:
         log.warning("metrics: the database could not be read: %s", type(exc).__name__)
     else:

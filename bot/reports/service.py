@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -199,3 +199,9 @@ async def runs(*, db_session: AsyncSession, schedule_id: int) -> list[ReportRun]
     """Every run of a schedule, oldest fire time first."""
     q = select(ReportRun).where(ReportRun.schedule_id == schedule_id).order_by(ReportRun.fire_time)
     return list((await db_session.execute(q)).scalars())
+
+
+async def count_by_status(db_session: AsyncSession) -> list[tuple[str, int]]:
+    """``(status, number of report runs)`` for every status that has runs (for the metrics gauge)."""
+    rows = await db_session.execute(select(ReportRun.status, func.count()).group_by(ReportRun.status))
+    return [(str(status), int(n)) for status, n in rows.all()]

@@ -14,8 +14,10 @@ from typing import Any
 from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 
+from bot.actions import service as action_service
 from bot.observability import metrics
 from bot.observability.health import Readiness
+from bot.reports import service as report_service
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH, READY_PATH, METRICS_PATH = "/healthz", "/readyz", "/metrics"
@@ -35,7 +37,8 @@ def add_health_routes(web_app: web.Application, *, readiness: Readiness | None =
 
     async def metrics_page(_: web.Request) -> web.Response:
         if services is not None:
-            await metrics.refresh_from_database(services)
+            await metrics.refresh_from_database(services, actions_by_state=action_service.count_by_state,
+                                                runs_by_outcome=report_service.count_by_status)
         return web.Response(body=metrics.render(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
     web_app.router.add_get(HEALTH_PATH, healthz)
