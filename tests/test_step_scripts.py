@@ -1,4 +1,4 @@
-"""The action scripts' exit statuses (:class:`bot.actions.remote.StepExit`) as /bin/sh gives them, run
+"""The action scripts' exit statuses (:class:`bot.actions.exits.StepExit`) as /bin/sh gives them, run
 locally on real files and processes: the builders write the codes and the planner and step runner
 read them with the same enum, so a renumbering cannot leave one side behind."""
 
@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 from bot.actions import remote
+from bot.actions.exits import StepExit
 from bot.actions.plan import PathItem, ProcItem
-from bot.actions.remote import StepExit
 
 
 def sh(script: str) -> subprocess.CompletedProcess[str]:

@@ -24,6 +24,7 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from bot.actions.exits import StepExit
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import GpuReport
 
@@ -139,7 +140,7 @@ def unit_command(unit: str) -> str:
             "{keep[p[i]]=1; out=out \" \" p[i]; n=1}} print out}'")
     return "\n".join([
         f"u={q(unit)}",
-        'systemctl show -p ActiveState,SubState,Result,MainPID -- "$u" || exit 4',
+        f'systemctl show -p ActiveState,SubState,Result,MainPID -- "$u" || exit {StepExit.REFUSED:d}',
         'main=$(systemctl show -p MainPID --value -- "$u"); case "$main" in ""|*[!0-9]*) main=0;; esac',
         'cg=$(systemctl show -p ControlGroup --value -- "$u" 2>/dev/null)',
         'if [ "$main" -gt 0 ] && s=$(cat /proc/$main/stat 2>/dev/null); then s=${s##*) }; set -- $s; echo "MainState=$1"; fi',

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.actions import remote, step_privilege
+from bot.actions.exits import StepExit
 from bot.actions.health import HealthCheck, default_url, exec_argv
 from bot.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
 from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, PathItem, Plan, ProcItem, Step, UnitItem, UnitStep, Verb, WaitGpusStep
@@ -107,7 +108,7 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
         if o is None or o.exit_status is None:
             reasons.append(f"{p}: could not be checked on the host")
             continue
-        if o.exit_status == remote.StepExit.GONE:
+        if o.exit_status == StepExit.GONE:
             reasons.append(f"{p}: does not exist on {ctx.spec.host}")
             continue
         kv = remote.keyvalues(o.stdout)
@@ -157,7 +158,7 @@ async def _hf_entries(ctx: _Ctx) -> list[str]:
     out = await run_framed(ctx.services.runner, ctx.target, remote.hf_entries_command(hub, ctx.spec.repo),
                                   timeout=ctx.services.settings.batch_timeout_s)
     o = out.get("hf")
-    if o is None or o.exit_status == remote.StepExit.GONE:
+    if o is None or o.exit_status == StepExit.GONE:
         raise PlanRefused(f"no hub folder in the Hugging Face cache ({hub})")
     entries = [remote.unhex(line) for line in o.stdout.split()]
     if not entries or any(e is None for e in entries):
@@ -224,7 +225,7 @@ async def _kill(ctx: _Ctx) -> Plan:
     items, warnings, unreadable = [], [], []
     for pid, entries in by_pid.items():
         o = out.get(f"proc.{pid}")
-        if o is not None and o.exit_status == remote.StepExit.REFUSED:
+        if o is not None and o.exit_status == StepExit.REFUSED:
             unreadable.append(f"pid {pid}: the bot user cannot read /proc/{pid} ({(o.stderr.strip() or 'permission denied')[:200]}), "
                               "so the process cannot be pinned by start time and command line")
             continue

@@ -10,10 +10,10 @@ no file name can break the framing. Outputs are framed like probe batches
 
 from __future__ import annotations
 
-import enum
 import shlex
 from collections.abc import Sequence
 
+from bot.actions.exits import StepExit
 from bot.actions.plan import PathItem, ProcItem
 from bot.privilege.sudoers import delete_argv, sudo_line, unit_argv
 from bot.probes.frames import ProbeOutput
@@ -30,28 +30,6 @@ IS_MOUNT = ('{ mountpoint -q -- "$r" 2>/dev/null || '
 """True when ``$r`` is a mount point (util-linux ``mountpoint``, or a device change from its parent)."""
 STOPPED = ("inactive", "failed")
 RUNNING = ("active",)
-
-
-class StepExit(enum.IntEnum):
-    """Exit statuses the scripts built here give a meaning to (beside :class:`~bot.probes.frames.ExitCode`'s
-    0, 124, 127, 137). The builders write them into the scripts; the planner and the step runner
-    read results with them."""
-
-    GONE = 3
-    """The path, process or cache folder does not exist (any more)."""
-    REFUSED = 4
-    """A re-check refused the step (the path moved, is a mount point), or the SSH user may not look
-    (a folder it may not search, ``/proc`` with ``hidepid``); the reason on stdout or stderr."""
-    STILL_THERE = 5
-    """``rm`` ran and the path is still there."""
-    NOT_REACHED = 6
-    """The unit did not reach an expected ActiveState within the wait."""
-    ALIVE = 7
-    """A planned process is still alive after SIGKILL."""
-    SUDO_REFUSED = 8
-    """sudo refused to signal a process."""
-    NOT_UP = 9
-    """A started unit did not come up within its health wait (given by the step runner, not a script)."""
 
 
 def unhex(text: str) -> str | None:

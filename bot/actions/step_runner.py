@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from bot.actions import remote
+from bot.actions.exits import StepExit
 from bot.actions.health import HealthCheck, HealthProgress
 from bot.actions.health_wait import Progress, wait_until_up
 from bot.actions.journal import JournalTail
@@ -120,7 +121,7 @@ class StepRunner:
         if res.journal is not None:
             out += f"\n--- journalctl -u {step.unit} ---\n" + res.journal.text()
         ok = res.last.phase == "up"
-        return StepOutcome(ok, res.last.summary(), ExitCode.OK if ok else remote.StepExit.NOT_UP, out, started.stderr,
+        return StepOutcome(ok, res.last.summary(), ExitCode.OK if ok else StepExit.NOT_UP, out, started.stderr,
                            res.last, res.journal)
 
     def _timeout(self, step: DeleteStep | KillStep | UnitStep) -> float:
@@ -148,7 +149,7 @@ class StepRunner:
                 results = {pid: r if not r.startswith("denied") else "NOT signalled, sudo " + r for pid, r in results.items()}
                 text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
                 return text or last
-            case UnitStep(unit=unit, expect=expect) if status == remote.StepExit.NOT_REACHED:
+            case UnitStep(unit=unit, expect=expect) if status == StepExit.NOT_REACHED:
                 return f"{unit} did not reach {' or '.join(expect)} within {self.settings.unit_wait_s:g} s ({last})"
             case DeleteStep() | UnitStep():
                 return last[:500]
