@@ -265,8 +265,15 @@ async def test_rejected_and_refused_requests(slack_bot, services, ssh_server, fa
     assert "not open to you" in denied.body["text"]
     start = len(slack_bot.recorder.calls)
     await slack_bot.command("clean node409 weights=/etc", user_id="U1")
-    refused = await slack_bot.recorder.wait_for("chat.update", lambda c: "refused" in c.body["text"], timeout=30, start=start)
+    # a refused plan is the requester's to fix: the channel's "planning…" message goes, the reasons go to them alone
+    refused = await slack_bot.recorder.wait_for("response_url", lambda c: "refused" in c.body["text"], timeout=30, start=start)
     assert "/etc: outside the allowed roots" in refused.body["text"] and "`GPUBOT_ALLOWED_ROOTS`" in refused.body["text"]
+    assert refused.body["response_type"] == "ephemeral" and "outside the allowed roots" in blocks_text(refused.body["blocks"])
+    [placeholder] = [c for c in slack_bot.recorder.calls[start:] if c.method == "chat.postMessage"]
+    assert placeholder.body["text"].startswith("planning clean node409")
+    deleted = await slack_bot.recorder.wait_for("chat.delete", start=start)
+    assert deleted.body["ts"] and deleted.body["channel"] == placeholder.body["channel"]
+    assert not [c for c in slack_bot.recorder.calls[start:] if c.method == "chat.update"]
     rid, ts, _ = await ask(slack_bot, f"clean node409 weights={folder}")
     await click(slack_bot, REJECT, rid, ts, "U2")
     assert "you rejected" in await ephemeral(slack_bot, "U2", ts)

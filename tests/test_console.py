@@ -75,6 +75,9 @@ def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, 
     term.type("status box")
     screen = term.read_until("gpubot> ")
     assert "box: ready" in screen and "GPU 7 · 0 / 143,771 MiB" in screen
+    term.type("clean box weights=/etc")  # refused: the placeholder goes, the reasons are for the requester alone
+    screen = term.read_until("gpubot> ")
+    assert "(removed) " in screen and "(only you)" in screen and "/etc: outside the allowed roots" in screen, screen
     # A destructive action: the requester may not approve it; a second console person may.
     shared = tmp_path / "shared"
     (shared / "old-weights").mkdir(parents=True)

@@ -72,6 +72,16 @@ class CommandContext:
         await self.client.chat_update(channel=ref.channel, ts=ref.ts, text=text, blocks=blocks)
         return ref
 
+    async def retract(self, ref: MessageRef) -> None:
+        """Delete a message the bot posted (``chat.delete``; the bot may delete its own). A message
+        sent through ``response_url`` (no ``ts``) or one Slack will not delete stays, logged."""
+        if ref.ts is None:
+            return
+        try:
+            await self.client.chat_delete(channel=ref.channel, ts=ref.ts)
+        except SlackApiError as exc:
+            log.info("chat.delete failed (%s); the message stays", exc.response.get("error"))
+
     async def full_text(self, ref: MessageRef, lines: list[str]) -> None:
         """Post in ``ref``'s thread, in full, the lines the message shortened (a path of thousands
         of characters, cut in the middle on the card); nothing when none was."""

@@ -87,6 +87,11 @@ class Console:
         if kind == "file":
             self.write(self._save_files(message))
             return
+        if kind == "delete":
+            gone = self.screens.pop(str(message.get("ts") or ""), None)
+            first = gone.strip().splitlines()[0] if gone and gone.strip() else "a message"
+            self.write(f"\n(removed) {first}\n")
+            return
         text, choices = render_message(message.get("blocks"), message.get("text"), self._next_choice)
         for c in choices:
             self.choices[c.number] = (c, message)

@@ -2,10 +2,10 @@
 
 An aiohttp server on 127.0.0.1 (port 0) that answers the Web API methods gpubot uses
 (https://api.slack.com/methods: ``auth.test``, ``chat.postMessage``, ``chat.update``,
-``chat.postEphemeral``, ``usergroups.users.list``, ``users.info``, the ``files_upload_v2``
+``chat.delete``, ``chat.postEphemeral``, ``usergroups.users.list``, ``users.info``, the ``files_upload_v2``
 sequence) and the ``response_url`` posts of commands and clicks, and hands every message to
 ``on_message(kind, message)`` so the console can show it: ``kind`` is ``post``, ``update``,
-``ephemeral``, ``replace`` (a ``response_url`` post with ``replace_original``; the message carries
+``delete``, ``ephemeral``, ``replace`` (a ``response_url`` post with ``replace_original``; the message carries
 its ``response_key``) or ``file`` (``files`` lists ``id``, ``title``, ``filename`` and the uploaded
 ``content`` bytes).
 """
@@ -84,6 +84,9 @@ class WebApiStandIn:
         elif method == "chat.update":
             answer.update(channel=args.get("channel"), ts=args.get("ts"))
             await self.on_message("update", args)
+        elif method == "chat.delete":
+            answer.update(channel=args.get("channel"), ts=args.get("ts"))
+            await self.on_message("delete", args)
         elif method == "chat.postEphemeral":
             answer.update(message_ts=self._new_ts())
             await self.on_message("ephemeral", args)

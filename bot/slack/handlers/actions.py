@@ -33,7 +33,7 @@ from bot.actions.journal import JournalTail, read_journal
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
 from bot.commands.actions import AuditCommand, LogsCommand
-from bot.errors import PermissionDenied
+from bot.errors import PermissionDenied, UsageError
 from bot.flows.context import Services
 from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
@@ -61,7 +61,12 @@ async def request_action(ctx: CommandContext, spec: ActionSpec) -> None:
     ref = await ctx.post(f"planning {spec.describe()}…", planning_blocks(spec))
     try:
         view = await flows.request_action(services=ctx.services, spec=spec, requester=ctx.user_id, channel=ctx.channel_id)
-    except Exception as exc:
+    except UsageError as exc:  # refused as asked (a path outside the roots, an unknown unit): the caller's to fix
+        text, error_id = user_message(exc)
+        await ctx.retract(ref)
+        await ctx.reply_ephemeral(text, error_blocks(text, error_id))
+        return
+    except Exception as exc:  # the host or the bot failed: the channel saw the request, it sees the outcome
         text, error_id = user_message(exc)
         await ctx.update(ref, text, error_blocks(text, error_id))
         await ctx.full_text(ref, text.splitlines())
