@@ -10,6 +10,8 @@ password), whichever call happened to meet it:
 * ``handle_error``: a statement that met a dropped connection or got no answer within the
   statement timeout (asyncpg's ``command_timeout``); the connection is invalidated so the pool
   opens a fresh one next time.
+* SQLite: a file still locked by another writer after the busy timeout, one that cannot be
+  opened or read (a disk I/O error), a full disk, a read-only file.
 * ``checkout`` (PostgreSQL, instead of SQLAlchemy's ``pool_pre_ping``, whose ping waits the whole
   statement timeout and lets a timeout escape raw): each pooled connection is pinged with
   ``SELECT 1`` within the connect timeout; a dead one is replaced (a failing reconnect is
@@ -21,6 +23,7 @@ Other database errors (constraint violations, bad SQL) are not touched.
 from __future__ import annotations
 
 import socket
+import sqlite3
 from typing import Any
 
 from sqlalchemy import event
@@ -33,6 +36,16 @@ from bot.errors import DatabaseUnavailable
 
 DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
 LOST_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+SQLITE_TROUBLE = {
+    "database is locked": "locked by another writer for {wait}",
+    "unable to open database file": "the file cannot be opened",
+    "disk I/O error": "disk I/O error",
+    "database or disk is full": "the disk is full",
+    "attempt to write a readonly database": "the file is read-only",
+}
+"""``sqlite3.OperationalError`` messages (https://www.sqlite.org/rescode.html: SQLITE_BUSY,
+SQLITE_CANTOPEN, SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY) that mean the file cannot be used
+now, and how they are told (``{wait}``: the busy timeout)."""
 """SQLSTATE classes/codes meaning the connection is gone: connection exceptions, admin and crash
 shutdown, "cannot connect now"."""
 
@@ -117,6 +130,9 @@ def lost_reason(exc: BaseException, *, statement_timeout_s: float | None, is_dis
         if name in ("ConnectionDoesNotExistError", "ConnectionFailureError", "CannotConnectNowError", "AdminShutdownError",
                     "CrashShutdownError") or "connection is closed" in str(e) or "connection was closed" in str(e):
             return "connection lost"
+        if isinstance(e, sqlite3.OperationalError) and str(e) in SQLITE_TROUBLE:
+            wait = f"{statement_timeout_s:g} s" if statement_timeout_s else "its busy timeout"
+            return SQLITE_TROUBLE[str(e)].format(wait=wait)
         state = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
         if isinstance(state, str) and state.startswith(LOST_SQLSTATES):
             return f"connection lost ({_first_line(e)})"

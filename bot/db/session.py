@@ -12,16 +12,19 @@ from bot.db.availability import connect_args, guard
 SessionFactory = async_sessionmaker[AsyncSession]
 
 
-def make_engine(url: str, *, connect_timeout_s: float | None = 5.0, statement_timeout_s: float | None = 10.0) -> AsyncEngine:
+def make_engine(url: str, *, connect_timeout_s: float | None = 5.0, statement_timeout_s: float | None = 10.0,
+                sqlite_busy_timeout_s: float = 30.0) -> AsyncEngine:
     """An async engine for ``url`` (``sqlite+aiosqlite:///file.db`` or ``postgresql+asyncpg://…``).
 
-    SQLite gets foreign keys on and a busy timeout, so two writers wait instead of failing.
+    SQLite gets foreign keys on and a busy timeout (``sqlite_busy_timeout_s``), so two writers wait
+    instead of failing; a file still locked after it, unreadable or on a full disk is "unavailable".
     PostgreSQL gets a connect timeout and a per-statement timeout (seconds; ``None`` = none), and a
     pool that waits at most that long for a free connection. On every backend, a database out of
     reach raises :class:`~bot.errors.DatabaseUnavailable` (see :mod:`bot.db.availability`).
     """
     if url.startswith("sqlite"):
-        engine = guard(create_async_engine(url, connect_args={"timeout": 30}), url)
+        engine = guard(create_async_engine(url, connect_args={"timeout": sqlite_busy_timeout_s}), url,
+                       statement_timeout_s=sqlite_busy_timeout_s)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
