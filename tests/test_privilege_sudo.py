@@ -277,6 +277,21 @@ async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
     assert after[f"delete under {shared}"].ok and "via sudo" in after[f"delete under {shared}"].how
     missing = after["delete under /var/lib/gpubot-no-such-root"]
     assert not missing.ok and "does not exist" in missing.how
+    helper = Path(box.server.bin_dir) / "gpubot-priv"
+    assert after[f"helper {helper}"].ok
+    # a helper the bot user (or anyone) could change makes the sudo rule a way to root: refused, named
+    text = helper.read_text()
+    try:
+        os.chmod(helper.parent, 0o777)
+        unsafe = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}[f"helper {helper}"]
+        assert not unsafe.ok and unsafe.how.startswith(f"UNSAFE: {helper.parent} is writable by everyone (mode 777)")
+        os.chmod(helper.parent, 0o755)
+        helper.write_text(text + "# edited\n")
+        edited = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}[f"helper {helper}"]
+        assert not edited.ok and "not the helper of this gpubot" in edited.how and "gpubot hosts helper >" in edited.fix
+    finally:
+        os.chmod(helper.parent, 0o755)
+        helper.write_text(text)
     os.chown(shared, box.user.uid, box.user.gid)
     mine = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}
     assert mine[f"delete under {shared}"].how == f"as {box.user.name} (no sudo needed)"
@@ -378,7 +393,8 @@ def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shar
         assert check.stdout.splitlines()[2:] == [
             "✔ stop vllm.service: via sudo", "✔ start vllm.service: via sudo", "✔ restart vllm.service: via sudo",
             f"✔ kill GPU processes of other users: via sudo ({box.server.bin_dir}/gpubot-priv)",
-            f"✔ delete under {shared}: via sudo ({box.server.bin_dir}/gpubot-priv)"]
+            f"✔ delete under {shared}: via sudo ({box.server.bin_dir}/gpubot-priv)",
+            f"✔ helper {box.server.bin_dir}/gpubot-priv: root-owned, writable by root only, the same as `gpubot hosts helper`"]
     finally:
         box.sudoers.remove()
     bad = gpubot("hosts", "sudoers", "privD", env={**env, "GPUBOT_UNITS": '{"odd unit,ALL": "inactive"}'})

@@ -3,7 +3,8 @@
 :func:`check_access` changes nothing on the host: it probes (the ordinary status batch, stored as
 a snapshot like any probe) and runs one read-only round trip (:mod:`bot.privilege.access`):
 ``id``, ``sudo -n -l -l``, ``sudo -n -l`` of each exact command, write permission on the allowed
-roots. :func:`sudoers_for` renders the sudoers file for the host's configuration.
+roots; when sudo allows the helper, one more read-only round trip inspects it (:func:`judge_helper`).
+:func:`sudoers_for` renders the sudoers file for the host's configuration.
 
 Errors: :class:`~bot.errors.NotFoundError` for an unknown host; :class:`SudoersError` (a
 :class:`~bot.errors.UsageError`) when a configured name cannot be written into sudoers.
@@ -12,17 +13,23 @@ Errors: :class:`~bot.errors.NotFoundError` for an unknown host; :class:`SudoersE
 from __future__ import annotations
 
 import getpass
+import hashlib
 import shlex
 from dataclasses import dataclass, field
 
+from bot.actions.exits import StepExit
 from bot.actions.policy import allowed_roots, configured_units
+from bot.actions.remote import keyvalues as remote_keyvalues
 from bot.errors import GpubotError, UsageError
 from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.hosts import service as hosts
 from bot.privilege import sudoers
 from bot.privilege.access import Need, grants, read_access
+from bot.probes.engine import run_framed
+from bot.probes.frames import ProbeOutput
 from bot.probes.readings import FolderState
+from bot.ssh.target import HostTarget
 
 q = shlex.quote
 SAMPLE_SHA = "0" * 64
@@ -69,6 +76,47 @@ def root_write_check(root: str) -> str:
         'b=$(find "$r" -xdev -mindepth 1 -type d \\( ! -writable -o ! -executable -o ! -readable \\) -print -quit 2>&1 | head -n 1)',
         '[ -z "$b" ] || { echo "$b is not writable by $(id -un)"; exit 1; }',
     ])
+
+
+def helper_command(helper: str) -> str:
+    """sh, run as the bot user: the helper's SHA-256 (``sha=``) and, for the helper, its real path
+    and every folder above each up to ``/``, a ``stat`` line ``UID MODE PATH`` (mode in octal).
+    Exit 3 when the helper is not there."""
+    return "; ".join([
+        f"h={q(helper)}", '[ -e "$h" ] || exit 3', 'r=$(realpath -e -- "$h") || exit 3',
+        'printf \'sha=%s\\n\' "$(sha256sum < "$r" 2>/dev/null | cut -c1-64)"',
+        'for p in "$h" "$r"; do while :; do stat -c \'%u %a %n\' -- "$p"; [ "$p" = / ] && break; p=$(dirname -- "$p"); done; done',
+    ])
+
+
+def judge_helper(out: ProbeOutput | None, helper: str, *, expected_sha: str) -> CheckLine:
+    """Whether the helper sudo runs as root is safe to run: root-owned, and neither it nor a folder
+    above it writable by anyone but root (a folder with the sticky bit may be: others cannot replace
+    root's entries in it), and the same text as this gpubot's (``gpubot hosts helper``). Anyone
+    who may change the file or swap a folder above it would be root through the sudo rule."""
+    what = f"helper {helper}"
+    reinstall = f"install it as root: `gpubot hosts helper > {helper}; chown root:root {helper}; chmod 755 {helper}`"
+    if out is None or out.exit_status is None:
+        return CheckLine(False, what, "could not be inspected (no answer)", reinstall)
+    if out.exit_status == StepExit.GONE:
+        return CheckLine(False, what, "is not installed, yet sudo allows it", reinstall)
+    unsafe: list[str] = []
+    for line in out.stdout.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) != 3 or not parts[0].isdecimal() or not all(c in "01234567" for c in parts[1]):
+            continue
+        uid, mode, path = int(parts[0]), int(parts[1], 8), parts[2]
+        if uid != 0:
+            unsafe.append(f"{path} belongs to uid {uid}, not root")
+        elif mode & 0o022 and not mode & 0o1000:
+            unsafe.append(f"{path} is writable by {'everyone' if mode & 0o002 else 'its group'} (mode {mode & 0o7777:o})")
+    if unsafe:
+        return CheckLine(False, what, "UNSAFE: " + "; ".join(dict.fromkeys(unsafe)) + " — whoever may change it is root",
+                         f"make it and every folder above it root-owned and writable by root only; {reinstall}")
+    sha = remote_keyvalues(out.stdout).get("sha", "")
+    if sha != expected_sha:
+        return CheckLine(False, what, "root-owned, but not the helper of this gpubot (another version or edited)", reinstall)
+    return CheckLine(True, what, "root-owned, writable by root only, the same as `gpubot hosts helper`")
 
 
 async def _host_config(services: Services, name: str) -> tuple[str, str | None, list[str], list[str], str | None]:
@@ -125,7 +173,8 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
         return HostCheck(host_name, user=user, error=str(exc))
     me = access.user or user
     lines = [_probe_line(report, me)]
-    for i, g in enumerate(grants(access, needs)):
+    granted = grants(access, needs)
+    for i, g in enumerate(granted):
         own = access.outputs.get(f"self.{i}")
         if g.need.key.startswith("delete.") and own is not None and own.exit_status == 2:
             lines.append(CheckLine(False, g.need.label, own.stdout.strip(), "create it, or remove it from `allowed_roots`"))
@@ -134,9 +183,22 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
         if g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper:
             how = f"via sudo ({s.sudo_helper})"
         lines.append(CheckLine(g.ok, g.need.label, how, g.fix))
+    if any(g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper for g in granted):
+        lines.append(await _helper_line(services, target, s.sudo_helper))
     if not units:
         lines.append(CheckLine(True, "units", "none configured, so stop/start/restart are not offered on this host"))
     return HostCheck(host_name, me, access.uid, access.groups, lines)
+
+
+async def _helper_line(services: Services, target: HostTarget, helper: str) -> CheckLine:
+    """Inspect the helper sudo allows (one more read-only round trip, only when it is used)."""
+    expected = hashlib.sha256(sudoers.helper_source().encode()).hexdigest()
+    try:
+        out = await run_framed(services.runner, target, [("helper", helper_command(helper))],
+                               timeout=services.settings.batch_timeout_s)
+    except GpubotError as exc:
+        return CheckLine(False, f"helper {helper}", f"could not be inspected ({exc})")
+    return judge_helper(out.get("helper"), helper, expected_sha=expected)
 
 
 def _probe_line(report: object, me: str) -> CheckLine:
