@@ -292,6 +292,12 @@ async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
     finally:
         os.chmod(helper.parent, 0o755)
         helper.write_text(text)
+    journal = "read unit journals (a failed start's log, /gpu logs)"
+    assert after[journal].ok and after[journal].how == f"as {box.user.name}"
+    fakestate.update_state(box.server, ADDRS[0], journal_mode="no_access")  # not in the systemd-journal group
+    hidden = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}[journal]
+    assert not hidden.ok and hidden.fix == f"add {box.user.name} to the systemd-journal group: `usermod -aG systemd-journal {box.user.name}`"
+    fakestate.update_state(box.server, ADDRS[0], journal_mode="ok")
     os.chown(shared, box.user.uid, box.user.gid)
     mine = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}
     assert mine[f"delete under {shared}"].how == f"as {box.user.name} (no sudo needed)"
@@ -394,7 +400,8 @@ def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shar
             "✔ stop vllm.service: via sudo", "✔ start vllm.service: via sudo", "✔ restart vllm.service: via sudo",
             f"✔ kill GPU processes of other users: via sudo ({box.server.bin_dir}/gpubot-priv)",
             f"✔ delete under {shared}: via sudo ({box.server.bin_dir}/gpubot-priv)",
-            f"✔ helper {box.server.bin_dir}/gpubot-priv: root-owned, writable by root only, the same as `gpubot hosts helper`"]
+            f"✔ helper {box.server.bin_dir}/gpubot-priv: root-owned, writable by root only, the same as `gpubot hosts helper`",
+            f"✔ read unit journals (a failed start's log, /gpu logs): as {box.user.name}"]
     finally:
         box.sudoers.remove()
     bad = gpubot("hosts", "sudoers", "privD", env={**env, "GPUBOT_UNITS": '{"odd unit,ALL": "inactive"}'})

@@ -18,6 +18,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from bot.actions.exits import StepExit
+from bot.actions.journal import journal_command, parse_journal
 from bot.actions.policy import allowed_roots, configured_units
 from bot.actions.remote import keyvalues as remote_keyvalues
 from bot.errors import GpubotError, UsageError
@@ -183,22 +184,49 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
         if g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper:
             how = f"via sudo ({s.sudo_helper})"
         lines.append(CheckLine(g.ok, g.need.label, how, g.fix))
-    if any(g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper for g in granted):
-        lines.append(await _helper_line(services, target, s.sudo_helper))
+    uses_helper = any(g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper for g in granted)
+    journal_unit = units[0] if units and access.uid != 0 else None
+    lines += await _inspections(services, target, me, helper=s.sudo_helper if uses_helper else None, journal_unit=journal_unit)
     if not units:
         lines.append(CheckLine(True, "units", "none configured, so stop/start/restart are not offered on this host"))
     return HostCheck(host_name, me, access.uid, access.groups, lines)
 
 
-async def _helper_line(services: Services, target: HostTarget, helper: str) -> CheckLine:
-    """Inspect the helper sudo allows (one more read-only round trip, only when it is used)."""
-    expected = hashlib.sha256(sudoers.helper_source().encode()).hexdigest()
+JOURNAL_WHAT = "read unit journals (a failed start's log, /gpu logs)"
+
+
+async def _inspections(services: Services, target: HostTarget, me: str, *, helper: str | None,
+                       journal_unit: str | None) -> list[CheckLine]:
+    """One more read-only round trip, only when there is something to look at: the helper sudo
+    allows (:func:`judge_helper`), and whether a bot user other than root may read the system
+    journal (journalctl's hint about the ``systemd-journal`` group)."""
+    cmds = ([("helper", helper_command(helper))] if helper else []) + \
+        ([("journal", journal_command(journal_unit, 1))] if journal_unit else [])
+    if not cmds:
+        return []
     try:
-        out = await run_framed(services.runner, target, [("helper", helper_command(helper))],
-                               timeout=services.settings.batch_timeout_s)
+        out = await run_framed(services.runner, target, cmds, timeout=services.settings.batch_timeout_s)
     except GpubotError as exc:
-        return CheckLine(False, f"helper {helper}", f"could not be inspected ({exc})")
-    return judge_helper(out.get("helper"), helper, expected_sha=expected)
+        return [CheckLine(False, f"helper {helper}" if helper else JOURNAL_WHAT, f"could not be inspected ({exc})")]
+    lines = []
+    if helper:
+        lines.append(judge_helper(out.get("helper"), helper, expected_sha=hashlib.sha256(sudoers.helper_source().encode()).hexdigest()))
+    if journal_unit:
+        lines.append(judge_journal(out.get("journal"), target.name, journal_unit, me))
+    return lines
+
+
+def judge_journal(out: ProbeOutput | None, host: str, unit: str, me: str) -> CheckLine:
+    """Whether ``me`` sees the system journal (read as :func:`~bot.actions.journal.parse_journal` reads it)."""
+    if out is None:
+        return CheckLine(False, JOURNAL_WHAT, "could not be checked (no answer)")
+    tail = parse_journal(host, unit, out, 1)
+    if tail.note and "may not read the system journal" in tail.note:
+        return CheckLine(False, JOURNAL_WHAT, f"{me} may not read the system journal (journalctl shows it nothing)",
+                         f"add {me} to the systemd-journal group: `usermod -aG systemd-journal {me}`")
+    if tail.note and ("no systemd journal" in tail.note or "no journal files" in tail.note):
+        return CheckLine(True, JOURNAL_WHAT, f"none to read: {tail.note}")
+    return CheckLine(True, JOURNAL_WHAT, f"as {me}")
 
 
 def _probe_line(report: object, me: str) -> CheckLine:
