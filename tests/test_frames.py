@@ -44,3 +44,15 @@ def test_user_paths_are_quoted_in_the_script():
     script = build_script(plan)
     assert "LC_ALL=C" in script and 'timeout -k 2 "$gpubot_t"' in script and plan.marker in script
     assert "gpubot_run du.0 '/shared/x'" not in script  # the command is quoted as a whole, once more
+
+
+def test_only_a_frames_own_lines_cut_it():
+    """A STDERR line missing (stdout runs to the next BEGIN), an END of another name or with no number,
+    and a name repeated (the later frame counts) are read as they always were."""
+    text = (f"{M} BEGIN a\nout-a\n{M} BEGIN b\nout-b\n{M} STDERR b\nerr\n{M} END a 0\n{M} END b x\n{M} END b 3\r\n"
+            f"{M} BEGIN bad name\n" + frame("c", "1", "", 0) + frame("c", "2", "", 5))
+    got = split_frames(text, M)
+    assert sorted(got) == ["a", "b", "c"]
+    assert (got["a"].stdout, got["a"].stderr, got["a"].exit_status) == ("out-a", "", None)
+    assert (got["b"].stderr, got["b"].exit_status) == (f"err\n{M} END a 0\n{M} END b x", 3)
+    assert (got["c"].stdout, got["c"].exit_status) == ("2", 5)

@@ -134,32 +134,52 @@ def split_frames(text: str, marker: str) -> dict[str, ProbeOutput]:
     Markers are found wherever they start (noise before, between and after frames is ignored:
     control bytes, partial lines, CR). A frame that began but never ended (the batch was cut
     short) yields a :class:`ProbeOutput` with ``exit_status=None`` and what was read so far.
-    Never raises.
+    A later frame of the same name replaces an earlier one. Never raises.
+
+    One pass with ``str.find`` over ``text``; the only regexes are compiled once, at import, and
+    read at a known offset (a name after ``BEGIN``, a status after ``END``), so the cost does not
+    grow with a marker that is new for every batch.
     """
-    m = re.escape(marker)
-    begin = re.compile(rf"{m} BEGIN ([A-Za-z0-9_.-]+)\r?\n")
+    begin = f"{marker} BEGIN "
     results: dict[str, ProbeOutput] = {}
-    for match in begin.finditer(text):
-        name = match.group(1)
-        rest = text[match.end():]
-        stderr_sep = f"\n{marker} STDERR {name}\n"
-        end_re = re.compile(rf"\n{m} END {re.escape(name)} (-?\d+)(?:\r?\n|$)")
-        sep_at = rest.find(stderr_sep)
-        nxt = rest.find(f"{marker} BEGIN ")
-        if sep_at < 0 or (0 <= nxt < sep_at):
-            cut = rest if nxt < 0 else rest[:nxt]
-            results[name] = ProbeOutput(name, cut.removesuffix("\n"), "", None)
+    at = text.find(begin)
+    while at >= 0:
+        head = _BEGIN_NAME.match(text, at + len(begin))
+        if head is None:
+            at = text.find(begin, at + 1)
             continue
-        stdout = rest[:sep_at]
-        after = rest[sep_at + len(stderr_sep):]
-        end = end_re.search(after)
-        if end is None:
-            nxt = after.find(f"{marker} BEGIN ")
-            results[name] = ProbeOutput(name, stdout, after if nxt < 0 else after[:nxt], None)
-            continue
-        try:
-            status: int | None = int(end.group(1))
-        except ValueError:
-            status = None
-        results[name] = ProbeOutput(name, stdout, after[: end.start()], status)
+        name, start = head.group(1), head.end()
+        nxt = text.find(begin, start)
+        results[name] = _frame(text, marker, name, start, nxt)
+        at = nxt
     return results
+
+
+_BEGIN_NAME = re.compile(r"([A-Za-z0-9_.-]+)\r?\n")
+"""After ``<marker> BEGIN ``: the command's name and the end of its line."""
+_END_STATUS = re.compile(r"(-?\d+)(?:\r?\n|$)")
+"""After ``<marker> END NAME ``: the exit status and the end of its line (or of the text)."""
+
+
+def _frame(text: str, marker: str, name: str, start: int, nxt: int) -> ProbeOutput:
+    """The frame ``name`` whose stdout starts at ``start``; ``nxt`` is where the next ``BEGIN``
+    marker starts (-1: none). Its stdout ends at its ``STDERR`` line if that comes before ``nxt``;
+    its stderr at its ``END`` line, wherever that is."""
+    stderr_line = f"\n{marker} STDERR {name}\n"
+    sep = text.find(stderr_line, start) if nxt < 0 else text.find(stderr_line, start, nxt + len(stderr_line))
+    if sep < 0:
+        return ProbeOutput(name, text[start:nxt if nxt >= 0 else len(text)].removesuffix("\n"), "", None)
+    stdout, err_start = text[start:sep], sep + len(stderr_line)
+    end_line = f"\n{marker} END {name} "
+    at = text.find(end_line, err_start)
+    while at >= 0:
+        end = _END_STATUS.match(text, at + len(end_line))
+        if end is not None:
+            try:
+                status: int | None = int(end.group(1))
+            except ValueError:
+                status = None
+            return ProbeOutput(name, stdout, text[err_start:at], status)
+        at = text.find(end_line, at + 1)
+    cut = text.find(f"{marker} BEGIN ", err_start)
+    return ProbeOutput(name, stdout, text[err_start:cut if cut >= 0 else len(text)], None)
