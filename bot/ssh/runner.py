@@ -25,7 +25,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import asyncssh
 
@@ -65,7 +65,7 @@ class LocalRunner:
         assert proc.stdout is not None and proc.stderr is not None
         try:
             async with asyncio.timeout(timeout):
-                await asyncio.gather(_drain(proc.stdout, out), _drain(proc.stderr, err))
+                await asyncio.gather(_pump(proc.stdout, out), _pump(proc.stderr, err))
                 await proc.wait()
         except TimeoutError as exc:
             proc.kill()
@@ -325,16 +325,19 @@ class _Capture:
         return "".join(self.out)
 
 
-async def _pump(stream: asyncssh.SSHReader[str], sink: list[str]) -> None:
-    """Read ``stream`` to its end into ``sink``."""
-    while True:
-        chunk = await stream.read(65536)
-        if not chunk:
-            return
-        sink.append(chunk)
+_Chunk = TypeVar("_Chunk", str, bytes)
+_Chunk_co = TypeVar("_Chunk_co", str, bytes, covariant=True)
 
 
-async def _drain(stream: asyncio.StreamReader, sink: list[bytes]) -> None:
+class _Stream(Protocol[_Chunk_co]):
+    """What :func:`_pump` reads: an SSH channel's stream (``str``) or a subprocess pipe (``bytes``)."""
+
+    async def read(self, n: int = -1) -> _Chunk_co: ...
+
+
+async def _pump(stream: _Stream[_Chunk], sink: list[_Chunk]) -> None:
+    """Read ``stream`` to its end into ``sink``, 64 KiB at a time, so that ``sink`` holds what came
+    so far if the read is cut short (a timeout)."""
     while chunk := await stream.read(65536):
         sink.append(chunk)
 
