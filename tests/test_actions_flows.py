@@ -194,16 +194,16 @@ async def test_an_interrupted_action_is_reported_and_never_rerun(services, ssh_s
     await register(services, "node310", "127.0.0.18", ssh_server)
     view = await flows.request_action(services=services, spec=clean("node310", folder), requester="U1")
     async with services.sessions() as db, db.begin():  # a process claimed it, started step 1, then died
-        await service.record_decision(db_session=db, request_id=view.id, user_id="U2", decision="approve")
+        await service.record_decision(db_session=db, now=services.clock(), request_id=view.id, user_id="U2", decision="approve")
     async with services.sessions() as db, db.begin():
-        assert await service.claim_if_approved(db_session=db, request_id=view.id, executor="dead-host:1:x")
-        assert await service.transition(db_session=db, request_id=view.id, from_states=[State.APPROVED], to=State.EXECUTING,
+        assert await service.claim_if_approved(db_session=db, now=services.clock(), request_id=view.id, executor="dead-host:1:x")
+        assert await service.transition(db_session=db, now=services.clock(), request_id=view.id, from_states=[State.APPROVED], to=State.EXECUTING,
                                         heartbeat_at=utcnow() - timedelta(minutes=5))
-        await service.start_step(db_session=db, request_id=view.id, idx=1, title=view.steps[0].title, command="rm", script=None)
+        await service.start_step(db_session=db, now=services.clock(), request_id=view.id, idx=1, title=view.steps[0].title, command="rm", script=None)
     live = await flows.request_action(services=services, spec=clean("node310", weights(root, "other")), requester="U1")
     async with services.sessions() as db, db.begin():  # another replica runs this one right now
-        await service.record_decision(db_session=db, request_id=live.id, user_id="U2", decision="approve")
-        assert await service.claim_if_approved(db_session=db, request_id=live.id, executor=services.executor_id)
+        await service.record_decision(db_session=db, now=services.clock(), request_id=live.id, user_id="U2", decision="approve")
+        assert await service.claim_if_approved(db_session=db, now=services.clock(), request_id=live.id, executor=services.executor_id)
     recovered = await flows.recover_interrupted(services=services)
     assert [v.id for v in recovered] == [view.id]
     v = recovered[0]
@@ -231,9 +231,9 @@ async def test_after_a_restart_an_action_of_a_dead_local_process_is_interrupted_
     for n, executor in enumerate(executors):
         view = await flows.request_action(services=services, spec=clean("node311", weights(root, f"w{n}")), requester="U1")
         async with services.sessions() as db, db.begin():
-            await service.record_decision(db_session=db, request_id=view.id, user_id="U2", decision="approve")
+            await service.record_decision(db_session=db, now=services.clock(), request_id=view.id, user_id="U2", decision="approve")
         async with services.sessions() as db, db.begin():
-            assert await service.claim_if_approved(db_session=db, request_id=view.id, executor=executor)
+            assert await service.claim_if_approved(db_session=db, now=services.clock(), request_id=view.id, executor=executor)
         ids[executor] = view.id
     recovered = {v.id for v in await flows.recover_interrupted(services=services)}
     assert recovered == {ids[e] for e, gone in executors.items() if gone}

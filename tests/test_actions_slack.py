@@ -195,12 +195,12 @@ async def test_an_action_cut_off_by_a_crash_is_reported_interrupted_after_restar
         rid, ts, _ = await ask(bot, f"clean node406 weights={folder}")
         await close()
     async with services.sessions() as db, db.begin():  # the process that ran it died during step 1
-        await service.record_decision(db_session=db, request_id=rid, user_id="U2", decision="approve")
+        await service.record_decision(db_session=db, now=services.clock(), request_id=rid, user_id="U2", decision="approve")
     async with services.sessions() as db, db.begin():
-        assert await service.claim_if_approved(db_session=db, request_id=rid, executor="old-process")
-        await service.transition(db_session=db, request_id=rid, from_states=[State.APPROVED], to=State.EXECUTING,
+        assert await service.claim_if_approved(db_session=db, now=services.clock(), request_id=rid, executor="old-process")
+        await service.transition(db_session=db, now=services.clock(), request_id=rid, from_states=[State.APPROVED], to=State.EXECUTING,
                                  heartbeat_at=utcnow() - timedelta(minutes=10))
-        await service.start_step(db_session=db, request_id=rid, idx=1, title="delete", command="rm", script=None)
+        await service.start_step(db_session=db, now=services.clock(), request_id=rid, idx=1, title="delete", command="rm", script=None)
     async with SlackApiRecorder() as recorder:
         bot, close = await start_bot(services, recorder)
         await bot.command("help", user_id="U2")  # any request after the restart runs the sweep
@@ -316,9 +316,9 @@ async def test_gpubot_serve_reports_interrupted_actions_before_it_listens(servic
         rid, ts, _ = await ask(bot, f"clean node411 weights={weights(root, 'w')}")
         await close()
         async with services.sessions() as db, db.begin():
-            await service.record_decision(db_session=db, request_id=rid, user_id="U2", decision="approve")
+            await service.record_decision(db_session=db, now=services.clock(), request_id=rid, user_id="U2", decision="approve")
         async with services.sessions() as db, db.begin():  # claimed by a process of this machine that is gone
-            assert await service.claim_if_approved(db_session=db, request_id=rid, executor="nohost:1:x")
+            assert await service.claim_if_approved(db_session=db, now=services.clock(), request_id=rid, executor="nohost:1:x")
             await db.execute(update(ActionRequest).where(ActionRequest.id == rid).values(heartbeat_at=utcnow() - timedelta(hours=1)))
         start = len(recorder.calls)
         await asyncio.to_thread(startup, services.settings)

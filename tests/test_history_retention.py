@@ -50,7 +50,8 @@ async def test_background_probe_covers_report_hosts_only(services, ssh_server, f
         await hosts.add(db_session=db, name="train0", address="127.0.0.17", port=ssh_server.port, group="train")
         await hosts.add(db_session=db, name="infer0", address="127.0.0.18", port=ssh_server.port, group="infer")
         assert await background.probe_report_hosts(services) == 0  # no schedule yet: nothing probed
-        await reports.create(db_session=db, expr="0 8 * * 1-5", tz="Europe/Berlin", group="train", channel="C1", created_by="U1")
+        await reports.create(db_session=db, expr="0 8 * * 1-5", tz="Europe/Berlin", group="train", channel="C1", created_by="U1",
+                             now=services.clock())
     assert await background.probe_report_hosts(services) == 1
     assert await background.probe_groups(services, ["*"]) == 2
     async with services.sessions() as db:

@@ -92,7 +92,7 @@ async def test_metrics_count_actions_by_state_and_slack_errors_by_method(served,
 
     async with services.sessions() as db, db.begin():
         db.add(ActionRequest(kind="clean_weights", host="node174", spec={}, plan={}, state="pending", requester="U1",
-                             expires_at=utcnow() + timedelta(hours=1)))
+                             created_at=utcnow(), updated_at=utcnow(), expires_at=utcnow() + timedelta(hours=1)))
     recorder.responses["chat.postMessage"] = {"ok": False, "error": "channel_not_found"}
     from slack_sdk.errors import SlackApiError
 

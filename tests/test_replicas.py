@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from bot.actions.models import ActionStep
 from bot.db.base import utcnow
@@ -21,7 +21,7 @@ from bot.db.migrate import upgrade
 from bot.db.session import make_engine, make_session_factory
 from bot.hosts import service as hosts
 from bot.reports import service as reports
-from bot.reports.models import ReportRun, ReportSchedule
+from bot.reports.models import ReportRun
 from bot.slack.ids import ActionId
 from tests.conftest import PG_ADMIN_URL, _pg
 from tests.support.slack_recorder import SlackApiRecorder
@@ -59,10 +59,10 @@ async def test_two_replicas_run_one_approval_once_and_post_one_report_once(tmp_p
         sessions = make_session_factory(engine)
         async with sessions() as db, db.begin():
             await hosts.add(db_session=db, name="node501", address="127.0.0.18", port=ssh_server.port)
-            row = await reports.create(db_session=db, expr="* * * * *", tz="UTC", group=None, channel="C9", created_by="U1")
+            # made three minutes ago: its newest fire time is due now
+            row = await reports.create(db_session=db, expr="* * * * *", tz="UTC", group=None, channel="C9", created_by="U1",
+                                       now=utcnow() - timedelta(minutes=3))
             schedule_id = row.id
-        async with sessions() as db, db.begin():  # made three minutes ago: its newest fire time is due now
-            await db.execute(update(ReportSchedule).where(ReportSchedule.id == schedule_id).values(created_at=utcnow() - timedelta(minutes=3)))
         ports = [free_port(), free_port()]
         async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
             for port in ports:

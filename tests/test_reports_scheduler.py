@@ -87,8 +87,8 @@ async def _group(services, ssh_server, n=2):
 
 async def _schedule(services, created_at, expr=BERLIN_WEEKDAYS_8, tz="Europe/Berlin") -> ReportSchedule:
     async with services.sessions() as db, db.begin():
-        row = await reports.create(db_session=db, expr=expr, tz=tz, group="train", channel="C42", created_by="U1")
-        await db.execute(update(ReportSchedule).where(ReportSchedule.id == row.id).values(created_at=created_at))
+        row = await reports.create(db_session=db, expr=expr, tz=tz, group="train", channel="C42", created_by="U1",
+                                   now=created_at)
     return row
 
 

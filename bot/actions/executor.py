@@ -64,7 +64,8 @@ async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
         while True:
             await asyncio.sleep(services.settings.action_heartbeat_s)
             async with services.sessions() as db, db.begin():
-                await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
+                await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id,
+                                        now=services.clock())
 
     task = asyncio.create_task(beat())
     try:
@@ -94,7 +95,7 @@ async def _step_runner(services: Services, host_name: str, progress: Progress | 
 
 async def _transition(services: Services, request_id: int, frm: list[State], to: State, **values: object) -> bool:
     async with services.sessions() as db, db.begin():
-        return await service.transition(db_session=db, request_id=request_id, from_states=frm, to=to, **values)
+        return await service.transition(db_session=db, request_id=request_id, from_states=frm, to=to, now=services.clock(), **values)
 
 
 async def execute_claimed(*, services: Services, request_id: int, notify: Callable[[RequestView], Awaitable[None]],
@@ -116,8 +117,9 @@ async def execute_claimed(*, services: Services, request_id: int, notify: Callab
                     "Check the host and the audit before re-planning.")
             async with services.sessions() as db, db.begin():
                 if await service.transition(db_session=db, request_id=request_id, from_states=[State.APPROVED, State.EXECUTING],
-                                            to=State.FAILED, message=text):
-                    await service.mark_running_steps(db_session=db, request_id=request_id, state="failed")
+                                            to=State.FAILED, now=services.clock(), message=text):
+                    await service.mark_running_steps(db_session=db, request_id=request_id, state="failed",
+                                                     now=services.clock())
             view = await load()
             await notify(view)
             return view
@@ -149,19 +151,20 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
     extra: dict[str, Any] = {}
     for idx, step in enumerate(plan.steps, 1):
         async with services.sessions() as db, db.begin():
-            mine = await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
+            mine = await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id,
+                                           now=services.clock())
         if not mine:
             return await load()  # reported as interrupted elsewhere: never continue
         command, script = runner.describe(step)
         async with services.sessions() as db, db.begin():
             row = await service.start_step(db_session=db, request_id=request_id, idx=idx, title=step.title,
-                                           command=command, script=script)
+                                           command=command, script=script, now=services.clock())
             step_id = row.id
         await notify(await load())
         outcome = await runner.run(step)
         async with services.sessions() as db, db.begin():
             await service.finish_step(db_session=db, step_id=step_id, ok=outcome.ok, exit_status=outcome.exit_status,
-                                      stdout=outcome.stdout, stderr=outcome.stderr, summary=outcome.summary)
+                                      stdout=outcome.stdout, stderr=outcome.stderr, summary=outcome.summary, now=services.clock())
         summaries[idx] = outcome.summary
         if not outcome.ok:
             already = "; ".join(done) or "nothing"

@@ -67,7 +67,7 @@ async def request_action(*, services: Services, spec: ActionSpec, requester: str
     async with services.sessions() as db, db.begin():
         req = await service.create(db_session=db, spec=spec, plan=plan, requester=requester, host_group=group,
                                    approvers=list(rule.approvers), approvals_needed=rule.approvals,
-                                   expires_at=expires, channel=channel)
+                                   expires_at=expires, channel=channel, now=services.clock())
         request_id = req.id
     return await load_view(services=services, request_id=request_id)
 
@@ -113,21 +113,23 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
         return Outcome("denied", view, why)
     try:
         async with services.sessions() as db, db.begin():
-            await service.record_decision(db_session=db, request_id=request_id, user_id=user_id, decision=decision)
+            await service.record_decision(db_session=db, request_id=request_id, user_id=user_id, decision=decision,
+                                          now=services.clock())
     except IntegrityError:
         return Outcome("noop", await load_view(services=services, request_id=request_id),
                        f"you already decided on request #{request_id}")
     if decision == "reject":
         async with services.sessions() as db, db.begin():
             did = await service.transition(db_session=db, request_id=request_id, from_states=[State.PENDING],
-                                           to=State.REJECTED, message=f"rejected by <@{user_id}>")
+                                           to=State.REJECTED, now=services.clock(), message=f"rejected by <@{user_id}>")
         view = await load_view(services=services, request_id=request_id)
         if did:
             await _notify(notify, view)
             return Outcome("rejected", view, f"you rejected request #{request_id}")
         return Outcome("noop", view, f"request #{request_id} is already {view.state.value}")
     async with services.sessions() as db, db.begin():
-        claimed = await service.claim_if_approved(db_session=db, request_id=request_id, executor=services.executor_id)
+        claimed = await service.claim_if_approved(db_session=db, request_id=request_id, executor=services.executor_id,
+                                                   now=services.clock())
     view = await load_view(services=services, request_id=request_id)
     if not claimed:
         if view.pending:
@@ -142,7 +144,7 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
 async def _expire(services: Services, request_id: int, notify: Notify | None) -> Outcome:
     async with services.sessions() as db, db.begin():
         did = await service.transition(db_session=db, request_id=request_id, from_states=[State.PENDING],
-                                       to=State.EXPIRED, message="expired before enough approvals")
+                                       to=State.EXPIRED, now=services.clock(), message="expired before enough approvals")
     view = await load_view(services=services, request_id=request_id)
     if did:
         await _notify(notify, view)
@@ -231,7 +233,7 @@ async def recover_interrupted(*, services: Services, stale_after_s: float | None
                 "and re-plan if needed.")
         async with services.sessions() as db, db.begin():
             did = await service.interrupt(db_session=db, request_id=request_id, executor=executor, message=text,
-                                          stale_before=None if gone else cutoff)
+                                          now=services.clock(), stale_before=None if gone else cutoff)
         if did:
             out.append(await load_view(services=services, request_id=request_id))
     return out

@@ -1,7 +1,8 @@
 """Rows of the approval-gated actions: requests, approvals (and rejections), executed steps.
 
 Every transition of ``action_requests.state`` is a conditional UPDATE (see
-:mod:`bot.actions.service`), so replicas sharing one database never run an action twice.
+:mod:`bot.actions.service`), so replicas sharing one database never run an action twice. Times have
+no default: :mod:`bot.actions.service` stamps each one with the services' clock.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bot.db.base import Base, JSONDoc, UTCDateTime, utcnow
+from bot.db.base import Base, JSONDoc, UTCDateTime
 
 
 class ActionRequest(Base):
@@ -39,8 +40,8 @@ class ActionRequest(Base):
     requester: Mapped[str] = mapped_column(String(32))
     approvers: Mapped[list[str]] = mapped_column(JSONDoc, default=list)
     approvals_needed: Mapped[int] = mapped_column(Integer, default=1)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     channel: Mapped[str | None] = mapped_column(String(32))
     message_ts: Mapped[str | None] = mapped_column(String(32))
@@ -63,7 +64,7 @@ class Approval(Base):
     request_id: Mapped[int] = mapped_column(ForeignKey("action_requests.id", ondelete="CASCADE"))
     user_id: Mapped[str] = mapped_column(String(32))
     decision: Mapped[str] = mapped_column(String(8))
-    decided_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    decided_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class ActionStep(Base):
@@ -84,5 +85,5 @@ class ActionStep(Base):
     stdout: Mapped[str | None] = mapped_column(Text)
     stderr: Mapped[str | None] = mapped_column(Text)
     summary: Mapped[str | None] = mapped_column(Text)
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,5 +1,8 @@
 """Queries and writes for action requests. Keyword-only; the session is passed in.
 
+Every time stored here is the ``now`` the caller passes (its ``services.clock()``), never
+the wall clock read here: a test's clock, or one running behind, stamps the rows it writes.
+
 Exactly once: every state change is :func:`transition` (``UPDATE … WHERE id = :id AND state IN
 (:expected)``, claimed only when one row changed), committed by the caller's transaction. Two
 approvers, a double click, a duplicate delivery or a second replica racing for the same request
@@ -20,7 +23,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep, Approval
 from bot.actions.plan import Plan
-from bot.db.base import utcnow
 
 OUTPUT_CAP = 64 * 1024
 
@@ -32,12 +34,13 @@ async def _count(db_session: AsyncSession, stmt: Any) -> int:
 
 
 async def create(*, db_session: AsyncSession, spec: ActionSpec, plan: Plan, requester: str, host_group: str | None,
-                 approvers: list[str], approvals_needed: int, expires_at: datetime, channel: str | None) -> ActionRequest:
-    """Insert a pending request; returns it with its id."""
+                 approvers: list[str], approvals_needed: int, expires_at: datetime, channel: str | None,
+                 now: datetime) -> ActionRequest:
+    """Insert a pending request created at ``now``; returns it with its id."""
     req = ActionRequest(kind=spec.kind.value, host=spec.host, host_group=host_group, spec=spec.to_json(),
                         plan=plan.to_json(), state=State.PENDING.value, requester=requester, approvers=approvers,
                         approvals_needed=approvals_needed, expires_at=expires_at, channel=channel,
-                        before_snapshot_id=plan.snapshot_id)
+                        before_snapshot_id=plan.snapshot_id, created_at=now, updated_at=now)
     db_session.add(req)
     await db_session.flush()
     return req
@@ -50,20 +53,20 @@ async def get(*, db_session: AsyncSession, request_id: int) -> ActionRequest | N
 
 
 async def transition(*, db_session: AsyncSession, request_id: int, from_states: Iterable[State], to: State,
-                     **values: Any) -> bool:
-    """Move the request to ``to`` if it is in one of ``from_states``; True when this call did it."""
+                     now: datetime, **values: Any) -> bool:
+    """Move the request to ``to`` (updated at ``now``) if it is in one of ``from_states``; True when
+    this call did it."""
     stmt = (update(ActionRequest)
             .where(ActionRequest.id == request_id, ActionRequest.state.in_([s.value for s in from_states]))
-            .values(state=to.value, updated_at=utcnow(), **values)
+            .values(state=to.value, updated_at=now, **values)
             .execution_options(synchronize_session=False))
     return await _count(db_session, stmt) == 1
 
 
-async def claim_if_approved(*, db_session: AsyncSession, request_id: int, executor: str) -> bool:
+async def claim_if_approved(*, db_session: AsyncSession, request_id: int, executor: str, now: datetime) -> bool:
     """pending → approved when enough distinct approvals exist; True for the one caller that moved it."""
     count = (select(func.count(Approval.id))
              .where(Approval.request_id == request_id, Approval.decision == "approve").scalar_subquery())
-    now = utcnow()
     stmt = (update(ActionRequest)
             .where(ActionRequest.id == request_id, ActionRequest.state == State.PENDING.value,
                    count >= ActionRequest.approvals_needed)
@@ -72,11 +75,12 @@ async def claim_if_approved(*, db_session: AsyncSession, request_id: int, execut
     return await _count(db_session, stmt) == 1
 
 
-async def record_decision(*, db_session: AsyncSession, request_id: int, user_id: str, decision: str) -> None:
-    """Insert one decision. Raises :class:`~sqlalchemy.exc.IntegrityError` (at flush) when this
+async def record_decision(*, db_session: AsyncSession, request_id: int, user_id: str, decision: str,
+                          now: datetime) -> None:
+    """Insert one decision, made at ``now``. Raises :class:`~sqlalchemy.exc.IntegrityError` (at flush) when this
     user already decided (unique per request and user): run it alone in a transaction and catch
     the error outside that transaction."""
-    db_session.add(Approval(request_id=request_id, user_id=user_id, decision=decision))
+    db_session.add(Approval(request_id=request_id, user_id=user_id, decision=decision, decided_at=now))
     await db_session.flush()
 
 
@@ -92,33 +96,35 @@ async def steps(*, db_session: AsyncSession, request_id: int) -> list[ActionStep
 
 
 async def start_step(*, db_session: AsyncSession, request_id: int, idx: int, title: str, command: str | None,
-                     script: str | None) -> ActionStep:
-    """Record a step as running (its row exists before anything is run, so a crash shows where)."""
-    step = ActionStep(request_id=request_id, idx=idx, title=title, command=command, script=script, state="running")
+                     script: str | None, now: datetime) -> ActionStep:
+    """Record a step as running since ``now`` (its row exists before anything is run, so a crash shows where)."""
+    step = ActionStep(request_id=request_id, idx=idx, title=title, command=command, script=script, state="running",
+                      started_at=now)
     db_session.add(step)
     await db_session.flush()
     return step
 
 
 async def finish_step(*, db_session: AsyncSession, step_id: int, ok: bool, exit_status: int | None, stdout: str,
-                      stderr: str, summary: str) -> None:
+                      stderr: str, summary: str, now: datetime) -> None:
+    """Record a step's result, finished at ``now``."""
     await db_session.execute(update(ActionStep).where(ActionStep.id == step_id).values(
         state="ok" if ok else "failed", exit_status=exit_status, stdout=stdout[-OUTPUT_CAP:],
-        stderr=stderr[-OUTPUT_CAP:], summary=summary, finished_at=utcnow()).execution_options(synchronize_session=False))
+        stderr=stderr[-OUTPUT_CAP:], summary=summary, finished_at=now).execution_options(synchronize_session=False))
 
 
-async def heartbeat(*, db_session: AsyncSession, request_id: int, executor: str) -> bool:
-    """Say that ``executor`` still runs the request; False when it is no longer approved or
+async def heartbeat(*, db_session: AsyncSession, request_id: int, executor: str, now: datetime) -> bool:
+    """Say that ``executor`` still runs the request (as of ``now``); False when it is no longer approved or
     executing by ``executor`` (then the executor must stop)."""
     stmt = update(ActionRequest).where(
         ActionRequest.id == request_id, ActionRequest.executor == executor,
         ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
-    ).values(heartbeat_at=utcnow()).execution_options(synchronize_session=False)
+    ).values(heartbeat_at=now).execution_options(synchronize_session=False)
     return await _count(db_session, stmt) == 1
 
 
 async def interrupt(*, db_session: AsyncSession, request_id: int, executor: str | None, message: str,
-                    stale_before: datetime | None = None) -> bool:
+                    now: datetime, stale_before: datetime | None = None) -> bool:
     """approved/executing → interrupted, only while ``executor`` still owns it (and, with
     ``stale_before``, its heartbeat is older); its running step is marked interrupted too."""
     cond = [ActionRequest.id == request_id, ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
@@ -126,11 +132,11 @@ async def interrupt(*, db_session: AsyncSession, request_id: int, executor: str 
     if stale_before is not None:
         cond.append((ActionRequest.heartbeat_at.is_(None)) | (ActionRequest.heartbeat_at < stale_before))
     stmt = (update(ActionRequest).where(*cond)
-            .values(state=State.INTERRUPTED.value, updated_at=utcnow(), message=message)
+            .values(state=State.INTERRUPTED.value, updated_at=now, message=message)
             .execution_options(synchronize_session=False))
     if await _count(db_session, stmt) != 1:
         return False
-    await mark_running_steps(db_session=db_session, request_id=request_id, state="interrupted")
+    await mark_running_steps(db_session=db_session, request_id=request_id, state="interrupted", now=now)
     return True
 
 
@@ -158,9 +164,10 @@ async def running(*, db_session: AsyncSession) -> list[tuple[int, str | None, da
     return [(r.id, r.executor, r.heartbeat_at) for r in (await db_session.execute(q))]
 
 
-async def mark_running_steps(*, db_session: AsyncSession, request_id: int, state: str) -> None:
+async def mark_running_steps(*, db_session: AsyncSession, request_id: int, state: str, now: datetime) -> None:
+    """Every still-running step of the request to ``state``, finished at ``now``."""
     await db_session.execute(update(ActionStep).where(ActionStep.request_id == request_id, ActionStep.state == "running")
-                             .values(state=state, finished_at=utcnow()).execution_options(synchronize_session=False))
+                             .values(state=state, finished_at=now).execution_options(synchronize_session=False))
 
 
 async def history(*, db_session: AsyncSession, host: str | None = None, limit: int = 20) -> list[ActionRequest]:

@@ -28,7 +28,7 @@ from sqlalchemy import ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.db import versioned
-from bot.db.base import Base, JSONDoc, UTCDateTime, utcnow
+from bot.db.base import Base, JSONDoc, UTCDateTime
 
 
 class RunStatus(str, enum.Enum):
@@ -56,7 +56,7 @@ class ReportSchedule(Base):
     group_name: Mapped[str | None] = mapped_column(String(64))
     channel: Mapped[str] = mapped_column(String(100))
     created_by: Mapped[str | None] = mapped_column(String(32))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Runs in a row that Slack refused for the channel; reset by a sent report and by resume."""
     paused_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -118,7 +118,7 @@ class ReportRun(Base):
     fire_time: Mapped[datetime] = mapped_column(UTCDateTime)
     status: Mapped[str] = mapped_column(String(16))
     claimed_by: Mapped[str | None] = mapped_column(String(64))
-    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime)
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     """Renewed by the holder while it works; the lease expires ``report_lease_s`` after it."""
     attempts: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

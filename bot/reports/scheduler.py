@@ -41,7 +41,6 @@ from datetime import datetime, timedelta, timezone
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from bot.db.base import utcnow
 from bot.errors import ChannelUnavailable
 from bot.flows.context import Services
 from bot.history import retention
@@ -95,14 +94,14 @@ class Outcome:
 
 class ReportScheduler:
     """Owns the ``AsyncIOScheduler``; ``post`` and ``notify`` are the Slack layer's callbacks;
-    ``now`` the clock."""
+    ``now`` the clock (default: the services' clock)."""
 
-    def __init__(self, services: Services, post: Post, *, now: Clock = utcnow, instance: str | None = None,
+    def __init__(self, services: Services, post: Post, *, now: Clock | None = None, instance: str | None = None,
                  notify: Notify | None = None):
         self.services = services
         self.post = post
         self.notify = notify
-        self.now = now
+        self.now = now or services.clock
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.aps: AsyncIOScheduler | None = None
         self._jobs: dict[int, str] = {}
@@ -174,7 +173,8 @@ class ReportScheduler:
                         run.fire_time.isoformat(), who)
             return await self._send(sched, run.fire_time, late_by_s=self._late_by(age), run_id=run.id)
         async with self.services.sessions() as db, db.begin():
-            closed = await reports.abandon(db_session=db, run_id=run.id, status=status, error=why, before=cut)
+            closed = await reports.abandon(db_session=db, run_id=run.id, status=status, error=why, before=cut,
+                                           now=self.now())
         if not closed:
             return Outcome(sched.id, run.fire_time, "lost")
         log.warning("report schedule #%d at %s: %s", sched.id, run.fire_time.isoformat(), why)
@@ -235,7 +235,7 @@ class ReportScheduler:
             return await self._failed(sched, fire, run_id, exc)
         async with self.services.sessions() as db, db.begin():
             await reports.finish(db_session=db, run_id=run_id, status=status, snapshot_ids=report.snapshot_ids, message_ts=ts,
-                                 instance=self.instance)
+                                 instance=self.instance, now=self.now())
             await reports.record_success(db_session=db, schedule_id=sched.id)
         log.info("report schedule #%d at %s: %s to %s", sched.id, fire.isoformat(), status.value, sched.channel)
         return Outcome(sched.id, fire, status.value, ts)
@@ -244,14 +244,14 @@ class ReportScheduler:
         log.error("report schedule #%d at %s failed", sched.id, fire.isoformat(), exc_info=exc)  # the traceback
         async with self.services.sessions() as db, db.begin():
             await reports.finish(db_session=db, run_id=run_id, status=RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000],
-                                 instance=self.instance)
+                                 instance=self.instance, now=self.now())
         return Outcome(sched.id, fire, RunStatus.FAILED.value)
 
     async def _channel_failed(self, sched: ReportSchedule, fire: datetime, run_id: int, exc: ChannelUnavailable) -> Outcome:
         """Slack refused the channel: fail the run, count it, pause at PAUSE_AFTER, tell the creator."""
         async with self.services.sessions() as db, db.begin():
             await reports.finish(db_session=db, run_id=run_id, status=RunStatus.FAILED, error=f"{exc.reason}: {exc}"[:2000],
-                                 instance=self.instance)
+                                 instance=self.instance, now=self.now())
             row = await reports.record_channel_failure(db_session=db, schedule_id=sched.id, reason=exc.reason, now=self.now())
         failures = row.consecutive_failures if row else 1
         paused = bool(row and row.paused_at is not None and failures == PAUSE_AFTER)

@@ -16,7 +16,6 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.db.base import utcnow
 from bot.errors import NotFoundError, UsageError
 from bot.reports import cron
 from bot.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus, dump_run_snapshots, load_run_snapshots
@@ -25,13 +24,14 @@ MAX_SCHEDULES = 100
 
 
 async def create(*, db_session: AsyncSession, expr: str, tz: str, group: str | None, channel: str,
-                 created_by: str | None) -> ReportSchedule:
-    """Add a schedule; raises :class:`UsageError` for a bad crontab or time zone (checked by
+                 created_by: str | None, now: datetime) -> ReportSchedule:
+    """Add a schedule created at ``now`` (its first fire time is the first after it); raises :class:`UsageError` for a bad crontab or time zone (checked by
     building the trigger) or when there are already :data:`MAX_SCHEDULES`."""
     cron.trigger(expr, tz)
     if len(await list_all(db_session=db_session)) >= MAX_SCHEDULES:
         raise UsageError(f"there are already {MAX_SCHEDULES} report schedules; remove one first")
-    row = ReportSchedule(cron=" ".join(expr.split()), tz=tz, group_name=group, channel=channel, created_by=created_by)
+    row = ReportSchedule(cron=" ".join(expr.split()), tz=tz, group_name=group, channel=channel, created_by=created_by,
+                         created_at=now)
     db_session.add(row)
     await db_session.flush()
     return row
@@ -65,10 +65,9 @@ async def last_fire(*, db_session: AsyncSession, schedule_id: int) -> datetime |
 
 
 async def claim(*, db_session: AsyncSession, schedule_id: int, fire_time: datetime, instance: str,
-                status: RunStatus = RunStatus.CLAIMED, now: datetime | None = None) -> ReportRun | None:
-    """Insert the run row, its lease starting at ``now`` (default: the wall clock); ``None`` when
-    another instance (or an earlier pass) already has it."""
-    now = now or utcnow()
+                now: datetime, status: RunStatus = RunStatus.CLAIMED) -> ReportRun | None:
+    """Insert the run row, its lease starting at ``now``; ``None`` when another instance (or an
+    earlier pass) already has it."""
     try:
         async with db_session.begin_nested():
             run = ReportRun(schedule_id=schedule_id, fire_time=fire_time, status=status.value, claimed_by=instance[:64],
@@ -81,10 +80,11 @@ async def claim(*, db_session: AsyncSession, schedule_id: int, fire_time: dateti
 
 
 async def finish(*, db_session: AsyncSession, run_id: int, status: RunStatus, snapshot_ids: dict[str, int] | None = None,
-                 message_ts: str | None = None, error: str | None = None, instance: str | None = None) -> bool:
-    """Record how a claimed run ended; with ``instance``, only while that instance still holds it
+                 now: datetime, message_ts: str | None = None, error: str | None = None,
+                 instance: str | None = None) -> bool:
+    """Record how a claimed run ended (at ``now``); with ``instance``, only while that instance still holds it
     (``False`` when it does not)."""
-    values: dict[str, Any] = {"status": status.value, "finished_at": utcnow(), "message_ts": message_ts, "error": error}
+    values: dict[str, Any] = {"status": status.value, "finished_at": now, "message_ts": message_ts, "error": error}
     if snapshot_ids is not None:
         values["snapshot_ids"] = dump_run_snapshots(snapshot_ids)
     q = update(ReportRun).where(ReportRun.id == run_id)
@@ -139,11 +139,12 @@ async def take_over(*, db_session: AsyncSession, run_id: int, instance: str, now
     return _changed(await db_session.execute(q))
 
 
-async def abandon(*, db_session: AsyncSession, run_id: int, status: RunStatus, error: str, before: datetime) -> bool:
+async def abandon(*, db_session: AsyncSession, run_id: int, status: RunStatus, error: str, before: datetime,
+                  now: datetime) -> bool:
     """Close a run whose lease expired without taking it over (``skipped`` or ``failed`` with
-    ``error``); ``False`` when it is no longer stale (someone renewed or took it)."""
+    ``error``, at ``now``); ``False`` when it is no longer stale (someone renewed or took it)."""
     q = (update(ReportRun).where(ReportRun.id == run_id, ReportRun.status.in_(_HELD), _stale(before))
-         .values(status=status.value, error=error[:2000], finished_at=utcnow()).execution_options(synchronize_session=False))
+         .values(status=status.value, error=error[:2000], finished_at=now).execution_options(synchronize_session=False))
     return _changed(await db_session.execute(q))
 
 

@@ -137,7 +137,6 @@ async def start_scheduler(services: Services, client: AsyncWebClient, *, now: Cl
                           instance: str | None = None) -> ReportScheduler:
     """Start report schedules, retention and background probes on the running event loop;
     call ``.shutdown()`` on the result to stop."""
-    sched = ReportScheduler(services, make_poster(client), instance=instance, notify=make_notifier(client),
-                            **({"now": now} if now is not None else {}))
+    sched = ReportScheduler(services, make_poster(client), instance=instance, notify=make_notifier(client), now=now)
     sched.start()
     return sched

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from bot.db.base import utcnow
 from bot.flows.context import Services
@@ -14,3 +14,8 @@ def ago(services: Services, **delta: float) -> Services:
     """``services`` with a clock running ``timedelta(**delta)`` behind: a snapshot stored through it
     is that old (``check_host(services=ago(services, hours=30), ...)``)."""
     return replace(services, clock=lambda: utcnow() - timedelta(**delta))
+
+
+def stopped(services: Services, at: datetime) -> Services:
+    """``services`` with a clock that stands still at ``at``: every time stored through it is ``at``."""
+    return replace(services, clock=lambda: at)

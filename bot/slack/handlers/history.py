@@ -70,7 +70,7 @@ async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
     await check_channel(ctx.client, channel)  # refused with how to fix it, instead of failing at every run
     async with ctx.services.sessions() as db, db.begin():
         row = await reports.create(db_session=db, expr=cmd.cron, tz=cmd.tz, group=group, channel=channel,
-                                   created_by=ctx.user_id)
+                                   created_by=ctx.user_id, now=ctx.services.clock())
     line = schedule_line(row, cron.next_fire(row.cron, row.tz, ctx.services.clock()))
     await ctx.post(f"Scheduled report #{row.id}", text_blocks(f"Scheduled a readiness report:\n{line}"))
 
