@@ -235,15 +235,24 @@ async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
 
 
 def _console(settings: Settings, role: str) -> int:
-    from bot.slack.console.session import CONSOLE_USER, run_console
+    """The console on copies of ``settings``: you (``UCONSOLE``) have ``role``, and with
+    ``allowed_roots`` unset the demo root is allowed on localhost."""
+    from bot.slack.console.demo import enable_demo
+    from bot.slack.console.session import console_settings, run_console
 
-    field = {"admin": "admins", "operator": "operators", "viewer": "viewers"}[role]
-    setattr(settings, field, [*getattr(settings, field), CONSOLE_USER])
+    note = None
+    try:
+        demo = enable_demo(settings)
+    except OSError as exc:
+        demo, note = None, f"(no demo folder: {exc})"
+    if demo is not None:
+        settings, note = demo.allowing(settings), demo.banner(settings.command)
+    settings = console_settings(settings, role=role)
 
     async def _run() -> int:
         services = build_services(settings)
         try:
-            return await run_console(services)
+            return await run_console(services, note=note)
         finally:
             await services.close()
 

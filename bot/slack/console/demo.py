@@ -27,6 +27,10 @@ class Demo:
     folder: str
     """The sample weight folder under it, (re)made at each console start."""
 
+    def allowing(self, settings: Settings) -> Settings:
+        """A copy of ``settings`` whose allowed roots add the demo root on ``localhost``."""
+        return settings.model_copy(update={"allowed_roots": {**settings.allowed_roots, "localhost": [self.root]}})
+
     def banner(self, command: str) -> str:
         """What the console says at start, so the user knows the demo root exists and why."""
         return (f"GPUBOT_ALLOWED_ROOTS is not set, so this console allows deleting under {self.root} on localhost only\n"
@@ -35,9 +39,10 @@ class Demo:
 
 
 def enable_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
-    """When ``allowed_roots`` was not set (environment or ``.env``), add ``<data dir>/demo`` as
-    ``localhost``'s allowed root in ``settings`` and make the sample folder; else ``None``.
-    Raises :class:`OSError` when the folder cannot be written."""
+    """When ``allowed_roots`` was not set (environment or ``.env``), make the sample folder under
+    ``<data dir>/demo`` and return the demo (:meth:`Demo.allowing` gives the settings that allow
+    deleting there); else ``None``. ``settings`` is only read. Raises :class:`OSError` when the
+    folder cannot be written."""
     if "allowed_roots" in settings.model_fields_set:
         return None
     root = os.path.join(data_dir or default_data_dir(), "demo")
@@ -48,5 +53,4 @@ def enable_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
         if not os.path.exists(path) or os.path.getsize(path) != size:
             with open(path, "wb") as f:
                 f.write(b"\0" * size)
-    settings.allowed_roots = {**settings.allowed_roots, "localhost": [root]}
     return Demo(root, folder)

@@ -1,5 +1,9 @@
 """``gpubot console``: type ``/gpu …`` lines; the real Bolt app answers through a local Web API
-stand-in, and its messages are shown as text (buttons as numbered choices)."""
+stand-in, and its messages are shown as text (buttons as numbered choices).
+
+Who is typing is session state of the :class:`Console` (``user_id``, put in every stand-in request),
+never a change to the shared :class:`~bot.config.Settings`: they are copied (``model_copy``) where
+the console needs others (:func:`console_settings`, :func:`sharing_roles`)."""
 
 from __future__ import annotations
 
@@ -10,22 +14,24 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
 
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.config import default_data_dir
+from bot.config import Settings, default_data_dir
 from bot.flows.context import Services
 from bot.slack.app import build_app
-from bot.slack.console.demo import enable_demo
 from bot.slack.console.render import Choice, render_message
 from bot.slack.console.standin import WebApiStandIn
 
 CONSOLE_USER = "UCONSOLE"
 CONSOLE_CHANNEL = "CCONSOLE"
+ROLE_FIELDS = {"admin": "admins", "operator": "operators", "viewer": "viewers"}
+"""Role label -> the settings field listing its Slack ids."""
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 BANNER = ("gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave,\n"
           "`as NAME` to act as another person (with your role; e.g. to approve your own request), `as me` to be yourself.\n"
@@ -56,14 +62,41 @@ def _rule(line: str) -> bool:
     return not line.strip() or set(line.strip()) <= {"=", "-"}
 
 
+def console_settings(settings: Settings, *, role: str, user_id: str = CONSOLE_USER) -> Settings:
+    """A copy of ``settings`` where ``user_id`` also has ``role`` (``admin``, ``operator`` or
+    ``viewer``); ``settings`` is not changed. Raises :class:`KeyError` for another role."""
+    field = ROLE_FIELDS[role]
+    return settings.model_copy(update={field: [*getattr(settings, field), user_id]})
+
+
+def sharing_roles(settings: Settings, home: str, people: Iterable[str]) -> Settings:
+    """A copy of ``settings`` where each of ``people`` is in every role list ``home`` is in
+    (``settings`` itself when that changes nothing; it is never changed)."""
+    people = list(people)
+    update: dict[str, list[str]] = {}
+    for field in ROLE_FIELDS.values():
+        ids: list[str] = getattr(settings, field)
+        extra = [p for p in people if p not in ids]
+        if home in ids and extra:
+            update[field] = [*ids, *extra]
+    return settings.model_copy(update=update) if update else settings
+
+
 class Console:
-    """One console session. ``write`` receives each rendered message (default ``print``)."""
+    """One console session. ``write`` receives each rendered message (default ``print``).
+
+    Session state: ``home_id`` (you), ``user_id`` (who you act as now: the user of every command
+    and click sent), ``people`` (the others you acted as, who share your roles). ``services`` are
+    the ones given, with settings where ``people`` share your roles (:func:`sharing_roles`); acting
+    as someone new builds the app again on such a copy, so the settings given are never changed."""
 
     def __init__(self, services: Services, *, user_id: str = CONSOLE_USER, write: Callable[[str], None] = print,
                  files_dir: str | None = None):
+        self.home_services = services
         self.services = services
         self.home_id = user_id
         self.user_id = user_id
+        self.people: tuple[str, ...] = ()
         self.write = write
         self.files_dir = files_dir or os.path.join(default_data_dir(), "console-files")
         self.standin = WebApiStandIn(self._show)
@@ -74,11 +107,12 @@ class Console:
         """``response_url`` key of a click -> the key of the message clicked."""
         self._next_choice = 1
         self.app: Any = None
+        self.client: AsyncWebClient | None = None
 
     async def start(self) -> None:
         await self.standin.start()
-        client = AsyncWebClient(token="xoxb-console", base_url=self.standin.api_url)
-        self.app = build_app(self.services, client=client, process_before_response=True)
+        self.client = AsyncWebClient(token="xoxb-console", base_url=self.standin.api_url)
+        self.app = build_app(self.services, client=self.client, process_before_response=True)
 
     async def stop(self) -> None:
         await self.standin.stop()
@@ -147,11 +181,13 @@ class Console:
             new_id = name
         else:
             new_id = self.home_id + "".join(c for c in name.upper() if c.isalnum())[:20]
-        s = self.services.settings
-        for field in ("admins", "operators", "viewers"):
-            ids = getattr(s, field)
-            if self.home_id in ids and new_id not in ids:
-                setattr(s, field, [*ids, new_id])
+        if new_id != self.home_id and new_id not in self.people:
+            self.people = (*self.people, new_id)
+            settings = sharing_roles(self.home_services.settings, self.home_id, self.people)
+            if settings is not self.services.settings:
+                self.services = replace(self.home_services, settings=settings)
+                if self.client is not None:
+                    self.app = build_app(self.services, client=self.client, process_before_response=True)
         self.user_id = new_id
         if new_id == self.home_id:
             self.write(f"now acting as yourself, {self.who()}\n")
@@ -235,18 +271,13 @@ class Console:
         return True
 
 
-async def run_console(services: Services) -> int:
-    """The interactive loop on stdin/stdout."""
+async def run_console(services: Services, *, note: str | None = None) -> int:
+    """The interactive loop on stdin/stdout; ``note`` is printed under the banner (the demo's)."""
     console = Console(services)
     await console.start()
     print(BANNER)
-    try:
-        demo = enable_demo(services.settings)
-    except OSError as exc:
-        print(f"(no demo folder: {exc})")
-    else:
-        if demo is not None:
-            print(demo.banner(services.settings.command))
+    if note:
+        print(note)
 
     def confirm(question: str) -> bool:
         return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
