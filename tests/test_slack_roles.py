@@ -58,7 +58,8 @@ async def test_help_differs_between_viewer_operator_group_and_admin(bot, service
 
 async def test_database_grant_makes_an_admin(bot, services):
     async with services.sessions() as db, db.begin():
-        await access.grant(db_session=db, subject="UNEW", role=Role.ADMIN, granted_by="UADMIN")
+        await access.grant(db_session=db, subject="UNEW", role=Role.ADMIN, granted_by="UADMIN",
+                           now=services.clock())
     await bot.command("help", user_id="UNEW")
     answer = await bot.recorder.wait_for("response_url")
     assert "(admin)" in answer.body["text"]

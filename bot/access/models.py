@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bot.db.base import Base, UTCDateTime, utcnow
+from bot.db.base import Base, UTCDateTime
 
 
 class RoleGrant(Base):
@@ -21,7 +21,7 @@ class RoleGrant(Base):
     subject: Mapped[str] = mapped_column(String(32))
     role: Mapped[str] = mapped_column(String(16))
     granted_by: Mapped[str | None] = mapped_column(String(32))
-    granted_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    granted_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class Delivery(Base):
@@ -32,4 +32,4 @@ class Delivery(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     key: Mapped[str] = mapped_column(String(200), unique=True)
-    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)

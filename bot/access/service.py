@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -38,21 +39,22 @@ async def role_of(*, db_session: AsyncSession, settings: Settings, user_id: str,
     return best
 
 
-async def grant(*, db_session: AsyncSession, subject: str, role: Role, granted_by: str | None) -> None:
-    """Give ``subject`` a role in the database (replacing an earlier grant)."""
+async def grant(*, db_session: AsyncSession, subject: str, role: Role, granted_by: str | None, now: datetime) -> None:
+    """Give ``subject`` a role in the database at ``now`` (replacing an earlier grant)."""
     row = (await db_session.execute(select(RoleGrant).where(RoleGrant.subject == subject))).scalar_one_or_none()
     if row is None:
-        db_session.add(RoleGrant(subject=subject, role=role.label, granted_by=granted_by))
+        db_session.add(RoleGrant(subject=subject, role=role.label, granted_by=granted_by, granted_at=now))
     else:
-        row.role, row.granted_by = role.label, granted_by
+        row.role, row.granted_by, row.granted_at = role.label, granted_by, now
     await db_session.flush()
 
 
-async def claim_delivery(*, db_session: AsyncSession, key: str) -> bool:
-    """True exactly once per ``key`` across all replicas (a unique row inserted in a savepoint)."""
+async def claim_delivery(*, db_session: AsyncSession, key: str, now: datetime) -> bool:
+    """True exactly once per ``key`` across all replicas (a unique row, received at ``now``,
+    inserted in a savepoint)."""
     try:
         async with db_session.begin_nested():
-            db_session.add(Delivery(key=key[:200]))
+            db_session.add(Delivery(key=key[:200], received_at=now))
         return True
     except IntegrityError:
         return False

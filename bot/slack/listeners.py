@@ -81,7 +81,7 @@ def register_listeners(app: AsyncApp, services: Services) -> None:
         await ack()
         try:
             async with services.sessions() as db, db.begin():
-                first = await access.claim_delivery(db_session=db, key=delivery_key(body))
+                first = await access.claim_delivery(db_session=db, key=delivery_key(body), now=services.clock())
             if not first:
                 log.info("duplicate delivery of %s ignored", delivery_key(body))
                 return

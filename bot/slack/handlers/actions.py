@@ -203,7 +203,7 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
         act = body["actions"][0]
         key = f"act:{act.get('action_ts')}:{body['user']['id']}:{act['action_id']}:{act.get('value')}"
         async with services.sessions() as db, db.begin():
-            return await access.claim_delivery(db_session=db, key=key)
+            return await access.claim_delivery(db_session=db, key=key, now=services.clock())
 
     def where(body: dict[str, Any]) -> tuple[str | None, str | None]:
         container = body.get("container") or {}
