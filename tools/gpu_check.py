@@ -8,7 +8,8 @@
 3. With --sshd: starts that OpenSSH sshd on 127.0.0.1 (a free port, generated keys, strict known_hosts)
    and runs the same batch over SSH to this machine.
 4. With --hold-gib: starts a PyTorch process holding that much GPU memory, probes (expects *not ready*
-   naming its pid), kills it, and probes until the GPU is free again (expects *ready*).
+   naming its pid), ends it with the kill step's own script (pinned by start time and command line),
+   and probes until the GPU is free again (expects *ready*).
 Prints a JSON summary; exits 1 on any disagreement.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -28,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bot.actions.plan import ProcItem  # noqa: E402
+from bot.actions.remote import kill_results, kill_script  # noqa: E402
 from bot.probes.engine import run_probe  # noqa: E402
 from bot.probes.script import ProbePlan  # noqa: E402
 from bot.readiness.verdict import Requirements, assess  # noqa: E402
@@ -123,7 +127,15 @@ async def main() -> int:
         report["busy"] = summary(res)
         report["busy_names_holder"] = any(f"pid {holder.pid}" in r for r in report["busy"]["reasons"])
         ok &= report["busy"]["verdict"] == "not_ready" and report["busy_names_holder"]
-        holder.kill()
+        # End it the way an approved kill step does (the typed step's script, pinned by start time and cmdline).
+        stat = Path(f"/proc/{holder.pid}/stat").read_text()
+        planned = ProcItem(holder.pid, "python3", 0, None, stat.rsplit(")", 1)[1].split()[19],
+                           hashlib.sha256(Path(f"/proc/{holder.pid}/cmdline").read_bytes()).hexdigest(), "holder")
+        step = await LocalRunner().run(local, kill_script([planned], 5.0)[1], timeout=60)
+        report["kill_step"] = {"exit_status": step.exit_status, "results": kill_results(step.stdout)}
+        ok &= step.exit_status == 0 and report["kill_step"]["results"].get(holder.pid) in ("terminated", "killed")
+        if holder.poll() is None:
+            holder.kill()
         holder.wait()
         started = time.monotonic()
         while True:
