@@ -5,6 +5,8 @@ from datetime import timedelta
 
 from sqlalchemy import func, select
 
+from bot.access import service as access
+from bot.access.models import Delivery
 from bot.db.base import utcnow
 from bot.flows.status import check_host
 from bot.history.retention import prune
@@ -30,6 +32,19 @@ async def test_prune_deletes_old_snapshots_and_old_raw_outputs(services, ssh_ser
     assert all(rows[i].readings["gpu"]["gpus"] for i in ids[2:])  # parsed readings stay
     again = await prune(sessions=services.sessions, now=utcnow(), readings_days=400, raw_days=30, batch=2)
     assert (again.deleted, again.raw_cleared) == (0, 0)
+
+
+async def test_prune_forgets_delivery_claims_a_week_old(services):
+    now = utcnow()
+    async with services.sessions() as db, db.begin():
+        for i, age in enumerate([timedelta(days=30), timedelta(days=8), timedelta(days=6), timedelta(0)]):
+            assert await access.claim_delivery(db_session=db, key=f"cmd:{i}", now=now - age)
+    result = await prune(sessions=services.sessions, now=now, readings_days=0, raw_days=0, batch=1)
+    assert result.deliveries == 2
+    async with services.sessions() as db, db.begin():
+        assert (await db.execute(select(func.count()).select_from(Delivery))).scalar_one() == 2
+        assert not await access.claim_delivery(db_session=db, key="cmd:2", now=now)  # a recent one still stops a retry
+        assert await access.claim_delivery(db_session=db, key="cmd:0", now=now)  # a forgotten one is new again
 
 
 async def test_scheduler_prunes_with_its_clock(services, ssh_server, fake_hosts):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -47,6 +47,19 @@ async def grant(*, db_session: AsyncSession, subject: str, role: Role, granted_b
     else:
         row.role, row.granted_by, row.granted_at = role.label, granted_by, now
     await db_session.flush()
+
+
+DELIVERY_KEEP = timedelta(days=7)
+"""How long a claimed delivery is remembered: far longer than Slack retries (three, within minutes)."""
+
+
+async def forget_deliveries(*, db_session: AsyncSession, before: datetime, limit: int) -> int:
+    """Delete up to ``limit`` delivery claims received before ``before``; returns how many."""
+    ids = list((await db_session.execute(select(Delivery.id).where(Delivery.received_at < before)
+                                         .order_by(Delivery.id).limit(limit))).scalars())
+    if ids:
+        await db_session.execute(delete(Delivery).where(Delivery.id.in_(ids)))
+    return len(ids)
 
 
 async def claim_delivery(*, db_session: AsyncSession, key: str, now: datetime) -> bool:

@@ -1,5 +1,6 @@
 """Retention: delete snapshots older than ``retention_readings_days`` and drop the raw outputs of
-those older than ``retention_raw_days`` (the parsed readings stay).
+those older than ``retention_raw_days`` (the parsed readings stay); forget claims of Slack
+deliveries older than :data:`bot.access.service.DELIVERY_KEEP` (they only stop duplicates).
 
 Work goes in batches of ``batch`` rows, one short transaction each, yielding to the event loop
 in between, so a probe that wants to store its snapshot waits at most one batch (SQLite has one
@@ -20,6 +21,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, null, select, update
 
+from bot.access import service as access
 from bot.db.session import SessionFactory
 from bot.snapshots.models import Snapshot
 from bot.snapshots.service import forget_before
@@ -29,10 +31,11 @@ log = logging.getLogger("gpubot.retention")
 
 @dataclass(frozen=True)
 class Pruned:
-    """Rows deleted and rows whose ``raw`` was removed."""
+    """Snapshots deleted, snapshots whose ``raw`` was removed, delivery claims forgotten."""
 
     deleted: int
     raw_cleared: int
+    deliveries: int = 0
 
 
 async def prune(*, sessions: SessionFactory, now: datetime, readings_days: int = 400, raw_days: int = 30,
@@ -68,7 +71,15 @@ async def prune(*, sessions: SessionFactory, now: datetime, readings_days: int =
                 break
             after = ids[-1]
             await asyncio.sleep(0)
-    if deleted or cleared:
-        log.info("retention: deleted %d snapshots older than %d days, removed raw output of %d older than %d days",
-                 deleted, readings_days, cleared, raw_days)
-    return Pruned(deleted, cleared)
+    forgotten = 0
+    while True:
+        async with sessions() as db, db.begin():
+            n = await access.forget_deliveries(db_session=db, before=now - access.DELIVERY_KEEP, limit=batch)
+        forgotten += n
+        if n < batch:
+            break
+        await asyncio.sleep(0)
+    if deleted or cleared or forgotten:
+        log.info("retention: deleted %d snapshots older than %d days, removed raw output of %d older than %d days, "
+                 "forgot %d delivery claims", deleted, readings_days, cleared, raw_days, forgotten)
+    return Pruned(deleted, cleared, forgotten)
