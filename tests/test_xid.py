@@ -86,7 +86,7 @@ def test_an_xid_on_a_bus_no_gpu_is_listed_on_names_the_address():
     a = verdict_of(parse_kernel_log(journal((NOW - 60, line))))
     assert a.verdict is Verdict.NOT_READY
     assert a.reasons[0].text.startswith("GPU at PCI 0000:3b:00: Xid 95 at 12:44 UTC")
-    assert a.reasons[0].text.endswith("(uncontained ECC error) — reset the GPU before use")
+    assert a.reasons[0].text.endswith("(uncontained memory error) — reset the GPU before use")
 
 
 def test_unreadable_kernel_log_is_xid_not_checked_and_the_verdict_from_the_rest():
@@ -115,12 +115,69 @@ def test_a_storm_is_marked_truncated():
     assert "xid_truncated" in [r.code for r in verdict_of(log).reasons]
 
 
-def test_the_catalog_marks_reset_and_reboot_xids_unusable():
-    unusable = {x for x, m in XID_CATALOG.items() if m.unusable}
-    assert {48, 62, 64, 74, 79, 94, 95, 119, 120, 140} <= unusable
-    assert not ({13, 31, 43, 45, 63, 92} & unusable)
-    assert all(m.fix in ("reset", "reboot") for m in XID_CATALOG.values() if m.unusable)
+# NVIDIA's Xid catalog (Ampere and newer), "Resolution Bucket (Immediate Action)", read 2026-11-30,
+# as gpubot judges it: RESET_GPU -> reset; RESTART_BM, RESTART_VM -> reboot; a workflow with a reset
+# among its outcomes -> reset; anything else -> a warning. Every row of the table, pinned.
+CATALOG_JUDGEMENT = {
+    8: None, 13: None, 31: None, 32: None, 38: None, 43: None,
+    45: None,      # WORKFLOW_XID_45: follow the other Xid, or restart the Fabric Manager
+    46: "reset",
+    48: "reset",   # WORKFLOW_XID_48: RESET_GPU alone, DRAIN_AND_RESET with 63/64
+    56: None, 57: None, 61: None,  # unused on Ampere and newer: CONTACT_SUPPORT
+    62: "reset", 63: None, 64: "reset", 68: None, 69: None,
+    74: "reset",   # WORKFLOW_NVLINK_ERR
+    79: "reboot", 92: None,
+    94: None,      # RESTART_APP (was a reset before the check against the catalog)
+    95: "reset",
+    109: "reset",  # RESET_GPU (was a warning before the check against the catalog)
+    110: "reset", 119: "reset", 120: "reset", 121: None, 136: "reset", 140: "reset", 143: "reset",
+    144: "reset", 145: "reset", 146: "reset", 147: "reset", 148: "reset", 149: "reset", 150: "reset",  # WORKFLOW_NVLINK5_ERR
+    151: "reboot",  # RESTART_VM
+    154: None,
+    155: "reset", 156: "reset", 158: "reset",
+    159: "reset",  # CHECK_UVM
+}
+
+
+def test_every_catalog_row_is_judged_as_nvidia_says():
+    assert {x: (m.fix if m.unusable else None) for x, m in XID_CATALOG.items()} == CATALOG_JUDGEMENT
+    assert all((m.fix is None) != m.unusable for m in XID_CATALOG.values())
     assert meaning(9999).name == "Xid 9999" and not meaning(9999).unusable
+    assert not meaning(157).unusable and not meaning(160).unusable  # IGNORE rows are not listed
+
+
+def test_the_catalog_names_are_nvidias():
+    assert meaning(68).name == "NVDEC0 exception"
+    assert meaning(94).name == "contained memory error"
+    assert meaning(95).name == "uncontained memory error"
+    assert meaning(63).name == "GPU memory remapping event"
+    assert meaning(109).name == "context switch timeout"
+    assert meaning(149).name == "NVLink: NETIR error"
+
+
+def test_a_contained_memory_error_is_a_warning_the_application_restarts():
+    line = "NVRM: Xid (PCI:0000:00:07): 94, pid=4411, name=python3, Contained: CE User Channel (0x9). RST: No, D-RST: No"
+    a = verdict_of(parse_kernel_log(journal((NOW - 600, line))))
+    assert a.verdict is Verdict.READY
+    (r,) = a.reasons
+    assert r.severity is Severity.NOTE
+    assert r.text == "GPU 1: Xid 94 at 12:35 UTC, 10 min ago (contained memory error)"
+
+
+def test_a_context_switch_timeout_is_not_ready_until_a_reset():
+    line = "NVRM: Xid (PCI:0000:00:07): 109, pid=4411, name=python3, Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x2c014"
+    a = verdict_of(parse_kernel_log(journal((NOW - 600, line))))
+    assert a.verdict is Verdict.NOT_READY
+    (r,) = a.reasons
+    assert r.code == "gpu_xid_fatal"
+    assert r.text == "GPU 1: Xid 109 at 12:35 UTC, 10 min ago (context switch timeout) — reset GPU 1 before use"
+
+
+def test_an_nvlink5_xid_is_a_reset_whatever_its_sub_unit():
+    line = "NVRM: Xid (PCI:0000:00:08): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 09 (0x021425c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"
+    a = verdict_of(parse_kernel_log(journal((NOW - 600, line))))
+    assert a.verdict is Verdict.NOT_READY
+    assert a.reasons[0].text.endswith("(NVLink: NETIR error) — reset GPU 2 before use")
 
 
 def test_the_probe_command_as_a_user_who_may_read_nothing(tmp_path):
