@@ -55,35 +55,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     db = sub.add_parser("db", help="database schema").add_subparsers(dest="db_cmd", required=True, parser_class=_Parser)
     db.add_parser("upgrade", help="run Alembic migrations up to head")
-    h = sub.add_parser("hosts", help="the host registry").add_subparsers(dest="hosts_cmd", required=True, parser_class=_Parser)
-    add = h.add_parser("add", help="register a host")
-    add.add_argument("name")
-    add.add_argument("address")
-    add.add_argument("--port", type=int, default=22)
-    add.add_argument("--user")
-    add.add_argument("--key-file")
-    add.add_argument("--group")
-    add.add_argument("--jump", metavar="USER@BASTION[:PORT]",
-                     help="reach the host through this jump host (its key must be in known_hosts too)")
-    add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
-    add.add_argument("--probe", type=json.loads, default=None, metavar="JSON",
-                     help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
-    h.add_parser("list", help="list hosts")
-    tr = h.add_parser("trust", help="show the host key a host offers and, once you confirm it, record it in known_hosts")
-    tr.add_argument("name")
-    tr.add_argument("--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
-    rm = h.add_parser("remove", help="unregister a host (its snapshots stay)")
-    rm.add_argument("name")
-    show = h.add_parser("show", help="a host's registration, last verdict and GPU inventory")
-    show.add_argument("name")
-    fg = h.add_parser("forget-gpu", help="accept that a host no longer has a GPU it showed before")
-    fg.add_argument("name")
-    fg.add_argument("gpu", help="the GPU's index, UUID (or a unique prefix), or `all`")
-    ck = h.add_parser("check", help="what the bot may do on a host (sudo -n -l, groups, writable roots); changes nothing")
-    ck.add_argument("name")
-    su = h.add_parser("sudoers", help="print the minimal sudoers file (and group setup) for a host's configuration")
-    su.add_argument("name")
-    h.add_parser("helper", help="print gpubot-priv, the root-owned helper that sudoers allows for kill and delete")
+    _add_hosts_parsers(sub)
     st = sub.add_parser("status", help="probe a host and print its verdict")
     st.add_argument("words", nargs="+", metavar="ARG",
                     help="HOST, group:NAME or all, then optional need=SIZE and (one host) absolute weight-folder paths")
@@ -96,6 +68,39 @@ def _build_parser() -> argparse.ArgumentParser:
     cli_history.add_parsers(sub)
     cli_actions.add_parsers(sub)
     return p
+
+
+def _add_hosts_parsers(sub: argparse._SubParsersAction[Any]) -> None:
+    """``gpubot hosts …``: every subcommand but ``list`` and ``helper`` names a host first."""
+    h: argparse._SubParsersAction[_Parser] = sub.add_parser("hosts", help="the host registry").add_subparsers(
+        dest="hosts_cmd", required=True, parser_class=_Parser)
+
+    def on_host(cmd: str, help_text: str) -> argparse.ArgumentParser:
+        sp = h.add_parser(cmd, help=help_text)
+        sp.add_argument("name")
+        return sp
+
+    add = on_host("add", "register a host")
+    add.add_argument("address")
+    add.add_argument("--port", type=int, default=22)
+    add.add_argument("--user")
+    add.add_argument("--key-file")
+    add.add_argument("--group")
+    add.add_argument("--jump", metavar="USER@BASTION[:PORT]",
+                     help="reach the host through this jump host (its key must be in known_hosts too)")
+    add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
+    add.add_argument("--probe", type=json.loads, default=None, metavar="JSON",
+                     help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
+    h.add_parser("list", help="list hosts")
+    on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(
+        "--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
+    on_host("remove", "unregister a host (its snapshots stay)")
+    on_host("show", "a host's registration, last verdict and GPU inventory")
+    on_host("forget-gpu", "accept that a host no longer has a GPU it showed before").add_argument(
+        "gpu", help="the GPU's index, UUID (or a unique prefix), or `all`")
+    on_host("check", "what the bot may do on a host (sudo -n -l, groups, writable roots); changes nothing")
+    on_host("sudoers", "print the minimal sudoers file (and group setup) for a host's configuration")
+    h.add_parser("helper", help="print gpubot-priv, the root-owned helper that sudoers allows for kill and delete")
 
 
 def report_json(report: StatusReport) -> dict[str, Any]:
