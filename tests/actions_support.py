@@ -36,6 +36,10 @@ async def register(services, name: str, addr: str, ssh_server, **kw) -> None:
         await hosts.add(db_session=db, name=name, address=addr, port=ssh_server.port, **kw)
 
 
+def operators(services, *users: str) -> None:
+    services.settings.operators = list(users)
+
+
 def weights(root: Path, name: str, size: int = 100_000) -> Path:
     """A real weight folder with one file of ``size`` bytes."""
     folder = root / name

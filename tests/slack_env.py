@@ -1,18 +1,24 @@
-"""A running gpubot Bolt app in HTTP mode, its Web API pointed at the recorder."""
+"""A running gpubot Bolt app in HTTP mode, its Web API pointed at the recorder, and the steps of an
+approval card driven through it (ask, click, read the result; :func:`pending_clean` sets one up)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 from pydantic import SecretStr
 
 from bot.flows.context import Services
+from bot.slack.action_blocks import STATE
 from bot.slack.app import build_app
 from bot.slack.http import EVENTS_PATH, start_http
+from bot.slack.ids import ActionId
+from tests.actions_support import fast, operators, register, weights
+from tests.support.blockkit import blocks_text, validate_message
 from tests.support.slack_recorder import SlackApiRecorder
-from tests.support.slack_requests import signed_headers, slash_command_body, socket_mode_envelope
+from tests.support.slack_requests import block_action_body, signed_headers, slash_command_body, socket_mode_envelope
 
 SECRET = "test-signing-secret"
 
@@ -61,3 +67,73 @@ async def start_bot(services: Services, recorder: SlackApiRecorder):
         await runner.cleanup()
 
     return bot, close
+
+
+APPROVE, REJECT, REPLAN = ActionId.ACTION_APPROVE.value, ActionId.ACTION_REJECT.value, ActionId.ACTION_REPLAN.value
+
+
+def buttons(blocks) -> dict[str, dict]:
+    return {e["action_id"]: e for b in blocks if b["type"] == "actions" for e in b["elements"]}
+
+
+def is_card(call) -> bool:
+    return APPROVE in buttons(call.body.get("blocks") or [])
+
+
+async def ask(bot, text: str, user: str = "U1"):
+    """Send ``/gpu text``; returns the card's (request id, ts, blocks) once the plan is posted."""
+    start = len(bot.recorder.calls)
+    status, _, seconds = await bot.command(text, user_id=user)
+    assert status == 200 and seconds < 3.0
+    card = await bot.recorder.wait_for("chat.update", is_card, timeout=30, start=start)
+    validate_message(card.body["blocks"], card.body["text"])
+    return int(buttons(card.body["blocks"])[APPROVE]["value"]), card.body["ts"], card.body["blocks"]
+
+
+async def click(bot, action_id: str, request_id: int, ts: str, user: str, body: str | None = None):
+    body = body or block_action_body(action_id, str(request_id), user_id=user, message_ts=ts,
+                                     response_url=bot.recorder.response_url(f"{user}-{ts}"))
+    status, _, seconds = await bot.post(body)
+    assert status == 200 and seconds < 3.0
+    return body
+
+
+FINAL_WORDS = tuple(f"{words}: " for _, words in STATE.values())
+
+
+def is_result(call, ts: str) -> bool:
+    """A thread reply saying how the action ended (not the health wait's progress message)."""
+    return call.body.get("thread_ts") == ts and call.body.get("text", "").startswith(FINAL_WORDS)
+
+
+async def result(bot, ts: str, timeout: float = 30):
+    """The thread reply that says how the action ended."""
+    call = await bot.recorder.wait_for("chat.postMessage", lambda c: is_result(c, ts), timeout=timeout)
+    validate_message(call.body["blocks"], call.body["text"])
+    return blocks_text(call.body["blocks"])
+
+
+async def ephemeral(bot, user: str, ts: str, start: int = 0) -> str:
+    call = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith(f"{user}-{ts}"), timeout=30, start=start)
+    return call.body["text"]
+
+
+def last_card(bot, ts: str) -> list:
+    blocks = [c.body["blocks"] for c in bot.recorder.calls_of("chat.update") if c.body.get("ts") == ts][-1]
+    validate_message(blocks)
+    return blocks
+
+
+async def pending_clean(bot, services, ssh_server, tmp_path: Path, host: str, address: str, *,
+                        folder: str = "glm5", size: int = 100_000) -> tuple[int, str, list, Path]:
+    """The usual start of a clean through Slack: short waits, ``tmp_path/shared`` the only allowed root,
+    U1 and U2 operators, ``host`` registered at ``address``, and U1's ``/gpu clean HOST weights=FOLDER``
+    (a real folder of ``size`` bytes) waiting for approval. Returns its request id, card ts and
+    blocks, and the folder."""
+    root = tmp_path / "shared"
+    path = weights(root, folder, size)
+    fast(services, root)
+    operators(services, "U1", "U2")
+    await register(services, host, address, ssh_server)
+    rid, ts, blocks = await ask(bot, f"clean {host} weights={path}")
+    return rid, ts, blocks, path

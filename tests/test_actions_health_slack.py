@@ -4,11 +4,11 @@ of a unit that died while loading (inline or as a file), next-step buttons, ``/g
 import asyncio
 import time
 
-from tests.actions_support import fast, register
+from tests.actions_support import fast, operators, register
+from tests.slack_env import APPROVE, ask, buttons, click, last_card, result
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.fakestate import model_unit, run_fake, unit
 from tests.support.sshd import free_port
-from tests.test_actions_slack import APPROVE, ask, buttons, click, last_card, operators, result
 from tests.test_cli import gpubot
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 139.72 GiB"

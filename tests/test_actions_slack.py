@@ -11,81 +11,16 @@ from bot.actions.models import ActionRequest
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
-from bot.slack.action_blocks import STATE
-from bot.slack.ids import ActionId
-from tests.actions_support import fast, register, step_count, weights
-from tests.slack_env import start_bot
+from tests.actions_support import fast, operators, register, step_count, weights
+from tests.slack_env import APPROVE, REJECT, REPLAN, ask, buttons, click, ephemeral, is_card, last_card, pending_clean, result, start_bot
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.fakestate import unit
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import block_action_body
 
-APPROVE, REJECT, REPLAN = ActionId.ACTION_APPROVE.value, ActionId.ACTION_REJECT.value, ActionId.ACTION_REPLAN.value
-
-
-def buttons(blocks) -> dict[str, dict]:
-    return {e["action_id"]: e for b in blocks if b["type"] == "actions" for e in b["elements"]}
-
-
-def is_card(call) -> bool:
-    return APPROVE in buttons(call.body.get("blocks") or [])
-
-
-async def ask(bot, text: str, user: str = "U1"):
-    """Send ``/gpu text``; returns the card's (request id, ts, blocks) once the plan is posted."""
-    start = len(bot.recorder.calls)
-    status, _, seconds = await bot.command(text, user_id=user)
-    assert status == 200 and seconds < 3.0
-    card = await bot.recorder.wait_for("chat.update", is_card, timeout=30, start=start)
-    validate_message(card.body["blocks"], card.body["text"])
-    return int(buttons(card.body["blocks"])[APPROVE]["value"]), card.body["ts"], card.body["blocks"]
-
-
-async def click(bot, action_id: str, request_id: int, ts: str, user: str, body: str | None = None):
-    body = body or block_action_body(action_id, str(request_id), user_id=user, message_ts=ts,
-                                     response_url=bot.recorder.response_url(f"{user}-{ts}"))
-    status, _, seconds = await bot.post(body)
-    assert status == 200 and seconds < 3.0
-    return body
-
-
-FINAL_WORDS = tuple(f"{words}: " for _, words in STATE.values())
-
-
-def is_result(call, ts: str) -> bool:
-    """A thread reply saying how the action ended (not the health wait's progress message)."""
-    return call.body.get("thread_ts") == ts and call.body.get("text", "").startswith(FINAL_WORDS)
-
-
-async def result(bot, ts: str, timeout: float = 30):
-    """The thread reply that says how the action ended."""
-    call = await bot.recorder.wait_for("chat.postMessage", lambda c: is_result(c, ts), timeout=timeout)
-    validate_message(call.body["blocks"], call.body["text"])
-    return blocks_text(call.body["blocks"])
-
-
-async def ephemeral(bot, user: str, ts: str, start: int = 0) -> str:
-    call = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith(f"{user}-{ts}"), timeout=30, start=start)
-    return call.body["text"]
-
-
-def last_card(bot, ts: str) -> list:
-    blocks = [c.body["blocks"] for c in bot.recorder.calls_of("chat.update") if c.body.get("ts") == ts][-1]
-    validate_message(blocks)
-    return blocks
-
-
-def operators(services, *users: str) -> None:
-    services.settings.operators = list(users)
-
 
 async def test_clean_from_command_to_result(slack_bot, services, ssh_server, fake_hosts, tmp_path):
-    root = tmp_path / "shared"
-    folder = weights(root, "glm5", 2_000_000)
-    fast(services, root)
-    operators(services, "U1", "U2")
-    await register(services, "node401", "127.0.0.14", ssh_server)
-    rid, ts, card = await ask(slack_bot, f"clean node401 weights={folder}")
+    rid, ts, card, folder = await pending_clean(slack_bot, services, ssh_server, tmp_path, "node401", "127.0.0.14", size=2_000_000)
     text = blocks_text(card)
     assert "Approval needed: delete weights on node401" in text and f"delete {folder} — 2 MB (directory)" in text
     assert "frees 2 MB" in text and "requested by <@U1>" in text and "0 of 1 approval" in text and "expires <!date^" in text
@@ -215,12 +150,7 @@ async def test_an_action_cut_off_by_a_crash_is_reported_interrupted_after_restar
 
 
 async def test_an_expired_card_says_so_and_its_buttons_do_nothing(slack_bot, services, ssh_server, fake_hosts, tmp_path):
-    root = tmp_path / "shared"
-    folder = weights(root, "glm5")
-    fast(services, root)
-    operators(services, "U1", "U2")
-    await register(services, "node407", "127.0.0.20", ssh_server)
-    rid, ts, _ = await ask(slack_bot, f"clean node407 weights={folder}")
+    rid, ts, _, folder = await pending_clean(slack_bot, services, ssh_server, tmp_path, "node407", "127.0.0.20")
     async with services.sessions() as db, db.begin():
         await db.execute(update(ActionRequest).where(ActionRequest.id == rid).values(expires_at=utcnow() - timedelta(seconds=1)))
     await click(slack_bot, APPROVE, rid, ts, "U2")
@@ -234,12 +164,7 @@ async def test_an_expired_card_says_so_and_its_buttons_do_nothing(slack_bot, ser
 
 
 async def test_drift_aborts_and_replan_posts_a_new_card(slack_bot, services, ssh_server, fake_hosts, tmp_path):
-    root = tmp_path / "shared"
-    folder = weights(root, "glm5", 1_000_000)
-    fast(services, root)
-    operators(services, "U1", "U2")
-    await register(services, "node408", "127.0.0.14", ssh_server)
-    rid, ts, _ = await ask(slack_bot, f"clean node408 weights={folder}")
+    rid, ts, _, folder = await pending_clean(slack_bot, services, ssh_server, tmp_path, "node408", "127.0.0.14", size=1_000_000)
     (folder / "new.safetensors").write_bytes(b"\0" * 1_000_000)
     await click(slack_bot, APPROVE, rid, ts, "U2")
     outcome = await result(slack_bot, ts)
@@ -282,12 +207,7 @@ async def test_rejected_and_refused_requests(slack_bot, services, ssh_server, fa
 
 
 async def test_audit_in_slack_and_in_the_terminal(slack_bot, services, ssh_server, fake_hosts, tmp_path, monkeypatch, capsys, database_url):
-    root = tmp_path / "shared"
-    folder = weights(root, "glm5")
-    fast(services, root)
-    operators(services, "U1", "U2")
-    await register(services, "node410", "127.0.0.16", ssh_server)
-    rid, ts, _ = await ask(slack_bot, f"clean node410 weights={folder}")
+    rid, ts, _, folder = await pending_clean(slack_bot, services, ssh_server, tmp_path, "node410", "127.0.0.16")
     await click(slack_bot, APPROVE, rid, ts, "U2")
     await result(slack_bot, ts)
     start = len(slack_bot.recorder.calls)
@@ -353,12 +273,7 @@ async def test_a_quiet_bot_still_expires_cards(slack_bot, services, ssh_server, 
     """No click, no request: the background sweep `gpubot serve` runs turns a due card to expired."""
     from bot.slack.handlers.actions import sweep_forever
 
-    root = tmp_path / "shared"
-    folder = weights(root, "old", 1000)
-    fast(services, root)
-    operators(services, "U1", "U2")
-    await register(services, "node409", "127.0.0.14", ssh_server)
-    rid, ts, _ = await ask(slack_bot, f"clean node409 weights={folder}")
+    rid, ts, _, folder = await pending_clean(slack_bot, services, ssh_server, tmp_path, "node409", "127.0.0.14", folder="old", size=1000)
     async with services.sessions() as db, db.begin():
         await db.execute(update(ActionRequest).where(ActionRequest.id == rid).values(expires_at=utcnow() - timedelta(seconds=1)))
     services.settings.action_sweep_interval_s = 0.1

@@ -1,19 +1,13 @@
 """Slack refusing a message after the client's retries never turns a finished action into
 "Something went wrong": the approver is told how it ended, only to them."""
 
-from tests.actions_support import fast, register, weights
+from tests.slack_env import APPROVE, click, ephemeral, last_card, pending_clean
 from tests.support.blockkit import blocks_text
 from tests.support.slack_recorder import HTTP_STATUS
-from tests.test_actions_slack import APPROVE, ask, click, ephemeral, last_card, operators
 
 
 async def test_action_done_but_result_refused_tells_the_approver_it_succeeded(slack_bot, services, ssh_server, fake_hosts, tmp_path):
-    root = tmp_path / "shared"
-    folder = weights(root, "old-weights", 1_000_000)
-    fast(services, root)
-    operators(services, "U1", "U2")
-    await register(services, "node403", "127.0.0.16", ssh_server)
-    rid, ts, _ = await ask(slack_bot, f"clean node403 weights={folder}")
+    rid, ts, _, folder = await pending_clean(slack_bot, services, ssh_server, tmp_path, "node403", "127.0.0.16", folder="old-weights", size=1_000_000)
     recorder = slack_bot.recorder
     # Slack's Web API fails every post into the card's thread with HTTP 500 (the client retries twice).
     recorder.responses["chat.postMessage"] = lambda c: (
