@@ -4,12 +4,9 @@ one report schedule, due as both start, posts once."""
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import subprocess
-import sys
 from datetime import timedelta
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -24,13 +21,13 @@ from bot.reports import service as reports
 from bot.reports.models import ReportRun
 from bot.slack.ids import ActionId
 from tests.conftest import PG_ADMIN_URL, _pg
+from tests.support.serve import start_serve, wait_ready
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import block_action_body, signed_headers, slash_command_body
-from tests.test_serve import free_port
+from tests.support.sshd import free_port
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parents[1]
 SECRET = "replica-signing-secret"
 APPROVE = ActionId.ACTION_APPROVE.value
 
@@ -66,26 +63,11 @@ async def test_two_replicas_run_one_approval_once_and_post_one_report_once(tmp_p
         ports = [free_port(), free_port()]
         async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
             for port in ports:
-                env = {**os.environ, "GPUBOT_DATABASE_URL": url, "SLACK_BOT_TOKEN": "xoxb-replica", "SLACK_SIGNING_SECRET": SECRET,
-                       "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_HTTP_PORT": str(port),
-                       "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-                       "GPUBOT_SSH_USER": ssh_server.username, "GPUBOT_OPERATORS": '["U1", "U2"]',
-                       "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{root}"]}}', "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0",
-                       "GPUBOT_ACTION_HEARTBEAT_S": "0.5"}
-                env.pop("SLACK_APP_TOKEN", None)
-                procs.append(subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, cwd=ROOT,
-                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+                procs.append(start_serve(database_url=url, api_url=recorder.url, port=port, ssh=ssh_server, token="xoxb-replica", secret=SECRET,
+                                         env={"GPUBOT_OPERATORS": '["U1", "U2"]', "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{root}"]}}',
+                                              "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0", "GPUBOT_ACTION_HEARTBEAT_S": "0.5"}))
             for port in ports:
-                for _ in range(300):
-                    try:
-                        async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
-                            if r.status == 200:
-                                break
-                    except aiohttp.ClientConnectionError:
-                        pass
-                    await asyncio.sleep(0.1)
-                else:
-                    raise AssertionError(f"replica on {port} never ready")
+                await wait_ready(http, port)
             # the report: both replicas looked at the schedule when they started
             report = await recorder.wait_for("chat.postMessage", lambda c: c.body.get("channel") == "C9", timeout=60)
             assert "Readiness report" in report.body["text"]

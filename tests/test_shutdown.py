@@ -7,8 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,12 +18,11 @@ from bot.db.session import make_engine, make_session_factory
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
 from bot.snapshots.models import Snapshot
+from tests.support.serve import start_serve, wait_ready
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
-from tests.support.sshd import SshTestServer
-from tests.test_serve import free_port
+from tests.support.sshd import SshTestServer, free_port
 
-ROOT = Path(__file__).resolve().parents[1]
 ADDRESSES = [f"127.0.0.{n}" for n in range(41, 53)]  # 12 hosts
 PROBE_S = 2.0
 
@@ -78,26 +75,12 @@ async def test_sigterm_during_a_fan_out_keeps_every_started_probe_and_starts_no_
         host_ids = await _register(url, server)
         port = free_port()
         async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
-            env = {**os.environ, "GPUBOT_DATABASE_URL": url, "SLACK_BOT_TOKEN": "xoxb-drain", "SLACK_SIGNING_SECRET": "drain-secret",
-                   "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_HTTP_PORT": str(port), "GPUBOT_LOG_FORMAT": "json",
-                   "GPUBOT_KNOWN_HOSTS": server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": server.client_key_path,
-                   "GPUBOT_SSH_USER": server.username, "GPUBOT_MAX_CONCURRENT_PROBES": "3", "GPUBOT_SHUTDOWN_GRACE_S": "20",
-                   "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0"}
-            env.pop("SLACK_APP_TOKEN", None)
-            proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, cwd=ROOT,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = start_serve(database_url=url, api_url=recorder.url, port=port, ssh=server, token="xoxb-drain", secret="drain-secret",
+                               env={"GPUBOT_LOG_FORMAT": "json", "GPUBOT_MAX_CONCURRENT_PROBES": "3", "GPUBOT_SHUTDOWN_GRACE_S": "20",
+                                    "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0"})
             try:
                 base = f"http://127.0.0.1:{port}"
-                for _ in range(300):
-                    try:
-                        async with http.get(f"{base}/readyz") as r:
-                            if r.status == 200:
-                                break
-                    except aiohttp.ClientConnectionError:
-                        pass
-                    await asyncio.sleep(0.1)
-                else:
-                    raise AssertionError("never ready")
+                await wait_ready(http, port)
                 body = slash_command_body("status group:train", response_url=recorder.response_url("fan"))
                 async with http.post(f"{base}/slack/events", data=body, headers=signed_headers(body, "drain-secret")) as r:
                     assert r.status == 200
