@@ -9,8 +9,10 @@ dmesg_denied.err). The host clock ``NOW`` is 2026-11-30 12:45:35 UTC.
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 
 from bot.probes.frames import ProbeOutput
+from bot.probes.gpu_health import GpuHealth
 from bot.probes.kernel_log import KERNEL_LOG_COMMAND, MAX_LINES, KernelLog, parse_kernel_log
 from bot.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
 from bot.readiness.health import needs_reset
@@ -136,6 +138,7 @@ CATALOG_JUDGEMENT = {
     154: None,
     155: "reset", 156: "reset", 158: "reset",
     159: "reset",  # CHECK_UVM
+    167: "reboot", 169: "reset",  # no immediate action in this revision (H100): nearest kin, 79 and 62
 }
 
 
@@ -217,3 +220,36 @@ def test_an_xid_line_without_a_time_is_a_warning_not_a_guess():
     a = verdict_of(log)
     assert a.verdict is Verdict.READY
     assert a.reasons[0].text == "GPU 3: Xid 79 at an unknown time since boot (GPU has fallen off the bus)"
+
+
+XID154 = "NVRM: Xid (PCI:0000:00:07): 154, GPU recovery action changed from 0x0 (None) to 0x{code} ({name})"
+
+
+def verdict_with_live(log: KernelLog, recovery_action: str | None):
+    live = [replace(g, health=GpuHealth(recovery_action=recovery_action)) for g in gpus()]
+    r = Readings(GpuReport(gpus=live), [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, 10**12)], [], None, [], HostContext(),
+                 kernel_log=log)
+    return assess(r, Requirements())
+
+
+def test_xid_154_asking_for_a_reboot_blocks_when_the_live_recovery_action_cannot_be_read():
+    log = parse_kernel_log(journal((NOW - 600, XID154.format(code=2, name="Node Reboot Required"))))
+    a = verdict_with_live(log, None)  # an older driver: the recovery-action field reads [N/A]
+    assert a.verdict is Verdict.NOT_READY
+    (r,) = a.reasons
+    assert r.code == "gpu_recovery_action" and needs_reset([r.code])
+    assert r.text == ('GPU 1: Xid 154 at 12:35 UTC, 10 min ago (GPU recovery action changed): the driver asked for '
+                      '"Node Reboot Required" and its recovery action cannot be read now — reboot the host before use')
+    reset = verdict_with_live(parse_kernel_log(journal((NOW - 600, XID154.format(code=1, name="GPU Reset Required")))), None)
+    assert reset.verdict is Verdict.NOT_READY and reset.reasons[0].text.endswith("— reset GPU 1 before use")
+
+
+def test_xid_154_defers_to_the_live_recovery_action_when_it_can_be_read():
+    log = parse_kernel_log(journal((NOW - 600, XID154.format(code=1, name="GPU Reset Required"))))
+    cleared = verdict_with_live(log, "None")  # reset since: the driver says nothing is needed now
+    assert cleared.verdict is Verdict.READY and [r.severity for r in cleared.reasons] == [Severity.NOTE]
+    still = verdict_with_live(log, "Reset")
+    assert still.verdict is Verdict.NOT_READY and any("the driver asks for a GPU reset" in r.text for r in still.reasons)
+    back = parse_kernel_log(journal((NOW - 900, XID154.format(code=1, name="GPU Reset Required")),
+                                    (NOW - 600, XID154.format(code=0, name="None"))))
+    assert verdict_with_live(back, None).verdict is Verdict.READY  # the newest line says None again

@@ -8,7 +8,11 @@ GPU and the fix. Blockers (host *not ready*):
 * a row remapping failure ("GPU 3: row remapping failed — hardware replacement criterion");
 * pages pending retirement ("GPU 3: pages pending retirement — reboot to retire pages");
 * an Xid in the last 24 h that leaves the GPU unusable until a reset or reboot
-  (:mod:`bot.readiness.xid_catalog`). A line without a time (the kernel's ``printk.time`` off)
+  (:mod:`bot.readiness.xid_catalog`);
+* an Xid 154 in the last 24 h whose newest line says the recovery action changed to something
+  other than ``None`` ("… to 0x2 (Node Reboot Required)"), when the driver's recovery action
+  cannot be read live (an older driver, NVML failing): the line is then the only witness. When it
+  can be read, the live value decides. A line without a time (the kernel's ``printk.time`` off)
   cannot be placed in the last 24 h: it is a warning, "at an unknown time since boot".
 
 Notes (warnings; the verdict stands): uncorrectable volatile ECC errors with no remap pending
@@ -19,6 +23,7 @@ and time), and "Xid not checked" when no kernel log could be read. A signal that
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -107,6 +112,19 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.0f} h"
 
 
+RECOVERY_XID = 154
+_RECOVERY_TO = re.compile(r"\bto 0x[0-9a-fA-F]+ \(([^)]*)\)")
+
+
+def _recovery_asked(event: XidEvent) -> str | None:
+    """The recovery action an Xid 154 line says the GPU changed *to* ("GPU recovery action changed
+    from 0x0 (None) to 0x1 (GPU Reset Required)" -> ``"GPU Reset Required"``); ``None`` for none."""
+    found = _RECOVERY_TO.search(event.detail)
+    if found is None or found.group(1).strip().lower() in ("", "none"):
+        return None
+    return found.group(1).strip()
+
+
 def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
     if log.source is None:
         yield Finding("xid_not_checked", f"Xid not checked: {log.error or 'no kernel log could be read'}", NOTE)
@@ -121,7 +139,14 @@ def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
         last = events[-1]
         times = f" ×{len(events)}, last" if len(events) > 1 else ""
         what = f"{gpu}: Xid {xid}{times} {_when(last.at, log.read_at)} ({m.name})"
-        if m.unusable and any(e.at is not None for e in events):
+        asked = _recovery_asked(last) if xid == RECOVERY_XID else None
+        live = next((g.health for g in gpus if g.index == index), None) if index is not None else None
+        if asked and last.at is not None and (live is None or live.recovery_action is None):
+            # The driver logged that it needs a recovery action and cannot be asked now: the line is the only witness.
+            fix = "reboot the host" if "reboot" in asked.lower() else f"reset {gpu if index is not None else 'the GPU'}"
+            yield Finding("gpu_recovery_action", f"{what}: the driver asked for \"{asked}\" and its recovery action "
+                          f"cannot be read now — {fix} before use", BLOCKER)
+        elif m.unusable and any(e.at is not None for e in events):
             fix = "reboot the host" if m.fix == REBOOT else f"reset {gpu if index is not None else 'the GPU'}"
             yield Finding("gpu_xid_fatal", f"{what} — {fix} before use", BLOCKER)
         else:

@@ -29,7 +29,10 @@ The policy, precisely:
 * Any Xid not listed here is a warning, ``XidMeaning("Xid N")``: the other ``IGNORE`` and
   ``RESTART_APP`` rows (e.g. 137, 141, 157, 160, 161) and the rows that carry no immediate action
   in this catalog revision (162-172; NVSentinel's older copy gave 160 ``RESTART_BM`` and 162
-  ``RESET_GPU``, both on B100/GB200 only).
+  ``RESET_GPU``, both on B100/GB200 only) — except 167 (PCIe fatal timeout) and 169 (SEC2
+  micro-controller halt), which apply to H100 and are judged like their nearest listed kin.
+* Xid 154 is judged by :mod:`bot.readiness.health` from what its line says the recovery action
+  changed *to*, when the driver's recovery action cannot be read live.
 
 To change how an Xid is judged, change this table (and its test, tests/test_xid.py).
 """
@@ -111,6 +114,11 @@ XID_CATALOG: dict[int, XidMeaning] = {
     # CHECK_UVM (B100, GB200): RESET_GPU if UVM or vGPU is in use, else IGNORE; every CUDA host
     # loads nvidia-uvm, so a reset.
     159: XidMeaning("CHI non-data error", True, RESET),
+    # No immediate action in this catalog revision, both on H100: decided as their nearest listed
+    # kin (a fatal PCIe timeout like 79, off the bus: reboot, as gpud's policy does too; a
+    # micro-controller halt like 62: reset). A wrong "ready" costs more than a wrong "not ready".
+    167: XidMeaning("PCIe fatal timeout", True, REBOOT),
+    169: XidMeaning("SEC2 micro-controller halt", True, RESET),
 }
 """Xid number -> meaning. Numbers not listed read as ``XidMeaning("Xid N")``, a warning."""
 
