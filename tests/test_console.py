@@ -156,3 +156,22 @@ def test_console_times_whole_and_charts_saved_to_a_file(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size == int(saved.group(2).replace(",", ""))
     term.type("quit")
     assert term.close() == 0
+
+
+def test_the_demo_leaves_your_own_hugging_face_cache_alone(tmp_path):
+    hub = tmp_path / "hf" / "hub" / "models--org--m1"
+    hub.mkdir(parents=True)
+    (hub / "weights.bin").write_bytes(b"x" * 4096)
+    term = Terminal([sys.executable, "-m", "bot", "console"], {**_first_run_env(tmp_path), "GPUBOT_HF_CACHE": str(tmp_path / "hf")})
+    term.read_until("gpubot> ")
+    term.type("clean localhost hf-cache")
+    screen = term.read_until("gpubot> ")
+    assert "(only you) [!] the console's demo deletes only under" in screen and "GPUBOT_ALLOWED_ROOTS" in screen, screen
+    assert "Approve" not in screen and "Approval needed" not in screen, screen
+    term.type("clean localhost hf-cache repo=org/m1")
+    assert "does not clean localhost's Hugging Face cache" in term.read_until("gpubot> ")
+    term.type("audit")
+    assert "no action requests" in term.read_until("gpubot> ")
+    term.type("quit")
+    assert term.close() == 0
+    assert (hub / "weights.bin").exists()

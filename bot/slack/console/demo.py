@@ -1,6 +1,7 @@
 """A first run can try a clean and its approval: with ``GPUBOT_ALLOWED_ROOTS`` unset, the console
 allows deleting under a demo folder of the data directory, on ``localhost`` only, and puts a
-sample weight folder there.
+sample weight folder there. Nothing else is deleted on ``localhost`` in the demo: the Hugging Face
+cache there is the user's own, so the console refuses ``clean localhost hf-cache`` (:meth:`Demo.refusal`).
 
 The default allowed roots (``/shared``, ``/models``) rarely exist on a newcomer's machine, so
 without this no ``clean`` could be planned before editing settings. A set ``GPUBOT_ALLOWED_ROOTS``
@@ -12,7 +13,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from bot.actions.kinds import ActionKind, ActionSpec
 from bot.config import Settings, default_data_dir
+from bot.hosts.service import LOCAL_NAMES
 
 DEMO_FOLDER = "old-model"
 DEMO_FILES = {"model-00001-of-00002.safetensors": 3 * 1024 * 1024, "model-00002-of-00002.safetensors": 2 * 1024 * 1024,
@@ -30,6 +33,16 @@ class Demo:
     def allowing(self, settings: Settings) -> Settings:
         """A copy of ``settings`` whose allowed roots add the demo root on ``localhost``."""
         return settings.model_copy(update={"allowed_roots": {**settings.allowed_roots, "localhost": [self.root]}})
+
+    def refusal(self, command: object) -> str | None:
+        """Why the demo does not let ``command`` (a parsed ``/gpu`` command) be planned, or ``None``:
+        cleaning ``localhost``'s Hugging Face cache, which lies outside the demo root (the HF clean
+        would use the cache's own ``hub`` as its root, and the cache is the user's real one)."""
+        if isinstance(command, ActionSpec) and command.kind is ActionKind.CLEAN_HF and command.host.lower() in LOCAL_NAMES:
+            return (f"the console's demo deletes only under {self.root} on localhost, so it does not clean localhost's "
+                    "Hugging Face cache (your own downloads). Set GPUBOT_ALLOWED_ROOTS to use real roots; then the demo "
+                    "is off and `clean localhost hf-cache` is planned as in Slack.")
+        return None
 
     def banner(self, command: str) -> str:
         """What the console says at start, so the user knows the demo root exists and why."""
@@ -54,3 +67,13 @@ def enable_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
             with open(path, "wb") as f:
                 f.write(b"\0" * size)
     return Demo(root, folder)
+
+
+def active_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
+    """The demo whose settings ``settings`` are (:meth:`Demo.allowing`: ``localhost``'s allowed roots
+    are exactly ``<data dir>/demo``), else ``None``. Read from the settings so that a console given
+    only its services knows the demo is on."""
+    root = os.path.join(data_dir or default_data_dir(), "demo")
+    if settings.allowed_roots.get("localhost") != [root]:
+        return None
+    return Demo(root, os.path.join(root, DEMO_FOLDER))

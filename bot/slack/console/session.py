@@ -22,9 +22,12 @@ from urllib.parse import urlencode
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.commands.registry import default_grammar
 from bot.config import Settings, default_data_dir
+from bot.errors import UsageError
 from bot.flows.context import Services
 from bot.slack.app import build_app
+from bot.slack.console.demo import Demo, active_demo
 from bot.slack.console.render import Choice, render_message
 from bot.slack.console.standin import WebApiStandIn
 
@@ -91,7 +94,7 @@ class Console:
     as someone new builds the app again on such a copy, so the settings given are never changed."""
 
     def __init__(self, services: Services, *, user_id: str = CONSOLE_USER, write: Callable[[str], None] = print,
-                 files_dir: str | None = None):
+                 files_dir: str | None = None, demo: Demo | None = None):
         self.home_services = services
         self.services = services
         self.home_id = user_id
@@ -106,6 +109,8 @@ class Console:
         self._clicked: dict[str, str] = {}
         """``response_url`` key of a click -> the key of the message clicked."""
         self._next_choice = 1
+        self.demo = demo
+        """The console's demo when it is on: a command it refuses is answered here, never sent."""
         self.app: Any = None
         self.client: AsyncWebClient | None = None
 
@@ -225,7 +230,17 @@ class Console:
         await self.app.async_dispatch(req)
 
     async def command(self, text: str) -> None:
-        """Run ``/gpu text`` as if typed in Slack."""
+        """Run ``/gpu text`` as if typed in Slack (unless the demo refuses it: then say why, only to you)."""
+        if self.demo is not None:
+            try:
+                parsed = default_grammar(self.services.settings.command).parse(text)
+            except UsageError:
+                pass  # the app answers it
+            else:
+                refusal = self.demo.refusal(parsed.command)
+                if refusal:
+                    self.write(f"\n(only you) [!] {refusal}\n")
+                    return
         await self._dispatch(self._slash_body(text))
 
     def choice(self, number: int) -> Choice | None:
@@ -273,7 +288,7 @@ class Console:
 
 async def run_console(services: Services, *, note: str | None = None) -> int:
     """The interactive loop on stdin/stdout; ``note`` is printed under the banner (the demo's)."""
-    console = Console(services)
+    console = Console(services, demo=active_demo(services.settings))
     await console.start()
     print(BANNER)
     if note:
