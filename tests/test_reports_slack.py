@@ -115,6 +115,35 @@ async def test_report_now_posts_here(slack_bot, services, ssh_server, fake_hosts
     await slack_bot.recorder.wait_for("files.completeUploadExternal", timeout=20)
 
 
+async def test_report_now_of_a_group_with_no_host_answers_only_the_caller(slack_bot, services, ssh_server):
+    await _train(services, ssh_server)
+    await slack_bot.command("report now group:trian")
+    answer = await slack_bot.recorder.wait_for("response_url", timeout=10)
+    assert "no host in group `trian`" in answer.body["text"] and "group:train" in answer.body["text"]
+    await asyncio.sleep(0.5)
+    assert slack_bot.recorder.calls_of("chat.postMessage") == []
+
+
+async def test_a_schedule_for_a_group_with_no_host_is_refused(slack_bot, services, ssh_server):
+    services.settings.operators = ["U1"]
+    await _train(services, ssh_server)
+    await slack_bot.command('report schedule "0 8 * * *" UTC group:trian')
+    answer = await slack_bot.recorder.wait_for("response_url", timeout=10)
+    assert "no host in group `trian`" in answer.body["text"]
+    async with services.sessions() as db:
+        assert await reports.list_all(db_session=db) == []
+    assert slack_bot.recorder.calls_of("chat.postMessage") == []
+
+
+def test_a_report_with_no_host_has_one_rule_before_the_changes():
+    """A scheduled group that lost its hosts still reports (it is not refused then), without two rules in a row."""
+    now = utcnow()
+    blocks, thread = report_blocks(Report("Readiness report: group gone", "gone", now, FleetReport("gone", []), fire_time=now))
+    validate_message(blocks, "report")
+    kinds = [b["type"] for b in blocks]
+    assert kinds.count("divider") == 1 and "no hosts to report on" in blocks_text(blocks) and thread == []
+
+
 def _report(n_hosts: int) -> Report:
     now = utcnow()
     reports_ = []

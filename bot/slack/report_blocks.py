@@ -96,6 +96,8 @@ def report_blocks(report: Report) -> tuple[list[dict[str, Any]], list[list[dict[
         note = f":hourglass: *late*: {note}, sent {report.late_by_s // 60} min late (the bot was not running)"
     if not report.fleet.reports:
         note += " · no hosts to report on"
+        if blocks[-1]["type"] == "divider":  # no host lines under it: one rule before the changes is enough
+            blocks.pop()
     context = ContextBlock(elements=[MarkdownTextObject(text=note[:SECTION_LIMIT])]).to_dict()
     blocks.insert(1, context)
     if len(blocks) > MAX_BLOCKS - 2:  # keep room for the changes; every host is in the thread then

@@ -16,7 +16,7 @@ from bot.commands.history import (
     ReportResumeCommand,
     ReportScheduleCommand,
 )
-from bot.flows.fleet import fleet_group
+from bot.flows.fleet import fleet_group, hosts_of
 from bot.history.chart import ChartSeries, render_png
 from bot.history.service import diff_snapshots, load_history
 from bot.render.history_view import history_view
@@ -66,6 +66,8 @@ async def _channel(ctx: CommandContext, wanted: str | None) -> str:
 
 async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
     group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
+    if group is not None:
+        await hosts_of(services=ctx.services, group=group)  # a mistyped group is refused now, not posted empty every day
     channel = await _channel(ctx, cmd.channel)
     await check_channel(ctx.client, channel)  # refused with how to fix it, instead of failing at every run
     async with ctx.services.sessions() as db, db.begin():
@@ -104,6 +106,7 @@ async def resume(ctx: CommandContext, cmd: ReportResumeCommand) -> None:
 
 async def report_now(ctx: CommandContext, cmd: ReportNowCommand) -> None:
     group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
+    await hosts_of(services=ctx.services, group=group)  # no host: answered to the caller alone, like status
     await ctx.reply_ephemeral(f"Building the report of {'group ' + group if group else 'all hosts'}…")
     report = await build_report(services=ctx.services, group=group, now=ctx.services.clock())
     await make_poster(ctx.client)(ctx.channel_id, report)
