@@ -9,6 +9,7 @@ from sqlalchemy import update
 from bot.actions import flows, service
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.models import ActionRequest
+from bot.actions.planner import PlanRefused
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
 from bot.errors import PermissionDenied, UsageError
@@ -139,6 +140,29 @@ async def test_pivot_runs_every_step_in_order(services, ssh_server, fake_hosts, 
     assert "every GPU is free" in outcome.view.steps[1].summary and "enough" in outcome.view.steps[3].summary
 
 
+async def test_a_pivot_that_could_only_fail_is_refused_before_anything_stops(services, ssh_server, fake_hosts, tmp_path):
+    root = tmp_path / "shared"
+    old = weights(root, "model-a-weights", 2_000_000)
+    fast(services, root)
+    await register(services, "piv5", "127.0.0.19", ssh_server,
+                   probe={"units": {"model-a.service": "inactive", "model-b.service": "active", "model-c.service": "active"}})
+    served_by_a = fake_hosts.hold("127.0.0.19", gpu=0, used_mib=70000)
+    _pivot_host(fake_hosts, "127.0.0.19", served_by_a.pid)  # model-c.service is configured but not on the host
+    # more free disk than the volume will have even after the deletions: the disk check would fail after the stop
+    spec = ActionSpec(ActionKind.PIVOT, "piv5", paths=(str(old),), from_unit="model-a.service", to_unit="model-b.service",
+                      need_bytes=10**15)
+    with pytest.raises(PlanRefused, match=r"need 1 PB free on / but only .* would be free after the deletions .*"
+                                          r"the pivot would stop model-a.service and then fail"):
+        await flows.request_action(services=services, spec=spec, requester="U1")
+    # a unit systemd does not know: refused up front, not "systemctl exited 5" after the stop
+    gone = ActionSpec(ActionKind.PIVOT, "piv5", from_unit="model-a.service", to_unit="model-c.service")
+    with pytest.raises(PlanRefused, match=r"`model-c.service` does not exist on piv5 \(systemd: LoadState=not-found\)"):
+        await flows.request_action(services=services, spec=gone, requester="U1")
+    with pytest.raises(PlanRefused, match="does not exist"):
+        await flows.request_action(services=services, spec=ActionSpec(ActionKind.START, "piv5", unit="model-c.service"), requester="U1")
+    assert fake_hosts.read("127.0.0.19").units["model-a.service"]["ActiveState"] == "active" and old.exists()
+
+
 async def test_pivot_stops_where_a_leftover_process_holds_a_gpu(services, ssh_server, fake_hosts, tmp_path):
     root = tmp_path / "shared"
     old = weights(root, "model-a-weights")
@@ -158,6 +182,10 @@ async def test_pivot_stops_where_a_leftover_process_holds_a_gpu(services, ssh_se
     assert "Already done: stop model-a.service" in v.message and "Later steps were not run" in v.message
     assert old.exists() and orphan.poll() is None
     assert fake_hosts.read("127.0.0.15").units["model-b.service"]["ActiveState"] == "inactive"
+    # model-a is stopped and nothing replaced it: the card offers to start it again
+    assert v.follow_ups == ["pivot_back"] and v.follow_up_label("pivot_back") == "Pivot back to model-a.service"
+    back = v.follow_up_spec("pivot_back")
+    assert (back.kind, back.from_unit, back.to_unit, back.paths) == (ActionKind.PIVOT, "model-b.service", "model-a.service", ())
 
 
 async def test_an_expired_request_does_nothing(services, ssh_server, fake_hosts, tmp_path):

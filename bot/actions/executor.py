@@ -9,6 +9,8 @@ executing), so a request reported as interrupted by another replica is not conti
 A start that does not come up (see :mod:`bot.actions.health_wait`) fails the request; its result
 then carries the unit's journal tail (``result["journal"]``) and the next steps people may ask
 for (``result["next"]``: ``restart`` the unit, ``pivot_back`` for a pivot), which the card offers.
+A pivot that failed after stopping the old unit and before starting the new one offers
+``pivot_back`` too: the old model is down and nothing replaced it.
 """
 
 from __future__ import annotations
@@ -174,6 +176,8 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
                 extra["journal"] = outcome.journal.to_json()
             if outcome.health is not None:
                 extra["next"] = ["restart"] + (["pivot_back"] if plan.spec.kind is ActionKind.PIVOT else [])
+            elif plan.spec.kind is ActionKind.PIVOT and done:  # the old model was stopped and nothing was started
+                extra["next"] = ["pivot_back"]
             break
         done.append(step.title)
         await notify(await load())

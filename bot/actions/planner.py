@@ -258,6 +258,9 @@ def _unit(ctx: _Ctx, name: str) -> UnitItem:
         raise PlanRefused(f"`{name}` is not a configured unit on {ctx.spec.host} (configured: {listed})")
     readings = ctx.report.readings
     u = next((u for u in (readings.units if readings else []) if u.name == name), None)
+    if u is not None and u.load_state == "not-found":
+        raise PlanRefused(f"`{name}` does not exist on {ctx.spec.host} (systemd: LoadState=not-found); "
+                          "check the unit's name in the host's configuration (`GPUBOT_UNITS` or its `units`)")
     return UnitItem(name, u.active_state if u else None, u.sub_state if u else None)
 
 
@@ -334,13 +337,16 @@ async def _pivot(ctx: _Ctx) -> Plan:
              WaitGpusStep(f"wait until every GPU is free (≤ {s.gpu_free_mib} MiB, no process; up to {s.pivot_gpu_wait_s:g} s)")]
     steps += [_delete_step(it) for it in items]
     lines = [f"stop {a.name} — now {_state(a)}", f"wait until GPUs are free ({_busy(ctx)})", *(_path_line(it) for it in items)]
-    warnings: list[str] = []
     expected = [f"frees {human_bytes(sum(it.size_bytes or 0 for it in items))}"] if items else []
-    if disk is not None and disk.avail_bytes is not None:
+    if disk is not None and disk.avail_bytes is not None and (items or spec.need_bytes is not None):
         after = disk.avail_bytes + sum(it.size_bytes or 0 for it in items if it.mount == disk.mount)
         expected.append(f"{human_bytes(after)} free after on {disk.mount}")
         if spec.need_bytes is not None and after < spec.need_bytes:
-            warnings.append(f"need {human_bytes(spec.need_bytes)} but only {human_bytes(after)} is expected free: the disk check will fail")
+            # Approved, it would stop the running model and then fail its disk check: refuse it now.
+            short = human_bytes(spec.need_bytes - after)
+            raise _refuse([f"need {human_bytes(spec.need_bytes)} free on {disk.mount} but only {human_bytes(after)} would "
+                           f"be free after the deletions ({short} short): the pivot would stop {a.name} and then fail; "
+                           "add delete=PATH for more old weights, or lower need="])
     if spec.need_bytes is not None:
         steps.append(CheckDiskStep(f"check free disk on {disk.path if disk else '/'} ≥ {human_bytes(spec.need_bytes)}",
                                    disk.path if disk else "/", spec.need_bytes))
@@ -350,7 +356,7 @@ async def _pivot(ctx: _Ctx) -> Plan:
     lines += [f"start {b.name} — now {_state(b)}", _up_line(check)]
     expected.append(f"{b.name} up" + (f" ({check.url} → 200)" if check.url else ""))
     return Plan(spec, ctx.report.snapshot_id, steps, lines, "; ".join(expected), paths=items, units=[a, b],
-                volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None, warnings=warnings)
+                volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None)
 
 
 def _busy(ctx: _Ctx) -> str:

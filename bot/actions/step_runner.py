@@ -175,7 +175,7 @@ class StepRunner:
             reasons = self._busy_reasons(await self.gpus_now())
             waited = time.monotonic() - started
             if not reasons:
-                return StepOutcome(True, f"every GPU is free (after {waited:.1f} s, {polls} checks)", 0)
+                return StepOutcome(True, f"every GPU is free (after {waited:.1f} s, {polls} check{'s' if polls != 1 else ''})", 0)
             if waited + s.pivot_gpu_poll_s > s.pivot_gpu_wait_s:
                 return StepOutcome(False, f"GPUs still not free after {waited:.1f} s: " + "; ".join(reasons), 1,
                                    "\n".join(reasons))

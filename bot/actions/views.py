@@ -53,7 +53,8 @@ class RequestView:
     spec: ActionSpec | None = None
     journal: JournalTail | None = None
     next_steps: list[str] = field(default_factory=list)
-    """Follow-ups offered after a start that did not come up: ``restart``, ``pivot_back``."""
+    """Follow-ups offered after a start that did not come up (``restart``, and ``pivot_back`` for a
+    pivot), or after a pivot that stopped the old unit and failed before the start (``pivot_back``)."""
 
     @property
     def title(self) -> str:
