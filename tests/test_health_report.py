@@ -61,8 +61,21 @@ def test_not_ready_hosts_are_counted_by_cause():
                                _a(Verdict.READY), _a(Verdict.UNKNOWN, "gpu_unknown")])
     assert counts == NotReadyCounts(need_reset=2, busy=1, other=1)
     assert counts.line() == "not ready: 2 need a GPU reset or reboot · 1 busy · 1 other"
-    assert NotReadyCounts(1, 0, 0).line() == "not ready: 1 needs a GPU reset or reboot · 0 busy"
+    assert NotReadyCounts(1, 0, 0).line() == "not ready: 1 needs a GPU reset or reboot"
+    assert NotReadyCounts(0, 1, 0).line() == "not ready: 1 busy"
     assert NotReadyCounts().line() == ""
+
+
+def test_a_missing_gpu_needs_a_reboot_and_busy_means_only_busy():
+    """A GPU fallen off the bus is not "busy" even when VRAM is held too; a busy host that is also
+    short of disk is not ready for another reason (its users ending their work will not do)."""
+    counts = not_ready_counts([_a(Verdict.NOT_READY, "gpu_missing", "vram_no_owner"),
+                               _a(Verdict.NOT_READY, "gpu_busy", "disk_short"),
+                               _a(Verdict.NOT_READY, "gpu_busy", "vram_no_owner"),
+                               Assessment(Verdict.NOT_READY, [Reason("gpu_busy", "b", Severity.BLOCKER),
+                                                              Reason("gpu_xid", "x", Severity.NOTE)])])
+    assert counts == NotReadyCounts(need_reset=1, busy=2, other=1)
+    assert counts.line() == "not ready: 1 needs a GPU reset or reboot · 2 busy · 1 other"
 
 
 async def test_the_report_counts_a_host_needing_a_reset_apart_from_a_busy_one(services, ssh_server, fake_hosts):

@@ -2,9 +2,12 @@
 
 A morning report reader acts differently on "3 not ready": hosts that need a GPU reset or a
 reboot (the driver asks for one, row remaps or retired pages pending, an Xid that leaves a GPU
-unusable: :data:`bot.readiness.health.NEEDS_RESET_CODES`) go to whoever may reset them; busy
-hosts (a process, or VRAM held with no owner) wait for their users. A host that is both counts
-as needing a reset.
+unusable: :data:`bot.readiness.health.NEEDS_RESET_CODES`; a GPU missing from the host, which a
+GPU fallen off the bus is until a reboot) go to whoever may reset them; busy hosts (a process,
+or VRAM held with no owner, and nothing else blocking) wait for their users; the rest (short of
+disk, a unit in the wrong state, …) are *other*. A host that is both counts as needing a reset;
+a busy host with another blocker counts as *other*, since its users ending their work will not
+make it ready.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from bot.readiness.health import BUSY_CODES, needs_reset
-from bot.readiness.verdict import Assessment, Verdict
+from bot.readiness.health import BUSY_CODES, NEEDS_RESET_CODES
+from bot.readiness.verdict import Assessment, Severity, Verdict
+
+REBOOT_CODES = NEEDS_RESET_CODES | {"gpu_missing"}
+"""Reason codes counted as "needs a GPU reset or reboot"."""
 
 
 @dataclass(frozen=True)
@@ -25,13 +31,12 @@ class NotReadyCounts:
     other: int = 0
 
     def line(self) -> str:
-        """``"not ready: 1 needs a GPU reset or reboot · 2 busy · 1 other"`` (``""`` when none)."""
-        if not (self.need_reset or self.busy or self.other):
-            return ""
-        parts = [f"{self.need_reset} need{'s' if self.need_reset == 1 else ''} a GPU reset or reboot", f"{self.busy} busy"]
-        if self.other:
-            parts.append(f"{self.other} other")
-        return "not ready: " + " · ".join(parts)
+        """``"not ready: 1 needs a GPU reset or reboot · 2 busy · 1 other"``, causes with no host left
+        out (``""`` when none)."""
+        parts = [f"{self.need_reset} need{'s' if self.need_reset == 1 else ''} a GPU reset or reboot" if self.need_reset else "",
+                 f"{self.busy} busy" if self.busy else "", f"{self.other} other" if self.other else ""]
+        shown = [p for p in parts if p]
+        return "not ready: " + " · ".join(shown) if shown else ""
 
 
 def not_ready_counts(assessments: Iterable[Assessment]) -> NotReadyCounts:
@@ -40,10 +45,10 @@ def not_ready_counts(assessments: Iterable[Assessment]) -> NotReadyCounts:
     for a in assessments:
         if a.verdict is not Verdict.NOT_READY:
             continue
-        codes = [r.code for r in a.reasons]
-        if needs_reset(codes):
+        blockers = {r.code for r in a.reasons if r.severity is Severity.BLOCKER}
+        if blockers & REBOOT_CODES:
             reset += 1
-        elif any(c in BUSY_CODES for c in codes):
+        elif blockers and blockers <= BUSY_CODES:
             busy += 1
         else:
             other += 1
