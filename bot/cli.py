@@ -332,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _settings_problem(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(f"GPUBOT_{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors())
+        return "; ".join(f"GPUBOT_{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg'].removeprefix('Value error, ')}"
+                         for e in exc.errors())
     return str(exc)
 
 

@@ -8,10 +8,12 @@ Every variable is ``GPUBOT_<FIELD>`` except Slack's three, which use Slack's own
 
 from __future__ import annotations
 
+import json
 import os
+import posixpath
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 HEALTH_URL_PATTERN = (r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
@@ -32,6 +34,25 @@ class UnitHealth(BaseModel):
     url: str | None = Field(default=None, max_length=300, pattern=HEALTH_URL_PATTERN)
     gpu: bool = True
     wait_s: float | None = Field(default=None, gt=0)
+
+
+def allowed_root(root: object) -> str:
+    """``root`` as an allowed root for deletion: an absolute path with repeated and trailing
+    slashes and ``.`` parts removed (``/shared//models/`` -> ``/shared/models``). Raises
+    :class:`ValueError` (why, naming the path) for a non-string, a relative path, a ``..`` part,
+    a control character or ``/`` itself (it would allow deleting anything)."""
+    if not isinstance(root, str) or not root:
+        raise ValueError(f"{root!r} is not a folder path")
+    if any(ord(c) < 32 or ord(c) == 127 for c in root):
+        raise ValueError(f"{root!r} holds a control character")
+    if not root.startswith("/"):
+        raise ValueError(f"{root!r} is not an absolute path (it must start with /)")
+    if ".." in root.split("/"):
+        raise ValueError(f"{root!r} has a `..` part; name the folder itself")
+    normal = "/" + posixpath.normpath(root).lstrip("/")
+    if normal == "/":
+        raise ValueError("the root folder / cannot be an allowed root for deletion (it would allow deleting anything)")
+    return normal
 
 
 def default_data_dir() -> str:
@@ -178,3 +199,18 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(default=20.0, ge=0)
     """On SIGTERM, how long in-flight probes may run to finish and store their snapshots before
     the process exits (0 = do not wait). Keep it below the container's stop timeout."""
+
+    @field_validator("allowed_roots")
+    @classmethod
+    def _roots_are_absolute_folders(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Every root passes :func:`allowed_root` (normalized); a bad one fails the settings,
+        naming its key: a root of ``/`` or a relative path never reaches a plan."""
+        out: dict[str, list[str]] = {}
+        for key, roots in value.items():
+            if not key.strip():
+                raise ValueError("an empty key (use a host name, group:NAME or *)")
+            try:
+                out[key] = [allowed_root(r) for r in roots]
+            except ValueError as exc:
+                raise ValueError(f"{json.dumps(key)}: {exc}") from None
+        return out

@@ -4,6 +4,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
+from pydantic import ValidationError
 
 from bot.actions.drift import compare
 from bot.actions.kinds import ActionKind, ActionSpec, State
@@ -107,8 +108,27 @@ def test_allowed_roots_host_then_group_then_default():
     assert allowed_roots(s, "node2", "train") == ["/models"]
     assert allowed_roots(s, "node3", None) == ["/shared"]
     assert allowed_roots(settings(allowed_roots={}), "node3", None) == []
-    with pytest.raises(PolicyError):
-        allowed_roots(settings(allowed_roots={"*": ["relative"]}), "n", None)
+    # settings check roots when they load; a copy (not re-validated) is checked again when used
+    for bad in (["relative"], ["/"], ["/shared/.."]):
+        with pytest.raises(PolicyError, match="GPUBOT_ALLOWED_ROOTS"):
+            allowed_roots(settings().model_copy(update={"allowed_roots": {"*": bad}}), "n", None)
+
+
+@pytest.mark.parametrize(("roots", "why"), [
+    ({"*": ["/"]}, "the root folder / cannot be an allowed root"),
+    ({"localhost": ["//"]}, "the root folder / cannot be an allowed root"),
+    ({"*": ["relative"]}, "'relative' is not an absolute path"),
+    ({"*": ["/shared/../etc"]}, "has a `..` part"),
+    ({"*": ["/shared\n/etc"]}, "control character"),
+])
+def test_allowed_roots_are_checked_when_settings_load(roots, why):
+    with pytest.raises(ValidationError, match=why):
+        settings(allowed_roots=roots)
+
+
+def test_allowed_roots_are_normalized():
+    s = settings(allowed_roots={"*": ["/shared//models/", "/models/./x"]})
+    assert allowed_roots(s, "n", None) == ["/shared/models", "/models/x"]
 
 
 def _plan(**kw) -> Plan:

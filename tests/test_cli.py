@@ -41,6 +41,17 @@ def test_bad_settings_exit_78_with_the_variable_named(env, expect, db_env):
     assert res.returncode == 78 and expect in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize(("roots", "why"), [
+    ('{"localhost": ["/"]}', "the root folder / cannot be an allowed root"),
+    ('{"*": ["relative"]}', "is not an absolute path"),
+])
+@pytest.mark.parametrize("command", [("hosts", "list"), ("console",)])
+def test_allowed_roots_of_slash_or_relative_stop_every_command(roots, why, command, db_env):
+    res = gpubot(*command, env={**db_env, "GPUBOT_ALLOWED_ROOTS": roots}, input="quit\n")
+    assert res.returncode == 78 and "GPUBOT_ALLOWED_ROOTS" in res.stderr and why in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and "Value error" not in res.stderr
+
+
 def test_unusable_database_urls_are_named_not_tracebacks(tmp_path):
     bad = gpubot("status", "localhost", env={"GPUBOT_DATABASE_URL": "nonsense"})
     assert bad.returncode == 78 and "GPUBOT_DATABASE_URL" in bad.stderr and "Traceback" not in bad.stderr

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.actions.kinds import DESTRUCTIVE, ActionKind
-from bot.config import Settings
+from bot.config import Settings, allowed_root
 from bot.errors import GpubotError
 from bot.roles import Role
 
@@ -107,14 +107,20 @@ def may_reject(rule: Rule, *, requester: str, user_id: str, user_groups: set[str
 
 
 def allowed_roots(settings: Settings, host: str, group: str | None) -> list[str]:
-    """Roots for ``host``: its own entry, else ``group:GROUP``'s, else ``*``'s (may be empty)."""
+    """Roots for ``host``: its own entry, else ``group:GROUP``'s, else ``*``'s (may be empty).
+
+    Settings check the roots when they load; they are checked again here (a settings copy is not
+    re-validated): :class:`PolicyError` naming ``GPUBOT_ALLOWED_ROOTS`` for a relative path or ``/``."""
     roots = settings.allowed_roots
     for key in (host, f"group:{group}" if group else None, "*"):
         if key and key in roots:
             value = roots[key]
-            if not isinstance(value, list) or not all(isinstance(r, str) and r.startswith("/") for r in value):
-                raise PolicyError(f"allowed_roots[{key!r}] must be a list of absolute paths")
-            return list(value)
+            if not isinstance(value, list):
+                raise PolicyError(f"GPUBOT_ALLOWED_ROOTS[{key!r}] must be a list of absolute paths")
+            try:
+                return [allowed_root(r) for r in value]
+            except ValueError as exc:
+                raise PolicyError(f"GPUBOT_ALLOWED_ROOTS[{key!r}]: {exc}") from None
     return []
 
 
