@@ -105,6 +105,15 @@ async def test_drift_aborts_with_an_explanation_and_replan_makes_a_new_plan(serv
         await flows.replan(services=services, request_id=view.id, requester="U2", role=Role.OPERATOR)
 
 
+async def test_kill_with_memory_held_by_no_visible_process_says_so(services, ssh_server, fake_hosts):
+    fast(services)
+    await register(services, "node308", "127.0.0.18", ssh_server)
+    fake_hosts.update("127.0.0.18", orphan_mib={2: 30000})  # another container's process: memory, no process listed
+    with pytest.raises(PlanRefused, match=r"no GPU compute process to end; GPU 2: 30,000 MiB VRAM held, no visible owner.*"
+                                          r"processes gpubot cannot see"):
+        await flows.request_action(services=services, spec=ActionSpec(ActionKind.KILL, "node308"), requester="U1")
+
+
 async def test_a_new_process_aborts_a_kill(services, ssh_server, fake_hosts):
     fast(services)
     await register(services, "node307", "127.0.0.20", ssh_server)

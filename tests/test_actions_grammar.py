@@ -249,3 +249,11 @@ def test_a_failed_start_card_offers_restart_and_pivot_back():
         ("Re-plan", ActionId.ACTION_REPLAN.value)]
     assert not [b for b in card_blocks(replace(view, replaced_by=9)) if b["type"] == "actions"]
     assert view.follow_up_spec("restart") == ActionSpec(ActionKind.RESTART, "node174", unit="b.service")
+
+
+def test_a_size_is_echoed_as_typed():
+    g = default_grammar()
+    for typed, shown in (("540G", "need=540G"), ("10T", "need=10T"), ("1500000001", "need=1500000001")):
+        spec = g.parse(f"pivot n1 from=a.service to=b.service need={typed}").command
+        assert spec.describe() == f"pivot n1 from=a.service to=b.service {shown}"
+        assert g.parse(spec.describe()).command.need_bytes == spec.need_bytes

@@ -13,6 +13,15 @@ from typing import Any
 from bot.db import versioned
 
 
+def typed_size(n: int) -> str:
+    """Bytes as a user types them on a command: ``540G`` for 540,000,000,000 (decimal units, as
+    the grammar reads them), else the plain number of bytes."""
+    for suffix, unit in (("T", 10**12), ("G", 10**9), ("M", 10**6), ("K", 10**3)):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
 class ActionKind(str, enum.Enum):
     """Values are stable: they are stored and used as policy keys."""
 
@@ -121,5 +130,5 @@ class ActionSpec:
         health = [f"health={self.health_url}"] if self.health_url else []
         if k in UNIT_KINDS:
             return " ".join([f"{k.value} {self.host} {self.unit}", *health])
-        extra = [f"delete={p}" for p in self.paths] + ([f"need={self.need_bytes}"] if self.need_bytes else []) + health
+        extra = [f"delete={p}" for p in self.paths] + ([f"need={typed_size(self.need_bytes)}"] if self.need_bytes else []) + health
         return " ".join([f"pivot {self.host} from={self.from_unit} to={self.to_unit}", *extra])

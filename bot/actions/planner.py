@@ -216,7 +216,10 @@ async def _kill(ctx: _Ctx) -> Plan:
             raise PlanRefused(f"pid {', '.join(stray)} is not a GPU compute process on {where} in the latest probe")
         procs = [p for p in procs if p.pid in spec.pids]
     if not procs:
-        raise PlanRefused("no GPU compute process to end" + (f" on GPU {spec.gpu}" if spec.gpu is not None else ""))
+        held = [r.text for r in ctx.report.assessment.reasons if r.code == "vram_no_owner"]
+        raise PlanRefused("no GPU compute process to end" + (f" on GPU {spec.gpu}" if spec.gpu is not None else "")
+                          + ("; " + "; ".join(held) + ": the memory is held by processes gpubot cannot see (another "
+                             "container or PID namespace), which must be ended on the host" if held else ""))
     by_pid: dict[int, list[Any]] = {}
     for p in procs:
         by_pid.setdefault(p.pid, []).append(p)
