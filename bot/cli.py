@@ -24,7 +24,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from bot import cli_actions, cli_history
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
-from bot.config import Settings
+from bot.config import Settings, settings_problem
 from bot.db.migrate import upgrade
 from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings()
     except (ValidationError, SettingsError) as exc:
-        print(f"gpubot: configuration error: {_settings_problem(exc)}", file=sys.stderr)
+        print(f"gpubot: configuration error: {settings_problem(exc)}", file=sys.stderr)
         return EX_CONFIG
     configure_logging(fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level,
                       secrets=secrets_of(settings))
@@ -328,13 +328,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"gpubot: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
         return EX_IOERR
-
-
-def _settings_problem(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"GPUBOT_{'.'.join(str(p) for p in e['loc']).upper()}: {e['msg'].removeprefix('Value error, ')}"
-                         for e in exc.errors())
-    return str(exc)
 
 
 def _redacted(url: str) -> str:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 HEALTH_URL_PATTERN = (r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
                       r"(/[A-Za-z0-9._~!&*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!&*+,;=:@%/?-]*)?$")
@@ -214,3 +215,33 @@ class Settings(BaseSettings):
             except ValueError as exc:
                 raise ValueError(f"{json.dumps(key)}: {exc}") from None
         return out
+
+
+def env_name(field: str) -> str:
+    """The variable that sets ``field`` (``units`` -> ``GPUBOT_UNITS``; Slack's use Slack's names).
+    A name that is not a field (already a variable's name) is returned as it is."""
+    info = Settings.model_fields.get(field)
+    if info is None:
+        return field
+    alias = info.validation_alias
+    return str(alias.choices[0]) if isinstance(alias, AliasChoices) else f"GPUBOT_{field.upper()}"
+
+
+def settings_problem(exc: ValidationError | SettingsError) -> str:
+    """What is wrong with the settings, naming each variable: ``GPUBOT_UNITS["vllm.service"]: Input
+    should be 'active', …`` or ``GPUBOT_UNITS: not valid JSON (Expecting value at column 1) …``."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{env_name(str(e['loc'][0])) if e['loc'] else 'settings'}"
+                         f"{''.join(f'[{json.dumps(p)}]' for p in e['loc'][1:])}: {e['msg'].removeprefix('Value error, ')}"
+                         for e in exc.errors())
+    found = re.search(r'field "(\w+)" from source "(\w+)"', str(exc))
+    if found is None:
+        return str(exc)
+    where = " (in .env)" if found[2].startswith("DotEnv") else ""
+    cause = exc.__cause__
+    if isinstance(cause, json.JSONDecodeError):
+        why = (f"not valid JSON ({cause.msg} at column {cause.colno}); lists and maps are JSON, "
+               'e.g. ["/shared/glm5"] or {"vllm.service": "inactive"}')
+    else:
+        why = f"cannot be read ({cause or exc})"
+    return f"{env_name(found[1])}{where}: {why}"

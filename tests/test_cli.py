@@ -30,15 +30,34 @@ def db_env(tmp_path):
 @pytest.mark.parametrize(
     ("env", "expect"),
     [
-        ({"GPUBOT_UNITS": "not json"}, "configuration error"),
+        ({"GPUBOT_UNITS": "not json"}, "GPUBOT_UNITS: not valid JSON"),
+        ({"GPUBOT_WEIGHT_PATHS": "/shared/glm5"}, "GPUBOT_WEIGHT_PATHS: not valid JSON"),
         ({"GPUBOT_GPU_FREE_MIB": "abc"}, "GPUBOT_GPU_FREE_MIB"),
         ({"GPUBOT_GPU_BACKEND": "nvmll"}, "GPUBOT_GPU_BACKEND"),
-        ({"GPUBOT_UNITS": '{"vllm.service": "runnning"}'}, "GPUBOT_UNITS"),
+        ({"GPUBOT_UNITS": '{"vllm.service": "runnning"}'}, 'GPUBOT_UNITS["vllm.service"]: Input should be'),
     ],
 )
 def test_bad_settings_exit_78_with_the_variable_named(env, expect, db_env):
     res = gpubot("status", "localhost", env={**db_env, **env})
     assert res.returncode == 78 and expect in res.stderr and "Traceback" not in res.stderr
+
+
+def test_bad_json_in_dotenv_names_the_variable_and_the_file(db_env, tmp_path):
+    (tmp_path / ".env").write_text("GPUBOT_UNITS={vllm.service: inactive}\n")
+    res = subprocess.run([sys.executable, "-m", "bot", "hosts", "list"], env={**os.environ, **db_env}, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 78 and "GPUBOT_UNITS (in .env): not valid JSON" in res.stderr, res.stderr
+
+
+def test_settings_problems_name_slack_variables_by_their_own_names():
+    from pydantic import ValidationError
+
+    from bot.config import Settings, settings_problem
+
+    with pytest.raises(ValidationError) as caught:
+        Settings(_env_file=None, slack_bot_token=["x"], ssh_pool_max=0)
+    problem = settings_problem(caught.value)
+    assert "SLACK_BOT_TOKEN: " in problem and "GPUBOT_SSH_POOL_MAX: " in problem and "GPUBOT_SLACK" not in problem
 
 
 @pytest.mark.parametrize(("roots", "why"), [
