@@ -41,3 +41,24 @@ def test_the_trust_hint_names_the_command_of_the_place_it_is_read_in():
     assert "Next: `/gpu hosts trust node174`" in chat and "gpubot hosts" not in chat
     other = StatusReport("node174", "x", 8, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, unreachable("refused", "unreachable"), None)
     assert "hosts trust" not in status_text(status_view(other))
+
+
+def _busy_host(units: list[Unit], expected: dict[str, str]) -> StatusReport:
+    """node1: GPU 3 held by python3 pid 31582 (its owner not read), ``units`` as read."""
+    gpus = [Gpu(i, f"GPU-{i}", "NVIDIA H200", 143771, 81920 if i == 3 else 0, 0, 0, 30, 70.0, "Disabled") for i in range(8)]
+    readings = Readings(GpuReport(gpus=gpus, processes=[GpuProcess("GPU-3", 31582, 81920, "python3")]),
+                        [Disk("/", "/dev/vda", "/", 10**12, 10**11, 9 * 10**11, None)], [], None, units, HostContext())
+    a = assess(readings, Requirements(units=expected))
+    return StatusReport("node1", "ops@10.0.0.1:22", 9, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, a, readings,
+                        units_expected=expected)
+
+
+def test_next_step_stops_a_configured_unit_that_runs_while_expected_inactive():
+    expected = {"vllm.service": "inactive", "sglang.service": "inactive"}
+    report = _busy_host([Unit("vllm.service", "loaded", "active", "running", 31582),
+                         Unit("sglang.service", "loaded", "inactive", "dead", 0)], expected)
+    (steps,) = [s.lines for s in status_view(report).sections if s.title == "Next step"]
+    assert steps == ["/gpu stop node1 vllm.service", "/gpu kill node1 31582"]
+    quiet = _busy_host([Unit("vllm.service", "loaded", "inactive", "dead", 0)], {"vllm.service": "inactive"})
+    (steps,) = [s.lines for s in status_view(quiet).sections if s.title == "Next step"]
+    assert steps == ["/gpu kill node1 31582"]

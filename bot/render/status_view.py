@@ -80,13 +80,20 @@ def _owner(r: Readings, pid: int) -> str:
     return "".join(f" · {p}" for p in parts)
 
 
+RUNNING_STATES = frozenset({"active", "activating", "reloading"})
+"""Unit ``ActiveState`` values that ``/gpu stop`` would end."""
+
+
 def next_steps(report: StatusReport) -> list[str]:
-    """The exact commands that would free this host's GPUs: stop the owning unit, else kill the PID."""
+    """The exact commands that would free this host's GPUs: stop each configured unit that runs
+    while it is expected inactive, then, per GPU process, stop its owning configured unit, else
+    kill the PID."""
     r = report.readings
     if r is None or r.gpu.failure is not None:
         return []
     owners = {o.pid: o for o in (r.owners.owners if r.owners else [])}
-    steps: list[str] = []
+    steps = [f"/gpu stop {report.host} {u.name}" for u in r.units
+             if report.units_expected.get(u.name) == "inactive" and u.active_state in RUNNING_STATES]
     pids = [p.pid for p in r.gpu.processes] + [o.pid for o in owners.values() if o.source == "device-file"]
     for pid in dict.fromkeys(pids):
         o = owners.get(pid)
