@@ -77,3 +77,13 @@ def test_an_update_shows_only_what_changed():
     out = changed_lines(before, after).splitlines()
     assert out == ["[..] Running: clean x (#1)", "  [..] 1. delete /a (5 MB)", "  (gone) [1] Approve", "  (gone) [2] Reject"]
     assert changed_lines("[..] probing x…", "x: ready\n===\nall good") == "x: ready\n===\nall good"
+
+
+def test_an_update_lists_every_button_it_removed_as_gone():
+    from bot.slack.console.session import changed_lines
+
+    before = "[?] Approval needed: clean x (#1)\n[ ] 1. delete /a\n  requested by @U1\n  [1] Approve\n  [2] Reject"
+    after = "[no] Rejected: clean x (#1)\n[-] 1. delete /a\n  rejected by @U1\n  requested by @U1 · rejected by @U1"
+    out = changed_lines(before, after, ["  [1] Approve", "  [2] Reject"])
+    assert "(gone) [1] Approve" in out and "(gone) [2] Reject" in out, out
+    assert changed_lines("[..] probing x…", "x: trusted", ["  [1] Trust"]) == "x: trusted\n  (gone) [1] Trust"

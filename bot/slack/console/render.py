@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 EMOJI = {
@@ -61,12 +63,21 @@ def plain(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def render_message(blocks: list[dict[str, Any]] | None, text: str | None, first_number: int = 1) -> tuple[str, list[Choice]]:
-    """``(text, choices)``; choices are numbered from ``first_number``."""
+def render_message(blocks: list[dict[str, Any]] | None, text: str | None, first_number: int = 1,
+                   keep: Mapping[tuple[str, str, str], int] | None = None) -> tuple[str, list[Choice]]:
+    """``(text, choices)``. A button whose :func:`button_key` is in ``keep`` keeps that number (the
+    same button of a message shown before); the others are numbered from ``first_number`` up."""
     if not blocks:
         return plain(text or ""), []
+    keep = keep or {}
+    fresh = itertools.count(first_number)
     out: list[str] = []
     choices: list[Choice] = []
+
+    def add(el: dict[str, Any], block_id: str | None) -> None:
+        choice = _choice(el, block_id, 0)
+        choices.append(replace(choice, number=keep.get(button_key(choice)) or next(fresh)))
+
     for block in blocks:
         kind = block.get("type")
         if kind == "header":
@@ -78,7 +89,7 @@ def render_message(blocks: list[dict[str, Any]] | None, text: str | None, first_
             for f in block.get("fields", []):
                 out.append(plain(f["text"]))
             if block.get("accessory", {}).get("type") == "button":
-                choices.append(_choice(block["accessory"], block.get("block_id"), first_number + len(choices)))
+                add(block["accessory"], block.get("block_id"))
         elif kind == "context":
             out.append("  " + " · ".join(plain(e.get("text", "")) for e in block.get("elements", [])))
         elif kind == "divider":
@@ -86,10 +97,19 @@ def render_message(blocks: list[dict[str, Any]] | None, text: str | None, first_
         elif kind == "actions":
             for el in block.get("elements", []):
                 if el.get("type") == "button":
-                    choices.append(_choice(el, block.get("block_id"), first_number + len(choices)))
-    for c in choices:
-        out.append(f"  [{c.number}] {c.label}")
+                    add(el, block.get("block_id"))
+    out += [button_line(c) for c in choices]
     return "\n".join(out), choices
+
+
+def button_key(choice: Choice) -> tuple[str, str, str]:
+    """What makes two buttons the same button: action id, value and label."""
+    return choice.action_id, choice.value, choice.label
+
+
+def button_line(choice: Choice) -> str:
+    """How a button is shown: ``  [3] Approve``."""
+    return f"  [{choice.number}] {choice.label}"
 
 
 def _choice(el: dict[str, Any], block_id: str | None, number: int) -> Choice:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import itertools
 import json
 import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode
@@ -28,7 +29,7 @@ from bot.errors import UsageError
 from bot.flows.context import Services
 from bot.slack.app import build_app
 from bot.slack.console.demo import Demo, active_demo
-from bot.slack.console.render import Choice, render_message
+from bot.slack.console.render import Choice, button_key, button_line, render_message
 from bot.slack.console.standin import WebApiStandIn
 
 CONSOLE_USER = "UCONSOLE"
@@ -41,21 +42,24 @@ BANNER = ("gpubot console — type `/gpu help` (or just `help`), a number to pre
           "Messages are what Slack would show; nothing is sent to Slack. An update shows only the lines that changed.")
 
 
-def changed_lines(before: str, after: str) -> str:
+def changed_lines(before: str, after: str, buttons_gone: Collection[str] = ()) -> str:
     """What an update changed, for a message already on screen: its first line (to say which
     message), then each new or changed line, and ``(gone)`` for lines that disappeared (in a
-    changed run, the old lines beyond the new ones). Underlines (``====``, ``----``) are left out.
-    When the two share no line, the whole new text."""
+    changed run, the old lines beyond the new ones) and for each line of ``buttons_gone`` (buttons
+    the update removed: they must read as gone wherever they were). Underlines (``====``, ``----``)
+    are left out. When the two share no line, the whole new text, then the buttons gone."""
     old, new = before.splitlines(), after.splitlines()
+    must = {b.strip() for b in buttons_gone}
     matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
     if not any(not _rule(old[m.a]) for m in matcher.get_matching_blocks() if m.size):
-        return after  # nothing in common (a placeholder became the answer): the whole message
+        return "\n".join([after, *(f"  (gone) {b.strip()}" for b in buttons_gone)])  # a placeholder became the answer
     out = [new[0] if new else "(now empty)"]
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             continue
         out += [f"  {new[j].strip()}" for j in range(max(j1, 1), j2) if not _rule(new[j])]
-        out += [f"  (gone) {x.strip()}" for x in old[i1 + (j2 - j1):i2] if not _rule(x)]
+        paired = [x for x in old[i1:i1 + (j2 - j1)] if x.strip() in must]
+        out += [f"  (gone) {x.strip()}" for x in [*paired, *old[i1 + (j2 - j1):i2]] if not _rule(x)]
     if len(out) == 1:
         out.append("  (nothing visible changed)")
     return "\n".join(out)
@@ -103,12 +107,17 @@ class Console:
         self.write = write
         self.files_dir = files_dir or os.path.join(default_data_dir(), "console-files")
         self.standin = WebApiStandIn(self._show)
-        self.choices: dict[int, tuple[Choice, dict[str, Any]]] = {}
+        self.choices: dict[int, tuple[Choice, dict[str, Any], str | None]] = {}
+        """Button number -> the button, the message it is on, and that message's key: only buttons
+        on screen now (an update or removal of their message takes them away)."""
         self.screens: dict[str, str] = {}
-        """Message key (``ts``) -> its text as last shown, so an update prints only what changed."""
+        """Message key -> its text as last shown, so an update prints only what changed."""
+        self._buttons: dict[str, list[int]] = {}
+        """Message key -> the numbers of its buttons on screen."""
         self._clicked: dict[str, str] = {}
         """``response_url`` key of a click -> the key of the message clicked."""
         self._next_choice = 1
+        self._unkeyed = itertools.count(1)
         self.demo = demo
         """The console's demo when it is on: a command it refuses is answered here, never sent."""
         self.app: Any = None
@@ -126,30 +135,42 @@ class Console:
         if kind == "file":
             self.write(self._save_files(message))
             return
+        key = self._message_key(kind, message)
         if kind == "delete":
-            gone = self.screens.pop(str(message.get("ts") or ""), None)
-            first = gone.strip().splitlines()[0] if gone and gone.strip() else "a message"
+            shown = self.screens.pop(key or "", None)
+            self._drop_buttons(key)
+            first = shown.strip().splitlines()[0] if shown and shown.strip() else "a message"
             self.write(f"\n(removed) {first}\n")
             return
-        text, choices = render_message(message.get("blocks"), message.get("text"), self._next_choice)
+        old = {button_key(c): n for n in self._buttons.get(key or "", []) for c in [self.choices[n][0]]}
+        text, choices = render_message(message.get("blocks"), message.get("text"), self._next_choice, old)
+        if key is None and choices:  # an ephemeral message with buttons: a click may replace it
+            key = f"unkeyed.{next(self._unkeyed)}"
+        gone = self._drop_buttons(key, keep={c.number for c in choices})
         for c in choices:
-            self.choices[c.number] = (c, message)
-        self._next_choice += len(choices)
-        key = self._message_key(kind, message)
+            self.choices[c.number] = (c, message, key)
+            self._next_choice = max(self._next_choice, c.number + 1)
         before = self.screens.get(key) if key else None
         if key:
             self.screens[key] = text
+            if choices:
+                self._buttons[key] = [c.number for c in choices]
         tags = {"post": [], "update": ["(updated)"], "ephemeral": ["(only you)"], "replace": ["(updated)"]}[kind]
         if message.get("thread_ts"):
             tags.append("(in thread)")
         if before is not None and kind in ("update", "replace"):
-            text = changed_lines(before, text)
+            text = changed_lines(before, text, [button_line(c) for c in gone])
         self.write("\n" + " ".join([*tags, text]).rstrip() + "\n")
+
+    def _drop_buttons(self, key: str | None, keep: Collection[int] = ()) -> list[Choice]:
+        """Take the buttons of message ``key`` off the screen, but those numbered in ``keep``; the
+        buttons taken off, in their order."""
+        return [self.choices.pop(n)[0] for n in self._buttons.pop(key or "", []) if n not in keep]
 
     def _message_key(self, kind: str, message: dict[str, Any]) -> str | None:
         """Which on-screen message this is: its ``ts``, or for a click's ``response_url`` the
         message the click came from."""
-        if kind in ("post", "update"):
+        if kind in ("post", "update", "delete"):
             return str(message.get("ts") or "") or None
         if kind == "replace":
             return self._clicked.get(str(message.get("response_key")))
@@ -207,11 +228,11 @@ class Console:
             "trigger_id": f"console.{uuid.uuid4().hex}",
         })
 
-    def _click_body(self, choice: Choice, message: dict[str, Any]) -> str:
+    def _click_body(self, choice: Choice, message: dict[str, Any], key: str | None) -> str:
         ts = message.get("ts") or message.get("message_ts") or ""
         response_key = uuid.uuid4().hex
-        if ts:
-            self._clicked[response_key] = ts
+        if key:
+            self._clicked[response_key] = key
         payload = {
             "type": "block_actions", "user": {"id": self.user_id, "username": "console", "team_id": "TCONSOLE"},
             "api_app_id": "ACONSOLE", "token": "console", "team": {"id": "TCONSOLE", "domain": "console"},
@@ -249,8 +270,8 @@ class Console:
 
     async def press(self, number: int) -> None:
         """Press button ``number``; raises ``KeyError`` for an unknown number."""
-        choice, message = self.choices[number]
-        await self._dispatch(self._click_body(choice, message))
+        choice, message, key = self.choices[number]
+        await self._dispatch(self._click_body(choice, message, key))
 
     async def handle_line(self, line: str, confirm: Callable[[str], bool] | None = None) -> bool:
         """Run one typed line; returns False when the user wants to leave."""
