@@ -68,7 +68,7 @@ def test_actions_need_an_operator_and_audit_a_viewer():
 def test_spec_round_trips_through_json_and_reads_like_the_command():
     spec = G.parse("pivot node174 from=a.service to=b.service delete=/shared/x need=1G").command
     assert ActionSpec.from_json(spec.to_json()) == spec
-    assert spec.describe() == "pivot node174 from=a.service to=b.service delete=/shared/x need=1000000000"
+    assert spec.describe() == "pivot node174 from=a.service to=b.service delete=/shared/x need=1G"
 
 
 def settings(**kw) -> Settings:
@@ -185,8 +185,20 @@ def test_a_huge_plan_stays_within_block_kit_limits():
 
 
 def test_user_text_is_escaped_in_cards():
-    blocks = card_blocks(_view(State.PENDING, lines=["delete /shared/<!channel> & co"]))
-    assert "<!channel>" not in blocks_text(blocks) and "&lt;!channel&gt; &amp; co" in blocks_text(blocks)
+    blocks = card_blocks(_view(State.PENDING, lines=["delete /shared/<!channel> & co"], warnings=["<!here> *w*"]))
+    # what will be touched is plain text, shown exactly (plain_text parses no mentions, links or marks)
+    what = blocks[1]["text"]
+    assert what["type"] == "plain_text" and what["emoji"] is False and "• delete /shared/<!channel> & co" in what["text"]
+    # everything else in mrkdwn is escaped
+    assert "<!here>" not in blocks_text(blocks[2:]) and "&lt;!here&gt;" in blocks_text(blocks[2:])
+
+
+def test_a_path_with_markup_characters_is_shown_as_it_is():
+    path = "/shared/model`v2`/*bold*_x_~s~:fire:"
+    blocks = card_blocks(_view(State.PENDING, lines=[f"delete {path} — 4 KB (directory)"]))
+    assert f"• delete {path} — 4 KB" in blocks[1]["text"]["text"] and blocks[1]["text"]["type"] == "plain_text"
+    from bot.slack.console.render import render_message
+    assert f"• delete {path} — 4 KB" in render_message(blocks, "")[0]
 
 
 def test_plan_round_trips_through_json():

@@ -17,6 +17,7 @@ from slack_sdk.models.blocks import (
     ContextBlock,
     HeaderBlock,
     MarkdownTextObject,
+    PlainTextObject,
     SectionBlock,
 )
 
@@ -77,7 +78,10 @@ def card_blocks(view: RequestView) -> list[dict[str, Any]]:
     """The approval card for ``view`` in its current state."""
     emoji, words = STATE[view.state]
     blocks: list[Block] = [HeaderBlock(text=f"{emoji} {words}: {view.title} (#{view.id})"[:HEADER_LIMIT])]
-    blocks.append(_md(fit_lines([f"`{escape(view.command)}`", *(f"• {escape(x)}" for x in view.lines)])))
+    # What will be touched, exactly as it is: plain text, so a path holding * _ ~ ` or :name: is shown
+    # as it is on the host (mrkdwn would format it: an approver could see another path than the one deleted).
+    blocks.append(SectionBlock(text=PlainTextObject(text=fit_lines([view.command, *(f"• {x}" for x in view.lines)]),
+                                                    emoji=False)))
     expected = [f"*Expected:* {escape(view.expected)}", *(f":warning: {escape(w)}" for w in view.warnings)]
     blocks.append(_md(fit_lines(expected)))
     steps = [f"{STEP_ICON.get(s.state, '')} {s.index}. {escape(s.title)}" + (f" — {escape(s.summary)}" if s.summary else "")

@@ -84,7 +84,10 @@ def render_message(blocks: list[dict[str, Any]] | None, text: str | None, first_
             title = emoji_words(block["text"]["text"])
             out += [title, "=" * min(len(title), 78)]
         elif kind == "section":
-            if block.get("text"):
+            if block.get("text", {}).get("type") == "plain_text":  # shown as it is (emoji only when asked for)
+                t = block["text"]["text"]
+                out.append(emoji_words(t) if block["text"].get("emoji", True) else t)
+            elif block.get("text"):
                 out.append(plain(block["text"]["text"]))
             for f in block.get("fields", []):
                 out.append(plain(f["text"]))
