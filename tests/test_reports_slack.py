@@ -149,7 +149,7 @@ def _report(n_hosts: int) -> Report:
     reports_ = []
     for i in range(n_hosts):
         busy = i % 3 == 0
-        reasons = [Reason("gpu_busy", f"GPU {i % 8}: 81,920 MiB used by python3 (pid {4000 + i}, 81,920 MiB) " + "x" * 60,
+        reasons = [Reason("gpu_busy", f"GPU {i % 8}: 81,920 MiB used by python3 (pid {4000 + i}) " + "x" * 60,
                           Severity.BLOCKER)] if busy else []
         reports_.append(StatusReport(f"node{i:03d}", "ssh", i, now, 800,
                                      Assessment(Verdict.NOT_READY if busy else Verdict.READY, reasons), None))

@@ -30,6 +30,14 @@ def test_a_process_makes_not_ready_with_pid_and_name():
     assert a.verdict is Verdict.NOT_READY and "python3 (pid 467, 42,182 MiB)" in a.reasons[0].text
 
 
+def test_a_process_holding_all_of_a_gpus_memory_is_not_given_the_figure_twice():
+    a = assess(readings(gpus=[gpu(3, 81920)], procs=[GpuProcess("GPU-3", 31582, 81920, "python3")]), Requirements())
+    assert a.reasons[0].text == "GPU 3: 81,920 MiB used by python3 (pid 31582)"
+    two = assess(readings(gpus=[gpu(3, 81920)], procs=[GpuProcess("GPU-3", 1, 40960, "a"), GpuProcess("GPU-3", 2, 40960, "b")]),
+                 Requirements())
+    assert two.reasons[0].text == "GPU 3: 81,920 MiB used by a (pid 1, 40,960 MiB), b (pid 2, 40,960 MiB)"
+
+
 def test_unknown_memory_is_unknown_never_ready():
     assert assess(readings(gpus=[gpu(0, None)]), Requirements()).verdict is Verdict.UNKNOWN
     assert assess(readings(failure=ProbeFailure.MISSING), Requirements()).verdict is Verdict.UNKNOWN

@@ -16,7 +16,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bot.probes.readings import Gpu, ProbeFailure, Readings
+from bot.probes.readings import Gpu, GpuProcess, ProbeFailure, Readings
 from bot.readiness.health import health_findings
 from bot.sizes import human_bytes, human_mib
 
@@ -117,6 +117,14 @@ def _owner_text(readings: Readings, pid: int) -> str:
     return ""
 
 
+def _processes_text(readings: Readings, procs: list[GpuProcess], gpu_used_mib: int | None) -> str:
+    """``python3 (pid 4411, 40,960 MiB), …`` with each owner; a lone process holding all the memory
+    the GPU has used is ``python3 (pid 4411)``: the figure is said once, by the GPU."""
+    alone = len(procs) == 1 and procs[0].used_memory_mib == gpu_used_mib
+    return ", ".join(f"{p.process_name} (pid {p.pid}{'' if alone else ', ' + human_mib(p.used_memory_mib)})"
+                     f"{_owner_text(readings, p.pid)}" for p in procs)
+
+
 def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:
     add = reasons.append
     gpu = readings.gpu
@@ -131,7 +139,7 @@ def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) ->
     for g in gpu.gpus:
         procs = [p for p in gpu.processes if p.gpu_uuid == g.uuid]
         if procs:
-            who = ", ".join(f"{p.process_name} (pid {p.pid}, {human_mib(p.used_memory_mib)}){_owner_text(readings, p.pid)}" for p in procs)
+            who = _processes_text(readings, procs, g.memory_used_mib)
             add(Reason("gpu_busy", f"GPU {g.index}: {human_mib(g.memory_used_mib)} used by {who}", Severity.BLOCKER))
         elif (g.mig_mode or "").lower() == "enabled":
             _judge_mig(g, req, reasons)
