@@ -62,3 +62,11 @@ def test_next_step_stops_a_configured_unit_that_runs_while_expected_inactive():
     quiet = _busy_host([Unit("vllm.service", "loaded", "inactive", "dead", 0)], {"vllm.service": "inactive"})
     (steps,) = [s.lines for s in status_view(quiet).sections if s.title == "Next step"]
     assert steps == ["/gpu kill node1 31582"]
+
+
+def test_a_unit_systemctl_could_not_read_keeps_its_sentences_whole():
+    why = "System has not been booted with systemd as init system (PID 1). Can't operate."
+    report = _busy_host([Unit("vllm.service", error=why)], {"vllm.service": "inactive"})
+    (units,) = [s.lines for s in status_view(report).sections if s.title == "Units"]
+    assert units == [f"vllm.service — unknown, expected inactive: {why}"]
+    assert ".," not in status_text(status_view(report))

@@ -151,9 +151,12 @@ def status_view(report: StatusReport, *, command: str = TERMINAL) -> StatusView:
         if r.units:
             unit_lines = []
             for u in r.units:
-                state = f"{u.active_state} ({u.sub_state})" if u.active_state else f"unknown — {u.error}"
                 expect = report.units_expected.get(u.name)
-                unit_lines.append(f"{u.name} — {state}" + (f", expected {expect}" if expect else ""))
+                wanted = f", expected {expect}" if expect else ""
+                if u.active_state:
+                    unit_lines.append(f"{u.name} — {u.active_state} ({u.sub_state}){wanted}")
+                else:  # systemctl's own sentences last, so nothing is glued after their full stop
+                    unit_lines.append(f"{u.name} — unknown{wanted}: {u.error or 'not read'}")
             sections.append(Section("Units", unit_lines))
         holders = [o for o in (r.owners.owners if r.owners else []) if o.source == "device-file"]
         if holders:
