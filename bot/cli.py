@@ -30,6 +30,7 @@ from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, UsageErr
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
+from bot.names import endpoint
 from bot.observability.logs import configure_logging, secrets_of
 from bot.readiness.verdict import Verdict
 from bot.render.status_view import fleet_view, status_view
@@ -195,7 +196,7 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
                                        user=args.user, key_file=args.key_file, group=args.group,
                                        transport="local" if args.local else "ssh", probe=args.probe, jump=args.jump)
                 via = f" via {host.jump}" if host.jump else ""
-                print(f"added {host.name} ({host.transport} {host.address}:{host.port}{via})")
+                print(f"added {host.name} ({host.transport} {endpoint(host.address, host.port)}{via})")
             elif args.hosts_cmd == "trust":
                 return await _trust(services, args)
             elif args.hosts_cmd == "remove":
@@ -209,7 +210,7 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
                     print("no hosts registered (`gpubot hosts add NAME ADDRESS`); `localhost` is always there")
                 for h in rows:
                     via = f"  via {h.jump}" if h.jump else ""
-                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{h.address}:{h.port}  group={h.group or '-'}{via}")
+                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  group={h.group or '-'}{via}")
     finally:
         await services.close()
     return 0
@@ -232,7 +233,7 @@ async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
         print(f"removed {', '.join(gone)} from {h.name}'s GPU inventory")
         return 0
     snap = await snapshots.latest(db_session=db, host_name=h.name)
-    print(f"{h.name}  {h.transport} {(h.user + '@') if h.user else ''}{h.address}:{h.port}  group={h.group or '-'}")
+    print(f"{h.name}  {h.transport} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  group={h.group or '-'}")
     print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")
     for line in inventory_lines(await inventory.listing(db_session=db, host_name=h.name)):
         print(line)
@@ -272,7 +273,7 @@ async def _trust(services: Any, args: argparse.Namespace) -> int:
     known = services.runner_known_hosts()
     ssh = getattr(services.runner, "ssh", None)
     offered = await trust.fetch_host_key(target, known, runner=ssh)
-    print(f"{args.name} ({target.address}:{target.port}) offers {offered.key_type} {offered.fingerprint}")
+    print(f"{args.name} ({endpoint(target.address, target.port)}) offers {offered.key_type} {offered.fingerprint}")
     if offered.state == "trusted":
         print(f"already trusted in {known}")
         return 0

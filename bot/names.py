@@ -3,6 +3,7 @@ the name or raises :class:`~bot.errors.UsageError` saying what a valid one looks
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 
@@ -10,7 +11,26 @@ from bot.errors import UsageError
 
 MAX_PATH = 4096
 HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+DNS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]{1,200}\.(service|target|socket|timer|scope)$")
+
+
+def validate_address(address: str) -> str:
+    """A host address as stored: an IP address, normalized (IPv6 without brackets, a zone kept:
+    ``fe80::1%eth0``), or a DNS name; raises :class:`UsageError`."""
+    bare = address[1:-1] if address.startswith("[") and address.endswith("]") else address
+    try:
+        return str(ipaddress.ip_address(bare))
+    except ValueError:
+        pass
+    if not DNS_RE.match(address):
+        raise UsageError(f"`{address[:80]}` is not a valid address (a DNS name, an IPv4 address or an IPv6 address)")
+    return address
+
+
+def endpoint(address: str, port: int) -> str:
+    """``address:port`` as people and OpenSSH write it: ``10.0.0.5:22``, ``[2001:db8::1]:22``."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
 def validate_path(path: str) -> str:

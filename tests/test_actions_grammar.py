@@ -265,7 +265,7 @@ def test_a_failed_start_card_offers_restart_and_pivot_back():
 
 def test_a_size_is_echoed_as_typed():
     g = default_grammar()
-    for typed, shown in (("540G", "need=540G"), ("10T", "need=10T"), ("1500000001", "need=1500000001")):
+    for typed, shown in (("540G", "need=540G"), ("10T", "need=10T"), ("200GiB", "need=200GiB"), ("1500000001", "need=1500000001")):
         spec = g.parse(f"pivot n1 from=a.service to=b.service need={typed}").command
         assert spec.describe() == f"pivot n1 from=a.service to=b.service {shown}"
         assert g.parse(spec.describe()).command.need_bytes == spec.need_bytes

@@ -121,3 +121,16 @@ def test_a_parser_bug_still_reads_as_usage():
 def test_report_channel_keeps_the_id_slack_sends():
     parsed = G.parse('report schedule "0 8 * * 1-5" Europe/Berlin group:train <#C0777ABC|ops>')
     assert parsed.command.channel == "C0777ABC"
+
+
+def test_ipv6_addresses_are_hosts_too():
+    from bot.names import endpoint, validate_address
+
+    assert G.parse("hosts add v6 ::1").command == HostsAdd("v6", "::1")
+    assert G.parse("hosts add v6 [2001:db8::1] port=2222").command.address == "[2001:db8::1]"
+    assert [validate_address(a) for a in ("::1", "[2001:DB8::1]", "fe80::1%eth0", "10.0.0.5", "gpu9.lab.example")] == \
+        ["::1", "2001:db8::1", "fe80::1%eth0", "10.0.0.5", "gpu9.lab.example"]
+    assert endpoint("2001:db8::1", 22) == "[2001:db8::1]:22" and endpoint("10.0.0.5", 2222) == "10.0.0.5:2222"
+    for bad in (":1", "a b", "-oProxyCommand=id", "[10.0.0.5"):
+        with pytest.raises(UsageError, match="not a valid address|not a host address"):
+            validate_address(bad)

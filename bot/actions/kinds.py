@@ -14,9 +14,9 @@ from bot.db import versioned
 
 
 def typed_size(n: int) -> str:
-    """Bytes as a user types them on a command: ``540G`` for 540,000,000,000 (decimal units, as
-    the grammar reads them), else the plain number of bytes."""
-    for suffix, unit in (("T", 10**12), ("G", 10**9), ("M", 10**6), ("K", 10**3)):
+    """Bytes as a user types them on a command: ``540G`` for 540,000,000,000, ``200GiB`` for
+    200 x 2^30 (the units the grammar reads), else the plain number of bytes."""
+    for suffix, unit in (("T", 10**12), ("TiB", 2**40), ("G", 10**9), ("GiB", 2**30), ("M", 10**6), ("MiB", 2**20)):
         if n >= unit and n % unit == 0:
             return f"{n // unit}{suffix}"
     return str(n)

@@ -85,7 +85,7 @@ def parse_add(args: list[str]) -> HostsAdd:
     if len(words) != 2:
         raise UsageError("give a NAME and an ADDRESS", usage=ADD_USAGE)
     name, address = validate_host(words[0]), words[1]
-    bad = first_bad_char(address, lambda c: c.isascii() and (c.isalnum() or c in ".-:_"))
+    bad = first_bad_char(address, lambda c: c.isascii() and (c.isalnum() or c in ".-:_[]%"))
     if bad:
         raise UsageError(f"`{address[:80]}` is not a host address: {bad} is not allowed (a DNS name or an IP address)",
                          usage=ADD_USAGE)

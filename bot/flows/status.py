@@ -13,6 +13,7 @@ from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import ConfigError, validate_overrides
+from bot.names import endpoint
 from bot.observability.logs import log_context
 from bot.observability.metrics import observe_probe
 from bot.probes.engine import ProbeResult, run_probe
@@ -79,7 +80,7 @@ def _where(target: HostTarget) -> str:
     if target.transport == "local":
         return "local"
     via = f" via {target.jump}" if target.jump else ""
-    return f"{target.user + '@' if target.user else ''}{target.address}:{target.port}{via}"
+    return f"{target.user + '@' if target.user else ''}{endpoint(target.address, target.port)}{via}"
 
 
 async def probe_and_judge(*, services: Services, target: HostTarget, host: Host | None, need_bytes: int | None = None,

@@ -13,11 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.errors import NotFoundError, UsageError
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import ConfigError, validate_overrides
-from bot.names import validate_host
+from bot.names import validate_address, validate_host
 from bot.ssh.jump import parse_hop
 from bot.ssh.target import HostTarget
 
-ADDRESS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:_-]{0,254}$")
 LOCAL_NAMES = ("localhost",)
 RESERVED_NAMES = ("all",)
 """``status all`` means every host, so no host may be called that."""
@@ -62,8 +61,7 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
         probe = validate_overrides(probe, host=name)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    if not ADDRESS_RE.match(address):
-        raise UsageError(f"`{address}` is not a valid address")
+    address = validate_address(address)
     if not 0 < port < 65536:
         raise UsageError(f"port {port} is out of range")
     if transport not in ("ssh", "local"):

@@ -17,6 +17,7 @@ from typing import Any
 import asyncssh
 
 from bot.errors import HostUnreachable, UsageError
+from bot.names import endpoint
 from bot.ssh.target import HostTarget
 
 
@@ -48,7 +49,7 @@ async def fetch_host_key(target: HostTarget, known_hosts: str, *, timeout: float
             tunnel = await runner.tunnel_to(target, stack) if hasattr(runner, "tunnel_to") else None
             key = await asyncssh.get_server_host_key(target.address, target.port, tunnel=tunnel or ())
     except (OSError, asyncssh.Error, TimeoutError) as exc:
-        raise HostUnreachable(f"{target.name}: cannot read the host key of {target.address}:{target.port}: {exc}") from exc
+        raise HostUnreachable(f"{target.name}: cannot read the host key of {endpoint(target.address, target.port)}: {exc}") from exc
     if key is None:
         raise HostUnreachable(f"{target.name}: the host offered no key")
     line = f"{host_pattern(target)} {key.export_public_key('openssh').decode().strip()}"

@@ -30,6 +30,7 @@ from typing import Protocol, TypeVar
 import asyncssh
 
 from bot.errors import ConnectionLost, HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, UsageError
+from bot.names import endpoint
 from bot.ssh.files import ClientKeys, KnownHosts, ip_or_empty, stamp
 from bot.ssh.jump import Hop, hop_target, parse_chain
 from bot.ssh.pool import ConnectionPool
@@ -195,10 +196,10 @@ class SshRunner:
         except asyncssh.PermissionDenied as exc:
             raise HostUnreachable(f"{target.name}: SSH authentication failed for the configured user/key") from exc
         except (asyncio.TimeoutError, TimeoutError) as exc:
-            raise HostUnreachable(f"{target.name}: no SSH answer from {target.address}:{target.port} within {self.connect_timeout:.0f} s") from exc
+            raise HostUnreachable(f"{target.name}: no SSH answer from {endpoint(target.address, target.port)} within {self.connect_timeout:.0f} s") from exc
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-            raise HostUnreachable(f"{target.name}: cannot connect to {target.address}:{target.port}: {reason}") from exc
+            raise HostUnreachable(f"{target.name}: cannot connect to {endpoint(target.address, target.port)}: {reason}") from exc
 
     async def open(self, target: HostTarget, stack: contextlib.AsyncExitStack | None = None) -> asyncssh.SSHClientConnection:
         """A new connection to ``target`` through its jump hosts, each verified. The jump
@@ -346,7 +347,7 @@ def host_key_message(target: HostTarget, known_hosts: str) -> str:
     """Say whether the key is *unknown* or *changed*, and how to proceed. The command that trusts
     it is added where the message is read (``/gpu hosts trust NAME`` in chat, ``gpubot hosts
     trust NAME`` in a terminal: :func:`bot.render.status_view.status_view`)."""
-    where = f"{target.address}:{target.port}"
+    where = endpoint(target.address, target.port)
     known = False
     if os.path.exists(known_hosts):
         try:
