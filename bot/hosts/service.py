@@ -50,7 +50,7 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
     if name in RESERVED_NAMES:
         raise UsageError(f"`{name}` is reserved (`status all` means every host)")
     if name in LOCAL_NAMES and transport != "local":
-        raise UsageError(f"`{name}` is this machine; register it with the local transport, or pick another name")
+        raise UsageError(f"`{name}` is this machine; register it with the local transport (`gpubot hosts add NAME ADDRESS --local`), or pick another name; `status localhost` works without registering it")
     if group is not None:
         validate_host(group)
     if user is not None and not USER_RE.match(user):
