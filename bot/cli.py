@@ -24,8 +24,8 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from bot import cli_actions, cli_history
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
-from bot.config import Settings, settings_problem
-from bot.db.migrate import upgrade
+from bot.config import Settings, default_data_dir, settings_problem
+from bot.db.migrate import sqlite_path, upgrade
 from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
@@ -338,20 +338,24 @@ def _redacted(url: str) -> str:
         return "invalid URL"
 
 
+def _upgrade(settings: Settings) -> None:
+    """Migrate the database; only the default data directory is created when missing (a configured
+    SQLite path whose folder does not exist is an error: likely a typo)."""
+    path = sqlite_path(settings.database_url)
+    upgrade(settings.database_url, create_folder=path is not None and os.path.dirname(path) == os.path.abspath(default_data_dir()))
+
+
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     try:
+        _upgrade(settings)
         if args.cmd == "db":
-            upgrade(settings.database_url)
             print("database is at the newest revision")
             return 0
         if args.cmd == "console":
-            upgrade(settings.database_url)
             return _console(settings, args.role)
         if args.cmd == "serve":
-            upgrade(settings.database_url)
             cli_actions.startup(settings)
             return _serve(settings)
-        upgrade(settings.database_url)
         if args.cmd == "hosts":
             return asyncio.run(_hosts(settings, args))
         if args.cmd == "audit":

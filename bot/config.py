@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 HEALTH_URL_PATTERN = (r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
                       r"(/[A-Za-z0-9._~!&*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!&*+,;=:@%/?-]*)?$")
@@ -35,6 +37,29 @@ class UnitHealth(BaseModel):
     url: str | None = Field(default=None, max_length=300, pattern=HEALTH_URL_PATTERN)
     gpu: bool = True
     wait_s: float | None = Field(default=None, gt=0)
+
+
+DATABASE_FORMS = "sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOST[:PORT]/DB"
+"""The database URLs gpubot runs on (the async drivers it installs)."""
+DRIVER_HINTS = {"sqlite": "sqlite+aiosqlite:///PATH", "sqlite+pysqlite": "sqlite+aiosqlite:///PATH",
+                "postgresql": "postgresql+asyncpg://…", "postgres": "postgresql+asyncpg://…",
+                "postgresql+psycopg2": "postgresql+asyncpg://…", "postgresql+psycopg": "postgresql+asyncpg://…"}
+"""A supported URL's scheme that lacks the async driver -> what to write instead."""
+
+
+def database_url(value: str) -> str:
+    """``value`` when it is a URL gpubot can use (:data:`DATABASE_FORMS`); else :class:`ValueError`
+    naming the supported forms (never the URL: it may hold a password)."""
+    try:
+        url = make_url(value)
+    except ArgumentError:
+        raise ValueError(f"not a database URL; use {DATABASE_FORMS}") from None
+    if url.drivername in ("sqlite+aiosqlite", "postgresql+asyncpg"):
+        return value
+    hint = DRIVER_HINTS.get(url.drivername)
+    if hint:
+        raise ValueError(f"{url.drivername}:// needs gpubot's async driver: write {hint}")
+    raise ValueError(f"{url.drivername}:// is not supported; use {DATABASE_FORMS}")
 
 
 def allowed_root(root: object) -> str:
@@ -200,6 +225,11 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(default=20.0, ge=0)
     """On SIGTERM, how long in-flight probes may run to finish and store their snapshots before
     the process exits (0 = do not wait). Keep it below the container's stop timeout."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _supported_database(cls, value: str) -> str:
+        return database_url(value)
 
     @field_validator("allowed_roots")
     @classmethod

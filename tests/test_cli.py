@@ -24,6 +24,7 @@ def gpubot(*args: str, env: dict | None = None, input: str | None = None) -> sub
 
 @pytest.fixture
 def db_env(tmp_path):
+    (tmp_path / "sub" / "dir").mkdir(parents=True)
     return {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'sub' / 'dir' / 'g.db'}"}
 
 
@@ -80,10 +81,31 @@ def test_unusable_database_urls_are_named_not_tracebacks(tmp_path):
     assert broken.returncode == 74 and "database error" in broken.stderr and "Traceback" not in broken.stderr
 
 
-def test_missing_database_folder_is_created_and_status_works(db_env, tmp_path):
-    res = gpubot("status", "localhost", "--json", env=db_env)
-    assert res.returncode in (0, 1, 2) and '"verdict"' in res.stdout
-    assert (tmp_path / "sub" / "dir" / "g.db").exists()
+@pytest.mark.parametrize(("url", "why"), [
+    ("mysql://u:Xyzzy@h/x", "mysql:// is not supported; use sqlite+aiosqlite:///PATH or postgresql+asyncpg://"),
+    ("sqlite:////tmp/x.db", "sqlite:// needs gpubot's async driver: write sqlite+aiosqlite:///PATH"),
+    ("postgresql://u:Xyzzy@h/x", "postgresql:// needs gpubot's async driver: write postgresql+asyncpg://"),
+])
+def test_unsupported_database_drivers_are_configuration_errors(url, why):
+    res = gpubot("hosts", "list", env={"GPUBOT_DATABASE_URL": url})
+    assert res.returncode == 78 and f"GPUBOT_DATABASE_URL: {why}" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and "Xyzzy" not in res.stderr
+
+
+def test_missing_default_data_folder_is_created_and_status_works(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "GPUBOT_DATABASE_URL"}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    res = subprocess.run([sys.executable, "-m", "bot", "status", "localhost", "--json"], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode in (0, 1, 2) and '"verdict"' in res.stdout, res.stderr
+    assert (tmp_path / "xdg" / "gpubot" / "gpubot.db").exists()
+
+
+def test_configured_sqlite_path_in_a_missing_folder_is_refused_not_created(tmp_path):
+    res = gpubot("hosts", "list", env={"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'typo' / 'x.db'}"})
+    assert res.returncode == 74 and "Traceback" not in res.stderr
+    assert f"the folder {tmp_path / 'typo'} does not exist" in res.stderr and "GPUBOT_DATABASE_URL" in res.stderr, res.stderr
+    assert not (tmp_path / "typo").exists()
 
 
 def test_closed_pipe_is_quiet(db_env):

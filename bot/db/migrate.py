@@ -11,6 +11,9 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy.engine import make_url
 
+from bot.db.availability import redacted, where
+from bot.errors import DatabaseUnavailable
+
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
@@ -22,18 +25,26 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def upgrade(url: str, revision: str = "heads") -> None:
+def upgrade(url: str, revision: str = "heads", *, create_folder: bool = False) -> None:
     """Upgrade the database at ``url`` (blocking; runs its own event loop).
 
     Safe to run from several processes at once: SQLite upgrades hold an exclusive lock on a
     ``<db>.migrate.lock`` file beside the database; PostgreSQL ones take an advisory lock inside
-    the migration transaction (``migrations/env.py``). A missing SQLite folder is created.
+    the migration transaction (``migrations/env.py``). A missing SQLite folder is created only
+    with ``create_folder`` (the default data directory); otherwise it raises
+    :class:`~bot.errors.DatabaseUnavailable`, so that a mistyped path is not silently given an
+    empty database.
     """
     path = sqlite_path(url)
     if path is None:
         command.upgrade(alembic_config(url), revision)
         return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    folder = os.path.dirname(path) or "."
+    if create_folder:
+        os.makedirs(folder, exist_ok=True)
+    elif not os.path.isdir(folder):
+        raise DatabaseUnavailable(where(url), f"the folder {folder} does not exist; create it, or correct the path",
+                                  url=redacted(url))
     with open(path + ".migrate.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
