@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from bot.history.diff import compact
 from bot.history.service import History, SnapshotDiff
@@ -19,6 +19,11 @@ class HistoryView:
     headline: str
     summary: str
     lines: list[str]
+
+
+def _utc(t: datetime) -> str:
+    """``2026-11-30 16:27 UTC`` (every time in a history or a diff says its zone)."""
+    return f"{t.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def span_words(span: timedelta) -> str:
@@ -42,7 +47,9 @@ def history_view(h: History) -> HistoryView:
             verdict = word
         else:
             verdict = f"{VERDICT_WORDS.get(c.previous, c.previous)} → {word}"
-        line = f"{c.taken_at:%Y-%m-%d %H:%M} · {verdict} · GPU {human_mib(c.gpu_used_mib)} · {human_bytes(c.disk_free_bytes)} free"
+        gpu = f"GPU {human_mib(c.gpu_used_mib)}" if c.gpu_used_mib is not None else "GPU memory unknown"
+        disk = f"{human_bytes(c.disk_free_bytes)} free" if c.disk_free_bytes is not None else "free disk unknown"
+        line = f"{_utc(c.taken_at)} · {verdict} · {gpu} · {disk}"
         if e.details:
             line += " — " + "; ".join(compact(e.details))
         lines.append(line)
@@ -58,8 +65,7 @@ def history_view(h: History) -> HistoryView:
 
 
 def diff_headline(d: SnapshotDiff) -> str:
-    return (f"{d.host}: changes from snapshot #{d.before_id} ({d.before_at:%Y-%m-%d %H:%M}) "
-            f"to #{d.after_id} ({d.after_at:%Y-%m-%d %H:%M} UTC)")
+    return f"{d.host}: changes from snapshot #{d.before_id} ({_utc(d.before_at)}) to #{d.after_id} ({_utc(d.after_at)})"
 
 
 def history_text(view: HistoryView) -> str:

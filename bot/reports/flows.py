@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 
 from sqlalchemy import select
 
@@ -106,9 +107,10 @@ def _total(per_host: dict[str, list[Point]], since: datetime, until: datetime, s
     return ChartSeries(f"all {len(per_host)} hosts", grid, gpu, disk)
 
 
-async def chart(services: Services, hosts: list[str], title: str, *, until: datetime, days: int) -> bytes:
+async def chart(services: Services, hosts: list[str], title: str, *, until: datetime, days: int, tz: str = "UTC") -> bytes:
     """PNG of GPU memory used and free disk of ``hosts`` over ``days`` days before ``until``:
-    one line per host up to :data:`~bot.history.chart.MAX_LINES`, else the group's sum."""
+    one line per host up to :data:`~bot.history.chart.MAX_LINES`, else the group's sum; times
+    in ``tz`` (the report's zone)."""
     since = until - timedelta(days=days)
     per_host = {h: await _points(services, h, since, until) for h in hosts}
     if len(hosts) <= MAX_LINES:
@@ -116,7 +118,7 @@ async def chart(services: Services, hosts: list[str], title: str, *, until: date
                  for h, pts in per_host.items()]
     else:
         lines = [_total(per_host, since, until)]
-    return await asyncio.to_thread(render_png, f"{title} — last {days} days", lines)
+    return await asyncio.to_thread(partial(render_png, f"{title} — last {days} days", lines, tz=tz))
 
 
 async def build_report(*, services: Services, group: str | None, now: datetime, fire_time: datetime | None = None,
@@ -136,5 +138,5 @@ async def build_report(*, services: Services, group: str | None, now: datetime, 
                                                                    before=fire_time)
     now_ids = {r.host: r.snapshot_id for r in fleet.reports if r.snapshot_id is not None}
     changes, new = await _changes(services, now_ids, before_ids) if previous_at else ([], [])
-    png = await chart(services, names, title, until=now, days=services.settings.report_chart_days) if with_chart and names else None
+    png = await chart(services, names, title, until=now, days=services.settings.report_chart_days, tz=tz) if with_chart and names else None
     return Report(title, group, now, fleet, changes, new, previous_at, fire_time, tz, late_by_s, png, schedule_id)
