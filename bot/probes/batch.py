@@ -12,11 +12,19 @@ from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
 from bot.probes.owners import parse_owners
 from bot.probes.readings import GpuReport, ProbeFailure, Readings
-from bot.probes.script import ProbePlan
+from bot.probes.script import ProbePlan, probe_commands
 from bot.probes.system import hf_cache_path, parse_context, parse_df, parse_du, parse_unit
 
 _LOST = ProbeOutput(name="?", stdout="", stderr="the probe's output is missing from the batch", exit_status=None)
 """A probe that never printed a frame: unknown (``exit_status=None`` reads as cut short)."""
+
+
+def unfinished(plan: ProbePlan, outputs: dict[str, ProbeOutput]) -> list[str]:
+    """The probes of ``plan`` whose frame is missing from ``outputs`` or never ended, in run order.
+
+    The batch script prints a frame for every probe, even one it did not run (exit 124), so any
+    name here means the batch itself stopped early (its shell was killed, the session ended)."""
+    return [name for name, _ in probe_commands(plan) if name not in outputs or outputs[name].exit_status is None]
 
 
 def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | None = None) -> Readings:

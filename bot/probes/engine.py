@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.db.base import utcnow
 from bot.errors import ProbeError
-from bot.probes.batch import parse_batch
+from bot.probes.batch import parse_batch, unfinished
 from bot.probes.frames import ProbeOutput, frame_script, split_frames
 from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan, build_script
@@ -52,6 +52,8 @@ async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, time
 
     When the batch stopped early (client timeout, connection lost) the frames that arrived are
     kept: ``readings`` holds them (the rest unknown, ``Readings.cut`` says why) next to the error.
+    A batch that ended without an error but before every probe printed a whole frame (its shell
+    killed on the host) is cut short too: ``Readings.cut`` names the probes that did not finish.
     """
     taken_at = clock()
     started = time.monotonic()
@@ -76,7 +78,12 @@ async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, time
         raw["batch"] = {"stdout": res.stdout[-4000:], "stderr": res.stderr[-4000:], "exit_status": res.exit_status}
         msg = (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
         return ProbeResult(target.name, taken_at, duration, None, raw, "batch_failed", f"{target.name}: the probe batch printed nothing usable ({msg})")
-    return ProbeResult(target.name, taken_at, duration, parse_batch(plan, outputs), raw)
+    missing = unfinished(plan, outputs)
+    cut = None
+    if missing:  # the script stopped early without the connection dropping: what did not finish is unknown
+        how = f"exit status {res.exit_status}" if res.exit_status is not None else "no exit status"
+        cut = f"the probe batch stopped before {', '.join(missing)} finished ({how})"
+    return ProbeResult(target.name, taken_at, duration, parse_batch(plan, outputs, cut=cut), raw)
 
 
 # --- Any framed commands (actions, the privilege check) ------------------------------------------

@@ -27,12 +27,17 @@ def out(stdout: str = "", stderr: str = "", exit_status: int | None = 0) -> Prob
 
 
 def idle_h200() -> dict[str, ProbeOutput]:
-    """A healthy idle one-GPU H200 host: no compute process, 68.7 GB free on ``/``, no HF cache."""
+    """A healthy idle one-GPU H200 host: no compute process, 68.7 GB free on ``/``, no HF cache, the
+    kernel driver and the PCI bus see the one GPU, no Xid in the kernel log; every probe answered."""
     return {
         "gpus": captured("query_gpu_idle_nounits", prefix=f"# fields: {CAPTURE_FIELDS}\n"),
         "apps": captured("apps_idle"),
         "df.0": out("Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/vda 270553174016 17286623232 68702314496 21% /\n"),
         "hf": out("", "du: cannot access '/root/.cache/huggingface': No such file or directory\n", 1),
+        "inventory": out("proc /proc/driver/nvidia/gpus/0000:00:06.0\n" + captured("proc_gpus_info").stdout.split("\n", 1)[1]
+                         + "pci-scanned\npci 0000:00:06.0 0x030200\n"),
+        "owners": out(),
+        "kernel_log": out("# kernel-log: journalctl now=1796042735\n"),
         "driver": captured("driver_version"),
         "uptime": out("4242.50 33000.10\n"),
         "hostname": out("node174\n"),
@@ -45,12 +50,14 @@ def framed(marker: str, name: str, answer: ProbeOutput) -> str:
     return f"{marker} BEGIN {name}\n{answer.stdout}\n{marker} STDERR {name}\n{answer.stderr}{end}"
 
 
-def probe_batch(answers: Mapping[str, ProbeOutput], *, banner: str = "") -> Callable[[HostTarget, str], RunResult]:
-    """A ScriptedRunner handler answering each probe of the batch from ``answers`` (by probe name)."""
+def probe_batch(answers: Mapping[str, ProbeOutput], *, banner: str = "",
+                exit_status: int | None = 0) -> Callable[[HostTarget, str], RunResult]:
+    """A ScriptedRunner handler answering each probe of the batch from ``answers`` (by probe name);
+    the batch's own ``exit_status`` (``None``: its shell was killed by a signal)."""
     def handler(target: HostTarget, script: str) -> RunResult:
         marker = re.search(r"GPUBOT-[0-9a-f]{32}", script)
         assert marker, "not a probe batch script"
         names = re.findall(r"^gpubot_run (\S+) ", script, re.M)
         body = "".join(framed(marker.group(0), n, answers[n]) for n in names if n in answers)
-        return RunResult(banner + body, "", 0, 0.01)
+        return RunResult(banner + body, "", exit_status, 0.01)
     return handler
