@@ -38,3 +38,51 @@ async def test_a_batch_whose_shell_was_killed_before_the_kernel_log_is_unknown_n
 async def test_a_batch_whose_last_frame_never_ended_is_unknown():
     a = await _judge_batch(idle_h200() | {"hostname": out("node1", exit_status=None)}, exit_status=137)
     assert a.verdict is Verdict.UNKNOWN and "hostname" in next(r.text for r in a.reasons if r.code == "batch_cut")
+
+
+# --- NVML backend: a witness that refused must not read as "nothing there" ----------------------------
+async def _nvml_verdict(monkeypatch, tmp_path, **gpu_changes):
+    """Run the packaged NVML probe (as the batch does) against the fake pynvml replaying the idle
+    H200 dump with ``gpu_changes``; its readings and verdict."""
+    import json
+    import os
+    import sys
+
+    from bot.ssh.runner import LocalRunner
+    from tests.fixtures_h200 import H200
+
+    doc = json.loads((H200 / "nvml_idle.json").read_text())
+    doc["gpus"][0].update(gpu_changes)
+    (tmp_path / "dump.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("GPUBOT_FAKE_NVML", str(tmp_path / "dump.json"))
+    monkeypatch.setenv("PYTHONPATH", os.path.join(os.path.dirname(__file__), "support", "fake_pynvml"))
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
+    res = await run_probe(target=HostTarget("l", "localhost", transport="local"), plan=ProbePlan(gpu_backend="nvml"),
+                          runner=LocalRunner(), timeout=60)
+    assert res.readings is not None
+    return res.readings, assess(res.readings, Requirements())
+
+
+async def test_nvml_refusing_the_process_list_is_unknown_not_no_processes(monkeypatch, tmp_path):
+    r, a = await _nvml_verdict(monkeypatch, tmp_path, compute_procs={"nvml_error": [4, "Insufficient Permissions"]})
+    assert a.verdict is Verdict.UNKNOWN, a.reasons
+    assert r.gpu.failure is not None and "GPU 0" in (r.gpu.message or "") and "Insufficient Permissions" in (r.gpu.message or "")
+
+
+async def test_nvml_gpu_in_mig_mode_with_no_instance_is_not_ready(monkeypatch, tmp_path):
+    """MIG on, no GPU instance created: CUDA sees no device there, so nothing can be deployed."""
+    r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode=[1, 1], mig_devices=[None] * 7)
+    assert r.gpu.gpus[0].mig_devices == []
+    assert a.verdict is Verdict.NOT_READY and [x.code for x in a.reasons if x.severity.value == "blocker"] == ["mig_no_instances"]
+
+
+async def test_nvml_mig_instances_that_could_not_be_listed_are_unknown(monkeypatch, tmp_path):
+    r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode=[1, 1], mig_devices={"nvml_error": [999, "Unknown Error"]})
+    assert r.gpu.gpus[0].mig_devices is None
+    assert a.verdict is Verdict.UNKNOWN and "NVML could not list them" in next(x.text for x in a.reasons if x.code == "mig_unread")
+
+
+async def test_nvml_mig_instance_whose_processes_were_refused_is_unknown(monkeypatch, tmp_path):
+    mig = [{"uuid": "MIG-1", "memory": {"total": 40 * 2**30, "used": 5 * 2**20}, "compute_procs": {"nvml_error": [4, "Insufficient Permissions"]}}]
+    r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode=[1, 1], mig_devices=mig)
+    assert a.verdict is Verdict.UNKNOWN and "MIG MIG-1" in (r.gpu.message or "")

@@ -23,18 +23,29 @@ def _mib(value: Any) -> int | None:
     return None if value is None else round(int(value) / MIB)
 
 
-def _mig(devices: list[dict[str, Any]] | None, parent: str, procs: list[GpuProcess]) -> list[MigDevice] | None:
+def _procs(doc: dict[str, Any], gpu_uuid: str, procs: list[GpuProcess], unread: list[str], what: str) -> int:
+    """Add ``doc``'s compute processes to ``procs`` (under ``gpu_uuid``); how many. A list the
+    probe could not read (``compute_procs`` null) is named in ``unread``, never taken as empty."""
+    listed = doc.get("compute_procs", [])
+    if listed is None:
+        unread.append(f"{what} ({doc.get('compute_procs_error') or 'NVML did not list them'})")
+        return 0
+    for p in listed:
+        procs.append(GpuProcess(gpu_uuid=gpu_uuid, pid=int(p["pid"]), used_memory_mib=_mib(p.get("usedGpuMemory")),
+                                process_name=p.get("name", "[unknown]")))
+    return len(listed)
+
+
+def _mig(devices: list[dict[str, Any]] | None, parent: str, procs: list[GpuProcess], unread: list[str]) -> list[MigDevice] | None:
     """MIG instances (memory in MiB); their processes join ``procs`` under the parent GPU's UUID."""
     if devices is None:
         return None
     out = []
     for d in devices:
         mem = d.get("memory") or {}
-        for p in d.get("compute_procs", []):
-            procs.append(GpuProcess(gpu_uuid=parent, pid=int(p["pid"]), used_memory_mib=_mib(p.get("usedGpuMemory")),
-                                    process_name=p.get("name", "[unknown]")))
-        out.append(MigDevice(uuid=d.get("uuid") or "?", memory_total_mib=_mib(mem.get("total")),
-                             memory_used_mib=_mib(mem.get("used")), processes=len(d.get("compute_procs", []))))
+        uuid = d.get("uuid") or "?"
+        n = _procs(d, parent, procs, unread, f"MIG {uuid}")
+        out.append(MigDevice(uuid=uuid, memory_total_mib=_mib(mem.get("total")), memory_used_mib=_mib(mem.get("used")), processes=n))
     return out
 
 
@@ -55,6 +66,7 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
         doc = json.loads(out.stdout)
         gpus: list[Gpu] = []
         procs: list[GpuProcess] = []
+        unread: list[str] = []
         for g in doc["gpus"]:
             mem = g["memory_v2"]
             mig = g.get("mig_mode")
@@ -71,14 +83,16 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
                     power_w=None if g.get("power_mw") is None else g["power_mw"] / 1000,
                     mig_mode=None if not mig else ("Enabled" if mig[0] else "Disabled"),
                     pci_bus_id=kernel_bus_id(g.get("pci_bus_id") or ""),
-                    mig_devices=_mig(g.get("mig_devices"), g["uuid"], procs),
+                    mig_devices=_mig(g.get("mig_devices"), g["uuid"], procs, unread),
                     health=health_from_nvml(g.get("health")),
                 )
             )
-            for p in g.get("compute_procs", []):
-                procs.append(GpuProcess(gpu_uuid=g["uuid"], pid=int(p["pid"]), used_memory_mib=_mib(p.get("usedGpuMemory")), process_name=p.get("name", "[unknown]")))
+            _procs(g, g["uuid"], procs, unread, f"GPU {g['index']}")
     except (ValueError, KeyError, TypeError) as exc:
         return GpuReport(failure=ProbeFailure.UNPARSABLE, message=f"unexpected NVML output: {exc}", source="nvml")
     if not gpus:
         return GpuReport(failure=ProbeFailure.NO_DEVICES, message="NVML listed no GPU", source="nvml")
+    if unread:  # as with nvidia-smi's process list: without it, a GPU cannot be called free
+        return GpuReport(gpus=gpus, driver_version=doc.get("driver"), source="nvml", failure=ProbeFailure.FAILED,
+                         message="process list: NVML could not list the compute processes of " + "; ".join(unread))
     return GpuReport(gpus=gpus, processes=procs, driver_version=doc.get("driver"), source="nvml")

@@ -1,8 +1,9 @@
 # Runs ON THE GPU HOST as `python3 -c <this file>`; needs only nvidia-ml-py (`import pynvml`).
 # Prints one JSON document: {"driver", "gpus": [{index, uuid, name, memory_v2: {total, reserved,
 # free, used} (bytes), utilization: {gpu}, temperature_c, power_mw, mig_mode: [current, pending],
-# compute_procs: [{pid, usedGpuMemory (bytes), name}], pci_bus_id, mig_devices: [{uuid, memory_v2,
-# compute_procs}] (only for a GPU in MIG mode), health: {recovery_action, remapped_rows,
+# compute_procs: [{pid, usedGpuMemory (bytes), name}] (null, with compute_procs_error, when NVML could
+# not list them: never read as "none"), pci_bus_id, mig_devices: [{uuid, memory, compute_procs}] (only
+# for a GPU in MIG mode; null, with mig_error, when NVML could not say which exist), health: {recovery_action, remapped_rows,
 # retired_pages_pending, ecc_uncorrected_volatile, clocks_event_reasons, persistence}]}. Exit 127 without pynvml, 3 when NVML fails (the
 # message on stdout, like nvidia-smi, as "NVML error <nvmlReturn_t code>: <text>").
 import json
@@ -16,6 +17,9 @@ except ImportError:
     sys.exit(127)
 
 
+NOT_FOUND = getattr(N, "NVML_ERROR_NOT_FOUND", 6)
+
+
 def safe(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
@@ -23,31 +27,46 @@ def safe(fn: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
-def procs_of(h: Any) -> "list[dict[str, Any]]":
+def procs_of(h: Any) -> "dict[str, Any]":
+    """``{"compute_procs": [...]}``, or ``{"compute_procs": None, "compute_procs_error": text}``
+    when NVML refuses the list: a list that could not be read is not an empty one."""
+    try:
+        listed = N.nvmlDeviceGetComputeRunningProcesses(h)
+    except N.NVMLError as exc:
+        return {"compute_procs": None, "compute_procs_error": f"NVML error {getattr(exc, 'value', '?')}: {exc}"}
     out = []
-    for p in safe(N.nvmlDeviceGetComputeRunningProcesses, h) or []:
+    for p in listed or []:
         try:
             with open(f"/proc/{p.pid}/comm") as f:
                 name = f.read().strip()
         except OSError:
             name = "[unknown]"
         out.append({"pid": p.pid, "usedGpuMemory": p.usedGpuMemory, "name": name})
-    return out
+    return {"compute_procs": out}
 
 
-def mig_devices(h: Any) -> "list[dict[str, Any]]":
+def mig_devices(h: Any) -> "dict[str, Any]":
+    """``{"mig_devices": [...]}`` (an index with no instance answers Not Found and is skipped), or
+    ``{"mig_devices": None, "mig_error": text}`` when NVML could not say which instances exist."""
+    try:
+        count = N.nvmlDeviceGetMaxMigDeviceCount(h)
+    except N.NVMLError as exc:
+        return {"mig_devices": None, "mig_error": f"NVML error {getattr(exc, 'value', '?')}: {exc}"}
     devices = []
-    for j in range(safe(N.nvmlDeviceGetMaxMigDeviceCount, h) or 0):
-        m = safe(N.nvmlDeviceGetMigDeviceHandleByIndex, h, j)
-        if m is None:
-            continue
+    for j in range(count):
+        try:
+            m = N.nvmlDeviceGetMigDeviceHandleByIndex(h, j)
+        except N.NVMLError as exc:
+            if getattr(exc, "value", None) == NOT_FOUND:
+                continue
+            return {"mig_devices": None, "mig_error": f"NVML error {getattr(exc, 'value', '?')}: {exc}"}
         mem = safe(N.nvmlDeviceGetMemoryInfo, m)
         devices.append({
             "uuid": safe(N.nvmlDeviceGetUUID, m),
             "memory": {"total": mem.total, "used": mem.used} if mem else None,
-            "compute_procs": procs_of(m),
+            **procs_of(m),
         })
-    return devices
+    return {"mig_devices": devices}
 
 
 def opt(name: str, *args: Any) -> Any:
@@ -95,7 +114,6 @@ for i in range(count):
     except N.NVMLError as exc:
         fail(exc)
     util = safe(N.nvmlDeviceGetUtilizationRates, h)
-    procs = procs_of(h)
     mig = safe(N.nvmlDeviceGetMigMode, h)
     pci = safe(N.nvmlDeviceGetPciInfo, h)
     bus = getattr(pci, "busId", None) if pci else None
@@ -108,9 +126,9 @@ for i in range(count):
         "temperature_c": safe(N.nvmlDeviceGetTemperature, h, N.NVML_TEMPERATURE_GPU),
         "power_mw": safe(N.nvmlDeviceGetPowerUsage, h),
         "mig_mode": list(mig) if mig else None,
-        "compute_procs": procs,
+        **procs_of(h),
         "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
-        "mig_devices": mig_devices(h) if mig and mig[0] else None,
+        **(mig_devices(h) if mig and mig[0] else {"mig_devices": None}),
         "health": health(h),
     })
 N.nvmlShutdown()

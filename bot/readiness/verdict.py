@@ -142,7 +142,7 @@ def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) ->
             who = _processes_text(readings, procs, g.memory_used_mib)
             add(Reason("gpu_busy", f"GPU {g.index}: {human_mib(g.memory_used_mib)} used by {who}", Severity.BLOCKER))
         elif (g.mig_mode or "").lower() == "enabled":
-            _judge_mig(g, req, reasons)
+            _judge_mig(g, req, reasons, source=gpu.source)
         elif g.memory_used_mib is None:
             add(Reason("gpu_memory_unknown", f"GPU {g.index}: memory used is unknown", Severity.UNKNOWN))
         elif g.memory_used_mib > req.gpu_free_mib:
@@ -161,11 +161,18 @@ def _device_holders(readings: Readings) -> str:
     return f"; /dev/nvidia* is open in {names}"
 
 
-def _judge_mig(g: Gpu, req: Requirements, reasons: list[Reason]) -> None:
-    """A GPU in MIG mode: the parent's numbers alone never make it ready; its instances decide."""
+def _judge_mig(g: Gpu, req: Requirements, reasons: list[Reason], *, source: str) -> None:
+    """A GPU in MIG mode: the parent's numbers alone never make it ready; its instances decide, and
+    a GPU in MIG mode with no instance at all has nowhere a model could run."""
     if g.mig_devices is None:
-        reasons.append(Reason("mig_unread", f"GPU {g.index} is in MIG mode and its MIG instances were not read "
-                              "(nvidia-smi's GPU row covers only the parent); set gpu_backend=nvml for this host", Severity.UNKNOWN))
+        why = ("(NVML could not list them)" if source == "nvml"
+               else "(nvidia-smi's GPU row covers only the parent); set gpu_backend=nvml for this host")
+        reasons.append(Reason("mig_unread", f"GPU {g.index} is in MIG mode and its MIG instances were not read {why}",
+                              Severity.UNKNOWN))
+        return
+    if not g.mig_devices:
+        reasons.append(Reason("mig_no_instances", f"GPU {g.index} is in MIG mode with no MIG instance: nothing can run on it "
+                              "(create GPU instances, or turn MIG mode off)", Severity.BLOCKER))
         return
     for m in g.mig_devices:
         if m.memory_used_mib is None:

@@ -1,7 +1,8 @@
 """A stand-in for nvidia-ml-py's ``pynvml`` that answers from a captured NVML dump
 (``GPUBOT_FAKE_NVML=tests/fixtures/h200/nvml_busy.json``). Only what ``bot/probes/nvml_probe.py``
 calls. ``nvmlDeviceGetMemoryInfo`` returns the v1 struct unless ``version=nvmlMemory_v2`` is
-passed, as the real library does, so a probe that forgets v2 reads the reserved memory as used."""
+passed, as the real library does, so a probe that forgets v2 reads the reserved memory as used. A value
+``{"nvml_error": [code, "text"]}`` in the dump (compute processes, MIG devices) makes that call raise."""
 
 import json
 import os
@@ -30,12 +31,26 @@ def nvmlDeviceGetPciInfo(h):
     return SimpleNamespace(busId=h.get("pci_bus_id", "00000000:00:06.0"))
 
 
+NVML_ERROR_NOT_FOUND = 6
+
+
+def _refused(value):
+    """``{"nvml_error": [code, "text"]}`` in the dump: the call raises that NVMLError."""
+    if isinstance(value, dict) and "nvml_error" in value:
+        raise NVMLError(*value["nvml_error"])
+    return value
+
+
 def nvmlDeviceGetMaxMigDeviceCount(h):
-    return len(h.get("mig_devices") or [])
+    return len(_refused(h.get("mig_devices")) or [])
 
 
 def nvmlDeviceGetMigDeviceHandleByIndex(h, j):
-    return {**h["mig_devices"][j], "is_mig": True}
+    """A ``null`` slot of the dump's ``mig_devices`` is an index with no instance (Not Found)."""
+    d = _refused(h["mig_devices"][j])
+    if d is None:
+        raise NVMLError(NVML_ERROR_NOT_FOUND, "Not Found")
+    return {**d, "is_mig": True}
 
 
 def nvmlShutdown():
@@ -65,7 +80,7 @@ def nvmlDeviceGetUtilizationRates(h):
 
 
 def nvmlDeviceGetComputeRunningProcesses(h):
-    return [SimpleNamespace(**p) for p in h.get("compute_procs", [])]
+    return [SimpleNamespace(**p) for p in _refused(h.get("compute_procs", []))]
 
 
 def nvmlDeviceGetMigMode(h):
