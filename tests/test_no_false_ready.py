@@ -86,3 +86,27 @@ async def test_nvml_mig_instance_whose_processes_were_refused_is_unknown(monkeyp
     mig = [{"uuid": "MIG-1", "memory": {"total": 40 * 2**30, "used": 5 * 2**20}, "compute_procs": {"nvml_error": [4, "Insufficient Permissions"]}}]
     r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode=[1, 1], mig_devices=mig)
     assert a.verdict is Verdict.UNKNOWN and "MIG MIG-1" in (r.gpu.message or "")
+
+
+# --- nvidia-smi: a MIG mode the driver could not read --------------------------------------------------
+def _smi_verdict(rows: str) -> tuple[str, list[str]]:
+    from bot.probes.batch import parse_batch
+    from bot.probes.script import GPU_FIELDS
+
+    outputs = idle_h200() | {"gpus": out("# fields: " + ",".join(GPU_FIELDS) + "\n" + rows)}
+    a = assess(parse_batch(ProbePlan(), outputs), Requirements())
+    return a.verdict.value, [r.code for r in a.reasons]
+
+
+def _h200_row(mig: str) -> str:
+    return f"0, GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01, NVIDIA H200, 00000000:00:06.0, 143771, 0, 616, 0, 33, 70.10, {mig}, 580.159.04\n"
+
+
+def test_mig_mode_the_driver_could_not_read_is_unknown_not_ready():
+    assert _smi_verdict(_h200_row("[Unknown Error]")) == ("unknown", ["mig_unknown"])
+    assert _smi_verdict(_h200_row("[Insufficient Permissions]")) == ("unknown", ["mig_unknown"])
+
+
+def test_mig_mode_not_applicable_or_disabled_still_reads_ready():
+    for mig in ("[N/A]", "[Not Supported]", "Disabled"):
+        assert _smi_verdict(_h200_row(mig)) == ("ready", []), mig

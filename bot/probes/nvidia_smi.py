@@ -136,6 +136,19 @@ def _text(value: str) -> str | None:
     return None if placeholder(value) else value.strip()
 
 
+NOT_APPLICABLE = frozenset({"[n/a]", "[not supported]", "n/a", ""})
+"""Placeholders that mean "this GPU has no such thing" (lower case); any other bracketed value
+(``[Unknown Error]``, ``[Insufficient Permissions]``) means the driver could not read it."""
+
+
+def _mig_mode(value: str) -> str | None:
+    """``Enabled``/``Disabled``; ``None`` where MIG does not apply (``[N/A]``, ``[Not Supported]``);
+    any other placeholder is kept as printed (``[Unknown Error]``): the mode could not be read, so
+    the GPU may be in MIG mode, where its row does not cover its instances."""
+    v = value.strip()
+    return None if v.lower() in NOT_APPLICABLE else v
+
+
 def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
     """Parse the GPU probe's stdout into GPUs and the driver version.
 
@@ -173,7 +186,7 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
                 utilization_pct=_int(row.get("utilization.gpu", "")),
                 temperature_c=_int(row.get("temperature.gpu", "")),
                 power_w=_float(row.get("power.draw", "")),
-                mig_mode=_text(row.get("mig.mode.current", "")),
+                mig_mode=_mig_mode(row.get("mig.mode.current", "")),
                 pci_bus_id=kernel_bus_id(row.get("pci.bus_id", "")),
                 health=health_from_row(row),
             )

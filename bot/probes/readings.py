@@ -57,6 +57,8 @@ class Gpu:
     temperature_c: int | None
     power_w: float | None
     mig_mode: str | None
+    """``Enabled``/``Disabled``; ``None`` where MIG does not apply; a bracketed placeholder
+    (``[Unknown Error]``) when the driver could not read it."""
     pci_bus_id: str | None = None
     """Kernel form ``DDDD:BB:DD.F`` (nvidia-smi prints an 8-digit domain; normalised)."""
     mig_devices: list[MigDevice] | None = None

@@ -143,6 +143,9 @@ def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) ->
             add(Reason("gpu_busy", f"GPU {g.index}: {human_mib(g.memory_used_mib)} used by {who}", Severity.BLOCKER))
         elif (g.mig_mode or "").lower() == "enabled":
             _judge_mig(g, req, reasons, source=gpu.source)
+        elif (g.mig_mode or "").startswith("["):
+            add(Reason("mig_unknown", f"GPU {g.index}: MIG mode could not be read ({g.mig_mode}); in MIG mode its memory "
+                       "and process readings would not cover its MIG instances", Severity.UNKNOWN))
         elif g.memory_used_mib is None:
             add(Reason("gpu_memory_unknown", f"GPU {g.index}: memory used is unknown", Severity.UNKNOWN))
         elif g.memory_used_mib > req.gpu_free_mib:
