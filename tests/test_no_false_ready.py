@@ -110,3 +110,13 @@ def test_mig_mode_the_driver_could_not_read_is_unknown_not_ready():
 def test_mig_mode_not_applicable_or_disabled_still_reads_ready():
     for mig in ("[N/A]", "[Not Supported]", "Disabled"):
         assert _smi_verdict(_h200_row(mig)) == ("ready", []), mig
+
+
+async def test_nvml_mig_mode_that_failed_to_read_is_unknown(monkeypatch, tmp_path):
+    r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode={"nvml_error": [999, "Unknown Error"]})
+    assert a.verdict is Verdict.UNKNOWN and [x.code for x in a.reasons if x.severity.value == "unknown"] == ["mig_unknown"]
+
+
+async def test_nvml_mig_not_supported_is_no_mig_and_reads_ready(monkeypatch, tmp_path):
+    r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode={"nvml_error": [3, "Not Supported"]})
+    assert r.gpu.gpus[0].mig_mode is None and a.verdict is Verdict.READY, a.reasons

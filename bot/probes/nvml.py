@@ -81,7 +81,8 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
                     utilization_pct=(g.get("utilization") or {}).get("gpu"),
                     temperature_c=g.get("temperature_c"),
                     power_w=None if g.get("power_mw") is None else g["power_mw"] / 1000,
-                    mig_mode=None if not mig else ("Enabled" if mig[0] else "Disabled"),
+                    mig_mode=(f"[{g['mig_mode_error']}]" if g.get("mig_mode_error")  # unreadable: judged unknown
+                              else None if not mig else ("Enabled" if mig[0] else "Disabled")),
                     pci_bus_id=kernel_bus_id(g.get("pci_bus_id") or ""),
                     mig_devices=_mig(g.get("mig_devices"), g["uuid"], procs, unread),
                     health=health_from_nvml(g.get("health")),

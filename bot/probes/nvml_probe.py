@@ -1,6 +1,7 @@
 # Runs ON THE GPU HOST as `python3 -c <this file>`; needs only nvidia-ml-py (`import pynvml`).
 # Prints one JSON document: {"driver", "gpus": [{index, uuid, name, memory_v2: {total, reserved,
-# free, used} (bytes), utilization: {gpu}, temperature_c, power_mw, mig_mode: [current, pending],
+# free, used} (bytes), utilization: {gpu}, temperature_c, power_mw, mig_mode: [current, pending] (null
+# where MIG is Not Supported, or with mig_mode_error when NVML failed otherwise),
 # compute_procs: [{pid, usedGpuMemory (bytes), name}] (null, with compute_procs_error, when NVML could
 # not list them: never read as "none"), pci_bus_id, mig_devices: [{uuid, memory, compute_procs}] (only
 # for a GPU in MIG mode; null, with mig_error, when NVML could not say which exist), health: {recovery_action, remapped_rows,
@@ -18,6 +19,7 @@ except ImportError:
 
 
 NOT_FOUND = getattr(N, "NVML_ERROR_NOT_FOUND", 6)
+NOT_SUPPORTED = getattr(N, "NVML_ERROR_NOT_SUPPORTED", 3)
 
 
 def safe(fn: Callable[..., Any], *args: Any) -> Any:
@@ -114,7 +116,10 @@ for i in range(count):
     except N.NVMLError as exc:
         fail(exc)
     util = safe(N.nvmlDeviceGetUtilizationRates, h)
-    mig = safe(N.nvmlDeviceGetMigMode, h)
+    try:
+        mig, mig_mode_error = N.nvmlDeviceGetMigMode(h), None
+    except N.NVMLError as exc:  # Not Supported: a GPU without MIG; anything else: the mode is unknown
+        mig, mig_mode_error = None, None if getattr(exc, "value", None) == NOT_SUPPORTED else f"NVML error {exc.value}: {exc}"
     pci = safe(N.nvmlDeviceGetPciInfo, h)
     bus = getattr(pci, "busId", None) if pci else None
     doc["gpus"].append({
@@ -126,6 +131,7 @@ for i in range(count):
         "temperature_c": safe(N.nvmlDeviceGetTemperature, h, N.NVML_TEMPERATURE_GPU),
         "power_mw": safe(N.nvmlDeviceGetPowerUsage, h),
         "mig_mode": list(mig) if mig else None,
+        "mig_mode_error": mig_mode_error,
         **procs_of(h),
         "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
         **(mig_devices(h) if mig and mig[0] else {"mig_devices": None}),

@@ -31,6 +31,7 @@ def nvmlDeviceGetPciInfo(h):
     return SimpleNamespace(busId=h.get("pci_bus_id", "00000000:00:06.0"))
 
 
+NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_NOT_FOUND = 6
 
 
@@ -84,7 +85,7 @@ def nvmlDeviceGetComputeRunningProcesses(h):
 
 
 def nvmlDeviceGetMigMode(h):
-    return tuple(h["mig_mode"])
+    return tuple(_refused(h["mig_mode"]))
 
 
 def nvmlDeviceGetUUID(h):
