@@ -120,3 +120,14 @@ async def test_nvml_mig_mode_that_failed_to_read_is_unknown(monkeypatch, tmp_pat
 async def test_nvml_mig_not_supported_is_no_mig_and_reads_ready(monkeypatch, tmp_path):
     r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode={"nvml_error": [3, "Not Supported"]})
     assert r.gpu.gpus[0].mig_mode is None and a.verdict is Verdict.READY, a.reasons
+
+
+# --- the inventory witnesses timed out: say so, never silently ----------------------------------------
+async def test_inventory_witnesses_that_timed_out_are_named_not_silently_skipped():
+    """The batch deadline passed before the kernel/PCI inventory ran (a slow du before it): a GPU
+    the driver failed to bring up would have gone unnoticed on a host with no history. Like "Xid not
+    checked", it is a warning the reader sees."""
+    late = out("", "not run: the batch deadline had passed\n", 124)
+    a = await _judge_batch(idle_h200() | {"inventory": late})
+    (note,) = [r for r in a.reasons if r.code == "gpu_witnesses_unread"]
+    assert note.severity.value == "note" and "batch deadline had passed" in note.text

@@ -19,9 +19,15 @@ from bot.probes.readings import KernelGpu, Witnesses
 
 def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
     """Parse the inventory probe: ``proc PATH`` blocks with ``Key: value`` lines, ``pci BUS CLASS``
-    lines and ``pci-scanned``. A probe that did not finish gives ``Witnesses()`` (nothing known)."""
-    if out is None or out.exit_status != 0:
+    lines and ``pci-scanned``. A probe that did not run gives ``Witnesses()`` (nothing known; the
+    batch cut short says why); one that timed out or failed, nothing known and ``error``."""
+    if out is None:
         return Witnesses()
+    if out.timed_out:
+        return Witnesses(error=out.no_answer("the inventory probe"))
+    if out.exit_status != 0:
+        why = next((x.strip() for x in (out.stderr + "\n" + out.stdout).splitlines() if x.strip()), "no message")
+        return Witnesses(error=f"the inventory probe exited {out.exit_status}: {why}")
     kernel: list[KernelGpu] = []
     pci: list[str] = []
     pci_scanned = False

@@ -154,11 +154,13 @@ class Witnesses:
 
     ``kernel`` is ``None`` when ``/proc/driver/nvidia/gpus`` could not be read (driver not loaded,
     not Linux); ``pci`` (bus ids of NVIDIA display/3D controllers) is ``None`` when sysfs was not
-    read.
+    read; ``error`` says why neither was read when the probe itself failed.
     """
 
     kernel: list[KernelGpu] | None = None
     pci: list[str] | None = None
+    error: str | None = None
+    """Set when the inventory probe ran but gave no answer (timed out, failed): why."""
 
 
 @dataclass(frozen=True)

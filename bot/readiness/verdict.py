@@ -199,6 +199,9 @@ def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason
             idx = f"GPU {k.index} " if k.index is not None else ""
             missing.append(f"{idx}{k.uuid}{f' (bus {k.bus_id})' if k.bus_id else ''} last seen in {snap}{when}")
     w = readings.witnesses
+    if w and w.error:
+        reasons.append(Reason("gpu_witnesses_unread", f"GPU inventory not cross-checked with the kernel driver and the PCI bus: "
+                              f"{w.error}", Severity.NOTE))
     kernel_missing = [kg for kg in (w.kernel or []) if not kg.excluded and kg.uuid and kg.uuid not in present
                       and kg.bus_id not in listed_buses] if w else []
     for kg in kernel_missing:
