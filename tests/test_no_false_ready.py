@@ -131,3 +131,34 @@ async def test_inventory_witnesses_that_timed_out_are_named_not_silently_skipped
     a = await _judge_batch(idle_h200() | {"inventory": late})
     (note,) = [r for r in a.reasons if r.code == "gpu_witnesses_unread"]
     assert note.severity.value == "note" and "batch deadline had passed" in note.text
+
+
+# --- a GPU fenced with compute mode Prohibited ----------------------------------------------------------
+def test_gpu_fenced_with_compute_mode_prohibited_is_not_ready():
+    """An admin ran `nvidia-smi -i 0 -c PROHIBITED` to keep jobs off the GPU: idle, no process, 0 MiB,
+    and yet no CUDA context can be created there."""
+    from bot.probes.batch import parse_batch
+    from bot.probes.script import GPU_FIELDS
+
+    def verdict(mode: str):
+        rows = _h200_row("Disabled").rstrip("\n") + f", {mode}\n"
+        outputs = idle_h200() | {"gpus": out("# fields: " + ",".join((*GPU_FIELDS, "compute_mode")) + "\n" + rows)}
+        return assess(parse_batch(ProbePlan(), outputs), Requirements())
+
+    a = verdict("Prohibited")
+    assert a.verdict is Verdict.NOT_READY and [r.code for r in a.reasons] == ["gpu_prohibited"]
+    assert "nvidia-smi -i 0 -c DEFAULT" in a.reasons[0].text
+    assert verdict("Default").verdict is Verdict.READY and verdict("Exclusive_Process").verdict is Verdict.READY
+    assert verdict("[N/A]").verdict is Verdict.READY
+
+
+def test_the_gpu_probe_asks_for_the_compute_mode():
+    from bot.probes.script import OPTIONAL_GPU_FIELDS, gpu_query_command
+
+    assert "compute_mode" in gpu_query_command() and "compute_mode" in OPTIONAL_GPU_FIELDS
+
+
+async def test_nvml_compute_mode_prohibited_is_not_ready(monkeypatch, tmp_path):
+    r, a = await _nvml_verdict(monkeypatch, tmp_path, compute_mode=2)
+    assert r.gpu.gpus[0].compute_mode == "Prohibited"
+    assert a.verdict is Verdict.NOT_READY and "gpu_prohibited" in [x.code for x in a.reasons]

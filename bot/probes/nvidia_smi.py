@@ -189,6 +189,7 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
                 mig_mode=_mig_mode(row.get("mig.mode.current", "")),
                 pci_bus_id=kernel_bus_id(row.get("pci.bus_id", "")),
                 health=health_from_row(row),
+                compute_mode=_text(row.get("compute_mode", "")),
             )
         )
     return gpus, driver

@@ -18,6 +18,9 @@ from bot.probes.nvidia_smi import driver_failure, kernel_bus_id
 from bot.probes.readings import Gpu, GpuProcess, GpuReport, MigDevice, ProbeFailure
 from bot.sizes import MIB
 
+COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+"""``nvmlComputeMode_t`` in nvidia-smi's words."""
+
 
 def _mib(value: Any) -> int | None:
     return None if value is None else round(int(value) / MIB)
@@ -86,6 +89,7 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
                     pci_bus_id=kernel_bus_id(g.get("pci_bus_id") or ""),
                     mig_devices=_mig(g.get("mig_devices"), g["uuid"], procs, unread),
                     health=health_from_nvml(g.get("health")),
+                    compute_mode=None if g.get("compute_mode") is None else COMPUTE_MODES.get(g["compute_mode"], str(g["compute_mode"])),
                 )
             )
             _procs(g, g["uuid"], procs, unread, f"GPU {g['index']}")

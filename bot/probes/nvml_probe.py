@@ -4,7 +4,7 @@
 # where MIG is Not Supported, or with mig_mode_error when NVML failed otherwise),
 # compute_procs: [{pid, usedGpuMemory (bytes), name}] (null, with compute_procs_error, when NVML could
 # not list them: never read as "none"), pci_bus_id, mig_devices: [{uuid, memory, compute_procs}] (only
-# for a GPU in MIG mode; null, with mig_error, when NVML could not say which exist), health: {recovery_action, remapped_rows,
+# for a GPU in MIG mode; compute_mode (0 Default, 2 Prohibited, 3 Exclusive_Process); null, with mig_error, when NVML could not say which exist), health: {recovery_action, remapped_rows,
 # retired_pages_pending, ecc_uncorrected_volatile, clocks_event_reasons, persistence}]}. Exit 127 without pynvml, 3 when NVML fails (the
 # message on stdout, like nvidia-smi, as "NVML error <nvmlReturn_t code>: <text>").
 import json
@@ -136,6 +136,7 @@ for i in range(count):
         "pci_bus_id": bus.decode() if isinstance(bus, bytes) else bus,
         **(mig_devices(h) if mig and mig[0] else {"mig_devices": None}),
         "health": health(h),
+        "compute_mode": opt("nvmlDeviceGetComputeMode", h),
     })
 N.nvmlShutdown()
 print(json.dumps(doc))

@@ -65,6 +65,9 @@ class Gpu:
     """The MIG instances of a GPU in MIG mode, when the probe read them (NVML); ``None``: not read."""
     health: GpuHealth | None = None
     """Recovery action, row remapping, ECC, slowdown, persistence (``None``: not read)."""
+    compute_mode: str | None = None
+    """nvidia-smi's words: ``Default``, ``Exclusive_Process``, ``Prohibited`` (no CUDA context may
+    be created: the GPU is fenced); ``None``: not read."""
 
 
 @dataclass(frozen=True)

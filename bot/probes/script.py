@@ -33,7 +33,11 @@ GPU_FIELDS = (
 )
 """``--query-gpu`` fields, in order (names from ``nvidia-smi --help-query-gpu``)."""
 
-OPTIONAL_GPU_FIELDS = ("memory.reserved", *HEALTH_FIELDS)
+FENCE_FIELDS = ("compute_mode",)
+"""Asked after the health fields: ``Prohibited`` means an admin fenced the GPU (no CUDA context may
+be created on it). The parser reads columns by name, so their place in the row does not matter."""
+
+OPTIONAL_GPU_FIELDS = ("memory.reserved", *HEALTH_FIELDS, *FENCE_FIELDS)
 """Fields the GPU probe asks for after :data:`GPU_FIELDS` or drops where the driver refuses them."""
 
 APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
@@ -65,10 +69,10 @@ class ProbePlan:
 
 
 def gpu_query_command() -> str:
-    """The GPU probe: :data:`GPU_FIELDS` and the health fields, asked again without each field
+    """The GPU probe: :data:`GPU_FIELDS`, the health fields and :data:`FENCE_FIELDS`, asked again without each field
     this host's driver refuses (see :mod:`bot.probes.gpu_query`, which writes the ``# fields:``
     and ``# unsupported:`` lines the parser reads)."""
-    return retry_query_command(dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS]), optional=OPTIONAL_GPU_FIELDS,
+    return retry_query_command(dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS, *FENCE_FIELDS]), optional=OPTIONAL_GPU_FIELDS,
                                fallbacks=FIELD_FALLBACKS)
 
 

@@ -151,6 +151,9 @@ def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) ->
         elif g.memory_used_mib > req.gpu_free_mib:
             add(Reason("vram_no_owner", f"GPU {g.index}: {human_mib(g.memory_used_mib)} VRAM held, no visible owner"
                        + _device_holders(readings), Severity.BLOCKER))
+        if (g.compute_mode or "").lower() == "prohibited":
+            add(Reason("gpu_prohibited", f"GPU {g.index}: compute mode is Prohibited, so no CUDA process may use it (someone fenced "
+                       f"it; `nvidia-smi -i {g.index} -c DEFAULT` lifts the fence)", Severity.BLOCKER))
     for p in gpu.processes:
         if p.gpu_uuid not in by_uuid:
             add(Reason("gpu_busy", f"process {p.process_name} (pid {p.pid}) on unlisted GPU {p.gpu_uuid}", Severity.BLOCKER))

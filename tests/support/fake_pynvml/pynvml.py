@@ -84,6 +84,10 @@ def nvmlDeviceGetComputeRunningProcesses(h):
     return [SimpleNamespace(**p) for p in _refused(h.get("compute_procs", []))]
 
 
+def nvmlDeviceGetComputeMode(h):
+    return _refused(h.get("compute_mode", 0))  # NVML_COMPUTEMODE_DEFAULT unless the dump says
+
+
 def nvmlDeviceGetMigMode(h):
     return tuple(_refused(h["mig_mode"]))
 
