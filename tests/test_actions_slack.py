@@ -204,6 +204,17 @@ async def test_rejected_and_refused_requests(slack_bot, services, ssh_server, fa
     assert "you rejected" in await ephemeral(slack_bot, "U2", ts)
     card = last_card(slack_bot, ts)
     assert blocks_text(card).startswith(":no_entry_sign: Rejected") and not buttons(card) and folder.exists()
+    text = blocks_text(card)  # who rejected is said once, as a mention Slack renders (not an escaped `<@U2>`)
+    assert text.count("rejected by") == 1 and "rejected by <@U2>" in text and "&lt;" not in text, text
+    rid, ts, _ = await ask(slack_bot, f"clean node409 weights={folder}")
+    await click(slack_bot, REJECT, rid, ts, "U1")  # the requester takes it back
+    assert f"you withdrew request #{rid}" in await ephemeral(slack_bot, "U1", ts)
+    text = blocks_text(last_card(slack_bot, ts))
+    assert text.startswith(":no_entry_sign: Withdrawn") and "withdrawn by <@U1>" in text and "rejected by" not in text, text
+    start = len(slack_bot.recorder.calls)
+    await slack_bot.command("audit node409", user_id="U1")
+    audit = blocks_text((await slack_bot.recorder.wait_for("response_url", start=start)).body["blocks"])
+    assert "rejected by @U2 at" in audit and "withdrawn by @U1 at" in audit and "needs 1 approval from operators and admins" in audit, audit
 
 
 async def test_audit_in_slack_and_in_the_terminal(slack_bot, services, ssh_server, fake_hosts, tmp_path, monkeypatch, capsys, database_url):
@@ -215,13 +226,13 @@ async def test_audit_in_slack_and_in_the_terminal(slack_bot, services, ssh_serve
     answer = await slack_bot.recorder.wait_for("response_url", start=start)
     text = blocks_text(answer.body["blocks"])
     assert answer.body["response_type"] == "ephemeral"
-    assert f"#{rid} DONE" in text and "approve by U2" in text and f"rm -rf --one-file-system -- {folder}` → exit 0" in text
+    assert f"#{rid} DONE" in text and "approved by @U2 at" in text and f"rm -rf --one-file-system -- {folder}` → exit 0" in text
     from bot.cli import main
 
     monkeypatch.setenv("GPUBOT_DATABASE_URL", database_url)
     assert await asyncio.to_thread(main, ["audit", "node410"]) == 0
     out = capsys.readouterr().out
-    assert f"#{rid} DONE" in out and "requested by U1" in out and f"| deleted {folder}" in out and "snapshots: plan #" in out and ", before #" in out
+    assert f"#{rid} DONE" in out and "requested by @U1 at" in out and f"| deleted {folder}" in out and "snapshots: plan #" in out and ", before #" in out
 
 
 async def test_gpubot_serve_reports_interrupted_actions_before_it_listens(services, ssh_server, fake_hosts, tmp_path):

@@ -136,7 +136,7 @@ def test_first_run_tries_a_clean_and_its_approval_without_settings(tmp_path):
     assert "now acting as yourself, UCONSOLE (admin)" in term.read_until("gpubot> ")
     term.type("audit")
     audit = term.read_until("gpubot> ")
-    assert re.search(r"requested by UCONSOLE at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", audit), audit
+    assert re.search(r"requested by @UCONSOLE at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", audit), audit
     term.type("quit")
     assert term.close() == 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.actions import service
-from bot.actions.kinds import ActionSpec
+from bot.actions.kinds import ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep, Approval
 from bot.actions.plan import Plan
 from bot.flows.context import Services
@@ -31,6 +31,18 @@ def _t(value: object) -> str:
     return f"{value:%Y-%m-%d %H:%M:%S} UTC" if value is not None else "-"
 
 
+def _at(subject: str) -> str:
+    """A Slack user (or user-group) id as people read it in gpubot's text: ``@U0ALICE``."""
+    return f"@{subject}"
+
+
+def _decided(decision: str, *, withdrawn: bool) -> str:
+    """``approved`` or ``rejected``; a requester rejecting their own request ``withdrew`` it."""
+    if decision == "reject":
+        return "withdrawn" if withdrawn else "rejected"
+    return "approved" if decision == "approve" else decision
+
+
 def _tail(text: str | None, n: int = 6) -> list[str]:
     lines = [ln for ln in (text or "").splitlines() if ln.strip()]
     return lines[-n:]
@@ -40,12 +52,14 @@ def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
     """Plain-text lines for one request; ``full`` adds the tails of each step's output."""
     r = e.request
     plan = Plan.from_json(r.plan)
+    needs = f"{r.approvals_needed} approval{'s' if r.approvals_needed != 1 else ''}"
     lines = [f"#{r.id} {r.state.upper()} — {ActionSpec.from_json(r.spec).describe()}",
-             (f"  requested by {r.requester} at {_t(r.created_at)} · needs {r.approvals_needed} approval(s) from "
-              f"{', '.join(r.approvers) or 'operators/admins'} · expires {_t(r.expires_at)}"),
+             (f"  requested by {_at(r.requester)} at {_t(r.created_at)} · needs {needs} from "
+              f"{', '.join(_at(a) for a in r.approvers or []) or 'operators and admins'} · expires {_t(r.expires_at)}"),
              *(f"  plan: {line}" for line in plan.lines),
              f"  expected: {plan.expected}"]
-    lines += [f"  {d.decision} by {d.user_id} at {_t(d.decided_at)}" for d in e.decisions]
+    lines += [f"  {_decided(d.decision, withdrawn=d.user_id == r.requester)} by {_at(d.user_id)} at {_t(d.decided_at)}"
+              for d in e.decisions]
     for s in e.steps:
         took = f" ({(s.finished_at - s.started_at).total_seconds():.1f} s)" if s.finished_at else ""
         lines.append(f"  step {s.idx} {s.state}: {s.title} — `{s.command}` → exit {s.exit_status}{took}")
@@ -53,7 +67,7 @@ def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
             lines.append(f"    {s.summary}")
         if full:
             lines += [f"    | {ln}" for ln in _tail(s.stdout)] + [f"    ! {ln}" for ln in _tail(s.stderr)]
-    if r.message:
+    if r.message and r.state != State.REJECTED.value:  # a rejection's decisions say who (older rows also stored `rejected by <@U…>`)
         lines += [f"  {ln}" for ln in r.message.splitlines()]
     lines += [f"  result: {ln}" for ln in (r.result or {}).get("lines", [])]
     snaps = [f"plan #{plan.snapshot_id}" if plan.snapshot_id else "",

@@ -121,11 +121,11 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
     if decision == "reject":
         async with services.sessions() as db, db.begin():
             did = await service.transition(db_session=db, request_id=request_id, from_states=[State.PENDING],
-                                           to=State.REJECTED, now=services.clock(), message=f"rejected by <@{user_id}>")
+                                           to=State.REJECTED, now=services.clock())
         view = await load_view(services=services, request_id=request_id)
         if did:
             await _notify(notify, view)
-            return Outcome("rejected", view, f"you rejected request #{request_id}")
+            return Outcome("rejected", view, f"you {'withdrew' if view.withdrawn else 'rejected'} request #{request_id}")
         return Outcome("noop", view, f"request #{request_id} is already {view.state.value}")
     async with services.sessions() as db, db.begin():
         claimed = await service.claim_if_approved(db_session=db, request_id=request_id, executor=services.executor_id,

@@ -65,6 +65,11 @@ class RequestView:
         return self.state is State.PENDING
 
     @property
+    def withdrawn(self) -> bool:
+        """Rejected by the requester alone: they took their own request back."""
+        return self.state is State.REJECTED and self.rejected_by == [self.requester]
+
+    @property
     def replannable(self) -> bool:
         """Aborted (drift) or interrupted requests offer "Re-plan" until someone used it."""
         return self.state in (State.ABORTED, State.INTERRUPTED, State.FAILED) and self.replaced_by is None
@@ -115,7 +120,8 @@ def view_of(req: ActionRequest, decisions: list[Approval], rows: list[ActionStep
         lines=plan.lines, expected=plan.expected, requester=req.requester, approvers=list(req.approvers or []),
         approvals_needed=req.approvals_needed, expires_at=req.expires_at, created_at=req.created_at,
         warnings=plan.warnings, approved_by=[d.user_id for d in decisions if d.decision == "approve"],
-        rejected_by=[d.user_id for d in decisions if d.decision == "reject"], steps=steps, message=req.message,
+        rejected_by=[d.user_id for d in decisions if d.decision == "reject"], steps=steps,
+        message=None if state is State.REJECTED else req.message,  # who rejected is in the decisions (older rows: `rejected by <@U…>`)
         result_lines=list((req.result or {}).get("lines", [])), before_snapshot_id=req.before_snapshot_id,
         after_snapshot_id=req.after_snapshot_id, replaced_by=req.replaced_by, channel=req.channel,
         message_ts=req.message_ts, spec=ActionSpec.from_json(req.spec),

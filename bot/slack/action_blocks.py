@@ -58,9 +58,15 @@ def _date(ts: Any) -> str:
     return f"<!date^{int(ts.timestamp())}^{{date_short_pretty}} {{time}}|{fallback}>"
 
 
+def _state(view: RequestView) -> tuple[str, str]:
+    """Emoji and words of the card's state; a request its requester rejected reads *Withdrawn*."""
+    emoji, words = STATE[view.state]
+    return emoji, "Withdrawn" if view.withdrawn else words
+
+
 def card_text(view: RequestView) -> str:
     """The notification / fallback text of a card."""
-    return f"{STATE[view.state][1]}: {view.title} (#{view.id})"
+    return f"{_state(view)[1]}: {view.title} (#{view.id})"
 
 
 def card_lines(view: RequestView) -> list[str]:
@@ -76,7 +82,7 @@ def _md(text: str) -> SectionBlock:
 
 def card_blocks(view: RequestView) -> list[dict[str, Any]]:
     """The approval card for ``view`` in its current state."""
-    emoji, words = STATE[view.state]
+    emoji, words = _state(view)
     blocks: list[Block] = [HeaderBlock(text=f"{emoji} {words}: {view.title} (#{view.id})"[:HEADER_LIMIT])]
     # What will be touched, exactly as it is: plain text, so a path holding * _ ~ ` or :name: is shown
     # as it is on the host (mrkdwn would format it: an approver could see another path than the one deleted).
@@ -105,7 +111,7 @@ def _context(view: RequestView) -> str:
     if view.approved_by:
         parts[-1] += " (" + ", ".join(mention(u) for u in view.approved_by) + ")"
     if view.rejected_by:
-        parts.append("rejected by " + ", ".join(mention(u) for u in view.rejected_by))
+        parts.append(("withdrawn by " if view.withdrawn else "rejected by ") + ", ".join(mention(u) for u in view.rejected_by))
     if view.pending:
         parts.append(f"expires {_date(view.expires_at)}")
     snaps = [f"before #{view.before_snapshot_id}" if view.before_snapshot_id else "",
@@ -136,7 +142,7 @@ def _buttons(view: RequestView) -> list[ButtonElement]:
 
 def result_blocks(view: RequestView) -> list[dict[str, Any]]:
     """The thread reply once a request is final: what happened and the host's verdict now."""
-    emoji, words = STATE[view.state]
+    emoji, words = _state(view)
     lines = [f"{emoji} *{escape(words)}*: {escape(view.title)} (#{view.id})"]
     if view.message:
         lines += [escape(x) for x in view.message.splitlines()]
