@@ -49,6 +49,7 @@ class ReportSchedule(Base):
     ``channel`` (a channel ID such as ``C0123`` when known, else ``#name``)."""
 
     __tablename__ = "report_schedules"
+    __table_args__ = {"sqlite_autoincrement": True}  # an id is never given again after a remove (migration 0010)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     cron: Mapped[str] = mapped_column(String(64))
