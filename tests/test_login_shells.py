@@ -104,3 +104,18 @@ async def test_a_login_shell_that_runs_nothing_reads_unknown_not_unreachable(she
     async with services.sessions() as db:
         snap = (await db.execute(select(Snapshot).where(Snapshot.id == report.snapshot_id))).scalar_one()
     assert snap.verdict == "unknown" and snap.error_kind == "remote_shell"
+
+
+def test_the_message_quotes_what_names_the_cause_not_sshds_chdir_warning():
+    """A nologin account whose home does not exist: sshd warns on stderr, nologin says why on stdout."""
+    from bot.ssh.remote_shell import not_started_message
+    from bot.ssh.target import HostTarget
+
+    text = not_started_message(HostTarget("nob", "127.0.0.77"), 1, "This account is currently not available.\n",
+                               "Could not chdir to home directory /nonexistent: No such file or directory\n", None)
+    assert "('This account is currently not available.', exit status 1)" in text and "chdir" not in text
+    alone = not_started_message(HostTarget("nob", "127.0.0.77"), 1, "",
+                                "Could not chdir to home directory /nonexistent: No such file or directory\n", None)
+    assert "Could not chdir to home directory /nonexistent" in alone  # nothing else was said: the warning is all there is
+    shell = not_started_message(HostTarget("r", "127.0.0.77"), 1, "motd\n", "rbash: /bin/sh: restricted\n", "/bin/rbash")
+    assert "'rbash: /bin/sh: restricted'" in shell

@@ -80,10 +80,29 @@ async def login_shell(conn: asyncssh.SSHClientConnection) -> str | None:
     return lines[-1] if res.exit_status == 0 and lines and _SHELL_PATH.fullmatch(lines[-1]) else None
 
 
+LOGIN_NOISE = re.compile(r"Could not chdir to home directory |Warning: Permanently added |"
+                         r"Pseudo-terminal will not be allocated")
+"""Lines sshd or the login itself prints whatever happens next: never the reason a script did not start."""
+
+
+def _cause(stdout: str, stderr: str) -> str:
+    """The remote side's line that names why: the last line of stderr, else of stdout, that is not
+    :data:`LOGIN_NOISE` (``nologin`` prints "This account is currently not available." on stdout,
+    after sshd's "Could not chdir to home directory" on stderr); a noise line only when nothing else
+    was said."""
+    err, out = stderr.strip().splitlines(), stdout.strip().splitlines()
+    for lines in (err, out):
+        said = [x.strip() for x in lines if x.strip() and not LOGIN_NOISE.match(x.strip())]
+        if said:
+            return said[-1]
+    return (err or out or [""])[-1].strip()
+
+
 def not_started_message(target: HostTarget, exit_status: int | None, stdout: str, stderr: str,
                         shell: str | None) -> str:
-    """Why a script did not start: the remote side's last words, the exit status, the shell."""
-    said = (stderr.strip().splitlines() or stdout.strip().splitlines() or [""])[-1][:200]
+    """Why a script did not start: the remote side's words that name the cause (:func:`_cause`),
+    the exit status, the shell."""
+    said = _cause(stdout, stderr)[:200]
     what = f"{said!r}, exit status {exit_status}" if said else f"nothing printed, exit status {exit_status}"
     who = f"; the login shell is {shell}" if shell else "; the login shell could not be read"
     return (f"{target.name}: connected over SSH, but the remote side did not run the script ({what}){who}. "
