@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from bot import cli_actions, cli_history
+from bot.actions.policy import PolicyError, check_policy
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings, default_data_dir, settings_problem
@@ -308,6 +309,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings()
     except (ValidationError, SettingsError) as exc:
         print(f"gpubot: configuration error: {settings_problem(exc)}", file=sys.stderr)
+        return EX_CONFIG
+    try:
+        check_policy(settings)
+    except PolicyError as exc:
+        print(f"gpubot: configuration error: {exc}", file=sys.stderr)
         return EX_CONFIG
     configure_logging(fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level,
                       secrets=secrets_of(settings))

@@ -53,23 +53,35 @@ class Rule:
 def _rule(raw: dict[str, Any], n: int) -> Rule:
     unknown = set(raw) - {"kinds", "groups", "approvers", "approvals", "expiry_s"}
     if unknown:
-        raise PolicyError(f"approval_policy rule {n}: unknown keys {sorted(unknown)}")
+        raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: unknown keys {sorted(unknown)}")
     for key in ("kinds", "groups", "approvers"):
         if key in raw and not isinstance(raw[key], list):
-            raise PolicyError(f"approval_policy rule {n}: `{key}` is a list, e.g. [{json.dumps(raw[key])}]")
+            raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: `{key}` is a list, e.g. [{json.dumps(raw[key])}]")
     try:
         rule = Rule(tuple(raw.get("kinds", ["*"])), tuple(raw.get("groups", ["*"])), tuple(raw.get("approvers", [])),
                     int(raw.get("approvals", 1)), int(raw["expiry_s"]) if raw.get("expiry_s") else None)
     except (TypeError, ValueError) as exc:
-        raise PolicyError(f"approval_policy rule {n}: {exc}") from exc
+        raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: {exc}") from exc
     valid_kinds = {k.value for k in ActionKind} | {"clean", "*"}
     if set(rule.kinds) - valid_kinds:
-        raise PolicyError(f"approval_policy rule {n}: unknown kinds {sorted(set(rule.kinds) - valid_kinds)}")
+        raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: unknown kinds {sorted(set(rule.kinds) - valid_kinds)}")
     if rule.approvals < 1:
-        raise PolicyError(f"approval_policy rule {n}: approvals must be at least 1")
+        raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: approvals must be at least 1")
     if any(not a[:1] in ("U", "W", "S") for a in rule.approvers):
-        raise PolicyError(f"approval_policy rule {n}: approvers are Slack ids (U…, W…, S…)")
+        raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: approvers are Slack ids (U…, W…, S…)")
     return rule
+
+
+def check_policy(settings: Settings) -> None:
+    """Check every rule of ``settings.approval_policy`` (at start-up, so a typo stops the bot with
+    the variable's name instead of surfacing on some later request); raises :class:`PolicyError`,
+    also for a rule that could never be met (more approvals than the users it names, no group)."""
+    for n, raw in enumerate(settings.approval_policy, 1):
+        rule = _rule(raw, n)
+        people = set(rule.approvers)
+        if people and not rule.user_groups and len(people) < rule.approvals:
+            raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n} needs {rule.approvals} approvals but names only "
+                              f"{len(people)} approver{'s' if len(people) != 1 else ''}: it could never be met")
 
 
 def rule_for(settings: Settings, kind: ActionKind, host: str, group: str | None) -> Rule:
