@@ -1,5 +1,6 @@
 """Pure parts of actions: the grammar, the policy, drift comparison and the card's Block Kit."""
 
+import re
 from dataclasses import replace
 from datetime import datetime, timezone
 
@@ -50,13 +51,19 @@ def test_commands_parse_into_specs(text, expected):
     ("kill node174 pid=$(reboot)", "not a valid PID"),
     ("kill node174 gpu=-1", "not a valid GPU index"),
     ("stop node174 'vllm.service; reboot'", "not a systemd unit name"),
-    ("stop node174", "name the host and the unit"),
+    ("stop node174", "name the unit"),
+    ("logs localhost", "name the unit"),
+    ("logs", "name the host and the unit"),
+    ("stop node174 vllm.service extra", "unexpected argument `extra`"),
+    ("clean localhost weights=/a b", "unexpected argument `b` (quote a path that holds spaces)"),
+    ("clean localhost weights=/a/$(touch /tmp/x)", "unexpected argument `/tmp/x)` (quote a path that holds spaces)"),
+    ("pivot node174 from=a.service to=b.service delete=/a b", "unexpected argument `b` (quote a path that holds spaces)"),
     ("stop no;de vllm.service", "not a valid host name"),
     ("pivot node174 from=a.service", "needs `from=UNIT` and `to=UNIT`"),
     ("pivot node174 from=a.service to=a.service", "the same unit"),
 ])
 def test_bad_input_never_gets_through(text, message):
-    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace("$", r"\$")):
+    with pytest.raises(UsageError, match=re.escape(message)):
         G.parse(text)
 
 

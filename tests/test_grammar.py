@@ -39,6 +39,7 @@ G = default_grammar()
         ("help", HelpCommand()),
         ("", HelpCommand()),
         ("help status", HelpCommand("status")),
+        ("help Hosts add", HelpCommand("hosts add")),
     ],
 )
 def test_commands_parse(text, expected):
@@ -60,6 +61,7 @@ def test_commands_parse(text, expected):
         ("hosts add 'bad name' 1.2.3.4", "not a valid host name", None),
         ("status 'node;rm -rf /'", "not a valid host name", None),
         ("status node1 '/x\x1by'", "control characters", None),
+        ("report", "`report` needs a sub-command: schedule, list, remove, resume, now", None),
     ],
 )
 def test_bad_input_gets_usage_and_suggestion(text, message, suggestion):
@@ -87,6 +89,18 @@ def test_help_depends_on_role():
     viewer, admin = G.help(Role.VIEWER), G.help(Role.ADMIN)
     assert "hosts add" not in viewer and "hosts add" in admin
     assert "need operator or admin rights" in viewer
+
+
+def test_help_of_a_command_or_of_a_typo():
+    assert G.help(Role.ADMIN, "hosts add").startswith("/gpu hosts add NAME ADDRESS") and "hosts remove" not in G.help(Role.ADMIN, "hosts add")
+    assert G.help(Role.VIEWER, "hosts add") == "`hosts add` needs the admin role"
+    assert "/gpu hosts show NAME" in G.help(Role.VIEWER, "hosts nope")  # no such sub-command: the verb's help
+    with pytest.raises(UsageError) as err:
+        G.help(Role.VIEWER, "stauts")
+    assert str(err.value) == "no command `stauts`" and err.value.suggestion == "help status" and "/gpu status" in err.value.usage
+    with pytest.raises(UsageError) as err:
+        G.help(Role.VIEWER, "foo")
+    assert err.value.suggestion is None and "commands: `audit`" in err.value.usage and "/gpu help COMMAND" in err.value.usage
 
 
 @settings(max_examples=400, deadline=None)

@@ -73,9 +73,17 @@ def _paths(values: list[str], usage: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(validate_path(p) for p in values))
 
 
-def _host(words: list[str], usage: str, n: int = 1) -> list[str]:
-    if len(words) != n:
+def _host(words: list[str], usage: str, n: int = 1, *, paths: bool = False) -> list[str]:
+    """The host (and with ``n`` 2, the unit) from the plain ``words``; raises :class:`UsageError`
+    naming what is missing, or the first word too many (with ``paths``, a path option was given:
+    an unquoted space in a path is the likely cause)."""
+    if len(words) > n:
+        hint = " (quote a path that holds spaces)" if paths else ""
+        raise UsageError(f"unexpected argument `{words[n][:60]}`{hint}", usage=usage)
+    if not words:
         raise UsageError("name the host" + (" and the unit" if n == 2 else ""), usage=usage)
+    if len(words) < n:
+        raise UsageError("name the unit", usage=usage)
     return [validate_host(words[0]), *words[1:]]
 
 
@@ -94,7 +102,7 @@ def parse_clean(args: list[str]) -> ActionSpec:
         raise UsageError("`repo=` goes with `hf-cache`", usage=CLEAN_USAGE)
     if not weights:
         raise UsageError("say what to clean: `weights=PATH` or `hf-cache`", usage=CLEAN_USAGE)
-    return ActionSpec(ActionKind.CLEAN_WEIGHTS, _host(words, CLEAN_USAGE)[0], paths=_paths(weights, CLEAN_USAGE))
+    return ActionSpec(ActionKind.CLEAN_WEIGHTS, _host(words, CLEAN_USAGE, paths=True)[0], paths=_paths(weights, CLEAN_USAGE))
 
 
 def _int(text: str, what: str, low: int, high: int, usage: str) -> int:
@@ -140,7 +148,7 @@ def parse_pivot(args: list[str]) -> ActionSpec:
         raise UsageError("`from=` and `to=` are the same unit", usage=PIVOT_USAGE)
     need = parse_bytes(opts["need"]) if "need" in opts else None
     health = validate_health_url(opts["health"], PIVOT_USAGE) if "health" in opts else None
-    return ActionSpec(ActionKind.PIVOT, _host(words, PIVOT_USAGE)[0], paths=_paths(deletes, PIVOT_USAGE),
+    return ActionSpec(ActionKind.PIVOT, _host(words, PIVOT_USAGE, paths=bool(deletes))[0], paths=_paths(deletes, PIVOT_USAGE),
                       from_unit=a, to_unit=b, need_bytes=need, health_url=health)
 
 

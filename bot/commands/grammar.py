@@ -141,8 +141,11 @@ class Grammar:
                     exc.usage = self.prefixed(exc.usage)
                     raise
         verbs = sorted({p[0] for p in self.specs})
-        if lowered[0] in verbs:  # a known verb with an unknown sub-command
-            subs = sorted(p[1] for p in self.specs if p[0] == lowered[0] and len(p) > 1)
+        if lowered[0] in verbs:  # a known verb with an unknown sub-command, or none
+            subs = [p[1] for p in self.specs if p[0] == lowered[0] and len(p) > 1]
+            if len(lowered) == 1:
+                raise UsageError(f"`{lowered[0]}` needs a sub-command: {', '.join(subs)}",
+                                 usage=f"{self.usage_for(lowered[0])}\n{self.more()}")
             guess = suggest(lowered[1], subs) if len(lowered) > 1 else None
             usage = self.usage_of((lowered[0], guess)) if guess else self.usage_for(lowered[0])
             raise UsageError(f"unknown `{lowered[0]}` sub-command", usage=f"{usage}\n{self.more()}",
@@ -181,12 +184,22 @@ class Grammar:
         return "\n".join(f"{self.prefixed(s.usage)} — {s.summary}" for s in specs)
 
     def help(self, role: Role, topic: str | None = None) -> str:
-        """Help for a caller with ``role``; raises :class:`UsageError` for an unknown topic."""
+        """Help for a caller with ``role``: every command, or those of ``topic`` (a verb, ``hosts``,
+        or a command, ``hosts add``: then that one, when it exists). Raises :class:`UsageError` for
+        an unknown verb, with the closest one and the list, like an unknown command."""
         if topic:
-            verbs = {p[0] for p in self.specs}
-            if topic not in verbs:
-                raise UsageError(f"no command `{topic}`", suggestion=f"help {suggest(topic, verbs)}" if suggest(topic, verbs) else None)
-            return self.usage_for(topic, role) or f"`{topic}` needs a role you do not have"
+            path = tuple(topic.lower().split())
+            verb = path[0]
+            verbs = sorted({p[0] for p in self.specs})
+            if verb not in verbs:
+                guess = suggest(verb, verbs)
+                usage = self.usage_for(guess, role) if guess else "commands: " + ", ".join(f"`{v}`" for v in verbs)
+                raise UsageError(f"no command `{verb[:40]}`", usage=f"{usage}\n{self.more()}",
+                                 suggestion=f"help {guess}" if guess else None)
+            spec = self.specs.get(path)
+            if spec is not None and len(path) > 1:
+                return self.usage_of(path) if spec.role <= role else f"`{spec.name}` needs the {spec.role.label} role"
+            return self.usage_for(verb, role) or f"`{verb}` needs a role you do not have"
         lines = [f"*{self.command}* commands you may run ({role.label}):", self.usage_for(None, role)]
         hidden = [s for s in self.specs.values() if s.role > role]
         if hidden:

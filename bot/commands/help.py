@@ -12,12 +12,13 @@ from bot.roles import Role
 @dataclass(frozen=True)
 class HelpCommand:
     topic: str | None = None
+    """A command's words, lower-cased: ``status``, ``hosts add``; ``None``: every command."""
 
 
 def parse_help(args: list[str]) -> HelpCommand:
-    if len(args) > 1:
-        raise UsageError("help takes one command name", usage="help [COMMAND]")
-    return HelpCommand(args[0].lower() if args else None)
+    if len(args) > 3:
+        raise UsageError("help takes a command, e.g. `help hosts` or `help hosts add`", usage="help [COMMAND]")
+    return HelpCommand(" ".join(args).lower() if args else None)
 
 
 SPECS = [CommandSpec(("help",), "help [COMMAND]", "what you can run here", Role.NONE, parse_help)]
