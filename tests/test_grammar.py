@@ -62,6 +62,13 @@ def test_commands_parse(text, expected):
         ("status 'node;rm -rf /'", "not a valid host name", None),
         ("status node1 '/x\x1by'", "control characters", None),
         ("report", "`report` needs a sub-command: schedule, list, remove, resume, now", None),
+        ('report schedule "61 8 * * *" UTC', "`61 8 * * *`: minute 61 is out of range 0-59", None),
+        ('report schedule "0 24 * * 1-5" UTC', "hour 24 is out of range 0-23", None),
+        ('report schedule "0 8 0 * *" UTC', "day of the month 0 is out of range 1-31", None),
+        ('report schedule "0 8 * 13 *" UTC', "month 13 is out of range 1-12", None),
+        ('report schedule "*/0 8 * * *" UTC', "the minute step `/0` must be at least 1", None),
+        ('report schedule "50-10 8 * * *" UTC', "the minute range 50-10 runs backwards", None),
+        ('report schedule "x 8 * * *" UTC', "`x` is not a minute (0-59", None),
     ],
 )
 def test_bad_input_gets_usage_and_suggestion(text, message, suggestion):

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
+from bot.commands.crontab import check_numbers
 from bot.commands.grammar import CommandSpec, split_options
 from bot.errors import UsageError
 from bot.names import validate_host
@@ -147,6 +148,7 @@ def parse_schedule(args: list[str]) -> ReportScheduleCommand:
         expr, words = " ".join(words[:5]), words[5:]  # an unquoted expression
     else:
         raise UsageError("put the crontab expression in quotes, e.g. \"0 8 * * 1-5\"", usage=SCHEDULE_USAGE)
+    check_numbers(expr, SCHEDULE_USAGE)
     tz, group, all_hosts, channel = None, None, False, None
     for w in words:
         target = _target(w, SCHEDULE_USAGE)
