@@ -140,6 +140,36 @@ async def test_bad_key_file_is_a_stored_unreachable_snapshot(services, ssh_serve
     assert (await stored(services, report.snapshot_id)).error_kind == "unreachable"
 
 
+async def test_a_refused_key_names_the_user_the_key_and_the_fix(services, ssh_server, fake_hosts, tmp_path):
+    import asyncssh
+
+    from bot.render.status_view import one_line
+
+    other = tmp_path / "id_other"
+    asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(other))
+    await register(services, "node2", "127.0.0.16", ssh_server, key_file=str(other), user=ssh_server.username)
+    report = await check_host(services=services, host_name="node2")
+    assert report.assessment.verdict is Verdict.UNREACHABLE
+    text = report.assessment.reasons[0].text
+    assert text.startswith(f"node2: SSH authentication failed as {ssh_server.username} with the key {other} (the host’s key file)")
+    assert "GPUBOT_SSH_KEY_FILE" in text and f"gpubot hosts add node2 127.0.0.16 --port {ssh_server.port}" in text
+    assert one_line(report).startswith("node2 · unreachable · SSH authentication failed as ")  # the name once
+
+
+async def test_no_key_at_all_says_so(tmp_path):
+    from bot.ssh.auth import auth_failed_message
+    from bot.ssh.target import HostTarget
+
+    text = auth_failed_message(HostTarget("node2", "127.0.0.77", 2222, user="root"), user="root", key_file=None,
+                               key_from_setting=True, ssh_config=None, agent=False, home_ssh=str(tmp_path))
+    assert text.startswith(f"node2: SSH authentication failed as root with no key: GPUBOT_SSH_KEY_FILE is not set, "
+                           f"no key in {tmp_path}, no SSH agent; ")
+    (tmp_path / "id_ed25519").write_text("k")
+    text = auth_failed_message(HostTarget("node2", "127.0.0.77", 2222, user="root"), user="root", key_file=None,
+                               key_from_setting=True, ssh_config=None, agent=True, home_ssh=str(tmp_path))
+    assert f"with no key configured; tried {tmp_path}/id_ed25519, the SSH agent's keys;" in text
+
+
 async def test_invalid_stored_probe_settings_are_an_unknown_snapshot_not_a_crash(services, ssh_server, fake_hosts):
     from sqlalchemy import update
 

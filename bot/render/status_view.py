@@ -190,7 +190,8 @@ def one_line(report: StatusReport) -> str:
         parts.append(f"{busy}/{len(r.gpu.gpus)} GPUs in use")
     if r is not None and r.disks and r.disks[0].avail_bytes is not None:
         parts.append(f"{human_bytes(r.disks[0].avail_bytes)} free")
-    reasons = [x.text for x in report.assessment.reasons if x.severity is not Severity.NOTE]
+    # the line starts with the host's name: a reason that starts with it too ("node2: SSH …") drops it
+    reasons = [x.text.removeprefix(f"{report.host}: ") for x in report.assessment.reasons if x.severity is not Severity.NOTE]
     if reasons:
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         parts.append(reasons[0] + more)

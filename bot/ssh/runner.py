@@ -31,6 +31,7 @@ import asyncssh
 
 from bot.errors import ConnectionLost, HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, UsageError
 from bot.names import endpoint
+from bot.ssh.auth import auth_failed_message
 from bot.ssh.files import ClientKeys, KnownHosts, ip_or_empty, stamp
 from bot.ssh.jump import Hop, hop_target, parse_chain
 from bot.ssh.pool import ConnectionPool
@@ -194,7 +195,9 @@ class SshRunner:
         except FileNotFoundError as exc:
             raise HostUnreachable(f"{target.name}: cannot read {exc.filename or 'a file'}: {exc.strerror}") from exc
         except asyncssh.PermissionDenied as exc:
-            raise HostUnreachable(f"{target.name}: SSH authentication failed for the configured user/key") from exc
+            raise HostUnreachable(auth_failed_message(
+                target, user=target.user or self.default_user, key_file=self._key_path(target),
+                key_from_setting=not target.key_file, ssh_config=self.ssh_config)) from exc
         except (asyncio.TimeoutError, TimeoutError) as exc:
             raise HostUnreachable(f"{target.name}: no SSH answer from {endpoint(target.address, target.port)} within {self.connect_timeout:.0f} s") from exc
         except (OSError, asyncssh.Error) as exc:
