@@ -175,3 +175,12 @@ def test_the_demo_leaves_your_own_hugging_face_cache_alone(tmp_path):
     term.type("quit")
     assert term.close() == 0
     assert (hub / "weights.bin").exists()
+
+
+def test_a_viewer_is_not_offered_the_demo_clean(tmp_path):
+    term = Terminal([sys.executable, "-m", "bot", "console", "--role", "viewer"], _first_run_env(tmp_path))
+    banner = term.read_until("gpubot> ")
+    assert "allows deleting under" in banner and "You are a viewer here" in banner, banner
+    assert "weights=" not in banner and "as alice" not in banner and "--role operator" in banner, banner
+    term.type("quit")
+    assert term.close() == 0

@@ -44,10 +44,15 @@ class Demo:
                     "is off and `clean localhost hf-cache` is planned as in Slack.")
         return None
 
-    def banner(self, command: str) -> str:
-        """What the console says at start, so the user knows the demo root exists and why."""
-        return (f"GPUBOT_ALLOWED_ROOTS is not set, so this console allows deleting under {self.root} on localhost only\n"
-                f"(a demo; it put a 5 MiB sample folder there). Try `{command} clean localhost weights={self.folder}`,\n"
+    def banner(self, command: str, *, may_clean: bool = True) -> str:
+        """What the console says at start, so the user knows the demo root exists and why; the
+        clean to try only when the user ``may_clean`` (an operator or admin), else how to get it."""
+        head = (f"GPUBOT_ALLOWED_ROOTS is not set, so this console allows deleting under {self.root} on localhost only\n"
+                "(a demo; it put a 5 MiB sample folder there).")
+        if not may_clean:
+            return (f"{head} You are a viewer here: `{command} status localhost` and `{command} audit` work,\n"
+                    "but not clean; `gpubot console --role operator` tries a clean and its approval.")
+        return (f"{head} Try `{command} clean localhost weights={self.folder}`,\n"
                 "then `as alice` and press Approve. Real roots: set GPUBOT_ALLOWED_ROOTS (README, \"Approvals and actions\").")
 
 

@@ -27,6 +27,7 @@ from bot.commands.registry import default_grammar
 from bot.config import Settings, default_data_dir
 from bot.errors import UsageError
 from bot.flows.context import Services
+from bot.roles import Role
 from bot.slack.app import build_app
 from bot.slack.console.demo import Demo, active_demo
 from bot.slack.console.render import Choice, button_key, button_line, render_message
@@ -190,12 +191,16 @@ class Console:
         thread = " (in thread)" if message.get("thread_ts") else ""
         return f"\n(file){thread} " + "\n".join(lines) + "\n"
 
+    def role(self) -> Role:
+        """The role of the person typing, from the settings lists (a viewer when viewers are open)."""
+        s = self.services.settings
+        return next((role for role, ids in ((Role.ADMIN, s.admins), (Role.OPERATOR, s.operators), (Role.VIEWER, s.viewers))
+                     if self.user_id in ids), Role.VIEWER if not s.viewers else Role.NONE)
+
     def who(self) -> str:
         """``UCONSOLE (admin)``: the person typing and their role from the settings lists."""
-        s = self.services.settings
-        role = next((label for label, ids in (("admin", s.admins), ("operator", s.operators), ("viewer", s.viewers))
-                     if self.user_id in ids), "viewer" if not s.viewers else "no role")
-        return f"{self.user_id} ({role})"
+        role = self.role()
+        return f"{self.user_id} ({role.label if role is not Role.NONE else 'no role'})"
 
     def act_as(self, name: str | None) -> None:
         """Act as another console person, who gets the same roles as you; ``None`` or ``me``
@@ -308,10 +313,13 @@ class Console:
 
 
 async def run_console(services: Services, *, note: str | None = None) -> int:
-    """The interactive loop on stdin/stdout; ``note`` is printed under the banner (the demo's)."""
+    """The interactive loop on stdin/stdout; ``note`` is printed under the banner. While the demo
+    is on, the demo's banner is printed instead, for your role (a viewer is not offered the clean)."""
     console = Console(services, demo=active_demo(services.settings))
     await console.start()
     print(BANNER)
+    if console.demo is not None:
+        note = console.demo.banner(services.settings.command, may_clean=console.role() >= Role.OPERATOR)
     if note:
         print(note)
 
