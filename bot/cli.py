@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from dataclasses import asdict
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO, cast
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
@@ -33,6 +33,7 @@ from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
 from bot.names import endpoint
 from bot.observability.logs import configure_logging, secrets_of
+from bot.printable import PrintableStream
 from bot.readiness.verdict import Verdict
 from bot.render.status_view import fleet_view, status_view
 from bot.render.text import fleet_text, status_text
@@ -301,7 +302,17 @@ def _serve(settings: Settings) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``gpubot`` console script."""
+    """Entry point of the ``gpubot`` console script. Everything it prints goes through
+    :class:`~bot.printable.PrintableStream`: text from hosts never drives the terminal."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = cast(TextIO, PrintableStream(out)), cast(TextIO, PrintableStream(err))
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str] | None) -> int:
     args = _build_parser().parse_args(argv)
     quiet = argv is not None or args.cmd != "serve"
     configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from bot.actions import flows
@@ -23,15 +24,33 @@ from bot.names import validate_host, validate_unit
 from bot.wiring import build_services
 
 
+def count(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` to ``high`` (no upper bound: ``None``);
+    anything else is a usage error that argparse prefixes with the flag (``argument --lines/-n:
+    must be between 1 and 1000, not 0``)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"`{text[:40]}` is not a whole number") from None
+        if n < low or (high is not None and n > high):
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, not {n}" if high is not None
+                                             else f"must be at least {low}, not {n}")
+        return n
+    parse.__name__ = "count"
+    return parse
+
+
 def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     """Register ``audit`` on ``gpubot``'s subparsers."""
     au = sub.add_parser("audit", help="requests, approvals and executed steps of actions (newest first)")
     au.add_argument("host", nargs="?")
-    au.add_argument("--limit", type=int, default=20, help="how many requests (default 20)")
+    au.add_argument("--limit", type=count(1), default=20, help="how many requests (default 20)")
     lg = sub.add_parser("logs", help="a watched unit's recent journal (journalctl -u UNIT -n N on the host)")
     lg.add_argument("host")
     lg.add_argument("unit")
-    lg.add_argument("--lines", "-n", type=int, default=None, help=f"how many lines (default GPUBOT_JOURNAL_LINES, at most {MAX_LINES})")
+    lg.add_argument("--lines", "-n", type=count(1, MAX_LINES), default=None,
+                    help=f"how many lines (default GPUBOT_JOURNAL_LINES, at most {MAX_LINES})")
 
 
 async def logs(settings: Settings, args: argparse.Namespace) -> int:
@@ -54,7 +73,7 @@ async def audit(settings: Settings, args: argparse.Namespace) -> int:
     host = validate_host(args.host) if args.host else None
     services = build_services(settings)
     try:
-        entries = await trail(services=services, host=host, limit=max(1, args.limit))
+        entries = await trail(services=services, host=host, limit=args.limit)
     finally:
         await services.close()
     print(audit_text(entries, host=host, full=True))

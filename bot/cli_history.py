@@ -11,11 +11,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from bot.commands.history import DiffCommand, HistoryCommand, parse_diff, parse_history
 from bot.config import Settings
 from bot.history.chart import ChartSeries, render_png
 from bot.history.service import diff_snapshots, load_history
+from bot.hosts import service as hosts
 from bot.render.history_view import diff_text, history_text, history_view
+from bot.snapshots import service as snapshots
 from bot.wiring import build_services
 
 
@@ -30,12 +34,20 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     di.add_argument("--since", default="1d", help="a span (1d, 12h) or a snapshot id")
 
 
+async def _known(db: AsyncSession, name: str) -> None:
+    """Raise :class:`~bot.errors.NotFoundError` ("no host called …", near names) for a name that is
+    not a host and was never probed; a removed host keeps its snapshots, so its history is shown."""
+    if await snapshots.latest(db_session=db, host_name=name) is None:
+        await hosts.resolve(db_session=db, name=name)
+
+
 async def history(settings: Settings, args: argparse.Namespace) -> int:
     cmd: HistoryCommand = parse_history([args.host, args.since])
     services = build_services(settings)
     try:
         until = services.clock()
         async with services.sessions() as db:
+            await _known(db, cmd.host)
             h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
     finally:
         await services.close()
@@ -54,6 +66,7 @@ async def diff(settings: Settings, args: argparse.Namespace) -> int:
     services = build_services(settings)
     try:
         async with services.sessions() as db:
+            await _known(db, cmd.host)
             d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id,
                                      now=services.clock())
     finally:

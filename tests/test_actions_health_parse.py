@@ -93,6 +93,9 @@ def test_journal_answers_are_told_apart():
         return parse_journal("h", "u.service", ProbeOutput("journal", out, err, rc), 50)
 
     assert j("Nov 30 12:00:01 h vllm[1]: OOM\n").lines == ["Nov 30 12:00:01 h vllm[1]: OOM"]
+    # the service writes its journal: escape sequences are shown, never passed to a terminal or to Slack
+    assert j("h vllm[1]: \x1b[31mERROR\x1b[0m \x1b]0;pwned\x07\n").lines == ["h vllm[1]: \\x1b[31mERROR\\x1b[0m \\x1b]0;pwned\\x07"]
+    assert "\x1b" not in j("", "journalctl: \x1b[2Jbad\n", 1).note
     assert j("", "sh: 1: journalctl: not found\n", 127).note == "h has no systemd journal: journalctl is not installed"
     assert "no journal files" in j("-- No entries --\n", "No journal files were found.\n").note
     assert j("-- No entries --\n").note == "no journal entries for u.service on h"

@@ -135,11 +135,17 @@ def test_gpubot_logs_in_the_terminal(tmp_path, ssh_server, fake_hosts):
     add = gpubot("hosts", "add", "hs5", "127.0.0.18", "--port", str(ssh_server.port), "--probe",
                  '{"units": {"model-b.service": "active"}}', env=env)
     assert add.returncode == 0, add.stderr
-    fake_hosts.update("127.0.0.18", units={"model-b.service": model_unit(log=[f"line {i}" for i in range(9)])})
+    fake_hosts.update("127.0.0.18", units={"model-b.service": model_unit(log=[f"line {i}" for i in range(8)]
+                                                                            + ["\x1b]0;pwned\x07\x1b[31mline 8"])})
     run_fake(ssh_server, "127.0.0.18", "systemctl", "start", "model-b.service")
     time.sleep(0.5)
     out = gpubot("logs", "hs5", "model-b.service", "--lines", "3", env=env)
-    assert out.returncode == 0 and [x.rsplit(": ", 1)[1] for x in out.stdout.splitlines()] == ["line 6", "line 7", "line 8"]
+    assert out.returncode == 0 and [x.rsplit(": ", 1)[1] for x in out.stdout.splitlines()] == [
+        "line 6", "line 7", "\\x1b]0;pwned\\x07\\x1b[31mline 8"]
+    for bad in ("0", "1001", "-1"):
+        refused = gpubot("logs", "hs5", "model-b.service", "--lines", bad, env=env)
+        assert refused.returncode == 64 and "argument --lines/-n: must be between 1 and 1000" in refused.stderr
+        assert "lines=" not in refused.stderr
     fake_hosts.update("127.0.0.18", journal_mode="no_files")
     none = gpubot("logs", "hs5", "model-b.service", env=env)
     assert none.returncode == 2 and "hs5 has no journal files" in none.stderr

@@ -155,3 +155,35 @@ def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
     ok = gpubot("hosts", "trust", "box", "--fingerprint", fingerprint, env=env)
     assert ok.returncode == 0 and "recorded" in ok.stdout
     assert gpubot("status", "box", env=env).returncode == 0
+
+
+def test_out_of_range_limits_are_usage_errors_naming_the_flag(db_env):
+    for bad in ("0", "-1"):
+        res = gpubot("audit", "--limit", bad, env=db_env)
+        assert res.returncode == 64 and f"argument --limit: must be at least 1, not {bad}" in res.stderr, res.stderr
+    res = gpubot("audit", "--limit", "many", env=db_env)
+    assert res.returncode == 64 and "`many` is not a whole number" in res.stderr
+
+
+@pytest.mark.parametrize("command", [("audit", "nosuch"), ("history", "nosuch"), ("diff", "nosuch"), ("audit", "localhst")])
+def test_unknown_hosts_are_not_found_in_audit_history_and_diff(command, db_env):
+    res = gpubot(*command, env=db_env)
+    assert res.returncode == 69 and f"no host called `{command[1]}`" in res.stderr, res.stderr
+    if command[1] == "localhst":
+        assert "Did you mean: localhost?" in res.stderr
+
+
+def test_a_process_name_with_escape_sequences_is_shown_not_obeyed(db_env, ssh_server, fake_hosts):
+    from tests.support.holders import hold_gpu, reap
+
+    env = {**db_env, "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+           "GPUBOT_SSH_USER": ssh_server.username}
+    assert gpubot("hosts", "add", "box", "127.0.0.19", "--port", str(ssh_server.port), env=env).returncode == 0
+    proc = hold_gpu(ssh_server, "127.0.0.19", gpu=1, used_mib=4096, name="\x1b]0;pwn\x07\x1b[2J")
+    try:
+        res = gpubot("status", "box", env=env)
+    finally:
+        reap(proc)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "\x1b" not in res.stdout and "\x07" not in res.stdout
+    assert "\\x1b]0;pwn\\x07\\x1b[2J" in res.stdout, res.stdout

@@ -10,6 +10,7 @@ from bot.actions.kinds import ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep, Approval
 from bot.actions.plan import Plan
 from bot.flows.context import Services
+from bot.hosts import service as hosts
 
 
 @dataclass(frozen=True)
@@ -20,9 +21,13 @@ class AuditEntry:
 
 
 async def trail(*, services: Services, host: str | None = None, limit: int = 20) -> list[AuditEntry]:
-    """The newest ``limit`` requests (of ``host`` if given), each with its decisions and steps."""
+    """The newest ``limit`` requests (of ``host`` if given), each with its decisions and steps.
+    Raises :class:`~bot.errors.NotFoundError` (with near names) for a ``host`` that has no request
+    and is not a host (a removed host's trail is still shown)."""
     async with services.sessions() as db:
         reqs = await service.history(db_session=db, host=host, limit=limit)
+        if host and not reqs:
+            await hosts.resolve(db_session=db, name=host)
         return [AuditEntry(r, await service.decisions(db_session=db, request_id=r.id),
                            await service.steps(db_session=db, request_id=r.id)) for r in reqs]
 

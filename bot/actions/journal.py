@@ -19,6 +19,7 @@ from bot.actions.policy import configured_units
 from bot.errors import ProbeError, UsageError
 from bot.flows.context import Services
 from bot.hosts import service as hosts
+from bot.printable import printable
 from bot.probes.frames import ProbeOutput
 from bot.ssh.runner import Runner
 from bot.ssh.target import HostTarget
@@ -61,8 +62,10 @@ def journal_command(unit: str, lines: int) -> str:
 def parse_journal(host: str, unit: str, out: ProbeOutput, asked: int) -> JournalTail:
     """Classify journalctl's answer: exit 127 or "not found" → no journalctl (no systemd
     journal); "No journal files were found" → journald has written nothing; "-- No entries --"
-    → none for this unit (and, with the ``systemd-journal`` hint, maybe no permission)."""
-    err, text = out.stderr.strip(), out.stdout
+    → none for this unit (and, with the ``systemd-journal`` hint, maybe no permission). The text is
+    the service's: control characters are escaped (:func:`~bot.printable.printable`), so no line
+    drives the terminal or the Slack message it is shown in."""
+    err, text = printable(out.stderr.strip()), out.stdout
     if out.exit_status == 127 or "journalctl: not found" in err or "journalctl: command not found" in err:
         return JournalTail(host, unit, note=f"{host} has no systemd journal: journalctl is not installed", asked=asked)
     if "No journal files were found" in err or "No journal files were found" in text:
@@ -70,7 +73,7 @@ def parse_journal(host: str, unit: str, out: ProbeOutput, asked: int) -> Journal
                            asked=asked)
     if out.exit_status not in (0, None) and not text.strip():
         return JournalTail(host, unit, note=f"journalctl failed on {host} (exit {out.exit_status}): {err[:300]}", asked=asked)
-    lines = [line for line in text.splitlines() if line.strip() and line.strip() != "-- No entries --"]
+    lines = [printable(line) for line in text.splitlines() if line.strip() and line.strip() != "-- No entries --"]
     if lines:
         return JournalTail(host, unit, lines=lines, asked=asked)
     if "systemd-journal" in err or "not seeing messages from other users" in err:
@@ -90,7 +93,7 @@ async def fetch_journal(runner: Runner, target: HostTarget, unit: str, lines: in
 
 async def read_journal(*, services: Services, host: str, unit: str, lines: int | None = None) -> JournalTail:
     """The last ``lines`` (default ``journal_lines``) of a watched unit's journal on ``host``."""
-    n = lines or services.settings.journal_lines
+    n = services.settings.journal_lines if lines is None else lines
     if not 1 <= n <= MAX_LINES:
         raise UsageError(f"lines= must be between 1 and {MAX_LINES}")
     async with services.sessions() as db:
