@@ -52,7 +52,7 @@ async def test_a_typo_shows_the_guessed_commands_usage_and_where_to_find_the_res
     ("diff", "/gpu diff HOST [since=1d|since=SNAPSHOT_ID]"),
     ("report remove x", "/gpu report remove ID"),
     ("clean node174", "/gpu clean HOST weights=PATH[,PATH...] | /gpu clean HOST hf-cache [repo=ORG/NAME]"),
-    ("help a b", "/gpu help [COMMAND]"),
+    ("help a b c d", "/gpu help [COMMAND]"),
 ])
 async def test_usage_lines_carry_the_command_prefix(slack_bot, command, usage):
     text = (await answer_to(slack_bot, command))["text"]
