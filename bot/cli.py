@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
 import logging
 import os
+import re
 import sys
 from dataclasses import asdict
 from typing import Any, NoReturn, TextIO, cast
@@ -50,7 +52,36 @@ VERDICT_EXIT = {Verdict.READY: 0, Verdict.NOT_READY: 1, Verdict.UNKNOWN: 2, Verd
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EX_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EX_USAGE, f"{self.prog}: error: {self._told(message)}\n")
+
+    def _told(self, message: str) -> str:
+        """argparse's message, except for a missing or unknown subcommand, which argparse names by
+        its internal destination (``the following arguments are required: cmd``)."""
+        sub = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None:
+            return message
+        names = list(sub.choices)
+        listing = f"{', '.join(names)} (`{self.prog} --help` says what each does)"
+        if message == f"the following arguments are required: {sub.dest}":
+            return f"name a command: {listing}"
+        unknown = re.match(rf"argument {re.escape(sub.dest)}: invalid choice: '([^']*)'", message)
+        if unknown:
+            near = difflib.get_close_matches(unknown[1], names, n=1)
+            hint = f" (did you mean `{self.prog} {near[0]}`?)" if near else ""
+            return f"unknown command `{unknown[1][:40]}`{hint}; the commands are {listing}"
+        return message
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """An argparse ``type``: a JSON object (``--probe``); argparse prefixes the flag to the error."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg} at column {exc.colno}); "
+                                         'give an object, e.g. \'{"units": {"vllm.service": "inactive"}}\'') from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('give a JSON object, e.g. \'{"units": {"vllm.service": "inactive"}}\'')
+    return value
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -92,7 +123,7 @@ def _add_hosts_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("--jump", metavar="USER@BASTION[:PORT]",
                      help="reach the host through this jump host (its key must be in known_hosts too)")
     add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
-    add.add_argument("--probe", type=json.loads, default=None, metavar="JSON",
+    add.add_argument("--probe", type=_json_object, default=None, metavar="JSON",
                      help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
     h.add_parser("list", help="list hosts")
     on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(

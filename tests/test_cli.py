@@ -187,3 +187,19 @@ def test_a_process_name_with_escape_sequences_is_shown_not_obeyed(db_env, ssh_se
     assert res.returncode == 1, res.stdout + res.stderr
     assert "\x1b" not in res.stdout and "\x07" not in res.stdout
     assert "\\x1b]0;pwn\\x07\\x1b[2J" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    ((), "gpubot: error: name a command: db, hosts, status,"),
+    (("hosts",), "gpubot hosts: error: name a command: add, list,"),
+    (("stauts", "n1"), "unknown command `stauts` (did you mean `gpubot status`?)"),
+    (("hosts", "ad"), "unknown command `ad` (did you mean `gpubot hosts add`?)"),
+    (("hosts", "add", "n2", "1.2.3.4", "--probe", "{bad"), "argument --probe: not valid JSON (Expecting property name"),
+    (("hosts", "add", "n2", "1.2.3.4", "--probe", "[1]"), "argument --probe: give a JSON object"),
+    (("status", "n1", "relative/path"), "weight paths must be absolute: `relative/path`"),
+])
+def test_usage_errors_say_what_to_type_not_argparse_internals(args, said, db_env):
+    res = gpubot(*args, env=db_env)
+    assert res.returncode == 64 and said in res.stderr, res.stderr
+    for internal in ("required: cmd", "hosts_cmd", "invalid loads", "invalid choice", "Traceback"):
+        assert internal not in res.stderr

@@ -56,6 +56,8 @@ def parse_status(args: list[str]) -> StatusCommand:
             paths.append(validate_path(w))
         elif target is None:
             target = parse_target(w)
+        elif "/" in w:  # after the target, only weight paths: this one is relative
+            raise UsageError(f"weight paths must be absolute: `{w[:80]}` (start it with `/`)", usage=USAGE)
         else:
             raise UsageError(f"one target at a time: `{target.describe()}` and `{w[:40]}`", usage=USAGE)
     return StatusCommand(target or Target("default"), need, tuple(paths))
