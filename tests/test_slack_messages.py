@@ -2,6 +2,8 @@
 short usage with the `/gpu` prefix, errors that name the setting to change or the command to run.
 Signed requests to the real Bolt app; its Web API is the recorder."""
 
+import asyncio
+
 import pytest
 
 from bot.hosts import service as hosts
@@ -161,3 +163,34 @@ def test_shortening_keeps_both_ends_and_never_cuts_an_entity():
     assert shorten_middle("short", 120) == "short"
     lines = fit_lines([f"• {escape(text)}"] * 3)
     assert lines.count(" … ") == 3 and lines.count("/model-final") == 3
+
+
+def shown(body: dict) -> str:
+    """What Slack shows of an answer: its blocks' text, else its text."""
+    return blocks_text(body["blocks"]) if body.get("blocks") else body["text"]
+
+
+async def test_localhost_is_shown_as_the_built_in_host_and_never_suggested_for_itself(slack_bot, services):
+    from bot.snapshots import service as snapshots
+
+    services.settings.admins = ["U1"]
+    async with services.sessions() as db:
+        assert await hosts.near_names(db_session=db, name="localhost") == []
+        assert await hosts.near_names(db_session=db, name="localhst") == ["localhost"]
+    text = shown(await answer_to(slack_bot, "hosts show localhost"))
+    assert "`localhost` local · this machine, built in" in text and "never probed" in text and "Did you mean" not in text, text
+    await slack_bot.command("status localhost", user_id="U1")
+    for _ in range(100):
+        async with services.sessions() as db:
+            snap = await snapshots.latest(db_session=db, host_name="localhost")
+        if snap is not None:
+            break
+        await asyncio.sleep(0.1)
+    assert snap is not None
+    text = shown(await answer_to(slack_bot, "hosts show localhost"))
+    assert f"(snapshot #{snap.id})" in text and "GPU inventory" in text, text
+    text = shown(await answer_to(slack_bot, "hosts"))
+    assert "0 hosts" in text and "`localhost` local · this machine, built in" in text, text
+    text = shown(await answer_to(slack_bot, "hosts remove localhost"))
+    assert "`localhost` is this machine, built in and not in the registry: there is nothing to remove" in text, text
+    assert "Did you mean" not in shown(await answer_to(slack_bot, "hosts forget-gpu localhost 7"))

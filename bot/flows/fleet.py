@@ -72,7 +72,8 @@ async def hosts_of(*, services: Services, group: str | None) -> list[str]:
         rows = await hosts.list_all(db_session=db, group=group)
         if not rows:
             if group is None:
-                raise NotFoundError("no hosts are registered (`/gpu hosts add NAME ADDRESS`)")
+                raise NotFoundError("no hosts are registered (`/gpu hosts add NAME ADDRESS`); localhost, this machine, is built in "
+                                    "and not counted: `/gpu status localhost`")
             groups = sorted({h.group for h in await hosts.list_all(db_session=db) if h.group})
             from difflib import get_close_matches
 

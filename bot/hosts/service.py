@@ -18,6 +18,8 @@ from bot.ssh.jump import parse_hop
 from bot.ssh.target import HostTarget
 
 LOCAL_NAMES = ("localhost",)
+"""The built-in local host: always there, probed on this machine, not in the registry (unless
+registered with the local transport)."""
 RESERVED_NAMES = ("all",)
 """``status all`` means every host, so no host may be called that."""
 USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,63}$")
@@ -82,15 +84,17 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
 async def remove(*, db_session: AsyncSession, name: str) -> None:
     """Unregister ``name`` (its snapshots stay); raises :class:`NotFoundError`."""
     host = await get(db_session=db_session, name=name)
+    if host is None and name.lower() in LOCAL_NAMES:
+        raise NotFoundError(f"`{name.lower()}` is this machine, built in and not in the registry: there is nothing to remove")
     if host is None:
         raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
     await db_session.delete(host)
 
 
 async def near_names(*, db_session: AsyncSession, name: str, limit: int = 3) -> list[str]:
-    """Registered names close to ``name`` (for "did you mean")."""
+    """Registered names close to ``name`` (for "did you mean"), never ``name`` itself."""
     names = [h.name for h in await list_all(db_session=db_session)] + list(LOCAL_NAMES)
-    return difflib.get_close_matches(name.lower(), names, n=limit, cutoff=0.5)
+    return [n for n in difflib.get_close_matches(name.lower(), names, n=limit + 1, cutoff=0.5) if n != name.lower()][:limit]
 
 
 async def resolve(*, db_session: AsyncSession, name: str) -> tuple[HostTarget, Host | None]:

@@ -34,37 +34,50 @@ def _line(h: Any) -> str:
     return f"`{h.name}` {where} · group {h.group or '-'}" + (f" · {labels}" if labels else "")
 
 
+BUILT_IN = "`{name}` local · this machine, built in (not in the registry; `/gpu status {name}` probes it)"
+"""The line of the built-in local host (:data:`bot.hosts.service.LOCAL_NAMES`) where hosts are listed."""
+
+
 async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
     async with ctx.services.sessions() as db:
         rows = await hosts.list_all(db_session=db, group=cmd.group)
     title = f"{len(rows)} host{'s' if len(rows) != 1 else ''}" + (f" in group {cmd.group}" if cmd.group else "")
-    text = "\n".join([f"*{escape(title)}*", *(escape(_line(h)) for h in rows)] or [title])
+    built_in = [] if cmd.group else [BUILT_IN.format(name=n) for n in hosts.LOCAL_NAMES if n not in {h.name for h in rows}]
+    text = "\n".join([f"*{escape(title)}*", *(escape(_line(h)) for h in rows), *(escape(x) for x in built_in)])
     await ctx.reply_ephemeral(title, text_blocks(text))
+
+
+async def _registered_or_built_in(db: Any, name: str) -> tuple[Any, str]:
+    """``(host, name)``: the registered host called ``name``, or ``(None, "localhost")`` for the
+    built-in local host; raises :class:`NotFoundError` (with near names) for anything else."""
+    h = await hosts.get(db_session=db, name=name)
+    if h is not None:
+        return h, h.name
+    if name.lower() in hosts.LOCAL_NAMES:
+        return None, name.lower()
+    raise NotFoundError(f"no host called `{name}`", near=await hosts.near_names(db_session=db, name=name))
 
 
 async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
     async with ctx.services.sessions() as db:
-        h = await hosts.get(db_session=db, name=cmd.name)
-        if h is None:
-            raise NotFoundError(f"no host called `{cmd.name}`", near=await hosts.near_names(db_session=db, name=cmd.name))
-        snap = await snapshots.latest(db_session=db, host_name=h.name)
-        gpus = await inventory.listing(db_session=db, host_name=h.name)
+        h, name = await _registered_or_built_in(db, cmd.name)
+        snap = await snapshots.latest(db_session=db, host_name=name)
+        gpus = await inventory.listing(db_session=db, host_name=name)
+    head = _line(h) if h is not None else BUILT_IN.format(name=name)
     last = (f"last verdict *{snap.verdict.replace('_', ' ')}* at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
             if snap else "never probed")
     lines = [escape(x) for x in inventory_lines(gpus)]
-    await ctx.reply_ephemeral(_line(h), text_blocks("\n".join([escape(_line(h)), last, *lines])))
+    await ctx.reply_ephemeral(head, text_blocks("\n".join([escape(head), last, *lines])))
 
 
 async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
     async with ctx.services.sessions() as db, db.begin():
-        h = await hosts.get(db_session=db, name=cmd.name)
-        if h is None:
-            raise NotFoundError(f"no host called `{cmd.name}`", near=await hosts.near_names(db_session=db, name=cmd.name))
-        gone = await inventory.forget(db_session=db, host_name=h.name, gpu=cmd.gpu)
+        _, name = await _registered_or_built_in(db, cmd.name)
+        gone = await inventory.forget(db_session=db, host_name=name, gpu=cmd.gpu)
     if not gone:
-        await ctx.reply_ephemeral(f"{h.name} has no GPU `{cmd.gpu}` in its inventory (see `/gpu hosts show {h.name}`).")
+        await ctx.reply_ephemeral(f"{name} has no GPU `{cmd.gpu}` in its inventory (see `/gpu hosts show {name}`).")
         return
-    text = f"<@{ctx.user_id}> removed {', '.join(f'`{u}`' for u in gone)} from {h.name}'s GPU inventory; it is no longer counted missing."
+    text = f"<@{ctx.user_id}> removed {', '.join(f'`{u}`' for u in gone)} from {name}'s GPU inventory; it is no longer counted missing."
     await ctx.post(text, text_blocks(text))
 
 
