@@ -131,6 +131,14 @@ async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists
     await bot.command("hosts forget-gpu node202 7", user_id="UVIEWER", response_url=bot.recorder.response_url("no"))
     refused = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/no"), timeout=20)
     assert "admin" in refused.body["text"]
-    await bot.command("hosts forget-gpu node202 7", user_id="UADMIN", response_url=bot.recorder.response_url("forget"))
+    await bot.command("hosts forget-gpu node202 7", user_id="UADMIN", response_url=bot.recorder.response_url("present"))
+    present = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/present"), timeout=20)
+    assert "GPU 7 is present now (snapshot #" in present.body["text"] and "nothing to forget" in present.body["text"]
+    fake_hosts.update("127.0.0.17", gpus=6)  # GPUs 6 and 7 fall off the bus
+    start = len(bot.recorder.calls)
+    await bot.command("status node202")
+    await bot.recorder.wait_for("chat.update", timeout=30, start=start)
+    await bot.command("hosts forget-gpu node202 all", user_id="UADMIN", response_url=bot.recorder.response_url("forget"))
     done = await bot.recorder.wait_for("chat.postMessage", lambda c: "GPU inventory" in c.body.get("text", ""), timeout=20)
-    assert "removed `GPU-" in done.body["text"] and "no longer counted missing" in done.body["text"]
+    assert done.body["text"].count("`GPU-") == 2 and "; they are no longer counted missing" in done.body["text"], done.body["text"]
+    assert "GPUs 0, 1, 2, 3, 4, 5, present now, stay." in done.body["text"], done.body["text"]

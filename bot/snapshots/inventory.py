@@ -9,7 +9,7 @@ seen in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, cast
@@ -79,17 +79,31 @@ async def listing(*, db_session: AsyncSession, host_name: str) -> list[GpuSeen]:
     return list((await db_session.execute(q)).scalars())
 
 
-async def forget(*, db_session: AsyncSession, host_name: str, gpu: str) -> list[str]:
-    """Remove GPUs of ``host_name`` from the inventory: ``gpu`` is a UUID (or its unique prefix),
-    an index (``3``), or ``all``. Returns the UUIDs removed (empty: nothing matched)."""
-    rows = await listing(db_session=db_session, host_name=host_name)
+def matching(rows: Sequence[GpuSeen], gpu: str) -> list[GpuSeen]:
+    """The rows ``gpu`` names: a UUID (or its unique prefix), an index (``3``), or ``all``."""
     if gpu == "all":
-        hit = rows
-    elif gpu.isdecimal():
-        hit = [r for r in rows if r.gpu_index == int(gpu)]
-    else:
-        hit = [r for r in rows if r.uuid.lower().startswith(gpu.lower())]
-        hit = hit if len(hit) == 1 else [r for r in hit if r.uuid.lower() == gpu.lower()]
+        return list(rows)
+    if gpu.isdecimal():
+        return [r for r in rows if r.gpu_index == int(gpu)]
+    hit = [r for r in rows if r.uuid.lower().startswith(gpu.lower())]
+    return hit if len(hit) == 1 else [r for r in hit if r.uuid.lower() == gpu.lower()]
+
+
+def present_now(snap: Snapshot | None) -> set[str]:
+    """UUIDs of the GPUs ``snap`` (a host's latest snapshot) lists; empty when there is none or
+    its GPU probe failed (then no GPU is known to be present)."""
+    gpu = ((snap.readings if snap is not None else None) or {}).get("gpu") or {}
+    if gpu.get("failure"):
+        return set()
+    return {g["uuid"] for g in gpu.get("gpus", []) if g.get("uuid")}
+
+
+async def forget(*, db_session: AsyncSession, host_name: str, gpu: str, keep: Collection[str] = ()) -> list[str]:
+    """Remove GPUs of ``host_name`` from the inventory: ``gpu`` is a UUID (or its unique prefix),
+    an index (``3``), or ``all`` (:func:`matching`); those whose UUID is in ``keep`` (present now,
+    :func:`present_now`) stay. Returns the UUIDs removed (empty: nothing matched or all kept)."""
+    rows = await listing(db_session=db_session, host_name=host_name)
+    hit = [r for r in matching(rows, gpu) if r.uuid not in keep]
     if hit:
         await db_session.execute(delete(GpuSeen).where(GpuSeen.host_name == host_name, GpuSeen.uuid.in_([r.uuid for r in hit])))
     return [r.uuid for r in hit]

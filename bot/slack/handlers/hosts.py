@@ -73,12 +73,32 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
 async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
     async with ctx.services.sessions() as db, db.begin():
         _, name = await _registered_or_built_in(db, cmd.name)
-        gone = await inventory.forget(db_session=db, host_name=name, gpu=cmd.gpu)
-    if not gone:
+        snap = await snapshots.latest(db_session=db, host_name=name)
+        here = inventory.present_now(snap)
+        named = inventory.matching(await inventory.listing(db_session=db, host_name=name), cmd.gpu)
+        gone = await inventory.forget(db_session=db, host_name=name, gpu=cmd.gpu, keep=here)
+    if not named:
         await ctx.reply_ephemeral(f"{name} has no GPU `{cmd.gpu}` in its inventory (see `/gpu hosts show {name}`).")
         return
-    text = f"<@{ctx.user_id}> removed {', '.join(f'`{u}`' for u in gone)} from {name}'s GPU inventory; it is no longer counted missing."
+    kept = [g for g in named if g.uuid in here]
+    if not gone:
+        which = f"every GPU {name} has shown is" if cmd.gpu == "all" and len(kept) > 1 else f"{_gpus(kept)} {_is(kept)}"
+        await ctx.reply_ephemeral(f"{which} present now (snapshot #{snap.id if snap else '?'}); nothing to forget.")
+        return
+    they = "it is" if len(gone) == 1 else "they are"
+    text = (f"<@{ctx.user_id}> removed {', '.join(f'`{u}`' for u in gone)} from {name}'s GPU inventory; {they} no longer "
+            "counted missing." + (f" {_gpus(kept)}, present now, {'stays' if len(kept) == 1 else 'stay'}." if kept else ""))
     await ctx.post(text, text_blocks(text))
+
+
+def _gpus(rows: list[Any]) -> str:
+    """``GPU 7`` or ``GPUs 0, 1, 2`` (by index; the UUID when the index is unknown)."""
+    names = [str(g.gpu_index) if g.gpu_index is not None else g.uuid for g in rows]
+    return f"GPU{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def _is(rows: list[Any]) -> str:
+    return "is" if len(rows) == 1 else "are"
 
 
 async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
