@@ -134,3 +134,15 @@ def test_the_suggested_span_never_exceeds_the_age():
     assert span_within(timedelta(minutes=59, seconds=59)) == "59m"
     assert span_within(timedelta(hours=2, minutes=30)) == "2h"
     assert span_within(timedelta(days=3, hours=23)) == "3d"
+
+
+def test_an_error_both_snapshots_had_is_not_a_change():
+    from bot.history.service import describe
+    from bot.snapshots.models import Snapshot
+
+    def snap(error: str) -> Snapshot:
+        return Snapshot(host_name="node2", verdict="unreachable", readings=None, error_message=error)
+
+    same = "node2: SSH authentication failed as root"
+    assert describe(snap(same), snap(same)) == []
+    assert describe(snap("node2: no SSH answer"), snap(same)) == [f"error: {same}"]

@@ -169,8 +169,8 @@ def describe(before: Snapshot, after: Snapshot) -> list[str]:
     if before.verdict != after.verdict:
         lines.append(f"verdict {VERDICT_WORDS.get(before.verdict, before.verdict)} → {VERDICT_WORDS.get(after.verdict, after.verdict)}")
     lines += diff_readings(_readings(before.readings), _readings(after.readings))
-    if after.readings is None and after.error_message:
-        lines.append(f"error: {after.error_message}")
+    if after.readings is None and after.error_message and after.error_message != before.error_message:
+        lines.append(f"error: {after.error_message}")  # an error both snapshots had is no change
     return lines
 
 

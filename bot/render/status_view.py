@@ -177,7 +177,7 @@ def status_view(report: StatusReport, *, command: str = TERMINAL) -> StatusView:
             ctx.append(f"driver {driver}")
         if r.context.uptime_s is not None:
             up = r.context.uptime_s
-            ctx.append(f"up {up / 86400:.1f} d" if up >= 86400 else f"up {up / 3600:.1f} h")
+            ctx.append(f"up {_duration(int(up))}")
     return StatusView(headline, a.verdict, reasons, sections, " · ".join(ctx))
 
 
