@@ -2,7 +2,7 @@
 
 Exit statuses of ``gpubot status``: 0 ready (a fleet: every host), 1 not ready, 2 unknown or unreachable,
 64 usage error (``EX_USAGE``), 69 host not registered, 74 database or file error, 78 configuration
-error (``EX_CONFIG``), 141 output pipe closed.
+error (``EX_CONFIG``), 130 interrupted (Ctrl-C), 141 output pipe closed.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ EX_USAGE = 64
 EX_NOHOST = 69
 EX_IOERR = 74
 EX_CONFIG = 78
+EX_INTERRUPTED = 130
 EX_PIPE = 141
 VERDICT_EXIT = {Verdict.READY: 0, Verdict.NOT_READY: 1, Verdict.UNKNOWN: 2, Verdict.UNREACHABLE: 2}
 
@@ -339,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = cast(TextIO, PrintableStream(out)), cast(TextIO, PrintableStream(err))
     try:
         return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C: what ran was cancelled and cleaned up; one line, no traceback
+        print(f"{chr(10) if err.isatty() else ''}gpubot: interrupted", file=sys.stderr)
+        return EX_INTERRUPTED
     finally:
         sys.stdout, sys.stderr = out, err
 

@@ -2,47 +2,11 @@
 
 import json
 import os
-import pty
 import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class Terminal:
-    def __init__(self, argv, env):
-        self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True)
-        os.close(slave)
-        self.buffer = ""
-
-    def read_until(self, pattern: str, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while not re.search(pattern, self.buffer):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {pattern!r}; screen so far:\n{self.buffer[-3000:]}")
-            import select
-
-            ready, _, _ = select.select([self.master], [], [], 0.2)
-            if ready:
-                try:
-                    self.buffer += os.read(self.master, 65536).decode(errors="replace")
-                except OSError:
-                    break
-        out, self.buffer = self.buffer, ""
-        return out
-
-    def type(self, line: str) -> None:
-        os.write(self.master, (line + "\n").encode())
-
-    def close(self) -> int:
-        try:
-            return self.proc.wait(timeout=20)
-        finally:
-            os.close(self.master)
+from tests.support.terminal import Terminal
 
 
 def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, fake_hosts):

@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import re
+import signal
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable
@@ -314,7 +315,11 @@ class Console:
 
 async def run_console(services: Services, *, note: str | None = None) -> int:
     """The interactive loop on stdin/stdout; ``note`` is printed under the banner. While the demo
-    is on, the demo's banner is printed instead, for your role (a viewer is not offered the clean)."""
+    is on, the demo's banner is printed instead, for your role (a viewer is not offered the clean).
+
+    Ctrl-C as in a shell: at the prompt it drops the line typed and prompts again (the reading
+    thread goes on reading: the terminal threw the line away); while a line runs it cancels it and
+    says ``(cancelled)``; at a ``[y/N]`` question it answers no. Ctrl-D or ``quit`` leaves."""
     console = Console(services, demo=active_demo(services.settings))
     await console.start()
     print(BANNER)
@@ -323,9 +328,26 @@ async def run_console(services: Services, *, note: str | None = None) -> int:
     if note:
         print(note)
 
-    def confirm(question: str) -> bool:
-        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    loop = asyncio.get_running_loop()
+    running: asyncio.Task[bool] | None = None
 
+    def interrupt() -> None:
+        if running is not None and not running.done():
+            running.cancel()
+        else:
+            print("\ngpubot> ", end="", flush=True)
+
+    def confirm(question: str) -> bool:
+        loop.remove_signal_handler(signal.SIGINT)  # the question blocks the loop: Ctrl-C raises in input()
+        try:
+            return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+        except KeyboardInterrupt:
+            print()
+            return False
+        finally:
+            loop.add_signal_handler(signal.SIGINT, interrupt)
+
+    loop.add_signal_handler(signal.SIGINT, interrupt)
     try:
         while True:
             try:
@@ -333,7 +355,12 @@ async def run_console(services: Services, *, note: str | None = None) -> int:
             except EOFError:
                 print()
                 return 0
-            if not await console.handle_line(line, confirm):
+            running = asyncio.create_task(console.handle_line(line, confirm))
+            await asyncio.wait([running])
+            if running.cancelled():
+                print("\n(cancelled)")
+            elif not running.result():
                 return 0
     finally:
+        loop.remove_signal_handler(signal.SIGINT)
         await console.stop()
