@@ -59,9 +59,10 @@ def first_bad_char(text: str, ok: Callable[[str], bool]) -> str | None:
     return next((describe_char(c) for c in text if not ok(c)), None)
 
 
-def validate_host(name: str) -> str:
+def validate_host(name: str, what: str = "host name") -> str:
     """A host name as registered (letters, digits, ``.``, ``_``, ``-``, starting with a letter or
-    digit, at most 128 characters); the error names the first character that is not allowed."""
+    digit, at most 128 characters); the error names the first character that is not allowed and
+    ``what`` was given (``host name``, ``group name``)."""
     if not HOST_RE.match(name):
         rule = "letters, digits, `.`, `_`, `-`"
         bad = first_bad_char(name, lambda c: c.isascii() and (c.isalnum() or c in "._-"))
@@ -73,7 +74,7 @@ def validate_host(name: str) -> str:
             why = f"it is longer than 128 characters ({len(name)})"
         else:
             why = f"it must start with a letter or digit, not `{name[0]}`"
-        raise UsageError(f"`{name[:80]}` is not a valid host name: {why}")
+        raise UsageError(f"`{name[:80]}` is not a valid {what}: {why}")
     return name
 
 

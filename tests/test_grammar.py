@@ -156,3 +156,12 @@ def test_ipv6_addresses_are_hosts_too():
     for bad in (":1", "a b", "-oProxyCommand=id", "[10.0.0.5"):
         with pytest.raises(UsageError, match="not a valid address|not a host address"):
             validate_address(bad)
+
+
+def test_a_refusal_names_what_was_given():
+    for text, said in (("hosts add n1 1.2.3.4 group=$(id)", "`$(id)` is not a valid group name"),
+                       ("hosts add n1 1.2.3.4 user=root;id", "`root;id` is not a plain user name"),
+                       ('hosts add n1 "127.0.0.1 -oProxyCommand=id"', "`127.0.0.1 -oProxyCommand=id` is not a host address")):
+        with pytest.raises(UsageError) as caught:
+            G.parse(text)
+        assert said in str(caught.value), (text, str(caught.value))

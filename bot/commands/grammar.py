@@ -87,7 +87,7 @@ def split_options(args: list[str], allowed: Iterable[str], usage: str) -> tuple[
     words: list[str] = []
     for arg in args:
         key, eq, value = arg.partition("=")
-        if not eq or not key or "/" in key:
+        if not eq or not key or "/" in key or any(c.isspace() for c in key):  # "10.0.0.5 -oX=y" is a word, not an option
             words.append(arg)
             continue
         key = key.lower()

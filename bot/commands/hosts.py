@@ -104,8 +104,8 @@ def parse_add(args: list[str]) -> HostsAdd:
     user = opts.get("user")
     bad = first_bad_char(user or "", lambda c: c.isascii() and (c.isalnum() or c in "._-"))
     if bad:
-        raise UsageError(f"`user={user[:40] if user else ''}` is not a plain user name: {bad} is not allowed", usage=ADD_USAGE)
-    group = validate_host(opts["group"]) if "group" in opts else None
+        raise UsageError(f"`{user[:40] if user else ''}` is not a plain user name: {bad} is not allowed", usage=ADD_USAGE)
+    group = validate_host(opts["group"], "group name") if "group" in opts else None
     return HostsAdd(name, address, port, user, group, labels)
 
 
