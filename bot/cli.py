@@ -364,7 +364,7 @@ def _main(argv: list[str] | None) -> int:
     configure_logging(fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level,
                       secrets=secrets_of(settings))
     if settings.log_level != "DEBUG":
-        for noisy in ("asyncssh", "alembic"):
+        for noisy in ("asyncssh", "alembic", "apscheduler"):  # apscheduler: an INFO line per job run, every minute
             logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return _run(args, settings)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.flows.context import Services
@@ -24,6 +27,18 @@ def build_client(services: Services) -> AsyncWebClient:
     return client
 
 
+class _OwnClientTokenUnused(logging.Filter):
+    """Drops Bolt's "As you gave `client` as well, `token` will be unused": gpubot always gives Bolt
+    its own client, made with the bot token, and Bolt warns only because it also read
+    ``SLACK_BOT_TOKEN`` from the environment by itself (every start, meaning nothing)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+_TOKEN_UNUSED = _OwnClientTokenUnused()
+
+
 def build_app(services: Services, *, client: AsyncWebClient | None = None, process_before_response: bool = False) -> AsyncApp:
     """The Bolt app with gpubot's listeners.
 
@@ -32,6 +47,7 @@ def build_app(services: Services, *, client: AsyncWebClient | None = None, proce
     """
     s = services.settings
     secret = s.slack_signing_secret.get_secret_value() if s.slack_signing_secret else None
+    logging.getLogger(f"slack_bolt.{AsyncApp.__name__}").addFilter(_TOKEN_UNUSED)  # once: the same filter object
     app = AsyncApp(
         client=client or build_client(services),
         signing_secret=secret,

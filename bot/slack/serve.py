@@ -41,7 +41,7 @@ def serve(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; returns an exit status (0 after a graceful shutdown, 78 when a
     Slack credential is missing, 1 when Socket Mode could not connect)."""
     if settings.slack_bot_token is None:
-        log.error("SLACK_BOT_TOKEN is not set; try `gpubot status localhost` without Slack")
+        log.error("SLACK_BOT_TOKEN is not set; without Slack, `gpubot console` answers every /gpu command in the terminal")
         return 78
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
         log.error("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
