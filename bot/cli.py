@@ -25,6 +25,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from bot import cli_actions, cli_history
 from bot.actions.policy import PolicyError, check_policy
+from bot.commands.hosts import parse_labels
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings, default_data_dir, settings_problem
@@ -121,12 +122,13 @@ def _add_hosts_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("--user")
     add.add_argument("--key-file")
     add.add_argument("--group")
+    add.add_argument("--labels", metavar="K:V[,K:V...]", help="free-form labels, as chat's labels= (e.g. rack:a3,owner:ml)")
     add.add_argument("--jump", metavar="USER@BASTION[:PORT]",
                      help="reach the host through this jump host (its key must be in known_hosts too)")
     add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
     add.add_argument("--probe", type=_json_object, default=None, metavar="JSON",
                      help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
-    h.add_parser("list", help="list hosts")
+    h.add_parser("list", help="list hosts").add_argument("--group", help="only the hosts of this group")
     on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(
         "--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
     on_host("remove", "unregister a host (its snapshots stay)")
@@ -228,9 +230,14 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
             if args.hosts_cmd == "add":
                 host = await hosts.add(db_session=db, name=args.name, address=args.address, port=args.port,
                                        user=args.user, key_file=args.key_file, group=args.group,
+                                       labels=parse_labels(args.labels or ""),
                                        transport="local" if args.local else "ssh", probe=args.probe, jump=args.jump)
                 via = f" via {host.jump}" if host.jump else ""
                 print(f"added {host.name} ({host.transport} {endpoint(host.address, host.port)}{via})")
+                key = os.path.expanduser(args.key_file) if args.key_file else None
+                if key and not os.access(key, os.R_OK):
+                    print(f"gpubot: warning: the key file {args.key_file} cannot be read here; probes of {host.name} "
+                          "from this machine will be unreachable until it can", file=sys.stderr)
             elif args.hosts_cmd == "trust":
                 return await _trust(services, args)
             elif args.hosts_cmd == "remove":
@@ -239,12 +246,18 @@ async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
             elif args.hosts_cmd in ("show", "forget-gpu"):
                 return await _host_inventory(db, args)
             else:
-                rows = await hosts.list_all(db_session=db)
+                rows = await hosts.list_all(db_session=db, group=args.group)
+                if not rows and args.group:
+                    groups = {h.group for h in await hosts.list_all(db_session=db) if h.group}
+                    raise NotFoundError(f"no host in group `{args.group}`",
+                                        near=difflib.get_close_matches(args.group, sorted(groups), n=3, cutoff=0.5))
                 if not rows:
                     print("no hosts registered (`gpubot hosts add NAME ADDRESS`); `localhost` is always there")
                 for h in rows:
                     via = f"  via {h.jump}" if h.jump else ""
-                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  group={h.group or '-'}{via}")
+                    labels = f"  labels={','.join(f'{k}:{v}' for k, v in h.labels.items())}" if h.labels else ""
+                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  "
+                          f"group={h.group or '-'}{labels}{via}")
     finally:
         await services.close()
     return 0

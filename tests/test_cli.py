@@ -203,3 +203,18 @@ def test_usage_errors_say_what_to_type_not_argparse_internals(args, said, db_env
     assert res.returncode == 64 and said in res.stderr, res.stderr
     for internal in ("required: cmd", "hosts_cmd", "invalid loads", "invalid choice", "Traceback"):
         assert internal not in res.stderr
+
+
+def test_hosts_add_takes_labels_and_hosts_list_a_group_as_chat_does(db_env):
+    add = gpubot("hosts", "add", "n2", "10.0.0.2", "--group", "train", "--labels", "rack:a3,owner:ml",
+                 "--key-file", "/nonexistent/key", env=db_env)
+    assert add.returncode == 0 and "added n2" in add.stdout
+    assert "the key file /nonexistent/key cannot be read here" in add.stderr, add.stderr
+    assert gpubot("hosts", "add", "n3", "10.0.0.3", env=db_env).returncode == 0
+    listed = gpubot("hosts", "list", "--group", "train", env=db_env)
+    assert listed.returncode == 0 and "n2 " in listed.stdout and "labels=rack:a3,owner:ml" in listed.stdout
+    assert "n3 " not in listed.stdout
+    typo = gpubot("hosts", "list", "--group", "trian", env=db_env)
+    assert typo.returncode == 69 and "no host in group `trian`. Did you mean: train?" in typo.stderr, typo.stderr
+    bad = gpubot("hosts", "add", "n4", "10.0.0.4", "--labels", "rack", env=db_env)
+    assert bad.returncode == 64 and "label `rack` is not `key:value`" in bad.stderr

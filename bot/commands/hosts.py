@@ -80,6 +80,18 @@ def parse_list(args: list[str]) -> HostsList:
     return HostsList(opts.get("group"))
 
 
+def parse_labels(text: str, *, usage: str | None = None) -> dict[str, str]:
+    """``k:v,k:v`` (chat's ``labels=``, the terminal's ``--labels``) as a dict; raises
+    :class:`UsageError` for a pair that is not ``key:value``."""
+    labels: dict[str, str] = {}
+    for pair in filter(None, text.split(",")):
+        k, sep, v = pair.partition(":")
+        if not sep or not k:
+            raise UsageError(f"label `{pair[:40]}` is not `key:value`", usage=usage)
+        labels[k] = v
+    return labels
+
+
 def parse_add(args: list[str]) -> HostsAdd:
     opts, words = split_options(args, ["port", "user", "group", "labels"], ADD_USAGE)
     if len(words) != 2:
@@ -95,12 +107,7 @@ def parse_add(args: list[str]) -> HostsAdd:
         raise UsageError("port= is a number", usage=ADD_USAGE) from None
     if not 0 < port < 65536:
         raise UsageError("port= is between 1 and 65535", usage=ADD_USAGE)
-    labels: dict[str, str] = {}
-    for pair in filter(None, opts.get("labels", "").split(",")):
-        k, sep, v = pair.partition(":")
-        if not sep or not k:
-            raise UsageError(f"label `{pair[:40]}` is not `key:value`", usage=ADD_USAGE)
-        labels[k] = v
+    labels = parse_labels(opts.get("labels", ""), usage=ADD_USAGE)
     user = opts.get("user")
     bad = first_bad_char(user or "", lambda c: c.isascii() and (c.isalnum() or c in "._-"))
     if bad:
