@@ -105,6 +105,16 @@ async def test_drift_aborts_with_an_explanation_and_replan_makes_a_new_plan(serv
         await flows.replan(services=services, request_id=view.id, requester="U2", role=Role.OPERATOR)
 
 
+async def test_an_allowed_root_that_is_a_link_to_slash_is_refused(services, ssh_server, fake_hosts, tmp_path):
+    link = tmp_path / "models"
+    link.symlink_to("/")  # the setting names a folder; on the host it is the whole file system
+    fast(services, link)
+    await register(services, "node309", "127.0.0.18", ssh_server)
+    with pytest.raises(PlanRefused, match=f"allowed root {link} resolves to / on node309: it cannot be an allowed root"):
+        await flows.request_action(services=services, spec=ActionSpec(ActionKind.CLEAN_WEIGHTS, "node309", paths=(f"{link}/etc",)),
+                                   requester="U1")
+
+
 async def test_kill_with_memory_held_by_no_visible_process_says_so(services, ssh_server, fake_hosts):
     fast(services)
     await register(services, "node308", "127.0.0.18", ssh_server)

@@ -81,7 +81,7 @@ async def test_a_unit_dying_of_oom_puts_its_journal_in_the_thread_and_offers_nex
     await click(slack_bot, back["action_id"], rid, ts, "U2")
     new = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: "Approval needed: pivot on hs2" in c.body.get("text", ""),
                                             timeout=30, start=start)
-    assert "`pivot hs2 from=model-b.service to=model-a.service`" in blocks_text(new.body["blocks"])
+    assert "pivot hs2 from=model-b.service to=model-a.service\n" in blocks_text(new.body["blocks"])
     again = await slack_bot.recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts and "re-planned as" in blocks_text(c.body["blocks"]),
                                               timeout=10, start=start)
     assert not buttons(again.body["blocks"])

@@ -99,9 +99,12 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
     out = await run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
     resolved = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
                 for j in range(len(roots))]
+    reasons: list[str] = [f"allowed root {roots[j]} resolves to / on {ctx.spec.host}: it cannot be an allowed root"
+                          for j, r in enumerate(resolved) if r == "/"]
+    if reasons:
+        raise _refuse(reasons)
     real_roots: list[str] = [r for r in resolved if r]
     configured = {r: roots[j] for j, r in reversed(list(enumerate(resolved))) if r}
-    reasons: list[str] = []
     found: dict[str, tuple[str, str, str, str]] = {}
     for i, p in enumerate(paths):
         o = out.get(f"path.{i}")
@@ -121,7 +124,7 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
         except UsageError:
             reasons.append(f"{p}: resolves to a name with control characters")
             continue
-        under = [r for r in real_roots if real != r and (r == "/" or real.startswith(r.rstrip("/") + "/"))]
+        under = [r for r in real_roots if real != r and real.startswith(r.rstrip("/") + "/")]
         if real in real_roots:
             reasons.append(f"{p}: is the allowed root {real} itself")
         elif not under:
