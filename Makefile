@@ -1,7 +1,8 @@
 # The two commands a newcomer needs (see README.md):
 #   make run    set up a virtualenv, probe this machine, then serve Slack (tokens set) or open the console
 #   make test   install what the tests need (OpenSSH server, sudo, Python packages), lint, type-check, run the tests
-# While changing code: make test-fast (every test that needs neither sshd nor PostgreSQL; CI runs make test).
+# While changing code: make test-fast (every test that needs neither sshd nor PostgreSQL and starts no programs;
+# CI runs make test, every test).
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
@@ -35,5 +36,8 @@ test: deps-system setup
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
+# test-fast leaves out three markers (tests/conftest.py): sshd, postgres, process (starts gpubot as a program,
+# Docker, or dozens of programs; tests/support/markers.py checks both). It runs on two workers (pytest-xdist)
+# and keeps compiled bytecode between runs even where the environment sets PYTHONDONTWRITEBYTECODE.
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not sshd and not postgres"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 -m "not sshd and not postgres and not process"

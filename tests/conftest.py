@@ -5,7 +5,10 @@ database ``gpubot_test_<hex>`` from the ``test`` database and drops it at the en
 
 Markers are set here from what a test uses, so nobody has to remember them: ``sshd`` on every test
 that uses the ``ssh_server`` fixture (directly, or through ``fake_hosts``), ``postgres`` on every
-test run against the PostgreSQL backend. ``make test-fast`` runs ``-m "not sshd and not postgres"``.
+test run against the PostgreSQL backend. A test that starts an sshd of its own carries ``sshd``
+written on it; ``process`` (the test starts gpubot as a program, Docker, or dozens of programs) is
+written on the test too. Both are checked as tests run (tests/support/markers.py). ``make test-fast``
+runs ``-m "not sshd and not postgres and not process"``; ``make test`` runs every test.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from bot.flows.context import Services
 from bot.models import Base
 from bot.ssh.runner import RoutingRunner, SshRunner
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.markers"]
 
 PG_ADMIN_URL = os.environ.get("GPUBOT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 

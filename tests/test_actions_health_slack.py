@@ -4,6 +4,8 @@ of a unit that died while loading (inline or as a file), next-step buttons, ``/g
 import asyncio
 import time
 
+import pytest
+
 from tests.actions_support import fast, operators, register
 from tests.slack_env import APPROVE, ask, buttons, click, last_card, result
 from tests.support.blockkit import blocks_text, validate_message
@@ -129,6 +131,7 @@ async def test_gpu_logs_answers_only_the_operator(slack_bot, services, ssh_serve
     assert "hs4 has no systemd journal: journalctl is not installed" in blocks_text(none.body["blocks"])
 
 
+@pytest.mark.process
 def test_gpubot_logs_in_the_terminal(tmp_path, ssh_server, fake_hosts):
     env = {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}", "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
            "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path, "GPUBOT_SSH_USER": ssh_server.username}

@@ -38,11 +38,13 @@ def db_env(tmp_path):
         ({"GPUBOT_UNITS": '{"vllm.service": "runnning"}'}, 'GPUBOT_UNITS["vllm.service"]: Input should be'),
     ],
 )
+@pytest.mark.process
 def test_bad_settings_exit_78_with_the_variable_named(env, expect, db_env):
     res = gpubot("status", "localhost", env={**db_env, **env})
     assert res.returncode == 78 and expect in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.process
 def test_bad_json_in_dotenv_names_the_variable_and_the_file(db_env, tmp_path):
     (tmp_path / ".env").write_text("GPUBOT_UNITS={vllm.service: inactive}\n")
     res = subprocess.run([sys.executable, "-m", "bot", "hosts", "list"], env={**os.environ, **db_env}, cwd=tmp_path,
@@ -66,12 +68,14 @@ def test_settings_problems_name_slack_variables_by_their_own_names():
     ('{"*": ["relative"]}', "is not an absolute path"),
 ])
 @pytest.mark.parametrize("command", [("hosts", "list"), ("console",)])
+@pytest.mark.process
 def test_allowed_roots_of_slash_or_relative_stop_every_command(roots, why, command, db_env):
     res = gpubot(*command, env={**db_env, "GPUBOT_ALLOWED_ROOTS": roots}, input="quit\n")
     assert res.returncode == 78 and "GPUBOT_ALLOWED_ROOTS" in res.stderr and why in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and "Value error" not in res.stderr
 
 
+@pytest.mark.process
 def test_unusable_database_urls_are_named_not_tracebacks(tmp_path):
     bad = gpubot("status", "localhost", env={"GPUBOT_DATABASE_URL": "nonsense"})
     assert bad.returncode == 78 and "GPUBOT_DATABASE_URL" in bad.stderr and "Traceback" not in bad.stderr
@@ -86,12 +90,14 @@ def test_unusable_database_urls_are_named_not_tracebacks(tmp_path):
     ("sqlite:////tmp/x.db", "sqlite:// needs gpubot's async driver: write sqlite+aiosqlite:///PATH"),
     ("postgresql://u:Xyzzy@h/x", "postgresql:// needs gpubot's async driver: write postgresql+asyncpg://"),
 ])
+@pytest.mark.process
 def test_unsupported_database_drivers_are_configuration_errors(url, why):
     res = gpubot("hosts", "list", env={"GPUBOT_DATABASE_URL": url})
     assert res.returncode == 78 and f"GPUBOT_DATABASE_URL: {why}" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr and "Xyzzy" not in res.stderr
 
 
+@pytest.mark.process
 def test_missing_default_data_folder_is_created_and_status_works(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "GPUBOT_DATABASE_URL"}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
@@ -101,6 +107,7 @@ def test_missing_default_data_folder_is_created_and_status_works(tmp_path):
     assert (tmp_path / "xdg" / "gpubot" / "gpubot.db").exists()
 
 
+@pytest.mark.process
 def test_configured_sqlite_path_in_a_missing_folder_is_refused_not_created(tmp_path):
     res = gpubot("hosts", "list", env={"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'typo' / 'x.db'}"})
     assert res.returncode == 74 and "Traceback" not in res.stderr
@@ -108,6 +115,7 @@ def test_configured_sqlite_path_in_a_missing_folder_is_refused_not_created(tmp_p
     assert not (tmp_path / "typo").exists()
 
 
+@pytest.mark.process
 def test_closed_pipe_is_quiet(db_env):
     proc = subprocess.Popen(f"{sys.executable} -m bot status localhost --json | head -c 10", shell=True, cwd=ROOT,
                             env={**os.environ, **db_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -115,6 +123,7 @@ def test_closed_pipe_is_quiet(db_env):
     assert len(out) == 10 and "Traceback" not in err
 
 
+@pytest.mark.process
 def test_concurrent_first_runs_on_sqlite_lose_nothing(db_env):
     procs = [subprocess.Popen([sys.executable, "-m", "bot", "hosts", "add", f"h{i}", f"10.0.0.{i + 1}"], cwd=ROOT,
                               env={**os.environ, **db_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -126,6 +135,7 @@ def test_concurrent_first_runs_on_sqlite_lose_nothing(db_env):
 
 
 @pytest.mark.postgres
+@pytest.mark.process
 def test_concurrent_first_runs_on_postgresql_lose_nothing():
     name = f"gpubot_cli_race_{secrets.token_hex(4)}"  # unique: other test runs may share this server
     asyncio.run(_pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
@@ -141,6 +151,7 @@ def test_concurrent_first_runs_on_postgresql_lose_nothing():
         asyncio.run(_pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
+@pytest.mark.process
 def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
     known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.18": "absent"})
     env = {**db_env, "GPUBOT_KNOWN_HOSTS": known, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
@@ -157,6 +168,7 @@ def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
     assert gpubot("status", "box", env=env).returncode == 0
 
 
+@pytest.mark.process
 def test_out_of_range_limits_are_usage_errors_naming_the_flag(db_env):
     for bad in ("0", "-1"):
         res = gpubot("audit", "--limit", bad, env=db_env)
@@ -166,6 +178,7 @@ def test_out_of_range_limits_are_usage_errors_naming_the_flag(db_env):
 
 
 @pytest.mark.parametrize("command", [("audit", "nosuch"), ("history", "nosuch"), ("diff", "nosuch"), ("audit", "localhst")])
+@pytest.mark.process
 def test_unknown_hosts_are_not_found_in_audit_history_and_diff(command, db_env):
     res = gpubot(*command, env=db_env)
     assert res.returncode == 69 and f"no host called `{command[1]}`" in res.stderr, res.stderr
@@ -173,6 +186,7 @@ def test_unknown_hosts_are_not_found_in_audit_history_and_diff(command, db_env):
         assert "Did you mean: localhost?" in res.stderr
 
 
+@pytest.mark.process
 def test_a_process_name_with_escape_sequences_is_shown_not_obeyed(db_env, ssh_server, fake_hosts):
     from tests.support.holders import hold_gpu, reap
 
@@ -198,6 +212,7 @@ def test_a_process_name_with_escape_sequences_is_shown_not_obeyed(db_env, ssh_se
     (("hosts", "add", "n2", "1.2.3.4", "--probe", "[1]"), "argument --probe: give a JSON object"),
     (("status", "n1", "relative/path"), "weight paths must be absolute: `relative/path`"),
 ])
+@pytest.mark.process
 def test_usage_errors_say_what_to_type_not_argparse_internals(args, said, db_env):
     res = gpubot(*args, env=db_env)
     assert res.returncode == 64 and said in res.stderr, res.stderr
@@ -205,6 +220,7 @@ def test_usage_errors_say_what_to_type_not_argparse_internals(args, said, db_env
         assert internal not in res.stderr
 
 
+@pytest.mark.process
 def test_hosts_add_takes_labels_and_hosts_list_a_group_as_chat_does(db_env):
     add = gpubot("hosts", "add", "n2", "10.0.0.2", "--group", "train", "--labels", "rack:a3,owner:ml",
                  "--key-file", "/nonexistent/key", env=db_env)

@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from tests.test_cli import gpubot
+
+pytestmark = pytest.mark.process  # every test runs gpubot as a program
 
 
 def env_for(ssh_server, tmp_path) -> dict:

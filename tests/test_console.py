@@ -6,7 +6,11 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.terminal import Terminal
+
+pytestmark = pytest.mark.process  # every test runs gpubot console in a terminal
 
 
 def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, fake_hosts):

@@ -14,6 +14,8 @@ import pytest
 
 from tests.support.terminal import ROOT, Terminal
 
+pytestmark = pytest.mark.process  # every test runs gpubot (console or status) as a program
+
 
 def _env(tmp_path) -> dict[str, str]:
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1",

@@ -135,6 +135,7 @@ def _serve(url: str) -> tuple[subprocess.CompletedProcess[str], float]:
     return done, time.monotonic() - started
 
 
+@pytest.mark.process
 def test_serve_against_a_refusing_database_exits_74_naming_it():
     port = closed_port()
     done, seconds = _serve(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot")
@@ -144,6 +145,7 @@ def test_serve_against_a_refusing_database_exits_74_naming_it():
     assert PASSWORD not in done.stderr + done.stdout and "Traceback" not in done.stderr
 
 
+@pytest.mark.process
 def test_serve_against_a_silent_database_exits_74_within_the_connect_timeout():
     with SilentListener() as port:
         done, seconds = _serve(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot")

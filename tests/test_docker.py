@@ -25,7 +25,7 @@ from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
 from tests.test_serve import free_port
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.process]
 
 TOKEN, SIGNING = "xoxb-docker-7d1e0c", "docker-signing-4b2a9f"
 

@@ -377,6 +377,7 @@ async def test_a_folder_no_longer_writable_at_approval_aborts_instead_of_failing
     assert done.view.state is State.ABORTED and "would now run as the bot user, not via sudo" in (done.view.message or "")
 
 
+@pytest.mark.process
 def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shared, tmp_path):
     from tests.test_cli import gpubot
 

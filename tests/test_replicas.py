@@ -26,7 +26,7 @@ from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import block_action_body, signed_headers, slash_command_body
 from tests.support.sshd import free_port
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.process]
 
 SECRET = "replica-signing-secret"
 APPROVE = ActionId.ACTION_APPROVE.value

@@ -14,6 +14,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
 from bot.hosts import service as hosts
@@ -55,6 +57,7 @@ def _other(services, database_url, connect_timeout: float) -> Services:
     return Services(settings=s, sessions=make_session_factory(engine), runner=runner, engine=engine)
 
 
+@pytest.mark.process
 async def test_a_report_whose_instance_was_killed_before_posting_is_sent_once_by_another(services, database_url, ssh_server):
     with SilentListener() as port:
         await _stuck_host(services, port)

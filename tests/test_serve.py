@@ -8,11 +8,14 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
 
 ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.process  # every test runs gpubot serve
 
 
 def free_port() -> int:

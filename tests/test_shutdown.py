@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 from sqlalchemy import func, select
 
 from bot.db.migrate import upgrade
@@ -22,6 +23,8 @@ from tests.support.serve import start_serve, wait_ready
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
 from tests.support.sshd import SshTestServer, free_port
+
+pytestmark = [pytest.mark.process, pytest.mark.sshd]  # runs gpubot serve against an sshd of its own
 
 ADDRESSES = [f"127.0.0.{n}" for n in range(41, 53)]  # 12 hosts
 PROBE_S = 2.0

@@ -47,6 +47,7 @@ def forwarded_to(bastion: SshTestServer, port: int) -> int:
                if "server_request_direct_tcpip" in line and line.endswith(f"target 127.0.0.1 port {port}"))
 
 
+@pytest.mark.sshd  # bastion and target_server: sshds of their own
 async def test_probe_through_a_jump_host(services, bastion, target_server, tmp_path):
     services.runner.ssh.known_hosts = trust(tmp_path, bastion, target_server)
     before = forwarded_to(bastion, target_server.port)
@@ -62,6 +63,7 @@ async def test_probe_through_a_jump_host(services, bastion, target_server, tmp_p
     assert again.assessment.verdict is Verdict.READY and forwarded_to(bastion, target_server.port) == before + 1
 
 
+@pytest.mark.sshd  # bastion and target_server: sshds of their own
 async def test_jump_host_not_in_known_hosts_is_refused(services, bastion, target_server, tmp_path):
     services.runner.ssh.known_hosts = trust(tmp_path, target_server)  # the target only
     async with services.sessions() as db, db.begin():
@@ -72,6 +74,7 @@ async def test_jump_host_not_in_known_hosts_is_refused(services, bastion, target
     assert f"(jump host 127.0.0.1:{bastion.port})" in report.error and "is not in" in report.error
 
 
+@pytest.mark.sshd  # bastion and target_server: sshds of their own
 async def test_ssh_config_alias_and_proxyjump(bastion, target_server, tmp_path):
     config = tmp_path / "ssh_config"
     config.write_text(
@@ -108,6 +111,7 @@ def test_jump_spec_is_validated():
             parse_hop(bad)
 
 
+@pytest.mark.sshd  # bastion and target_server: sshds of their own
 async def test_trust_reads_the_key_of_a_host_behind_a_jump_host(bastion, target_server, tmp_path):
     from bot.hosts import trust as trust_mod
 

@@ -60,6 +60,7 @@ async def test_second_fan_out_reuses_every_connection_and_reads_files_once(servi
     assert runner.trusted.reads == 1 and runner.keys.reads == 1
 
 
+@pytest.mark.sshd  # second_server: an sshd of its own
 async def test_dead_pooled_connection_is_replaced_once_never_reported(services, second_server, tmp_path):
     trust_both(services, tmp_path, second_server)
     await register(services, "reboots", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
@@ -72,6 +73,7 @@ async def test_dead_pooled_connection_is_replaced_once_never_reported(services, 
     assert pool.stats.opened == 2 and pool.stats.by_reason.get("closed", 0) + pool.stats.discarded == 1
 
 
+@pytest.mark.sshd  # second_server: an sshd of its own
 async def test_connection_cut_without_notice_is_replaced(services, second_server, tmp_path):
     """The client has not yet seen the close when it opens the channel: replaced once, silently."""
     trust_both(services, tmp_path, second_server)
@@ -87,6 +89,7 @@ async def test_connection_cut_without_notice_is_replaced(services, second_server
     assert pool.stats.discarded == 1 and pool.stats.opened == 2
 
 
+@pytest.mark.sshd  # second_server: an sshd of its own
 async def test_host_whose_key_changed_while_pooled_is_refused(services, second_server, tmp_path):
     trust_both(services, tmp_path, second_server)
     await register(services, "reinstalled", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)

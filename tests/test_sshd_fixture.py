@@ -164,6 +164,7 @@ def test_orphan_memory_is_used_without_a_process(ssh_server, fake_hosts):
     assert apps.stdout == ""
 
 
+@pytest.mark.sshd  # an sshd of its own
 def test_port_taken_on_one_address_makes_it_retry(monkeypatch):
     """sshd keeps running when one ListenAddress fails to bind; the server must notice and retry."""
     from tests.support import sshd

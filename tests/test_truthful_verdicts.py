@@ -7,6 +7,7 @@ tests/test_truthful_over_ssh.py.
 import subprocess
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -291,6 +292,7 @@ def test_batch_parser_never_raises_and_never_says_ready_without_inputs(frames, n
         assert r.disks[0].avail_bytes is not None and outputs["df.0"].exit_status == 0
 
 
+@pytest.mark.process  # a shell per example
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(NAMES), st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=80),
                           st.integers(0, 255)), max_size=5, unique_by=lambda t: t[0]))

@@ -1,0 +1,25 @@
+"""What ``make test-fast`` leaves out is what it says: the rules of tests/support/markers.py."""
+
+import sys
+
+from tests.support.markers import MANY, programs_started, starts_sshd
+
+PY = sys.executable
+
+
+def test_gpubot_a_python_module_docker_or_many_programs_make_a_process_test():
+    assert programs_started([f"{PY} -m bot status localhost"])
+    assert programs_started([f"{PY} -m bot status localhost --json | head -c 10"])  # through a shell
+    assert programs_started([f"{PY} -m tests.support.report_instance url doomed 2026-01-01"])
+    assert programs_started(["docker-compose config"]) and programs_started(["/usr/bin/docker run --rm x"])
+    assert programs_started(["sh -c true"] * (MANY + 1)) == f"it starts {MANY + 1} programs"
+
+
+def test_a_few_short_commands_keep_a_test_in_the_fast_loop():
+    assert programs_started(["sh -c true"] * MANY) is None
+    assert programs_started([f"{PY} -S -c print(1)", "ssh-keygen -q -t ed25519 -f k", f"{PY} /tmp/nvml_probe.py", ""]) is None
+
+
+def test_an_sshd_is_seen_by_its_program_name():
+    assert starts_sshd(["ssh-keygen -q -f k", "/usr/sbin/sshd -D -e -f /tmp/x/sshd_config"])
+    assert not starts_sshd(["ssh -p 22 host", "ssh-keygen -lf -"])
