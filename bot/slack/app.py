@@ -49,6 +49,9 @@ def build_app(services: Services, *, client: AsyncWebClient | None = None, proce
     secret = s.slack_signing_secret.get_secret_value() if s.slack_signing_secret else None
     logging.getLogger(f"slack_bolt.{AsyncApp.__name__}").addFilter(_TOKEN_UNUSED)  # once: the same filter object
     app = AsyncApp(
+        # Bolt's logger name: the one Bolt would take itself (this file's name) but without its inspect.stack(), tens of
+        # ms per app. Not "gpubot": Bolt sets its logger's level, which would then hold for every "gpubot.*" logger.
+        name="app.py",
         client=client or build_client(services),
         signing_secret=secret,
         request_verification_enabled=secret is not None,
