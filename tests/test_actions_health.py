@@ -136,6 +136,23 @@ async def test_the_unit_setting_names_the_url_and_may_drop_the_gpu_check(service
     assert "no GPU memory held by the unit yet" in outcome.view.steps[0].summary
 
 
+async def test_a_start_that_returns_only_once_ready_is_given_the_health_wait(services, ssh_server, fake_hosts):
+    """`systemctl start` of a Type=notify unit returns when the server says it is ready (here after 33 s): past
+    GPUBOT_UNIT_WAIT_S + 30 s, the step used to time out although the unit came up."""
+    port = free_port()
+    fast(services, unit_wait_s=1.0,
+         unit_health={"web.service": {"url": f"http://127.0.0.1:{port}/health", "gpu": False, "wait_s": 60}})
+    await register(services, "hl6", "127.0.0.19", ssh_server, probe={"units": {"web.service": "active"}})
+    fake_hosts.update("127.0.0.19", units={"web.service": model_unit("/usr/bin/web", "--port", str(port), gpus={},
+                                                                     start_blocks_s=33)})
+    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.START, "hl6", unit="web.service"),
+                                      requester="U1")
+    started = time.monotonic()
+    outcome = await approve(services, view.id)
+    assert outcome.view.state is State.DONE, outcome.view.message
+    assert time.monotonic() - started >= 33
+
+
 async def test_logs_reads_the_journal_and_says_when_there_is_none(services, ssh_server, fake_hosts):
     await register(services, "hl5", "127.0.0.18", ssh_server, probe={"units": {"model-b.service": "active"}})
     fake_hosts.update("127.0.0.18", units={"model-b.service": model_unit(log=[f"line {i}" for i in range(30)])})

@@ -129,8 +129,10 @@ class StepRunner:
         match step:
             case KillStep():
                 return s.kill_grace_s + 30
-            case UnitStep():
-                return s.unit_wait_s + 30
+            case UnitStep(health=health):
+                # systemctl start of a Type=notify (or oneshot) unit returns only once it is ready: give it the
+                # health wait's bound too, as the wait that follows would have had
+                return s.unit_wait_s + 30 + (health.wait_s if health is not None else 0)
             case DeleteStep():
                 return s.action_step_timeout_s
             case _:
