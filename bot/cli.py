@@ -23,9 +23,8 @@ from pydantic_settings import SettingsError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from bot import cli_actions, cli_history
+from bot import cli_actions, cli_history, cli_hosts
 from bot.actions.policy import PolicyError, check_policy
-from bot.commands.hosts import parse_labels
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings, default_data_dir, settings_problem
@@ -33,8 +32,6 @@ from bot.db.migrate import sqlite_path, upgrade
 from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
-from bot.hosts import service as hosts
-from bot.names import endpoint
 from bot.observability.logs import configure_logging, secrets_of
 from bot.printable import PrintableStream
 from bot.readiness.verdict import Verdict
@@ -74,24 +71,12 @@ class _Parser(argparse.ArgumentParser):
         return message
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    """An argparse ``type``: a JSON object (``--probe``); argparse prefixes the flag to the error."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg} at column {exc.colno}); "
-                                         'give an object, e.g. \'{"units": {"vllm.service": "inactive"}}\'') from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError('give a JSON object, e.g. \'{"units": {"vllm.service": "inactive"}}\'')
-    return value
-
-
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpubot", description="Slack chatops for GPU hosts")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     db = sub.add_parser("db", help="database schema").add_subparsers(dest="db_cmd", required=True, parser_class=_Parser)
     db.add_parser("upgrade", help="run Alembic migrations up to head")
-    _add_hosts_parsers(sub)
+    cli_hosts.add_parsers(sub)
     st = sub.add_parser("status", help="probe a host and print its verdict")
     st.add_argument("words", nargs="+", metavar="ARG",
                     help="HOST, group:NAME or all, then optional need=SIZE and (one host) absolute weight-folder paths")
@@ -104,40 +89,6 @@ def _build_parser() -> argparse.ArgumentParser:
     cli_history.add_parsers(sub)
     cli_actions.add_parsers(sub)
     return p
-
-
-def _add_hosts_parsers(sub: argparse._SubParsersAction[Any]) -> None:
-    """``gpubot hosts …``: every subcommand but ``list`` and ``helper`` names a host first."""
-    h: argparse._SubParsersAction[_Parser] = sub.add_parser("hosts", help="the host registry").add_subparsers(
-        dest="hosts_cmd", required=True, parser_class=_Parser)
-
-    def on_host(cmd: str, help_text: str) -> argparse.ArgumentParser:
-        sp = h.add_parser(cmd, help=help_text)
-        sp.add_argument("name")
-        return sp
-
-    add = on_host("add", "register a host")
-    add.add_argument("address")
-    add.add_argument("--port", type=int, default=22)
-    add.add_argument("--user")
-    add.add_argument("--key-file")
-    add.add_argument("--group")
-    add.add_argument("--labels", metavar="K:V[,K:V...]", help="free-form labels, as chat's labels= (e.g. rack:a3,owner:ml)")
-    add.add_argument("--jump", metavar="USER@BASTION[:PORT]",
-                     help="reach the host through this jump host (its key must be in known_hosts too)")
-    add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
-    add.add_argument("--probe", type=_json_object, default=None, metavar="JSON",
-                     help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
-    h.add_parser("list", help="list hosts").add_argument("--group", help="only the hosts of this group")
-    on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(
-        "--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
-    on_host("remove", "unregister a host (its snapshots stay)")
-    on_host("show", "a host's registration, last verdict and GPU inventory")
-    on_host("forget-gpu", "accept that a host no longer has a GPU it showed before").add_argument(
-        "gpu", help="the GPU's index, UUID (or a unique prefix), or `all`")
-    on_host("check", "what the bot may do on a host (sudo -n -l, groups, writable roots); changes nothing")
-    on_host("sudoers", "print the minimal sudoers file (and group setup) for a host's configuration")
-    h.add_parser("helper", help="print gpubot-priv, the root-owned helper that sudoers allows for kill and delete")
 
 
 def report_json(report: StatusReport) -> dict[str, Any]:
@@ -209,84 +160,6 @@ def _quote(word: str) -> str:
     return shlex.quote(word)
 
 
-async def _hosts(settings: Settings, args: argparse.Namespace) -> int:
-    if args.hosts_cmd == "helper":
-        from bot.privilege.sudoers import helper_source
-
-        sys.stdout.write(helper_source())
-        return 0
-    services = build_services(settings)
-    try:
-        if args.hosts_cmd in ("check", "sudoers"):
-            from bot.actions import access_check as check
-
-            if args.hosts_cmd == "sudoers":
-                sys.stdout.write(await check.sudoers_for(services=services, host_name=args.name))
-                return 0
-            result = await check.check_access(services=services, host_name=args.name, requested_by="cli hosts check")
-            print("\n".join(check.check_text(result)))
-            return 0 if result.ok else (2 if result.error else 1)
-        async with services.sessions() as db, db.begin():
-            if args.hosts_cmd == "add":
-                host = await hosts.add(db_session=db, name=args.name, address=args.address, port=args.port,
-                                       user=args.user, key_file=args.key_file, group=args.group,
-                                       labels=parse_labels(args.labels or ""),
-                                       transport="local" if args.local else "ssh", probe=args.probe, jump=args.jump)
-                via = f" via {host.jump}" if host.jump else ""
-                print(f"added {host.name} ({host.transport} {endpoint(host.address, host.port)}{via})")
-                key = os.path.expanduser(args.key_file) if args.key_file else None
-                if key and not os.access(key, os.R_OK):
-                    print(f"gpubot: warning: the key file {args.key_file} cannot be read here; probes of {host.name} "
-                          "from this machine will be unreachable until it can", file=sys.stderr)
-            elif args.hosts_cmd == "trust":
-                return await _trust(services, args)
-            elif args.hosts_cmd == "remove":
-                await hosts.remove(db_session=db, name=args.name)
-                print(f"removed {args.name}")
-            elif args.hosts_cmd in ("show", "forget-gpu"):
-                return await _host_inventory(db, args)
-            else:
-                rows = await hosts.list_all(db_session=db, group=args.group)
-                if not rows and args.group:
-                    groups = {h.group for h in await hosts.list_all(db_session=db) if h.group}
-                    raise NotFoundError(f"no host in group `{args.group}`",
-                                        near=difflib.get_close_matches(args.group, sorted(groups), n=3, cutoff=0.5))
-                if not rows:
-                    print("no hosts registered (`gpubot hosts add NAME ADDRESS`); `localhost` is always there")
-                for h in rows:
-                    via = f"  via {h.jump}" if h.jump else ""
-                    labels = f"  labels={','.join(f'{k}:{v}' for k, v in h.labels.items())}" if h.labels else ""
-                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  "
-                          f"group={h.group or '-'}{labels}{via}")
-    finally:
-        await services.close()
-    return 0
-
-
-async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
-    """``hosts show`` and ``hosts forget-gpu`` in the terminal."""
-    from bot.render.text import inventory_lines
-    from bot.snapshots import inventory
-    from bot.snapshots import service as snapshots
-
-    h = await hosts.get(db_session=db, name=args.name)
-    if h is None:
-        raise NotFoundError(f"no host called `{args.name}`", near=await hosts.near_names(db_session=db, name=args.name))
-    if args.hosts_cmd == "forget-gpu":
-        gone = await inventory.forget(db_session=db, host_name=h.name, gpu=args.gpu)
-        if not gone:
-            print(f"{h.name} has no GPU `{args.gpu}` in its inventory (see `gpubot hosts show {h.name}`)", file=sys.stderr)
-            return 64
-        print(f"removed {', '.join(gone)} from {h.name}'s GPU inventory")
-        return 0
-    snap = await snapshots.latest(db_session=db, host_name=h.name)
-    print(f"{h.name}  {h.transport} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  group={h.group or '-'}")
-    print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")
-    for line in inventory_lines(await inventory.listing(db_session=db, host_name=h.name)):
-        print(line)
-    return 0
-
-
 def _console(settings: Settings, role: str) -> int:
     """The console on copies of ``settings``: you (``UCONSOLE``) have ``role``, and with
     ``allowed_roots`` unset the demo root is allowed on localhost."""
@@ -310,34 +183,6 @@ def _console(settings: Settings, role: str) -> int:
             await services.close()
 
     return asyncio.run(_run())
-
-
-async def _trust(services: Any, args: argparse.Namespace) -> int:
-    from bot.hosts import trust
-
-    async with services.sessions() as db:
-        target, _ = await hosts.resolve(db_session=db, name=args.name)
-    known = services.runner_known_hosts()
-    ssh = getattr(services.runner, "ssh", None)
-    offered = await trust.fetch_host_key(target, known, runner=ssh)
-    print(f"{args.name} ({endpoint(target.address, target.port)}) offers {offered.key_type} {offered.fingerprint}")
-    if offered.state == "trusted":
-        print(f"already trusted in {known}")
-        return 0
-    if offered.state == "changed":
-        print(f"WARNING: {known} records a DIFFERENT key for this host; accept only if it was reinstalled.")
-    wanted = args.fingerprint
-    if wanted is None:
-        if not sys.stdin.isatty():
-            raise UsageError("confirm the fingerprint with --fingerprint SHA256:… (no terminal to ask on)")
-        answer = input("Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host. Trust it? [y/N] ")
-        if answer.strip().lower() not in ("y", "yes"):
-            print("not trusted")
-            return 1
-        wanted = offered.fingerprint
-    await trust.record(target, known, wanted, runner=ssh)
-    print(f"recorded in {known}")
-    return 0
 
 
 def _serve(settings: Settings) -> int:
@@ -422,7 +267,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             cli_actions.startup(settings)
             return _serve(settings)
         if args.cmd == "hosts":
-            return asyncio.run(_hosts(settings, args))
+            return asyncio.run(cli_hosts.run(settings, args))
         if args.cmd == "audit":
             return asyncio.run(cli_actions.audit(settings, args))
         if args.cmd == "logs":
