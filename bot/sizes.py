@@ -11,9 +11,9 @@ from humanfriendly import InvalidSize, format_size, parse_size
 from bot.errors import UsageError
 
 MIB = 1024 * 1024
+"""Bytes in one MiB, the unit of nvidia-smi's CSV memory fields."""
 MAX_BYTES = 10**18
 """The largest size a user may ask for (1 EB)."""
-"""Bytes in one MiB, the unit of nvidia-smi's CSV memory fields."""
 
 
 def parse_bytes(text: str) -> int:
@@ -30,6 +30,15 @@ def parse_bytes(text: str) -> int:
     if value > MAX_BYTES:
         raise UsageError(f"`{text[:40]}` is more than any disk holds (at most {format_size(MAX_BYTES)})")
     return value
+
+
+def typed_size(n: int) -> str:
+    """Bytes as a user types them on a command, the inverse of :func:`parse_bytes`: ``540G`` for
+    540,000,000,000, ``200GiB`` for 200 x 2^30, else the plain number of bytes."""
+    for suffix, unit in (("T", 10**12), ("TiB", 2**40), ("G", 10**9), ("GiB", 2**30), ("M", 10**6), ("MiB", 2**20)):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
 
 
 def human_bytes(n: int | None) -> str:

@@ -11,15 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from bot.db import versioned
-
-
-def typed_size(n: int) -> str:
-    """Bytes as a user types them on a command: ``540G`` for 540,000,000,000, ``200GiB`` for
-    200 x 2^30 (the units the grammar reads), else the plain number of bytes."""
-    for suffix, unit in (("T", 10**12), ("TiB", 2**40), ("G", 10**9), ("GiB", 2**30), ("M", 10**6), ("MiB", 2**20)):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit}{suffix}"
-    return str(n)
+from bot.sizes import typed_size
 
 
 class ActionKind(str, enum.Enum):
