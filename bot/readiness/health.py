@@ -91,11 +91,9 @@ def _gpu_findings(g: Gpu, h: GpuHealth, idle: bool) -> Iterable[Finding]:
         yield Finding("gpu_persistence_off", f"{name}: persistence mode is off (slower first CUDA start)", NOTE)
 
 
-def _gpu_index(pci: str, gpus: list[Gpu]) -> int | None:
-    for g in gpus:
-        if g.pci_bus_id and bus_key(g.pci_bus_id) == bus_key(pci):
-            return g.index
-    return None
+def _gpu_at(pci: str, gpus: list[Gpu]) -> Gpu | None:
+    """The GPU at PCI address ``pci`` as the kernel log writes it, if the probe listed it."""
+    return next((g for g in gpus if g.pci_bus_id and bus_key(g.pci_bus_id) == bus_key(pci)), None)
 
 
 def _when(at: float | None, now: float | None) -> str:
@@ -134,13 +132,14 @@ def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
         groups.setdefault((e.pci, e.xid), []).append(e)
     for (pci, xid), events in groups.items():
         m = meaning(xid)
-        index = _gpu_index(pci, gpus)
+        at = _gpu_at(pci, gpus)
+        index = at.index if at is not None else None
         gpu = f"GPU {index}" if index is not None else f"GPU at PCI {pci}"
         last = events[-1]
         times = f" ×{len(events)}, last" if len(events) > 1 else ""
         what = f"{gpu}: Xid {xid}{times} {_when(last.at, log.read_at)} ({m.name})"
         asked = _recovery_asked(last) if xid == RECOVERY_XID else None
-        live = next((g.health for g in gpus if g.index == index), None) if index is not None else None
+        live = at.health if at is not None else None
         if asked and last.at is not None and (live is None or live.recovery_action is None):
             # The driver logged that it needs a recovery action and cannot be asked now: the line is the only witness.
             fix = "reboot the host" if "reboot" in asked.lower() else f"reset {gpu if index is not None else 'the GPU'}"
