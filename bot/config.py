@@ -182,7 +182,9 @@ class Settings(BaseSettings):
     approval_policy: list[dict[str, Any]] = []
     """Rules, first match wins: ``{"kinds": ["pivot"], "groups": ["train"], "approvers": ["U…", "S…"],
     "approvals": 2, "expiry_s": 3600}``. No match: operators and admins approve, 1 approval."""
-    approval_expiry_s: int = 3600
+    approval_expiry_s: int = Field(default=3600, gt=0)
+    """Seconds an approval card stays open (a rule's ``expiry_s`` overrides it); 0 or less is
+    refused at start (exit 78): every card would be posted already expired."""
     sudo_systemctl: str = Field(default="/usr/bin/systemctl", pattern=r"^/[A-Za-z0-9@._/+-]+$")
     """Where ``systemctl`` is on the hosts: a bot user that is not root runs ``sudo -n <this> stop|start|restart
     -- UNIT``, the exact line ``gpubot hosts sudoers`` prints."""

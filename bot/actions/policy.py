@@ -59,7 +59,7 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
             raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: `{key}` is a list, e.g. [{json.dumps(raw[key])}]")
     try:
         rule = Rule(tuple(raw.get("kinds", ["*"])), tuple(raw.get("groups", ["*"])), tuple(raw.get("approvers", [])),
-                    int(raw.get("approvals", 1)), int(raw["expiry_s"]) if raw.get("expiry_s") else None)
+                    int(raw.get("approvals", 1)), int(raw["expiry_s"]) if raw.get("expiry_s") is not None else None)
     except (TypeError, ValueError) as exc:
         raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: {exc}") from exc
     valid_kinds = {k.value for k in ActionKind} | {"clean", "*"}
@@ -67,6 +67,9 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
         raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: unknown kinds {sorted(set(rule.kinds) - valid_kinds)}")
     if rule.approvals < 1:
         raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: approvals must be at least 1")
+    if rule.expiry_s is not None and rule.expiry_s <= 0:
+        raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: expiry_s must be more than 0 seconds, not {rule.expiry_s} "
+                          "(its cards would be posted already expired)")
     if any(not a[:1] in ("U", "W", "S") for a in rule.approvers):
         raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: approvers are Slack ids (U…, W…, S…)")
     return rule
