@@ -57,7 +57,8 @@ def test_commands_parse(text, expected):
         ("status node174 other", "one target at a time", None),
         ("status node174 relative/path", "weight paths must be absolute: `relative/path`", None),
         ("status node174 ~/models/glm5", "weight paths must be absolute", None),
-        ("hosts add node1", "give a NAME and an ADDRESS", None),
+        ("hosts add", "give a NAME and an ADDRESS", None),
+        ("hosts add node1", "give an ADDRESS after the NAME `node1`", None),
         ("hosts add node1 1.2.3.4 port=99999", "port=", None),
         ("hosts add 'bad name' 1.2.3.4", "not a valid host name", None),
         ("status 'node;rm -rf /'", "not a valid host name", None),
@@ -161,7 +162,12 @@ def test_ipv6_addresses_are_hosts_too():
 def test_a_refusal_names_what_was_given():
     for text, said in (("hosts add n1 1.2.3.4 group=$(id)", "`$(id)` is not a valid group name"),
                        ("hosts add n1 1.2.3.4 user=root;id", "`root;id` is not a plain user name"),
-                       ('hosts add n1 "127.0.0.1 -oProxyCommand=id"', "`127.0.0.1 -oProxyCommand=id` is not a host address")):
+                       ('hosts add n1 "127.0.0.1 -oProxyCommand=id"', "`127.0.0.1 -oProxyCommand=id` is not a host address"),
+                       # a refused character after a space: both were given, the extra word is named
+                       # (it read 'give a NAME and an ADDRESS')
+                       ("hosts add n1 10.0.0.5 ;id", "unexpected `;id` after the ADDRESS `10.0.0.5`: `;` is not allowed in an address"),
+                       (normalize("hosts add n1 10.0.0.5 &gt; /tmp/x"), "unexpected `>` after the ADDRESS `10.0.0.5`: `>` is not allowed"),
+                       ("hosts add n1 10.0.0.5 10.0.0.6", "unexpected `10.0.0.6` after the ADDRESS `10.0.0.5` (an address is one word)")):
         with pytest.raises(UsageError) as caught:
             G.parse(text)
         assert said in str(caught.value), (text, str(caught.value))

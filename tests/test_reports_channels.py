@@ -49,6 +49,8 @@ async def test_scheduling_where_the_bot_cannot_post_is_refused_with_how_to_fix(s
     await slack_bot.command('report schedule "* * * * *" UTC all', channel_id="C5")
     reply = await rec.wait_for("response_url", timeout=10)
     assert reply.body["text"] == said and reply.body["response_type"] == "ephemeral"
+    shown = blocks_text(reply.body["blocks"])  # the channel is a mention Slack shows by name (was `&lt;#C5&gt;`)
+    assert "<#C5>" in shown and "&lt;#" not in shown and "&gt;" not in shown
     assert rec.calls_of("conversations.info")[0].body["channel"] == "C5"
     assert rec.calls_of("chat.postMessage") == [] and await _schedules(services) == []
 

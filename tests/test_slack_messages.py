@@ -194,3 +194,13 @@ async def test_localhost_is_shown_as_the_built_in_host_and_never_suggested_for_i
     text = shown(await answer_to(slack_bot, "hosts remove localhost"))
     assert "`localhost` is this machine, built in and not in the registry: there is nothing to remove" in text, text
     assert "Did you mean" not in shown(await answer_to(slack_bot, "hosts forget-gpu localhost 7"))
+
+
+def test_an_error_keeps_channel_and_user_mentions_but_never_pings_everyone():
+    """A ChannelUnavailable's `<#G0PRIV>` was shown escaped (`&lt;#G0PRIV&gt;`); text quoted in an
+    error stays escaped otherwise: `<!channel>` or a user group never notifies."""
+    from bot.slack.blocks import error_blocks
+
+    text = error_blocks("I cannot see <#G0PRIV> (asked by <@U0ALICE>): <!channel> <!subteam^S1> a<b & c>d")[0]["text"]["text"]
+    assert text == (":warning: I cannot see <#G0PRIV> (asked by <@U0ALICE>): &lt;!channel&gt; &lt;!subteam^S1&gt; "
+                    "a&lt;b &amp; c&gt;d")

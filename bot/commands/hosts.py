@@ -92,15 +92,28 @@ def parse_labels(text: str, *, usage: str | None = None) -> dict[str, str]:
     return labels
 
 
+def _address_char(c: str) -> bool:
+    """A character a host address may hold (a DNS name, an IPv4 or a bracketed IPv6 with a zone)."""
+    return c.isascii() and (c.isalnum() or c in ".-:_[]%")
+
+
 def parse_add(args: list[str]) -> HostsAdd:
     opts, words = split_options(args, ["port", "user", "group", "labels"], ADD_USAGE)
-    if len(words) != 2:
+    if not words:
         raise UsageError("give a NAME and an ADDRESS", usage=ADD_USAGE)
-    name, address = validate_host(words[0]), words[1]
-    bad = first_bad_char(address, lambda c: c.isascii() and (c.isalnum() or c in ".-:_[]%"))
+    name = validate_host(words[0])
+    if len(words) == 1:
+        raise UsageError(f"give an ADDRESS after the NAME `{name}`", usage=ADD_USAGE)
+    address = words[1]
+    bad = first_bad_char(address, _address_char)
     if bad:
         raise UsageError(f"`{address[:80]}` is not a host address: {bad} is not allowed (a DNS name or an IP address)",
                          usage=ADD_USAGE)
+    if len(words) > 2:  # `10.0.0.5 ;rm`, `10.0.0.5 > x`: name the word, and the character refused in an address
+        extra = words[2]
+        bad = first_bad_char(extra, _address_char)
+        why = f": {bad} is not allowed in an address, which is one word" if bad else " (an address is one word)"
+        raise UsageError(f"unexpected `{extra[:80]}` after the ADDRESS `{address[:80]}`{why}", usage=ADD_USAGE)
     try:
         port = int(opts.get("port", "22"))
     except ValueError:

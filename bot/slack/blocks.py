@@ -6,6 +6,7 @@ characters per section text, 150 per header. Long sections are cut with a "… N
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -36,6 +37,18 @@ LINE_CAP = 300
 def escape(text: str) -> str:
     """Escape ``&``, ``<``, ``>`` as Slack's mrkdwn requires."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_MENTION = re.compile(r"&lt;(#[CGD][A-Z0-9]+|@[UW][A-Z0-9]+)&gt;")
+"""A channel (``<#C123>``) or user (``<@U123>``) mention, as :func:`escape` left it."""
+
+
+def escape_keeping_mentions(text: str) -> str:
+    """:func:`escape`, but channel and user mentions by id (``<#G0PRIV>``, ``<@U1>``) stay
+    mentions, so Slack shows the channel's or person's name instead of ``&lt;#G0PRIV&gt;``.
+    ``<!channel>``, ``<!here>`` and user-group pings stay escaped: text quoted in an error never
+    notifies anyone."""
+    return _MENTION.sub(r"<\1>", escape(text))
 
 
 def fit_lines(lines: list[str], limit: int = SECTION_LIMIT) -> str:
@@ -81,7 +94,7 @@ def probing_blocks(host: str) -> list[dict[str, Any]]:
 def error_blocks(message: str, error_id: str | None = None) -> list[dict[str, Any]]:
     """A short error for the user (with an error id to quote to an admin when given); long lines
     (a path of thousands of characters) are shortened in the middle, as on every card."""
-    lines = [escape(x) for x in message.splitlines()] or [""]
+    lines = [escape_keeping_mentions(x) for x in message.splitlines()] or [""]
     lines[0] = f":warning: {lines[0]}"
     text = fit_lines(lines + ([f"_error id `{error_id}`_"] if error_id else []))
     return _dicts([SectionBlock(text=MarkdownTextObject(text=text))])
