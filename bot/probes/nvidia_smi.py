@@ -10,11 +10,12 @@ classified by exit status and known message first, and parsed second.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from bot.probes.frames import ProbeOutput
 from bot.probes.gpu_health import health_from_row
-from bot.probes.readings import Gpu, GpuProcess, GpuReport, ProbeFailure
+from bot.probes.readings import Gpu, GpuProcess, GpuReport, LostGpu, ProbeFailure
 from bot.probes.script import APP_FIELDS, GPU_FIELDS
 
 NO_DEVICES_TEXT = "No devices were found"
@@ -45,13 +46,32 @@ DRIVER_FAILURES: dict[int, DriverFailure] = {
     15: DriverFailure(ProbeFailure.GPU_LOST, "a GPU has fallen off the bus or is inaccessible",
                       "reset the GPU or reboot the host; check dmesg for Xid 79"),
     16: DriverFailure(ProbeFailure.HARDWARE, "a GPU needs a reset", "reset the GPU (nvidia-smi -r) or reboot the host"),
+    17: DriverFailure(ProbeFailure.DRIVER, "the operating system blocks access to the GPUs (NVML: GPU access blocked by the operating system)",
+                      "in a VM or WSL the host has not handed this guest the GPU (check the passthrough / GPU-P setup); on bare "
+                      "metal check that the nvidia module may load (Secure Boot: mokutil --sb-state; dmesg | grep -i nvidia)"),
     18: DriverFailure(ProbeFailure.VERSION_MISMATCH, "NVIDIA driver/library version mismatch",
                       "reboot, or reload the NVIDIA kernel modules after the driver upgrade"),
 }
 """Driver failures by NVML return code (``nvmlReturn_t`` in nvml.h). nvidia-smi exits with the
 same numbers (its man page, RETURN VALUE: 6 query unsuccessful, 8 power cables, 9 driver not
 loaded, 10 interrupt issue, 12 NVML library not found, 14 infoROM corrupted, 15 GPU lost), and
-the NVML probe prints the code of the ``NVMLError`` it got."""
+the NVML probe prints the code of the ``NVMLError`` it got (17 is NVML's
+``NVML_ERROR_OPERATING_SYSTEM``; nvidia-smi prints its text, see :data:`_TEXT_FAILURES`)."""
+
+CGROUP_LOST = DriverFailure(
+    ProbeFailure.DRIVER,
+    "nvidia-smi could not initialize NVML (Unknown Error): the shell that probes lost its access to the GPU device "
+    "files, as a container does when its device cgroup is rewritten (a `systemctl daemon-reload` on the host; "
+    "NVIDIA/nvidia-container-toolkit#48)",
+    "restart the container (and give it the devices by CDI or the toolkit's cgroup fix); on the host itself check "
+    "`ls -l /dev/nvidia*` and dmesg, then reload the NVIDIA modules or reboot")
+"""``Failed to initialize NVML: Unknown Error`` (exit 255): the driver is there, its devices are not reachable."""
+
+UNSUPPORTED_GPUS = DriverFailure(
+    ProbeFailure.NO_DEVICES, "the installed NVIDIA driver supports none of this host's GPUs (nvidia-smi: No supported GPUs were found)",
+    "install a driver branch that supports these GPUs (dmesg | grep NVRM names the device it refused; a GPU newer than the "
+    "driver, or a legacy GPU dropped by it)")
+"""``No supported GPUs were found``: GPUs on the bus, none of them supported by this driver."""
 
 _TEXT_CODES = (
     (DRIVER_TEXT, 9),
@@ -68,8 +88,21 @@ _TEXT_CODES = (
 """Messages that name a failure whatever the exit status (nvidia-smi prints them on stdout)."""
 
 
+_TEXT_FAILURES = (
+    ("Failed to initialize NVML: Unknown Error", CGROUP_LOST),
+    ("GPU access blocked by the operating system", DRIVER_FAILURES[17]),
+    ("No supported GPUs were found", UNSUPPORTED_GPUS),
+)
+"""Messages whose failure has no exit code of its own (nvidia-smi exits 255 or 6 for them); the
+wording is nvidia-smi's, as quoted in the public reports (NVIDIA/nvidia-container-toolkit,
+microsoft/WSL, NVIDIA/gpu-operator issues)."""
+
+
 def driver_failure(status: int | None, text: str) -> DriverFailure | None:
     """The named failure for an exit status / NVML code and its message, or ``None``."""
+    for needle, failure in _TEXT_FAILURES:
+        if needle.lower() in text.lower():
+            return failure
     for needle, code in _TEXT_CODES:
         if needle.lower() in text.lower():
             return DRIVER_FAILURES[code]
@@ -149,18 +182,40 @@ def _mig_mode(value: str) -> str | None:
     return None if v.lower() in NOT_APPLICABLE else v
 
 
+_NO_HANDLE = re.compile(r"^Unable to (?:determine|detect) the device handle for GPU ?([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]): *(.*)$")
+"""nvidia-smi's line for a GPU it cannot open, printed in place of that GPU's row (the others
+still print): ``Unable to determine the device handle for GPU0000:4F:00.0: Unknown Error`` (the
+wording of NVIDIA/open-gpu-kernel-modules#387, NVIDIA/nvidia-container-toolkit#69)."""
+
+
+def lost_gpus(stdout: str) -> list[LostGpu]:
+    """The GPUs nvidia-smi said it could not get a handle to (see :data:`_NO_HANDLE`), in order."""
+    out: list[LostGpu] = []
+    for line in stdout.splitlines():
+        m = _NO_HANDLE.match(line.strip())
+        if m:
+            out.append(LostGpu(bus_id=kernel_bus_id(m.group(1)) or m.group(1).lower(), error=m.group(2).strip() or "no message"))
+    return out
+
+
+def _unreadable(row: dict[str, str]) -> dict[str, str]:
+    """The fields of ``row`` the driver answered with an error placeholder (not ``[N/A]``)."""
+    return {k: v.strip() for k, v in row.items() if v.strip().startswith("[") and v.strip().lower() not in NOT_APPLICABLE}
+
+
 def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
     """Parse the GPU probe's stdout into GPUs and the driver version.
 
     The first line may be ``# fields: a,b,c`` (written by the batch script) naming the field
-    list; without it :data:`GPU_FIELDS` is assumed. Raises ``ValueError`` on a row whose column
-    count does not match the field list.
+    list; without it :data:`GPU_FIELDS` is assumed. Lines for GPUs nvidia-smi could not open
+    (:func:`lost_gpus`) are skipped here. Raises ``ValueError`` on a row whose column count does
+    not match the field list.
     """
     fields = list(GPU_FIELDS)
     gpus: list[Gpu] = []
     driver: str | None = None
     for line in stdout.splitlines():
-        if not line.strip():
+        if not line.strip() or _NO_HANDLE.match(line.strip()):
             continue
         if line.startswith("# fields:"):
             fields = [f.strip() for f in line.split(":", 1)[1].split(",")]
@@ -190,6 +245,7 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
                 pci_bus_id=kernel_bus_id(row.get("pci.bus_id", "")),
                 health=health_from_row(row),
                 compute_mode=_text(row.get("compute_mode", "")),
+                unreadable=_unreadable(row),
             )
         )
     return gpus, driver
@@ -214,7 +270,7 @@ def parse_apps(stdout: str) -> list[GpuProcess]:
     procs: list[GpuProcess] = []
     n = len(APP_FIELDS)
     for line in stdout.splitlines():
-        if not line.strip():
+        if not line.strip() or _NO_HANDLE.match(line.strip()):
             continue
         cols = [c.strip() for c in line.split(",", n - 1)]
         if len(cols) != n:
@@ -231,8 +287,16 @@ def parse_gpu_report(gpus_out: ProbeOutput, apps_out: ProbeOutput | None) -> Gpu
     """Combine the GPU and compute-apps probes into one :class:`GpuReport`.
 
     Any failure (of either probe) makes the report a failure: without the process list, a GPU
-    cannot be called free.
+    cannot be called free. One exception: GPUs nvidia-smi could not open while it read the others
+    (``Unable to determine the device handle for GPU…``, exit non-zero) are ``lost`` beside the
+    rows it printed, so the verdict names the lost bus ids and still judges the healthy GPUs.
+    When it could open none, the report is a ``GPU_LOST`` failure naming them.
     """
+    lost = lost_gpus(gpus_out.stdout) if gpus_out.exit_status is not None and gpus_out.exit_status not in (124, 137) else []
+    if lost:
+        gpus_out = ProbeOutput(gpus_out.name, gpus_out.stdout, gpus_out.stderr, 0)
+        if apps_out is not None and apps_out.exit_status not in (0, None, 124, 137, 127) and lost_gpus(apps_out.stdout):
+            apps_out = ProbeOutput(apps_out.name, apps_out.stdout, apps_out.stderr, 0)
     failed = classify_failure(gpus_out)
     if failed:
         named = driver_failure(gpus_out.exit_status, gpus_out.stdout + "\n" + gpus_out.stderr) if failed[0] not in (
@@ -242,6 +306,10 @@ def parse_gpu_report(gpus_out: ProbeOutput, apps_out: ProbeOutput | None) -> Gpu
         gpus, driver = parse_gpus(gpus_out.stdout)
     except ValueError as exc:
         return GpuReport(failure=ProbeFailure.UNPARSABLE, message=f"unexpected nvidia-smi output: {exc}")
+    if not gpus and lost:
+        f = DRIVER_FAILURES[15]
+        where = ", ".join(f"{g.bus_id} ({g.error})" for g in lost)
+        return GpuReport(failure=f.kind, message=f"{f.message}: nvidia-smi could open no GPU: {where} — {f.hint}", hint=f.hint, lost=lost)
     if not gpus:
         return GpuReport(failure=ProbeFailure.NO_DEVICES, message="nvidia-smi listed no GPU")
     if apps_out is None:
@@ -253,4 +321,4 @@ def parse_gpu_report(gpus_out: ProbeOutput, apps_out: ProbeOutput | None) -> Gpu
         procs = parse_apps(apps_out.stdout)
     except ValueError as exc:
         return GpuReport(gpus=gpus, driver_version=driver, failure=ProbeFailure.UNPARSABLE, message=f"unexpected process list: {exc}")
-    return GpuReport(gpus=gpus, processes=procs, driver_version=driver)
+    return GpuReport(gpus=gpus, processes=procs, driver_version=driver, lost=lost)

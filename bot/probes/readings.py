@@ -68,6 +68,15 @@ class Gpu:
     compute_mode: str | None = None
     """nvidia-smi's words: ``Default``, ``Exclusive_Process``, ``Prohibited`` (no CUDA context may
     be created: the GPU is fenced); ``None``: not read."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Fields the driver answered with an error placeholder, by query field name, as printed:
+    ``{"temperature.gpu": "[Unknown Error]"}``. Not-applicable ones (``[N/A]``, ``[Not Supported]``)
+    are not errors and are not listed."""
+
+    @property
+    def lost(self) -> bool:
+        """True when the driver marks the GPU lost in any field (``[GPU is lost]``): it fell off the bus."""
+        return any(v.strip().lower() == "[gpu is lost]" for v in self.unreadable.values())
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,16 @@ class MigDevice:
     memory_total_mib: int | None
     memory_used_mib: int | None
     processes: int = 0
+
+
+@dataclass(frozen=True)
+class LostGpu:
+    """A GPU the driver could not open: nvidia-smi printed ``Unable to determine the device handle
+    for GPU0000:4F:00.0: Unknown Error`` in place of its row. ``bus_id`` is the kernel form
+    (``0000:4f:00.0``); ``error`` the driver's words after the bus id."""
+
+    bus_id: str
+    error: str
 
 
 @dataclass(frozen=True)
@@ -104,6 +123,8 @@ class GpuReport:
     """For a classified driver failure: the one-line next step."""
     unsupported_fields: list[str] = field(default_factory=list)
     """Query fields this host's driver refused (``Field "x" is not a valid field``), dropped."""
+    lost: list[LostGpu] = field(default_factory=list)
+    """GPUs nvidia-smi could not get a handle to, while it read the others (their rows are in ``gpus``)."""
 
 
 @dataclass(frozen=True)

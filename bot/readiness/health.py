@@ -36,7 +36,7 @@ from bot.readiness.xid_catalog import REBOOT, meaning
 BLOCKER = "blocker"
 NOTE = "note"
 
-NEEDS_RESET_CODES = frozenset({"gpu_recovery_action", "gpu_rows_pending", "gpu_pages_pending", "gpu_xid_fatal"})
+NEEDS_RESET_CODES = frozenset({"gpu_recovery_action", "gpu_rows_pending", "gpu_pages_pending", "gpu_xid_fatal", "gpu_lost"})
 """Reason codes that mean "a GPU needs a reset or the host a reboot" (the morning report counts them)."""
 BUSY_CODES = frozenset({"gpu_busy", "vram_no_owner"})
 """Reason codes that mean "a GPU is in use"."""

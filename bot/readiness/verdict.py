@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.probes.readings import Gpu, GpuProcess, ProbeFailure, Readings
+from bot.readiness.devices import device_findings
 from bot.readiness.health import health_findings
 from bot.sizes import human_bytes, human_mib
 
@@ -92,6 +93,7 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
     _judge_disk(readings, req, reasons)
     _judge_units(readings, req, reasons)
     reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib)]
+    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in device_findings(readings)]
     for f in readings.folders:
         if f.warning:
             reasons.append(Reason("folder_warning", f"{f.path}: {f.warning}", Severity.NOTE))
@@ -138,6 +140,8 @@ def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) ->
     by_uuid = {g.uuid: g for g in gpu.gpus}
     for g in gpu.gpus:
         procs = [p for p in gpu.processes if p.gpu_uuid == g.uuid]
+        if g.lost:
+            continue  # bot.readiness.devices says it is lost; its other fields are placeholders too
         if procs:
             who = _processes_text(readings, procs, g.memory_used_mib)
             add(Reason("gpu_busy", f"GPU {g.index}: {human_mib(g.memory_used_mib)} used by {who}", Severity.BLOCKER))
@@ -193,7 +197,7 @@ def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason
     gpus = readings.gpu.gpus
     present = {g.uuid for g in gpus}
     buses = {g.bus_id for g in req.known_gpus}
-    listed_buses = {g.pci_bus_id for g in gpus if g.pci_bus_id}
+    listed_buses = {g.pci_bus_id for g in gpus if g.pci_bus_id} | {g.bus_id for g in readings.gpu.lost}
     missing: list[str] = []
     for k in req.known_gpus:
         if k.uuid not in present and (k.bus_id is None or k.bus_id not in listed_buses):
@@ -213,7 +217,7 @@ def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason
     pci_missing = sorted(set(w.pci) - listed_buses - {kg.bus_id for kg in kernel_missing} - buses) if w and w.pci is not None and listed_buses else []
     expected = len(gpus) + len(missing) + len(pci_missing)
     if req.expected_gpus is not None:
-        if len(gpus) < req.expected_gpus:
+        if len(gpus) + len(readings.gpu.lost) < req.expected_gpus:
             reasons.append(Reason("gpu_missing", f"{len(gpus)} of {req.expected_gpus} GPUs present"
                                   + (": " + "; ".join(missing + [f"bus {b} on the PCI bus but not listed" for b in pci_missing])
                                      if missing or pci_missing else ""), Severity.BLOCKER))

@@ -48,7 +48,7 @@ async def record(*, db_session: AsyncSession, snaps: Sequence[Snapshot]) -> None
             continue
         for g in gpu.get("gpus", []):
             uuid = g.get("uuid")
-            if not uuid:
+            if not uuid or uuid.startswith("["):  # a placeholder ("[GPU is lost]") names no GPU
                 continue
             key = (s.host_name, uuid)
             old = rows.get(key)
