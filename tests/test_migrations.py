@@ -1,8 +1,25 @@
 """Migrations: the schema they build is the schema the models describe, and they go down again."""
 
-from alembic import command
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import sqlite3
+from contextlib import closing
+from datetime import datetime, timezone
+from pathlib import Path
 
+import pytest
+from alembic import command
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from bot.cli import main
 from bot.db.migrate import alembic_config, upgrade
+from tests.conftest import PG_ADMIN_URL, _pg
+from tests.support.fakehost.gpubot_fake import gpu_identity
+from tests.support.fakestate import FAKEHOST_DIR, write_state
 
 
 def test_migrations_match_models_and_round_trip(database_url):
@@ -11,3 +28,118 @@ def test_migrations_match_models_and_round_trip(database_url):
     command.check(cfg)  # raises when autogenerate finds a difference between models and migrations
     command.downgrade(cfg, "base")
     command.upgrade(cfg, "head")
+
+
+# --- A database written before 0008 (the GPU inventory), upgraded ---------------------------------
+PRE_0008 = Path(__file__).parent / "fixtures" / "databases" / "pre_0008.db"
+"""Made by tests/fixtures/databases/make_pre_0008.sh: gpubot at commit 108503e ran `db upgrade` and
+`status localhost` twice against its fake 8-GPU H200 host (alembic_version 0007, snapshots 1 and 2)."""
+
+
+def _copy_pre_0008(tmp_path: Path) -> str:
+    path = tmp_path / "old.db"
+    shutil.copyfile(PRE_0008, path)
+    return str(path)
+
+
+def _days_since_the_fixture_was_made() -> int:
+    with closing(sqlite3.connect(PRE_0008)) as db:
+        first = datetime.fromisoformat(db.execute("SELECT min(taken_at) FROM snapshots").fetchone()[0])
+    return (datetime.now(timezone.utc) - first.replace(tzinfo=timezone.utc)).days + 2
+
+
+def _inventory(path: str) -> list[tuple]:
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute("SELECT uuid, gpu_index, bus_id, name, first_seen, last_seen, last_snapshot_id "
+                          "FROM gpu_inventory ORDER BY gpu_index").fetchall()
+
+
+def test_an_upgraded_database_from_before_0008_counts_a_gpu_that_vanished_missing(tmp_path, monkeypatch, capsys):
+    """The code before 0008 stored two 8-GPU snapshots of localhost; after the upgrade GPU 7 is
+    gone. It read *ready* (0008 made the inventory empty and nothing rebuilt it); now the upgrade
+    backfills the inventory from the stored snapshots and the host is *not ready*."""
+    path = _copy_pre_0008(tmp_path)
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0007",)]
+        assert "gpu_inventory" not in {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
+    (tmp_path / "state").mkdir()
+    write_state(tmp_path / "state", "127.0.0.1", gpus=7)
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{path}")
+    monkeypatch.setenv("GPUBOT_GPU_INVENTORY_DAYS", str(_days_since_the_fixture_was_made()))
+    monkeypatch.setenv("GPUBOT_FAKE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("PATH", f"{FAKEHOST_DIR}:{os.environ['PATH']}")
+    assert main(["status", "localhost"]) != 0
+    out = capsys.readouterr().out
+    assert out.startswith("localhost: not ready")
+    assert "7 of 8 GPUs present: GPU 7 " in out, out
+    gpu7 = gpu_identity("127.0.0.1", 7)["uuid"]
+    assert gpu7 in out and "snapshot #2" in out, out
+    rows = _inventory(path)
+    assert [r[0] for r in rows] == [gpu_identity("127.0.0.1", i)["uuid"] for i in range(8)]
+    assert rows[7][1:4] == (7, None, "NVIDIA H200")  # the old shape had no bus ids
+    assert rows[7][6] == 2 and rows[7][4] < rows[7][5]  # last seen in snapshot 2; first seen in snapshot 1
+    assert all(r[6] == 3 for r in rows[:7])  # the seven present now were seen again in the new snapshot #3
+
+
+def test_the_backfill_takes_only_snapshots_within_the_inventory_window_and_is_idempotent(tmp_path):
+    path = _copy_pre_0008(tmp_path)
+    url = f"sqlite+aiosqlite:///{path}"
+    cfg = alembic_config(url)
+    cfg.attributes["gpu_inventory_days"] = 0  # the window starts now: both old snapshots are older
+    command.upgrade(cfg, "head")
+    assert _inventory(path) == []
+    command.downgrade(cfg, "0010")
+    cfg.attributes["gpu_inventory_days"] = _days_since_the_fixture_was_made()
+    command.upgrade(cfg, "head")
+    once = _inventory(path)
+    assert len(once) == 8
+    command.downgrade(cfg, "0010")
+    command.upgrade(cfg, "head")
+    assert _inventory(path) == once
+
+
+@pytest.mark.postgres
+def test_the_backfill_on_postgresql_reads_the_same_old_snapshots(tmp_path):
+    """The old database's snapshot rows, copied into a PostgreSQL database at revision 0007, give
+    the same inventory through PostgreSQL's JSON functions; a failed probe's snapshot adds nothing."""
+    name = f"gpubot_test_{secrets.token_hex(4)}"
+    asyncio.run(_pg(f"CREATE DATABASE {name}"))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        cfg = alembic_config(url)
+        command.upgrade(cfg, "0007")
+        with closing(sqlite3.connect(PRE_0008)) as db:
+            db.row_factory = sqlite3.Row
+            rows = [dict(r) for r in db.execute("SELECT * FROM snapshots ORDER BY id")]
+        failed = dict(rows[-1], id=3, readings=json.dumps({"gpu": {"gpus": [{"uuid": "GPU-failed", "index": 9}],
+                                                                   "failure": "driver"}}))
+        asyncio.run(_insert_snapshots(url, rows + [failed]))
+        cfg.attributes["gpu_inventory_days"] = _days_since_the_fixture_was_made()
+        command.upgrade(cfg, "head")
+        got = asyncio.run(_pg_inventory(url))
+        assert [(u, i, lid) for u, i, lid in got] == [(gpu_identity("127.0.0.1", i)["uuid"], i, 2) for i in range(8)]
+    finally:
+        asyncio.run(_pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+async def _insert_snapshots(url: str, rows: list[dict]) -> None:
+    engine = create_async_engine(url)
+    async with engine.begin() as conn:
+        for r in rows:
+            await conn.execute(text(
+                "INSERT INTO snapshots (id, host_id, host_name, taken_at, duration_ms, verdict, reasons, error_kind, "
+                "error_message, readings, raw, gpu_used_mib, disk_free_bytes, requested_by, verdict_changed) VALUES "
+                "(:id, NULL, :host_name, :taken_at, :duration_ms, :verdict, CAST(:reasons AS jsonb), :error_kind, "
+                ":error_message, CAST(:readings AS jsonb), CAST(:raw AS jsonb), :gpu_used_mib, :disk_free_bytes, "
+                ":requested_by, :verdict_changed)"),
+                {**r, "taken_at": datetime.fromisoformat(r["taken_at"]).replace(tzinfo=timezone.utc),
+                 "verdict_changed": bool(r["verdict_changed"])})
+    await engine.dispose()
+
+
+async def _pg_inventory(url: str) -> list[tuple]:
+    engine = create_async_engine(url)
+    async with engine.connect() as conn:
+        got = (await conn.execute(text("SELECT uuid, gpu_index, last_snapshot_id FROM gpu_inventory ORDER BY gpu_index"))).all()
+    await engine.dispose()
+    return [tuple(r) for r in got]
