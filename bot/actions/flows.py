@@ -80,6 +80,14 @@ async def attach_message(*, services: Services, request_id: int, channel: str, t
             req.channel, req.message_ts = channel, ts
 
 
+async def pin_card(*, services: Services, request_id: int, channel: str, ts: str) -> bool:
+    """Make the message ``channel``/``ts`` the request's card, only if it has none yet (posted
+    through ``response_url``, so its ts was never known) and it was asked for in ``channel``.
+    True when this call pinned it; False when the request has a card already or lives elsewhere."""
+    async with services.sessions() as db, db.begin():
+        return await service.pin_card(db_session=db, request_id=request_id, channel=channel, ts=ts)
+
+
 async def _notify(notify: Notify | None, view: RequestView) -> None:
     if notify is None:
         return

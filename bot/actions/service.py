@@ -140,6 +140,17 @@ async def interrupt(*, db_session: AsyncSession, request_id: int, executor: str 
     return True
 
 
+async def pin_card(*, db_session: AsyncSession, request_id: int, channel: str, ts: str) -> bool:
+    """Record ``channel``/``ts`` as the request's card when it has no ``message_ts`` yet and its
+    channel is ``channel`` (or unknown); True for the one caller that did. A card posted through
+    ``response_url`` has no ts until its first click; a second card can never take it over."""
+    stmt = (update(ActionRequest)
+            .where(ActionRequest.id == request_id, ActionRequest.message_ts.is_(None),
+                   ActionRequest.channel.is_(None) | (ActionRequest.channel == channel))
+            .values(channel=channel, message_ts=ts).execution_options(synchronize_session=False))
+    return await _count(db_session, stmt) == 1
+
+
 async def claim_replan(*, db_session: AsyncSession, request_id: int) -> bool:
     """Reserve the right to re-plan (``replaced_by`` NULL → 0); True for the one caller that did."""
     stmt = (update(ActionRequest).where(ActionRequest.id == request_id, ActionRequest.replaced_by.is_(None))

@@ -1,6 +1,15 @@
-"""Block Kit action ids, shared by the block builders and the action listeners."""
+"""Block Kit action ids, shared by the block builders and the action listeners.
+
+Every button of an approval card has an id under :data:`REQUEST_CARD_PREFIX` and carries its
+request's id as ``value``; :mod:`bot.slack.card_guard` checks every click on such a button
+against the card it came from, so a new card button is checked without code of its own. The
+other buttons are listed in :data:`NOT_REQUEST_BOUND`, each with why its ``value`` gives the
+clicker nothing they could not do by typing.
+"""
 
 import enum
+
+REQUEST_CARD_PREFIX = "gpubot.actions."
 
 
 class ActionId(str, enum.Enum):
@@ -11,3 +20,16 @@ class ActionId(str, enum.Enum):
     ACTION_REPLAN = "gpubot.actions.replan"
     ACTION_RESTART_UNIT = "gpubot.actions.restart_unit"
     ACTION_PIVOT_BACK = "gpubot.actions.pivot_back"
+
+
+NOT_REQUEST_BOUND = {
+    ActionId.TRUST_HOST_KEY: "admins only, checked at the click; the fingerprint in the value is compared with the one "
+                             "the host offers at that moment (an admin could ask `/gpu hosts trust HOST` for any host)",
+    ActionId.TRUST_CANCEL: "changes nothing: it only replaces the clicker's own ephemeral card",
+}
+"""Buttons whose ``value`` names no request, and why a forged value grants nothing."""
+
+
+def request_bound(action_id: str) -> bool:
+    """True for the buttons of an approval card (their ``value`` is a request id)."""
+    return action_id.startswith(REQUEST_CARD_PREFIX)

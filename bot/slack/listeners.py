@@ -18,6 +18,7 @@ from bot.errors import PermissionDenied, UsageError
 from bot.flows.context import Services
 from bot.roles import Role
 from bot.slack.blocks import error_blocks
+from bot.slack.card_guard import CardGuard
 from bot.slack.context import CommandContext
 from bot.slack.errors import user_message
 from bot.slack.handlers import actions as actions_handlers
@@ -72,6 +73,7 @@ def register_listeners(app: AsyncApp, services: Services) -> None:
     missing = missing_handlers(grammar, handlers)
     if missing:
         raise RuntimeError(f"commands without a handler: {', '.join(missing)}")
+    app.middleware(CardGuard(services).middleware)  # every request card button, whoever listens to it
     for module in HANDLER_MODULES:
         if hasattr(module, "register"):
             module.register(app, services, resolver)

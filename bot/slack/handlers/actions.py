@@ -196,7 +196,8 @@ async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None
 
 
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
-    """Listeners for Approve / Reject / Re-plan, and the sweep middleware."""
+    """Listeners for Approve / Reject / Re-plan / the follow-ups, and the sweep middleware. Every click
+    reaching them was checked to be on its request's own card (:mod:`bot.slack.card_guard`)."""
     app.middleware(_Sweeper(services).middleware)
 
     async def first_delivery(body: dict[str, Any]) -> bool:
@@ -215,9 +216,7 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
             return
         user, request_id = body["user"]["id"], int(body["actions"][0]["value"])
         channel, ts = where(body)
-        view = await flows.load_view(services=services, request_id=request_id)
-        if view.message_ts is None and channel and ts:
-            await flows.attach_message(services=services, request_id=request_id, channel=channel, ts=ts)
+        view = await flows.load_view(services=services, request_id=request_id)  # its card is the one clicked: CardGuard
         role = await resolver.role(client, user)
         notify = _card_updater(client, channel, ts, respond)
         progress = _progress_poster(client, channel, ts or view.message_ts)
