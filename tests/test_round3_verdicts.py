@@ -134,3 +134,128 @@ def test_exclusive_process_is_a_note_and_default_is_silent():
     assert a.reasons[0].severity is Severity.NOTE
     assert a.reasons[0].text.startswith("GPU 0: compute mode is Exclusive_Process: one process at a time may use it")
     assert "`nvidia-smi -i 0 -c DEFAULT`" in a.reasons[0].text
+
+
+# --- 3. a GPU passed through to a VM is a note, not a lost GPU -------------------------------------------
+def _pci(drivers: list[str]) -> ProbeOutput:
+    return out("pci-scanned\n" + "".join(f"pci 0000:{0x18 + i:02x}:00.0 0x030200 {d}\n" for i, d in enumerate(drivers)))
+
+
+def test_a_gpu_bound_to_vfio_pci_is_passed_through_not_missing():
+    """Seven GPUs for the host, the eighth handed to a VM: was "7 of 8 GPUs present" (not ready)."""
+    r, a = judge(out(FIELDS + "".join(row(i) for i in range(7))), inventory=_pci(["nvidia"] * 7 + ["vfio-pci"]))
+    assert r.witnesses.pci_drivers["0000:1f:00.0"] == "vfio-pci" and r.witnesses.foreign() == {"0000:1f:00.0": "vfio-pci"}
+    assert a.verdict is Verdict.READY, a.reasons
+    assert [(x.code, x.severity, x.text) for x in a.reasons] == [
+        ("gpu_passthrough", Severity.NOTE, "GPU at 0000:1f:00.0 is passed through to a VM (vfio-pci): not usable here, not lost")]
+
+
+def test_a_known_gpu_now_passed_through_is_named_from_the_inventory_not_counted_missing():
+    from datetime import UTC, datetime
+
+    from bot.readiness.verdict import KnownGpu
+
+    seen = datetime(2026, 11, 30, 10, 15, tzinfo=UTC)
+    known = tuple(KnownGpu(f"GPU-0000000{i}-aaaa-bbbb-cccc-00000000000{i}", i, f"0000:{0x18 + i:02x}:00.0", 41, seen) for i in range(8))
+    outputs = idle_h200() | {"gpus": out(FIELDS + "".join(row(i) for i in range(7))), "apps": out(),
+                             "inventory": _pci(["nvidia"] * 7 + ["vfio-pci"])}
+    a = assess(parse_batch(ProbePlan(), outputs), Requirements(known_gpus=known))
+    assert a.verdict is Verdict.READY and codes(a) == ["gpu_passthrough"]
+    assert a.reasons[0].text.startswith("GPU 7 GPU-00000007-aaaa-bbbb-cccc-000000000007 (bus 0000:1f:00.0) is passed through to a VM")
+
+
+def test_nouveau_is_named_and_an_unbound_gpu_is_still_missing():
+    _, a = judge(out(FIELDS + "".join(row(i) for i in range(6))), inventory=_pci(["nvidia"] * 6 + ["nouveau", "-"]))
+    assert a.verdict is Verdict.NOT_READY
+    assert ("gpu_passthrough", "GPU at 0000:1e:00.0 is bound to nouveau, not the NVIDIA driver: CUDA cannot use it here") in [
+        (x.code, x.text) for x in a.reasons]
+    (missing,) = [x for x in a.reasons if x.code == "gpu_missing"]
+    assert missing.text.startswith("6 of 7 GPUs present") and "0000:1f:00.0" in missing.text
+
+
+# --- 1. HGX: NVSwitches, the fabric and its manager ------------------------------------------------------
+HGX_FIELDS = "# fields: " + ",".join((*GPU_FIELDS, "compute_mode", "fabric.state", "fabric.status")) + "\n"
+SWITCHES = "".join(f"nvswitch 0000:{0x05 + i:02x}:00.0 0x068000 nvidia-nvswitch\n" for i in range(4))
+
+
+def hgx(state: str, status: str, unit: str = "active", load: str = "loaded", *, fields: str = HGX_FIELDS, smi_q: str = "") -> tuple:
+    rows = "".join(row(i).rstrip("\n") + (f", {state}, {status}\n" if fields == HGX_FIELDS else "\n") for i in range(8))
+    fabric = (f"# unit\nLoadState={load}\nActiveState={unit}\nSubState={'running' if unit == 'active' else 'dead'}\n"
+              f"MainPID={'4242' if unit == 'active' else '0'}\n# unit-exit 0\n" + smi_q)
+    return judge(out(fields + rows), inventory=out(_pci(["nvidia"] * 8).stdout + SWITCHES),
+                 fabric=out(fabric))
+
+
+def test_hgx_with_the_fabric_manager_down_is_not_ready_with_the_fix():
+    """nvidia-smi is clean, the GPUs' fabric registration is stuck In Progress and the Fabric Manager is
+    inactive: every model start fails with CUDA error 802. Was: ready."""
+    r, a = hgx("In Progress", "[N/A]", unit="inactive")
+    assert r.witnesses.nvswitches == [f"0000:{0x05 + i:02x}:00.0" for i in range(4)]
+    assert a.verdict is Verdict.NOT_READY and codes(a) == ["fabric_not_ready", "fabric_manager"]
+    stuck, manager = a.reasons
+    assert stuck.text == ("NVLink fabric not initialized on GPU 0, 1, 2, 3, 4, 5, 6, 7 (fabric state In Progress): "
+                          "CUDA fails with error 802 (system not yet initialized) until it is (the Fabric Manager is not running: below)")
+    assert manager.text == ("nvidia-fabricmanager.service is inactive and this host has 4 NVSwitches: CUDA fails with error 802 "
+                            "(system not yet initialized) until it is — start the Fabric Manager (`systemctl start "
+                            "nvidia-fabricmanager`); its version must match the driver's (580.159.04), see "
+                            "`journalctl -u nvidia-fabricmanager`")
+
+
+def test_hgx_with_the_fabric_completed_and_the_manager_active_is_ready():
+    _, a = hgx("Completed", "Success")
+    assert a.verdict is Verdict.READY and a.reasons == []
+
+
+def test_hgx_fabric_manager_not_installed_or_failed_is_not_ready_even_when_the_gpus_completed():
+    _, a = hgx("Completed", "Success", unit="inactive", load="not-found")
+    assert codes(a) == ["fabric_manager"] and "nvidia-fabricmanager is not installed" in a.reasons[0].text
+    _, a = hgx("Completed", "Success", unit="failed")
+    assert a.verdict is Verdict.NOT_READY and "nvidia-fabricmanager.service is failed" in a.reasons[0].text
+
+
+def test_a_completed_registration_with_an_error_status_is_not_ready():
+    _, a = hgx("Completed", "Failure")
+    assert a.verdict is Verdict.NOT_READY and a.reasons[0].text.startswith("GPU 0: NVLink fabric registration completed with an error (Failure)")
+
+
+SMI_Q_AWK = ("awk '/^GPU [0-9A-Fa-f]+:/ {print; next} /^    Fabric *$/ {f=1; next} "
+             "f && /^        (State|Status) *:/ {print; next} /^    [^ ]/ {f=0}'")
+
+
+def test_an_older_driver_without_the_fields_is_read_from_nvidia_smi_q():
+    """The driver refused fabric.state: the fabric probe reads the Fabric section of `nvidia-smi -q`
+    (the H200 capture's section, with the state an HGX host without its Fabric Manager shows)."""
+    import subprocess
+
+    from bot.probes.script import FABRIC_COMMAND
+    from tests.fixtures_h200 import captured
+
+    assert SMI_Q_AWK in FABRIC_COMMAND
+    q = captured("smi_q_idle").stdout
+    text = q.replace("        State                                          : N/A",
+                     "        State                                          : In Progress")
+    filtered = subprocess.run(["sh", "-c", SMI_Q_AWK], input=text, capture_output=True, text=True, check=True).stdout
+    assert filtered.splitlines()[-2:] == ["        State                                          : In Progress",
+                                          "        Status                                         : N/A"]
+    fields = "# fields: " + ",".join((*GPU_FIELDS, "compute_mode")) + "\n# unsupported: fabric.state,fabric.status\n"
+    single = ("0, GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01, NVIDIA H200, 00000000:00:06.0, 143771, 0, 616, 0, 33, 70.10, "
+              "Disabled, 580.159.04, Default\n")
+    fabric = "# unit\nLoadState=loaded\nActiveState=active\nSubState=running\nMainPID=4242\n# unit-exit 0\n# smi-q\n" + filtered
+    r, a = judge(out(fields + single), inventory=out("pci-scanned\npci 0000:00:06.0 0x030200 nvidia\n" + SWITCHES), fabric=out(fabric))
+    assert r.fabric is not None and r.fabric.gpu_states == {"0000:00:06.0": ("In Progress", "N/A")}
+    assert a.verdict is Verdict.NOT_READY and codes(a) == ["fabric_not_ready"]
+    assert "— start the Fabric Manager (`systemctl start nvidia-fabricmanager`)" in a.reasons[0].text
+
+
+def test_an_nvswitch_host_whose_fabric_could_not_be_read_is_unknown_never_ready():
+    fields = "# fields: " + ",".join((*GPU_FIELDS, "compute_mode")) + "\n# unsupported: fabric.state,fabric.status\n"
+    fabric = "# unit\n# unit-exit 127\n# smi-q\n"
+    r, a = judge(out(fields + row(0)), inventory=out("pci-scanned\npci 0000:18:00.0 0x030200 nvidia\n" + SWITCHES),
+                 fabric=ProbeOutput("fabric", fabric, "sh: 1: systemctl: not found\n", 0))
+    assert a.verdict is Verdict.UNKNOWN and codes(a) == ["fabric_unknown"]
+    assert "systemctl is not available on this host" in a.reasons[0].text
+
+
+def test_a_host_without_nvswitches_is_not_asked_about_the_fabric():
+    r, a = judge(out(HGX_FIELDS + "".join(row(i).rstrip("\n") + ", [N/A], [N/A]\n" for i in range(2))))
+    assert r.fabric is None and a.verdict is Verdict.READY and a.reasons == []

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from bot.probes.frames import ProbeOutput
 from bot.probes.gpu_query import unsupported_fields
-from bot.probes.inventory import parse_witnesses
+from bot.probes.inventory import parse_fabric, parse_witnesses
 from bot.probes.kernel_log import parse_kernel_log
 from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
@@ -51,4 +51,5 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | 
     context = parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))
     return Readings(gpu=gpu, disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
                     owners=parse_owners(outputs.get("owners")), witnesses=parse_witnesses(outputs.get("inventory")), cut=cut,
-                    kernel_log=parse_kernel_log(outputs["kernel_log"]) if "kernel_log" in outputs else None)
+                    kernel_log=parse_kernel_log(outputs["kernel_log"]) if "kernel_log" in outputs else None,
+                    fabric=parse_fabric(outputs.get("fabric")))

@@ -14,12 +14,16 @@ Parsers here are pure.
 from __future__ import annotations
 
 from bot.probes.frames import ProbeOutput
-from bot.probes.readings import KernelGpu, Witnesses
+from bot.probes.nvidia_smi import kernel_bus_id
+from bot.probes.readings import FabricReport, KernelGpu, Witnesses
+from bot.probes.script import FABRIC_UNIT
+from bot.probes.system import parse_unit
 
 
 def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
-    """Parse the inventory probe: ``proc PATH`` blocks with ``Key: value`` lines, ``pci BUS CLASS``
-    lines and ``pci-scanned``. A probe that did not run gives ``Witnesses()`` (nothing known; the
+    """Parse the inventory probe: ``proc PATH`` blocks with ``Key: value`` lines, ``pci BUS CLASS
+    [DRIVER]`` and ``nvswitch BUS CLASS [DRIVER]`` lines and ``pci-scanned`` (DRIVER ``-``: none bound;
+    absent in batches from before it was read). A probe that did not run gives ``Witnesses()`` (nothing known; the
     batch cut short says why); one that timed out or failed, nothing known and ``error``."""
     if out is None:
         return Witnesses()
@@ -30,6 +34,8 @@ def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
         return Witnesses(error=f"the inventory probe exited {out.exit_status}: {why}")
     kernel: list[KernelGpu] = []
     pci: list[str] = []
+    drivers: dict[str, str] = {}
+    switches: list[str] = []
     pci_scanned = False
     current: dict[str, str] | None = None
 
@@ -46,6 +52,12 @@ def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
             parts = line.split()
             if len(parts) >= 2:
                 pci.append(parts[1].lower())
+                if len(parts) >= 4:
+                    drivers[parts[1].lower()] = "" if parts[3] == "-" else parts[3]
+        elif line.startswith("nvswitch "):
+            parts = line.split()
+            if len(parts) >= 2:
+                switches.append(parts[1].lower())
         elif line.strip() == "pci-scanned":
             pci_scanned = True
         elif current is not None and ":" in line:
@@ -53,4 +65,34 @@ def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
             current[key.strip()] = value.strip()
     close()
     # /proc lists nothing when the driver is not loaded: then the kernel witness is unknown, not "0 GPUs".
-    return Witnesses(kernel=kernel or None, pci=pci if pci_scanned else None)
+    return Witnesses(kernel=kernel or None, pci=pci if pci_scanned else None, pci_drivers=drivers,
+                     nvswitches=switches if pci_scanned else None)
+
+
+def parse_fabric(out: ProbeOutput | None) -> FabricReport | None:
+    """Parse the fabric probe (:data:`bot.probes.script.FABRIC_COMMAND`): ``None`` when it printed
+    nothing (no NVSwitch on this host) or did not run; else the fabric manager unit and, after
+    ``# smi-q``, each GPU's fabric ``State``/``Status`` from ``nvidia-smi -q`` by bus id."""
+    if out is None or (out.exit_status == 0 and not out.stdout.strip()):
+        return None
+    if out.timed_out or out.exit_status != 0:
+        return FabricReport(error=out.no_answer("the fabric probe") if out.timed_out else f"the fabric probe exited {out.exit_status}")
+    unit_lines: list[str] = []
+    unit_rc = 0
+    states: dict[str, list[str]] = {}
+    section, bus = "", ""
+    for line in out.stdout.splitlines():
+        if line.startswith("# unit-exit "):
+            unit_rc = int(line.split()[-1]) if line.split()[-1].lstrip("-").isdigit() else 1
+        elif line.startswith("# "):
+            section = line[2:].strip()
+        elif section == "unit":
+            unit_lines.append(line)
+        elif section == "smi-q" and line.startswith("GPU "):
+            bus = kernel_bus_id(line[4:]) or ""
+            states[bus] = ["", ""]
+        elif section == "smi-q" and bus and ":" in line:
+            key, value = (x.strip() for x in line.split(":", 1))
+            states[bus][0 if key == "State" else 1] = value
+    unit = parse_unit(FABRIC_UNIT, ProbeOutput("fabric", "\n".join(unit_lines), out.stderr if unit_rc else "", unit_rc))
+    return FabricReport(manager=unit, gpu_states={b: (st, su) for b, (st, su) in states.items() if b})

@@ -245,6 +245,8 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
                 pci_bus_id=kernel_bus_id(row.get("pci.bus_id", "")),
                 health=health_from_row(row),
                 compute_mode=_text(row.get("compute_mode", "")),
+                fabric_state=_text(row.get("fabric.state", "")),
+                fabric_status=_text(row.get("fabric.status", "")),
                 unreadable=_unreadable(row),
             )
         )

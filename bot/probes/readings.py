@@ -68,6 +68,11 @@ class Gpu:
     compute_mode: str | None = None
     """nvidia-smi's words: ``Default``, ``Exclusive_Process``, ``Prohibited`` (no CUDA context may
     be created: the GPU is fenced); ``None``: not read."""
+    fabric_state: str | None = None
+    """NVLink fabric registration (``fabric.state``): ``Not Started``, ``In Progress``, ``Completed``;
+    ``None`` where it does not apply (``[N/A]``: no NVSwitch) or was not read."""
+    fabric_status: str | None = None
+    """``fabric.status``: ``Success`` or the error, once registration completed; ``None``: not read."""
     unreadable: dict[str, str] = field(default_factory=dict)
     """Fields the driver answered with an error placeholder, by query field name, as printed:
     ``{"temperature.gpu": "[Unknown Error]"}``. Not-applicable ones (``[N/A]``, ``[Not Supported]``)
@@ -185,6 +190,30 @@ class Witnesses:
     pci: list[str] | None = None
     error: str | None = None
     """Set when the inventory probe ran but gave no answer (timed out, failed): why."""
+    pci_drivers: dict[str, str] = field(default_factory=dict)
+    """Bus id -> the kernel driver bound to that PCI GPU (``nvidia``, ``vfio-pci``...; ``""`` for
+    none), where the scan read it (older snapshots: empty)."""
+    nvswitches: list[str] | None = None
+    """Bus ids of NVSwitch bridges (HGX/DGX baseboards); ``None``: the PCI bus was not scanned."""
+
+    def foreign(self) -> dict[str, str]:
+        """The PCI GPUs bound to a driver other than NVIDIA's (``{bus: "vfio-pci"}``): passed through
+        to a VM, or held by nouveau; CUDA cannot use them here, and they are not lost either."""
+        return {bus: drv for bus, drv in self.pci_drivers.items() if drv and drv != "nvidia"}
+
+
+@dataclass(frozen=True)
+class FabricReport:
+    """The NVSwitch fabric of a host whose PCI scan found NVSwitches (``bot.probes.inventory.parse_fabric``).
+
+    ``manager`` is ``nvidia-fabricmanager.service`` as ``systemctl show`` read it (``None``: not read,
+    ``manager.error`` says why when systemctl failed); ``gpu_states`` maps a GPU's bus id (kernel form)
+    to its ``(State, Status)`` from ``nvidia-smi -q``, read only where the driver refused the query
+    fields; ``error`` says why the fabric probe gave no answer."""
+
+    manager: Unit | None = None
+    gpu_states: dict[str, tuple[str, str]] = field(default_factory=dict)
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -258,6 +287,10 @@ class Readings:
     Probes that never finished read as unknown."""
     kernel_log: KernelLog | None = None
     """Recent Xid errors (``None``: not probed, e.g. a snapshot stored before they were)."""
+    fabric: FabricReport | None = None
+    """The NVSwitch fabric (``None``: no NVSwitch found, or not probed)."""
+    gpu_probe_s: int | None = None
+    """Seconds the first nvidia-smi call of the GPU probe took (``None``: not measured)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (enums as their values) carrying ``schema_version``."""

@@ -37,7 +37,13 @@ FENCE_FIELDS = ("compute_mode",)
 """Asked after the health fields: ``Prohibited`` means an admin fenced the GPU (no CUDA context may
 be created on it). The parser reads columns by name, so their place in the row does not matter."""
 
-OPTIONAL_GPU_FIELDS = ("memory.reserved", *HEALTH_FIELDS, *FENCE_FIELDS)
+FABRIC_FIELDS = ("fabric.state", "fabric.status")
+"""The GPU's NVLink fabric registration (``nvidia-smi --help-query-gpu``): ``fabric.state`` is
+``Not Started``, ``In Progress`` or ``Completed`` on an NVSwitch system (``[N/A]`` elsewhere),
+``fabric.status`` is ``Success`` or an error once it completed. Drivers before them refuse the
+fields, and the probe drops them (then :data:`FABRIC_COMMAND` reads ``nvidia-smi -q``)."""
+
+OPTIONAL_GPU_FIELDS = ("memory.reserved", *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS)
 """Fields the GPU probe asks for after :data:`GPU_FIELDS` or drops where the driver refuses them."""
 
 APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
@@ -72,7 +78,7 @@ def gpu_query_command() -> str:
     """The GPU probe: :data:`GPU_FIELDS`, the health fields and :data:`FENCE_FIELDS`, asked again without each field
     this host's driver refuses (see :mod:`bot.probes.gpu_query`, which writes the ``# fields:``
     and ``# unsupported:`` lines the parser reads)."""
-    return retry_query_command(dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS, *FENCE_FIELDS]), optional=OPTIONAL_GPU_FIELDS,
+    return retry_query_command(dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS]), optional=OPTIONAL_GPU_FIELDS,
                                fallbacks=FIELD_FALLBACKS)
 
 
@@ -88,20 +94,51 @@ for f in /proc/driver/nvidia/gpus/*/information; do
   printf 'proc %s\n' "${f%/information}"
   grep -E '^(GPU UUID|Bus Location|Model|GPU Excluded):' "$f"
 done
-[ -d /sys/bus/pci/devices ] || exit 0
+sys=${GPUBOT_SYSFS:-/sys}
+[ -d "$sys/bus/pci/devices" ] || exit 0
 echo pci-scanned
-for d in /sys/bus/pci/devices/*; do
+for d in "$sys"/bus/pci/devices/*; do
   v=; read -r v < "$d/vendor" 2>/dev/null; [ "$v" = 0x10de ] || continue
   c=; read -r c < "$d/class" 2>/dev/null
-  case $c in 0x0300*|0x0302*) printf 'pci %s %s\n' "${d##*/}" "$c";; esac
+  k=-; [ -L "$d/driver" ] && k=$(readlink "$d/driver") && k=${k##*/}
+  case $c in
+    0x0300*|0x0302*) printf 'pci %s %s %s\n' "${d##*/}" "$c" "${k:--}";;
+    0x0680*) printf 'nvswitch %s %s %s\n' "${d##*/}" "$c" "${k:--}";;
+  esac
 done
 true
 """.strip()
 """The GPU inventory's second witnesses, read in the same batch: the GPUs the NVIDIA kernel driver
 bound (``/proc/driver/nvidia/gpus/BUS/information``: ``proc PATH`` then its ``GPU UUID:``, ``Bus
-Location:``, ``Model:``, ``GPU Excluded:`` lines) and the NVIDIA display/3D controllers on the PCI
-bus (``pci BUS CLASS``, read from sysfs with shell builtins: there even when the driver is not
-loaded; NVSwitch bridges are not GPUs and are left out). Parsed by :mod:`bot.probes.inventory`."""
+Location:``, ``Model:``, ``GPU Excluded:`` lines) and the NVIDIA devices on the PCI bus, read from
+sysfs with shell builtins (there even when the driver is not loaded): ``pci BUS CLASS DRIVER`` for
+display/3D controllers (class ``0x0300``/``0x0302``), ``nvswitch BUS CLASS DRIVER`` for NVSwitch
+bridges (class ``0x0680``, the HGX/DGX baseboards); ``DRIVER`` is the kernel driver bound to the
+device (``nvidia``, ``vfio-pci`` for one passed through to a VM; ``-`` for none). ``GPUBOT_SYSFS``
+in the host's SSH session names where sysfs is mounted (default ``/sys``; a probe running in a
+container that mounts the host's sysfs elsewhere, and the tests' fake hosts). Parsed by
+:mod:`bot.probes.inventory`."""
+
+FABRIC_UNIT = "nvidia-fabricmanager.service"
+"""The NVIDIA Fabric Manager's systemd unit (package ``nvidia-fabricmanager-<driver branch>``)."""
+
+FABRIC_COMMAND = r"""
+grep -q '^nvswitch ' "$GPUBOT_D/inventory.out" 2>/dev/null || exit 0
+echo '# unit'
+systemctl show -p LoadState,ActiveState,SubState,MainPID -- UNIT; rc=$?
+echo "# unit-exit $rc"
+if [ ! -f "$GPUBOT_D/gpus.out" ] || grep -q '^# unsupported:.*fabric[.]state' "$GPUBOT_D/gpus.out"; then
+  echo '# smi-q'
+  nvidia-smi -q | awk '/^GPU [0-9A-Fa-f]+:/ {print; next} /^    Fabric *$/ {f=1; next} f && /^        (State|Status) *:/ {print; next} /^    [^ ]/ {f=0}'
+fi
+true
+""".strip().replace("UNIT", FABRIC_UNIT)
+"""The NVSwitch fabric, read only on a host whose PCI scan found NVSwitches: ``systemctl show`` of
+:data:`FABRIC_UNIT` after ``# unit`` (``# unit-exit N``: its exit status), and, where this driver
+refused the ``fabric.state`` query field, the ``Fabric`` section of ``nvidia-smi -q`` after ``# smi-q``
+(``GPU 00000000:18:00.0`` lines, then its ``State :`` and ``Status :``; also with the NVML backend,
+which does not read the fabric). Prints nothing on a host
+without NVSwitches. Parsed by :func:`bot.probes.inventory.parse_fabric`."""
 
 _OWNERS = r"""
 PIDS
@@ -170,6 +207,7 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
     for i, unit in enumerate(plan.units):
         cmds.append((f"unit.{i}", f"systemctl show -p LoadState,ActiveState,SubState,MainPID -- {q(unit)}"))
     cmds.append(("inventory", INVENTORY_COMMAND))
+    cmds.append(("fabric", FABRIC_COMMAND))
     cmds.append(("owners", owners_command(plan)))
     cmds.append(("kernel_log", KERNEL_LOG_COMMAND))
     cmds.append(("driver", "cat /proc/driver/nvidia/version"))

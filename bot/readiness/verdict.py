@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 
 from bot.probes.readings import Gpu, GpuProcess, ProbeFailure, Readings
 from bot.readiness.devices import device_findings
+from bot.readiness.fabric import fabric_findings
 from bot.readiness.health import health_findings
 from bot.sizes import human_bytes, human_mib
 
@@ -93,7 +94,7 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
     _judge_disk(readings, req, reasons)
     _judge_units(readings, req, reasons)
     reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib)]
-    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in device_findings(readings)]
+    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in device_findings(readings) + fabric_findings(readings)]
     for f in readings.folders:
         if f.warning:
             reasons.append(Reason("folder_warning", f"{f.path}: {f.warning}", Severity.NOTE))
@@ -199,13 +200,15 @@ def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason
     buses = {g.bus_id for g in req.known_gpus}
     listed_buses = {g.pci_bus_id for g in gpus if g.pci_bus_id} | {g.bus_id for g in readings.gpu.lost}
     missing: list[str] = []
+    w = readings.witnesses
+    foreign = w.foreign() if w else {}
+    _judge_foreign(foreign, req, present, reasons)
     for k in req.known_gpus:
-        if k.uuid not in present and (k.bus_id is None or k.bus_id not in listed_buses):
+        if k.uuid not in present and (k.bus_id is None or k.bus_id not in listed_buses) and k.bus_id not in foreign:
             when = f" at {k.last_seen.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if k.last_seen else ""
             snap = f"snapshot #{k.last_snapshot_id}" if k.last_snapshot_id else "an earlier snapshot"
             idx = f"GPU {k.index} " if k.index is not None else ""
             missing.append(f"{idx}{k.uuid}{f' (bus {k.bus_id})' if k.bus_id else ''} last seen in {snap}{when}")
-    w = readings.witnesses
     if w and w.error:
         reasons.append(Reason("gpu_witnesses_unread", f"GPU inventory not cross-checked with the kernel driver and the PCI bus: "
                               f"{w.error}", Severity.NOTE))
@@ -214,7 +217,7 @@ def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason
     for kg in kernel_missing:
         if kg.uuid not in {k.uuid for k in req.known_gpus if k.uuid not in present}:
             missing.append(f"{kg.uuid} (bus {kg.bus_id}) is bound by the NVIDIA kernel driver but not listed")
-    pci_missing = sorted(set(w.pci) - listed_buses - {kg.bus_id for kg in kernel_missing} - buses) if w and w.pci is not None and listed_buses else []
+    pci_missing = sorted(set(w.pci) - listed_buses - {kg.bus_id for kg in kernel_missing} - buses - set(foreign)) if w and w.pci is not None and listed_buses else []
     expected = len(gpus) + len(missing) + len(pci_missing)
     if req.expected_gpus is not None:
         if len(gpus) + len(readings.gpu.lost) < req.expected_gpus:
@@ -231,6 +234,20 @@ def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason
     elif w and w.kernel is not None and len([k for k in w.kernel if not k.excluded]) < len(gpus):
         reasons.append(Reason("gpu_witnesses", f"the GPU witnesses disagree: the kernel driver lists {len(w.kernel)}, "
                               f"the GPU probe {len(gpus)}", Severity.NOTE))
+
+
+def _judge_foreign(foreign: dict[str, str], req: Requirements, present: set[str], reasons: list[Reason]) -> None:
+    """A note per NVIDIA GPU on the PCI bus that another kernel driver holds: passed through to a VM
+    (``vfio-pci``, ``pci-stub``) or bound to nouveau. It is neither usable here nor lost; a GPU the
+    host's history knows by that bus id is named with its index and UUID."""
+    for bus, drv in sorted(foreign.items()):
+        k = next((k for k in req.known_gpus if k.bus_id == bus and k.uuid not in present), None)
+        who = f"GPU {k.index} {k.uuid} (bus {bus})" if k and k.index is not None else f"GPU at {bus}"
+        if drv.startswith("vfio") or drv == "pci-stub":
+            text = f"{who} is passed through to a VM ({drv}): not usable here, not lost"
+        else:
+            text = f"{who} is bound to {drv}, not the NVIDIA driver: CUDA cannot use it here"
+        reasons.append(Reason("gpu_passthrough", text, Severity.NOTE))
 
 
 def _judge_disk(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:

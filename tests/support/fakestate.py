@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -155,10 +156,35 @@ def add_holder(server: Any, addr: str, pid: int, gpu: int, used_mib: int, name: 
 
 def reset_state(server: Any, addrs: list[str] | tuple[str, ...] | None = None) -> None:
     """Every address (default: ``server.addresses``) back to a healthy idle 8-GPU host; the fake
-    units' main processes are ended and their journals removed."""
+    units' main processes are ended and their journals removed, and so is any fake sysfs."""
     stop_units(server, addrs)
     for addr in addrs if addrs is not None else server.addresses:
         write_state(server, addr, HostState())
+        shutil.rmtree(sysfs_root(server, addr), ignore_errors=True)
+
+
+def sysfs_root(server: Any, addr: str) -> str:
+    """Where host ``addr``'s fake sysfs lies (its SSH sessions get ``GPUBOT_SYSFS`` set to it)."""
+    return os.path.join(_dir(server), f"{addr}.sysfs")
+
+
+def write_sysfs(server: Any, addr: str, devices: list[tuple[str, str, str | None]]) -> str:
+    """Give host ``addr`` a fake PCI bus: ``(bus id, class, driver or None)`` per NVIDIA device, laid
+    out as Linux does (``bus/pci/devices/BUS/{vendor,class,device}``, and ``driver`` a symlink to
+    ``../../../bus/pci/drivers/NAME``). Class ``0x030200`` is a 3D controller (a GPU), ``0x068000`` a
+    bridge (an NVSwitch). Replaces any earlier one; returns the root."""
+    root = sysfs_root(server, addr)
+    shutil.rmtree(root, ignore_errors=True)
+    for bus, cls, driver in devices:
+        d = os.path.join(root, "bus", "pci", "devices", bus)
+        os.makedirs(d)
+        for name, value in (("vendor", "0x10de"), ("class", cls), ("device", "0x2335" if cls.startswith("0x03") else "0x22a3")):
+            with open(os.path.join(d, name), "w") as f:
+                f.write(value + "\n")
+        if driver:
+            os.makedirs(os.path.join(root, "bus", "pci", "drivers", driver), exist_ok=True)
+            os.symlink(f"../../../bus/pci/drivers/{driver}", os.path.join(d, "driver"))
+    return root
 
 
 def gpu_identity(addr: str, index: int) -> dict:

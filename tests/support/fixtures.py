@@ -39,6 +39,10 @@ class FakeHosts:
         """A live process recorded as holding ``used_mib`` on ``gpu``; kill it to free the GPU."""
         return self.holders.hold(addr, gpu, used_mib, name)
 
+    def sysfs(self, addr: str, devices: list[tuple[str, str, str | None]]) -> str:
+        """Give ``addr`` a fake PCI bus (:func:`tests.support.fakestate.write_sysfs`)."""
+        return fakestate.write_sysfs(self.server, addr, devices)
+
     def reset(self) -> None:
         self.holders.close()
         fakestate.reset_state(self.server)

@@ -35,7 +35,8 @@ def idle_h200() -> dict[str, ProbeOutput]:
         "df.0": out("Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/vda 270553174016 17286623232 68702314496 21% /\n"),
         "hf": out("", "du: cannot access '/root/.cache/huggingface': No such file or directory\n", 1),
         "inventory": out("proc /proc/driver/nvidia/gpus/0000:00:06.0\n" + captured("proc_gpus_info").stdout.split("\n", 1)[1]
-                         + "pci-scanned\npci 0000:00:06.0 0x030200\n"),
+                         + "pci-scanned\npci 0000:00:06.0 0x030200 nvidia\n"),
+        "fabric": out(),
         "owners": out(),
         "kernel_log": out("# kernel-log: journalctl now=1796042735\n"),
         "driver": captured("driver_version"),

@@ -20,8 +20,10 @@ of the current user: then the temp folder is made searchable (0755) and ``author
 readable, since sshd reads it as that user; everything stays root-owned, so ``bin/`` (the fakes,
 and ``extra_bin``: name -> text, e.g. the ``gpubot-priv`` helper) is a folder the user may run
 from but not change, as sudoers rules need. The session environment is set with
-``SetEnv`` in sshd_config: ``PATH=<bin>:/usr/local/sbin:...``, ``GPUBOT_FAKE_STATE_DIR`` and
-``SHLVL=1``. SetEnv is applied after sshd's own PATH and works with ``UsePAM no`` (no
+``SetEnv`` in sshd_config (one ``Match LocalAddress`` block per address): ``PATH=<bin>:/usr/local/sbin:...``,
+``GPUBOT_FAKE_STATE_DIR``, ``GPUBOT_SYSFS`` (the address's fake sysfs, see
+:func:`tests.support.fakestate.write_sysfs`; absent until a test writes one, so the PCI bus reads as
+not scanned) and ``SHLVL=1``. SetEnv is applied after sshd's own PATH and works with ``UsePAM no`` (no
 ``PermitUserEnvironment`` needed). ``SHLVL=1`` is there because the login shell runs the
 command (``bash -c '<cmd>'``) and Debian's bash, when started by sshd with SHLVL unset, sources
 ``~/.bashrc``, which here prepends pyenv/cargo folders to PATH; with SHLVL already 1 bash
@@ -305,6 +307,11 @@ class SshTestServer:
 
     def _config(self, group: int, addresses: list[str]) -> str:
         env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "GPUBOT_FAKE_STATE_DIR": self.state_dir, "SHLVL": "1"}
+        # One SetEnv per address (sshd takes the first SetEnv that applies, so there is none outside the
+        # Match blocks, and the blocks come last): each host reads its own fake sysfs (GPUBOT_SYSFS).
+        per_address = [line for a in addresses for line in (
+            f"Match LocalAddress {a}",
+            "  SetEnv " + " ".join(f"{k}={v}" for k, v in {**env, "GPUBOT_SYSFS": fakestate.sysfs_root(self, a)}.items()))]
         lines = [f"ListenAddress {a}:{self.port}" for a in addresses] + [
             f"HostKey {self._p(self.host_key_file)}",
             f"PidFile {self._p(f'sshd-{group}.pid')}",
@@ -322,8 +329,8 @@ class SshTestServer:
             "MaxSessions 50",
             "LoginGraceTime 30",
             "Subsystem sftp internal-sftp",
-            "SetEnv " + " ".join(f"{k}={v}" for k, v in env.items()),
             *self.extra_config,
+            *per_address,
         ]
         path = self._p(f"sshd_config-{group}")
         with open(path, "w") as f:

@@ -1,0 +1,89 @@
+"""Issue 26 over real SSH (the loopback sshd test hosts, host keys verified): an HGX host whose Fabric
+Manager is down, a GPU passed through to a VM, and a driver slow to start without persistence mode.
+The fake hosts answer nvidia-smi and systemctl from their state and read a fake sysfs of their own
+(``GPUBOT_SYSFS``, tests/support/fakestate.py write_sysfs)."""
+
+from bot.flows.status import check_host
+from bot.hosts import service as hosts
+from bot.readiness.verdict import Severity, Verdict
+from tests.support.fakestate import gpu_identity, unit
+
+
+async def register(services, name, addr, ssh_server, **kw):
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name=name, address=addr, port=ssh_server.port, **kw)
+
+
+def kernel_bus(addr: str, i: int) -> str:
+    return gpu_identity(addr, i)["pci.bus_id"][4:].lower()
+
+
+def pci(addr: str, gpus: int, *, drivers: dict[int, str | None] | None = None, switches: int = 0):
+    drivers = drivers or {}
+    devices = [(kernel_bus(addr, i), "0x030200", drivers.get(i, "nvidia")) for i in range(gpus)]
+    return devices + [(f"0000:{0x40 + i:02x}:00.0", "0x068000", "nvidia-nvswitch") for i in range(switches)]
+
+
+async def test_hgx_with_the_fabric_manager_down_is_not_ready_then_ready_once_it_runs(services, ssh_server, fake_hosts):
+    addr = "127.0.0.18"
+    await register(services, "hgx1", addr, ssh_server)
+    assert services.settings.units == {}  # the fabric manager is judged without configuration
+    fake_hosts.sysfs(addr, pci(addr, 8, switches=4))
+    stuck = {i: {"fabric.state": "In Progress", "fabric.status": "[N/A]"} for i in range(8)}
+    fake_hosts.write(addr, gpu_overrides=stuck, units={"nvidia-fabricmanager.service": unit(active=False)})
+    report = await check_host(services=services, host_name="hgx1")
+    assert report.readings.witnesses.nvswitches is not None and len(report.readings.witnesses.nvswitches) == 4
+    assert report.assessment.verdict is Verdict.NOT_READY, report.assessment.reasons
+    assert [r.code for r in report.assessment.reasons] == ["fabric_not_ready", "fabric_manager"]
+    stuck, manager = (r.text for r in report.assessment.reasons)
+    assert stuck.startswith("NVLink fabric not initialized on GPU 0, 1, 2, 3, 4, 5, 6, 7 (fabric state In Progress): CUDA fails with error 802")
+    assert manager.startswith("nvidia-fabricmanager.service is inactive and this host has 4 NVSwitches")
+    assert "`systemctl start nvidia-fabricmanager`" in manager and "its version must match the driver's (580.159.04)" in manager
+
+    done = {i: {"fabric.state": "Completed", "fabric.status": "Success"} for i in range(8)}
+    fake_hosts.write(addr, gpu_overrides=done, units={"nvidia-fabricmanager.service": unit(active=True)})
+    again = await check_host(services=services, host_name="hgx1")
+    assert again.assessment.verdict is Verdict.READY, again.assessment.reasons
+
+
+async def test_hgx_without_the_fabric_manager_installed_is_not_ready(services, ssh_server, fake_hosts):
+    addr = "127.0.0.19"
+    await register(services, "hgx2", addr, ssh_server)
+    fake_hosts.sysfs(addr, pci(addr, 8, switches=4))
+    fake_hosts.write(addr, gpu_overrides={i: {"fabric.state": "Not Started", "fabric.status": "[N/A]"} for i in range(8)})
+    report = await check_host(services=services, host_name="hgx2")
+    assert report.assessment.verdict is Verdict.NOT_READY
+    assert "nvidia-fabricmanager is not installed" in report.assessment.reasons[1].text
+
+
+async def test_a_gpu_passed_through_to_a_vm_is_a_note_and_the_host_ready(services, ssh_server, fake_hosts):
+    """Eight H200s on the bus; the eighth bound to vfio-pci for a VM, so nvidia-smi lists seven.
+    Was: "7 of 8 GPUs present", not ready. Then the GPU comes back to the host, and goes again: the
+    inventory knows it, and names it rather than counting it missing."""
+    addr = "127.0.0.20"
+    await register(services, "vmhost", addr, ssh_server)
+    fake_hosts.sysfs(addr, pci(addr, 8, drivers={7: "vfio-pci"}))
+    fake_hosts.write(addr, gpus=7)
+    report = await check_host(services=services, host_name="vmhost")
+    assert report.readings.witnesses.pci_drivers[kernel_bus(addr, 7)] == "vfio-pci"
+    assert report.assessment.verdict is Verdict.READY, report.assessment.reasons
+    (note,) = report.assessment.reasons
+    assert (note.code, note.severity) == ("gpu_passthrough", Severity.NOTE)
+    assert note.text == f"GPU at {kernel_bus(addr, 7)} is passed through to a VM (vfio-pci): not usable here, not lost"
+
+    fake_hosts.sysfs(addr, pci(addr, 8))
+    fake_hosts.write(addr, gpus=8)
+    back = await check_host(services=services, host_name="vmhost")
+    assert back.assessment.verdict is Verdict.READY and back.assessment.reasons == []
+
+    fake_hosts.sysfs(addr, pci(addr, 8, drivers={7: "vfio-pci"}))
+    fake_hosts.write(addr, gpus=7)
+    gone = await check_host(services=services, host_name="vmhost")
+    assert gone.assessment.verdict is Verdict.READY, gone.assessment.reasons
+    assert [r.text for r in gone.assessment.reasons] == [
+        f"GPU 7 {gpu_identity(addr, 7)['uuid']} (bus {kernel_bus(addr, 7)}) is passed through to a VM (vfio-pci): not usable here, not lost"]
+
+    fake_hosts.sysfs(addr, pci(addr, 8, drivers={7: None}))  # unbound: the driver failed to take it — missing, as before
+    missing = await check_host(services=services, host_name="vmhost")
+    assert missing.assessment.verdict is Verdict.NOT_READY
+    assert [r.code for r in missing.assessment.reasons] == ["gpu_missing"]
