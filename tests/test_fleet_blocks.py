@@ -3,11 +3,13 @@
 import re
 from datetime import datetime, timezone
 
+import pytest
+
 from bot.flows.status import StatusReport
 from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, Readings
 from bot.readiness.verdict import Assessment, Reason, Severity, Verdict, unreachable
 from bot.render.status_view import fleet_view
-from bot.slack.blocks import fleet_blocks
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length, fleet_blocks
 from tests.support.blockkit import blocks_text, validate_message
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
@@ -46,3 +48,23 @@ def test_huge_fleet_keeps_summary_and_problems_and_threads_the_rest():
         validate_message(message)
     threaded = "".join(blocks_text(m) for m in thread)
     assert all(f"node{i:04d}" in threaded for i in (1, 1500, 3000))
+
+
+@pytest.mark.parametrize("n", [250, 1000, 3000])
+def test_every_message_stays_within_the_text_budget_and_each_host_is_threaded_once(n):
+    """Each block within its limit was not enough: 1,000 hosts were 69,016 characters in one message,
+    which Slack refuses (msg_blocks_too_long past about 13,200)."""
+    view = fleet_view("all hosts", [report(i) for i in range(1, n + 1)])
+    blocks, thread = fleet_blocks(view)
+    assert block_text_length(blocks) <= MESSAGE_TEXT_BUDGET < 12_000
+    text = blocks_text(blocks)
+    problems = sum(1 for v, _ in view.lines if v is not Verdict.READY)
+    shown = re.findall(r"node\d{4} · (unreachable|not ready|ready)", text)
+    assert "ready" not in shown and f"_{problems - len(shown):,} more hosts with a problem" in text
+    assert all(block_text_length(m) <= MESSAGE_TEXT_BUDGET and len(m) <= 46 for m in thread)
+    threaded = re.findall(r"node\d{4}(?= · )", "\n".join(blocks_text(m) for m in thread))
+    assert sorted(threaded) == [f"node{i:04d}" for i in range(1, n + 1)]
+    assert blocks_text(thread[-1]).startswith(f"*all hosts: {n} hosts* ") and f"-{n:,} of {n:,}" in blocks_text(thread[-1])
+    smallest, same_thread = fleet_blocks(view, budget=0)  # the last retry: headline, counts, where the rest is
+    assert blocks_text(smallest).splitlines()[-1] == f"_{problems:,} hosts with a problem, and every host with details, in the thread._"
+    assert len(smallest) == 4 and same_thread == thread

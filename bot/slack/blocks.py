@@ -128,41 +128,117 @@ def full_text_blocks(lines: list[str]) -> list[dict[str, Any]]:
 MAX_BLOCKS = 50
 
 
-def fleet_blocks(view: FleetView) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+MESSAGE_TEXT_BUDGET = 10_000
+"""Most characters of text, all blocks of one message together, that gpubot sends. Slack documents
+50 blocks and 3,000 characters per section but refuses a message whose blocks hold more than about
+12,000-13,300 characters in all (``msg_blocks_too_long``; slackapi/bolt-js#2509 measured 13,297,
+#2867 saw 11,341 of ``rich_text`` refused); a 1,000-host summary was 69,016."""
+
+TOO_LONG = frozenset({"msg_blocks_too_long", "msg_too_long", "invalid_blocks"})
+"""Slack's errors for a message it refuses for its size: retried smaller."""
+
+_NOTE_ROOM = 120
+"""Characters kept for the note that points to the thread."""
+
+
+def block_text_length(blocks: Any) -> int:
+    """Characters of text in ``blocks`` (every string under a ``text`` key), all blocks together:
+    what :data:`MESSAGE_TEXT_BUDGET` bounds."""
+    if isinstance(blocks, dict):
+        return sum(len(v) if k == "text" and isinstance(v, str) else block_text_length(v) for k, v in blocks.items())
+    if isinstance(blocks, list):
+        return sum(block_text_length(b) for b in blocks)
+    return 0
+
+
+def _fitting(lines: list[str], budget: int) -> list[str]:
+    """The first of ``lines`` (as :func:`pack_sections` cuts them) whose text fits in ``budget``."""
+    out: list[str] = []
+    used = 0
+    for line in lines:
+        size = len(line[: SECTION_LIMIT - 10]) + 1
+        if used + size > budget:
+            break
+        out.append(line)
+        used += size
+    return out
+
+
+def fleet_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """``(message blocks, thread messages)`` for a fleet summary.
 
-    Lines are packed into sections of at most 3000 characters. When they do not fit in one
-    message (50 blocks), the message keeps the counts and the problem hosts that fit, and the
-    full per-host list goes to the thread, in messages of at most 45 sections each.
+    When every host's line fits in one message (``budget`` characters of text, 50 blocks), that is
+    the message. Otherwise the message keeps the headline, the counts, the problem hosts that fit
+    in ``budget`` (problems first, as ``view.lines`` orders them) and a note saying how many more
+    are in the thread; every host's line goes to the thread, in messages of at most ``budget``
+    characters each (:func:`fleet_thread_blocks`). ``budget`` 0 gives the smallest message:
+    headline, counts and the note (the last retry when Slack refuses a larger one).
     """
     head: list[Block] = [HeaderBlock(text=view.headline[:HEADER_LIMIT]),
                          SectionBlock(text=MarkdownTextObject(text=escape(view.counts)))]
+    head_size = len(view.headline[:HEADER_LIMIT]) + len(escape(view.counts))
     lines = [f"{VERDICT_EMOJI[v]} {escape(text)}" for v, text in view.lines]
     sections = pack_sections(lines)
     room = MAX_BLOCKS - len(head) - 2
-    if len(sections) <= room:
+    if budget and len(sections) <= room and len(_fitting(lines, budget - head_size)) == len(lines):
         return _dicts([*head, DividerBlock(), *sections]), []
     problems = [f"{VERDICT_EMOJI[v]} {escape(t)}" for v, t in view.lines if v is not Verdict.READY]
-    shown = pack_sections(problems)[: room - 1]
-    note = SectionBlock(text=MarkdownTextObject(text="_Every host, with details, is in the thread._"))
-    thread = [_dicts(sections[i:i + 45]) for i in range(0, len(sections), 45)]
-    return _dicts([*head, DividerBlock(), *shown, note]), thread
+    groups = _packed(_fitting(problems, max(0, budget - head_size - _NOTE_ROOM)))[: room - 1]
+    shown_sections = [SectionBlock(text=MarkdownTextObject(text="\n".join(g))) for g in groups]
+    more = len(problems) - sum(len(g) for g in groups)
+    if more:
+        hosts = f"{more:,} more host{'s' if more != 1 else ''} with a problem" if groups else \
+            f"{more:,} host{'s' if more != 1 else ''} with a problem"
+        note = f"_{hosts}, and every host with details, in the thread._"
+    else:
+        note = "_Every host, with details, is in the thread._"
+    return (_dicts([*head, DividerBlock(), *shown_sections, SectionBlock(text=MarkdownTextObject(text=note))]),
+            fleet_thread_blocks(view, budget=budget or MESSAGE_TEXT_BUDGET))
+
+
+def fleet_thread_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> list[list[dict[str, Any]]]:
+    """Every host's line of ``view``, as thread messages (:func:`fleet_thread_message`) of at most
+    ``budget`` characters of text each."""
+    out: list[list[dict[str, Any]]] = []
+    start = 0
+    while start < len(view.lines):
+        blocks, start = fleet_thread_message(view, start=start, budget=budget)
+        out.append(blocks)
+    return out
+
+
+def fleet_thread_message(view: FleetView, *, start: int, budget: int = MESSAGE_TEXT_BUDGET) -> tuple[list[dict[str, Any]], int]:
+    """``(blocks, end)``: one thread message holding ``view.lines[start:end]``, as many as fit in
+    ``budget`` characters of text and 45 sections (at least one), under a first line saying which
+    hosts it holds (``*all hosts: 1000 hosts* 1-143 of 1,000``)."""
+    lines = [f"{VERDICT_EMOJI[v]} {escape(text)}" for v, text in view.lines[start:]]
+    title = escape(view.headline[:HEADER_LIMIT])
+    label_room = len(title) + 40
+    groups = _packed(_fitting(lines, max(budget - label_room, 1)) or lines[:1])[:45]
+    end = start + sum(len(g) for g in groups)
+    label = SectionBlock(text=MarkdownTextObject(text=f"*{title}* {start + 1:,}-{end:,} of {len(view.lines):,}"))
+    return _dicts([label, *(SectionBlock(text=MarkdownTextObject(text="\n".join(g))) for g in groups)]), end
 
 
 def pack_sections(lines: list[str]) -> list[Block]:
     """Lines packed into mrkdwn sections of at most 3,000 characters (a longer line is cut)."""
-    out: list[Block] = []
+    return [SectionBlock(text=MarkdownTextObject(text="\n".join(group))) for group in _packed(lines)]
+
+
+def _packed(lines: list[str]) -> list[list[str]]:
+    """:func:`pack_sections`' grouping: the lines (cut to a section) of each section."""
+    out: list[list[str]] = []
     chunk: list[str] = []
     size = 0
     for line in lines:
         line = line[: SECTION_LIMIT - 10]
         if chunk and size + len(line) + 1 > SECTION_LIMIT - 10:
-            out.append(SectionBlock(text=MarkdownTextObject(text="\n".join(chunk))))
+            out.append(chunk)
             chunk, size = [], 0
         chunk.append(line)
         size += len(line) + 1
     if chunk:
-        out.append(SectionBlock(text=MarkdownTextObject(text="\n".join(chunk))))
+        out.append(chunk)
     return out
 
 

@@ -18,7 +18,7 @@ from bot.commands.grammar import Grammar
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.roles import Role
-from bot.slack.blocks import FULL_TEXT_TITLE, full_text_blocks, long_lines
+from bot.slack.blocks import FULL_TEXT_TITLE, TOO_LONG, full_text_blocks, long_lines
 
 log = logging.getLogger("gpubot.slack")
 
@@ -60,6 +60,8 @@ class CommandContext:
             resp = await self.client.chat_postMessage(channel=self.channel_id, text=text, blocks=blocks, thread_ts=thread_ts)
             return MessageRef(resp["channel"], resp["ts"])
         except SlackApiError as exc:
+            if too_long(exc):  # the caller retries it smaller; response_url would not take it either
+                raise
             log.info("chat.postMessage failed (%s); answering through response_url", exc.response.get("error"))
             await self.respond(text=text, blocks=blocks, response_type="in_channel", replace_original=False)
             return MessageRef(self.channel_id, None)
@@ -71,6 +73,21 @@ class CommandContext:
             return ref
         await self.client.chat_update(channel=ref.channel, ts=ref.ts, text=text, blocks=blocks)
         return ref
+
+    async def update_fitting(self, ref: MessageRef, text: str, candidates: list[list[dict[str, Any]]]) -> int:
+        """:meth:`update` with the first of ``candidates`` (largest first) that Slack accepts: a
+        refusal for size (:data:`~bot.slack.blocks.TOO_LONG`) tries the next, smaller one. Returns
+        the index of the one taken; raises the last refusal, or any other error at once."""
+        for i, blocks in enumerate(candidates):
+            try:
+                await self.update(ref, text, blocks)
+                return i
+            except SlackApiError as exc:
+                if not too_long(exc) or i == len(candidates) - 1:
+                    raise
+                log.warning("Slack refused a message of %d blocks as too long (%s); sending a smaller one",
+                            len(blocks), exc.response.get("error"))
+        raise ValueError("no candidate message")
 
     async def retract(self, ref: MessageRef) -> None:
         """Delete a message the bot posted (``chat.delete``; the bot may delete its own). A message
@@ -92,3 +109,8 @@ class CommandContext:
     async def thread(self, ref: MessageRef, text: str, blocks: list[dict[str, Any]]) -> MessageRef:
         """Reply in the message's thread (or as a new message when it has no ``ts``)."""
         return await self.post(text, blocks, thread_ts=ref.ts)
+
+
+def too_long(exc: SlackApiError) -> bool:
+    """Slack refused the message for its size (``msg_blocks_too_long`` and the like)."""
+    return str(exc.response.get("error") or "") in TOO_LONG

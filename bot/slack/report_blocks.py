@@ -22,7 +22,16 @@ from bot.render.status_view import FleetView, fleet_view
 from bot.reports.counts import not_ready_counts
 from bot.reports.flows import Report
 from bot.reports.models import ReportSchedule
-from bot.slack.blocks import HEADER_LIMIT, MAX_BLOCKS, SECTION_LIMIT, escape, fleet_blocks, pack_sections
+from bot.slack.blocks import (
+    HEADER_LIMIT,
+    MAX_BLOCKS,
+    MESSAGE_TEXT_BUDGET,
+    SECTION_LIMIT,
+    block_text_length,
+    escape,
+    fleet_blocks,
+    pack_sections,
+)
 
 THREAD_SECTIONS = 45
 
@@ -103,11 +112,26 @@ def report_blocks(report: Report) -> tuple[list[dict[str, Any]], list[list[dict[
     if len(blocks) > MAX_BLOCKS - 2:  # keep room for the changes; every host is in the thread then
         blocks = blocks[: MAX_BLOCKS - 3] + [blocks[-1]]
     since = f" ({_when(report.previous_at, report.tz)})" if report.previous_at else ""
-    changes = pack_sections([f"*Changed since the last report{escape(since)}*", *_change_lines(report)])
+    changes = _dicts(pack_sections([f"*Changed since the last report{escape(since)}*", *_change_lines(report)]))
     room = MAX_BLOCKS - len(blocks) - 1
-    if len(changes) <= room and not thread:
-        blocks += _dicts([DividerBlock(), *changes])
+    if len(changes) <= room and not thread and block_text_length(blocks) + block_text_length(changes) <= MESSAGE_TEXT_BUDGET:
+        blocks += [DividerBlock().to_dict(), *changes]
     else:
         blocks += _dicts([DividerBlock(), _md(f"*Changed since the last report*: {len(report.changes)} hosts — in the thread.")])
-        thread += [_dicts(changes[i:i + THREAD_SECTIONS]) for i in range(0, len(changes), THREAD_SECTIONS)]
+        thread += _budgeted(changes)
     return blocks, thread
+
+
+def _budgeted(sections: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """``sections`` as thread messages of at most :data:`THREAD_SECTIONS` sections and
+    :data:`~bot.slack.blocks.MESSAGE_TEXT_BUDGET` characters of text each."""
+    out: list[list[dict[str, Any]]] = []
+    size = 0
+    for section in sections:
+        n = block_text_length(section)
+        if not out or len(out[-1]) >= THREAD_SECTIONS or size + n > MESSAGE_TEXT_BUDGET:
+            out.append([])
+            size = 0
+        out[-1].append(section)
+        size += n
+    return out

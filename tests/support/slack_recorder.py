@@ -28,6 +28,11 @@ RecordedCall and returning a dict, or ``None`` for the canned answer). A dict wi
 ``HTTP_STATUS`` (``"__status__"``) is sent with that HTTP status instead of 200, e.g.
 ``{"ok": False, "error": "internal_error", "__status__": 500}`` (slack_sdk's retry handlers retry
 500-503 and 429).
+
+``recorder.max_block_text = 13_000`` refuses, as Slack does, a ``chat.postMessage`` or
+``chat.update`` whose blocks hold more characters of text than that, all blocks together
+(``msg_blocks_too_long``; Slack's own threshold is undocumented: about 13,200 observed in
+slackapi/bolt-js#2509). Refused calls are recorded and also listed in ``recorder.refused``.
 """
 
 from __future__ import annotations
@@ -40,6 +45,16 @@ from typing import Any, Callable, Optional, Union
 
 from aiohttp import web
 from multidict import CIMultiDict
+
+
+def block_text_length(blocks: Any) -> int:
+    """Characters of every string under a ``text`` key in ``blocks``, all blocks together."""
+    if isinstance(blocks, dict):
+        return sum(len(v) if k == "text" and isinstance(v, str) else block_text_length(v) for k, v in blocks.items())
+    if isinstance(blocks, list):
+        return sum(block_text_length(b) for b in blocks)
+    return 0
+
 
 # Form fields that slack_sdk JSON-encodes when it sends form-encoded bodies.
 _JSON_FIELDS = ("blocks", "attachments", "view", "files", "metadata", "user_auth_blocks")
@@ -86,6 +101,10 @@ class SlackApiRecorder:
         self.uploads: dict[str, bytes] = {}
         #: file id -> metadata from ``files.getUploadURLExternal``.
         self.files: dict[str, dict] = {}
+        #: refuse chat.postMessage/chat.update whose blocks hold more text than this (None: no limit).
+        self.max_block_text: Optional[int] = None
+        #: the calls refused for ``max_block_text``.
+        self.refused: list[RecordedCall] = []
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
         self._changed: Optional[asyncio.Condition] = None
@@ -198,6 +217,10 @@ class SlackApiRecorder:
         await self._record(call)
         if self.require_auth and not call.token:
             return web.json_response({"ok": False, "error": "not_authed"})
+        if (self.max_block_text is not None and method in ("chat.postMessage", "chat.update")
+                and block_text_length(call.body.get("blocks")) > self.max_block_text):
+            self.refused.append(call)
+            return web.json_response({"ok": False, "error": "msg_blocks_too_long"})
         responder = self.responses.get(method) or getattr(self, "_m_" + method.replace(".", "_"), None)
         if responder is None:
             return web.json_response({"ok": False, "error": "unknown_method"})

@@ -3,18 +3,34 @@ details in the thread when they do not fit)."""
 
 from __future__ import annotations
 
+import logging
 import time
+
+from slack_sdk.errors import SlackApiError
 
 from bot.commands.status import StatusCommand
 from bot.errors import UsageError
 from bot.flows.fleet import check_fleet, fleet_group, hosts_of
 from bot.flows.status import StatusReport, check_host
-from bot.render.status_view import fleet_view, status_view
-from bot.slack.blocks import error_blocks, fleet_blocks, probing_blocks, progress_blocks, status_blocks
-from bot.slack.context import CommandContext
+from bot.render.status_view import FleetView, fleet_view, status_view
+from bot.slack.blocks import (
+    MESSAGE_TEXT_BUDGET,
+    error_blocks,
+    fleet_blocks,
+    fleet_thread_message,
+    probing_blocks,
+    progress_blocks,
+    status_blocks,
+)
+from bot.slack.context import CommandContext, MessageRef, too_long
 from bot.slack.errors import user_message
 
 PROGRESS_EVERY_S = 1.0
+FLEET_BUDGETS = (MESSAGE_TEXT_BUDGET, MESSAGE_TEXT_BUDGET // 2, 0)
+"""The fleet summary's text budgets, tried in turn while Slack refuses one as too long (0: headline,
+counts and a pointer to the thread)."""
+
+log = logging.getLogger("gpubot.slack")
 
 
 async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
@@ -63,15 +79,36 @@ async def _fleet(ctx: CommandContext, cmd: StatusCommand, group: str | None, tit
         if done < total and now - last >= PROGRESS_EVERY_S and ref.ts:
             last = now
             view = fleet_view(title, answered, total)
-            await ctx.update(ref, view.counts, progress_blocks(view))
+            try:
+                await ctx.update(ref, view.counts, progress_blocks(view))
+            except SlackApiError as exc:  # a missed progress step is harmless: the summary replaces it
+                log.info("progress update of %s failed (%s)", title, exc.response.get("error"))
 
     fleet = await check_fleet(services=ctx.services, names=names, title=title, need_bytes=cmd.need_bytes,
                               requested_by=ctx.user_id, on_progress=progress)
     view = fleet_view(title, fleet.reports)
-    blocks, thread = fleet_blocks(view)
-    await ctx.update(ref, f"{view.headline} — {view.counts}", blocks)
-    for chunk in thread:
-        await ctx.thread(ref, view.headline, chunk)
+    shapes = [fleet_blocks(view, budget=b) for b in FLEET_BUDGETS]
+    taken = await ctx.update_fitting(ref, f"{view.headline} — {view.counts}", [blocks for blocks, _ in shapes])
+    if shapes[taken][1]:
+        await _thread_every_host(ctx, ref, view)
+
+
+async def _thread_every_host(ctx: CommandContext, ref: MessageRef, view: FleetView) -> None:
+    """Every host's line in the summary's thread, in messages within the text budget; a message
+    Slack refuses as too long is sent again with half the budget (down to one host a message)."""
+    start, budget = 0, MESSAGE_TEXT_BUDGET
+    while start < len(view.lines):
+        blocks, end = fleet_thread_message(view, start=start, budget=budget)
+        try:
+            await ctx.thread(ref, view.headline, blocks)
+        except SlackApiError as exc:
+            if not too_long(exc) or end - start <= 1:
+                raise
+            budget //= 2
+            log.warning("Slack refused a thread message of hosts %d-%d as too long; sending %d characters a message",
+                        start + 1, end, budget)
+            continue
+        start = end
 
 
 HANDLERS = {StatusCommand: status}
