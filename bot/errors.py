@@ -10,7 +10,8 @@
         ├── HostUnreachable   connection refused, timed out, DNS, auth failure
         │   └── ConnectionLost  the connection dropped while the batch ran
         ├── HostKeyRejected   the host key is unknown or changed (never silently accepted)
-        ├── ProbeTimeout      the batch did not finish within its deadline
+        ├── ProbeTimeout      the batch did not finish within its deadline (no connection in time: unreachable)
+        │   └── SlowAnswer    connected and the script started, but no complete answer in time (unknown)
         └── RemoteShellError  connected, but the remote side did not run the script (login shell)
 
 Every error carries ``kind``, a short stable identifier stored with failed snapshots
@@ -92,6 +93,14 @@ class ProbeTimeout(ProbeError):
     """The whole batch exceeded its deadline."""
 
     kind = "timeout"
+
+
+class SlowAnswer(ProbeTimeout):
+    """The connection worked and the script started, but the whole answer did not arrive within the
+    batch's deadline (a loaded host, a slow ``du``). The host is up, so its state is *unknown*,
+    never *unreachable*; ``partial_stdout`` holds the frames that arrived."""
+
+    kind = "slow"
 
 
 class RemoteShellError(ProbeError):

@@ -14,6 +14,14 @@ MIB = 1024 * 1024
 """Bytes in one MiB, the unit of nvidia-smi's CSV memory fields."""
 MAX_BYTES = 10**18
 """The largest size a user may ask for (1 EB)."""
+OUTPUT_CAP_BYTES = MIB
+"""The most bytes of one command's stdout, and of its stderr, that gpubot reads from a host (1 MiB).
+A probe batch prints at most this much of each per frame and says how much it dropped
+(:func:`bot.probes.frames.frame_script`); the one place for the cap of a command's output."""
+BATCH_OUTPUT_CAP_BYTES = 8 * OUTPUT_CAP_BYTES
+"""The most bytes of one remote script's whole stdout (and of its stderr) a runner keeps (8 MiB): the
+rest is counted and dropped as it is read (:class:`bot.ssh.target.RunResult` ``dropped_bytes``), so a
+host that ignores the per-frame cap still costs at most this much memory per probe."""
 
 
 def parse_bytes(text: str) -> int:

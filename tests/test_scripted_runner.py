@@ -8,12 +8,13 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from bot.db.base import utcnow
-from bot.errors import ProbeTimeout
+from bot.errors import ProbeTimeout, SlowAnswer
 from bot.flows.fleet import check_fleet
-from bot.flows.status import check_host
+from bot.flows.status import check_host, judge
 from bot.hosts import service as hosts
-from bot.readiness.verdict import Verdict
+from bot.readiness.verdict import Requirements, Verdict
 from bot.snapshots.models import Snapshot
+from bot.ssh.runner import slow_message
 from bot.ssh.scripted import ScriptedRunner
 from bot.ssh.target import HostTarget, RunResult
 from tests.support.clock import ago
@@ -70,6 +71,55 @@ async def test_a_runner_timeout_is_a_stored_unreachable_snapshot(services):
     assert report.assessment.verdict is Verdict.UNREACHABLE
     snap = await _stored(services, report.snapshot_id)
     assert snap.error_kind == "timeout" and "longer than 20 s" in snap.error_message
+
+
+async def test_a_batch_that_started_but_answered_nothing_in_time_is_unknown_not_unreachable(services):
+    """Under load (the soak: 208 of 300 probes of a host that was up) the connection worked but no
+    frame arrived before the deadline: that is *unknown*, "slow", never *unreachable*."""
+    await _register(services, "node174")
+
+    def slow(target: HostTarget, script: str) -> RunResult:
+        raise SlowAnswer(slow_message(target, 60), partial_stdout="Welcome to node174\n")
+
+    report = await check_host(services=replace(services, runner=ScriptedRunner(slow)), host_name="node174")
+    assert report.assessment.verdict is Verdict.UNKNOWN, report.assessment
+    assert [r.text for r in report.assessment.reasons] == [
+        "node174: slow: no complete answer within 60 s (the connection worked; what arrived is kept)"]
+    snap = await _stored(services, report.snapshot_id)
+    assert (snap.verdict, snap.error_kind) == ("unknown", "slow")
+
+
+async def test_a_slow_local_batch_keeps_the_frames_that_arrived():
+    from bot.probes.engine import run_probe
+    from bot.probes.script import ProbePlan
+    from bot.ssh.runner import LocalRunner
+
+    plan = ProbePlan(units=("vllm.service",))
+    answers = probe_batch(idle_h200())(HostTarget(name="x", address="x"), _script_of(plan))
+    printed = answers.stdout.split(f"{plan.marker} BEGIN unit.0")[0]  # every frame before the unit's
+    script = f"cat <<'EOF'\n{printed}\nEOF\nsleep 30\n"
+    result = await run_probe(target=HostTarget(name="here", address="localhost", transport="local"), plan=plan,
+                             runner=_Fixed(LocalRunner(), script), timeout=1)
+    assert result.error_kind == "slow" and result.readings is not None
+    assert result.readings.gpu.failure is None and len(result.readings.gpu.gpus) == 1
+    assert result.readings.units[0].active_state is None  # never arrived: unknown
+    assert judge(result, Requirements(units={"vllm.service": "inactive"})).verdict is Verdict.UNKNOWN
+
+
+def _script_of(plan) -> str:
+    from bot.probes.script import build_script
+
+    return build_script(plan)
+
+
+class _Fixed:
+    """Runs ``script`` instead of the batch it is given (what a host would print)."""
+
+    def __init__(self, runner, script: str) -> None:
+        self.runner, self.script = runner, script
+
+    async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
+        return await self.runner.run(target, self.script, timeout=timeout)
 
 
 async def test_a_runner_bug_is_a_stored_snapshot_not_a_crash(services):

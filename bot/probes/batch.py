@@ -19,6 +19,22 @@ _LOST = ProbeOutput(name="?", stdout="", stderr="the probe's output is missing f
 """A probe that never printed a frame: unknown (``exit_status=None`` reads as cut short)."""
 
 
+_TRUNCATED = -1
+"""The exit status given to a probe whose output the host cut at the cap: no parser reads it as success."""
+_TOOLS = {"gpus": "nvidia-smi", "apps": "nvidia-smi's process list", "nvml": "the NVML probe", "hf": "du of the HF cache",
+          "inventory": "the GPU inventory probe", "owners": "the device-file owners probe", "kernel_log": "the kernel log probe"}
+
+
+def _unread(out: ProbeOutput) -> ProbeOutput:
+    """``out`` itself, or, when the host cut its output at the cap (:attr:`ProbeOutput.truncated`),
+    a failed output whose stderr says so: a truncated answer is never parsed as a whole one."""
+    note = out.truncated
+    if note is None:
+        return out
+    tool = _TOOLS.get(out.name) or out.name.split(".")[0]
+    return ProbeOutput(out.name, "", f"{tool}: {note}; the rest was dropped, so it is not read", _TRUNCATED)
+
+
 def unfinished(plan: ProbePlan, outputs: dict[str, ProbeOutput]) -> list[str]:
     """The probes of ``plan`` whose frame is missing from ``outputs`` or never ended, in run order.
 
@@ -30,14 +46,21 @@ def unfinished(plan: ProbePlan, outputs: dict[str, ProbeOutput]) -> list[str]:
 def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | None = None) -> Readings:
     """Parse every probe of ``plan`` from ``outputs`` (as cut by :func:`split_frames`).
 
+    A probe whose output the host cut at 1 MiB (:attr:`ProbeOutput.truncated`) is a failure that says
+    "output truncated at 1 MiB", never a parse of its first MiB.
     A probe missing from ``outputs`` (the batch died) reads as unknown, never as clean; ``cut``
     says why the batch ended early, when it did (a missing kernel-log probe leaves ``kernel_log``
     ``None``: Xid errors not judged, the cut already says why). Never raises.
     """
+    outputs = {name: _unread(out) for name, out in outputs.items()}
+
     def get(name: str) -> ProbeOutput:
         return outputs.get(name, _LOST)
 
-    if plan.gpu_backend == "nvml":
+    gpu_cut = [outputs[n] for n in ("nvml", "gpus", "apps") if n in outputs and outputs[n].exit_status == _TRUNCATED]
+    if gpu_cut:
+        gpu = GpuReport(failure=ProbeFailure.FAILED, message="; ".join(o.stderr for o in gpu_cut))
+    elif plan.gpu_backend == "nvml":
         gpu = parse_nvml(get("nvml"))
     elif "gpus" in outputs:
         gpu = replace(parse_gpu_report(outputs["gpus"], outputs.get("apps")), unsupported_fields=unsupported_fields(outputs["gpus"].stdout))

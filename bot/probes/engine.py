@@ -14,9 +14,10 @@ from typing import Any
 from bot.db.base import utcnow
 from bot.errors import ProbeError
 from bot.probes.batch import parse_batch, unfinished
-from bot.probes.frames import ProbeOutput, frame_script, split_frames
+from bot.probes.frames import ProbeOutput, cap_words, frame_script, split_frames
 from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan, build_script
+from bot.sizes import BATCH_OUTPUT_CAP_BYTES
 from bot.ssh.runner import Runner
 from bot.ssh.target import HostTarget
 
@@ -80,7 +81,10 @@ async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, time
         return ProbeResult(target.name, taken_at, duration, None, raw, "batch_failed", f"{target.name}: the probe batch printed nothing usable ({msg})")
     missing = unfinished(plan, outputs)
     cut = None
-    if missing:  # the script stopped early without the connection dropping: what did not finish is unknown
+    if missing and res.dropped_bytes:  # the runner stopped keeping output at its cap
+        cut = (f"the probe batch printed more than {cap_words(BATCH_OUTPUT_CAP_BYTES)}; {res.dropped_bytes:,} bytes past that were "
+               f"dropped, so {', '.join(missing)} could not be read")
+    elif missing:  # the script stopped early without the connection dropping: what did not finish is unknown
         how = f"exit status {res.exit_status}" if res.exit_status is not None else "no exit status"
         cut = f"the probe batch stopped before {', '.join(missing)} finished ({how})"
     return ProbeResult(target.name, taken_at, duration, parse_batch(plan, outputs, cut=cut), raw)

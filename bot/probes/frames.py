@@ -15,8 +15,10 @@ shortened so that the whole batch ends within ``deadline_s`` (the remote overall
 command that would start after it is not run and reads exit 124). A command stuck where even
 SIGKILL cannot end it (uninterruptible I/O on a hung NFS mount) is abandoned after ``T +
 KILL_AFTER + 2`` s with exit 124, its output files left behind, so the other commands still run.
-Output goes to files first and is printed whole per frame, so a frame that was printed has all of
-its command's output.
+Output goes to files first and is printed per frame, so a frame that was printed has all of its
+command's output up to :data:`~bot.sizes.OUTPUT_CAP_BYTES` (1 MiB) of stdout and of stderr: beyond that
+the rest is counted and dropped on the host, and a last stderr line says so
+(``gpubot: stdout truncated at 1 MiB (52428800 bytes; the rest dropped)``; :attr:`ProbeOutput.truncated`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import enum
 import re
 import shlex
 from dataclasses import dataclass
+
+from bot.sizes import MIB, OUTPUT_CAP_BYTES
 
 
 class ExitCode(enum.IntEnum):
@@ -53,6 +57,16 @@ class ProbeOutput:
         """True for exit 124/137 (``timeout``) and for a frame cut short."""
         return self.exit_status in (ExitCode.TIMEOUT, ExitCode.KILLED) or self.exit_status is None
 
+    @property
+    def truncated(self) -> str | None:
+        """``"output truncated at 1 MiB (stdout: 52,428,800 bytes)"`` when the host cut this command's
+        stdout or stderr at :data:`~bot.sizes.OUTPUT_CAP_BYTES` (the script's note in stderr), else ``None``."""
+        found = [(m.group(1), int(m.group(2))) for m in _TRUNCATED.finditer(self.stderr)]
+        if not found:
+            return None
+        sizes = ", ".join(f"{which}: {n:,} bytes" for which, n in found)
+        return f"output truncated at {cap_words()} ({sizes})"
+
     def no_answer(self, tool: str) -> str:
         """How a timed-out command is named to people: ``"df did not answer within 20 s"``, or
         ``"df did not finish: the batch was cut short"`` for a frame that never ended."""
@@ -67,13 +81,19 @@ class ProbeOutput:
 
 
 _NO_ANSWER = re.compile(r"gpubot: no answer within (\d+) s")
+_TRUNCATED = re.compile(r"^gpubot: (stdout|stderr) truncated at \S+ MiB \((\d+) bytes; the rest dropped\)$", re.M)
+
+
+def cap_words(cap: int = OUTPUT_CAP_BYTES) -> str:
+    """The output cap as people read it: ``"1 MiB"``."""
+    return f"{cap / MIB:g} MiB"
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: float, deadline_s: float | None = None,
-                 kill_after_s: int = 2, timeouts: dict[str, float] | None = None) -> str:
+                 kill_after_s: int = 2, timeouts: dict[str, float] | None = None, cap: int = OUTPUT_CAP_BYTES) -> str:
     """One POSIX ``sh`` script running each ``(name, command)`` in order, framed with ``marker``.
 
     ``timeout_s`` is the per-command timeout (``timeouts`` may give some commands their own);
@@ -81,6 +101,8 @@ def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: flo
     command runs with ``LC_ALL=C``, stdin from ``/dev/null``, and ``$GPUBOT_D`` naming a private
     folder where earlier commands' stdout lies as ``NAME.out`` (so a later command can read the
     PIDs an earlier one printed). Names must match ``[A-Za-z0-9_.-]+`` (``ValueError`` otherwise).
+    ``cap`` (bytes) is the most of each command's stdout and of its stderr printed (``head -c``); a
+    stream cut there gets a last stderr line naming its whole size (:attr:`ProbeOutput.truncated`).
     """
     for name, _ in commands:
         if not _NAME.match(name):
@@ -114,9 +136,13 @@ def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: flo
         '  if [ -n "$gpubot_cut" ]; then gpubot_rc=124;'
         ' echo "abandoned: it did not exit even after SIGKILL (uninterruptible I/O, e.g. a hung network mount)" >>"$GPUBOT_D/$1.err"; fi',
         '  kill "$gpubot_w" 2>/dev/null',
-        '  cat "$GPUBOT_D/$1.out"',
+        # At most the cap of each stream crosses the network; the sizes say what was dropped.
+        '  gpubot_o=$(wc -c <"$GPUBOT_D/$1.out" 2>/dev/null); gpubot_e=$(wc -c <"$GPUBOT_D/$1.err" 2>/dev/null)',
+        f'  head -c {cap} "$GPUBOT_D/$1.out"',
         '  printf \'\\n%s STDERR %s\\n\' "$gpubot_m" "$1"',
-        '  cat "$GPUBOT_D/$1.err"',
+        f'  head -c {cap} "$GPUBOT_D/$1.err"',
+        f'  [ "$(( ${{gpubot_o:-0}} ))" -gt {cap} ] && printf \'\\ngpubot: stdout truncated at {cap_words(cap)} (%d bytes; the rest dropped)\\n\' "$gpubot_o"',
+        f'  [ "$(( ${{gpubot_e:-0}} ))" -gt {cap} ] && printf \'\\ngpubot: stderr truncated at {cap_words(cap)} (%d bytes; the rest dropped)\\n\' "$gpubot_e"',
         '  printf \'\\n%s END %s %d\\n\' "$gpubot_m" "$1" "$gpubot_rc"',
         "}",
     ]

@@ -5,7 +5,8 @@
 :class:`LocalRunner` runs ``sh -c`` here. :class:`RoutingRunner` picks one per target.
 
 Errors raised by ``run``: :class:`~bot.errors.HostUnreachable`,
-:class:`~bot.errors.HostKeyRejected`, :class:`~bot.errors.ProbeTimeout`,
+:class:`~bot.errors.HostKeyRejected`, :class:`~bot.errors.ProbeTimeout` (no connection within the
+deadline), :class:`~bot.errors.SlowAnswer` (the script started but did not finish within it),
 :class:`~bot.errors.RemoteShellError`.
 
 What the remote login shell sees (:mod:`bot.ssh.remote_shell`): sshd hands the command string of an SSH exec to the user's
@@ -29,8 +30,9 @@ from typing import Protocol, TypeVar
 
 import asyncssh
 
-from bot.errors import ConnectionLost, HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, UsageError
+from bot.errors import ConnectionLost, HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, SlowAnswer, UsageError
 from bot.names import endpoint
+from bot.sizes import BATCH_OUTPUT_CAP_BYTES
 from bot.ssh.auth import auth_failed_message
 from bot.ssh.files import ClientKeys, KnownHosts, ip_or_empty, stamp
 from bot.ssh.jump import Hop, hop_target, parse_chain
@@ -64,18 +66,19 @@ class LocalRunner:
         )
         out: list[bytes] = []
         err: list[bytes] = []
+        kept = _Kept()
         assert proc.stdout is not None and proc.stderr is not None
         try:
             async with asyncio.timeout(timeout):
-                await asyncio.gather(_pump(proc.stdout, out), _pump(proc.stderr, err))
+                await asyncio.gather(_pump(proc.stdout, out, kept), _pump(proc.stderr, err, kept))
                 await proc.wait()
         except TimeoutError as exc:
             proc.kill()
             await proc.wait()
-            raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s",
-                               partial_stdout=b"".join(out).decode(errors="replace"), elapsed_s=time.monotonic() - started) from exc
+            raise SlowAnswer(slow_message(target, timeout), partial_stdout=b"".join(out).decode(errors="replace"),
+                             elapsed_s=time.monotonic() - started) from exc
         return RunResult(b"".join(out).decode(errors="replace"), b"".join(err).decode(errors="replace"), proc.returncode,
-                         time.monotonic() - started)
+                         time.monotonic() - started, kept.dropped)
 
 
 class SshRunner:
@@ -239,7 +242,8 @@ class SshRunner:
         """Run ``script`` with ``/bin/sh`` on ``target`` (see the module docstring for how it is
         sent). Raises :class:`RemoteShellError` when the connection worked but ``/bin/sh`` never
         started (the login shell refused :data:`RUN_COMMAND`), naming the login shell if it can.
-        On a timeout (:class:`ProbeTimeout`) or a connection lost after the script started
+        A deadline passed before the SSH connection was made is :class:`ProbeTimeout`; after, :class:`SlowAnswer`.
+        On a timeout (:class:`SlowAnswer`) or a connection lost after the script started
         (:class:`ConnectionLost`) the error carries the stdout that arrived (``partial_stdout``)."""
         started = time.monotonic()
         sentinel = f"GPUBOT-STARTED-{uuid.uuid4().hex}"
@@ -254,13 +258,16 @@ class SshRunner:
                 if self.pool is None:
                     async with contextlib.AsyncExitStack() as stack:
                         conn = await self.open(target, stack)
+                        cap.connected = True
                         proc = await start_script(conn, payload)
                         status, out, err = await self._finish(proc, conn, target, sentinel, cap)
                 else:
                     status, out, err = await self._run_pooled(target, payload, sentinel, cap)
         except TimeoutError as exc:
-            raise ProbeTimeout(f"{target.name}: the probe batch took longer than {timeout:.0f} s",
-                               partial_stdout=cap.stdout, elapsed_s=elapsed()) from exc
+            if cap.connected:  # the SSH connection worked: the host is up, only slow
+                raise SlowAnswer(slow_message(target, timeout), partial_stdout=cap.stdout, elapsed_s=elapsed()) from exc
+            raise ProbeTimeout(f"{target.name}: no SSH session within {timeout:.0f} s (connecting and starting the probe "
+                               "batch took longer than the batch's deadline)", elapsed_s=elapsed()) from exc
         except (asyncssh.Error, OSError) as exc:
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             if cap.reading:
@@ -270,13 +277,14 @@ class SshRunner:
         if status is None and cap.lost:
             raise ConnectionLost(f"{target.name}: connection lost after {elapsed():.0f} s (the session closed without an exit status)",
                                  partial_stdout=out, elapsed_s=elapsed())
-        return RunResult(out, err, status, elapsed())
+        return RunResult(out, err, status, elapsed(), cap.kept.dropped)
 
     async def _run_pooled(self, target: HostTarget, payload: str, sentinel: str, cap: _Capture) -> tuple[int | None, str, str]:
         assert self.pool is not None
         identity = self.identity(target)
         for attempt in (1, 2):
             async with self.pool.lease(target.name, identity, lambda: self.open(target)) as (conn, reused):
+                cap.connected = not reused  # a pooled connection counts once a channel opened on it
                 try:
                     async with asyncio.timeout(self.connect_timeout if reused else None):
                         proc = await start_script(conn, payload)
@@ -288,6 +296,7 @@ class SshRunner:
                         log.info("pooled connection to %s was dead (%s); reconnecting", target.name, exc)
                         continue
                     raise HostUnreachable(f"{target.name}: the SSH session failed: {getattr(exc, 'reason', None) or exc or type(exc).__name__}") from exc
+                cap.connected = True
                 return await self._finish(proc, conn, target, sentinel, cap)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -297,7 +306,7 @@ class SshRunner:
         wait for its end; the channel is closed whatever happens."""
         cap.reading = True
         try:
-            await asyncio.gather(_pump(proc.stdout, cap.out), _pump(proc.stderr, cap.err))
+            await asyncio.gather(_pump(proc.stdout, cap.out, cap.kept), _pump(proc.stderr, cap.err, cap.kept))
             res = await proc.wait(check=False)
         finally:
             proc.close()
@@ -317,12 +326,15 @@ class SshRunner:
 
 @dataclass
 class _Capture:
-    """What a running script printed so far; ``reading``: its channel was open and being read."""
+    """What a running script printed so far; ``connected``: the SSH connection to the host was made;
+    ``reading``: the script's channel was open and being read."""
 
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
+    connected: bool = False
     reading: bool = False
     lost: bool = False
+    kept: _Kept = field(default_factory=lambda: _Kept())
 
     @property
     def stdout(self) -> str:
@@ -339,11 +351,34 @@ class _Stream(Protocol[_Chunk_co]):
     async def read(self, n: int = -1) -> _Chunk_co: ...
 
 
-async def _pump(stream: _Stream[_Chunk], sink: list[_Chunk]) -> None:
+@dataclass
+class _Kept:
+    """What one run's streams printed past the cap: counted, not kept."""
+
+    dropped: int = 0
+
+
+async def _pump(stream: _Stream[_Chunk], sink: list[_Chunk], kept: _Kept, cap: int = BATCH_OUTPUT_CAP_BYTES) -> None:
     """Read ``stream`` to its end into ``sink``, 64 KiB at a time, so that ``sink`` holds what came
-    so far if the read is cut short (a timeout)."""
+    so far if the read is cut short (a timeout). Past ``cap`` characters (bytes for a pipe) the rest
+    is read, counted in ``kept.dropped`` and dropped, so memory stays bounded whatever the host sends."""
+    size = sum(len(c) for c in sink)
     while chunk := await stream.read(65536):
+        room = cap - size
+        if room <= 0:
+            kept.dropped += len(chunk)
+            continue
+        if len(chunk) > room:
+            kept.dropped += len(chunk) - room
+            chunk = chunk[:room]
         sink.append(chunk)
+        size += len(chunk)
+
+
+def slow_message(target: HostTarget, timeout: float) -> str:
+    """What a batch that started but did not finish within ``timeout`` seconds says (its host
+    reads *unknown*: the connection worked)."""
+    return f"{target.name}: slow: no complete answer within {timeout:.0f} s (the connection worked; what arrived is kept)"
 
 
 def host_key_message(target: HostTarget, known_hosts: str) -> str:

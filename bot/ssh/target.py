@@ -26,9 +26,13 @@ class HostTarget:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A finished remote command: decoded output, exit status, wall time in seconds."""
+    """A finished remote command: decoded output, exit status, wall time in seconds.
+
+    ``dropped_bytes``: what the command printed past :data:`~bot.sizes.BATCH_OUTPUT_CAP_BYTES` on
+    stdout or stderr, counted and not kept (0: everything it printed is here)."""
 
     stdout: str
     stderr: str
     exit_status: int | None
     duration_s: float
+    dropped_bytes: int = 0
