@@ -125,6 +125,12 @@ class Settings(BaseSettings):
     """A GPU with at most this many MiB used (reserved memory excluded) and no process is free."""
     expected_gpus: int | None = Field(default=None, ge=1)
     probe_timeout_s: int = 20
+    gpu_probe_timeout_s: int = Field(default=35, ge=1)
+    """Seconds the GPU probe may take (at least ``probe_timeout_s``): with persistence mode off the
+    driver initializes the GPUs on the first nvidia-smi call, ~25-30 s on an 8-GPU host."""
+    gpu_slow_s: float = Field(default=5.0, gt=0)
+    """A GPU probe that took at least this many seconds is named in a warning ("nvidia-smi took 27 s:
+    persistence mode is off (enable nvidia-persistenced)")."""
     batch_timeout_s: float = 60.0
     gpu_inventory_days: int = 30
     """A GPU a host showed within this many days and that is absent now is *missing*."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -57,12 +57,13 @@ def plan_for(settings: Settings, host: Host | None, paths: tuple[str, ...] = ())
         hf_cache=o.get("hf_cache", settings.hf_cache),
         units=tuple(units),
         probe_timeout_s=settings.probe_timeout_s,
+        gpu_timeout_s=settings.gpu_probe_timeout_s,
         deadline_s=max(5, int(settings.batch_timeout_s) - 5),
         gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)),
         gpu_backend=o.get("gpu_backend", settings.gpu_backend),
     )
     req = Requirements(gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)), units=units,
-                       expected_gpus=o.get("expected_gpus", settings.expected_gpus))
+                       expected_gpus=o.get("expected_gpus", settings.expected_gpus), slow_gpu_probe_s=settings.gpu_slow_s)
     return plan, req
 
 
@@ -94,7 +95,7 @@ async def probe_and_judge(*, services: Services, target: HostTarget, host: Host 
     except ConfigError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
-    req = Requirements(req.gpu_free_mib, need_bytes, req.units, req.expected_gpus, known)
+    req = replace(req, need_bytes=need_bytes, known_gpus=known)
     result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s,
                              clock=services.clock)
     assessment = judge(result, req)

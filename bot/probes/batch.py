@@ -43,6 +43,14 @@ def unfinished(plan: ProbePlan, outputs: dict[str, ProbeOutput]) -> list[str]:
     return [name for name, _ in probe_commands(plan) if name not in outputs or outputs[name].exit_status is None]
 
 
+def gpu_probe_seconds(out: ProbeOutput | None) -> int | None:
+    """The seconds the GPU query took, from its ``# took: N`` line (``None``: not printed)."""
+    for line in (out.stdout if out else "").splitlines():
+        if line.startswith("# took:") and line[7:].strip().isdigit():
+            return int(line[7:].strip())
+    return None
+
+
 def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | None = None) -> Readings:
     """Parse every probe of ``plan`` from ``outputs`` (as cut by :func:`split_frames`).
 
@@ -72,7 +80,7 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | 
     hf = parse_du(hf_cache_path(hf_out, plan.hf_cache), hf_out)
     units = [parse_unit(u, get(f"unit.{i}")) for i, u in enumerate(plan.units)]
     context = parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))
-    return Readings(gpu=gpu, disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
+    return Readings(gpu=gpu, gpu_probe_s=gpu_probe_seconds(outputs.get("gpus")), disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
                     owners=parse_owners(outputs.get("owners")), witnesses=parse_witnesses(outputs.get("inventory")), cut=cut,
                     kernel_log=parse_kernel_log(outputs["kernel_log"]) if "kernel_log" in outputs else None,
                     fabric=parse_fabric(outputs.get("fabric")))

@@ -124,7 +124,8 @@ def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
     if status is None:
         return ProbeFailure.TIMEOUT, "the probe batch was cut short before nvidia-smi finished"
     if status in (124, 137):
-        return ProbeFailure.TIMEOUT, "nvidia-smi did not answer before the probe timeout"
+        return ProbeFailure.TIMEOUT, (f"{out.no_answer('nvidia-smi')} (with persistence mode off its first call can take "
+                                      "~30 s on an 8-GPU host: enable nvidia-persistenced, or raise GPUBOT_GPU_PROBE_TIMEOUT_S)")
     if status == 127:
         return ProbeFailure.MISSING, "nvidia-smi is not installed on this host (or not on PATH)"
     named = driver_failure(status, text)

@@ -58,8 +58,9 @@ class ProbePlan:
     folders whose size is read (``du``); ``hf_cache`` is a path, or ``None`` for the SSH user's
     ``$HF_HOME`` or ``~/.cache/huggingface``; ``units`` are systemd unit names.
     ``gpu_backend`` is ``"nvidia-smi"`` or ``"nvml"`` (python3 with nvidia-ml-py on the host).
-    ``probe_timeout_s`` bounds each probe, ``deadline_s`` the whole batch on the host (it should
-    end before the client's batch timeout, so what arrived is kept); ``gpu_free_mib`` is the
+    ``probe_timeout_s`` bounds each probe, ``gpu_timeout_s`` the GPU probe (``gpus`` or ``nvml``: a
+    driver without persistence mode takes ~25-30 s to answer the first call), ``deadline_s`` the whole
+    batch on the host (it should end before the client's batch timeout, so what arrived is kept); ``gpu_free_mib`` is the
     memory (MiB) above which a GPU with no listed process has its device-file holders looked up.
     """
 
@@ -68,18 +69,46 @@ class ProbePlan:
     hf_cache: str | None = None
     units: tuple[str, ...] = ()
     probe_timeout_s: int = 20
+    gpu_timeout_s: int = 35
     deadline_s: int = 55
     gpu_free_mib: int = 16
     gpu_backend: str = "nvidia-smi"
     marker: str = field(default_factory=lambda: f"GPUBOT-{uuid.uuid4().hex}")
 
 
+APPS_QUERY = f"nvidia-smi --query-compute-apps={','.join(APP_FIELDS)} --format=csv,noheader,nounits"
+"""The compute-process list; run by the GPU probe beside its own query (see :func:`gpu_query_command`)."""
+
+APPS_COMMAND = (
+    'if [ -f "$GPUBOT_D/apps.prc" ]; then cat "$GPUBOT_D/apps.pre"; cat "$GPUBOT_D/apps.perr" >&2; '
+    'exit "$(cat "$GPUBOT_D/apps.prc")"; fi\n'
+    f"exec {APPS_QUERY}"
+)
+"""The ``apps`` probe: the process list the GPU probe already read (its output, stderr and exit status),
+else (the GPU probe was cut before it finished) the query itself."""
+
+
 def gpu_query_command() -> str:
-    """The GPU probe: :data:`GPU_FIELDS`, the health fields and :data:`FENCE_FIELDS`, asked again without each field
-    this host's driver refuses (see :mod:`bot.probes.gpu_query`, which writes the ``# fields:``
-    and ``# unsupported:`` lines the parser reads)."""
-    return retry_query_command(dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS]), optional=OPTIONAL_GPU_FIELDS,
-                               fallbacks=FIELD_FALLBACKS)
+    """The GPU probe: :data:`GPU_FIELDS`, the health fields, :data:`FENCE_FIELDS` and :data:`FABRIC_FIELDS`,
+    asked again without each field this host's driver refuses (see :mod:`bot.probes.gpu_query`, which
+    writes the ``# fields:`` and ``# unsupported:`` lines the parser reads), then ``# took: N``: the
+    seconds the query took.
+
+    The compute-process query runs at the same time, in the background, into ``$GPUBOT_D/apps.*``
+    (the ``apps`` probe prints it): with persistence mode off the driver initializes the GPUs for
+    the first client and tears them down when the last one exits, which takes ~25-30 s on an 8-GPU
+    host (public Azure ND and forum measurements), so two calls one after the other would pay it
+    twice. Run together they share one initialization."""
+    query = retry_query_command(dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS]),
+                                optional=OPTIONAL_GPU_FIELDS, fallbacks=FIELD_FALLBACKS)
+    return (
+        "gpubot_t0=$(date +%s)\n"
+        f'( {APPS_QUERY} >"$GPUBOT_D/apps.pre" 2>"$GPUBOT_D/apps.perr"; echo $? >"$GPUBOT_D/apps.prc" ) </dev/null &\n'
+        f"( {query} ); rc=$?\n"
+        'echo "# took: $(( $(date +%s) - gpubot_t0 ))"\n'
+        "wait\n"
+        "exit $rc\n"
+    )
 
 
 def nvml_command() -> str:
@@ -193,9 +222,7 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
         cmds.append(("nvml", nvml_command()))
     else:
         cmds.append(("gpus", gpu_query_command()))
-        cmds.append(
-            ("apps", f"nvidia-smi --query-compute-apps={','.join(APP_FIELDS)} --format=csv,noheader,nounits")
-        )
+        cmds.append(("apps", APPS_COMMAND))
     for i, vol in enumerate(plan.volumes):
         cmds.append((f"df.{i}", f"df -P -B1 -- {q(vol)}"))
     for i, folder in enumerate(plan.folders):
@@ -218,4 +245,6 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
 
 def build_script(plan: ProbePlan) -> str:
     """The whole batch as one POSIX ``sh`` script (framing: :func:`bot.probes.frames.frame_script`)."""
-    return frame_script(probe_commands(plan), plan.marker, timeout_s=plan.probe_timeout_s, deadline_s=plan.deadline_s)
+    gpu_s = max(plan.gpu_timeout_s, plan.probe_timeout_s)
+    return frame_script(probe_commands(plan), plan.marker, timeout_s=plan.probe_timeout_s, deadline_s=plan.deadline_s,
+                        timeouts={"gpus": gpu_s, "nvml": gpu_s})

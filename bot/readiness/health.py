@@ -154,18 +154,42 @@ def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
         yield Finding("xid_truncated", "Xid: only the newest lines of the kernel log were read", NOTE)
 
 
-def health_findings(readings: Readings, *, gpu_free_mib: int) -> list[Finding]:
+def _slow_probe(readings: Readings, slow_s: float | None) -> Finding | None:
+    """One warning when the GPU query took at least ``slow_s`` seconds, with its likely cause."""
+    took = readings.gpu_probe_s
+    if slow_s is None or took is None or took < slow_s:
+        return None
+    tool = "the NVML probe" if readings.gpu.source == "nvml" else "nvidia-smi"
+    modes = [g.health.persistence_mode for g in readings.gpu.gpus if g.health is not None]
+    if any(m is False for m in modes):
+        off = [g.index for g in readings.gpu.gpus if g.health is not None and g.health.persistence_mode is False]
+        which = "" if len(off) == len(readings.gpu.gpus) else f" on GPU {', '.join(map(str, off))}"
+        return Finding("gpu_probe_slow", f"{tool} took {took} s: persistence mode is off{which} (enable nvidia-persistenced)", NOTE)
+    if modes and all(modes):
+        return Finding("gpu_probe_slow", f"{tool} took {took} s with persistence mode on: the driver is slow to answer "
+                       "(check dmesg for NVRM errors)", NOTE)
+    return Finding("gpu_probe_slow", f"{tool} took {took} s (persistence mode not read; nvidia-persistenced keeps the driver "
+                   "initialized)", NOTE)
+
+
+def health_findings(readings: Readings, *, gpu_free_mib: int, slow_s: float | None = None) -> list[Finding]:
     """The health reasons of ``readings`` (GPU health signals, then Xid errors), in GPU order.
 
     ``gpu_free_mib`` is the verdict's idle threshold (MiB): hardware slowdown is a warning only on
-    an idle GPU (a busy one may be power-capped on purpose). Readings stored before these
-    signals existed (``health`` and ``kernel_log`` ``None``) give no findings.
+    an idle GPU (a busy one may be power-capped on purpose). A GPU query that took ``slow_s``
+    seconds or more (``Readings.gpu_probe_s``) is one warning naming the time and, with persistence
+    mode off, the fix; it replaces the per-GPU "persistence mode is off" warnings. Readings stored
+    before these signals existed (``health`` and ``kernel_log`` ``None``) give no findings.
     """
     out: list[Finding] = []
     if readings.gpu.failure is None:
+        slow = _slow_probe(readings, slow_s)
+        if slow is not None:
+            out.append(slow)
         for g in readings.gpu.gpus:
             if g.health is not None:
-                out += _gpu_findings(g, g.health, _idle(g, readings, gpu_free_mib))
+                out += [f for f in _gpu_findings(g, g.health, _idle(g, readings, gpu_free_mib))
+                        if not (slow and f.code == "gpu_persistence_off")]
     if readings.kernel_log is not None:
         out += _xid_findings(readings.kernel_log, readings.gpu.gpus)
     return out

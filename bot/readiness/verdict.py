@@ -66,6 +66,8 @@ class Requirements:
     units: dict[str, str] = field(default_factory=dict)
     expected_gpus: int | None = None
     known_gpus: tuple[KnownGpu, ...] = ()
+    slow_gpu_probe_s: float = 5.0
+    """A GPU probe that took at least this many seconds is named (:mod:`bot.readiness.health`)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
     _judge_gpus(readings, req, reasons)
     _judge_disk(readings, req, reasons)
     _judge_units(readings, req, reasons)
-    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib)]
+    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib,
+                                                                                            slow_s=req.slow_gpu_probe_s)]
     reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in device_findings(readings) + fabric_findings(readings)]
     for f in readings.folders:
         if f.warning:

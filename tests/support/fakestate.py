@@ -9,6 +9,7 @@ docstring of :mod:`tests.support.fakehost.gpubot_fake`). Writes are atomic and l
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import os
@@ -37,7 +38,8 @@ class HostState:
     ``no_files`` or ``no_access`` (see the fake ``journalctl``). ``unknown_fields``: query field
     names the fake driver refuses (an older driver). ``kernel_log``: ``{"readable": "dmesg" |
     "journalctl" | "none", "xids": [{"age_s", "pci", "xid", "text"}]}`` for the fake
-    ``journalctl -k``/``dmesg``.
+    ``journalctl -k``/``dmesg``. ``init_delay_s``: seconds a first nvidia-smi call waits while no
+    other runs (a driver without persistence mode; calls made together share one wait).
     """
 
     gpus: int = 8
@@ -49,6 +51,7 @@ class HostState:
     journal_mode: str = "ok"
     unknown_fields: list[str] = field(default_factory=list)
     kernel_log: dict[str, Any] = field(default_factory=lambda: {"readable": "dmesg", "xids": []})
+    init_delay_s: float = 0
 
     def __post_init__(self) -> None:
         if self.smi_mode not in SMI_MODES:
@@ -161,6 +164,8 @@ def reset_state(server: Any, addrs: list[str] | tuple[str, ...] | None = None) -
     for addr in addrs if addrs is not None else server.addresses:
         write_state(server, addr, HostState())
         shutil.rmtree(sysfs_root(server, addr), ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(_dir(server), f"{addr}.driver"))
 
 
 def sysfs_root(server: Any, addr: str) -> str:

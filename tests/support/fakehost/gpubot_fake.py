@@ -20,7 +20,8 @@ the fake's own: ``_fake`` a fake-unit behaviour, ``_spawned`` the start time of 
 process), ``gpu_overrides`` (``{gpu index: {canonical field: value text}}``), ``journal_mode``
 (see journalctl), ``unknown_fields`` (query field names this host's driver refuses, as an older
 driver does), ``kernel_log`` (``{"readable": "dmesg" | "journalctl" | "none", "xids": [{"age_s",
-"pci", "xid", "text"}]}``, see kernellog.py).
+"pci", "xid", "text"}]}``, see kernellog.py), ``init_delay_s`` (seconds the driver takes to
+initialize the GPUs for a first client: see :func:`driver_init_wait`).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def default_state() -> dict:
     """A healthy, idle 8-GPU host with no systemd units."""
     return {"gpus": 8, "holders": [], "orphan_mib": {}, "smi_mode": "ok", "units": {},
             "gpu_overrides": {}, "journal_mode": "ok", "unknown_fields": [],
-            "kernel_log": {"readable": "dmesg", "xids": []}}
+            "kernel_log": {"readable": "dmesg", "xids": []}, "init_delay_s": 0}
 
 
 # --- Where things are ---------------------------------------------------------------------------
@@ -249,6 +250,34 @@ def gpu_values(addr: str, state: dict) -> list[dict]:
         row.update({k: str(v) for k, v in overrides.get(i, {}).items()})
         rows.append(row)
     return rows
+
+
+def driver_init_wait(directory: str, addr: str, state: dict) -> float:
+    """Model a driver without persistence mode: the first nvidia-smi while no other one runs on this
+    host initializes the GPUs for ``init_delay_s`` seconds; calls made while one runs share that
+    initialization (they wait for the same end), and once the last one exits the next call pays
+    again. Returns how long this call must wait. Clients are PIDs in ``<addr>.driver``."""
+    delay = float(state.get("init_delay_s") or 0)
+    if delay <= 0:
+        return 0.0
+    import time
+
+    path = os.path.join(directory, f"{addr}.driver")
+    with locked(directory, addr):
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            doc = {}
+        clients = [p for p in doc.get("clients", []) if pid_alive(p)]
+        now = time.time()
+        ready_at = float(doc.get("ready_at", 0)) if clients else now + delay
+        clients.append(os.getpid())
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"clients": clients, "ready_at": ready_at}, f)
+        os.replace(tmp, path)
+    return max(0.0, ready_at - now)
 
 
 share_files()
