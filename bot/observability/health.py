@@ -13,6 +13,8 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.errors import DatabaseUnavailable
+
 SlackCheck = Callable[[], Awaitable[bool]]
 """``True`` while the Slack side can receive requests (Socket Mode: the WebSocket is connected)."""
 
@@ -36,7 +38,10 @@ def migration_heads() -> set[str]:
 
 class Readiness:
     """Ready when the database answers within ``timeout_s`` seconds, its ``alembic_version`` is
-    the code's heads, ``slack()`` says connected, and no shutdown began (``gate.is_open``)."""
+    the code's heads, ``slack()`` says connected, and no shutdown began (``gate.is_open``).
+
+    A database out of reach reads ``"unavailable: <reason>"`` (``connection refused``, ``no answer
+    within 3 s``), never an exception: ``/readyz`` answers 503 with it."""
 
     def __init__(self, *, sessions: Any, gate: Any, slack: SlackCheck | None = None, timeout_s: float = 3.0) -> None:
         self.sessions = sessions
@@ -56,10 +61,12 @@ class Readiness:
                     except SQLAlchemyError:
                         return "ok", "not applied (no alembic_version table): run `gpubot db upgrade`"
         except TimeoutError:
-            return f"no answer within {self.timeout_s:.0f} s", "unknown"
+            return f"unavailable: no answer within {self.timeout_s:g} s", "unknown"
+        except DatabaseUnavailable as exc:  # the guarded engine's one error (bot.db.availability)
+            return f"unavailable: {exc.reason}", "unknown"
         except (SQLAlchemyError, OSError) as exc:
             cause = getattr(exc, "orig", None) or exc
-            return f"unreachable: {type(cause).__name__}", "unknown"
+            return f"unavailable: {type(cause).__name__}", "unknown"
         current = set(rows)
         if current != self.heads:
             return "ok", f"at {', '.join(sorted(current)) or 'no revision'}, the code needs {', '.join(sorted(self.heads))}"

@@ -9,7 +9,10 @@ Counted by this process (each replica has its own):
 * ``gpubot_slack_api_errors_total{method, error}`` — failed Web API calls (``error`` is Slack's
   error code, or ``connection`` when no answer came);
 * ``gpubot_ssh_pooled_connections`` — open pooled SSH connections (0 with ``GPUBOT_SSH_POOL=false``);
-* ``gpubot_db_pool_*`` — the SQLAlchemy connection pool: size, checked out, overflow.
+* ``gpubot_db_pool_*`` — the SQLAlchemy connection pool: size, checked out, overflow;
+* ``gpubot_database_up`` — 1 when the last scrape read the database, 0 when it could not (refused,
+  no answer within :data:`DATABASE_READ_S`, dropped): the page is still served, with this process's
+  own metrics and the database-backed gauges' last values.
 
 Read from the database at each scrape (the same on every replica, since they share it):
 
@@ -19,6 +22,7 @@ Read from the database at each scrape (the same on every replica, since they sha
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -27,6 +31,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.core import REGISTRY
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.errors import DatabaseUnavailable
 
 log = logging.getLogger("gpubot.metrics")
 
@@ -41,6 +47,10 @@ REPORT_RUNS = Gauge("gpubot_report_runs", "Report runs in the database, by outco
 DB_POOL_SIZE = Gauge("gpubot_db_pool_size", "Connections the database pool keeps")
 DB_POOL_CHECKED_OUT = Gauge("gpubot_db_pool_checked_out", "Database connections in use")
 DB_POOL_OVERFLOW = Gauge("gpubot_db_pool_overflow", "Database connections opened beyond the pool size")
+DATABASE_UP = Gauge("gpubot_database_up", "1 when the last scrape could read the database, else 0")
+
+DATABASE_READ_S = 2.0
+"""Seconds a scrape waits for the database-backed gauges before it answers without them."""
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The ``Content-Type`` of :func:`render` (Prometheus text exposition format 0.0.4)."""
@@ -89,6 +99,10 @@ def ssh_pool_counter(services: Any) -> Callable[[], int]:
     return read
 
 
+_database_down_reason: str | None = None
+"""Why the last scrape could not read the database (``None``: it could), so that a database that
+stays down is logged once, not at every scrape."""
+
 CountRows = Callable[[AsyncSession], Awaitable[Sequence[tuple[str, int]]]]
 """Reads ``(label, count)`` rows in a session: e.g. action requests by state (the domain packages
 own their tables; metrics is below them and only receives the readers)."""
@@ -98,15 +112,29 @@ async def refresh_from_database(services: Any, *, actions_by_state: CountRows, r
     """Set the gauges read from the database and the engine's pool (called at each scrape):
     ``gpubot_actions`` from ``actions_by_state``, ``gpubot_report_runs`` from ``runs_by_outcome``.
 
-    A database that cannot be read leaves the last values and logs a warning (``/readyz`` reports
-    the database itself)."""
+    A database that cannot be read within :data:`DATABASE_READ_S` seconds sets
+    ``gpubot_database_up`` to 0 and leaves the last values; it is logged once, as a one-line
+    warning, when it goes down and once when it is back (``/readyz`` reports the database itself).
+    Never raises for the database."""
+    global _database_down_reason
     try:
-        async with services.sessions() as db:
-            actions = await actions_by_state(db)
-            runs = await runs_by_outcome(db)
-    except (SQLAlchemyError, OSError) as exc:
-        log.warning("metrics: the database could not be read: %s", type(exc).__name__)
+        async with asyncio.timeout(DATABASE_READ_S):
+            async with services.sessions() as db:
+                actions = await actions_by_state(db)
+                runs = await runs_by_outcome(db)
+    except (SQLAlchemyError, OSError, TimeoutError, DatabaseUnavailable) as exc:
+        reason = exc.reason if isinstance(exc, DatabaseUnavailable) else (
+            f"no answer within {DATABASE_READ_S:g} s" if isinstance(exc, TimeoutError) else type(exc).__name__)
+        if _database_down_reason is None:
+            log.warning("metrics: the database could not be read (%s); serving this process's metrics, "
+                        "gpubot_database_up 0", reason)
+        _database_down_reason = reason
+        DATABASE_UP.set(0)
     else:
+        if _database_down_reason is not None:
+            log.warning("metrics: the database can be read again")
+        _database_down_reason = None
+        DATABASE_UP.set(1)
         ACTIONS.clear()
         for state, n in actions:
             ACTIONS.labels(state=state).set(n)
