@@ -1,6 +1,7 @@
 """Approval flows over the real sshd hosts: policy, exactly once, drift, pivots, expiry, restarts."""
 
 import asyncio
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -201,8 +202,9 @@ async def test_pivot_stops_where_a_leftover_process_holds_a_gpu(services, ssh_se
     assert "Already done: stop model-a.service" in v.message and "Later steps were not run" in v.message
     assert old.exists() and orphan.poll() is None
     assert fake_hosts.read("127.0.0.15").units["model-b.service"]["ActiveState"] == "inactive"
-    # model-a is stopped and nothing replaced it: the card offers to start it again
-    assert v.follow_ups == ["pivot_back"] and v.follow_up_label("pivot_back") == "Pivot back to model-a.service"
+    # model-a is stopped and nothing replaced it: the card offers to end the leftover and go on, or to start model-a again
+    assert v.follow_ups == ["kill_continue", "pivot_back"] and v.follow_up_label("pivot_back") == "Pivot back to model-a.service"
+    assert v.holders == [orphan.pid] and v.follow_up_spec("kill_continue") == replace(spec, pids=(orphan.pid,))
     back = v.follow_up_spec("pivot_back")
     assert (back.kind, back.from_unit, back.to_unit, back.paths) == (ActionKind.PIVOT, "model-b.service", "model-a.service", ())
 

@@ -35,6 +35,12 @@ G = default_grammar()
     ("pivot node174 from=glm5.service to=qwen.service delete=/shared/glm5 delete=/shared/x need=540G",
      ActionSpec(ActionKind.PIVOT, "node174", paths=("/shared/glm5", "/shared/x"), from_unit="glm5.service",
                 to_unit="qwen.service", need_bytes=540_000_000_000)),
+    ("pivot node174 from=glm5.service to=kimi.service kill=none pid=4411,4412",
+     ActionSpec(ActionKind.PIVOT, "node174", from_unit="glm5.service", to_unit="kimi.service", pids=(4411, 4412),
+                kill_leftovers=False)),
+    ("pivot node174 from=glm5.service to=kimi.service kill=LEFTOVERS",
+     ActionSpec(ActionKind.PIVOT, "node174", from_unit="glm5.service", to_unit="kimi.service")),
+    ("stop node174 glm5.service kill=none", ActionSpec(ActionKind.STOP, "node174", unit="glm5.service", kill_leftovers=False)),
     ("audit", AuditCommand()), ("audit node174", AuditCommand("node174")),
 ])
 def test_commands_parse_into_specs(text, expected):
@@ -61,6 +67,11 @@ def test_commands_parse_into_specs(text, expected):
     ("stop no;de vllm.service", "not a valid host name"),
     ("pivot node174 from=a.service", "needs `from=UNIT` and `to=UNIT`"),
     ("pivot node174 from=a.service to=a.service", "the same unit"),
+    ("pivot node174 from=a.service to=b.service kill=all", "`kill=all` is not a choice: `kill=leftovers`"),
+    ("pivot node174 from=a.service to=b.service pid=1", "not a valid PID"),
+    ("pivot node174 from=a.service to=b.service pid=$(reboot)", "not a valid PID"),
+    ("stop node174 a.service kill=everything", "is not a choice"),
+    ("start node174 a.service kill=none", "unknown option `kill=`"),
 ])
 def test_bad_input_never_gets_through(text, message):
     with pytest.raises(UsageError, match=re.escape(message)):
@@ -76,6 +87,10 @@ def test_spec_round_trips_through_json_and_reads_like_the_command():
     spec = G.parse("pivot node174 from=a.service to=b.service delete=/shared/x need=1G").command
     assert ActionSpec.from_json(spec.to_json()) == spec
     assert spec.describe() == "pivot node174 from=a.service to=b.service delete=/shared/x need=1G"
+    for text in ("pivot node174 from=a.service to=b.service need=1G kill=none pid=4411 pid=4412", "stop node174 a.service kill=none",
+                 "stop node174 a.service"):
+        spec = G.parse(text).command
+        assert spec.describe() == text and G.parse(spec.describe()).command == spec
 
 
 def settings(**kw) -> Settings:
@@ -268,6 +283,20 @@ def test_a_failed_start_card_offers_restart_and_pivot_back():
         ("Re-plan", ActionId.ACTION_REPLAN.value)]
     assert not [b for b in card_blocks(replace(view, replaced_by=9)) if b["type"] == "actions"]
     assert view.follow_up_spec("restart") == ActionSpec(ActionKind.RESTART, "node174", unit="b.service")
+
+
+def test_a_failed_gpu_wait_offers_to_kill_what_held_the_gpus_and_continue():
+    spec = ActionSpec(ActionKind.PIVOT, "node174", from_unit="a.service", to_unit="b.service", paths=("/shared/x",), pids=(7,))
+    view = _view(State.FAILED, kind=ActionKind.PIVOT, spec=spec, next_steps=["kill_continue", "pivot_back"], holders=[31582, 7],
+                 message="Stopped at step 3 of 5")
+    blocks = card_blocks(view)
+    validate_message(blocks)
+    found = [e for b in blocks if b["type"] == "actions" for e in b["elements"]]
+    assert [(e["text"]["text"], e["action_id"]) for e in found][0] == ("Kill PIDs 31582, 7 and continue",
+                                                                         ActionId.ACTION_KILL_CONTINUE.value)
+    again = view.follow_up_spec("kill_continue")
+    assert again == replace(spec, pids=(7, 31582))  # the same pivot, the holders named; a new plan to approve
+    assert G.parse(again.describe()).command == again
 
 
 def test_a_size_is_echoed_as_typed():

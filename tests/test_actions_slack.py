@@ -69,6 +69,8 @@ async def test_pivot_through_slack_stops_at_a_leftover_process(slack_bot, servic
     fake_hosts.update("127.0.0.16", units={"a.service": unit(active=True, main_pid=main.pid), "b.service": unit(active=False)})
     rid, ts, card = await ask(slack_bot, f"pivot node403 from=a.service to=b.service delete={old} need=1K")
     assert "approvers: <@U2>, <@U3> · 0 of 2 approvals" in blocks_text(card)
+    assert (f":warning: pid {leftover.pid} python3 (512 MiB, user root) is not a.service's and will not be ended: the GPU wait "
+            f"fails unless it ends; add pid={leftover.pid} to end it") in blocks_text(card)
     await click(slack_bot, APPROVE, rid, ts, "U2")
     assert "approval recorded (1 of 2)" in await ephemeral(slack_bot, "U2", ts)
     assert "1 of 2 approvals (<@U2>)" in blocks_text(last_card(slack_bot, ts))
@@ -79,6 +81,18 @@ async def test_pivot_through_slack_stops_at_a_leftover_process(slack_bot, servic
     assert main.wait(timeout=5) is not None and old.exists()
     final = blocks_text(last_card(slack_bot, ts))
     assert ":x: 2. wait until every GPU is free" in final and ":heavy_minus_sign: 3. delete" in final
+    found = buttons(last_card(slack_bot, ts))
+    assert [b["text"]["text"] for b in found.values()] == [f"Kill PID {leftover.pid} and continue", "Pivot back to a.service",
+                                                          "Re-plan"]
+    # the button plans again, naming the leftover: a new card to approve, nothing killed yet
+    start = len(slack_bot.recorder.calls)
+    await click(slack_bot, found["gpubot.actions.kill_continue"]["action_id"], rid, ts, "U1")
+    new = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: "Approval needed: pivot on node403" in c.body.get("text", ""),
+                                            timeout=30, start=start)
+    text = blocks_text(new.body["blocks"])
+    assert f"pivot node403 from=a.service to=b.service delete={old} need=1000 pid={leftover.pid}\n" in text
+    assert f"• end pid {leftover.pid} python3 on GPU 7 — 512 MiB — user root — named with pid=" in text
+    assert leftover.poll() is None and old.exists()
 
 
 async def test_the_same_click_delivered_twice_runs_once(slack_bot, services, ssh_server, fake_hosts, tmp_path):

@@ -82,13 +82,18 @@ def test_report_run_snapshot_ids_of_both_versions_load():
         load_run_snapshots({"node1": "not an id"})
 
 
+LATER_PROC_FIELDS = ("user", "owner")
+"""Fields :class:`ProcItem` gained after version 1 (with defaults)."""
+
+
 def v1_args(step: Step) -> dict[str, Any]:
     """A typed step's fields as version 1 stored them in ``args``."""
     match step:
         case DeleteStep(item=item, via=via):
             return {**asdict(item), "via": via}
-        case KillStep(procs=procs, via=via):
-            return {"procs": [asdict(p) for p in procs], "via": via}
+        case KillStep(procs=procs, via=via):  # a process's owner and user came later: unset, they are left out
+            return {"procs": [{k: v for k, v in asdict(p).items() if v is not None or k not in LATER_PROC_FIELDS} for p in procs],
+                    "via": via}
         case UnitStep():
             return {"verb": step.verb, "unit": step.unit, "expect": list(step.expect), "via": step.via,
                     "health": step.health.to_json() if step.health else None}

@@ -10,7 +10,9 @@ A start that does not come up (see :mod:`bot.actions.health_wait`) fails the req
 then carries the unit's journal tail (``result["journal"]``) and the next steps people may ask
 for (``result["next"]``: ``restart`` the unit, ``pivot_back`` for a pivot), which the card offers.
 A pivot that failed after stopping the old unit and before starting the new one offers
-``pivot_back`` too: the old model is down and nothing replaced it.
+``pivot_back`` too: the old model is down and nothing replaced it; when its GPU wait failed on
+processes still listed, also ``kill_continue`` (``result["holders"]``: their PIDs): the same pivot
+planned again with them named (``pid=``), to approve like any request.
 """
 
 from __future__ import annotations
@@ -177,7 +179,10 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
             if outcome.health is not None:
                 extra["next"] = ["restart"] + (["pivot_back"] if plan.spec.kind is ActionKind.PIVOT else [])
             elif plan.spec.kind is ActionKind.PIVOT and done:  # the old model was stopped and nothing was started
-                extra["next"] = ["pivot_back"]
+                # GPU processes still held the GPUs: offer to end them and go on, as a new plan to approve
+                extra["next"] = (["kill_continue"] if outcome.holders else []) + ["pivot_back"]
+                if outcome.holders:
+                    extra["holders"] = list(outcome.holders)
             break
         done.append(step.title)
         await notify(await load())

@@ -78,7 +78,10 @@ class ActionSpec:
     * ``clean_weights``: ``paths`` (absolute, validated); ``clean_hf``: ``repo`` (``ORG/NAME``) or
       ``None`` for the whole cache; ``kill``: ``gpu`` index and/or ``pids`` (neither: every GPU
       compute process); ``stop|start|restart``: ``unit``; ``pivot``: ``from_unit``, ``to_unit``,
-      ``paths`` to delete, ``need_bytes`` (bytes of free disk needed on the model volume);
+      ``paths`` to delete, ``need_bytes`` (bytes of free disk needed on the model volume),
+      ``pids``: other GPU processes to end (``pid=``; those of ``from``'s cgroup need no naming);
+      ``kill_leftovers`` (``stop``, ``pivot``; ``kill=leftovers``, the default, or ``kill=none``):
+      end the GPU processes left in the stopped unit's cgroup, which stopping it does not end;
       ``health_url`` (``start``, ``restart``, ``pivot``): the URL that must answer 200 once the
       started unit is up (``health=`` on the command; validated ``http(s)://…``).
     """
@@ -94,6 +97,7 @@ class ActionSpec:
     to_unit: str | None = None
     need_bytes: int | None = None
     health_url: str | None = None
+    kill_leftovers: bool = True
 
     def to_json(self) -> dict[str, Any]:
         """The stored shape (``action_requests.spec``), with ``schema_version``."""
@@ -120,7 +124,9 @@ class ActionSpec:
             parts = [f"kill {self.host}"] + ([f"gpu={self.gpu}"] if self.gpu is not None else [])
             return " ".join(parts + [f"pid={p}" for p in self.pids])
         health = [f"health={self.health_url}"] if self.health_url else []
+        kill = [] if self.kill_leftovers else ["kill=none"]
         if k in UNIT_KINDS:
-            return " ".join([f"{k.value} {self.host} {self.unit}", *health])
-        extra = [f"delete={p}" for p in self.paths] + ([f"need={typed_size(self.need_bytes)}"] if self.need_bytes else []) + health
+            return " ".join([f"{k.value} {self.host} {self.unit}", *(kill if k is ActionKind.STOP else []), *health])
+        extra = ([f"delete={p}" for p in self.paths] + ([f"need={typed_size(self.need_bytes)}"] if self.need_bytes else [])
+                 + kill + [f"pid={p}" for p in self.pids] + health)
         return " ".join([f"pivot {self.host} from={self.from_unit} to={self.to_unit}", *extra])

@@ -52,6 +52,11 @@ class ProcItem:
     start_time: str
     cmd_sha: str
     cmdline: str
+    user: str | None = None
+    """Its owner as ``ps`` named it at plan time (``None`` in plans stored before it existed)."""
+    owner: str | None = None
+    """What it belongs to, from its cgroup: a unit (``vllm-glm5.service``), a container
+    (``docker NAME``), a Kubernetes pod; ``None``: nothing (or not read)."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from bot.names import validate_path
 from bot.privilege.access import read_access
 from bot.probes.engine import run_framed
 from bot.probes.frames import ProbeOutput
-from bot.probes.readings import FolderState
+from bot.probes.readings import FolderState, GpuProcess, ProcessOwner
 from bot.probes.system import parse_df, parse_du
 from bot.sizes import human_bytes
 from bot.ssh.target import HostTarget
@@ -223,11 +223,32 @@ async def _kill(ctx: _Ctx) -> Plan:
         raise PlanRefused("no GPU compute process to end" + (f" on GPU {spec.gpu}" if spec.gpu is not None else "")
                           + ("; " + "; ".join(held) + ": the memory is held by processes gpubot cannot see (another "
                              "container or PID namespace), which must be ended on the host" if held else ""))
-    by_pid: dict[int, list[Any]] = {}
+    by_pid: dict[int, list[GpuProcess]] = {}
     for p in procs:
         by_pid.setdefault(p.pid, []).append(p)
+    items, warnings = await _pin(ctx, by_pid)
+    if not items:
+        raise PlanRefused("every listed process ended since the probe; nothing to kill")
+    grace = ctx.services.settings.kill_grace_s
+    step = KillStep(f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s",
+                    tuple(items))
+    lines = [_proc_line(p) for p in items]
+    gpus = sorted({p.gpu for p in items if p.gpu is not None})
+    expected = f"ends {len(items)} process{'es' if len(items) > 1 else ''}; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}"
+    return Plan(spec, ctx.report.snapshot_id, [step], lines, expected, procs=items, warnings=warnings)
+
+
+async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[ProcItem], list[str]]:
+    """Pin each GPU process (``{pid: its rows of the GPU probe}``) by start time and command line,
+    read now on the host: ``(items, warnings)``; a process that ended since the probe is a warning.
+    Raises :class:`PlanRefused` when the bot user may not read a process's ``/proc`` entry."""
+    if not by_pid:
+        return [], []
     out = await run_framed(ctx.services.runner, ctx.target, remote.proc_commands(list(by_pid)),
-                                  timeout=ctx.services.settings.batch_timeout_s)
+                           timeout=ctx.services.settings.batch_timeout_s)
+    gpu = ctx.report.readings.gpu if ctx.report.readings else None
+    index = {g.uuid: g.index for g in gpu.gpus} if gpu else {}
+    owners = _owners(ctx)
     items, warnings, unreadable = [], [], []
     for pid, entries in by_pid.items():
         o = out.get(f"proc.{pid}")
@@ -242,18 +263,120 @@ async def _kill(ctx: _Ctx) -> Plan:
         raw = bytes.fromhex(kv.get("cmd", "")).replace(b"\0", b" ").decode("utf-8", "replace")
         cmdline = "".join(c for c in raw if c.isprintable()).strip()
         used = sum(e.used_memory_mib or 0 for e in entries)
-        items.append(ProcItem(pid, entries[0].process_name, index.get(entries[0].gpu_uuid), used, kv["start"], kv["sha"], cmdline))
+        owner = owners.get(pid)
+        items.append(ProcItem(pid, entries[0].process_name, index.get(entries[0].gpu_uuid), used, kv["start"], kv["sha"], cmdline,
+                              user=owner.user if owner else None, owner=owner_words(owner)))
     if unreadable:
         raise _refuse(unreadable)
+    return items, warnings
+
+
+def _owners(ctx: _Ctx) -> dict[int, ProcessOwner]:
+    readings = ctx.report.readings
+    return {o.pid: o for o in (readings.owners.owners if readings and readings.owners else [])}
+
+
+def owner_words(o: ProcessOwner | None) -> str | None:
+    """What a process belongs to, in a few words: ``vllm.service``, ``docker NAME``, ``Kubernetes pod
+    UID8 (containerd ID12)``; ``None`` when its cgroup names none (or was not read)."""
+    if o is None:
+        return None
+    if o.pod_uid:
+        return f"Kubernetes pod {o.pod_uid[:8]}" + (f" ({o.runtime or 'container'} {o.container_name or o.container_id[:12]})"
+                                                      if o.container_id else "")
+    if o.container_id:
+        return f"{o.runtime or 'container'} {o.container_name or o.container_id[:12]}"
+    return o.unit
+
+
+def _proc_line(p: ProcItem, why: str = "") -> str:
+    """``pid 31582 python3 on GPU 3 — 81,920 MiB — vllm-glm5.service, user vllm — `cmdline```: what a kill
+    step will end, as the card shows it (the command line in full up to 120 characters)."""
+    who = ", ".join(x for x in [p.owner or "", f"user {p.user}" if p.user else ""] if x)
+    return (f"pid {p.pid} {p.name} on GPU {p.gpu} — {p.used_mib or 0:,} MiB" + (f" — {who}" if who else "") + why
+            + f" — `{p.cmdline[:120]}`")
+
+
+RUNNING_STATES = frozenset({"active", "activating", "reloading", "deactivating"})
+"""ActiveStates in which stopping a unit still ends its cgroup's processes (systemd kills the cgroup)."""
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """GPU processes a stop of ``unit`` will not end, grouped by pid (their rows of the GPU probe):
+    ``ours`` are in the unit's cgroup while the unit is not running (an orphan outlived it: systemd
+    will not kill them again), ``others`` belong to anything else (another unit, a container, a
+    user's shell)."""
+
+    unit: str
+    ours: dict[int, list[GpuProcess]]
+    others: dict[int, list[GpuProcess]]
+
+
+def leftovers(ctx: _Ctx, unit: UnitItem) -> Leftovers:
+    """Split the probe's GPU processes by what stopping ``unit`` does to them (see :class:`Leftovers`);
+    a process of the unit's cgroup while it runs is neither: the stop ends it."""
+    gpu = ctx.report.readings.gpu if ctx.report.readings else None
+    ours: dict[int, list[GpuProcess]] = {}
+    others: dict[int, list[GpuProcess]] = {}
+    if gpu is None or gpu.failure is not None:
+        return Leftovers(unit.name, ours, others)
+    owners = _owners(ctx)
+    readings = ctx.report.readings
+    seen = next((u for u in (readings.units if readings else []) if u.name == unit.name), None)
+    main_pid = seen.main_pid if seen and seen.main_pid else None
+    running = unit.active_state in RUNNING_STATES
+    for p in gpu.processes:
+        o = owners.get(p.pid)
+        if o is not None and o.unit == unit.name and not o.container_id:
+            if not running:
+                ours.setdefault(p.pid, []).append(p)
+        elif not (running and p.pid == main_pid):  # the main process of a running unit ends with it
+            others.setdefault(p.pid, []).append(p)
+    return Leftovers(unit.name, ours, others)
+
+
+async def _leftover_kill(ctx: _Ctx, unit: UnitItem, *, others_too: bool) -> tuple[KillStep | None, list[ProcItem], list[str], list[str]]:
+    """The pinned kill step of a stop or pivot: ``(step or None, items, lines, warnings)``. It ends the
+    processes left in ``unit``'s cgroup (unless ``kill=none``) and those named with ``pid=``; with
+    ``others_too`` (a pivot, which needs every GPU) the GPU processes it leaves running are warned about."""
+    spec, found = ctx.spec, leftovers(ctx, unit)
+    known = found.ours | found.others
+    stray = [str(pid) for pid in spec.pids if pid not in known]
+    if stray:
+        raise PlanRefused(f"pid {', '.join(stray)} is not a GPU compute process on {spec.host} in the latest probe")
+    chosen = {pid: rows for pid, rows in known.items() if pid in spec.pids or (spec.kill_leftovers and pid in found.ours)}
+    items, warnings = await _pin(ctx, chosen)
+    if found.ours and not spec.kill_leftovers:
+        left = ", ".join(f"pid {pid}" for pid in found.ours if pid not in spec.pids)
+        if left:
+            warnings.append(f"kill=none: {left} left in {unit.name}'s cgroup will not be ended"
+                            + (" and the GPU wait fails unless they end" if others_too else ""))
+    if others_too:
+        for pid, rows in found.others.items():
+            if pid in spec.pids:
+                continue
+            o = _owners(ctx).get(pid)
+            what = owner_words(o)
+            warnings.append(f"pid {pid} {rows[0].process_name} ({sum(r.used_memory_mib or 0 for r in rows):,} MiB"
+                            + (f", {what}" if what else "") + (f", user {o.user}" if o and o.user else "")
+                            + f") is not {unit.name}'s and will not be ended: the GPU wait fails unless it ends; "
+                            f"add pid={pid} to end it")
     if not items:
-        raise PlanRefused("every listed process ended since the probe; nothing to kill")
+        return None, [], [], warnings
     grace = ctx.services.settings.kill_grace_s
-    step = KillStep(f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s",
-                    tuple(items))
-    lines = [f"pid {p.pid} {p.name} on GPU {p.gpu} — {p.used_mib or 0:,} MiB — `{p.cmdline[:120]}`" for p in items]
+    n = len(items)
+    title = (f"end {n} leftover process{'es' if n > 1 else ''} ({', '.join(f'pid {p.pid}' for p in items)}): "
+             f"SIGTERM, SIGKILL after {grace:g} s")
+    lines = [("end " + _proc_line(p, f" — left in {unit.name}'s cgroup ({unit.active_state or 'state unknown'})"
+                                  if p.pid in found.ours else " — named with pid=")) for p in items]
+    return KillStep(title, tuple(items)), items, lines, warnings
+
+
+def _ends(items: list[ProcItem]) -> str:
     gpus = sorted({p.gpu for p in items if p.gpu is not None})
-    expected = f"ends {len(items)} process{'es' if len(items) > 1 else ''}; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}"
-    return Plan(spec, ctx.report.snapshot_id, [step], lines, expected, procs=items, warnings=warnings)
+    return (f"ends {len(items)} process{'es' if len(items) > 1 else ''} ({sum(p.used_mib or 0 for p in items):,} MiB"
+            + (f" on GPU {', '.join(map(str, gpus))}" if gpus else "") + ")")
 
 
 # --- units ---------------------------------------------------------------------------------------
@@ -321,8 +444,11 @@ async def _unit_plan(ctx: _Ctx) -> Plan:
     goal = "inactive" if verb == "stop" else "active"
     warnings = [f"{u.name} is already {u.active_state}"] if u.active_state == goal and verb != "restart" else []
     if verb == "stop":
-        return Plan(ctx.spec, ctx.report.snapshot_id, [unit_step(verb, u.name)], [f"{verb} {u.name} — now {_state(u)}"],
-                    f"{u.name}: {u.active_state or 'unknown'} → {goal}", units=[u], warnings=warnings)
+        kill, items, kill_lines, kill_warnings = await _leftover_kill(ctx, u, others_too=False)
+        steps: list[Step] = [unit_step(verb, u.name), *([kill] if kill else [])]
+        expected = f"{u.name}: {u.active_state or 'unknown'} → {goal}" + (f"; {_ends(items)}" if items else "")
+        return Plan(ctx.spec, ctx.report.snapshot_id, steps, [f"{verb} {u.name} — now {_state(u)}", *kill_lines],
+                    expected, procs=items, units=[u], warnings=warnings + kill_warnings)
     check = await health_check(ctx, u.name)
     return Plan(ctx.spec, ctx.report.snapshot_id, [unit_step(verb, u.name, check)],
                 [f"{verb} {u.name} — now {_state(u)}", _up_line(check)],
@@ -339,11 +465,13 @@ async def _pivot(ctx: _Ctx) -> Plan:
     items = await resolve_paths(ctx, list(spec.paths), allowed_roots(s, spec.host, ctx.group)) if spec.paths else []
     readings = ctx.report.readings
     disk = readings.disks[0] if readings and readings.disks else None
-    steps: list[Step] = [unit_step("stop", a.name),
+    kill, procs, kill_lines, warnings = await _leftover_kill(ctx, a, others_too=True)
+    steps: list[Step] = [unit_step("stop", a.name), *([kill] if kill else []),
              WaitGpusStep(f"wait until every GPU is free (≤ {s.gpu_free_mib} MiB, no process; up to {s.pivot_gpu_wait_s:g} s)")]
     steps += [_delete_step(it) for it in items]
-    lines = [f"stop {a.name} — now {_state(a)}", f"wait until GPUs are free ({_busy(ctx)})", *(_path_line(it) for it in items)]
-    expected = [f"frees {human_bytes(sum(it.size_bytes or 0 for it in items))}"] if items else []
+    lines = [f"stop {a.name} — now {_state(a)}", *kill_lines, f"wait until GPUs are free ({_busy(ctx)})",
+             *(_path_line(it) for it in items)]
+    expected = ([_ends(procs)] if procs else []) + ([f"frees {human_bytes(sum(it.size_bytes or 0 for it in items))}"] if items else [])
     if disk is not None and disk.avail_bytes is not None and (items or spec.need_bytes is not None):
         after = disk.avail_bytes + sum(it.size_bytes or 0 for it in items if it.mount == disk.mount)
         expected.append(f"{human_bytes(after)} free after on {disk.mount}")
@@ -361,8 +489,8 @@ async def _pivot(ctx: _Ctx) -> Plan:
     steps.append(unit_step("start", b.name, check))
     lines += [f"start {b.name} — now {_state(b)}", _up_line(check)]
     expected.append(f"{b.name} up" + (f" ({check.url} → 200)" if check.url else ""))
-    return Plan(spec, ctx.report.snapshot_id, steps, lines, "; ".join(expected), paths=items, units=[a, b],
-                volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None)
+    return Plan(spec, ctx.report.snapshot_id, steps, lines, "; ".join(expected), paths=items, procs=procs, units=[a, b],
+                volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None, warnings=warnings)
 
 
 def _busy(ctx: _Ctx) -> str:

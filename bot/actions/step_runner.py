@@ -44,6 +44,8 @@ class StepOutcome:
     stderr: str = ""
     health: HealthProgress | None = None
     journal: JournalTail | None = None
+    holders: tuple[int, ...] = ()
+    """A GPU wait that failed: the PIDs of the GPU processes still listed at its last look."""
 
 
 def sudo_said(text: str) -> str | None:
@@ -174,13 +176,14 @@ class StepRunner:
         polls, reasons = 0, ["not checked"]
         while True:
             polls += 1
-            reasons = self._busy_reasons(await self.gpus_now())
+            report = await self.gpus_now()
+            reasons = self._busy_reasons(report)
             waited = time.monotonic() - started
             if not reasons:
                 return StepOutcome(True, f"every GPU is free (after {waited:.1f} s, {polls} check{'s' if polls != 1 else ''})", 0)
             if waited + s.pivot_gpu_poll_s > s.pivot_gpu_wait_s:
                 return StepOutcome(False, f"GPUs still not free after {waited:.1f} s: " + "; ".join(reasons), 1,
-                                   "\n".join(reasons))
+                                   "\n".join(reasons), holders=tuple(dict.fromkeys(p.pid for p in report.processes)))
             await asyncio.sleep(s.pivot_gpu_poll_s)
 
     async def _check_disk(self, path: str, need: int) -> StepOutcome:

@@ -6,7 +6,7 @@ render a :class:`RequestView`; flows hand one to their ``notify`` callback after
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from bot.actions.journal import JournalTail
@@ -54,7 +54,10 @@ class RequestView:
     journal: JournalTail | None = None
     next_steps: list[str] = field(default_factory=list)
     """Follow-ups offered after a start that did not come up (``restart``, and ``pivot_back`` for a
-    pivot), or after a pivot that stopped the old unit and failed before the start (``pivot_back``)."""
+    pivot), or after a pivot that stopped the old unit and failed before the start (``pivot_back``,
+    and ``kill_continue`` when its GPU wait failed on processes still listed)."""
+    holders: list[int] = field(default_factory=list)
+    """The PIDs a failed GPU wait still saw (``kill_continue`` names them)."""
 
     @property
     def title(self) -> str:
@@ -80,11 +83,14 @@ class RequestView:
         return self.next_steps if self.replannable else []
 
     def follow_up_spec(self, what: str) -> ActionSpec:
-        """The request a follow-up makes: ``restart`` the unit that did not come up, or
-        ``pivot_back`` (``from`` and ``to`` swapped, nothing deleted); raises ValueError."""
+        """The request a follow-up makes: ``restart`` the unit that did not come up,
+        ``pivot_back`` (``from`` and ``to`` swapped, nothing deleted), or ``kill_continue`` (the same
+        pivot with the PIDs its GPU wait still saw named, ``pid=``); raises ValueError."""
         spec = self.spec
         if spec is None or what not in self.next_steps:
             raise ValueError(f"request #{self.id} offers no {what!r}")
+        if what == "kill_continue":
+            return replace(spec, pids=tuple(dict.fromkeys([*spec.pids, *self.holders])))
         if what == "restart":
             unit = spec.to_unit if spec.kind is ActionKind.PIVOT else spec.unit
             return ActionSpec(ActionKind.RESTART, spec.host, unit=unit, health_url=spec.health_url)
@@ -96,6 +102,8 @@ class RequestView:
             return what
         if what == "restart":
             return f"Restart {spec.to_unit if spec.kind is ActionKind.PIVOT else spec.unit}"
+        if what == "kill_continue":
+            return f"Kill PID{'s' if len(self.holders) > 1 else ''} {', '.join(map(str, self.holders))} and continue"
         return f"Pivot back to {spec.from_unit}"
 
     @property
@@ -126,5 +134,5 @@ def view_of(req: ActionRequest, decisions: list[Approval], rows: list[ActionStep
         after_snapshot_id=req.after_snapshot_id, replaced_by=req.replaced_by, channel=req.channel,
         message_ts=req.message_ts, spec=ActionSpec.from_json(req.spec),
         journal=JournalTail.from_json(result["journal"]) if (result := req.result or {}).get("journal") else None,
-        next_steps=list(result.get("next", [])),
+        next_steps=list(result.get("next", [])), holders=[int(p) for p in result.get("holders", [])],
     )

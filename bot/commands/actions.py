@@ -21,7 +21,11 @@ from bot.sizes import parse_bytes
 
 CLEAN_USAGE = "clean HOST weights=PATH[,PATH...] | clean HOST hf-cache [repo=ORG/NAME]"
 KILL_USAGE = "kill HOST [gpu=N] [pid=PID...]"
-PIVOT_USAGE = "pivot HOST from=UNIT to=UNIT [delete=PATH...] [need=SIZE] [health=URL]"
+PIVOT_USAGE = "pivot HOST from=UNIT to=UNIT [delete=PATH...] [need=SIZE] [kill=leftovers|none] [pid=PID...] [health=URL]"
+STOP_USAGE = "stop HOST UNIT [kill=leftovers|none]"
+KILL_CHOICES = {"leftovers": True, "none": False}
+"""``kill=`` of ``stop`` and ``pivot``: end the GPU processes left in the stopped unit's cgroup (the
+default) or not."""
 AUDIT_USAGE = "audit [HOST]"
 LOGS_USAGE = "logs HOST UNIT [lines=N]"
 REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
@@ -121,26 +125,36 @@ def parse_kill(args: list[str]) -> ActionSpec:
     return ActionSpec(ActionKind.KILL, _host(words, KILL_USAGE)[0], gpu=gpu, pids=pid_values)
 
 
+def _kill_choice(opts: dict[str, str], usage: str) -> bool:
+    """``kill=leftovers`` (also the default) → True, ``kill=none`` → False; raises :class:`UsageError`."""
+    value = opts.get("kill", "leftovers").lower()
+    if value not in KILL_CHOICES:
+        raise UsageError(f"`kill={value[:40]}` is not a choice: `kill=leftovers` (the default: end the GPU processes left "
+                         "in the stopped unit's cgroup) or `kill=none`; other processes are named with `pid=`", usage=usage)
+    return KILL_CHOICES[value]
+
+
 def _unit_parser(kind: ActionKind) -> Callable[[list[str]], ActionSpec]:
     usage = unit_usage(kind)
-    keys = [] if kind is ActionKind.STOP else ["health"]
+    keys = ["kill"] if kind is ActionKind.STOP else ["health"]
 
     def parse(args: list[str]) -> ActionSpec:
         opts, words = split_options(args, keys, usage)
         host, unit = _host(words, usage, 2)
         health = validate_health_url(opts["health"], usage) if "health" in opts else None
-        return ActionSpec(kind, host, unit=validate_unit(unit), health_url=health)
+        return ActionSpec(kind, host, unit=validate_unit(unit), health_url=health, kill_leftovers=_kill_choice(opts, usage))
 
     return parse
 
 
 def unit_usage(kind: ActionKind) -> str:
-    return f"{kind.value} HOST UNIT" + ("" if kind is ActionKind.STOP else " [health=URL]")
+    return STOP_USAGE if kind is ActionKind.STOP else f"{kind.value} HOST UNIT [health=URL]"
 
 
 def parse_pivot(args: list[str]) -> ActionSpec:
     deletes, rest = _take(args, "delete")
-    opts, words = split_options(rest, ["from", "to", "need", "health"], PIVOT_USAGE)
+    pids, rest = _take(rest, "pid")
+    opts, words = split_options(rest, ["from", "to", "need", "health", "kill"], PIVOT_USAGE)
     if "from" not in opts or "to" not in opts:
         raise UsageError("a pivot needs `from=UNIT` and `to=UNIT`", usage=PIVOT_USAGE)
     a, b = validate_unit(opts["from"]), validate_unit(opts["to"])
@@ -148,8 +162,12 @@ def parse_pivot(args: list[str]) -> ActionSpec:
         raise UsageError("`from=` and `to=` are the same unit", usage=PIVOT_USAGE)
     need = parse_bytes(opts["need"]) if "need" in opts else None
     health = validate_health_url(opts["health"], PIVOT_USAGE) if "health" in opts else None
+    if len(pids) > MAX_ITEMS:
+        raise UsageError(f"at most {MAX_ITEMS} PIDs at a time", usage=PIVOT_USAGE)
+    pid_values = tuple(dict.fromkeys(_int(p, "PID", 2, MAX_PID, PIVOT_USAGE) for p in pids))
     return ActionSpec(ActionKind.PIVOT, _host(words, PIVOT_USAGE, paths=bool(deletes))[0], paths=_paths(deletes, PIVOT_USAGE),
-                      from_unit=a, to_unit=b, need_bytes=need, health_url=health)
+                      from_unit=a, to_unit=b, need_bytes=need, health_url=health, pids=pid_values,
+                      kill_leftovers=_kill_choice(opts, PIVOT_USAGE))
 
 
 def parse_audit(args: list[str]) -> AuditCommand:
@@ -170,13 +188,13 @@ SPECS = [
     CommandSpec(("clean",), CLEAN_USAGE, "plan deleting weight folders or HF cache entries (needs approval)",
                 Role.OPERATOR, parse_clean),
     CommandSpec(("kill",), KILL_USAGE, "plan ending GPU compute processes (needs approval)", Role.OPERATOR, parse_kill),
-    CommandSpec(("stop",), "stop HOST UNIT", "plan stopping a configured unit (needs approval)", Role.OPERATOR,
-                _unit_parser(ActionKind.STOP)),
+    CommandSpec(("stop",), STOP_USAGE, "plan stopping a configured unit and ending what its cgroup leaves on the GPUs (needs approval)",
+                Role.OPERATOR, _unit_parser(ActionKind.STOP)),
     CommandSpec(("start",), unit_usage(ActionKind.START), "plan starting a configured unit; done when it is up (needs approval)",
                 Role.OPERATOR, _unit_parser(ActionKind.START)),
     CommandSpec(("restart",), unit_usage(ActionKind.RESTART), "plan restarting a configured unit; done when it is up (needs approval)",
                 Role.OPERATOR, _unit_parser(ActionKind.RESTART)),
-    CommandSpec(("pivot",), PIVOT_USAGE, "plan stop A → GPUs free → delete → disk check → start B, done when B answers (needs approval)",
+    CommandSpec(("pivot",), PIVOT_USAGE, "plan stop A → end its leftovers → GPUs free → delete → disk check → start B, done when B answers (needs approval)",
                 Role.OPERATOR, parse_pivot),
     CommandSpec(("logs",), LOGS_USAGE, "a watched unit's recent journal, only to you (journals may hold secrets)",
                 Role.OPERATOR, parse_logs),

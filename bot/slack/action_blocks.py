@@ -29,7 +29,8 @@ from bot.render.shorten import shorten_middle
 from bot.slack.blocks import HEADER_LIMIT, LINE_CAP, SECTION_LIMIT, escape, fit_lines
 from bot.slack.ids import ActionId
 
-FOLLOW_UP_IDS = {"restart": ActionId.ACTION_RESTART_UNIT, "pivot_back": ActionId.ACTION_PIVOT_BACK}
+FOLLOW_UP_IDS = {"restart": ActionId.ACTION_RESTART_UNIT, "pivot_back": ActionId.ACTION_PIVOT_BACK,
+                 "kill_continue": ActionId.ACTION_KILL_CONTINUE}
 JOURNAL_INLINE_LINES = 40
 """A journal tail longer than this (or than one section) goes to the thread as a file."""
 
@@ -134,7 +135,7 @@ def _buttons(view: RequestView) -> list[ButtonElement]:
                 ButtonElement(text="Reject", action_id=ActionId.ACTION_REJECT.value, value=value, style="danger")]
     if view.replannable:
         follow = [ButtonElement(text=view.follow_up_label(what)[:75], action_id=FOLLOW_UP_IDS[what].value, value=value,
-                                style="primary" if what == "restart" else None)
+                                style="primary" if what in ("restart", "kill_continue") else None)
                   for what in view.follow_ups if what in FOLLOW_UP_IDS]
         return [*follow, ButtonElement(text="Re-plan", action_id=ActionId.ACTION_REPLAN.value, value=value)]
     return []

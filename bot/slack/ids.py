@@ -20,6 +20,7 @@ class ActionId(str, enum.Enum):
     ACTION_REPLAN = "gpubot.actions.replan"
     ACTION_RESTART_UNIT = "gpubot.actions.restart_unit"
     ACTION_PIVOT_BACK = "gpubot.actions.pivot_back"
+    ACTION_KILL_CONTINUE = "gpubot.actions.kill_continue"
 
 
 NOT_REQUEST_BOUND = {

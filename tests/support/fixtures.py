@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.support import fakestate
+from tests.support.cgroups import UnitCgroups
 from tests.support.holders import HolderPool
 from tests.support.sshd import SshTestServer
 
@@ -25,6 +26,7 @@ class FakeHosts:
     def __init__(self, server: SshTestServer):
         self.server = server
         self.holders = HolderPool(server)
+        self.cgroups = UnitCgroups()
 
     def write(self, addr: str, **state: Any) -> fakestate.HostState:
         return fakestate.write_state(self.server, addr, **state)
@@ -43,8 +45,16 @@ class FakeHosts:
         """Give ``addr`` a fake PCI bus (:func:`tests.support.fakestate.write_sysfs`)."""
         return fakestate.write_sysfs(self.server, addr, devices)
 
+    def orphan(self, addr: str, unit: str, gpu: int, used_mib: int, name: str = "python3"):
+        """A live process holding ``used_mib`` on ``gpu`` that lies in ``unit``'s cgroup (as a process a
+        stopped service left behind does); kill it to free the GPU."""
+        proc = self.hold(addr, gpu, used_mib, name)
+        self.cgroups.join(proc.pid, unit)
+        return proc
+
     def reset(self) -> None:
         self.holders.close()
+        self.cgroups.close()
         fakestate.reset_state(self.server)
 
 

@@ -1,0 +1,80 @@
+"""Put a real process in a systemd unit's cgroup, as an orphan of a stopped service sits in it.
+
+The owners probe reads ``/proc/PID/cgroup`` on the host (:mod:`bot.probes.owners`); a process that
+lies in ``/system.slice/…/vllm-glm5.service`` reads as that unit's. The test machine runs no
+systemd, so :class:`UnitCgroups` makes that cgroup itself, under a slice of its own
+(``/system.slice/gpubot-test-<token>.slice/<unit>``, so parallel tests never share one), in the
+hierarchies systemd keeps its tree in: the named ``name=systemd`` v1 hierarchy of a hybrid host and
+the cgroup2 (unified) one. It needs root and a writable cgroup file system; without them
+:meth:`UnitCgroups.join` raises :class:`CgroupUnavailable` naming what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+
+class CgroupUnavailable(RuntimeError):
+    """No cgroup hierarchy could take the process (not root, or no writable cgroup mount)."""
+
+
+def _hierarchies() -> list[str]:
+    """Mount points of the ``name=systemd`` v1 hierarchy and of cgroup2, in that order."""
+    found: list[str] = []
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 4:
+                continue
+            where, kind, options = fields[1], fields[2], fields[3].split(",")
+            if kind == "cgroup" and "name=systemd" in options:
+                found.insert(0, where)
+            elif kind == "cgroup2":
+                found.append(where)
+    return found
+
+
+class UnitCgroups:
+    """Cgroups made for one test; :meth:`close` moves what is left back to the root and removes them."""
+
+    def __init__(self) -> None:
+        self.slice = f"system.slice/gpubot-test-{secrets.token_hex(4)}.slice"
+        self.made: list[str] = []
+
+    def join(self, pid: int, unit: str) -> list[str]:
+        """Move ``pid`` into ``unit``'s cgroup; the cgroup paths it now has (``/system.slice/…/unit``)."""
+        joined, errors = [], []
+        for mount in _hierarchies():
+            leaf = os.path.join(mount, self.slice, unit)
+            try:
+                os.makedirs(leaf, exist_ok=True)
+                if leaf not in self.made:
+                    self.made.append(leaf)
+                with open(os.path.join(leaf, "cgroup.procs"), "w") as f:
+                    f.write(str(pid))
+                joined.append(f"/{self.slice}/{unit}")
+            except OSError as exc:
+                errors.append(f"{mount}: {exc}")
+        if not joined:
+            raise CgroupUnavailable("cannot place a process in a unit's cgroup here (needs root and a writable cgroup "
+                                    f"mount): {'; '.join(errors) or 'no name=systemd or cgroup2 mount'}")
+        return joined
+
+    def close(self) -> None:
+        for leaf in reversed(self.made):
+            mount = leaf[: leaf.index("/" + self.slice)]
+            try:
+                with open(os.path.join(leaf, "cgroup.procs")) as f:
+                    pids = f.read().split()
+                for pid in pids:
+                    with open(os.path.join(mount, "cgroup.procs"), "w") as f:
+                        f.write(pid)
+            except OSError:
+                pass
+            for folder in (leaf, os.path.dirname(leaf)):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    pass
+        self.made.clear()
