@@ -68,3 +68,19 @@ def test_every_message_stays_within_the_text_budget_and_each_host_is_threaded_on
     smallest, same_thread = fleet_blocks(view, budget=0)  # the last retry: headline, counts, where the rest is
     assert blocks_text(smallest).splitlines()[-1] == f"_{problems:,} hosts with a problem, and every host with details, in the thread._"
     assert len(smallest) == 4 and same_thread == thread
+
+
+def test_a_fan_out_cut_off_by_a_shutdown_names_the_hosts_and_how_to_probe_them_again():
+    def cut(name: str, code: str, text: str) -> StatusReport:
+        return StatusReport(name, "?", None, NOW, 0, Assessment(Verdict.UNKNOWN, [Reason(code, f"{name}: {text}", Severity.UNKNOWN)]), None)
+
+    reports = [report(1), cut("node0002", "interrupted", "interrupted: the bot shut down before the probe finished"),
+               *(cut(f"node{i:04d}", "shutting_down", "the bot is shutting down; the probe was not started") for i in range(3, 15))]
+    blocks, _ = fleet_blocks(fleet_view("group train", reports, rerun="/gpu status group:train"))
+    validate_message(blocks)
+    assert blocks[2]["text"]["text"] == (
+        ":warning: The bot shut down during this check: 1 host was cut off (stored as interrupted: node0002) and 12 not "
+        "probed (node0003, node0004, node0005, node0006, node0007, node0008, node0009, node0010, node0011, node0012 and "
+        "2 more). Run `/gpu status group:train` again.")
+    plain, _ = fleet_blocks(fleet_view("group train", [report(1), report(2)], rerun="/gpu status group:train"))
+    assert "shut down" not in blocks_text(plain)

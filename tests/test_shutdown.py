@@ -30,9 +30,9 @@ ADDRESSES = [f"127.0.0.{n}" for n in range(41, 53)]  # 12 hosts
 PROBE_S = 2.0
 
 
-def slow_gpus(server: SshTestServer, log: Path) -> None:
+def slow_gpus(server: SshTestServer, log: Path, probe_s: float = PROBE_S) -> None:
     """Wrap the server's fake nvidia-smi: note which host asked (``$SSH_CONNECTION``'s server
-    address) in ``log``, and take ``PROBE_S`` seconds per GPU query."""
+    address) in ``log``, and take ``probe_s`` seconds per GPU query."""
     real = os.path.join(server.bin_dir, "nvidia-smi.real")
     os.rename(os.path.join(server.bin_dir, "nvidia-smi"), real)
     wrapper = os.path.join(server.bin_dir, "nvidia-smi")
@@ -40,7 +40,7 @@ def slow_gpus(server: SshTestServer, log: Path) -> None:
         f.write(f"""#!/bin/sh
 set -- "$@"
 echo "$SSH_CONNECTION" | cut -d' ' -f3 >> {log}
-case "$*" in *--query-gpu*) sleep {PROBE_S};; esac
+case "$*" in *--query-gpu*) sleep {probe_s};; esac
 exec {real} "$@"
 """)
     os.chmod(wrapper, 0o755)
@@ -123,3 +123,67 @@ async def test_sigterm_during_a_fan_out_keeps_every_started_probe_and_starts_no_
         assert any(line["event"].startswith("stopped in") for line in lines)
     finally:
         await asyncio.to_thread(server.stop)
+
+
+async def test_sigterm_past_the_grace_period_finishes_the_message_and_stores_the_cut_off_hosts_as_interrupted(tmp_path):
+    """Probes that would take 60 s and a grace of 1 s: the probes in flight are interrupted, each
+    stored as an interrupted snapshot; the hosts never started get none; the channel message is
+    finished (no "answered" progress left), naming both and the command that probes them again."""
+    started_log = tmp_path / "started.log"
+    started_log.touch()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'cut.db'}"
+    await asyncio.to_thread(upgrade, url)
+    server = await asyncio.to_thread(SshTestServer(ADDRESSES).start)
+    try:
+        slow_gpus(server, started_log, probe_s=60)
+        host_ids = await _register(url, server)
+        port = free_port()
+        async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
+            proc = start_serve(database_url=url, api_url=recorder.url, port=port, ssh=server, token="xoxb-cut", secret="cut-secret",
+                               env={"GPUBOT_LOG_FORMAT": "json", "GPUBOT_MAX_CONCURRENT_PROBES": "3", "GPUBOT_SHUTDOWN_GRACE_S": "1",
+                                    "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0"})
+            try:
+                await wait_ready(http, port)
+                body = slash_command_body("status group:train", response_url=recorder.response_url("cut"))
+                async with http.post(f"http://127.0.0.1:{port}/slack/events", data=body,
+                                     headers=signed_headers(body, "cut-secret")) as r:
+                    assert r.status == 200
+                await recorder.wait_for("chat.postMessage", timeout=60)  # "probing group:train…"
+                for _ in range(600):  # until the first probes are inside nvidia-smi
+                    if len(set(started_log.read_text().split())) >= 3:
+                        break
+                    await asyncio.sleep(0.05)
+                proc.send_signal(signal.SIGTERM)
+                out = await asyncio.to_thread(proc.communicate, timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
+        assert proc.returncode == 0, out[0][-3000:]
+        final = recorder.calls_of("chat.update")[-1].body
+        shown = str(final["blocks"])
+        assert "answered" not in final["text"], final["text"]  # finished, not left at "3/12 answered"
+        started = set(started_log.read_text().split())
+        cut_names = sorted(f"node{i:02d}" for i, a in enumerate(ADDRESSES) if a in started)
+        never = sorted(f"node{i:02d}" for i, a in enumerate(ADDRESSES) if a not in started)
+        assert 3 <= len(cut_names) < len(ADDRESSES)
+        assert f"The bot shut down during this check: {len(cut_names)} hosts were cut off (stored as interrupted: " in shown, shown
+        assert all(n in shown for n in cut_names) and f"{len(never)} not probed" in shown, shown
+        assert "Run `/gpu status group:train` again." in shown, shown
+        snaps = await _snapshots(url)
+        assert sorted(host_ids[s.host_id] for s in snaps) == sorted(started)  # one each, and none for the hosts never started
+        assert all(s.error_kind == "interrupted" and s.verdict == "unknown" for s in snaps), [(s.error_kind, s.verdict) for s in snaps]
+        assert all("interrupted: the bot shut down before the probe finished" in (s.error_message or "") for s in snaps)
+        lines = [json.loads(line) for line in out[0].splitlines() if line.strip()]
+        assert any("interrupted; each is stored as an interrupted snapshot" in line["event"] for line in lines)
+        assert not any("Traceback" in line.get("exception", "") for line in lines)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+async def _snapshots(url: str) -> list[Snapshot]:
+    engine = make_engine(url)
+    async with make_session_factory(engine)() as db:
+        rows = list((await db.execute(select(Snapshot))).scalars())
+    await engine.dispose()
+    return rows

@@ -25,7 +25,7 @@ from bot.config import Settings
 from bot.errors import NotFoundError
 from bot.flows.context import Services
 from bot.flows.loop_thread import relay
-from bot.flows.status import StatusReport, make_report, probe_and_judge, store_error_text
+from bot.flows.status import StatusReport, make_report, probe_or_interrupted, store_error_text
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
 from bot.lifecycle import ShuttingDown
@@ -96,8 +96,9 @@ async def _rows(services: Services, names: list[str]) -> tuple[dict[str, Host], 
 
 
 def _failed(name: str, exc: Exception, now: datetime) -> StatusReport:
+    code = exc.kind if isinstance(exc, ShuttingDown) else "error"
     return StatusReport(name, "?", None, now, 0,
-                        Assessment(Verdict.UNKNOWN, [Reason("error", f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))
+                        Assessment(Verdict.UNKNOWN, [Reason(code, f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))
 
 
 async def check_fleet(*, services: Services, names: list[str], title: str, need_bytes: int | None = None,
@@ -109,7 +110,9 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
     ``snapshot_id`` may still be ``None``: the snapshot is written with its batch);
     ``on_stored(stored, total, report)`` once its snapshot is written (or failed: ``store_error``),
     with the final report. The returned reports carry their snapshot ids (or ``store_error``). Every host gives a report (an
-    unreachable one, a name no longer registered, a failing store too); none raises.
+    unreachable one, a name no longer registered, a failing store too); none raises. During a shutdown a host
+    whose slot comes up is not probed (reason ``shutting_down``, nothing stored), and a probe cut off when the
+    grace period ends is stored as *interrupted* (reason ``interrupted``).
     """
     if services.fleet_loop is not None and not services.fleet_loop.is_current():
         home = asyncio.get_running_loop()
@@ -143,8 +146,8 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
                     target = HostTarget(name=name, address="localhost", transport="local")
                 else:
                     raise NotFoundError(f"no host called `{name}` (removed during the fan-out?)")
-                result, assessment, req = await probe_and_judge(services=services, target=target, host=host,
-                                                                need_bytes=need_bytes, known=tuple(known.get(name, ())))
+                result, assessment, req = await probe_or_interrupted(services=services, target=target, host=host,
+                                                                     need_bytes=need_bytes, known=tuple(known.get(name, ())))
                 stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by))
                 report = make_report(target, result, assessment, req, need_bytes=need_bytes)
             except ShuttingDown as exc:  # never started: no snapshot, no traceback

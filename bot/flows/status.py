@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -13,6 +14,7 @@ from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import ConfigError, validate_overrides
+from bot.lifecycle import resume
 from bot.names import endpoint
 from bot.observability.logs import log_context
 from bot.observability.metrics import observe_probe
@@ -112,6 +114,39 @@ def make_report(target: HostTarget, result: ProbeResult, assessment: Assessment,
                         error=result.error, need_bytes=need_bytes, units_expected=req.units, store_error=store_error)
 
 
+INTERRUPTED = "interrupted"
+"""The error kind of a probe cut off by the bot's shutdown (its host reads *unknown*)."""
+
+
+def interrupted_result(services: Services, target: HostTarget, taken_at: datetime, *, rerun: str) -> ProbeResult:
+    """The stored result of a probe of ``target`` that the bot's shutdown cut off (``taken_at``: when it
+    started): no readings, error kind :data:`INTERRUPTED`, and how to probe it again (``rerun``)."""
+    ms = int((services.clock() - taken_at).total_seconds() * 1000)
+    return ProbeResult(target.name, taken_at, max(0, ms), None, {}, INTERRUPTED,
+                       f"{target.name}: interrupted: the bot shut down before the probe finished; run `{rerun}` again")
+
+
+async def probe_or_interrupted(*, services: Services, target: HostTarget, host: Host | None, need_bytes: int | None = None,
+                               paths: tuple[str, ...] = (), known: tuple[KnownGpu, ...] = ()
+                               ) -> tuple[ProbeResult, Assessment, Requirements]:
+    """:func:`probe_and_judge`, interruptible by the shutdown (:meth:`~bot.lifecycle.WorkGate.interrupt`):
+    a probe cut off by it is an :func:`interrupted_result`, judged *unknown*, ready to be stored like any
+    other; a cancellation that is not the shutdown's is raised."""
+    taken_at = services.clock()
+    try:
+        with services.gate.interruptible():
+            return await probe_and_judge(services=services, target=target, host=host, need_bytes=need_bytes,
+                                         paths=paths, known=known)
+    except asyncio.CancelledError:
+        if not services.gate.interrupted:
+            raise
+        resume(asyncio.current_task())
+    rerun = f"{services.settings.command} status {target.name}"
+    result = interrupted_result(services, target, taken_at, rerun=rerun)
+    log.warning("probe of %s interrupted by the shutdown; stored as interrupted", target.name)
+    return result, not_probed(result.error or INTERRUPTED, INTERRUPTED), Requirements()
+
+
 def store_error_text(exc: BaseException) -> str:
     """What a report says when its snapshot could not be written, whatever the failure: our own
     errors as they read (:class:`~bot.errors.DatabaseUnavailable` names the database), others as
@@ -126,7 +161,8 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
                      paths: tuple[str, ...] = (), requested_by: str | None = None) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot (see :func:`_probe_and_store`), inside the
     process's work gate: during a shutdown it raises :class:`~bot.lifecycle.ShuttingDown` before
-    touching the host, and a probe that started is waited for (``GPUBOT_SHUTDOWN_GRACE_S``)."""
+    touching the host, and a probe that started is waited for (``GPUBOT_SHUTDOWN_GRACE_S``), then
+    interrupted and stored as such (:func:`probe_or_interrupted`)."""
     async with services.gate.job("probe"):
         with log_context(host=host_name):
             return await _probe_and_store(services=services, host_name=host_name, need_bytes=need_bytes,
@@ -147,8 +183,8 @@ async def _probe_and_store(*, services: Services, host_name: str, need_bytes: in
         host_id = host.id if host else None
         known = (await inventory.known(db_session=db, host_names=[target.name],
                                        since=services.clock() - timedelta(days=services.settings.gpu_inventory_days)))[target.name]
-    result, assessment, req = await probe_and_judge(services=services, target=target, host=host,
-                                                    need_bytes=need_bytes, paths=paths, known=tuple(known))
+    result, assessment, req = await probe_or_interrupted(services=services, target=target, host=host,
+                                                         need_bytes=need_bytes, paths=paths, known=tuple(known))
     snapshot_id: int | None = None
     store_error: str | None = None
     try:

@@ -203,13 +203,18 @@ class FleetView:
     headline: str
     counts: str
     lines: list[tuple[Verdict, str]]
+    note: str = ""
+    """Said under the counts when the bot's shutdown cut the fan-out short: which hosts, and how to
+    probe them again (empty otherwise)."""
 
 
 ORDER = [Verdict.UNREACHABLE, Verdict.NOT_READY, Verdict.UNKNOWN, Verdict.READY]
 
 
-def fleet_view(title: str, reports: list[StatusReport], total: int | None = None) -> FleetView:
-    """Summary of many hosts; problem hosts first. ``total`` > answered shows progress."""
+def fleet_view(title: str, reports: list[StatusReport], total: int | None = None, *, rerun: str | None = None) -> FleetView:
+    """Summary of many hosts; problem hosts first. ``total`` > answered shows progress. ``rerun`` is
+    the command that probes the fan-out again (``/gpu status group:train``), named in the note on
+    hosts the bot's shutdown cut off (:func:`shutdown_note`)."""
     from collections import Counter
 
     counts = Counter(r.assessment.verdict for r in reports)
@@ -220,4 +225,28 @@ def fleet_view(title: str, reports: list[StatusReport], total: int | None = None
     ordered = sorted(reports, key=lambda r: (ORDER.index(r.assessment.verdict), r.host))
     n = total if total is not None else answered
     return FleetView(f"{title}: {n} host{'s' if n != 1 else ''}", count_text,
-                     [(r.assessment.verdict, one_line(r)) for r in ordered])
+                     [(r.assessment.verdict, one_line(r)) for r in ordered], shutdown_note(reports, rerun))
+
+
+def shutdown_note(reports: list[StatusReport], rerun: str | None) -> str:
+    """``"The bot shut down during this check: 3 hosts were cut off (stored as interrupted: node01, …)
+    and 9 not probed (node04, …). Run `/gpu status group:train` again."`` or ``""`` when no
+    report is an interrupted (``interrupted``) or never started (``shutting_down``) probe."""
+    def named(code: str) -> list[str]:
+        return sorted(r.host for r in reports if any(x.code == code for x in r.assessment.reasons))
+
+    cut, skipped = named("interrupted"), named("shutting_down")
+    if not cut and not skipped:
+        return ""
+
+    def names(hosts: list[str]) -> str:
+        shown = ", ".join(hosts[:10])
+        return shown + (f" and {len(hosts) - 10:,} more" if len(hosts) > 10 else "")
+
+    parts = []
+    if cut:
+        parts.append(f"{len(cut):,} host{'s were' if len(cut) != 1 else ' was'} cut off (stored as interrupted: {names(cut)})")
+    if skipped:
+        parts.append(f"{len(skipped):,} not probed ({names(skipped)})")
+    again = f" Run `{rerun}` again." if rerun else " Run the status again."
+    return f"The bot shut down during this check: {' and '.join(parts)}.{again}"

@@ -176,7 +176,9 @@ def fleet_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple
     """
     head: list[Block] = [HeaderBlock(text=view.headline[:HEADER_LIMIT]),
                          SectionBlock(text=MarkdownTextObject(text=escape(view.counts)))]
-    head_size = len(view.headline[:HEADER_LIMIT]) + len(escape(view.counts))
+    if view.note:  # a shutdown cut the fan-out short: which hosts, and how to probe them again
+        head.append(SectionBlock(text=MarkdownTextObject(text=f":warning: {escape(view.note)}")))
+    head_size = len(view.headline[:HEADER_LIMIT]) + len(escape(view.counts)) + len(escape(view.note))
     lines = [f"{VERDICT_EMOJI[v]} {escape(text)}" for v, text in view.lines]
     sections = pack_sections(lines)
     room = MAX_BLOCKS - len(head) - 2

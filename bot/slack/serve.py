@@ -8,8 +8,11 @@ In both modes the HTTP port (``GPUBOT_HTTP_PORT``) answers ``/healthz``, ``/read
 2. the scheduler and the sweeper stop; Socket Mode disconnects (Slack sends new events to the
    other replicas);
 3. probes already running get up to ``GPUBOT_SHUTDOWN_GRACE_S`` seconds to finish and store their
-   snapshots; running action steps are not waited for (the interrupted-action sweep of the next
-   start, or of another replica, reports them);
+   snapshots, and their status messages to be finished; probes still running then are interrupted:
+   each is stored as an *interrupted* snapshot and its message finished with what answered, naming
+   the hosts cut off and the command that probes them again (up to :data:`FINISH_S` more seconds);
+   running action steps are not waited for (the interrupted-action sweep of the next start, or of
+   another replica, reports them);
 4. the HTTP port closes, the database pool is disposed, and the process exits 0.
 """
 
@@ -35,6 +38,10 @@ from bot.slack.reports import start_scheduler
 from bot.wiring import build_services
 
 log = logging.getLogger("gpubot.serve")
+
+FINISH_S = 5.0
+"""After the grace period: how long interrupted probes get to store their snapshots and their messages
+to be finished (within compose's 30 s stop_grace_period with the default 20 s grace)."""
 
 
 def serve(settings: Settings) -> int:
@@ -126,8 +133,12 @@ async def _drain(settings: Settings, services: Services, handler: Any, sched: An
     if handler is not None:
         await close_socket_mode(handler.client)  # Slack delivers new events to the other connections
     if not await services.gate.wait_idle(settings.shutdown_grace_s):
-        log.warning("shutting down with %d probe(s) still running after %.0f s; their hosts get no snapshot from this run",
-                    services.gate.in_flight, settings.shutdown_grace_s)
+        cut = services.gate.interrupt()
+        log.warning("shutting down with %d probe(s) still running after %.0f s: interrupted; each is stored as an interrupted "
+                    "snapshot and its message finished", cut, settings.shutdown_grace_s)
+        if not await services.gate.wait_idle(FINISH_S):
+            log.warning("%d probe(s) and %d message(s) still unfinished %.0f s after the interruption; exiting without them",
+                        services.gate.in_flight, services.gate.tasks, FINISH_S)
     await asyncio.sleep(0.2)  # let the last progress updates reach Slack
     log.info("drained in %.1f s", time.monotonic() - started)
     return 0

@@ -72,6 +72,10 @@ class LocalRunner:
             async with asyncio.timeout(timeout):
                 await asyncio.gather(_pump(proc.stdout, out, kept), _pump(proc.stderr, err, kept))
                 await proc.wait()
+        except asyncio.CancelledError:  # the shutdown interrupted it: the script must not outlive the probe
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            raise
         except TimeoutError as exc:
             proc.kill()
             await proc.wait()

@@ -42,10 +42,12 @@ async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
                              "`GPUBOT_DEFAULT_GROUP`)",
                              usage=ctx.grammar.usage_for("status"))
         target = type(target)("group", group)
-    if target.kind == "host":
-        await _one(ctx, cmd, target.name or "")
-    else:
-        await _fleet(ctx, cmd, None if target.kind == "all" else target.name, target.describe())
+    async with ctx.services.gate.task("status message"):  # a shutdown waits for the message to be finished
+        if target.kind == "host":
+            await _one(ctx, cmd, target.name or "")
+        else:
+            group = None if target.kind == "all" else target.name
+            await _fleet(ctx, cmd, group, target.describe())
 
 
 async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
@@ -86,7 +88,8 @@ async def _fleet(ctx: CommandContext, cmd: StatusCommand, group: str | None, tit
 
     fleet = await check_fleet(services=ctx.services, names=names, title=title, need_bytes=cmd.need_bytes,
                               requested_by=ctx.user_id, on_progress=progress)
-    view = fleet_view(title, fleet.reports)
+    rerun = f"{ctx.services.settings.command} status {'all' if group is None else f'group:{group}'}"
+    view = fleet_view(title, fleet.reports, rerun=rerun)
     shapes = [fleet_blocks(view, budget=b) for b in FLEET_BUDGETS]
     taken = await ctx.update_fitting(ref, f"{view.headline} — {view.counts}", [blocks for blocks, _ in shapes])
     if shapes[taken][1]:
