@@ -45,7 +45,9 @@ EX_IOERR = 74
 EX_CONFIG = 78
 EX_INTERRUPTED = 130
 EX_PIPE = 141
-VERDICT_EXIT = {Verdict.READY: 0, Verdict.NOT_READY: 1, Verdict.UNKNOWN: 2, Verdict.UNREACHABLE: 2}
+VERDICT_EXIT = {Verdict.READY: 0, Verdict.NOT_READY: 1, Verdict.UNKNOWN: 2, Verdict.UNREACHABLE: 2, Verdict.SERVING: 3}
+_EXIT_RANK = [0, 3, 1, 2]
+"""Exit statuses from best to worst: a fleet exits with its worst host's (serving is better than not ready)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -101,6 +103,7 @@ def report_json(report: StatusReport) -> dict[str, Any]:
         "taken_at": report.taken_at.isoformat(),
         "duration_ms": report.duration_ms,
         "verdict": report.assessment.verdict.value,
+        "serving": list(report.assessment.serving),
         "reasons": [{**asdict(r), "severity": r.severity.value} for r in report.assessment.reasons],
         "error": report.error,
         "need_bytes": report.need_bytes,
@@ -128,7 +131,7 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
 async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -> int:
     """``status group:NAME|all``: probe every host of the group; with ``--json`` one JSON line
     per host as its snapshot is stored (ids included), then ``{"summary": ...}``. Exit 0 only
-    when every host is ready, else the worst host's status (1 not ready, 2 unknown or unreachable)."""
+    when every host is ready, else the worst host's status (3 serving, 1 not ready, 2 unknown or unreachable)."""
     if cmd.paths:
         raise UsageError("weight paths go with one host: `status HOST /path`")
     group = cmd.target.name if cmd.target.kind == "group" else None
@@ -151,7 +154,7 @@ async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -
                                       "snapshot_ids": {r.host: r.snapshot_id for r in fleet.reports}}}))
     else:
         print(fleet_text(fleet_view(title, fleet.reports)))
-    return max((VERDICT_EXIT[r.assessment.verdict] for r in fleet.reports), default=0)
+    return max((VERDICT_EXIT[r.assessment.verdict] for r in fleet.reports), key=_EXIT_RANK.index, default=0)
 
 
 def _quote(word: str) -> str:

@@ -38,7 +38,7 @@ from bot.flows.context import Services
 from bot.flows.status import check_host, plan_for
 from bot.hosts import service as hosts
 from bot.readiness.verdict import Severity
-from bot.readiness.words import VERDICT_WORDS
+from bot.readiness.words import verdict_text
 from bot.sizes import human_bytes
 
 log = logging.getLogger("gpubot.actions")
@@ -190,7 +190,7 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
     after = await check_host(services=services, host_name=plan.spec.host, requested_by=f"action #{request_id}")
     verdict = after.assessment.verdict
     reasons = [r.text for r in after.assessment.reasons if r.severity is not Severity.NOTE]
-    lines.append(f"{plan.spec.host} now: {VERDICT_WORDS[verdict]}" + (f" ({reasons[0]})" if reasons else "")
+    lines.append(f"{plan.spec.host} now: {verdict_text(verdict, after.assessment.serving)}" + (f" ({reasons[0]})" if reasons else "")
                  + f" · snapshot #{after.snapshot_id}")
     await _transition(services, request_id, [State.EXECUTING], State.FAILED if failure else State.DONE,
                       message=failure, after_snapshot_id=after.snapshot_id,

@@ -19,7 +19,6 @@ MiB (nvidia-smi's ``used_memory``); times seconds.
 
 from __future__ import annotations
 
-import os
 import shlex
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -27,18 +26,12 @@ from typing import Any
 from bot.actions.exits import StepExit
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import GpuReport
+from bot.probes.servers import SERVERS as SERVERS  # their home is bot.probes.servers
+from bot.probes.servers import default_url as default_url
+from bot.probes.servers import exec_argv as exec_argv
 
 q = shlex.quote
 HEX = "od -An -v -tx1 | tr -d ' \\n'"
-
-# name, how to recognise it in argv, default port
-SERVERS: list[tuple[str, tuple[str, ...], int]] = [
-    ("vLLM", ("vllm serve", "vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"), 8000),
-    ("SGLang", ("sglang.launch_server", "sglang serve"), 30000),
-    ("TGI", ("text-generation-launcher",), 3000),
-    ("llama.cpp", ("llama-server",), 8080),
-]
-"""Servers whose health endpoint is ``/health`` on their ``--port`` (ports: each one's default)."""
 
 
 def duration(seconds: float) -> str:
@@ -81,51 +74,6 @@ class HealthCheck:
         elif self.auto:
             parts.append("health URL of a known server in its command line → 200, if any")
         return ", ".join(parts) + f"; up to {duration(self.wait_s)}"
-
-
-def exec_argv(exec_start: str) -> list[str]:
-    """The argv of ``systemctl show -p ExecStart --value`` (``{ path=… ; argv[]=A B C ; … }``,
-    one block per command; the first one's), or of a plain command line."""
-    text = exec_start.strip()
-    if "argv[]=" in text:
-        text = text.split("argv[]=", 1)[1].split(" ; ", 1)[0]
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return text.split()
-
-
-def _option(argv: list[str], name: str) -> str | None:
-    for i, a in enumerate(argv):
-        if a == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(name + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
-def default_url(argv: list[str]) -> tuple[str, str] | None:
-    """``(url, source)`` of a well-known model server's health endpoint from its argv, e.g.
-    ``vllm serve M --port 8001`` → ``("http://127.0.0.1:8001/health", "vLLM default, port from
-    its command line")``; ``None`` when the argv is no server we know. A ``--host`` other than
-    a wildcard address is kept (IPv6 in brackets)."""
-    words = [os.path.basename(a) if i == 0 or "/" in a else a for i, a in enumerate(argv)]
-    joined = " " + " ".join(words) + " "
-    for name, marks, port in SERVERS:
-        if any(f" {m} " in joined or f"/{m} " in joined for m in marks):
-            given = _option(argv, "--port")
-            if given is not None and not (given.isdecimal() and 0 < int(given) < 65536):
-                return None
-            host = _option(argv, "--host") or "127.0.0.1"
-            if host in ("0.0.0.0", "::", "[::]", "", "*"):
-                host = "127.0.0.1"
-            if ":" in host and not host.startswith("["):
-                host = f"[{host}]"
-            if not all(c.isalnum() or c in ".-:[]" for c in host):
-                return None
-            how = "port from its command line" if given else f"its default port {port}"
-            return f"http://{host}:{given or port}/health", f"{name} default, {how}"
-    return None
 
 
 # --- One look at the unit -------------------------------------------------------------------------

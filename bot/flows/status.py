@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.config import Settings
+from bot.config import Settings, UnitHealth
 from bot.errors import GpubotError
 from bot.flows.context import Services
 from bot.hosts import service as hosts
@@ -53,11 +53,15 @@ def plan_for(settings: Settings, host: Host | None, paths: tuple[str, ...] = ())
     o: dict[str, Any] = validate_overrides(host.probe, host=host.name) if host else {}
     units: dict[str, str] = dict(o.get("units", settings.units))
     folders = tuple(dict.fromkeys([*o.get("weight_paths", settings.weight_paths), *paths]))
+    own = o.get("unit_health") or {}
+    urls = tuple(UnitHealth.model_validate(own[u] if u in own else settings.unit_health.get(u, {})).url for u in units)
     plan = ProbePlan(
         volumes=tuple(o.get("model_volumes", settings.model_volumes)) or ("/",),
         folders=folders,
         hf_cache=o.get("hf_cache", settings.hf_cache),
         units=tuple(units),
+        health_urls=urls,
+        health_timeout_s=settings.unit_health_http_timeout_s,
         probe_timeout_s=settings.probe_timeout_s,
         gpu_timeout_s=settings.gpu_probe_timeout_s,
         deadline_s=max(5, int(settings.batch_timeout_s) - 5),

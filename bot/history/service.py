@@ -23,7 +23,7 @@ from bot.errors import NotFoundError, UsageError
 from bot.history.diff import diff_readings
 from bot.history.timeline import Change, Point, hourly_series, marked_changes, scan
 from bot.probes.readings import Readings
-from bot.readiness.words import VERDICT_WORDS
+from bot.readiness.words import stored_serving, verdict_text
 from bot.snapshots.models import Snapshot
 
 SCAN_WINDOW = timedelta(days=14)
@@ -167,7 +167,8 @@ def describe(before: Snapshot, after: Snapshot) -> list[str]:
     """Sentences between two snapshot rows: the verdict change, then :func:`diff_readings`."""
     lines = []
     if before.verdict != after.verdict:
-        lines.append(f"verdict {VERDICT_WORDS.get(before.verdict, before.verdict)} → {VERDICT_WORDS.get(after.verdict, after.verdict)}")
+        lines.append(f"verdict {verdict_text(before.verdict, stored_serving(before.reasons))} → "
+                     f"{verdict_text(after.verdict, stored_serving(after.reasons))}")
     lines += diff_readings(_readings(before.readings), _readings(after.readings))
     if after.readings is None and after.error_message and after.error_message != before.error_message:
         lines.append(f"error: {after.error_message}")  # an error both snapshots had is no change

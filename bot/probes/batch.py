@@ -13,6 +13,7 @@ from bot.probes.nvml import parse_nvml
 from bot.probes.owners import parse_owners
 from bot.probes.readings import GpuReport, ProbeFailure, Readings
 from bot.probes.script import ProbePlan, probe_commands
+from bot.probes.serving import parse_serving
 from bot.probes.system import hf_cache_path, parse_context, parse_df, parse_du, parse_unit
 
 _LOST = ProbeOutput(name="?", stdout="", stderr="the probe's output is missing from the batch", exit_status=None)
@@ -79,8 +80,9 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | 
     hf_out = get("hf")
     hf = parse_du(hf_cache_path(hf_out, plan.hf_cache), hf_out)
     units = [parse_unit(u, get(f"unit.{i}")) for i, u in enumerate(plan.units)]
+    services = [parse_serving(u, outputs.get(f"serve.{i}")) for i, u in enumerate(plan.units)]
     context = parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))
     return Readings(gpu=gpu, gpu_probe_s=gpu_probe_seconds(outputs.get("gpus")), disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
                     owners=parse_owners(outputs.get("owners")), witnesses=parse_witnesses(outputs.get("inventory")), cut=cut,
                     kernel_log=parse_kernel_log(outputs["kernel_log"]) if "kernel_log" in outputs else None,
-                    fabric=parse_fabric(outputs.get("fabric")))
+                    fabric=parse_fabric(outputs.get("fabric")), services=services)

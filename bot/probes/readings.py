@@ -18,11 +18,12 @@ from pydantic import TypeAdapter
 from bot.probes.gpu_health import GpuHealth
 from bot.probes.kernel_log import KernelLog
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the stored JSON shape of :class:`Readings` (``Snapshot.readings``).
 
 1: the first shape (no ``schema_version`` key). 2: GPU bus ids, MIG instances, process owners,
-inventory witnesses, driver failure hints, a batch cut short. Older rows load through
+inventory witnesses, driver failure hints, a batch cut short. 3: ``services``, each configured
+unit looked at as a model server (its processes, command line, health answer). Older rows load through
 :func:`upgrade_readings_json`; fields added later must have defaults.
 """
 
@@ -262,6 +263,34 @@ class Unit:
 
 
 @dataclass(frozen=True)
+class UnitService:
+    """A configured unit looked at as a model server in the status batch (:mod:`bot.probes.serving`).
+
+    ``active``: its ActiveState is ``active`` (``None``: unknown). Only for an active unit:
+    ``main_pid``; ``pids``, its processes (its cgroup's, else the main process and its
+    descendants); ``argv``, its ``ExecStart`` command line; ``url``, the health URL asked, from
+    ``url_source`` ``setting`` (``health`` of the unit's ``unit_health`` setting) or ``command``
+    (a known server's default, :func:`bot.probes.servers.default_url`); ``http_code``, the
+    answer (``None``: no answer, ``error`` says why; also set when no URL is known).
+    """
+
+    name: str
+    active: bool | None = None
+    main_pid: int = 0
+    pids: list[int] = field(default_factory=list)
+    argv: list[str] = field(default_factory=list)
+    url: str | None = None
+    url_source: str | None = None
+    http_code: int | None = None
+    error: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        """Active and its health URL answered 200."""
+        return bool(self.active) and self.url is not None and self.http_code == 200
+
+
+@dataclass(frozen=True)
 class HostContext:
     """Facts about the host that help a reader: driver, uptime, hostname."""
 
@@ -291,6 +320,8 @@ class Readings:
     """The NVSwitch fabric (``None``: no NVSwitch found, or not probed)."""
     gpu_probe_s: int | None = None
     """Seconds the first nvidia-smi call of the GPU probe took (``None``: not measured)."""
+    services: list[UnitService] = field(default_factory=list)
+    """Each configured unit as a model server (empty: none configured, or stored before version 3)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (enums as their values) carrying ``schema_version``."""
@@ -313,7 +344,7 @@ def upgrade_readings_json(data: dict[str, Any]) -> dict[str, Any]:
     if version > SCHEMA_VERSION:
         raise ValueError(f"readings schema {version} is newer than this gpubot knows ({SCHEMA_VERSION})")
     out = {k: v for k, v in data.items() if k != "schema_version"}
-    # 1 -> 2: only additions with defaults.
+    # 1 -> 2, 2 -> 3: only additions with defaults.
     return out
 
 

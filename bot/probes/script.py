@@ -16,6 +16,7 @@ from bot.probes.frames import frame_script
 from bot.probes.gpu_health import FIELD_FALLBACKS, HEALTH_FIELDS
 from bot.probes.gpu_query import retry_query_command
 from bot.probes.kernel_log import KERNEL_LOG_COMMAND
+from bot.probes.serving import serving_command
 
 GPU_FIELDS = (
     "index",
@@ -68,6 +69,8 @@ class ProbePlan:
     folders: tuple[str, ...] = ()
     hf_cache: str | None = None
     units: tuple[str, ...] = ()
+    health_urls: tuple[str | None, ...] = ()
+    health_timeout_s: float = 5.0
     probe_timeout_s: int = 20
     gpu_timeout_s: int = 35
     deadline_s: int = 55
@@ -233,6 +236,9 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
         cmds.append(("hf", 'du -sxb -- "${HF_HOME:-$HOME/.cache/huggingface}"'))
     for i, unit in enumerate(plan.units):
         cmds.append((f"unit.{i}", f"systemctl show -p LoadState,ActiveState,SubState,MainPID -- {q(unit)}"))
+    for i, unit in enumerate(plan.units):
+        url = plan.health_urls[i] if i < len(plan.health_urls) else None
+        cmds.append((f"serve.{i}", serving_command(unit, url, plan.health_timeout_s)))
     cmds.append(("inventory", INVENTORY_COMMAND))
     cmds.append(("fabric", FABRIC_COMMAND))
     cmds.append(("owners", owners_command(plan)))

@@ -6,7 +6,11 @@ Rules (``Requirements`` carries the thresholds):
   most ``gpu_free_mib`` MiB (reserved memory is not part of nvidia-smi's ``memory.used``);
   free disk on the model volume is at least ``need_bytes`` when given; every configured unit is in
   its expected ActiveState.
-* any blocker -> *not ready*; otherwise any unknown input -> *unknown* (never *ready*).
+* *serving* when a configured unit is active, healthy (its health URL answered 200: the URL the
+  pivot's health wait uses) and the only holder of the GPUs it uses: its GPU processes and its
+  unit state are then notes, not blockers. Asked with ``need_bytes`` (room for another
+  deployment), such a host stays *not ready* with the reason that its GPUs are serving that unit.
+* any blocker -> *not ready*; otherwise any unknown input -> *unknown* (never *ready* or *serving*).
 * a host that could not be probed -> *unreachable*.
 """
 
@@ -28,6 +32,7 @@ class Verdict(str, enum.Enum):
     NOT_READY = "not_ready"
     UNKNOWN = "unknown"
     UNREACHABLE = "unreachable"
+    SERVING = "serving"
 
 
 class Severity(str, enum.Enum):
@@ -72,8 +77,13 @@ class Requirements:
 
 @dataclass(frozen=True)
 class Assessment:
+    """The verdict and its reasons; ``serving``: the configured units found serving (active,
+    healthy, the only holders of their GPUs), whatever the verdict (with ``need=`` a serving
+    host is *not ready*)."""
+
     verdict: Verdict
     reasons: list[Reason]
+    serving: tuple[str, ...] = ()
 
 
 # A unit expected "inactive" is also fine when it failed: nothing of it runs (a warning says so).
@@ -92,9 +102,11 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
     (warnings) never change the verdict.
     """
     reasons: list[Reason] = []
-    _judge_gpus(readings, req, reasons)
+    serving = serving_units(readings, req)
+    _judge_gpus(readings, req, reasons, serving)
     _judge_disk(readings, req, reasons)
-    _judge_units(readings, req, reasons)
+    _judge_units(readings, req, reasons, serving)
+    reasons += _serving_reasons(readings, req, serving)
     reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib,
                                                                                             slow_s=req.slow_gpu_probe_s)]
     reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in device_findings(readings) + fabric_findings(readings)]
@@ -107,9 +119,50 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
         verdict = Verdict.NOT_READY
     elif any(r.severity is Severity.UNKNOWN for r in reasons):
         verdict = Verdict.UNKNOWN
+    elif serving:
+        verdict = Verdict.SERVING
     else:
         verdict = Verdict.READY
-    return Assessment(verdict, reasons)
+    return Assessment(verdict, reasons, tuple(serving))
+
+
+SERVING_CODES = frozenset({"serving", "gpus_serving"})
+"""Reason codes that say a unit is serving (a note under *serving*; a blocker with ``need=``)."""
+
+
+def serving_units(readings: Readings, req: Requirements) -> dict[str, frozenset[int]]:
+    """The configured units (``req.units``) that serve: active, healthy (their health URL answered
+    200) and the only holders of every GPU their processes use. Unit -> its GPU processes' PIDs
+    (in the GPU probe's order of units). Empty when the GPUs could not be read."""
+    gpu = readings.gpu
+    if gpu.failure is not None or not gpu.processes:
+        return {}
+    out: dict[str, frozenset[int]] = {}
+    for s in readings.services:
+        if s.name not in req.units or not s.healthy:
+            continue
+        mine = [p for p in gpu.processes if p.pid in set(s.pids)]
+        used = {p.gpu_uuid for p in mine}
+        if mine and all(p.pid in set(s.pids) for p in gpu.processes if p.gpu_uuid in used):
+            out[s.name] = frozenset(p.pid for p in mine)
+    return out
+
+
+def _serving_reasons(readings: Readings, req: Requirements, serving: dict[str, frozenset[int]]) -> list[Reason]:
+    out = []
+    for unit, pids in serving.items():
+        s = next(x for x in readings.services if x.name == unit)
+        index = {g.uuid: g.index for g in readings.gpu.gpus}
+        gpus = sorted({index[p.gpu_uuid] for p in readings.gpu.processes if p.pid in pids and p.gpu_uuid in index})
+        on = f"GPU {', '.join(map(str, gpus))}" if gpus else "its GPUs"
+        how = "its health setting" if s.url_source == "setting" else "its command line's server default"
+        if req.need_bytes is not None:
+            out.append(Reason("gpus_serving", f"the GPUs are serving {unit} (healthy, {on}): another deployment needs it "
+                              "stopped first", Severity.BLOCKER))
+        else:
+            out.append(Reason("serving", f"{unit} is serving on {on}: {s.url} → 200 ({how}); no other process "
+                              "holds those GPUs", Severity.NOTE))
+    return out
 
 
 def _owner_text(readings: Readings, pid: int) -> str:
@@ -131,7 +184,7 @@ def _processes_text(readings: Readings, procs: list[GpuProcess], gpu_used_mib: i
                      f"{_owner_text(readings, p.pid)}" for p in procs)
 
 
-def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:
+def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason], serving: dict[str, frozenset[int]]) -> None:
     add = reasons.append
     gpu = readings.gpu
     if gpu.failure is not None:
@@ -146,7 +199,12 @@ def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason]) ->
         procs = [p for p in gpu.processes if p.gpu_uuid == g.uuid]
         if g.lost:
             continue  # bot.readiness.devices says it is lost; its other fields are placeholders too
-        if procs:
+        server = next((u for u, pids in serving.items() if procs and all(p.pid in pids for p in procs)), None)
+        if server is not None:
+            held = ", ".join(f"{p.process_name} (pid {p.pid})" for p in procs)
+            add(Reason("gpu_serving", f"GPU {g.index}: {human_mib(g.memory_used_mib)} held by {server}: {held}",
+                       Severity.BLOCKER if req.need_bytes is not None else Severity.NOTE))
+        elif procs:
             who = _processes_text(readings, procs, g.memory_used_mib)
             add(Reason("gpu_busy", f"GPU {g.index}: {human_mib(g.memory_used_mib)} used by {who}", Severity.BLOCKER))
         elif (g.mig_mode or "").lower() == "enabled":
@@ -267,7 +325,7 @@ def _judge_disk(readings: Readings, req: Requirements, reasons: list[Reason]) ->
             add(Reason("disk_error", f"{d.path}: {d.error}", Severity.NOTE))
 
 
-def _judge_units(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:
+def _judge_units(readings: Readings, req: Requirements, reasons: list[Reason], serving: dict[str, frozenset[int]]) -> None:
     add = reasons.append
     units = {u.name: u for u in readings.units}
     for name, expected in req.units.items():
@@ -277,6 +335,8 @@ def _judge_units(readings: Readings, req: Requirements, reasons: list[Reason]) -
         elif u.load_state == "not-found":
             add(Reason("unit_not_found", f"{name}: no such unit on this host (LoadState=not-found); check the name",
                        Severity.UNKNOWN))
+        elif u.active_state not in _EQUIVALENT.get(expected, {expected}) and name in serving and req.need_bytes is None:
+            add(Reason("unit_serving", f"{name} is {u.active_state} (expected {expected}): it is serving", Severity.NOTE))
         elif u.active_state not in _EQUIVALENT.get(expected, {expected}):
             add(Reason("unit_state", f"{name} is {u.active_state}, expected {expected}", Severity.BLOCKER))
         elif u.active_state == "failed" and expected != "failed":

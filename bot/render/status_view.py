@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from bot.flows.status import StatusReport
 from bot.probes.readings import Folder, FolderState, Readings
-from bot.readiness.verdict import Severity, Verdict
-from bot.readiness.words import VERDICT_WORDS
+from bot.readiness.verdict import SERVING_CODES, Severity, Verdict
+from bot.readiness.words import VERDICT_WORDS, verdict_text
 from bot.sizes import human_bytes, human_mib
 
 VERDICT_EMOJI = {
@@ -17,6 +17,7 @@ VERDICT_EMOJI = {
     Verdict.NOT_READY: ":red_circle:",
     Verdict.UNKNOWN: ":white_circle:",
     Verdict.UNREACHABLE: ":warning:",
+    Verdict.SERVING: ":large_blue_circle:",
 }
 
 
@@ -35,6 +36,8 @@ class StatusView:
     reasons: list[str]
     sections: list[Section] = field(default_factory=list)
     context: str = ""
+    words: str = ""
+    """The verdict as said under the headline (``serving: vllm-kimi.service (healthy)``)."""
 
 
 def _folder_line(f: Folder) -> str:
@@ -89,7 +92,7 @@ def next_steps(report: StatusReport) -> list[str]:
     while it is expected inactive, then, per GPU process, stop its owning configured unit, else
     kill the PID."""
     r = report.readings
-    if r is None or r.gpu.failure is not None:
+    if r is None or r.gpu.failure is not None or report.assessment.verdict is Verdict.SERVING:
         return []
     owners = {o.pid: o for o in (r.owners.owners if r.owners else [])}
     steps = [f"/gpu stop {report.host} {u.name}" for u in r.units
@@ -116,10 +119,11 @@ def status_view(report: StatusReport, *, command: str = TERMINAL) -> StatusView:
     """Build the view of one host's status. ``command`` prefixes the commands a reason suggests
     (``/gpu hosts trust node174`` in chat, ``gpubot hosts trust node174`` in a terminal)."""
     a = report.assessment
-    headline = f"{report.host}: {VERDICT_WORDS[a.verdict]}"
+    words = verdict_text(a.verdict, a.serving)
+    headline = f"{report.host}: {words}"
     reasons = [r.text + (f" Next: `{command} hosts trust {report.host}`." if r.code == "host_key" else "")
-               for r in a.reasons if r.severity is not Severity.NOTE]
-    notes = [r.text for r in a.reasons if r.severity is Severity.NOTE]
+               for r in a.reasons if r.severity is not Severity.NOTE or r.code in SERVING_CODES]
+    notes = [r.text for r in a.reasons if r.severity is Severity.NOTE and r.code not in SERVING_CODES]
     sections: list[Section] = []
     r = report.readings
     if r is not None:
@@ -178,20 +182,21 @@ def status_view(report: StatusReport, *, command: str = TERMINAL) -> StatusView:
         if r.context.uptime_s is not None:
             up = r.context.uptime_s
             ctx.append(f"up {_duration(int(up))}")
-    return StatusView(headline, a.verdict, reasons, sections, " · ".join(ctx))
+    return StatusView(headline, a.verdict, reasons, sections, " · ".join(ctx), words)
 
 
 def one_line(report: StatusReport) -> str:
     """A host in one line: verdict, GPUs busy, free disk, first reason."""
     r = report.readings
-    parts = [f"{report.host}", VERDICT_WORDS[report.assessment.verdict]]
+    parts = [f"{report.host}", verdict_text(report.assessment.verdict, report.assessment.serving)]
     if r is not None and r.gpu.failure is None:
         busy = sum(1 for g in r.gpu.gpus if (g.memory_used_mib or 0) > 0 or any(p.gpu_uuid == g.uuid for p in r.gpu.processes))
         parts.append(f"{busy}/{len(r.gpu.gpus)} GPUs in use")
     if r is not None and r.disks and r.disks[0].avail_bytes is not None:
         parts.append(f"{human_bytes(r.disks[0].avail_bytes)} free")
     # the line starts with the host's name: a reason that starts with it too ("node2: SSH …") drops it
-    reasons = [x.text.removeprefix(f"{report.host}: ") for x in report.assessment.reasons if x.severity is not Severity.NOTE]
+    reasons = [x.text.removeprefix(f"{report.host}: ") for x in report.assessment.reasons
+               if x.severity is not Severity.NOTE and x.code not in SERVING_CODES]
     if reasons:
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         parts.append(reasons[0] + more)
@@ -208,7 +213,7 @@ class FleetView:
     probe them again (empty otherwise)."""
 
 
-ORDER = [Verdict.UNREACHABLE, Verdict.NOT_READY, Verdict.UNKNOWN, Verdict.READY]
+ORDER = [Verdict.UNREACHABLE, Verdict.NOT_READY, Verdict.UNKNOWN, Verdict.SERVING, Verdict.READY]
 
 
 def fleet_view(title: str, reports: list[StatusReport], total: int | None = None, *, rerun: str | None = None) -> FleetView:
@@ -219,7 +224,8 @@ def fleet_view(title: str, reports: list[StatusReport], total: int | None = None
 
     counts = Counter(r.assessment.verdict for r in reports)
     answered = len(reports)
-    count_text = " · ".join(f"{counts.get(v, 0)} {VERDICT_WORDS[v]}" for v in reversed(ORDER))
+    count_text = " · ".join(f"{counts.get(v, 0)} {VERDICT_WORDS[v]}" for v in reversed(ORDER)
+                            if v is not Verdict.SERVING or counts.get(v))  # "serving" only where a host serves
     if total is not None and answered < total:
         count_text = f"{answered}/{total} answered · " + count_text
     ordered = sorted(reports, key=lambda r: (ORDER.index(r.assessment.verdict), r.host))

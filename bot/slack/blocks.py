@@ -77,7 +77,7 @@ def status_blocks(view: StatusView) -> list[dict[str, Any]]:
     blocks: list[Block] = [HeaderBlock(text=head)]
     emoji = VERDICT_EMOJI[view.verdict]
     reasons = [f"• {escape(r)}" for r in view.reasons] or ["• every check passed"]
-    blocks.append(SectionBlock(text=MarkdownTextObject(text=fit_lines([f"{emoji} *{VERDICT_WORDS[view.verdict]}*", *reasons]))))
+    blocks.append(SectionBlock(text=MarkdownTextObject(text=fit_lines([f"{emoji} *{escape(view.words or VERDICT_WORDS[view.verdict])}*", *reasons]))))
     blocks.append(DividerBlock())
     for sec in view.sections:
         body = fit_lines([f"*{escape(sec.title)}*", *(escape(x) for x in sec.lines)])
@@ -184,7 +184,7 @@ def fleet_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple
     room = MAX_BLOCKS - len(head) - 2
     if budget and len(sections) <= room and len(_fitting(lines, budget - head_size)) == len(lines):
         return _dicts([*head, DividerBlock(), *sections]), []
-    problems = [f"{VERDICT_EMOJI[v]} {escape(t)}" for v, t in view.lines if v is not Verdict.READY]
+    problems = [f"{VERDICT_EMOJI[v]} {escape(t)}" for v, t in view.lines if v not in (Verdict.READY, Verdict.SERVING)]
     groups = _packed(_fitting(problems, max(0, budget - head_size - _NOTE_ROOM)))[: room - 1]
     shown_sections = [SectionBlock(text=MarkdownTextObject(text="\n".join(g))) for g in groups]
     more = len(problems) - sum(len(g) for g in groups)

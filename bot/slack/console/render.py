@@ -10,7 +10,7 @@ from typing import Any
 
 EMOJI = {
     # verdicts (bot.render.status_view.VERDICT_EMOJI) and warnings
-    ":large_green_circle:": "[ok]", ":red_circle:": "[!!]", ":white_circle:": "[??]", ":warning:": "[!]",
+    ":large_green_circle:": "[ok]", ":large_blue_circle:": "[on]", ":red_circle:": "[!!]", ":white_circle:": "[??]", ":warning:": "[!]",
     ":rotating_light:": "[!!]",
     # waiting, late, expired
     ":hourglass_flowing_sand:": "[..]", ":hourglass:": "[..]",

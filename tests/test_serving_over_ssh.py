@@ -1,0 +1,101 @@
+"""*serving* over the real sshd hosts: a stand-in model server started through the approval flow
+(fake systemctl + fake-unit: a real process holding GPU memory through the fake nvidia-smi and
+answering /health) reads **serving: vllm-kimi.service (healthy)** in the action's result, the status
+card, the fleet line, the stored snapshot and `diff`; with `need=` it stays not ready."""
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from bot.actions import flows
+from bot.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.fleet import check_fleet
+from bot.flows.status import check_host
+from bot.history.service import diff_snapshots
+from bot.hosts import service as hosts
+from bot.readiness.verdict import Severity, Verdict
+from bot.render.status_view import fleet_view, status_view
+from bot.render.text import status_text
+from bot.slack.blocks import fleet_blocks, status_blocks
+from bot.snapshots.models import Snapshot
+from tests.actions_support import approve, fast, register
+from tests.support.blockkit import blocks_text, validate_message
+from tests.support.fakestate import model_unit
+from tests.support.sshd import free_port
+
+KIMI = "vllm-kimi.service"
+UNITS = {"vllm-glm5.service": "inactive", KIMI: "inactive"}
+
+
+async def start_kimi(services, fake_hosts, name: str, addr: str, ssh_server, **probe) -> str:
+    """Register ``name`` and start a stand-in vLLM for Kimi through a start request; its health URL."""
+    fast(services, unit_health_wait_s=30.0)
+    port = free_port()
+    await register(services, name, addr, ssh_server, probe={"units": UNITS, **probe})
+    fake_hosts.update(addr, units={"vllm-glm5.service": model_unit(), KIMI: model_unit(
+        "/usr/bin/vllm", "serve", "/shared/Kimi-K2.5-NVFP4", "--tensor-parallel-size", "2", "--port", str(port),
+        gpus={"0": 90000, "1": 90000})})
+    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.START, name, unit=KIMI), requester="U1")
+    outcome = await approve(services, view.id, user="U1")
+    assert outcome.view.state is State.DONE, outcome.view.message
+    assert outcome.view.result_lines[-1].startswith(f"{name} now: serving: {KIMI} (healthy) · snapshot #")
+    return f"http://127.0.0.1:{port}/health"
+
+
+async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(services, ssh_server, fake_hosts):
+    url = await start_kimi(services, fake_hosts, "node174", "127.0.0.17", ssh_server)
+    report = await check_host(services=services, host_name="node174")
+    a = report.assessment
+    assert a.verdict is Verdict.SERVING and a.serving == (KIMI,), a.reasons
+    (svc,) = [s for s in report.readings.services if s.name == KIMI]
+    assert svc.healthy and svc.url == url and svc.url_source == "command"
+    view = status_view(report, command="/gpu")
+    assert view.headline == f"node174: serving: {KIMI} (healthy)"
+    blocks = status_blocks(view)
+    validate_message(blocks, view.headline)
+    text = blocks_text(blocks)
+    assert ":large_blue_circle: *serving: vllm-kimi.service (healthy)*" in text
+    assert f"{KIMI} is serving on GPU 0, 1: {url} → 200 (its command line's server default)" in text
+    assert "Next step" not in text and ":red_circle:" not in text and "not ready" not in text
+    assert f"GPU 0: 90,000 MiB held by {KIMI}: vllm (pid {svc.main_pid})" in text  # a note, under Notes
+    assert status_text(view).startswith(f"node174: serving: {KIMI} (healthy)\n")
+
+    fleet = await check_fleet(services=services, names=["node174"], title="all hosts")
+    fv = fleet_view("all hosts", fleet.reports)
+    assert fv.counts == "0 ready · 1 serving · 0 unknown · 0 not ready · 0 unreachable"
+    assert fv.lines == [(Verdict.SERVING, f"node174 · serving: {KIMI} (healthy) · 2/8 GPUs in use · "
+                         f"{fv.lines[0][1].split(' · ')[3]}")]
+    fb, _ = fleet_blocks(fv)
+    assert f":large_blue_circle: node174 · serving: {KIMI} (healthy)" in blocks_text(fb)
+
+    async with services.sessions() as db:
+        rows = (await db.execute(select(Snapshot).where(Snapshot.host_name == "node174").order_by(Snapshot.id))).scalars().all()
+        assert [r.verdict for r in rows][-2:] == ["serving", "serving"]
+        first = next(r for r in rows if r.verdict == "ready")  # the start's own plan probe, before it ran
+        d = await diff_snapshots(db_session=db, host_name="node174", snapshot_id=first.id, now=services.clock() + timedelta(seconds=1))
+    assert d.lines[0] == f"verdict ready → serving: {KIMI} (healthy)"
+
+
+async def test_need_for_another_deployment_stays_not_ready_naming_what_serves(services, ssh_server, fake_hosts):
+    await start_kimi(services, fake_hosts, "node175", "127.0.0.18", ssh_server)
+    report = await check_host(services=services, host_name="node175", need_bytes=10**9)
+    a = report.assessment
+    assert a.verdict is Verdict.NOT_READY and a.serving == (KIMI,)
+    blockers = [r.text for r in a.reasons if r.severity is Severity.BLOCKER]
+    assert f"the GPUs are serving {KIMI} (healthy, GPU 0, 1): another deployment needs it stopped first" in blockers
+    text = status_text(status_view(report))
+    assert text.startswith("node175: not ready\n") and f"gpubot stop node175 {KIMI}" not in text  # chat grammar below
+    assert f"/gpu stop node175 {KIMI}" in text
+
+
+async def test_a_unit_whose_health_url_does_not_answer_is_not_serving(services, ssh_server, fake_hosts):
+    dead = f"http://127.0.0.1:{free_port()}/health"
+    await start_kimi(services, fake_hosts, "node176", "127.0.0.19", ssh_server)
+    # the host's own setting now names a URL nothing answers: the same URL a pivot would wait for
+    async with services.sessions() as db, db.begin():
+        (await hosts.get(db_session=db, name="node176")).probe = {"units": UNITS, "unit_health": {KIMI: {"url": dead}}}
+    report = await check_host(services=services, host_name="node176")
+    assert report.assessment.verdict is Verdict.NOT_READY and report.assessment.serving == ()
+    (svc,) = [s for s in report.readings.services if s.name == KIMI]
+    assert svc.url == dead and svc.url_source == "setting" and svc.http_code is None and dead in svc.error
+    assert "serving" not in status_view(report).headline
