@@ -144,7 +144,7 @@ async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
     snap = await snapshots.latest(db_session=db, host_name=h.name)
     print(f"{h.name}  {h.transport} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  group={h.group or '-'}")
     print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")
-    for line in inventory_lines(await inventory.listing(db_session=db, host_name=h.name)):
+    for line in inventory_lines(await inventory.listing(db_session=db, host_name=h.name), inventory.held_elsewhere(snap)):
         print(line)
     return 0
 

@@ -83,6 +83,18 @@ async def test_a_gpu_passed_through_to_a_vm_is_a_note_and_the_host_ready(service
     assert [r.text for r in gone.assessment.reasons] == [
         f"GPU 7 {gpu_identity(addr, 7)['uuid']} (bus {kernel_bus(addr, 7)}) is passed through to a VM (vfio-pci): not usable here, not lost"]
 
+    from bot.render.text import inventory_lines
+    from bot.snapshots import inventory
+    from bot.snapshots import service as snapshots
+
+    async with services.sessions() as db:  # `hosts show`: the inventory keeps GPU 7 as the host's, passed through
+        snap = await snapshots.latest(db_session=db, host_name="vmhost")
+        lines = inventory_lines(await inventory.listing(db_session=db, host_name="vmhost"), inventory.held_elsewhere(snap))
+    assert lines[0] == "GPU inventory (8):" and len(lines) == 9
+    assert lines[8].startswith(f"GPU 7 · {gpu_identity(addr, 7)['uuid']} · bus {kernel_bus(addr, 7)} · NVIDIA H200 · last seen ")
+    assert lines[8].endswith(f"(snapshot #{back.snapshot_id}) · passed through to a VM (vfio-pci) now")
+    assert not any("passed through" in line for line in lines[1:8])
+
     fake_hosts.sysfs(addr, pci(addr, 8, drivers={7: None}))  # unbound: the driver failed to take it — missing, as before
     missing = await check_host(services=services, host_name="vmhost")
     assert missing.assessment.verdict is Verdict.NOT_READY

@@ -259,3 +259,34 @@ def test_an_nvswitch_host_whose_fabric_could_not_be_read_is_unknown_never_ready(
 def test_a_host_without_nvswitches_is_not_asked_about_the_fabric():
     r, a = judge(out(HGX_FIELDS + "".join(row(i).rstrip("\n") + ", [N/A], [N/A]\n" for i in range(2))))
     assert r.fabric is None and a.verdict is Verdict.READY and a.reasons == []
+
+
+# --- 2. a slow driver: the pure side (the over-SSH run is in test_round3_over_ssh.py) ---------------------
+def test_took_line_and_the_slow_warning_replace_the_per_gpu_persistence_notes():
+    rows = "".join(row(i) for i in range(2))
+    fields = "# fields: " + ",".join((*GPU_FIELDS, "compute_mode", "persistence_mode")) + "\n"
+    rows = "".join(r.rstrip("\n") + ", Disabled\n" for r in rows.splitlines(keepends=True))
+    slow, _ = judge(out(fields + rows + "# took: 27\n"))
+    assert slow.gpu_probe_s == 27 and len(slow.gpu.gpus) == 2
+    a = assess(slow, Requirements())
+    assert a.verdict is Verdict.READY
+    assert [(r.code, r.text) for r in a.reasons] == [
+        ("gpu_probe_slow", "nvidia-smi took 27 s: persistence mode is off (enable nvidia-persistenced)")]
+    _, fast = judge(out(fields + rows + "# took: 0\n"))
+    assert codes(fast) == ["gpu_persistence_off", "gpu_persistence_off"]
+    _, on = judge(out(fields + rows.replace(", Disabled\n", ", Enabled\n") + "# took: 27\n"))
+    assert on.reasons[0].text.startswith("nvidia-smi took 27 s with persistence mode on")
+
+
+async def test_the_nvml_probe_reports_its_time_and_a_slow_one_names_persistence(monkeypatch, tmp_path):
+    import dataclasses
+
+    from tests.test_no_false_ready import _nvml_verdict
+
+    r, _ = await _nvml_verdict(monkeypatch, tmp_path)
+    assert r.gpu_probe_s is not None and r.gpu_probe_s >= 0  # "took_s" in the probe's JSON
+    g = r.gpu.gpus[0]
+    off = dataclasses.replace(r, gpu_probe_s=29, gpu=dataclasses.replace(r.gpu, gpus=[
+        dataclasses.replace(g, health=dataclasses.replace(g.health, persistence_mode=False))]))
+    a = assess(off, Requirements())
+    assert "the NVML probe took 29 s: persistence mode is off (enable nvidia-persistenced)" in [x.text for x in a.reasons]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from bot.probes.frames import ProbeOutput
@@ -45,11 +46,14 @@ def unfinished(plan: ProbePlan, outputs: dict[str, ProbeOutput]) -> list[str]:
 
 
 def gpu_probe_seconds(out: ProbeOutput | None) -> int | None:
-    """The seconds the GPU query took, from its ``# took: N`` line (``None``: not printed)."""
-    for line in (out.stdout if out else "").splitlines():
+    """The seconds the GPU query took: nvidia-smi's ``# took: N`` line, or the NVML probe's
+    ``"took_s": N`` (``None``: not printed)."""
+    text = out.stdout if out else ""
+    for line in text.splitlines():
         if line.startswith("# took:") and line[7:].strip().isdigit():
             return int(line[7:].strip())
-    return None
+    took = re.search(r'"took_s": (\d+)\}\s*$', text)
+    return int(took.group(1)) if took else None
 
 
 def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | None = None) -> Readings:
@@ -82,7 +86,7 @@ def parse_batch(plan: ProbePlan, outputs: dict[str, ProbeOutput], *, cut: str | 
     units = [parse_unit(u, get(f"unit.{i}")) for i, u in enumerate(plan.units)]
     services = [parse_serving(u, outputs.get(f"serve.{i}")) for i, u in enumerate(plan.units)]
     context = parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))
-    return Readings(gpu=gpu, gpu_probe_s=gpu_probe_seconds(outputs.get("gpus")), disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
+    return Readings(gpu=gpu, gpu_probe_s=gpu_probe_seconds(outputs.get("nvml" if plan.gpu_backend == "nvml" else "gpus")), disks=disks, folders=folders, hf_cache=hf, units=units, context=context,
                     owners=parse_owners(outputs.get("owners")), witnesses=parse_witnesses(outputs.get("inventory")), cut=cut,
                     kernel_log=parse_kernel_log(outputs["kernel_log"]) if "kernel_log" in outputs else None,
                     fabric=parse_fabric(outputs.get("fabric")), services=services)

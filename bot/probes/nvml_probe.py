@@ -5,10 +5,12 @@
 # compute_procs: [{pid, usedGpuMemory (bytes), name}] (null, with compute_procs_error, when NVML could
 # not list them: never read as "none"), pci_bus_id, mig_devices: [{uuid, memory, compute_procs}] (only
 # for a GPU in MIG mode; compute_mode (0 Default, 2 Prohibited, 3 Exclusive_Process); null, with mig_error, when NVML could not say which exist), health: {recovery_action, remapped_rows,
-# retired_pages_pending, ecc_uncorrected_volatile, clocks_event_reasons, persistence}]}. Exit 127 without pynvml, 3 when NVML fails (the
+# retired_pages_pending, ecc_uncorrected_volatile, clocks_event_reasons, persistence}], took_s (whole seconds from
+# nvmlInit to the last GPU read: the driver's initialization without persistence mode)}. Exit 127 without pynvml, 3 when NVML fails (the
 # message on stdout, like nvidia-smi, as "NVML error <nvmlReturn_t code>: <text>").
 import json
 import sys
+import time
 from typing import Any, Callable, NoReturn
 
 try:
@@ -100,6 +102,7 @@ def fail(exc: Exception) -> NoReturn:
     sys.exit(3)
 
 
+started = time.monotonic()
 try:
     N.nvmlInit()
 except N.NVMLError as exc:
@@ -139,4 +142,5 @@ for i in range(count):
         "compute_mode": opt("nvmlDeviceGetComputeMode", h),
     })
 N.nvmlShutdown()
+doc["took_s"] = int(time.monotonic() - started)
 print(json.dumps(doc))

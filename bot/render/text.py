@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bot.render.status_view import FleetView, StatusView
 from bot.snapshots.models import GpuSeen
@@ -27,13 +27,18 @@ def fleet_text(view: FleetView) -> str:
     return "\n".join([view.headline, view.counts, "", *(f"  {line}" for _, line in view.lines)])
 
 
-def inventory_lines(gpus: Sequence[GpuSeen]) -> list[str]:
-    """``hosts show``'s GPU inventory: one line per GPU the host has shown, with when it was last seen."""
+def inventory_lines(gpus: Sequence[GpuSeen], elsewhere: Mapping[str, str] | None = None) -> list[str]:
+    """``hosts show``'s GPU inventory: one line per GPU the host has shown, with when it was last seen;
+    ``elsewhere`` (bus id -> kernel driver, :func:`bot.snapshots.inventory.held_elsewhere`) marks the
+    GPUs the latest probe found held by another driver ("passed through to a VM (vfio-pci) now")."""
     if not gpus:
         return ["GPU inventory: nothing yet (it is built from the host's probes)"]
     lines = [f"GPU inventory ({len(gpus)}):"]
     for g in gpus:
         bus = f" · bus {g.bus_id}" if g.bus_id else ""
+        drv = (elsewhere or {}).get(g.bus_id or "")
+        now = "" if not drv else (f" · passed through to a VM ({drv}) now" if drv.startswith("vfio") or drv == "pci-stub"
+                                  else f" · bound to {drv} now, not the NVIDIA driver")
         lines.append(f"GPU {g.gpu_index if g.gpu_index is not None else '?'} · {g.uuid}{bus} · {g.name or '?'} · "
-                     f"last seen {g.last_seen:%Y-%m-%d %H:%M} UTC (snapshot #{g.last_snapshot_id})")
+                     f"last seen {g.last_seen:%Y-%m-%d %H:%M} UTC (snapshot #{g.last_snapshot_id}){now}")
     return lines

@@ -98,6 +98,15 @@ def present_now(snap: Snapshot | None) -> set[str]:
     return {g["uuid"] for g in gpu.get("gpus", []) if g.get("uuid")}
 
 
+def held_elsewhere(snap: Snapshot | None) -> dict[str, str]:
+    """Bus id -> kernel driver of the NVIDIA GPUs that ``snap`` (a host's latest snapshot) saw on the
+    PCI bus bound to a driver other than NVIDIA's (``{"0000:1f:00.0": "vfio-pci"}``: passed through to
+    a VM); empty when it read no drivers. The inventory keeps such a GPU as the host's, not lost."""
+    w = ((snap.readings if snap is not None else None) or {}).get("witnesses") or {}
+    drivers = w.get("pci_drivers") or {}
+    return {str(b): str(d) for b, d in drivers.items() if d and d != "nvidia"} if isinstance(drivers, dict) else {}
+
+
 async def forget(*, db_session: AsyncSession, host_name: str, gpu: str, keep: Collection[str] = ()) -> list[str]:
     """Remove GPUs of ``host_name`` from the inventory: ``gpu`` is a UUID (or its unique prefix),
     an index (``3``), or ``all`` (:func:`matching`); those whose UUID is in ``keep`` (present now,

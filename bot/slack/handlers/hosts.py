@@ -66,7 +66,7 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
     head = _line(h) if h is not None else BUILT_IN.format(name=name)
     last = (f"last verdict *{snap.verdict.replace('_', ' ')}* at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
             if snap else "never probed")
-    lines = [escape(x) for x in inventory_lines(gpus)]
+    lines = [escape(x) for x in inventory_lines(gpus, inventory.held_elsewhere(snap))]
     await ctx.reply_ephemeral(head, text_blocks("\n".join([escape(head), last, *lines])))
 
 
