@@ -1,5 +1,6 @@
 """The health wait through Slack: one edited progress message in the card's thread, the journal
-of a unit that died while loading (inline or as a file), next-step buttons, ``/gpu logs``, ``gpubot logs``."""
+of a unit that died while loading (privately to the requester and approvers; the thread says how to
+read it), next-step buttons, ``/gpu logs``, ``gpubot logs``."""
 
 import asyncio
 import time
@@ -59,7 +60,13 @@ async def test_pivot_progress_is_one_edited_message_then_done(slack_bot, service
     assert "look " in texts[-1] and "elapsed" in texts[-1] and all(t.startswith(":hourglass") for t in texts[:-1])
 
 
-async def test_a_unit_dying_of_oom_puts_its_journal_in_the_thread_and_offers_next_steps(slack_bot, services, ssh_server, fake_hosts):
+def private_journals(bot, ts: str) -> dict[str, dict]:
+    """User -> the journal sent to them alone (``chat.postEphemeral``) in the card's thread."""
+    return {c.body["user"]: c.body for c in bot.recorder.calls_of("chat.postEphemeral")
+            if c.body.get("thread_ts") == ts and c.body.get("text", "").startswith("journal of ")}
+
+
+async def test_a_unit_dying_of_oom_sends_its_journal_privately_and_offers_next_steps(slack_bot, services, ssh_server, fake_hosts):
     fast(services, unit_health_wait_s=30.0)
     operators(services, "U1", "U2")
     await register(services, "hs2", "127.0.0.15", ssh_server, probe={"units": UNITS})
@@ -70,10 +77,17 @@ async def test_a_unit_dying_of_oom_puts_its_journal_in_the_thread_and_offers_nex
     await click(slack_bot, APPROVE, rid, ts, "U2")
     failed = await result(slack_bot, ts)
     assert "Failed" in failed and "Stopped at step 3 of 3 (start model-b.service" in failed
-    journal = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts
-                                                and c.body.get("text") == "journal of model-b.service", timeout=10)
-    validate_message(journal.body["blocks"], journal.body["text"])
-    text = blocks_text(journal.body["blocks"])
+    note = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts
+                                             and c.body.get("text") == "model-b.service did not come up on hs2", timeout=10)
+    validate_message(note.body["blocks"], note.body["text"])
+    said = blocks_text(note.body["blocks"])  # the channel reads: it failed, where the journal is; never the journal
+    assert said.startswith(":scroll: *model-b.service* did not come up on *hs2*. Its journal is not posted here") and OOM not in said
+    assert "went privately to <@U1>, <@U2>" in said and "`/gpu logs hs2 model-b.service`" in said, said
+    assert not [c for c in thread_posts(slack_bot, ts) if OOM in str(c.body)]
+    private = private_journals(slack_bot, ts)
+    assert set(private) == {"U1", "U2"} and all(p["channel"] == "C1" for p in private.values())
+    validate_message(private["U2"]["blocks"], private["U2"]["text"])
+    text = blocks_text(private["U2"]["blocks"])
     assert "journalctl -u model-b.service* on hs2" in text and OOM in text and "```" in text
     card = last_card(slack_bot, ts)
     found = buttons(card)
@@ -89,23 +103,26 @@ async def test_a_unit_dying_of_oom_puts_its_journal_in_the_thread_and_offers_nex
     assert not buttons(again.body["blocks"])
 
 
-async def test_a_long_journal_goes_to_the_thread_as_a_file(slack_bot, services, ssh_server, fake_hosts):
+async def test_a_long_journal_goes_privately_as_its_last_lines_never_as_a_file_in_the_channel(slack_bot, services, ssh_server, fake_hosts):
     fast(services, unit_health_wait_s=30.0, journal_lines=200)
     operators(services, "U1", "U2")
     await register(services, "hs3", "127.0.0.16", ssh_server, probe={"units": {"model-b.service": "active"}})
     fake_hosts.update("127.0.0.16", units={"model-b.service": model_unit(
         "/usr/bin/vllm", "serve", "/m", "--port", str(free_port()), healthy_after_s=60,
-        log=[f"Loading safetensors checkpoint shards: {i}% Completed" for i in range(120)], fail_after_s=0.8, fail_lines=[OOM])})
+        log=[f"Loading safetensors checkpoint shards: {i}% Completed" + " ." * 20 for i in range(120)], fail_after_s=0.8,
+        fail_lines=[OOM])})
     rid, ts, _ = await ask(slack_bot, "start hs3 model-b.service")
     await click(slack_bot, APPROVE, rid, ts, "U1")  # start only adds: the requester may approve it
     assert "Failed" in await result(slack_bot, ts)
-    done = await slack_bot.recorder.wait_for("files.completeUploadExternal", timeout=10)
-    upload = next(c for c in slack_bot.recorder.calls_of("file_upload"))
-    content = upload.body["content"].decode() if isinstance(upload.body["content"], bytes) else upload.body["content"]
-    assert len(content.splitlines()) == 124 and OOM in content and "0% Completed" in content
-    assert done.body.get("thread_ts") == ts or done.body.get("channel_id")
-    short = next(c for c in thread_posts(slack_bot, ts) if c.body.get("text") == "journal of model-b.service")
-    assert "(all in the file)" in blocks_text(short.body["blocks"])
+    await slack_bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("text") == "model-b.service did not come up on hs3",
+                                      timeout=10)
+    assert not slack_bot.recorder.calls_of("files.completeUploadExternal") and not slack_bot.recorder.calls_of("file_upload")
+    [mine] = private_journals(slack_bot, ts).values()
+    validate_message(mine["blocks"], mine["text"])
+    text = blocks_text(mine["blocks"])
+    shown = int(text.split("last ", 1)[1].split(" of ", 1)[0])
+    assert 10 < shown < 124 and "of 124 lines:" in text and OOM in text and ": 0% Completed" not in text
+    assert text.endswith("`gpubot logs hs3 model-b.service --lines 124` on the bot's machine shows them all.")
 
 
 async def test_gpu_logs_answers_only_the_operator(slack_bot, services, ssh_server, fake_hosts):
@@ -120,7 +137,7 @@ async def test_gpu_logs_answers_only_the_operator(slack_bot, services, ssh_serve
     assert status == 200
     answer = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs-U1"), timeout=20, start=start)
     assert answer.body["response_type"] == "ephemeral"
-    assert "API_TOKEN=hunter2 started" in blocks_text(answer.body["blocks"])
+    assert "API_TOKEN=[redacted] started" in blocks_text(answer.body["blocks"]) and "hunter2" not in str(answer.body)
     assert not [c for c in slack_bot.recorder.calls[start:] if c.method == "chat.postMessage"]
     await slack_bot.command("logs hs4 model-b.service", user_id="U7", response_url=slack_bot.recorder.response_url("logs-U7"))
     denied = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs-U7"), timeout=20, start=start)

@@ -1,8 +1,10 @@
 """A unit's recent journal: ``journalctl -u UNIT -n N --no-pager`` read over SSH, and what it means.
 
-Used by a failed start (the thread gets the tail) and by ``/gpu logs`` / ``gpubot logs``.
-Journals may hold secrets (tokens in command lines, request bodies): ``/gpu logs`` is for
-operators and answers only the caller, and only units the host's probe watches can be read.
+Used by a failed start (its tail goes privately to the requester and approvers who may read logs)
+and by ``/gpu logs`` / ``gpubot logs``. Journals may hold secrets (tokens in command lines, request
+bodies): ``/gpu logs`` is for operators and answers only the caller, only units the host's probe
+watches can be read, and every line is masked where it is parsed (:func:`bot.masking.mask_secrets`),
+so no view of a journal (Slack, console, terminal, the audit's step output) shows a known secret shape.
 
 Errors of :func:`read_journal`: :class:`~bot.errors.NotFoundError` (unknown host),
 :class:`~bot.errors.UsageError` (a unit the host does not watch); a host that cannot be reached is
@@ -19,6 +21,7 @@ from bot.actions.policy import configured_units
 from bot.errors import ProbeError, UsageError
 from bot.flows.context import Services
 from bot.hosts import service as hosts
+from bot.masking import mask_secrets
 from bot.printable import printable
 from bot.probes.frames import ProbeOutput
 from bot.ssh.runner import Runner
@@ -64,8 +67,9 @@ def parse_journal(host: str, unit: str, out: ProbeOutput, asked: int) -> Journal
     journal); "No journal files were found" → journald has written nothing; "-- No entries --"
     → none for this unit (and, with the ``systemd-journal`` hint, maybe no permission). The text is
     the service's: control characters are escaped (:func:`~bot.printable.printable`), so no line
-    drives the terminal or the Slack message it is shown in."""
-    err, text = printable(out.stderr.strip()), out.stdout
+    drives the terminal or the Slack message it is shown in, and secret shapes (``sk-…``, ``hf_…``,
+    ``token=``, ``Authorization:``…) are masked (:func:`~bot.masking.mask_secrets`)."""
+    err, text = mask_secrets(printable(out.stderr.strip())), out.stdout
     if out.exit_status == 127 or "journalctl: not found" in err or "journalctl: command not found" in err:
         return JournalTail(host, unit, note=f"{host} has no systemd journal: journalctl is not installed", asked=asked)
     if "No journal files were found" in err or "No journal files were found" in text:
@@ -73,7 +77,7 @@ def parse_journal(host: str, unit: str, out: ProbeOutput, asked: int) -> Journal
                            asked=asked)
     if out.exit_status not in (0, None) and not text.strip():
         return JournalTail(host, unit, note=f"journalctl failed on {host} (exit {out.exit_status}): {err[:300]}", asked=asked)
-    lines = [printable(line) for line in text.splitlines() if line.strip() and line.strip() != "-- No entries --"]
+    lines = [mask_secrets(printable(line)) for line in text.splitlines() if line.strip() and line.strip() != "-- No entries --"]
     if lines:
         return JournalTail(host, unit, lines=lines, asked=asked)
     if "systemd-journal" in err or "not seeing messages from other users" in err:

@@ -10,7 +10,6 @@ the traceback as text, then :class:`Redactor`, then the renderer. Nothing is log
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -19,26 +18,15 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
-MASK = "[redacted]"
-
-_PATTERNS = [
-    # Slack tokens: bot/user/app/config/refresh tokens, and Authorization headers.
-    (re.compile(r"\bxox[abposre]-[0-9A-Za-z-]+"), MASK),
-    (re.compile(r"\bxapp-[0-9A-Za-z-]+"), MASK),
-    (re.compile(r"(?i)(bearer\s+)[^\s'\",]+"), r"\1" + MASK),
-    # PEM private keys (OpenSSH, PKCS#1/#8), whole or cut off.
-    (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S), f"[private key {MASK}]"),
-    # Passwords in URLs (postgresql+asyncpg://user:pw@host/db) and password=… settings.
-    (re.compile(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s/]+@"), r"\1" + MASK + "@"),
-    (re.compile(r"(?i)((?:password|passwd|pwd|secret|token)[\"']?\s*[=:]\s*[\"']?)[^\s\"',;&}]+"), r"\1" + MASK),
-]
+from bot.masking import MASK, mask_secrets
 
 
 class Redactor:
     """A structlog processor that masks secrets in every string of the event (keys stay).
 
     ``secrets`` are exact values to mask wherever they appear (the configured tokens, the signing
-    secret, the database password); :data:`_PATTERNS` catch the shapes of secrets nobody listed.
+    secret, the database password); :func:`bot.masking.mask_secrets` masks the shapes of secrets nobody listed (the same shapes
+    as in a journal shown: ``sk-…``, ``hf_…``, ``xox?-…``, ``AKIA…``, ``Authorization:``, ``token=``…), at every level.
     Values shorter than 6 characters are not masked by value (they would mask ordinary words).
     """
 
@@ -50,9 +38,7 @@ class Redactor:
         for secret in self.secrets:
             if secret in text:
                 text = text.replace(secret, MASK)
-        for pattern, repl in _PATTERNS:
-            text = pattern.sub(repl, text)
-        return text
+        return mask_secrets(text)
 
     def _value(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -31,8 +31,6 @@ from bot.slack.ids import ActionId
 
 FOLLOW_UP_IDS = {"restart": ActionId.ACTION_RESTART_UNIT, "pivot_back": ActionId.ACTION_PIVOT_BACK,
                  "kill_continue": ActionId.ACTION_KILL_CONTINUE}
-JOURNAL_INLINE_LINES = 40
-"""A journal tail longer than this (or than one section) goes to the thread as a file."""
 
 STATE = {
     State.PENDING: (":raised_hand:", "Approval needed"),
@@ -177,22 +175,39 @@ def progress_blocks(p: HealthProgress) -> list[dict[str, Any]]:
     return [_md(fit_lines(lines)).to_dict(), ContextBlock(elements=[MarkdownTextObject(text=context)]).to_dict()]
 
 
-def journal_fits(tail: JournalTail) -> bool:
-    """Short enough to show inline (else: a file)."""
-    return len(tail.lines) <= JOURNAL_INLINE_LINES and len(escape(tail.text())) < SECTION_LIMIT - 200
-
-
-def journal_blocks(tail: JournalTail, *, shown_as_file: bool = False) -> list[dict[str, Any]]:
-    """The journal tail of a unit in a code block, or its note; with ``shown_as_file``, only the
-    last lines (the whole tail is the file posted with it)."""
+def journal_blocks(tail: JournalTail, *, all_lines_hint: str | None = None) -> list[dict[str, Any]]:
+    """The journal tail of a unit in a code block, or its note. Only ever shown to one person
+    (``/gpu logs``, or the private copy after a failed start): journals may hold secrets, and their
+    lines come masked (:func:`~bot.actions.journal.parse_journal`). A tail longer than a section
+    shows its last lines that fit, with ``all_lines_hint`` (where to read them all) when given."""
     head = f":scroll: *journalctl -u {escape(tail.unit)}* on {escape(tail.host)}"
     if not tail.lines:
         return [_md(f"{head}: {escape(tail.note or 'nothing')}").to_dict()]
-    lines = tail.lines[-8:] if shown_as_file else tail.lines
+    lines = tail.lines
     body = "\n".join(escape(x) for x in lines)
     while len(body) > SECTION_LIMIT - 200 and len(lines) > 1:
         lines = lines[1:]
         body = "\n".join(escape(x) for x in lines)
-    what = (f"last {len(lines)} of {len(tail.lines)} lines (all in the file)" if shown_as_file or len(lines) < len(tail.lines)
-            else f"last {len(lines)} line{'s' if len(lines) > 1 else ''}")
-    return [_md(f"{head} — {what}:").to_dict(), _md(f"```{body[: SECTION_LIMIT - 10]}```").to_dict()]
+    cut = len(lines) < len(tail.lines)
+    what = f"last {len(lines)} of {len(tail.lines)} lines" if cut else f"last {len(lines)} line{'s' if len(lines) > 1 else ''}"
+    blocks: list[Block] = [_md(f"{head} — {what}:"), _md(f"```{body[: SECTION_LIMIT - 10]}```")]
+    if cut and all_lines_hint:
+        blocks.append(ContextBlock(elements=[MarkdownTextObject(text=all_lines_hint)]))
+    return [b.to_dict() for b in blocks]
+
+
+def journal_note_blocks(tail: JournalTail, *, sent_to: list[str], command: str) -> list[dict[str, Any]]:
+    """The card thread's word on a start that did not come up: that it failed and how to read its
+    journal, never the journal itself (anyone in the channel reads the thread; journals hold API
+    keys and tokens). ``sent_to``: who got the tail privately; ``command``: the slash command."""
+    return [_md(journal_note(tail, sent_to=sent_to, command=command)).to_dict()]
+
+
+def journal_note(tail: JournalTail, *, sent_to: list[str], command: str) -> str:
+    """The text of :func:`journal_note_blocks`."""
+    unit, host = escape(tail.unit), escape(tail.host)
+    sent = (f"The last {len(tail.lines)} line{'s' if len(tail.lines) != 1 else ''} went privately to "
+            f"{', '.join(mention(u) for u in sent_to)}. ") if sent_to and tail.lines else ""
+    return (f":scroll: *{unit}* did not come up on *{host}*. Its journal is not posted here (journals may hold secrets). "
+            f"{sent}Operators read it with `{escape(command)} logs {host} {unit}`, or `gpubot logs {host} {unit}` "
+            "on the bot's machine.")

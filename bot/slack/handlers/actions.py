@@ -5,8 +5,9 @@ the message into the card. A click is acked at once, claimed as a delivery (a re
 does nothing), then handed to the flow with the clicker's role and user groups; the flow decides
 (policy, exactly-once claims) and calls back ``notify`` to update the card step by step, and
 ``progress`` while a started unit is awaited: one message in the card's thread, edited after every
-look. When a start does not come up, the thread gets the unit's journal tail (a file when long)
-and the card offers *Restart UNIT* / *Pivot back* (new requests, like *Re-plan*).
+look. When a start does not come up, the thread says so and how to read the journal; the tail itself
+goes privately to the requester and approvers who may read logs (journals hold secrets), and the
+card offers *Restart UNIT* / *Pivot back* (new requests, like *Re-plan*).
 
 A middleware runs :func:`bot.actions.flows.sweep` at most every ``action_sweep_interval_s``
 seconds when requests arrive (the first one after a start included): expired cards turn
@@ -33,6 +34,7 @@ from bot.actions.journal import JournalTail, read_journal
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
 from bot.commands.actions import AuditCommand, LogsCommand
+from bot.commands.registry import default_grammar
 from bot.errors import PermissionDenied, UsageError
 from bot.flows.context import Services
 from bot.slack.action_blocks import (
@@ -41,7 +43,7 @@ from bot.slack.action_blocks import (
     card_lines,
     card_text,
     journal_blocks,
-    journal_fits,
+    journal_note_blocks,
     planning_blocks,
     progress_blocks,
     progress_text,
@@ -107,17 +109,26 @@ def _progress_poster(client: AsyncWebClient, channel: str | None, thread_ts: str
     return progress
 
 
-async def post_journal(client: AsyncWebClient, channel: str, thread_ts: str | None, tail: JournalTail) -> None:
-    """The journal tail in the thread: inline when short, else as a file with its last lines."""
-    if not tail.lines or journal_fits(tail):
-        await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=f"journal of {tail.unit}",
-                                      blocks=journal_blocks(tail))
-        return
-    await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=f"journal of {tail.unit}",
-                                  blocks=journal_blocks(tail, shown_as_file=True))
-    await client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=tail.text(),
-                                 filename=f"{tail.host}-{tail.unit}-journal.txt",
-                                 title=f"journalctl -u {tail.unit} -n {tail.asked} on {tail.host}")
+async def send_journal(client: AsyncWebClient, channel: str, thread_ts: str | None, tail: JournalTail,
+                       readers: list[str], command: str) -> list[str]:
+    """After a start that did not come up: the tail goes privately (``chat.postEphemeral`` in the
+    card's thread) to each of ``readers`` (the requester and approvers who may read logs), and the
+    thread, which anyone in the channel reads, gets only that the start failed and how to read the
+    journal. Returns the readers Slack accepted the private copy for (one who is not in the channel
+    is skipped, logged)."""
+    hint = f"`gpubot logs {tail.host} {tail.unit} --lines {len(tail.lines)}` on the bot's machine shows them all."
+    sent: list[str] = []
+    for user in readers:
+        try:
+            await client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=f"journal of {tail.unit}",
+                                            blocks=journal_blocks(tail, all_lines_hint=hint))
+            sent.append(user)
+        except SlackApiError as exc:
+            log.warning("the journal of %s on %s could not be sent to %s: %s", tail.unit, tail.host, user,
+                        exc.response.get("error"))
+    await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=f"{tail.unit} did not come up on {tail.host}",
+                                  blocks=journal_note_blocks(tail, sent_to=sent, command=command))
+    return sent
 
 
 async def post_result(client: AsyncWebClient, respond: Any, channel: str, ts: str | None, view: RequestView) -> bool:
@@ -199,6 +210,7 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     """Listeners for Approve / Reject / Re-plan / the follow-ups, and the sweep middleware. Every click
     reaching them was checked to be on its request's own card (:mod:`bot.slack.card_guard`)."""
     app.middleware(_Sweeper(services).middleware)
+    logs_role = default_grammar(services.settings.command).specs[("logs",)].role  # who may read a journal
 
     async def first_delivery(body: dict[str, Any]) -> bool:
         act = body["actions"][0]
@@ -225,7 +237,9 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
                                      progress=progress)
         if outcome.status == "executed" and channel:
             if await post_result(client, respond, channel, ts, outcome.view) and outcome.view.journal is not None:
-                await post_journal(client, channel, ts, outcome.view.journal)
+                readers = [u for u in dict.fromkeys([outcome.view.requester, *outcome.view.approved_by])
+                           if await resolver.role(client, u) >= logs_role]
+                await send_journal(client, channel, ts, outcome.view.journal, readers, services.settings.command)
             return
         if outcome.status == "noop" and outcome.view.state.final:
             await notify(outcome.view)  # an old card (expired elsewhere, restarted bot) shows the truth
