@@ -17,7 +17,8 @@ UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]{1,200}\.(service|target|socket|timer|
 
 def validate_address(address: str) -> str:
     """A host address as stored: an IP address, normalized (IPv6 without brackets, a zone kept:
-    ``fe80::1%eth0``), or a DNS name; raises :class:`UsageError`."""
+    ``fe80::1%eth0``), or a DNS name (labels of 1-63 characters, not starting or ending with ``-``);
+    raises :class:`UsageError`, also for dotted numbers that are no IPv4 address (``10.0.0.999``)."""
     bare = address[1:-1] if address.startswith("[") and address.endswith("]") else address
     try:
         return str(ipaddress.ip_address(bare))
@@ -25,6 +26,18 @@ def validate_address(address: str) -> str:
         pass
     if not DNS_RE.match(address):
         raise UsageError(f"`{address[:80]}` is not a valid address (a DNS name, an IPv4 address or an IPv6 address)")
+    labels = address.rstrip(".").split(".")
+    if all(label.isdecimal() for label in labels):  # 10.0.0.999, 10.0.5: an IPv4 address gone wrong, never a name
+        if len(labels) != 4:
+            why = "an IPv4 address has 4 numbers"
+        else:
+            why = next((f"{label} is over 255" for label in labels if int(label) > 255), "a number has a leading zero")
+        raise UsageError(f"`{address[:80]}` is not a valid IPv4 address ({why})")
+    for label in labels:
+        if not label or len(label) > 63 or label.startswith("-") or label.endswith("-"):
+            why = ("an empty label (`..`)" if not label else "a label longer than 63 characters" if len(label) > 63
+                   else f"the label `{label}` starts or ends with `-`")
+            raise UsageError(f"`{address[:80]}` is not a valid DNS name: {why}")
     return address
 
 

@@ -159,6 +159,23 @@ def test_ipv6_addresses_are_hosts_too():
             validate_address(bad)
 
 
+def test_dotted_numbers_that_are_no_ipv4_address_are_refused_not_taken_for_a_name():
+    from bot.names import validate_address
+
+    for bad, said in (("10.0.0.999", "`10.0.0.999` is not a valid IPv4 address (999 is over 255)"),
+                      ("10.0.5", "`10.0.5` is not a valid IPv4 address (an IPv4 address has 4 numbers)"),
+                      ("1.2.3.4.5", "an IPv4 address has 4 numbers"),
+                      ("010.0.0.1", "a number has a leading zero"),
+                      ("gpu..lab", "is not a valid DNS name: an empty label"),
+                      ("gpu.-lab", "the label `-lab` starts or ends with `-`"),
+                      ("a" * 64 + ".lab", "a label longer than 63 characters")):
+        with pytest.raises(UsageError) as caught:
+            validate_address(bad)
+        assert said in str(caught.value), (bad, str(caught.value))
+    assert [validate_address(a) for a in ("node174", "gpu-9.lab.example.", "10.0.0.255", "3com.example")] == \
+        ["node174", "gpu-9.lab.example.", "10.0.0.255", "3com.example"]
+
+
 def test_a_refusal_names_what_was_given():
     for text, said in (("hosts add n1 1.2.3.4 group=$(id)", "`$(id)` is not a valid group name"),
                        ("hosts add n1 1.2.3.4 user=root;id", "`root;id` is not a plain user name"),
