@@ -127,7 +127,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
     """``hosts show`` and ``hosts forget-gpu`` in the terminal."""
-    from bot.render.text import inventory_lines
+    from bot.render.text import forgotten_text, inventory_lines
     from bot.snapshots import inventory
     from bot.snapshots import service as snapshots
 
@@ -135,12 +135,10 @@ async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
     if h is None:
         raise NotFoundError(f"no host called `{args.name}`", near=await hosts.near_names(db_session=db, name=args.name))
     if args.hosts_cmd == "forget-gpu":
-        gone = await inventory.forget(db_session=db, host_name=h.name, gpu=args.gpu)
-        if not gone:
-            print(f"{h.name} has no GPU `{args.gpu}` in its inventory (see `gpubot hosts show {h.name}`)", file=sys.stderr)
-            return 64
-        print(f"removed {', '.join(gone)} from {h.name}'s GPU inventory")
-        return 0
+        done = await inventory.forget_missing(db_session=db, host_name=h.name, gpu=args.gpu)
+        removed, text = forgotten_text(done, host=h.name, gpu=args.gpu, show_command=f"gpubot hosts show {h.name}")
+        print(text, file=sys.stdout if removed else sys.stderr)
+        return 0 if removed else (64 if not done.named else 1)
     snap = await snapshots.latest(db_session=db, host_name=h.name)
     print(f"{h.name}  {h.transport} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  group={h.group or '-'}")
     print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")

@@ -211,6 +211,7 @@ def test_a_process_name_with_escape_sequences_is_shown_not_obeyed(db_env, ssh_se
     (("hosts", "add", "n2", "1.2.3.4", "--probe", "{bad"), "argument --probe: not valid JSON (Expecting property name"),
     (("hosts", "add", "n2", "1.2.3.4", "--probe", "[1]"), "argument --probe: give a JSON object"),
     (("status", "n1", "relative/path"), "weight paths must be absolute: `relative/path`"),
+    (("hosts", "add", "node174", "10.0.0.999"), "`10.0.0.999` is not a valid IPv4 address (999 is over 255)"),
 ])
 @pytest.mark.process
 def test_usage_errors_say_what_to_type_not_argparse_internals(args, said, db_env):
@@ -234,3 +235,24 @@ def test_hosts_add_takes_labels_and_hosts_list_a_group_as_chat_does(db_env):
     assert typo.returncode == 69 and "no host in group `trian`. Did you mean: train?" in typo.stderr, typo.stderr
     bad = gpubot("hosts", "add", "n4", "10.0.0.4", "--labels", "rack", env=db_env)
     assert bad.returncode == 64 and "label `rack` is not `key:value`" in bad.stderr
+
+
+@pytest.mark.process
+def test_forget_gpu_in_the_terminal_leaves_a_gpu_that_is_present(db_env, ssh_server, fake_hosts):
+    """The terminal's forget-gpu follows chat's rule (one function): a GPU the latest probe lists stays."""
+    env = {**db_env, "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+           "GPUBOT_SSH_USER": ssh_server.username}
+    assert gpubot("hosts", "add", "box", "127.0.0.20", "--port", str(ssh_server.port), env=env).returncode == 0
+    assert gpubot("status", "box", env=env).returncode == 0
+    present = gpubot("hosts", "forget-gpu", "box", "7", env=env)
+    assert present.returncode == 1 and "GPU 7 is present now (snapshot #1); nothing to forget." in present.stderr, present.stderr
+    every = gpubot("hosts", "forget-gpu", "box", "all", env=env)
+    assert every.returncode == 1 and "every GPU box has shown is present now" in every.stderr, every.stderr
+    assert "GPU inventory (8):" in gpubot("hosts", "show", "box", env=env).stdout
+    fake_hosts.update("127.0.0.20", gpus=6)  # GPUs 6 and 7 fall off the bus
+    assert gpubot("status", "box", env=env).returncode == 1
+    done = gpubot("hosts", "forget-gpu", "box", "all", env=env)
+    assert done.returncode == 0 and done.stdout.count("`GPU-") == 2, done.stdout + done.stderr
+    assert "GPUs 0, 1, 2, 3, 4, 5, present now, stay." in done.stdout
+    assert "GPU inventory (6):" in gpubot("hosts", "show", "box", env=env).stdout
+    assert gpubot("hosts", "forget-gpu", "box", "9", env=env).returncode == 64

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from bot.render.status_view import FleetView, StatusView
+from bot.snapshots.inventory import Forgotten
 from bot.snapshots.models import GpuSeen
 
 
@@ -42,3 +43,26 @@ def inventory_lines(gpus: Sequence[GpuSeen], elsewhere: Mapping[str, str] | None
         lines.append(f"GPU {g.gpu_index if g.gpu_index is not None else '?'} · {g.uuid}{bus} · {g.name or '?'} · "
                      f"last seen {g.last_seen:%Y-%m-%d %H:%M} UTC (snapshot #{g.last_snapshot_id}){now}")
     return lines
+
+
+def _gpus(rows: Sequence[GpuSeen]) -> str:
+    """``GPU 7`` or ``GPUs 0, 1, 2`` (by index; the UUID when the index is unknown)."""
+    names = [str(g.gpu_index) if g.gpu_index is not None else g.uuid for g in rows]
+    return f"GPU{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def forgotten_text(done: Forgotten, *, host: str, gpu: str, show_command: str) -> tuple[bool, str]:
+    """``(removed anything, sentence)`` for ``hosts forget-gpu HOST GPU`` (chat and terminal alike).
+    When something was removed the sentence starts with ``removed`` (chat puts who did it first);
+    ``show_command`` is how the reader lists the inventory (``/gpu hosts show node1``)."""
+    if not done.named:
+        return False, f"{host} has no GPU `{gpu}` in its inventory (see `{show_command}`)."
+    kept = done.kept
+    if not done.gone:
+        which = (f"every GPU {host} has shown is" if gpu == "all" and len(kept) > 1
+                 else f"{_gpus(kept)} {'is' if len(kept) == 1 else 'are'}")
+        return False, f"{which} present now (snapshot #{done.snapshot_id or '?'}); nothing to forget."
+    they = "it is" if len(done.gone) == 1 else "they are"
+    stay = f" {_gpus(kept)}, present now, {'stays' if len(kept) == 1 else 'stay'}." if kept else ""
+    return True, (f"removed {', '.join(f'`{u}`' for u in done.gone)} from {host}'s GPU inventory; {they} no longer "
+                  f"counted missing.{stay}")

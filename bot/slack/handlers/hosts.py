@@ -13,7 +13,7 @@ from bot.errors import NotFoundError, PermissionDenied
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts import trust
-from bot.render.text import inventory_lines
+from bot.render.text import forgotten_text, inventory_lines
 from bot.roles import Role
 from bot.slack.blocks import escape, text_blocks, trust_card_blocks
 from bot.slack.context import CommandContext
@@ -73,32 +73,13 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
 async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
     async with ctx.services.sessions() as db, db.begin():
         _, name = await _registered_or_built_in(db, cmd.name)
-        snap = await snapshots.latest(db_session=db, host_name=name)
-        here = inventory.present_now(snap)
-        named = inventory.matching(await inventory.listing(db_session=db, host_name=name), cmd.gpu)
-        gone = await inventory.forget(db_session=db, host_name=name, gpu=cmd.gpu, keep=here)
-    if not named:
-        await ctx.reply_ephemeral(f"{name} has no GPU `{cmd.gpu}` in its inventory (see `/gpu hosts show {name}`).")
+        done = await inventory.forget_missing(db_session=db, host_name=name, gpu=cmd.gpu)
+    removed, text = forgotten_text(done, host=name, gpu=cmd.gpu, show_command=f"/gpu hosts show {name}")
+    if not removed:
+        await ctx.reply_ephemeral(text)
         return
-    kept = [g for g in named if g.uuid in here]
-    if not gone:
-        which = f"every GPU {name} has shown is" if cmd.gpu == "all" and len(kept) > 1 else f"{_gpus(kept)} {_is(kept)}"
-        await ctx.reply_ephemeral(f"{which} present now (snapshot #{snap.id if snap else '?'}); nothing to forget.")
-        return
-    they = "it is" if len(gone) == 1 else "they are"
-    text = (f"<@{ctx.user_id}> removed {', '.join(f'`{u}`' for u in gone)} from {name}'s GPU inventory; {they} no longer "
-            "counted missing." + (f" {_gpus(kept)}, present now, {'stays' if len(kept) == 1 else 'stay'}." if kept else ""))
+    text = f"<@{ctx.user_id}> {text}"
     await ctx.post(text, text_blocks(text))
-
-
-def _gpus(rows: list[Any]) -> str:
-    """``GPU 7`` or ``GPUs 0, 1, 2`` (by index; the UUID when the index is unknown)."""
-    names = [str(g.gpu_index) if g.gpu_index is not None else g.uuid for g in rows]
-    return f"GPU{'s' if len(names) > 1 else ''} {', '.join(names)}"
-
-
-def _is(rows: list[Any]) -> str:
-    return "is" if len(rows) == 1 else "are"
 
 
 async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
