@@ -110,6 +110,30 @@ async def test_the_owner_of_a_gpu_process_is_read_in_the_same_round_trip(service
     assert owner.container_id is None
 
 
+async def test_an_owner_with_a_long_user_name_is_named_in_full(services, ssh_server, fake_hosts, tmp_path):
+    """ps's default USER column is 8 characters: `gpubot-t-123-ab` read `gpubot-+`."""
+    import subprocess
+
+    from tests.support import fakestate
+    from tests.support.holders import reap
+    from tests.support.osuser import LoginUser
+
+    os.chmod(tmp_path, 0o755)
+    user = LoginUser().create(str(tmp_path))
+    assert len(user.name) > 8
+    holder = subprocess.Popen(["sleep", "600"], user=user.uid,
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        fakestate.add_holder(ssh_server, "127.0.0.15", holder.pid, gpu=0, used_mib=2048)
+        await register(services, "owned-long", "127.0.0.15", ssh_server)
+        report = await check_host(services=services, host_name="owned-long")
+    finally:
+        reap(holder)
+        user.remove()
+    (owner,) = report.readings.owners.owners
+    assert owner.pid == holder.pid and owner.user == user.name, owner
+
+
 async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists_the_inventory(slack_bot, services, ssh_server, fake_hosts):
     from tests.support.blockkit import blocks_text, validate_message
 

@@ -182,7 +182,7 @@ if [ -z "$pids" ] && HELD; then
 fi
 [ -n "$pids" ] || exit 0
 for p in $pids; do echo "pid $p $src"; done
-ps -o pid=,user=,etimes=,args= -p "$(echo $pids | tr ' ' ,)" 2>/dev/null | cut -c1-400 | sed 's/^ */ps /'
+ps -o pid=,user:64=,etimes=,args= -p "$(echo $pids | tr ' ' ,)" 2>/dev/null | cut -c1-460 | sed 's/^ */ps /'
 cg=$(for p in $pids; do while IFS= read -r l; do echo "cgroup $p $l"; done < "/proc/$p/cgroup"; done 2>/dev/null)
 [ -n "$cg" ] && printf '%s\n' "$cg"
 if printf '%s' "$cg" | grep -q '[0-9a-f]\{64\}'; then
@@ -201,7 +201,8 @@ def owners_command(plan: ProbePlan) -> str:
     The PIDs are the ones the GPU probe listed (its output lies in ``$GPUBOT_D``), or, when it
     listed none while some GPU uses more than ``plan.gpu_free_mib`` MiB, the processes that have
     ``/dev/nvidia<N>`` open (the container-PID-namespace case). Prints ``pid PID SOURCE``, one
-    ``ps PID USER ELAPSED_S ARGS`` line per live process, ``cgroup PID LINE`` per cgroup line, and
+    ``ps PID USER ELAPSED_S ARGS`` line per live process (USER in a 64-character column: ps's default
+    of 8 cut longer names to ``gpubot-t+``), ``cgroup PID LINE`` per cgroup line, and
     ``container ID NAME`` from docker/podman when a cgroup names a container. ``scan-limited``:
     the scan ran without root and saw only the SSH user's processes. Parsed by
     :func:`bot.probes.owners.parse_owners`.
