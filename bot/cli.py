@@ -29,7 +29,7 @@ from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings, default_data_dir, settings_problem
 from bot.db.migrate import sqlite_path, upgrade
-from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, UsageError
+from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, SshConfigRefused, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.observability.logs import configure_logging, secrets_of
@@ -37,6 +37,7 @@ from bot.printable import PrintableStream
 from bot.readiness.verdict import Verdict
 from bot.render.status_view import fleet_view, status_view
 from bot.render.text import fleet_text, status_text
+from bot.ssh.config_file import SshConfigFile, config_path
 from bot.wiring import build_services
 
 EX_USAGE = 64
@@ -219,7 +220,8 @@ def _main(argv: list[str] | None) -> int:
         return EX_CONFIG
     try:
         check_policy(settings)
-    except PolicyError as exc:
+        SshConfigFile(config_path(settings.ssh_config), allow_commands=settings.ssh_config_allow_commands).checked()
+    except (PolicyError, SshConfigRefused) as exc:
         print(f"gpubot: configuration error: {exc}", file=sys.stderr)
         return EX_CONFIG
     configure_logging(fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level,

@@ -94,8 +94,8 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                                        user=args.user, key_file=args.key_file, group=args.group,
                                        labels=parse_labels(args.labels or ""),
                                        transport="local" if args.local else "ssh", probe=args.probe, jump=args.jump)
-                via = f" via {host.jump}" if host.jump else ""
-                print(f"added {host.name} ({host.transport} {endpoint(host.address, host.port)}{via})")
+                where = hosts.reach_text(host, services.reached(hosts.to_target(host))) if host.transport == "ssh" else endpoint(host.address, host.port)
+                print(f"added {host.name} ({host.transport} {where})")
                 key = os.path.expanduser(args.key_file) if args.key_file else None
                 if key and not os.access(key, os.R_OK):
                     print(f"gpubot: warning: the key file {args.key_file} cannot be read here; probes of {host.name} "
@@ -106,7 +106,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 await hosts.remove(db_session=db, name=args.name)
                 print(f"removed {args.name}")
             elif args.hosts_cmd in ("show", "forget-gpu"):
-                return await _host_inventory(db, args)
+                return await _host_inventory(db, args, services)
             else:
                 rows = await hosts.list_all(db_session=db, group=args.group)
                 if not rows and args.group:
@@ -116,16 +116,15 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 if not rows:
                     print("no hosts registered (`gpubot hosts add NAME ADDRESS`); `localhost` is always there")
                 for h in rows:
-                    via = f"  via {h.jump}" if h.jump else ""
                     labels = f"  labels={','.join(f'{k}:{v}' for k, v in h.labels.items())}" if h.labels else ""
-                    print(f"{h.name:<20} {h.transport:<5} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  "
-                          f"group={h.group or '-'}{labels}{via}")
+                    where = hosts.reach_text(h, services.reached(hosts.to_target(h))) if h.transport == "ssh" else endpoint(h.address, h.port)
+                    print(f"{h.name:<20} {h.transport:<5} {where}  group={h.group or '-'}{labels}")
     finally:
         await services.close()
     return 0
 
 
-async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
+async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> int:
     """``hosts show`` and ``hosts forget-gpu`` in the terminal."""
     from bot.render.text import forgotten_text, inventory_lines
     from bot.snapshots import inventory
@@ -140,7 +139,8 @@ async def _host_inventory(db: Any, args: argparse.Namespace) -> int:
         print(text, file=sys.stdout if removed else sys.stderr)
         return 0 if removed else (64 if not done.named else 1)
     snap = await snapshots.latest(db_session=db, host_name=h.name)
-    print(f"{h.name}  {h.transport} {(h.user + '@') if h.user else ''}{endpoint(h.address, h.port)}  group={h.group or '-'}")
+    where = hosts.reach_text(h, services.reached(hosts.to_target(h))) if h.transport == "ssh" else endpoint(h.address, h.port)
+    print(f"{h.name}  {h.transport} {where}  group={h.group or '-'}")
     print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")
     for line in inventory_lines(await inventory.listing(db_session=db, host_name=h.name), inventory.held_elsewhere(snap)):
         print(line)
@@ -151,11 +151,15 @@ async def _trust(services: Any, args: argparse.Namespace) -> int:
     from bot.hosts import trust
 
     async with services.sessions() as db:
-        target, _ = await hosts.resolve(db_session=db, name=args.name)
+        target, _ = await hosts.resolve(db_session=db, name=args.name, ssh_aliases=services.ssh_aliases())
     known = services.runner_known_hosts()
     ssh = getattr(services.runner, "ssh", None)
     offered = await trust.fetch_host_key(target, known, runner=ssh)
-    print(f"{args.name} ({endpoint(target.address, target.port)}) offers {offered.key_type} {offered.fingerprint}")
+    where = offered.where or target
+    print(f"{args.name} ({endpoint(where.address, where.port)}) offers {offered.key_type} {offered.fingerprint}")
+    warning = trust.file_warning(known)
+    if warning:
+        print(f"gpubot: {warning}", file=sys.stderr)
     if offered.state == "trusted":
         print(f"already trusted in {known}")
         return 0
@@ -170,6 +174,8 @@ async def _trust(services: Any, args: argparse.Namespace) -> int:
             print("not trusted")
             return 1
         wanted = offered.fingerprint
-    await trust.record(target, known, wanted, runner=ssh)
+    done = await trust.record(target, known, wanted, runner=ssh)
     print(f"recorded in {known}")
+    for line in trust.recorded_text(done, known):
+        print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
     return 0

@@ -105,7 +105,12 @@ class Settings(BaseSettings):
     ssh_connect_timeout_s: float = 10.0
     ssh_config: str | None = None
     """An OpenSSH client config file (``Host`` aliases, ``User``, ``Port``, ``IdentityFile``,
-    ``ProxyJump``); unset: ``~/.ssh/config`` when it exists."""
+    ``ProxyJump``); unset: ``~/.ssh/config`` when it exists; ``none``: no file. A file holding
+    ``ProxyCommand``, ``LocalCommand``, ``PermitLocalCommand yes``, ``KnownHostsCommand``, ``Match
+    exec`` or ``PKCS11Provider`` is refused (:mod:`bot.ssh.config_file`); ``ForwardAgent`` is never obeyed."""
+    ssh_config_allow_commands: bool = False
+    """Let the ssh_config file run commands and load libraries on this machine (``ProxyCommand``,
+    ``Match exec``…) instead of refusing it. Agent forwarding stays off."""
     ssh_pool: bool = True
     """Keep one verified SSH connection per host open for reuse (each probe a new channel)."""
     ssh_pool_max: int = Field(default=1024, ge=1)

@@ -8,7 +8,8 @@
     ├── ChannelUnavailable    Slack refused a post to a channel the bot cannot use (not a member, gone, archived)
     └── ProbeError            a probe batch could not run (``partial``: what arrived before it stopped)
         ├── HostUnreachable   connection refused, timed out, DNS, auth failure
-        │   └── ConnectionLost  the connection dropped while the batch ran
+        │   ├── ConnectionLost  the connection dropped while the batch ran
+        │   └── SshConfigRefused  the ssh_config file would run or load something here (nothing was contacted)
         ├── HostKeyRejected   the host key is unknown or changed (never silently accepted)
         ├── ProbeTimeout      the batch did not finish within its deadline (no connection in time: unreachable)
         │   └── SlowAnswer    connected and the script started, but no complete answer in time (unknown)
@@ -81,6 +82,12 @@ class ConnectionLost(HostUnreachable):
     """The connection dropped after the batch had started (``partial_stdout`` has what arrived)."""
 
     kind = "connection_lost"
+
+
+class SshConfigRefused(HostUnreachable):
+    """The ssh_config file holds a directive gpubot refuses (``ProxyCommand``, ``Match exec``…:
+    :mod:`bot.ssh.config_file`); the message names the file and line and the ways out. Raised before
+    any connection is made; at start-up it stops every command (exit 78)."""
 
 
 class HostKeyRejected(ProbeError):

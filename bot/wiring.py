@@ -14,7 +14,8 @@ def ssh_runner(settings: Settings) -> SshRunner:
     return SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
                      default_key_file=settings.ssh_key_file, connect_timeout=settings.ssh_connect_timeout_s,
                      pool=settings.ssh_pool, pool_max=settings.ssh_pool_max, pool_idle_s=settings.ssh_pool_idle_s,
-                     keepalive_s=settings.ssh_keepalive_s, ssh_config=settings.ssh_config)
+                     keepalive_s=settings.ssh_keepalive_s, ssh_config=settings.ssh_config,
+                     allow_config_commands=settings.ssh_config_allow_commands)
 
 
 def build_services(settings: Settings, *, fleet_thread: bool | None = None) -> Services:

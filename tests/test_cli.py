@@ -158,13 +158,16 @@ def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
            "GPUBOT_SSH_USER": ssh_server.username}
     assert gpubot("hosts", "add", "box", "127.0.0.18", "--port", str(ssh_server.port), env=env).returncode == 0
     assert gpubot("status", "box", env=env).returncode == 2
+    os.chmod(known, 0o666)
     ask = gpubot("hosts", "trust", "box", env=env)
     assert ask.returncode == 64 and "--fingerprint" in ask.stderr
+    assert f"gpubot: warning: {known} is writable by group and others (mode 0666)" in ask.stderr, ask.stderr
     fingerprint = next(w for w in ask.stdout.split() if w.startswith("SHA256:"))
     wrong = gpubot("hosts", "trust", "box", "--fingerprint", "SHA256:not-it", env=env)
     assert wrong.returncode == 64 and "nothing recorded" in wrong.stderr
     ok = gpubot("hosts", "trust", "box", "--fingerprint", fingerprint, env=env)
     assert ok.returncode == 0 and "recorded" in ok.stdout
+    assert os.stat(known).st_mode & 0o777 == 0o644
     assert gpubot("status", "box", env=env).returncode == 0
 
 
@@ -256,3 +259,17 @@ def test_forget_gpu_in_the_terminal_leaves_a_gpu_that_is_present(db_env, ssh_ser
     assert "GPUs 0, 1, 2, 3, 4, 5, present now, stay." in done.stdout
     assert "GPU inventory (6):" in gpubot("hosts", "show", "box", env=env).stdout
     assert gpubot("hosts", "forget-gpu", "box", "9", env=env).returncode == 64
+
+
+@pytest.mark.process
+def test_an_ssh_config_that_runs_commands_here_stops_every_command_naming_file_and_line(db_env, tmp_path):
+    config = tmp_path / "ssh_config"
+    canary = tmp_path / "canary"
+    config.write_text(f"Host bastion\n  HostName 10.0.0.1\n  ProxyCommand sh -c 'touch {canary}'\n")
+    refused = gpubot("hosts", "list", env={**db_env, "GPUBOT_SSH_CONFIG": str(config)})
+    assert refused.returncode == 78, refused.stderr
+    assert f"configuration error: the ssh_config file {config} is refused: {config} line 3: ProxyCommand runs a program" in refused.stderr
+    assert "GPUBOT_SSH_CONFIG_ALLOW_COMMANDS=true" in refused.stderr and not canary.exists()
+    allowed = gpubot("hosts", "list", env={**db_env, "GPUBOT_SSH_CONFIG": str(config), "GPUBOT_SSH_CONFIG_ALLOW_COMMANDS": "true"})
+    assert allowed.returncode == 0, allowed.stderr
+    assert gpubot("hosts", "list", env={**db_env, "GPUBOT_SSH_CONFIG": "none"}).returncode == 0

@@ -97,3 +97,24 @@ async def test_trust_card_records_the_key_after_admin_confirms(bot, services, ss
     update = await bot.recorder.wait_for("chat.update", timeout=20)
     assert "fresh: ready" in update.body["text"]
     assert os.path.getsize(known) > 0
+
+
+async def test_trust_card_warns_of_a_known_hosts_file_others_may_write_and_says_what_it_replaced(bot, services, ssh_server, fake_hosts, tmp_path):
+    known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.4": "wrong"})  # reinstalled: an old key is recorded
+    os.chmod(known, 0o666)
+    services.runner.ssh.known_hosts = known
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="again", address="127.0.0.4", port=ssh_server.port)
+    await bot.command("hosts trust again", user_id="UADMIN")
+    card = await bot.recorder.wait_for("response_url")
+    validate_message(card.body["blocks"])
+    texts = [b["text"]["text"] for b in card.body["blocks"] if b["type"] == "section"]
+    assert "The recorded key *differs*" in texts[0]
+    assert f"{known} is writable by group and others (mode 0666)" in texts[1], texts
+    button = next(b for b in card.body["blocks"] if b["type"] == "actions")["elements"][0]
+    await bot.post(block_action_body(button["action_id"], button["value"], user_id="UADMIN", channel_id="C1",
+                                     message_ts="1.0", response_url=bot.recorder.response_url("ok")))
+    done = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/ok"))
+    line = ssh_server.addresses.index("127.0.0.4") + 1
+    assert f"replaced 1 older line for this host (line {line} of {known})" in done.body["text"], done.body["text"]
+    assert ssh_server.wrong_host_key_pub not in open(known).read() and os.stat(known).st_mode & 0o777 == 0o644

@@ -9,15 +9,17 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config import Settings
 from bot.db.base import utcnow
 from bot.db.session import SessionFactory
+from bot.errors import SshConfigRefused
 from bot.lifecycle import WorkGate
 from bot.ssh.runner import Runner
+from bot.ssh.target import HostTarget
 
 Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware UTC (:func:`bot.db.base.utcnow` outside tests)."""
@@ -60,6 +62,22 @@ class Services:
 
         ssh = getattr(self.runner, "ssh", self.runner)
         return getattr(ssh, "known_hosts", os.path.expanduser(self.settings.known_hosts))
+
+    def reached(self, target: HostTarget) -> HostTarget:
+        """``target`` as the SSH runner reaches it (ssh_config ``HostName``, ``Port``, ``User``,
+        ``ProxyJump`` filled in: :meth:`~bot.ssh.runner.SshRunner.effective`); ``target`` when the
+        runner reads no ssh_config."""
+        ssh = getattr(self.runner, "ssh", self.runner)
+        return cast(HostTarget, ssh.effective(target)) if hasattr(ssh, "effective") else target
+
+    def ssh_aliases(self) -> frozenset[str]:
+        """The host names the SSH runner's ssh_config file defines (lower case; empty without a
+        file, or when the file is refused: using it then says why)."""
+        ssh = getattr(self.runner, "ssh", self.runner)
+        try:
+            return cast(frozenset[str], ssh.aliases()) if hasattr(ssh, "aliases") else frozenset()
+        except SshConfigRefused:
+            return frozenset()
 
     async def close(self) -> None:
         """Stop the fleet loop; close the runner's pooled SSH connections; dispose the engine when

@@ -183,7 +183,7 @@ async def _probe_and_store(*, services: Services, host_name: str, need_bytes: in
     written, the report still carries the verdict and says so in ``store_error``.
     """
     async with services.sessions() as db:
-        target, host = await hosts.resolve(db_session=db, name=host_name)
+        target, host = await hosts.resolve(db_session=db, name=host_name, ssh_aliases=services.ssh_aliases())
         host_id = host.id if host else None
         known = (await inventory.known(db_session=db, host_names=[target.name],
                                        since=services.clock() - timedelta(days=services.settings.gpu_inventory_days)))[target.name]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import func, select
@@ -13,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.errors import NotFoundError, UsageError
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import ConfigError, validate_overrides
-from bot.names import validate_address, validate_host
+from bot.names import HOST_RE, endpoint, validate_address, validate_host
 from bot.ssh.jump import parse_hop
 from bot.ssh.target import HostTarget
 
@@ -97,8 +98,11 @@ async def near_names(*, db_session: AsyncSession, name: str, limit: int = 3) -> 
     return [n for n in difflib.get_close_matches(name.lower(), names, n=limit + 1, cutoff=0.5) if n != name.lower()][:limit]
 
 
-async def resolve(*, db_session: AsyncSession, name: str) -> tuple[HostTarget, Host | None]:
-    """The target for ``name``: a registered host, or the implicit local host ``localhost``.
+async def resolve(*, db_session: AsyncSession, name: str,
+                  ssh_aliases: Collection[str] = ()) -> tuple[HostTarget, Host | None]:
+    """The target for ``name``: a registered host, the implicit local host ``localhost``, or a
+    host the ssh_config file defines by that name (``ssh_aliases``, lower case: the runner's
+    :meth:`~bot.ssh.runner.SshRunner.aliases`), reached with the file's settings.
 
     Raises :class:`NotFoundError` (with near names) for anything else.
     """
@@ -107,6 +111,8 @@ async def resolve(*, db_session: AsyncSession, name: str) -> tuple[HostTarget, H
         return to_target(host), host
     if name.lower() in LOCAL_NAMES:
         return HostTarget(name=name.lower(), address="localhost", transport="local"), None
+    if name.lower() in ssh_aliases and HOST_RE.match(name):
+        return HostTarget(name=name.lower(), address=name.lower()), None
     raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
 
 
@@ -114,3 +120,15 @@ def to_target(host: Host) -> HostTarget:
     """Connection facts of a registered host."""
     return HostTarget(name=host.name, address=host.address, port=host.port, user=host.user,
                       key_file=host.key_file, transport=host.transport, jump=host.jump)
+
+
+def reach_text(host: Host, reached: HostTarget | None = None) -> str:
+    """Where ``host`` is reached, as lists show it: ``local``, or ``[user@]address:port[ via JUMP]``
+    from ``reached`` (the runner's :meth:`~bot.ssh.runner.SshRunner.effective` of it: the
+    ssh_config's ``HostName``, ``Port``, ``User``, ``ProxyJump`` filled in), with ``(ssh_config
+    Host ALIAS)`` when the registered address is an alias the file resolves."""
+    if host.transport == "local":
+        return "local"
+    r = reached or to_target(host)
+    text = f"{r.user + '@' if r.user else ''}{endpoint(r.address, r.port)}" + (f" via {r.jump}" if r.jump else "")
+    return text + (f" (ssh_config Host {host.address})" if r.address != host.address else "")

@@ -47,7 +47,7 @@ class CommandContext:
         registered host or ``localhost``. Handlers call it before they post anything, so a
         mistyped name is answered to the caller alone, not announced to the channel."""
         async with self.services.sessions() as db:
-            await hosts.resolve(db_session=db, name=name)
+            await hosts.resolve(db_session=db, name=name, ssh_aliases=self.services.ssh_aliases())
 
     async def reply_ephemeral(self, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         """Answer only the caller (``response_url``, ``response_type=ephemeral``)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
+import dataclasses
 import logging
 import os
 import time
@@ -30,10 +30,11 @@ from typing import Protocol, TypeVar
 
 import asyncssh
 
-from bot.errors import ConnectionLost, HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, SlowAnswer, UsageError
+from bot.errors import ConnectionLost, GpubotError, HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, SlowAnswer, UsageError
 from bot.names import endpoint
 from bot.sizes import BATCH_OUTPUT_CAP_BYTES
 from bot.ssh.auth import auth_failed_message
+from bot.ssh.config_file import SshConfigFile, config_path
 from bot.ssh.files import ClientKeys, KnownHosts, ip_or_empty, stamp
 from bot.ssh.jump import Hop, hop_target, parse_chain
 from bot.ssh.pool import ConnectionPool
@@ -97,15 +98,18 @@ class SshRunner:
     idle seconds, SSH keepalives every ``keepalive_s``); each call is a new channel on it. A
     pooled connection found dead when a channel is opened on it is replaced once, silently.
     ``ssh_config`` names an OpenSSH client config file (``None``: ``~/.ssh/config`` when it
-    exists, as ``ssh`` does): aliases, ``User``, ``Port``, ``IdentityFile`` and ``ProxyJump``
-    apply where the host's own settings leave them open. Jump hosts (``target.jump``, else the
-    config's ``ProxyJump``) are connected and verified by this runner, hop by hop.
+    exists, as ``ssh`` does; ``"none"``: no file): aliases, ``User``, ``Port``, ``IdentityFile``
+    and ``ProxyJump`` apply where the host's own settings leave them open. Jump hosts
+    (``target.jump``, else the config's ``ProxyJump``) are connected and verified by this runner,
+    hop by hop. A file that would run or load something here is refused
+    (:class:`~bot.errors.SshConfigRefused`, :mod:`bot.ssh.config_file`) unless
+    ``allow_config_commands``; agent forwarding is off on every connection whatever the file says.
     """
 
     def __init__(self, *, known_hosts: str, default_user: str | None = None,
                  default_key_file: str | None = None, connect_timeout: float = 10.0,
                  pool: bool = True, pool_max: int = 1024, pool_idle_s: float = 300.0,
-                 keepalive_s: float = 30.0, ssh_config: str | None = None):
+                 keepalive_s: float = 30.0, ssh_config: str | None = None, allow_config_commands: bool = False):
         self.known_hosts = known_hosts
         self.default_user = default_user
         self.default_key_file = os.path.expanduser(default_key_file) if default_key_file else None
@@ -114,10 +118,12 @@ class SshRunner:
         self.keys = ClientKeys()
         self.pool: ConnectionPool[asyncssh.SSHClientConnection] | None = (
             ConnectionPool(max_open=pool_max, idle_s=pool_idle_s) if pool else None)
-        default_config = os.path.expanduser("~/.ssh/config")
-        self.ssh_config = os.path.expanduser(ssh_config) if ssh_config else (
-            default_config if os.access(default_config, os.R_OK) else None)
-        self._jumps: dict[tuple[object, ...], list[Hop]] = {}
+        self.config = SshConfigFile(config_path(ssh_config), allow_commands=allow_config_commands)
+
+    @property
+    def ssh_config(self) -> str | None:
+        """The ssh_config file's path (``None``: no file)."""
+        return self.config.path
 
     @property
     def known_hosts(self) -> str:
@@ -127,6 +133,22 @@ class SshRunner:
     @known_hosts.setter
     def known_hosts(self, path: str) -> None:
         self.trusted = KnownHosts(os.path.expanduser(path))
+
+    def _config_of(self, target: HostTarget) -> dict[str, object]:
+        """What the ssh_config sets for ``target`` (:meth:`SshConfigFile.lookup`); raises
+        :class:`~bot.errors.SshConfigRefused`, or :class:`HostUnreachable` for a file asyncssh cannot parse."""
+        try:
+            return self.config.lookup(target.address, target.port if target.port != 22 else None, target.user)
+        except (OSError, ValueError) as exc:
+            raise HostUnreachable(f"{target.name}: cannot use the ssh_config file {self.ssh_config}: {exc}") from exc
+
+    def user_of(self, target: HostTarget) -> str | None:
+        """The user ``target`` is logged in as: its own, else the ssh_config's ``User`` for it, else
+        ``default_user`` (``None``: asyncssh takes the local user name)."""
+        if target.user:
+            return target.user
+        found = self._config_of(target).get("User") if target.transport == "ssh" else None
+        return found if isinstance(found, str) else self.default_user
 
     def _key_path(self, target: HostTarget) -> str | None:
         key = target.key_file or self.default_key_file
@@ -145,10 +167,14 @@ class SshRunner:
             "keepalive_interval": self.keepalive_s,
             "keepalive_count_max": 3,
             "encryption_algs": list(ENCRYPTION_ALGS),
-            "config": [self.ssh_config] if self.ssh_config else None,
+            "config": [config] if (config := self.config.checked()) else None,
             "tunnel": tunnel,  # never a string: asyncssh would verify that hop with its own defaults
+            "agent_forwarding": False,  # whatever ForwardAgent says: root on the host would get the bot's agent
+            "request_pty": False,  # RequestTTY force would put the script through a terminal
         }
-        user = target.user or self.default_user
+        if not self.config.allow_commands:  # scanned already; this holds if the file changed since
+            opts.update(proxy_command=None, pkcs11_provider=None)
+        user = self.user_of(target)
         if user:
             opts["username"] = user
         key = self._key_path(target)
@@ -162,20 +188,33 @@ class SshRunner:
         try:
             if target.jump:
                 return parse_chain(target.jump)
-            if not self.ssh_config:
-                return []
-            key = (self.ssh_config, stamp(self.ssh_config), target.address, target.port, target.user or self.default_user)
-            if key not in self._jumps:
-                from asyncssh.config import SSHClientConfig
-
-                cfg = SSHClientConfig.load(None, [self.ssh_config], False, False, False, getpass.getuser(),
-                                           target.user or self.default_user or (), target.address,
-                                           target.port if target.port != 22 else ())
-                value = cfg.get("ProxyJump")
-                self._jumps[key] = parse_chain(value) if isinstance(value, str) else []
-            return self._jumps[key]
+            value = self._config_of(target).get("ProxyJump")
+            return parse_chain(value) if isinstance(value, str) else []
         except (UsageError, OSError, ValueError, asyncssh.Error) as exc:
             raise HostUnreachable(f"{target.name}: bad jump host setting: {exc}") from exc
+
+    def aliases(self) -> frozenset[str]:
+        """The host names the ssh_config file defines (lower case; :meth:`SshConfigFile.aliases`);
+        empty without a file. Raises :class:`~bot.errors.SshConfigRefused`."""
+        return self.config.aliases()
+
+    def effective(self, target: HostTarget) -> HostTarget:
+        """``target`` as this runner will reach it: the ssh_config's ``HostName``, ``Port``, ``User``
+        and ``ProxyJump`` filled in where the host leaves them open (its user, then the file's
+        ``User``, as :meth:`user_of`; ``default_user`` is not filled in). ``target`` itself when
+        there is no file, it is not SSH, or the file cannot be read or is refused."""
+        if target.transport != "ssh":
+            return target
+        try:
+            found = self._config_of(target)
+        except GpubotError:
+            return target
+        host, port, jump, user = (found.get(k) for k in ("Hostname", "Port", "ProxyJump", "User"))
+        return dataclasses.replace(
+            target, address=host if isinstance(host, str) else target.address,
+            port=port if isinstance(port, int) and target.port == 22 else target.port,
+            user=target.user or (user if isinstance(user, str) else None),
+            jump=target.jump or (jump if isinstance(jump, str) and jump.lower() != "none" else None))
 
     def identity(self, target: HostTarget) -> tuple[object, ...]:
         """What a pooled connection to ``target`` was opened for: a change of any part (address,
@@ -185,7 +224,7 @@ class SshRunner:
 
     def _endpoint(self, target: HostTarget) -> tuple[object, ...]:
         key = self._key_path(target)
-        return (target.address, target.port, target.user or self.default_user, key,
+        return (target.address, target.port, self.user_of(target), key,
                 stamp(key) if key else None, self.trusted.entry_of(target.address, target.port),
                 stamp(self.ssh_config) if self.ssh_config else None)
 
@@ -203,7 +242,7 @@ class SshRunner:
             raise HostUnreachable(f"{target.name}: cannot read {exc.filename or 'a file'}: {exc.strerror}") from exc
         except asyncssh.PermissionDenied as exc:
             raise HostUnreachable(auth_failed_message(
-                target, user=target.user or self.default_user, key_file=self._key_path(target),
+                target, user=self.user_of(target), key_file=self._key_path(target),
                 key_from_setting=not target.key_file, ssh_config=self.ssh_config)) from exc
         except (asyncio.TimeoutError, TimeoutError) as exc:
             raise HostUnreachable(f"{target.name}: no SSH answer from {endpoint(target.address, target.port)} within {self.connect_timeout:.0f} s") from exc

@@ -13,6 +13,7 @@ from bot.errors import NotFoundError, PermissionDenied
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts import trust
+from bot.names import endpoint
 from bot.render.text import forgotten_text, inventory_lines
 from bot.roles import Role
 from bot.slack.blocks import escape, text_blocks, trust_card_blocks
@@ -26,11 +27,9 @@ from bot.snapshots import service as snapshots
 log = logging.getLogger("gpubot.slack")
 
 
-def _line(h: Any) -> str:
+def _line(h: Any, services: Services) -> str:
     labels = ",".join(f"{k}:{v}" for k, v in (h.labels or {}).items())
-    where = "local" if h.transport == "local" else f"{h.user + '@' if h.user else ''}{h.address}:{h.port}"
-    if getattr(h, "jump", None):
-        where += f" via {h.jump}"
+    where = hosts.reach_text(h, services.reached(hosts.to_target(h)) if h.transport == "ssh" else None)
     return f"`{h.name}` {where} · group {h.group or '-'}" + (f" · {labels}" if labels else "")
 
 
@@ -43,7 +42,7 @@ async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
         rows = await hosts.list_all(db_session=db, group=cmd.group)
     title = f"{len(rows)} host{'s' if len(rows) != 1 else ''}" + (f" in group {cmd.group}" if cmd.group else "")
     built_in = [] if cmd.group else [BUILT_IN.format(name=n) for n in hosts.LOCAL_NAMES if n not in {h.name for h in rows}]
-    text = "\n".join([f"*{escape(title)}*", *(escape(_line(h)) for h in rows), *(escape(x) for x in built_in)])
+    text = "\n".join([f"*{escape(title)}*", *(escape(_line(h, ctx.services)) for h in rows), *(escape(x) for x in built_in)])
     await ctx.reply_ephemeral(title, text_blocks(text))
 
 
@@ -63,7 +62,7 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
         h, name = await _registered_or_built_in(db, cmd.name)
         snap = await snapshots.latest(db_session=db, host_name=name)
         gpus = await inventory.listing(db_session=db, host_name=name)
-    head = _line(h) if h is not None else BUILT_IN.format(name=name)
+    head = _line(h, ctx.services) if h is not None else BUILT_IN.format(name=name)
     last = (f"last verdict *{snap.verdict.replace('_', ' ')}* at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
             if snap else "never probed")
     lines = [escape(x) for x in inventory_lines(gpus, inventory.held_elsewhere(snap))]
@@ -86,7 +85,7 @@ async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
     async with ctx.services.sessions() as db, db.begin():
         h = await hosts.add(db_session=db, name=cmd.name, address=cmd.address, port=cmd.port, user=cmd.user,
                             group=cmd.group, labels=cmd.labels)
-    text = f"Added {_line(h)} (by <@{ctx.user_id}>). Next: `/gpu hosts trust {h.name}` to confirm its SSH key."
+    text = f"Added {_line(h, ctx.services)} (by <@{ctx.user_id}>). Next: `/gpu hosts trust {h.name}` to confirm its SSH key."
     await ctx.post(text, text_blocks(text))
 
 
@@ -99,15 +98,19 @@ async def remove_host(ctx: CommandContext, cmd: HostsRemove) -> None:
 
 async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
     async with ctx.services.sessions() as db:
-        target, _ = await hosts.resolve(db_session=db, name=cmd.name)
+        target, _ = await hosts.resolve(db_session=db, name=cmd.name, ssh_aliases=ctx.services.ssh_aliases())
     offered = await trust.fetch_host_key(target, ctx.services.runner_known_hosts(),
                                          runner=getattr(ctx.services.runner, "ssh", None))
+    warning = trust.file_warning(ctx.services.runner_known_hosts())
     if offered.state == "trusted":
-        await ctx.reply_ephemeral(f"{cmd.name}: its key {offered.fingerprint} is already trusted.")
+        text = f"{cmd.name}: its key {offered.fingerprint} is already trusted." + (f"\n{escape(warning)}" if warning else "")
+        await ctx.reply_ephemeral(text)
         return
-    await ctx.reply_ephemeral(f"Confirm the host key of {cmd.name}",
-                              trust_card_blocks(cmd.name, f"{target.address}:{target.port}", offered.fingerprint,
-                                                offered.key_type, offered.state))
+    where = offered.where or target
+    blocks = trust_card_blocks(cmd.name, endpoint(where.address, where.port), offered.fingerprint, offered.key_type, offered.state)
+    if warning:
+        blocks.insert(1, text_blocks(f":warning: {escape(warning)}")[0])
+    await ctx.reply_ephemeral(f"Confirm the host key of {cmd.name}", blocks)
 
 
 async def check_host_access(ctx: CommandContext, cmd: HostsCheck) -> None:
@@ -132,10 +135,11 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
                 raise PermissionDenied("only admins may trust host keys", needed_role="admin")
             name, fingerprint = body["actions"][0]["value"].split("|", 1)
             async with services.sessions() as db:
-                target, _ = await hosts.resolve(db_session=db, name=name)
-            await trust.record(target, services.runner_known_hosts(), fingerprint,
-                               runner=getattr(services.runner, "ssh", None))
-            await respond(text=f"<@{user}> trusted {name}'s host key {fingerprint}.", replace_original=True)
+                target, _ = await hosts.resolve(db_session=db, name=name, ssh_aliases=services.ssh_aliases())
+            known = services.runner_known_hosts()
+            done = await trust.record(target, known, fingerprint, runner=getattr(services.runner, "ssh", None))
+            notes = "".join(f"\n{escape(line)}" for line in trust.recorded_text(done, known))
+            await respond(text=f"<@{user}> trusted {name}'s host key {fingerprint}.{notes}", replace_original=True)
         except Exception as exc:
             text, error_id = user_message(exc)
             await respond(text=text + (f" (error id {error_id})" if error_id else ""), replace_original=False, response_type="ephemeral")
