@@ -125,7 +125,7 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
     if as_json:
         print(json.dumps(report_json(report), indent=2))
     else:
-        print(status_text(status_view(report)))
+        print(status_text(status_view(report, chat=settings.command)))
     return VERDICT_EXIT[report.assessment.verdict]
 
 

@@ -57,11 +57,12 @@ def test_next_step_stops_a_configured_unit_that_runs_while_expected_inactive():
     expected = {"vllm.service": "inactive", "sglang.service": "inactive"}
     report = _busy_host([Unit("vllm.service", "loaded", "active", "running", 31582),
                          Unit("sglang.service", "loaded", "inactive", "dead", 0)], expected)
-    (steps,) = [s.lines for s in status_view(report).sections if s.title == "Next step"]
-    assert steps == ["/gpu stop node1 vllm.service", "/gpu kill node1 31582"]
+    (steps,) = [s.lines for s in status_view(report, command="/gpu").sections if s.title == "Next step"]
+    assert steps == ["`/gpu stop node1 vllm.service` — vllm.service is active, expected inactive",
+                     "`/gpu kill node1 pid=31582` — python3 (pid 31582)"]
     quiet = _busy_host([Unit("vllm.service", "loaded", "inactive", "dead", 0)], {"vllm.service": "inactive"})
-    (steps,) = [s.lines for s in status_view(quiet).sections if s.title == "Next step"]
-    assert steps == ["/gpu kill node1 31582"]
+    (steps,) = [s.lines for s in status_view(quiet, command="/gpu").sections if s.title == "Next step"]
+    assert steps == ["`/gpu kill node1 pid=31582` — python3 (pid 31582)"]
 
 
 def test_a_unit_systemctl_could_not_read_keeps_its_sentences_whole():

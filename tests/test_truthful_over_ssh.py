@@ -147,7 +147,7 @@ async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists
     text = blocks_text(update.body["blocks"])
     assert "node202: not ready" in text
     assert f"pid {holder.pid} (4,096 MiB) · user root · up " in text
-    assert f"/gpu kill node202 {holder.pid}" in text
+    assert f"`/gpu kill node202 pid={holder.pid}` — python3 (pid {holder.pid}), user root" in text
     await bot.command("hosts show node202", user_id="UADMIN", response_url=bot.recorder.response_url("show"))
     shown = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/show"), timeout=20)
     shown_text = blocks_text(shown.body.get("blocks") or []) or shown.body.get("text", "")

@@ -213,11 +213,14 @@ async def _kill(ctx: _Ctx) -> Plan:
         procs = [p for p in procs if index.get(p.gpu_uuid) == spec.gpu]
     if spec.pids:
         listed = {p.pid for p in procs}
-        stray = [str(pid) for pid in spec.pids if pid not in listed]
+        # with no process listed, the probe names those holding /dev/nvidia* open (another PID namespace's view)
+        holders = {o.pid: o for o in _owners(ctx).values() if o.source == "device-file" and o.alive} if spec.gpu is None else {}
+        stray = [str(pid) for pid in spec.pids if pid not in listed and pid not in holders]
         if stray:
             where = f"GPU {spec.gpu}" if spec.gpu is not None else spec.host
             raise PlanRefused(f"pid {', '.join(stray)} is not a GPU compute process on {where} in the latest probe")
-        procs = [p for p in procs if p.pid in spec.pids]
+        procs = [p for p in procs if p.pid in spec.pids] + [GpuProcess("", pid, None, _program(holders[pid]))
+                                                             for pid in spec.pids if pid not in listed and pid in holders]
     if not procs:
         held = [r.text for r in ctx.report.assessment.reasons if r.code == "vram_no_owner"]
         raise PlanRefused("no GPU compute process to end" + (f" on GPU {spec.gpu}" if spec.gpu is not None else "")
@@ -234,7 +237,8 @@ async def _kill(ctx: _Ctx) -> Plan:
                     tuple(items))
     lines = [_proc_line(p) for p in items]
     gpus = sorted({p.gpu for p in items if p.gpu is not None})
-    expected = f"ends {len(items)} process{'es' if len(items) > 1 else ''}; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}"
+    expected = f"ends {len(items)} process{'es' if len(items) > 1 else ''}" + (
+        f"; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}" if gpus else "")
     return Plan(spec, ctx.report.snapshot_id, [step], lines, expected, procs=items, warnings=warnings)
 
 
@@ -271,6 +275,11 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
     return items, warnings
 
 
+def _program(o: ProcessOwner) -> str:
+    words = (o.command or "").split()
+    return words[0].rsplit("/", 1)[-1] if words else "?"
+
+
 def _owners(ctx: _Ctx) -> dict[int, ProcessOwner]:
     readings = ctx.report.readings
     return {o.pid: o for o in (readings.owners.owners if readings and readings.owners else [])}
@@ -293,7 +302,8 @@ def _proc_line(p: ProcItem, why: str = "") -> str:
     """``pid 31582 python3 on GPU 3 — 81,920 MiB — vllm-glm5.service, user vllm — `cmdline```: what a kill
     step will end, as the card shows it (the command line in full up to 120 characters)."""
     who = ", ".join(x for x in [p.owner or "", f"user {p.user}" if p.user else ""] if x)
-    return (f"pid {p.pid} {p.name} on GPU {p.gpu} — {p.used_mib or 0:,} MiB" + (f" — {who}" if who else "") + why
+    where = f"on GPU {p.gpu} — {p.used_mib or 0:,} MiB" if p.gpu is not None else "holding /dev/nvidia* open"
+    return (f"pid {p.pid} {p.name} {where}" + (f" — {who}" if who else "") + why
             + f" — `{p.cmdline[:120]}`")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bot.flows.status import StatusReport
-from bot.probes.readings import Folder, FolderState, Readings
+from bot.probes.readings import Folder, FolderState, ProcessOwner, Readings
 from bot.readiness.verdict import SERVING_CODES, Severity, Verdict
 from bot.readiness.words import VERDICT_WORDS, verdict_text
 from bot.sizes import human_bytes, human_mib
@@ -86,28 +86,74 @@ def _owner(r: Readings, pid: int) -> str:
 RUNNING_STATES = frozenset({"active", "activating", "reloading"})
 """Unit ``ActiveState`` values that ``/gpu stop`` would end."""
 
+CHAT = "/gpu"
+"""The slash command of chat (``settings.command``), which the advice to act is written in."""
 
-def next_steps(report: StatusReport) -> list[str]:
-    """The exact commands that would free this host's GPUs: stop each configured unit that runs
-    while it is expected inactive, then, per GPU process, stop its owning configured unit, else
-    kill the PID."""
+
+def _container_advice(host: str, pid: int, o: ProcessOwner) -> str:
+    """A container's own stop, or for a Kubernetes pod why killing it would not help."""
+    name = o.container_name or (o.container_id or "")[:12]
+    if o.pod_uid:
+        return (f"pid {pid} runs in Kubernetes pod {o.pod_uid[:8]}" + (f" (container {name})" if name else "")
+                + ": its controller restarts a killed pod, so scale its workload down with kubectl (gpubot does not)")
+    if o.runtime in ("docker", "podman"):
+        return f"`{o.runtime} stop {name}` on {host} — pid {pid} runs in {o.runtime} container {name}"
+    return f"pid {pid} runs in {o.runtime or 'a'} container {name}: stop the container with its runtime on {host}"
+
+
+def _program(o: ProcessOwner | None) -> str:
+    """The program name of a process found holding ``/dev/nvidia*`` (its command's first word)."""
+    words = (o.command or "").split() if o else []
+    return words[0].rsplit("/", 1)[-1] if words else "?"
+
+
+def next_steps(report: StatusReport, *, chat: str = CHAT) -> list[str]:
+    """What would free this host's GPUs, each line one step for people: the exact command in
+    backticks, written for where it is typed (``chat`` commands like ``/gpu kill node174
+    pid=31582``, a container's ``docker stop NAME`` on the host), then why. The step fits the state:
+    a configured unit that runs while it is expected inactive, or that holds a GPU, is stopped; the
+    processes a stopped (inactive, failed) unit left in its cgroup are killed by PID (or a pivot
+    from that unit to a configured unit that is not running, ``kill=leftovers``); a container is
+    stopped with its runtime; a Kubernetes pod is left to its controller (killing it would not
+    help); any other process is killed by PID."""
     r = report.readings
     if r is None or r.gpu.failure is not None or report.assessment.verdict is Verdict.SERVING:
         return []
+    host = report.host
     owners = {o.pid: o for o in (r.owners.owners if r.owners else [])}
-    steps = [f"/gpu stop {report.host} {u.name}" for u in r.units
+    units = {u.name: u for u in r.units}
+    steps = [f"`{chat} stop {host} {u.name}` — {u.name} is {u.active_state}, expected inactive" for u in r.units
              if report.units_expected.get(u.name) == "inactive" and u.active_state in RUNNING_STATES]
+    names = {p.pid: p.process_name for p in r.gpu.processes}
     pids = [p.pid for p in r.gpu.processes] + [o.pid for o in owners.values() if o.source == "device-file"]
+    left: dict[str, list[int]] = {}
     for pid in dict.fromkeys(pids):
         o = owners.get(pid)
         if o is not None and not o.alive:
             continue
-        if o is not None and o.unit in report.units_expected and not o.container_id:
-            step = f"/gpu stop {report.host} {o.unit}"
+        what = f"{names.get(pid) or _program(o)} (pid {pid})"
+        unit = units.get(o.unit or "") if o is not None and not o.container_id else None
+        if o is not None and o.container_id:
+            step = _container_advice(host, pid, o)
+        elif unit is not None and o is not None and o.unit in report.units_expected:
+            if unit.active_state in RUNNING_STATES:
+                step = f"`{chat} stop {host} {unit.name}` — {what} is {unit.name}'s"
+            else:
+                left.setdefault(unit.name, []).append(pid)
+                continue
         else:
-            step = f"/gpu kill {report.host} {pid}"
-        if step not in steps:
+            whose = f", user {o.user}" if o is not None and o.user else ""
+            step = f"`{chat} kill {host} pid={pid}` — {what}{whose}" + (" holds /dev/nvidia* open" if o and o.source == "device-file" else "")
+        if not any(x.split(" — ")[0] == step.split(" — ")[0] for x in steps):
             steps.append(step)
+    for name, held in left.items():
+        state = units[name].active_state
+        targets = [u for u, want in report.units_expected.items()
+                   if want == "active" and u != name and (units.get(u) is None or units[u].active_state not in RUNNING_STATES)]
+        pivot = f"; or `{chat} pivot {host} from={name} to={targets[0]} kill=leftovers`" if targets else ""
+        steps.append(f"`{chat} kill {host} {' '.join(f'pid={p}' for p in held)}` — "
+                     f"{', '.join(f'{names.get(p, chr(63))} (pid {p})' for p in held)} left in {name}'s cgroup after it "
+                     f"stopped ({state}): stopping it again frees nothing{pivot}")
     return steps
 
 
@@ -115,9 +161,11 @@ TERMINAL = "gpubot"
 """The prefix of commands in a terminal; chat passes its slash command (``/gpu``) instead."""
 
 
-def status_view(report: StatusReport, *, command: str = TERMINAL) -> StatusView:
+def status_view(report: StatusReport, *, command: str = TERMINAL, chat: str = CHAT) -> StatusView:
     """Build the view of one host's status. ``command`` prefixes the commands a reason suggests
-    (``/gpu hosts trust node174`` in chat, ``gpubot hosts trust node174`` in a terminal)."""
+    (``/gpu hosts trust node174`` in chat, ``gpubot hosts trust node174`` in a terminal). The steps
+    that act (kill, stop, pivot) exist in chat only: a terminal shows them as typed in chat
+    (``chat``, the slash command) under "Next step (in Slack or `gpubot console`)"."""
     a = report.assessment
     words = verdict_text(a.verdict, a.serving)
     headline = f"{report.host}: {words}"
@@ -166,9 +214,11 @@ def status_view(report: StatusReport, *, command: str = TERMINAL) -> StatusView:
         if holders:
             sections.append(Section("Holding /dev/nvidia*", [f"pid {o.pid}{_owner(r, o.pid)}" for o in holders]
                                     + (["(only the SSH user's processes could be read)"] if r.owners and r.owners.scan_limited else [])))
-        steps = next_steps(report)
+        in_chat = command != TERMINAL
+        steps = next_steps(report, chat=command if in_chat else chat)
         if steps:
-            sections.append(Section("Next step", steps))
+            typed_elsewhere = not in_chat and any(f"`{chat} " in x for x in steps)
+            sections.append(Section("Next step" + (f" (in Slack or `{TERMINAL} console`)" if typed_elsewhere else ""), steps))
         if notes:
             sections.append(Section("Notes", notes))
     if report.store_error:

@@ -1,0 +1,216 @@
+"""Advice that runs: every command a message suggests parses where it is shown, and fits the state.
+
+Each status below is rendered as chat sees it (Block Kit, ``/gpu``) and as a terminal prints it
+(``gpubot status``); every command in backticks is collected and fed back through the parser of its
+place: ``/gpu …`` through the chat grammar, ``gpubot …`` through the CLI's own argparse parser.
+Approval cards (their command line and their follow-up buttons' requests) go through the grammar too.
+"""
+
+import re
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import pytest
+
+from bot.actions.kinds import ActionKind, ActionSpec, State
+from bot.actions.views import RequestView, StepView
+from bot.cli import _build_parser
+from bot.commands.registry import default_grammar
+from bot.errors import UsageError
+from bot.flows.status import StatusReport
+from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, OwnerReport, ProcessOwner, Readings, Unit
+from bot.readiness.verdict import Requirements, assess, unreachable
+from bot.render.status_view import status_view
+from bot.render.text import status_text
+from bot.slack.action_blocks import card_blocks
+from bot.slack.blocks import status_blocks
+from tests.support.blockkit import blocks_text
+
+G = default_grammar()
+NOW = datetime(2026, 11, 29, 16, 0, tzinfo=timezone.utc)
+SEED_UNITS = {"vllm-glm5.service": "inactive", "vllm-kimi.service": "active"}
+CID = "c0ffee" + "0" * 58
+
+
+def host(procs: list[tuple[int, int, int]], units: list[Unit], expected: dict[str, str], owners: list[ProcessOwner],
+         name: str = "node174") -> StatusReport:
+    """``procs``: (pid, GPU index, MiB); 8 GPUs of 97,887 MiB like node174."""
+    gpus = [Gpu(i, f"GPU-{i}", "RTX PRO 6000 Blackwell", 97887, sum(m for _, g, m in procs if g == i), 0, 0, 30, 70.0,
+                "Disabled") for i in range(8)]
+    readings = Readings(GpuReport(gpus=gpus, processes=[GpuProcess(f"GPU-{g}", pid, mib, "python3") for pid, g, mib in procs]),
+                        [Disk("/shared", "/dev/md0", "/shared", 3 * 10**12, 17 * 10**11, 13 * 10**11, None)], [], None, units,
+                        HostContext(), owners=OwnerReport(owners=owners))
+    return StatusReport(name, "ops@10.0.0.174:22", 9, NOW, 12, assess(readings, Requirements(units=expected)), readings,
+                        units_expected=expected)
+
+
+def owner(pid: int, **kw) -> ProcessOwner:
+    return ProcessOwner(pid=pid, user=kw.pop("user", "vllm"), elapsed_s=600, command="python3 -m vllm.entrypoints.openai",
+                        **kw)
+
+
+def glm5(state: str) -> Unit:
+    return Unit("vllm-glm5.service", "loaded", state, "running" if state == "active" else "dead", 4242 if state == "active" else 0)
+
+
+KIMI = Unit("vllm-kimi.service", "loaded", "inactive", "dead", 0)
+
+STATES = {
+    "orphan of a stopped unit": host([(31582, 3, 81920)], [glm5("inactive"), KIMI], SEED_UNITS,
+                                     [owner(31582, unit="vllm-glm5.service")]),
+    "orphan of a failed unit": host([(31582, 3, 81920), (31590, 4, 1000)], [glm5("failed"), KIMI], SEED_UNITS,
+                                    [owner(31582, unit="vllm-glm5.service"), owner(31590, unit="vllm-glm5.service")]),
+    "running unit expected inactive": host([(4242, 0, 90000)], [glm5("active"), KIMI], SEED_UNITS,
+                                           [owner(4242, unit="vllm-glm5.service")]),
+    "running unit expected active": host([(4242, 0, 90000)], [glm5("active")], {"vllm-glm5.service": "active"},
+                                         [owner(4242, unit="vllm-glm5.service")]),
+    "docker container": host([(777, 1, 5000)], [], {}, [owner(777, container_id=CID, runtime="docker", container_name="kimi-box")]),
+    "podman container without a name": host([(778, 1, 5000)], [], {}, [owner(778, container_id=CID, runtime="podman")]),
+    "containerd container": host([(779, 1, 5000)], [], {}, [owner(779, container_id=CID, runtime="containerd")]),
+    "kubernetes pod": host([(780, 2, 5000)], [], {}, [owner(780, container_id=CID, runtime="kubernetes",
+                                                          pod_uid="0b1c2d3e-1111-2222-3333-444455556666")]),
+    "someone's process": host([(999, 5, 20000)], [], {}, [owner(999, user="bob")]),
+    "owner not read": host([(1000, 6, 100)], [], {}, []),
+    "a unit nobody configured": host([(1001, 7, 100)], [], {}, [owner(1001, unit="jupyter.service")]),
+    "device files held, nothing listed": host([], [], {}, [ProcessOwner(pid=2024, source="device-file", user="bob",
+                                                                        command="/opt/venv/bin/python3 train.py")]),
+}
+
+
+def commands(text: str) -> list[str]:
+    return re.findall(r"`([^`\n]+)`", text)
+
+
+def cli_parses(line: str) -> None:
+    """``gpubot …`` through the CLI's own parser (argparse exits on a bad line: that is a failure)."""
+    try:
+        _build_parser().parse_args(line.split()[1:])
+    except SystemExit as exc:
+        pytest.fail(f"`{line}` does not parse in a terminal (exit {exc.code})")
+
+
+def chat_parses(line: str, slash: str = "/gpu") -> None:
+    try:
+        G.parse(line.removeprefix(slash + " "))
+    except UsageError as exc:
+        pytest.fail(f"`{line}` does not parse in chat: {exc}")
+
+
+def check_everything_suggested(chat: str, terminal: str) -> int:
+    """Parse every suggested command; the number found."""
+    found = 0
+    for line in commands(chat):
+        assert not line.startswith("gpubot "), f"a terminal command in chat: `{line}`"
+        if line.startswith("/gpu "):
+            chat_parses(line)
+            found += 1
+    for line in commands(terminal):
+        if line.startswith("gpubot "):
+            cli_parses(line)
+            found += 1
+        elif line.startswith("/gpu "):
+            assert "(in Slack or `gpubot console`)" in terminal, f"`{line}` in a terminal without saying where to type it"
+            chat_parses(line)
+            found += 1
+    for line in commands(chat) + commands(terminal):
+        if line.split()[0] in ("docker", "podman"):
+            assert re.fullmatch(r"(docker|podman) stop [\w.-]+", line), line
+    return found
+
+
+@pytest.mark.parametrize("state", list(STATES))
+def test_every_suggested_command_parses_where_it_is_shown(state):
+    report = STATES[state]
+    chat = blocks_text(status_blocks(status_view(report, command="/gpu")))
+    terminal = status_text(status_view(report))
+    check_everything_suggested(chat, terminal)
+
+
+def steps_of(report: StatusReport) -> list[str]:
+    (steps,) = [s.lines for s in status_view(report, command="/gpu").sections if s.title == "Next step"]
+    return steps
+
+
+def test_the_advice_fits_the_state():
+    seed = steps_of(STATES["orphan of a stopped unit"])
+    assert seed == ["`/gpu kill node174 pid=31582` — python3 (pid 31582) left in vllm-glm5.service's cgroup after it stopped "
+                    "(inactive): stopping it again frees nothing; or "
+                    "`/gpu pivot node174 from=vllm-glm5.service to=vllm-kimi.service kill=leftovers`"]
+    assert not any("stop node174 vllm-glm5.service" in x for x in seed)  # an inactive unit: stopping it frees nothing
+    failed = steps_of(STATES["orphan of a failed unit"])
+    assert failed[0].startswith("`/gpu kill node174 pid=31582 pid=31590` — python3 (pid 31582), python3 (pid 31590) left in "
+                                "vllm-glm5.service's cgroup after it stopped (failed)")
+    assert steps_of(STATES["running unit expected inactive"]) == [
+        "`/gpu stop node174 vllm-glm5.service` — vllm-glm5.service is active, expected inactive"]
+    assert steps_of(STATES["running unit expected active"]) == [
+        "`/gpu stop node174 vllm-glm5.service` — python3 (pid 4242) is vllm-glm5.service's"]
+    assert steps_of(STATES["docker container"]) == ["`docker stop kimi-box` on node174 — pid 777 runs in docker container kimi-box"]
+    assert steps_of(STATES["podman container without a name"]) == [
+        "`podman stop c0ffee000000` on node174 — pid 778 runs in podman container c0ffee000000"]
+    assert steps_of(STATES["containerd container"]) == [
+        "pid 779 runs in containerd container c0ffee000000: stop the container with its runtime on node174"]
+    (pod,) = steps_of(STATES["kubernetes pod"])
+    assert pod.startswith("pid 780 runs in Kubernetes pod 0b1c2d3e (container c0ffee000000): its controller restarts a killed pod")
+    assert "`" not in pod  # no command that would not help
+    assert steps_of(STATES["someone's process"]) == ["`/gpu kill node174 pid=999` — python3 (pid 999), user bob"]
+    assert steps_of(STATES["owner not read"]) == ["`/gpu kill node174 pid=1000` — python3 (pid 1000)"]
+    assert steps_of(STATES["a unit nobody configured"]) == ["`/gpu kill node174 pid=1001` — python3 (pid 1001), user vllm"]
+    assert steps_of(STATES["device files held, nothing listed"]) == [
+        "`/gpu kill node174 pid=2024` — python3 (pid 2024), user bob holds /dev/nvidia* open"]
+
+
+def test_a_terminal_says_where_the_chat_commands_are_typed():
+    report = STATES["orphan of a stopped unit"]
+    terminal = status_text(status_view(report, chat="/gpu-staging"))
+    assert "Next step (in Slack or `gpubot console`):" in terminal
+    assert "`/gpu-staging kill node174 pid=31582`" in terminal
+    chat = status_view(report, command="/gpu-staging")
+    assert [s.title for s in chat.sections if s.title.startswith("Next step")] == ["Next step"]
+
+
+def test_the_trust_hint_parses_in_both_places():
+    a = unreachable("node174: the SSH host key of 10.0.0.1:22 is not in /k. Refusing to connect; verify its fingerprint "
+                    "and trust it.", "host_key")
+    report = StatusReport("node174", "ops@10.0.0.1:22", 7, NOW, 12, a, None)
+    found = check_everything_suggested(blocks_text(status_blocks(status_view(report, command="/gpu"))),
+                                       status_text(status_view(report)))
+    assert found == 2
+
+
+def _card(state: State, spec: ActionSpec, **kw) -> RequestView:
+    return RequestView(id=7, kind=spec.kind, host=spec.host, state=state, command=spec.describe(), lines=[], expected="",
+                       requester="U1", approvers=[], approvals_needed=1, expires_at=NOW, created_at=NOW,
+                       steps=[StepView(1, "stop", "ok")], spec=spec, **kw)
+
+
+SPECS = [
+    ActionSpec(ActionKind.PIVOT, "node174", paths=("/shared/glm5-gguf",), from_unit="vllm-glm5.service",
+               to_unit="vllm-kimi.service", need_bytes=540 * 10**9),
+    ActionSpec(ActionKind.PIVOT, "node174", from_unit="a.service", to_unit="b.service", pids=(4411,), kill_leftovers=False,
+               health_url="http://127.0.0.1:8000/health"),
+    ActionSpec(ActionKind.STOP, "node174", unit="a.service", kill_leftovers=False),
+    ActionSpec(ActionKind.RESTART, "node174", unit="a.service"),
+    ActionSpec(ActionKind.KILL, "node174", gpu=3, pids=(31582,)),
+    ActionSpec(ActionKind.CLEAN_HF, "node174", repo="org/name"),
+    ActionSpec(ActionKind.CLEAN_WEIGHTS, "node174", paths=("/shared/a", "/shared/b")),
+]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.describe())
+def test_a_card_command_and_every_follow_up_read_as_commands_that_parse(spec):
+    first = blocks_text(card_blocks(_card(State.PENDING, spec))).split("\n")[1]
+    assert first == spec.describe() and G.parse(first).command == spec
+    if spec.kind is not ActionKind.PIVOT:
+        return
+    failed = _card(State.FAILED, spec, next_steps=["kill_continue", "restart", "pivot_back"], holders=[31582])
+    for what in failed.follow_ups:
+        follow = failed.follow_up_spec(what)
+        assert G.parse(follow.describe()).command == follow, what
+    assert replace(spec, pids=tuple(dict.fromkeys([*spec.pids, 31582]))) == failed.follow_up_spec("kill_continue")
+
+
+def test_the_readme_suggests_commands_that_parse():
+    readme = open("README.md").read()
+    assert "`/gpu kill node174 4242`" not in readme
+    for line in re.findall(r"`(/gpu (?:kill|stop|pivot) node174[^`]*)`", readme):
+        chat_parses(line)
