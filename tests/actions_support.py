@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 
 from bot.actions import flows
 from bot.actions.kinds import ActionKind, ActionSpec
-from bot.actions.models import ActionStep
+from bot.actions.models import ActionStep, Approval
 from bot.actions.views import RequestView
 from bot.hosts import service as hosts
 from bot.roles import Role
@@ -69,6 +69,13 @@ class Cards:
 async def approve(services, request_id: int, user: str = "U2", role: Role = Role.OPERATOR, notify=None, **kw):
     return await flows.decide(services=services, request_id=request_id, user_id=user, decision="approve",
                               role=role, notify=notify, **kw)
+
+
+async def approval_rows(services, request_id: int) -> list[tuple[str, str]]:
+    """``(user, decision)`` of every approvals row stored for the request."""
+    async with services.sessions() as db:
+        return [tuple(r) for r in (await db.execute(select(Approval.user_id, Approval.decision)
+                                                    .where(Approval.request_id == request_id).order_by(Approval.id))).all()]
 
 
 async def step_count(services, request_id: int) -> int:

@@ -16,7 +16,7 @@ from bot.db.session import make_engine, make_session_factory
 from bot.errors import PermissionDenied, UsageError
 from bot.flows.context import Services
 from bot.roles import Role
-from tests.actions_support import Cards, approve, clean, fast, register, step_count, weights
+from tests.actions_support import Cards, approval_rows, approve, clean, fast, register, step_count, weights
 from tests.support.fakestate import unit
 
 
@@ -66,6 +66,7 @@ async def test_two_approvers_clicking_at_once_run_it_once(services, ssh_server, 
     outcomes = await asyncio.gather(*(approve(services, view.id, user=u) for u in ("U2", "U3", "U4")))
     assert sorted(o.status for o in outcomes).count("executed") == 1
     assert await step_count(services, view.id) == 2
+    assert len(await approval_rows(services, view.id)) == 1  # one approval needed: one stored, the others refused
     assert (await flows.load_view(services=services, request_id=view.id)).state is State.DONE
 
 
@@ -84,6 +85,37 @@ async def test_two_app_instances_on_one_database_run_it_once(services, ssh_serve
         await replica.close()
     assert [o.status for o in outcomes].count("executed") == 1
     assert await step_count(services, view.id) == 1
+    assert len(await approval_rows(services, view.id)) == 1
+
+
+async def test_an_approval_waiting_on_a_simultaneous_one_is_refused_and_not_stored(services, ssh_server, fake_hosts, tmp_path):
+    """Two replicas approving at once each counted the approvals before either was stored, so a
+    request needing one approval stored two (3 of 8 rounds). The second decision now waits for the
+    first's transaction and is refused; a request needing two takes both."""
+    root = tmp_path / "shared"
+    fast(services, root)
+    await register(services, "node312", "127.0.0.20", ssh_server)
+    view = await flows.request_action(services=services, spec=clean("node312", weights(root, "a")), requester="U1")
+    async with services.sessions() as first, first.begin():
+        assert await service.record_decision(db_session=first, now=services.clock(), request_id=view.id, user_id="U2", decision="approve")
+
+        async def second() -> bool:
+            async with services.sessions() as db, db.begin():
+                return await service.record_decision(db_session=db, now=services.clock(), request_id=view.id, user_id="U3",
+                                                     decision="approve")
+        other = asyncio.create_task(second())
+        await asyncio.sleep(0.3)
+        assert not other.done()  # it waits on the request's row while the first approval is uncommitted
+    assert await other is False
+    assert await approval_rows(services, view.id) == [("U2", "approve")]
+    late = await approve(services, view.id, user="U4")
+    assert late.status == "noop" and late.text == f"request #{view.id} is already approved; your approve was not recorded"
+    assert await approval_rows(services, view.id) == [("U2", "approve")]
+    services.settings.approval_policy = [{"kinds": ["clean"], "approvals": 2}]
+    pair = await flows.request_action(services=services, spec=clean("node312", weights(root, "b")), requester="U1")
+    outcomes = await asyncio.gather(approve(services, pair.id, user="U2"), approve(services, pair.id, user="U3"))
+    assert [o.status for o in outcomes].count("executed") == 1 and pair.approvals_needed == 2
+    assert sorted(await approval_rows(services, pair.id)) == [("U2", "approve"), ("U3", "approve")]
 
 
 async def test_drift_aborts_with_an_explanation_and_replan_makes_a_new_plan(services, ssh_server, fake_hosts, tmp_path):

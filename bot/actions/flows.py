@@ -121,11 +121,15 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
         return Outcome("denied", view, why)
     try:
         async with services.sessions() as db, db.begin():
-            await service.record_decision(db_session=db, request_id=request_id, user_id=user_id, decision=decision,
-                                          now=services.clock())
+            stored = await service.record_decision(db_session=db, request_id=request_id, user_id=user_id,
+                                                   decision=decision, now=services.clock())
     except IntegrityError:
         return Outcome("noop", await load_view(services=services, request_id=request_id),
                        f"you already decided on request #{request_id}")
+    if not stored:  # another approver (on this replica or another) got there first; nothing was stored
+        view = await load_view(services=services, request_id=request_id)
+        state = "approved" if view.pending else view.state.value
+        return Outcome("noop", view, f"request #{request_id} is already {state}; your {decision} was not recorded")
     if decision == "reject":
         async with services.sessions() as db, db.begin():
             did = await service.transition(db_session=db, request_id=request_id, from_states=[State.PENDING],

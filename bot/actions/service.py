@@ -76,12 +76,32 @@ async def claim_if_approved(*, db_session: AsyncSession, request_id: int, execut
 
 
 async def record_decision(*, db_session: AsyncSession, request_id: int, user_id: str, decision: str,
-                          now: datetime) -> None:
-    """Insert one decision, made at ``now``. Raises :class:`~sqlalchemy.exc.IntegrityError` (at flush) when this
-    user already decided (unique per request and user): run it alone in a transaction and catch
-    the error outside that transaction."""
+                          now: datetime) -> bool:
+    """Insert one decision, made at ``now``, while the request is pending and, for ``approve``,
+    holds fewer approvals than it needs; True when stored, False when not (no longer pending, or
+    its approvals are complete: the later of two simultaneous approvers is refused, never stored).
+
+    The request's row is locked first (an UPDATE that changes nothing: PostgreSQL makes every
+    other decider of this request wait until this transaction ends, then re-reads; SQLite's write
+    lock does the same), so two replicas approving at once cannot both count the approvals before
+    either is stored. Raises :class:`~sqlalchemy.exc.IntegrityError` (at flush) when this user
+    already decided (unique per request and user): run it alone in a transaction and catch the
+    error outside that transaction."""
+    lock = (update(ActionRequest)
+            .where(ActionRequest.id == request_id, ActionRequest.state == State.PENDING.value)
+            .values(updated_at=ActionRequest.updated_at)
+            .execution_options(synchronize_session=False))
+    if await _count(db_session, lock) != 1:
+        return False
+    if decision == "approve":
+        have = await db_session.scalar(select(func.count(Approval.id))
+                                       .where(Approval.request_id == request_id, Approval.decision == "approve"))
+        needed = await db_session.scalar(select(ActionRequest.approvals_needed).where(ActionRequest.id == request_id))
+        if needed is not None and (have or 0) >= needed:
+            return False
     db_session.add(Approval(request_id=request_id, user_id=user_id, decision=decision, decided_at=now))
     await db_session.flush()
+    return True
 
 
 async def decisions(*, db_session: AsyncSession, request_id: int) -> list[Approval]:
