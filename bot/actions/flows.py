@@ -99,12 +99,14 @@ async def _notify(notify: Notify | None, view: RequestView) -> None:
 
 async def decide(*, services: Services, request_id: int, user_id: str, decision: str, role: Role,
                  user_groups: set[str] | None = None, notify: Notify | None = None,
-                 progress: Progress | None = None) -> Outcome:
+                 progress: Progress | None = None, proven: bool = True) -> Outcome:
     """Record ``user_id``'s ``decision`` (``approve`` or ``reject``) and act on it.
 
     The last approval needed claims the request and runs it here (re-probe, compare, execute)
     before returning. Policy is the one stored with the request (approvers, approvals needed).
     ``progress`` is told every look while a started unit is awaited (see ``health_wait``).
+    ``proven``: whether ``user_id`` is Slack's word (False in ``gpubot console``, where names are
+    typed: a rule naming approvers is then met by no one, see :func:`~bot.actions.policy.may_approve`).
     """
     groups = user_groups or set()
     view = await load_view(services=services, request_id=request_id)
@@ -114,9 +116,10 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
         return await _expire(services, request_id, notify)
     rule = Rule(approvers=tuple(view.approvers), approvals=view.approvals_needed)
     if decision == "approve":
-        why = may_approve(rule, kind=view.kind, requester=view.requester, user_id=user_id, user_groups=groups, role=role)
+        why = may_approve(rule, kind=view.kind, requester=view.requester, user_id=user_id, user_groups=groups, role=role,
+                          proven=proven)
     else:
-        why = may_reject(rule, requester=view.requester, user_id=user_id, user_groups=groups, role=role)
+        why = may_reject(rule, requester=view.requester, user_id=user_id, user_groups=groups, role=role, proven=proven)
     if why:
         return Outcome("denied", view, why)
     try:

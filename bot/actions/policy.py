@@ -100,12 +100,23 @@ def expiry_s(settings: Settings, rule: Rule) -> int:
     return rule.expiry_s or settings.approval_expiry_s
 
 
+NAMED_NOT_PROVEN = ("this action's approvers are named people, and a name typed in the console proves no one's identity; "
+                    "they approve it in Slack")
+"""Why a rule that names approvers is not met by an identity that was typed (``gpubot console``)."""
+
+
 def may_approve(rule: Rule, *, kind: ActionKind, requester: str, user_id: str, user_groups: set[str],
-                role: Role) -> str | None:
-    """``None`` when ``user_id`` (member of ``user_groups``, with ``role``) may approve; else why not."""
+                role: Role, proven: bool = True) -> str | None:
+    """``None`` when ``user_id`` (member of ``user_groups``, with ``role``) may approve; else why not.
+
+    ``proven``: whether ``user_id`` is who Slack says clicked (a signed request). ``gpubot console``
+    passes False: its user ids are typed (``as NAME``), so a rule naming approvers (users or user
+    groups) is met by no one there; rules without names still go by ``role``."""
     if kind in DESTRUCTIVE and user_id == requester:
         return "you asked for this action; someone else must approve it"
     if rule.approvers:
+        if not proven:
+            return NAMED_NOT_PROVEN
         if user_id in rule.approvers or user_groups & set(rule.approvers):
             return None
         return "you are not among the approvers of this action"
@@ -114,11 +125,13 @@ def may_approve(rule: Rule, *, kind: ActionKind, requester: str, user_id: str, u
     return "only operators and admins may approve actions"
 
 
-def may_reject(rule: Rule, *, requester: str, user_id: str, user_groups: set[str], role: Role) -> str | None:
-    """The requester may withdraw; anyone who could approve may reject."""
+def may_reject(rule: Rule, *, requester: str, user_id: str, user_groups: set[str], role: Role,
+               proven: bool = True) -> str | None:
+    """The requester may withdraw; anyone who could approve may reject (``proven`` as for :func:`may_approve`)."""
     if user_id == requester:
         return None
-    return may_approve(rule, kind=ActionKind.START, requester="", user_id=user_id, user_groups=user_groups, role=role)
+    return may_approve(rule, kind=ActionKind.START, requester="", user_id=user_id, user_groups=user_groups, role=role,
+                       proven=proven)
 
 
 def allowed_roots(settings: Settings, host: str, group: str | None) -> list[str]:

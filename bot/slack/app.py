@@ -9,6 +9,7 @@ from slack_bolt.logger.messages import warning_client_prioritized_and_token_skip
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.flows.context import Services
+from bot.roles import Role
 from bot.slack.listeners import register_listeners
 from bot.slack.metered import MeteredWebClient
 
@@ -39,8 +40,10 @@ class _OwnClientTokenUnused(logging.Filter):
 _TOKEN_UNUSED = _OwnClientTokenUnused()
 
 
-def build_app(services: Services, *, client: AsyncWebClient | None = None, process_before_response: bool = False) -> AsyncApp:
-    """The Bolt app with gpubot's listeners.
+def build_app(services: Services, *, client: AsyncWebClient | None = None, process_before_response: bool = False,
+              console_role: Role | None = None) -> AsyncApp:
+    """The Bolt app with gpubot's listeners. ``console_role`` (``gpubot console`` only): user ids
+    are typed there, so none gets more than that role and none is a named approver.
 
     Requests are verified with ``SLACK_SIGNING_SECRET`` (HTTP mode; Bolt rejects a bad signature
     or a timestamp older than 5 minutes). In Socket Mode no signing secret is needed.
@@ -58,5 +61,5 @@ def build_app(services: Services, *, client: AsyncWebClient | None = None, proce
         ignoring_self_events_enabled=True,
         process_before_response=process_before_response,
     )
-    register_listeners(app, services)
+    register_listeners(app, services, console_role=console_role)
     return app

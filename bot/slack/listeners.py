@@ -62,13 +62,14 @@ def missing_handlers(grammar: Grammar, handlers: dict[type, Handler]) -> list[st
     return [spec.name for spec in grammar.specs.values() if spec.command_type not in handlers]
 
 
-def register_listeners(app: AsyncApp, services: Services) -> None:
-    """Wire every listener onto ``app`` (nothing happens at import time).
+def register_listeners(app: AsyncApp, services: Services, *, console_role: Role | None = None) -> None:
+    """Wire every listener onto ``app`` (nothing happens at import time). ``console_role``: the
+    role of ``gpubot console``, the most any typed identity gets there (:class:`RoleResolver`).
 
     Raises :class:`RuntimeError` naming the commands that have no handler, so a grammar spec added
     without one stops the bot at start-up instead of failing the first user who types it."""
     grammar = default_grammar(services.settings.command)
-    resolver = RoleResolver(services)
+    resolver = RoleResolver(services, console_role=console_role)
     handlers = handler_table()
     missing = missing_handlers(grammar, handlers)
     if missing:

@@ -19,10 +19,23 @@ from bot.roles import Role
 
 
 class RoleResolver:
-    def __init__(self, services: Services, ttl: float = 300.0):
+    """Roles and user groups of Slack user ids, for one app.
+
+    ``console_role``: set by ``gpubot console``, whose user ids are typed (``as NAME``), not
+    proven by Slack's signature: no id gets more than that role there (whatever the settings or
+    the ``role_grants`` table give a real user of that id), and no id is a member of any user group.
+    :attr:`proven` tells the flows whether the ids they get are Slack's word."""
+
+    def __init__(self, services: Services, ttl: float = 300.0, *, console_role: Role | None = None):
         self.services = services
         self.ttl = ttl
+        self.console_role = console_role
         self._members: dict[str, tuple[float, set[str]]] = {}
+
+    @property
+    def proven(self) -> bool:
+        """Whether user ids are the ones Slack signed (False in the console)."""
+        return self.console_role is None
 
     async def _group_members(self, client: AsyncWebClient, group: str) -> set[str]:
         cached = self._members.get(group)
@@ -37,10 +50,17 @@ class RoleResolver:
         return members
 
     async def groups_of(self, client: AsyncWebClient, user_id: str, candidates: list[str]) -> set[str]:
-        """The user groups (``S…``) among ``candidates`` that ``user_id`` belongs to."""
+        """The user groups (``S…``) among ``candidates`` that ``user_id`` belongs to (none in the console)."""
+        if not self.proven:
+            return set()
         return {g for g in candidates if g.startswith("S") and user_id in await self._group_members(client, g)}
 
     async def role(self, client: AsyncWebClient, user_id: str) -> Role:
+        """The highest role settings and grants give ``user_id`` or its groups, never above ``console_role``."""
+        found = await self._role(client, user_id)
+        return found if self.console_role is None else min(found, self.console_role)
+
+    async def _role(self, client: AsyncWebClient, user_id: str) -> Role:
         s = self.services.settings
         async with self.services.sessions() as db:
             granted = list((await db.execute(select(RoleGrant.subject))).scalars())

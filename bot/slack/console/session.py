@@ -40,7 +40,7 @@ ROLE_FIELDS = {"admin": "admins", "operator": "operators", "viewer": "viewers"}
 """Role label -> the settings field listing its Slack ids."""
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 BANNER = ("gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave,\n"
-          "`as NAME` to act as another person (with your role; e.g. to approve your own request), `as me` to be yourself.\n"
+          "`as NAME` to act as another person (with your role, never more; e.g. to approve your own request), `as me` to be yourself.\n"
           "Messages are what Slack would show; nothing is sent to Slack. An update shows only the lines that changed.")
 
 
@@ -97,7 +97,12 @@ class Console:
     Session state: ``home_id`` (you), ``user_id`` (who you act as now: the user of every command
     and click sent), ``people`` (the others you acted as, who share your roles). ``services`` are
     the ones given, with settings where ``people`` share your roles (:func:`sharing_roles`); acting
-    as someone new builds the app again on such a copy, so the settings given are never changed."""
+    as someone new builds the app again on such a copy, so the settings given are never changed.
+
+    ``home_role`` (your role in the settings given, e.g. ``--role viewer``) is the most anyone gets
+    here: a name typed after ``as`` proves nothing, so ``as U0ADMIN`` acts with your role even when
+    the settings or the database make that Slack id an admin, and an approval rule that names
+    people (or user groups) is met by no one typed here (the app is built with ``console_role``)."""
 
     def __init__(self, services: Services, *, user_id: str = CONSOLE_USER, write: Callable[[str], None] = print,
                  files_dir: str | None = None, demo: Demo | None = None):
@@ -122,13 +127,15 @@ class Console:
         self._unkeyed = itertools.count(1)
         self.demo = demo
         """The console's demo when it is on: a command it refuses is answered here, never sent."""
+        self.home_role = self._listed_role(user_id)
+        """Your role from the settings given: the ceiling of every identity in this console."""
         self.app: Any = None
         self.client: AsyncWebClient | None = None
 
     async def start(self) -> None:
         await self.standin.start()
         self.client = AsyncWebClient(token="xoxb-console", base_url=self.standin.api_url)
-        self.app = build_app(self.services, client=self.client, process_before_response=True)
+        self.app = build_app(self.services, client=self.client, process_before_response=True, console_role=self.home_role)
 
     async def stop(self) -> None:
         await self.standin.stop()
@@ -193,10 +200,14 @@ class Console:
         return f"\n(file){thread} " + "\n".join(lines) + "\n"
 
     def role(self) -> Role:
-        """The role of the person typing, from the settings lists (a viewer when viewers are open)."""
+        """The role of the person typing: from the settings lists (a viewer when viewers are open),
+        never above :attr:`home_role`."""
+        return min(self._listed_role(self.user_id), self.home_role)
+
+    def _listed_role(self, user_id: str) -> Role:
         s = self.services.settings
         return next((role for role, ids in ((Role.ADMIN, s.admins), (Role.OPERATOR, s.operators), (Role.VIEWER, s.viewers))
-                     if self.user_id in ids), Role.VIEWER if not s.viewers else Role.NONE)
+                     if user_id in ids), Role.VIEWER if not s.viewers else Role.NONE)
 
     def who(self) -> str:
         """``UCONSOLE (admin)``: the person typing and their role from the settings lists."""
@@ -204,9 +215,10 @@ class Console:
         return f"{self.user_id} ({role.label if role is not Role.NONE else 'no role'})"
 
     def act_as(self, name: str | None) -> None:
-        """Act as another console person, who gets the same roles as you; ``None`` or ``me``
-        goes back to yourself. A Slack user ID (``U…``/``W…``) is used as it is; any other name
-        becomes ``UCONSOLE<NAME>``."""
+        """Act as another console person, who gets the same roles as you and never more (the
+        settings or grants of a Slack id typed here count up to :attr:`home_role` only); ``None``
+        or ``me`` goes back to yourself. A Slack user ID (``U…``/``W…``) is used as it is; any other
+        name becomes ``UCONSOLE<NAME>``."""
         if name is None or name.lower() in ("me", "myself", "self"):
             new_id = self.home_id
         elif USER_ID.match(name):
@@ -219,7 +231,8 @@ class Console:
             if settings is not self.services.settings:
                 self.services = replace(self.home_services, settings=settings)
                 if self.client is not None:
-                    self.app = build_app(self.services, client=self.client, process_before_response=True)
+                    self.app = build_app(self.services, client=self.client, process_before_response=True,
+                                         console_role=self.home_role)
         self.user_id = new_id
         if new_id == self.home_id:
             self.write(f"now acting as yourself, {self.who()}\n")

@@ -234,7 +234,7 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
         progress = _progress_poster(client, channel, ts or view.message_ts)
         outcome = await flows.decide(services=services, request_id=request_id, user_id=user, decision=decision,
                                      role=role, user_groups=await resolver.groups_of(client, user, view.approvers), notify=notify,
-                                     progress=progress)
+                                     progress=progress, proven=resolver.proven)
         if outcome.status == "executed" and channel:
             if await post_result(client, respond, channel, ts, outcome.view) and outcome.view.journal is not None:
                 readers = [u for u in dict.fromkeys([outcome.view.requester, *outcome.view.approved_by])
