@@ -163,3 +163,18 @@ async def test_a_host_only_in_ssh_config_is_used_by_its_alias(services, ssh_serv
         assert (await check_host(services=svc, host_name="aliased")).assessment.verdict is Verdict.READY
     finally:
         await svc.runner.close()
+
+
+async def test_chat_probes_and_lists_a_host_by_its_ssh_config_alias(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    from tests.support.blockkit import blocks_text
+
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host gpu-alias\n  HostName 127.0.0.8\n  Port {ssh_server.port}\n  User {ssh_server.username}\n")
+    services.runner.ssh.config = SshConfigFile(str(config))
+    services.settings.admins = ["UADMIN"]
+    await slack_bot.command("status gpu-alias")
+    update = await slack_bot.recorder.wait_for("chat.update", timeout=30)
+    assert "gpu-alias: ready" in blocks_text(update.body["blocks"]), blocks_text(update.body["blocks"])
+    await slack_bot.command("hosts add aliased gpu-alias", user_id="UADMIN")
+    added = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: "Added" in c.body.get("text", ""), timeout=20)
+    assert f"Added `aliased` {ssh_server.username}@127.0.0.8:{ssh_server.port} (ssh_config Host gpu-alias)" in added.body["text"]

@@ -98,6 +98,11 @@ async def test_ssh_config_alias_and_proxyjump(bastion, target_server, tmp_path):
         assert res.exit_status == 0 and res.stdout.split()[3] == str(target_server.port)
         assert forwarded_to(bastion, target_server.port) == before + 1
         assert [str(h) for h in runner.hops(HostTarget("aliased", "gpu-behind"))] == [f"{bastion.username}@127.0.0.1:{bastion.port}"]
+        # registered by its alias, it is listed as the config reaches it (was `gpu-behind:22`, no user, no via)
+        reached = runner.effective(HostTarget("aliased", "gpu-behind"))
+        listed = hosts.reach_text(hosts.Host(name="aliased", address="gpu-behind", port=22, transport="ssh"), reached)
+        assert listed == (f"{target_server.username}@127.0.0.1:{target_server.port} via {bastion.username}@127.0.0.1:{bastion.port}"
+                          " (ssh_config Host gpu-behind)"), listed
     finally:
         await runner.close()
 

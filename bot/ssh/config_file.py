@@ -147,6 +147,7 @@ class SshConfigFile:
         self._files: list[str] = []
         self._error: str | None = None
         self._found: dict[tuple[str, int | None, str | None], dict[str, object]] = {}
+        self._aliases: frozenset[str] | None = None
 
     def _stamps(self) -> tuple[FileStamp, ...]:
         folders = sorted({os.path.dirname(f) for f in self._files} | {os.path.expanduser("~/.ssh")})
@@ -166,7 +167,7 @@ class SshConfigFile:
             else:
                 self._error = refusal_message(self.path, refusals) if refusals else None
             self._state = self._stamps()
-            self._found = {}
+            self._found, self._aliases = {}, None
         if self._error:
             raise SshConfigRefused(self._error)
         return self.path
@@ -192,10 +193,12 @@ class SshConfigFile:
 
     def aliases(self) -> frozenset[str]:
         """Host names the file defines by name (``Host`` patterns without ``*``, ``?`` or ``!``),
-        lower case; empty without a file. Raises :class:`SshConfigRefused`."""
+        lower case; empty without a file. Kept until the file changes. Raises :class:`SshConfigRefused`."""
         path = self.checked()
         if path is None:
             return frozenset()
+        if self._aliases is not None and not self.allow_commands:  # kept until the file changes (checked() drops it)
+            return self._aliases
         names: set[str] = set()
         try:
             for _, _, words in _lines(path, 0, []):
@@ -203,4 +206,5 @@ class SshConfigFile:
                     names.update(n.lower() for w in words[1:] for n in w.split(",") if n and not any(c in n for c in "*?!"))
         except OSError:
             return frozenset()
-        return frozenset(names)
+        self._aliases = frozenset(names)
+        return self._aliases
