@@ -153,7 +153,7 @@ async def test_a_host_only_in_ssh_config_is_used_by_its_alias(services, ssh_serv
     try:
         report = await check_host(services=svc, host_name="gpu-alias")
         assert report.assessment.verdict is Verdict.READY, report.error
-        assert report.host == "gpu-alias"
+        assert report.host == "gpu-alias" and report.where == f"{ssh_server.username}@127.0.0.7:{ssh_server.port}", report.where
         with pytest.raises(Exception, match="no host called `gpu-alia`"):
             await check_host(services=svc, host_name="gpu-alia")
         async with svc.sessions() as db, db.begin():

@@ -149,7 +149,7 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
                 result, assessment, req = await probe_or_interrupted(services=services, target=target, host=host,
                                                                      need_bytes=need_bytes, known=tuple(known.get(name, ())))
                 stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by))
-                report = make_report(target, result, assessment, req, need_bytes=need_bytes)
+                report = make_report(services.reached(target), result, assessment, req, need_bytes=need_bytes)
             except ShuttingDown as exc:  # never started: no snapshot, no traceback
                 report = _failed(name, exc, services.clock())
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown

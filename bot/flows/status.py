@@ -199,5 +199,5 @@ async def _probe_and_store(*, services: Services, host_name: str, need_bytes: in
     except Exception as exc:  # any failure to store (the database gone mid-probe included) keeps the verdict
         log.exception("could not store the snapshot of %s", target.name)
         store_error = store_error_text(exc)
-    return make_report(target, result, assessment, req, need_bytes=need_bytes, snapshot_id=snapshot_id,
+    return make_report(services.reached(target), result, assessment, req, need_bytes=need_bytes, snapshot_id=snapshot_id,
                        store_error=store_error)
