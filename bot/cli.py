@@ -28,7 +28,7 @@ from bot.actions.policy import PolicyError, check_policy
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings, default_data_dir, settings_problem
-from bot.db.migrate import sqlite_path, upgrade
+from bot.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
 from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, SshConfigRefused, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
@@ -79,6 +79,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     db = sub.add_parser("db", help="database schema").add_subparsers(dest="db_cmd", required=True, parser_class=_Parser)
     db.add_parser("upgrade", help="run Alembic migrations up to head")
+    down = db.add_parser("downgrade", help="undo migrations down to REVISION (asks first; data they hold is lost)")
+    down.add_argument("revision", metavar="REVISION", help="a migration id (`0009`) or `base` (every table dropped)")
+    down.add_argument("--yes", action="store_true", help="do not ask (needed where there is no terminal to ask on)")
     cli_hosts.add_parsers(sub)
     st = sub.add_parser("status", help="probe a host and print its verdict")
     st.add_argument("words", nargs="+", metavar="ARG",
@@ -260,8 +263,44 @@ def _upgrade(settings: Settings) -> None:
     upgrade(settings.database_url, create_folder=path is not None and os.path.dirname(path) == os.path.abspath(default_data_dir()))
 
 
+def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
+    """``gpubot db downgrade REVISION``: say what would be undone, ask (or take ``--yes``), run it.
+    Exit 0 done or nothing to do, 1 declined, 64 a bad revision or no terminal without ``--yes``,
+    74 no such SQLite file."""
+    known = [rev for rev, _ in revisions()]
+    if target != "base" and target not in known:
+        raise UsageError(f"`{target[:40]}` is not a migration; give one of {', '.join(known)}, or base")
+    path = sqlite_path(settings.database_url)
+    if path is not None and not os.path.exists(path):
+        print(f"gpubot: no database at {path}; nothing to downgrade", file=sys.stderr)
+        return EX_IOERR
+    current = asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
+    if current is None or current == target:
+        print(f"the database is at {current or 'no revision (never migrated)'}; nothing to undo")
+        return 0
+    undone = undone_by(current, target)
+    if not undone:
+        raise UsageError(f"the database is at {current}; {target} is not below it (`gpubot db upgrade` goes up)")
+    print(f"The database ({_redacted(settings.database_url)}) is at {current}. Going down to {target} undoes:")
+    for rev, doc in undone:
+        print(f"  {rev}  {doc}")
+    print("What those migrations hold is lost: a dropped table or column does not come back with a later upgrade.\n"
+          "Every command of this gpubot upgrades the database again when it starts; run the older gpubot against it.")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("confirm with --yes (no terminal to ask on)")
+        if input(f"Downgrade to {target}? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("nothing changed")
+            return 1
+    downgrade(settings.database_url, target)
+    print(f"database is at {target} now")
+    return 0
+
+
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     try:
+        if args.cmd == "db" and args.db_cmd == "downgrade":  # never upgrade first
+            return _downgrade(settings, args.revision, yes=args.yes)
         _upgrade(settings)
         if args.cmd == "db":
             print("database is at the newest revision")

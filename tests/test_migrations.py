@@ -1,6 +1,7 @@
 """Migrations: the schema they build is the schema the models describe, and they go down again."""
 
 import asyncio
+import io
 import json
 import os
 import secrets
@@ -143,3 +144,55 @@ async def _pg_inventory(url: str) -> list[tuple]:
         got = (await conn.execute(text("SELECT uuid, gpu_index, last_snapshot_id FROM gpu_inventory ORDER BY gpu_index"))).all()
     await engine.dispose()
     return [tuple(r) for r in got]
+
+
+# --- gpubot db downgrade -------------------------------------------------------------------------
+class _Typed(io.StringIO):
+    """A terminal's stdin that answers ``text`` to a question."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def _tables(path: str) -> set[str]:
+    with closing(sqlite3.connect(path)) as db:
+        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _revision(path: str) -> str:
+    with closing(sqlite3.connect(path)) as db:
+        return db.execute("SELECT version_num FROM alembic_version").fetchone()[0]
+
+
+def test_db_downgrade_says_what_it_undoes_and_asks_first(tmp_path, monkeypatch, capsys):
+    path = str(tmp_path / "g.db")
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{path}")
+    assert main(["db", "upgrade"]) == 0
+    head = _revision(path)
+    capsys.readouterr()
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # no terminal, no --yes: refused, nothing changed
+    assert main(["db", "downgrade", "0007"]) == 64
+    out, err = capsys.readouterr()
+    assert f"is at {head}. Going down to 0007 undoes:" in out
+    assert "  0008  The GPU inventory (`gpu_inventory`): each GPU a host has shown" in out and "is lost" in out
+    assert err.strip() == "gpubot: confirm with --yes (no terminal to ask on)"
+    assert _revision(path) == head and "gpu_inventory" in _tables(path)
+
+    monkeypatch.setattr("sys.stdin", _Typed("n\n"))
+    assert main(["db", "downgrade", "0007"]) == 1
+    assert capsys.readouterr().out.endswith("Downgrade to 0007? [y/N] nothing changed\n")
+    assert _revision(path) == head
+
+    monkeypatch.setattr("sys.stdin", _Typed("y\n"))
+    assert main(["db", "downgrade", "0007"]) == 0
+    assert capsys.readouterr().out.endswith("database is at 0007 now\n")
+    assert _revision(path) == "0007" and "gpu_inventory" not in _tables(path)
+
+    assert main(["db", "downgrade", "0009", "--yes"]) == 64  # not below: refused, and not upgraded first
+    assert "the database is at 0007; 0009 is not below it" in capsys.readouterr().err and _revision(path) == "0007"
+    assert main(["db", "downgrade", "12; DROP TABLE hosts", "--yes"]) == 64
+    assert f"`12; DROP TABLE hosts` is not a migration; give one of {head}, " in capsys.readouterr().err
+    assert main(["db", "upgrade"]) == 0 and _revision(path) == head
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'none.db'}")
+    assert main(["db", "downgrade", "0007", "--yes"]) == 74 and not (tmp_path / "none.db").exists()

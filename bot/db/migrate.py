@@ -53,6 +53,70 @@ def upgrade(url: str, revision: str = "heads", *, create_folder: bool = False) -
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def downgrade(url: str, revision: str) -> None:
+    """Downgrade the database at ``url`` to ``revision`` (an Alembic revision id, or ``base``:
+    every table dropped); blocking, under the same lock as :func:`upgrade`. Data the undone
+    migrations hold is lost. Nothing asks for confirmation here: ``gpubot db downgrade`` does."""
+    path = sqlite_path(url)
+    if path is None:
+        command.downgrade(alembic_config(url), revision)
+        return
+    with open(path + ".migrate.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            command.downgrade(alembic_config(url), revision)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def revisions() -> list[tuple[str, str]]:
+    """Every migration as ``(revision id, first line of its docstring)``, newest first."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return [(r.revision, _summary(r.doc)) for r in script.walk_revisions()]
+
+
+def _summary(doc: str | None) -> str:
+    """A migration docstring's first sentence, on one line, with single backticks."""
+    para = " ".join((doc or "").strip().split("\n\n")[0].split()).replace("``", "`")
+    first, dot, _ = para.partition(". ")
+    first += "." if dot else ""
+    return first if len(first) <= 120 else first[:120].rsplit(" ", 1)[0] + " …"
+
+
+def undone_by(current: str, target: str) -> list[tuple[str, str]]:
+    """The migrations a downgrade from ``current`` to ``target`` undoes, newest first, as
+    :func:`revisions` gives them (empty when ``target`` is not below ``current``)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    try:
+        revs = list(script.iterate_revisions(current, None if target == "base" else target))
+    except Exception:  # alembic's errors for a target that is not an ancestor (above, or a sibling)
+        return []
+    return [(r.revision, _summary(r.doc)) for r in revs if r is not None]
+
+
+async def current_revision(url: str, *, connect_timeout_s: float = 5.0) -> str | None:
+    """The revision the database at ``url`` is at (``None``: never migrated); raises
+    :class:`~bot.errors.DatabaseUnavailable` when it cannot be reached."""
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from bot.db.availability import connect_args, guard
+
+    engine = guard(create_async_engine(url, connect_args=connect_args(url, connect_timeout_s=connect_timeout_s,
+                                                                      statement_timeout_s=None)),
+                   url, connect_timeout_s=connect_timeout_s)
+    try:
+        async with engine.connect() as conn:
+            heads = await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_heads())
+    finally:
+        await engine.dispose()
+    return ",".join(heads) if heads else None
+
+
 def sqlite_path(url: str) -> str | None:
     """The file of a SQLite URL (``None`` for other backends and in-memory databases)."""
     parsed = make_url(url)
