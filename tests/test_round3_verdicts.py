@@ -290,3 +290,13 @@ async def test_the_nvml_probe_reports_its_time_and_a_slow_one_names_persistence(
         dataclasses.replace(g, health=dataclasses.replace(g.health, persistence_mode=False))]))
     a = assess(off, Requirements())
     assert "the NVML probe took 29 s: persistence mode is off (enable nvidia-persistenced)" in [x.text for x in a.reasons]
+
+
+def test_the_new_readings_survive_the_stored_json():
+    import json
+
+    from bot.probes.readings import Readings
+
+    for r in (hgx("In Progress", "[N/A]", unit="inactive")[0], judge(out(FIELDS + row(0) + HANDLE, "", 15))[0],
+              judge(out(FIELDS + row(0, temp="[Unknown Error]") + "# took: 27\n"), inventory=_pci(["nvidia", "vfio-pci"]))[0]):
+        assert Readings.from_json(json.loads(json.dumps(r.to_json()))) == r

@@ -20,7 +20,7 @@ from bot.probes.frames import ProbeOutput
 from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
 from bot.probes.readings import GpuReport
-from bot.probes.script import APP_FIELDS, gpu_query_command, nvml_command
+from bot.probes.script import APPS_COMMAND, gpu_query_command, nvml_command
 
 q = shlex.quote
 HEX = "od -An -v -tx1 | tr -d ' \\n'"
@@ -240,8 +240,7 @@ def gpu_commands(backend: str) -> list[tuple[str, str]]:
     """The probe batch's GPU commands alone (for the "wait until GPUs are free" loop)."""
     if backend == "nvml":
         return [("nvml", nvml_command())]
-    return [("gpus", gpu_query_command()),
-            ("apps", f"nvidia-smi --query-compute-apps={','.join(APP_FIELDS)} --format=csv,noheader,nounits")]
+    return [("gpus", gpu_query_command()), ("apps", APPS_COMMAND)]
 
 
 def parse_gpus(outputs: dict[str, ProbeOutput], backend: str) -> GpuReport:
