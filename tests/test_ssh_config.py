@@ -178,3 +178,21 @@ async def test_chat_probes_and_lists_a_host_by_its_ssh_config_alias(slack_bot, s
     await slack_bot.command("hosts add aliased gpu-alias", user_id="UADMIN")
     added = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: "Added" in c.body.get("text", ""), timeout=20)
     assert f"Added `aliased` {ssh_server.username}@127.0.0.8:{ssh_server.port} (ssh_config Host gpu-alias)" in added.body["text"]
+
+
+async def test_a_pooled_connection_to_an_alias_is_dropped_when_its_hostnames_key_changes(ssh_server, tmp_path):
+    from bot.errors import HostKeyRejected
+
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host gpu-pooled\n  HostName 127.0.0.9\n  Port {ssh_server.port}\n")
+    known = ssh_server.write_known_hosts(str(tmp_path / "kh"))
+    runner = SshRunner(known_hosts=known, default_user=ssh_server.username, default_key_file=ssh_server.client_key_path,
+                       connect_timeout=5, ssh_config=str(config))
+    target = HostTarget("pooled", "gpu-pooled")
+    try:
+        assert (await runner.run(target, "echo one", timeout=15)).stdout == "one\n"
+        ssh_server.write_known_hosts(known, {"127.0.0.9": "wrong"})  # the recorded key of its HostName changed
+        with pytest.raises(HostKeyRejected):  # not the pooled connection opened under the old entry
+            await runner.run(target, "echo two", timeout=15)
+    finally:
+        await runner.close()

@@ -224,8 +224,9 @@ class SshRunner:
 
     def _endpoint(self, target: HostTarget) -> tuple[object, ...]:
         key = self._key_path(target)
+        reached = self.effective(target)  # an alias's entry is its HostName's
         return (target.address, target.port, self.user_of(target), key,
-                stamp(key) if key else None, self.trusted.entry_of(target.address, target.port),
+                stamp(key) if key else None, self.trusted.entry_of(reached.address, reached.port),
                 stamp(self.ssh_config) if self.ssh_config else None)
 
     async def connect(self, target: HostTarget, *,
