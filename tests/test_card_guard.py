@@ -140,3 +140,24 @@ async def test_a_card_posted_through_response_url_is_pinned_by_its_own_first_cli
     assert pinned["ts"] == "1700000098.000100" and pinned["channel"] == "C1" and pinned["state"] == "rejected"
     assert "does not belong" in await press(rid_b, "C1", "1700000097.000100", card_b, "copy")  # a second message is not its card
     assert (await row(services, rid_a))["state"] == "pending"
+
+
+async def test_a_forged_trust_button_records_no_key(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    """The trust card's buttons name no request (ids.NOT_REQUEST_BOUND): their value is re-checked where it
+    acts. A forged fingerprint, by an admin, records nothing; a viewer's click with the real one neither."""
+    known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.3": "absent"})
+    services.runner.ssh.known_hosts = known
+    services.settings.admins = ["UADMIN"]
+    await register(services, "fresh", "127.0.0.3", ssh_server)
+    await slack_bot.command("hosts trust fresh", user_id="UADMIN", response_url=slack_bot.recorder.response_url("card"))
+    card = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/card"), timeout=30)
+    trust = buttons(card.body["blocks"])[ActionId.TRUST_HOST_KEY.value]
+    host, fingerprint = trust["value"].split("|", 1)
+    for user, value, key in (("UADMIN", f"{host}|SHA256:{'A' * 43}", "forged"), ("UVIEWER", trust["value"], "viewer")):
+        at = len(slack_bot.recorder.calls)
+        await click(slack_bot, trust["action_id"], 0, "1.0", user, block_action_body(
+            trust["action_id"], value, user_id=user, channel_id="C1", message_ts="1.0",
+            response_url=slack_bot.recorder.response_url(key)))
+        answer = await refusal(slack_bot, key, at)
+        assert ("nothing recorded" in answer) if key == "forged" else ("only admins" in answer), answer
+    assert "127.0.0.3" not in open(known).read() and fingerprint.startswith("SHA256:")
