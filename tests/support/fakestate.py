@@ -40,6 +40,8 @@ class HostState:
     "journalctl" | "none", "xids": [{"age_s", "pci", "xid", "text"}]}`` for the fake
     ``journalctl -k``/``dmesg``. ``init_delay_s``: seconds a first nvidia-smi call waits while no
     other runs (a driver without persistence mode; calls made together share one wait).
+    ``total_mib``, ``gpu_name``: another board's memory and name (0 and "": the H200's), e.g.
+    ``97887`` and ``NVIDIA RTX PRO 6000 Blackwell Server Edition``.
     """
 
     gpus: int = 8
@@ -52,6 +54,8 @@ class HostState:
     unknown_fields: list[str] = field(default_factory=list)
     kernel_log: dict[str, Any] = field(default_factory=lambda: {"readable": "dmesg", "xids": []})
     init_delay_s: float = 0
+    total_mib: int = 0
+    gpu_name: str = ""
 
     def __post_init__(self) -> None:
         if self.smi_mode not in SMI_MODES:

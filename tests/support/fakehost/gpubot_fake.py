@@ -230,19 +230,23 @@ def gpu_values(addr: str, state: dict) -> list[dict]:
     """Per GPU, ``{canonical field: value text without unit}`` for every modelled field.
 
     memory.used = live holders + orphan MiB; memory.free = total - reserved - used computed in
-    bytes and rounded (so idle free is 143156 as captured, one more than 143771-616-0).
+    bytes and rounded (so idle free is 143156 as captured, one more than 143771-616-0). The state's
+    ``total_mib`` and ``gpu_name`` (when set) stand for another board than the H200.
     """
     holders = live_holders(state)
     orphans = {int(k): int(v) for k, v in (state.get("orphan_mib") or {}).items()}
     overrides = {int(k): v for k, v in (state.get("gpu_overrides") or {}).items()}
     rows = []
+    total_b = int(state.get("total_mib") or 0) * MIB or TOTAL_BYTES
     for i in range(int(state.get("gpus", 8))):
         mine = [h for h in holders if int(h["gpu"]) == i]
         used_b = (sum(int(h["used_mib"]) for h in mine) + orphans.get(i, 0)) * MIB
-        free_b = max(TOTAL_BYTES - RESERVED_BYTES - used_b, 0)
+        free_b = max(total_b - RESERVED_BYTES - used_b, 0)
         row = {"index": str(i), **gpu_identity(addr, i), **STATIC, **(BUSY if mine else IDLE)}
+        if state.get("gpu_name"):
+            row["name"] = str(state["gpu_name"])
         row.update({
-            "memory.total": str(TOTAL_BYTES // MIB),
+            "memory.total": str(total_b // MIB),
             "memory.used": str(round(used_b / MIB)),
             "memory.free": str(round(free_b / MIB)),
             "memory.reserved": str(-(-RESERVED_BYTES // MIB)),
