@@ -56,6 +56,28 @@ async def test_hgx_without_the_fabric_manager_installed_is_not_ready(services, s
     assert "nvidia-fabricmanager is not installed" in report.assessment.reasons[1].text
 
 
+async def test_hgx_on_a_driver_without_the_fabric_fields_is_read_from_nvidia_smi_q(services, ssh_server, fake_hosts):
+    """A driver that refuses fabric.state/fabric.status: the probe drops them and reads the Fabric
+    section of `nvidia-smi -q` instead; the Fabric Manager runs, yet registration is stuck."""
+    addr = "127.0.0.15"
+    await register(services, "hgx3", addr, ssh_server)
+    fake_hosts.sysfs(addr, pci(addr, 8, switches=6))
+    stuck = {i: {"fabric.state": "In Progress" if i == 5 else "Completed", "fabric.status": "N/A" if i == 5 else "Success"}
+             for i in range(8)}
+    fake_hosts.write(addr, gpu_overrides=stuck, unknown_fields=["fabric.state", "fabric.status"],
+                     units={"nvidia-fabricmanager.service": unit(active=True)})
+    report = await check_host(services=services, host_name="hgx3")
+    assert report.readings.gpu.unsupported_fields == ["fabric.state", "fabric.status"]
+    assert all(g.fabric_state is None for g in report.readings.gpu.gpus)
+    assert report.readings.fabric.gpu_states[kernel_bus(addr, 5)] == ("In Progress", "N/A")
+    assert report.assessment.verdict is Verdict.NOT_READY, report.assessment.reasons
+    (reason,) = report.assessment.reasons
+    assert reason.text.startswith("NVLink fabric not initialized on GPU 5 (fabric state In Progress): CUDA fails with error 802")
+
+    fake_hosts.update(addr, gpu_overrides={i: {"fabric.state": "Completed", "fabric.status": "Success"} for i in range(8)})
+    assert (await check_host(services=services, host_name="hgx3")).assessment.verdict is Verdict.READY
+
+
 async def test_a_gpu_passed_through_to_a_vm_is_a_note_and_the_host_ready(services, ssh_server, fake_hosts):
     """Eight H200s on the bus; the eighth bound to vfio-pci for a VM, so nvidia-smi lists seven.
     Was: "7 of 8 GPUs present", not ready. Then the GPU comes back to the host, and goes again: the
