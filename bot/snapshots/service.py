@@ -37,6 +37,7 @@ from bot.probes.readings import Readings
 from bot.readiness.verdict import Assessment
 from bot.snapshots import inventory
 from bot.snapshots.models import Snapshot, SnapshotHour
+from bot.snapshots.raw import capped
 
 HOUR = timedelta(hours=1)
 
@@ -71,7 +72,7 @@ def _row(item: StoreItem) -> Snapshot:
         error_kind=result.error_kind,
         error_message=result.error,
         readings=readings.to_json() if readings else None,
-        raw=result.raw,
+        raw=capped(result.raw),  # at most RAW_CAP_CHARS of output per row, cut where it says so
         gpu_used_mib=_gpu_used_mib(readings),
         disk_free_bytes=disk.avail_bytes if disk else None,
         requested_by=item.requested_by,
