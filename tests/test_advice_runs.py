@@ -12,19 +12,24 @@ from datetime import datetime, timezone
 
 import pytest
 
+from bot.actions import flows
 from bot.actions.kinds import ActionKind, ActionSpec, State
+from bot.actions.planner import PlanRefused
 from bot.actions.views import RequestView, StepView
 from bot.cli import _build_parser
 from bot.commands.registry import default_grammar
 from bot.errors import UsageError
-from bot.flows.status import StatusReport
+from bot.flows.status import StatusReport, check_host
+from bot.hosts import service as hosts
 from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, OwnerReport, ProcessOwner, Readings, Unit
 from bot.readiness.verdict import Requirements, assess, unreachable
 from bot.render.status_view import status_view
 from bot.render.text import status_text
 from bot.slack.action_blocks import card_blocks
 from bot.slack.blocks import status_blocks
+from bot.ssh.scripted import ScriptedRunner
 from tests.support.blockkit import blocks_text
+from tests.support.scripted import idle_h200, out, probe_batch
 
 G = default_grammar()
 NOW = datetime(2026, 11, 29, 16, 0, tzinfo=timezone.utc)
@@ -214,3 +219,33 @@ def test_the_readme_suggests_commands_that_parse():
     assert "`/gpu kill node174 4242`" not in readme
     for line in re.findall(r"`(/gpu (?:kill|stop|pivot) node174[^`]*)`", readme):
         chat_parses(line)
+
+
+# --- the advice for a process found holding /dev/nvidia* is a kill the planner accepts ----------------
+async def test_a_kill_of_a_device_file_holder_plans_what_the_advice_said(services):
+    """Memory held and no process listed (another PID namespace's view): the owners probe names the
+    process holding /dev/nvidia*; the advice `/gpu kill HOST pid=N` plans its kill (it was refused:
+    "not a GPU compute process"), and only when no gpu= narrows it to listed processes."""
+    held = idle_h200()["gpus"].stdout.replace("143771, 0, 143156, 616,", "143771, 8710, 134446, 616,", 1)  # GPU 0: 8,710 MiB used, no process listed
+    assert held != idle_h200()["gpus"].stdout
+    cmdline = b"/opt/torch/.venv/bin/python3\0train.py\0"
+    answers = idle_h200() | {
+        "gpus": out(held),
+        "owners": out("pid 960 device-file\nps 960 bob 4242 /opt/torch/.venv/bin/python3 train.py\n"
+                      "cgroup 960 0::/user.slice/user-1000.slice/session-4.scope\nscan-limited\n"),
+        "proc.960": out(f"state=S\nstart=123456\nsha={'ab' * 32}\ncmd={cmdline.hex()}\n"),
+        "id": out("uid=0\nuser=root\ngroups=root\n"),
+    }
+    scripted = replace(services, runner=ScriptedRunner(probe_batch(answers)))
+    async with scripted.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="node9", address="10.0.0.9")
+    report = await check_host(services=scripted, host_name="node9")
+    report_steps = steps_of(report)
+    assert report_steps == ["`/gpu kill node9 pid=960` — python3 (pid 960), user bob holds /dev/nvidia* open"]
+    spec = G.parse(report_steps[0].split("`")[1].removeprefix("/gpu ")).command
+    view = await flows.request_action(services=scripted, spec=spec, requester="U1")
+    assert view.lines == ["pid 960 python3 holding /dev/nvidia* open — session-4.scope, user bob — "
+                          "`/opt/torch/.venv/bin/python3 train.py`"]
+    assert view.expected == "ends 1 process"
+    with pytest.raises(PlanRefused, match="pid 960 is not a GPU compute process on GPU 0"):
+        await flows.request_action(services=scripted, spec=replace(spec, gpu=0), requester="U1")
