@@ -30,7 +30,7 @@ from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.models import Base
-from bot.privilege.sudoers import helper_source
+from bot.privilege.sudoers import helper_source, system_daemons
 from bot.probes.readings import FolderState
 from bot.render.status_view import status_view
 from bot.render.text import status_text
@@ -273,7 +273,9 @@ async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
     await install_printed_sudoers(svc, box, "priv8")
     after = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}
     assert [after[f"{v} vllm.service"].how for v in ("stop", "start", "restart")] == ["via sudo"] * 3
-    assert after["kill GPU processes of other users"].how == f"via sudo ({box.server.bin_dir}/gpubot-priv)"
+    assert after["kill GPU processes of other users"].how == (f"via sudo ({box.server.bin_dir}/gpubot-priv); the helper never "
+                                                               f"kills a system daemon ({', '.join(system_daemons())})")
+    assert "nvidia-persistenced" in system_daemons() and "nv-hostengine" in system_daemons() and "Xorg" in system_daemons()
     assert after[f"delete under {shared}"].ok and "via sudo" in after[f"delete under {shared}"].how
     missing = after["delete under /var/lib/gpubot-no-such-root"]
     assert not missing.ok and "does not exist" in missing.how
@@ -399,7 +401,8 @@ def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shar
         assert check.returncode == 0, check.stdout + check.stderr
         assert check.stdout.splitlines()[2:] == [
             "✔ stop vllm.service: via sudo", "✔ start vllm.service: via sudo", "✔ restart vllm.service: via sudo",
-            f"✔ kill GPU processes of other users: via sudo ({box.server.bin_dir}/gpubot-priv)",
+            f"✔ kill GPU processes of other users: via sudo ({box.server.bin_dir}/gpubot-priv); the helper never kills a "
+            f"system daemon ({', '.join(system_daemons())})",
             f"✔ delete under {shared}: via sudo ({box.server.bin_dir}/gpubot-priv)",
             f"✔ helper {box.server.bin_dir}/gpubot-priv: root-owned, writable by root only, the same as `gpubot hosts helper`",
             f"✔ read unit journals (a failed start's log, /gpu logs): as {box.user.name}"]

@@ -124,3 +124,32 @@ def test_a_command_sudo_wrapped_at_80_columns_is_read_whole():
     listing = parse_sudo_list(wrapped, "", 0)
     assert listing.entries[1].commands == (f"{HELPER} delete /shared/a-very-long-root-name *",)
     assert listing.nopasswd_for(delete_argv(HELPER, "/shared/a-very-long-root-name", "/shared/a-very-long-root-name/x"))
+
+
+def test_a_root_someone_else_controls_gets_a_comment_saying_why_instead_of_a_rule():
+    hub = "/home/gpubot/.cache/huggingface/hub"
+    spec = SudoersSpec(user="gpubot", units=(), roots=("/shared", "/srv/team"), systemctl="/usr/bin/systemctl",
+                       helper=HELPER, hf_hub=hub, untrusted={"/srv/team": "/srv/team belongs to uid 1001, not root",
+                                                             hub: "/home/gpubot belongs to uid 1000, not root"})
+    text = render_sudoers(spec)
+    rules = [line.strip(" ,\\") for line in text.splitlines() if not line.startswith("#")]
+    assert rules == [f"gpubot ALL=(root) NOPASSWD: {HELPER} kill *", f"{HELPER} delete /shared *"]
+    assert "# No `delete` rule for /srv/team: /srv/team belongs to uid 1001, not root." in text
+    assert f"# No `delete` rule for {hub}: /home/gpubot belongs to uid 1000, not root." in text
+    assert "Let gpubot delete there without sudo" in text
+    assert f"chgrp -R gpubot-models /shared /srv/team {hub}" in text  # the group alternative names them all
+
+
+def test_the_helper_shares_its_checks_with_gpubot():
+    """One implementation: the part gpubot runs itself is cut from the helper's own text."""
+    from bot.privilege.sudoers import helper_shared, helper_source, system_daemons, trust_command
+
+    shared = helper_shared()
+    assert shared in helper_source() and shared.lstrip().startswith("refuse()")
+    for fn in ("trusted()", "judge()", "mounts_near()", "delete_path()"):
+        assert fn in shared
+    assert "gpu_process()" not in shared and "do_kill()" not in shared
+    assert {"nvidia-persistenced", "nv-hostengine", "nv-fabricmanager", "Xorg"} <= set(system_daemons())
+    assert trust_command("/a b", "root", "whole").endswith("trusted '/a b' root whole; rc=$?; [ $rc -eq 0 ] || echo \"$why\"; exit $rc\n")
+    with pytest.raises(ValueError):
+        trust_command("/a", "anyone", "whole")

@@ -70,3 +70,26 @@ def test_codes_are_distinct_from_framing_codes():
 
     assert not {int(c) for c in StepExit} & {int(c) for c in ExitCode}
     assert len({int(c) for c in StepExit}) == len(StepExit) and os.EX_OK == ExitCode.OK
+
+
+def test_deleting_itself_refuses_a_root_whose_folder_above_another_user_owns(tmp_path: Path):
+    """The no-sudo script is the helper's own delete (self): the folders above the root must belong
+    to root or the user running it, else another user could swap the root for a symlink."""
+    above = tmp_path / "team"
+    root = above / "models"
+    (root / "old").mkdir(parents=True)
+    os.chown(above, 65534, 65534)
+    try:
+        res = sh(remote.delete_script(item(root / "old", root / "old", root))[1])
+        assert res.returncode == StepExit.REFUSED and res.stdout.startswith(f"refused: root {root} is not safe: {above} belongs to uid 65534")
+        assert (root / "old").exists()
+        os.chown(above, os.getuid(), os.getgid())
+        os.chmod(above, 0o777)
+        res = sh(remote.delete_script(item(root / "old", root / "old", root))[1])
+        assert res.returncode == StepExit.REFUSED and f"{above} is writable by everyone (mode 777)" in res.stdout
+        os.chmod(above, 0o755)
+        os.chmod(root, 0o777)  # the root itself may be a shared folder when the user deletes itself
+        res = sh(remote.delete_script(item(root / "old", root / "old", root))[1])
+        assert res.returncode == 0 and res.stdout.strip() == f"deleted {root / 'old'}" and not (root / "old").exists()
+    finally:
+        os.chown(above, os.getuid(), os.getgid())

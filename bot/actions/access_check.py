@@ -4,7 +4,8 @@
 a snapshot like any probe) and runs one read-only round trip (:mod:`bot.privilege.access`):
 ``id``, ``sudo -n -l -l``, ``sudo -n -l`` of each exact command, write permission on the allowed
 roots; when sudo allows the helper, one more read-only round trip inspects it (:func:`judge_helper`).
-:func:`sudoers_for` renders the sudoers file for the host's configuration.
+:func:`sudoers_for` renders the sudoers file for the host's configuration, after asking the host
+(read-only) who controls each root: one the helper would refuse gets a comment instead of a rule.
 
 Errors: :class:`~bot.errors.NotFoundError` for an unknown host; :class:`SudoersError` (a
 :class:`~bot.errors.UsageError`) when a configured name cannot be written into sudoers.
@@ -12,11 +13,13 @@ Errors: :class:`~bot.errors.NotFoundError` for an unknown host; :class:`SudoersE
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import hashlib
 import shlex
 from dataclasses import dataclass, field
 
+from bot.actions import step_privilege
 from bot.actions.exits import StepExit
 from bot.actions.journal import journal_command, parse_journal
 from bot.actions.policy import allowed_roots, configured_units
@@ -26,7 +29,7 @@ from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.hosts import service as hosts
 from bot.privilege import sudoers
-from bot.privilege.access import Need, grants, read_access
+from bot.privilege.access import Access, Grant, Need, grants, read_access
 from bot.probes.engine import run_framed
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import FolderState
@@ -80,42 +83,34 @@ def root_write_check(root: str) -> str:
 
 
 def helper_command(helper: str) -> str:
-    """sh, run as the bot user: the helper's SHA-256 (``sha=``) and, for the helper, its real path
-    and every folder above each up to ``/``, a ``stat`` line ``UID MODE PATH`` (mode in octal).
-    Exit 3 when the helper is not there."""
-    return "; ".join([
+    """sh, run as the bot user: the helper's SHA-256 (``sha=``) and, when the helper's own walk
+    from ``/`` (the helper's ``trusted``, :func:`bot.privilege.sudoers.helper_shared`) finds a
+    folder, symlink or the file itself that someone other than root could change, ``unsafe=``
+    with the reasons. Exit 3 when the helper is not there."""
+    return sudoers.helper_shared() + "\n".join([
         f"h={q(helper)}", '[ -e "$h" ] || exit 3', 'r=$(realpath -e -- "$h") || exit 3',
         'printf \'sha=%s\\n\' "$(sha256sum < "$r" 2>/dev/null | cut -c1-64)"',
-        'for p in "$h" "$r"; do while :; do stat -c \'%u %a %n\' -- "$p"; [ "$p" = / ] && break; p=$(dirname -- "$p"); done; done',
+        'trusted "$h" root whole || printf \'unsafe=%s\\n\' "$why"',
     ])
 
 
 def judge_helper(out: ProbeOutput | None, helper: str, *, expected_sha: str) -> CheckLine:
     """Whether the helper sudo runs as root is safe to run: root-owned, and neither it nor a folder
-    above it writable by anyone but root (a folder with the sticky bit may be: others cannot replace
-    root's entries in it), and the same text as this gpubot's (``gpubot hosts helper``). Anyone
-    who may change the file or swap a folder above it would be root through the sudo rule."""
+    above it (nor a symlink on the way) changeable by anyone but root (a folder with the sticky bit
+    may be writable: others cannot replace root's entries in it), and the same text as this
+    gpubot's (``gpubot hosts helper``). Anyone who may change the file or swap a folder above it
+    would be root through the sudo rule. The walk is the helper's own ``trusted`` (:func:`helper_command`)."""
     what = f"helper {helper}"
     reinstall = f"install it as root: `gpubot hosts helper > {helper}; chown root:root {helper}; chmod 755 {helper}`"
     if out is None or out.exit_status is None:
         return CheckLine(False, what, "could not be inspected (no answer)", reinstall)
     if out.exit_status == StepExit.GONE:
         return CheckLine(False, what, "is not installed, yet sudo allows it", reinstall)
-    unsafe: list[str] = []
-    for line in out.stdout.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) != 3 or not parts[0].isdecimal() or not all(c in "01234567" for c in parts[1]):
-            continue
-        uid, mode, path = int(parts[0]), int(parts[1], 8), parts[2]
-        if uid != 0:
-            unsafe.append(f"{path} belongs to uid {uid}, not root")
-        elif mode & 0o022 and not mode & 0o1000:
-            unsafe.append(f"{path} is writable by {'everyone' if mode & 0o002 else 'its group'} (mode {mode & 0o7777:o})")
-    if unsafe:
-        return CheckLine(False, what, "UNSAFE: " + "; ".join(dict.fromkeys(unsafe)) + " — whoever may change it is root",
+    said = remote_keyvalues(out.stdout)
+    if said.get("unsafe"):
+        return CheckLine(False, what, f"UNSAFE: {said['unsafe']} — whoever may change it is root",
                          f"make it and every folder above it root-owned and writable by root only; {reinstall}")
-    sha = remote_keyvalues(out.stdout).get("sha", "")
-    if sha != expected_sha:
+    if said.get("sha", "") != expected_sha:
         return CheckLine(False, what, "root-owned, but not the helper of this gpubot (another version or edited)", reinstall)
     return CheckLine(True, what, "root-owned, writable by root only, the same as `gpubot hosts helper`")
 
@@ -130,44 +125,76 @@ async def _host_config(services: Services, name: str) -> tuple[str, str | None, 
     return user, group, configured_units(s, probe), allowed_roots(s, name, group), probe.get("hf_cache", s.hf_cache)
 
 
+def delete_roots(roots: list[str], hf_cache: str | None) -> list[str]:
+    """The roots the helper's ``delete`` rules name: the allowed roots, and ``<hf_cache>/hub``
+    unless it lies under one of them (as :meth:`~bot.privilege.sudoers.SudoersSpec.rules`)."""
+    hub = hf_cache.rstrip("/") + "/hub" if hf_cache else None
+    return [*roots, hub] if hub and not any(hub.startswith(r.rstrip("/") + "/") for r in roots) else list(roots)
+
+
+async def untrusted_roots(services: Services, host_name: str, roots: list[str]) -> dict[str, str]:
+    """Root -> why the helper would refuse it (the helper's own ``trusted`` walk, ``root whole``,
+    run as the bot user, read-only); roots it trusts are left out. When the host cannot be asked,
+    every root is in with that reason: nothing is known about who controls it."""
+    if not roots:
+        return {}
+    async with services.sessions() as db:
+        target, _ = await hosts.resolve(db_session=db, name=host_name)
+    cmds = [(f"trust.{j}", sudoers.trust_command(r, "root", "whole")) for j, r in enumerate(roots)]
+    try:
+        out = await run_framed(services.runner, target, cmds, timeout=services.settings.batch_timeout_s)
+    except GpubotError as exc:
+        return {r: f"{host_name} could not be asked who controls it ({exc})" for r in roots}
+    unsafe: dict[str, str] = {}
+    for j, r in enumerate(roots):
+        o = out.get(f"trust.{j}")
+        if o is None or o.exit_status != 0:
+            unsafe[r] = (o.stdout.strip() or o.stderr.strip() if o is not None else "") or "could not be checked (no answer)"
+    return unsafe
+
+
 async def sudoers_for(*, services: Services, host_name: str) -> str:
-    """The sudoers file (with install steps and the group alternative) for ``host_name``."""
+    """The sudoers file (with install steps and the group alternative) for ``host_name``. Asks
+    the host (read-only) who controls each root first: a root that someone other than root could
+    change gets no ``delete`` rule, only a comment saying why (:func:`untrusted_roots`)."""
     user, _, units, roots, hf_cache = await _host_config(services, host_name)
     s = services.settings
     spec = sudoers.SudoersSpec(user=user, units=tuple(units), roots=tuple(roots), systemctl=s.sudo_systemctl,
                                helper=s.sudo_helper, host=host_name,
                                hf_hub=hf_cache.rstrip("/") + "/hub" if hf_cache else None)
     try:
+        spec.rules()  # a name sudoers would read specially is refused before the host is asked
+        spec = dataclasses.replace(spec, untrusted=await untrusted_roots(services, host_name, delete_roots(roots, hf_cache)))
         return sudoers.render_sudoers(spec)
     except sudoers.SudoersError as exc:
         raise SudoersError(str(exc)) from None
 
 
-def check_needs(units: list[str], roots: list[str], *, systemctl: str, helper: str) -> list[Need]:
-    """Needs that stand for every action the configuration allows (sample PID/path arguments)."""
+def check_needs(units: list[str], roots: list[str], *, systemctl: str, helper: str, hf_cache: str | None = None) -> list[Need]:
+    """Needs that stand for every action the configuration allows (sample PID/path arguments):
+    one per rule ``hosts sudoers`` prints, the HF cache's own ``delete`` rule included."""
     needs = [Need(f"unit.{v}.{u}", f"{v} {u}", sudoers.unit_argv(systemctl, v, u))
              for u in units for v in sudoers.UNIT_VERBS]
     needs.append(Need("kill", "kill GPU processes of other users",
                       sudoers.kill_argv(helper, "TERM", 2, "0", SAMPLE_SHA),
                       fix=f"install the helper {helper} and allow `{helper} kill *` (`gpubot hosts sudoers HOST`)"))
-    for root in roots:
-        needs.append(Need(f"delete.{root}", f"delete under {root}",
-                          sudoers.delete_argv(helper, root, root.rstrip("/") + "/gpubot-check"), root_write_check(root),
-                          fix=(f"make {root} group-writable for a group the bot user is in, or install the helper "
-                               f"{helper} and allow `{helper} delete {root} *` (`gpubot hosts sudoers HOST`)")))
+    for root in delete_roots(roots, hf_cache):
+        label = f"delete under {root}" if root in roots else f"delete in the Hugging Face cache {root}"
+        needs.append(step_privilege.delete_need(f"delete.{root}", label, helper, root,
+                                                root.rstrip("/") + "/gpubot-check", root_write_check(root)))
     return needs
 
 
 async def check_access(*, services: Services, host_name: str, requested_by: str | None = None) -> HostCheck:
     """What the bot may do on ``host_name``; nothing on the host changes."""
-    user, _, units, roots, _ = await _host_config(services, host_name)
+    user, _, units, roots, hf_cache = await _host_config(services, host_name)
     s = services.settings
     report = await check_host(services=services, host_name=host_name, requested_by=requested_by)
     if report.readings is None:
         return HostCheck(host_name, user=user, error=f"the probe failed: {report.error}")
     async with services.sessions() as db:
         target, _ = await hosts.resolve(db_session=db, name=host_name)
-    needs = check_needs(units, roots, systemctl=s.sudo_systemctl, helper=s.sudo_helper)
+    needs = check_needs(units, roots, systemctl=s.sudo_systemctl, helper=s.sudo_helper, hf_cache=hf_cache)
     try:
         access = await read_access(services.runner, target, needs, timeout=s.batch_timeout_s)
     except GpubotError as exc:
@@ -178,18 +205,40 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
     for i, g in enumerate(granted):
         own = access.outputs.get(f"self.{i}")
         if g.need.key.startswith("delete.") and own is not None and own.exit_status == 2:
-            lines.append(CheckLine(False, g.need.label, own.stdout.strip(), "create it, or remove it from `allowed_roots`"))
+            lines.append(CheckLine(False, g.need.label, own.stdout.strip(),
+                                   "create it, or remove it from `allowed_roots`" if g.need.label.startswith("delete under")
+                                   else "create it, or correct the host's `hf_cache`"))
             continue
         how = g.reason
         if g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper:
             how = f"via sudo ({s.sudo_helper})"
+        if g.need.key == "kill" and g.ok and g.via == "sudo":
+            how += f"; the helper never kills a system daemon ({', '.join(sudoers.system_daemons())})"
         lines.append(CheckLine(g.ok, g.need.label, how, g.fix))
+        stale = _stale_rule(access, i, g)
+        if stale is not None:
+            lines.append(stale)
     uses_helper = any(g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper for g in granted)
     journal_unit = units[0] if units and access.uid != 0 else None
     lines += await _inspections(services, target, me, helper=s.sudo_helper if uses_helper else None, journal_unit=journal_unit)
     if not units:
         lines.append(CheckLine(True, "units", "none configured, so stop/start/restart are not offered on this host"))
     return HostCheck(host_name, me, access.uid, access.groups, lines)
+
+
+def _stale_rule(access: Access, index: int, g: Grant) -> CheckLine | None:
+    """A ✘ line when sudo allows the helper's ``delete`` for a root the helper does not trust
+    although the bot deletes there itself (an older file's rule): it is no use, and with an older
+    helper it let whoever controls the root delete anywhere as root."""
+    if not g.ok or g.via != "user" or not g.need.sudo_guard:
+        return None
+    sudo, guard = access.outputs.get(f"sudo.{index}"), access.outputs.get(f"sguard.{index}")
+    if sudo is None or sudo.exit_status != 0 or guard is None or guard.exit_status == 0:
+        return None
+    rule = " ".join(g.need.argv[:3]) + " *"
+    return CheckLine(False, f"sudo rule `{rule}`", f"not safe: {guard.stdout.strip()} (the helper refuses it; an older "
+                     "helper deleted wherever whoever controls it pointed it)",
+                     "remove the rule: `gpubot hosts sudoers HOST` prints the file without it")
 
 
 JOURNAL_WHAT = "read unit journals (a failed start's log, /gpu logs)"

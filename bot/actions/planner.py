@@ -26,6 +26,7 @@ from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
 from bot.names import validate_path
 from bot.privilege.access import read_access
+from bot.privilege.sudoers import system_daemons
 from bot.probes.engine import run_framed
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import FolderState, GpuProcess, ProcessOwner
@@ -92,7 +93,8 @@ def _refuse(reasons: list[str]) -> PlanRefused:
 
 async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[PathItem]:
     """Resolve ``paths`` on the host and keep them only when each lies strictly under one of the
-    (resolved) ``roots`` and is not a mount point; then measure them. Raises :class:`PlanRefused`."""
+    (resolved) ``roots`` and the mount table has no mount point at it, on the way to it from its
+    root, or below it; then measure them. Raises :class:`PlanRefused`."""
     if not roots:
         raise PlanRefused(f"no allowed roots are configured for {ctx.spec.host} (setting `GPUBOT_ALLOWED_ROOTS`)")
     timeout = ctx.services.settings.batch_timeout_s
@@ -131,7 +133,8 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
             via = f" resolves to {real}," if real != p else ""
             reasons.append(f"{p}:{via} outside the allowed roots ({', '.join(roots)}; setting `GPUBOT_ALLOWED_ROOTS`)")
         elif kv.get("mount") != "no":
-            reasons.append(f"{p}: {real} is a mount point")
+            said = remote.unhex(kv.get("mount", "")) or f"{real}: the mount table could not be read"
+            reasons.append(f"{p}: {said} (a mount is never deleted through: `rm --one-file-system` would follow a bind mount)")
         else:
             best = max(under, key=len)
             found.setdefault(real, (p, best, kv.get("type", "?"), configured[best]))
@@ -245,7 +248,8 @@ async def _kill(ctx: _Ctx) -> Plan:
 async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[ProcItem], list[str]]:
     """Pin each GPU process (``{pid: its rows of the GPU probe}``) by start time and command line,
     read now on the host: ``(items, warnings)``; a process that ended since the probe is a warning.
-    Raises :class:`PlanRefused` when the bot user may not read a process's ``/proc`` entry."""
+    Raises :class:`PlanRefused` when the bot user may not read a process's ``/proc`` entry, or the process
+    is a system daemon holding the GPUs (its ``/proc/PID/exe`` named in the helper's ``SYSTEM_DAEMONS``)."""
     if not by_pid:
         return [], []
     out = await run_framed(ctx.services.runner, ctx.target, remote.proc_commands(list(by_pid)),
@@ -253,7 +257,7 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
     gpu = ctx.report.readings.gpu if ctx.report.readings else None
     index = {g.uuid: g.index for g in gpu.gpus} if gpu else {}
     owners = _owners(ctx)
-    items, warnings, unreadable = [], [], []
+    items, warnings, unreadable, daemons = [], [], [], []
     for pid, entries in by_pid.items():
         o = out.get(f"proc.{pid}")
         if o is not None and o.exit_status == StepExit.REFUSED:
@@ -264,14 +268,19 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
         if not kv.get("start", "").isdecimal() or len(kv.get("sha", "")) != 64:
             warnings.append(f"pid {pid} ended since the probe")
             continue
+        exe = (remote.unhex(kv.get("exe", "")) or "").removesuffix(" (deleted)")
+        if exe and exe.rsplit("/", 1)[-1] in system_daemons():
+            daemons.append(f"pid {pid} is {exe}, a system daemon that holds the GPUs: gpubot never kills it "
+                           "(stop its unit on the host if it must go)")
+            continue
         raw = bytes.fromhex(kv.get("cmd", "")).replace(b"\0", b" ").decode("utf-8", "replace")
         cmdline = "".join(c for c in raw if c.isprintable()).strip()
         used = sum(e.used_memory_mib or 0 for e in entries)
         owner = owners.get(pid)
         items.append(ProcItem(pid, entries[0].process_name, index.get(entries[0].gpu_uuid), used, kv["start"], kv["sha"], cmdline,
                               user=owner.user if owner else None, owner=owner_words(owner)))
-    if unreadable:
-        raise _refuse(unreadable)
+    if unreadable or daemons:
+        raise _refuse(unreadable + daemons)
     return items, warnings
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from bot.actions.exits import StepExit
 from bot.actions.plan import PathItem, ProcItem
-from bot.privilege.sudoers import delete_argv, sudo_line, unit_argv
+from bot.privilege.sudoers import delete_argv, helper_shared, sudo_line, unit_argv
 from bot.probes.frames import ProbeOutput
 from bot.probes.nvidia_smi import parse_gpu_report
 from bot.probes.nvml import parse_nvml
@@ -25,9 +25,6 @@ from bot.probes.script import APPS_COMMAND, gpu_query_command, nvml_command
 q = shlex.quote
 HEX = "od -An -v -tx1 | tr -d ' \\n'"
 """Pipe stage printing its input as lowercase hex (names survive any byte but NUL)."""
-IS_MOUNT = ('{ mountpoint -q -- "$r" 2>/dev/null || '
-            '[ "$(stat -c %d -- "$r")" != "$(stat -c %d -- "$(dirname -- "$r")")" ]; }')
-"""True when ``$r`` is a mount point (util-linux ``mountpoint``, or a device change from its parent)."""
 STOPPED = ("inactive", "failed")
 RUNNING = ("active",)
 
@@ -48,18 +45,25 @@ def keyvalues(stdout: str) -> dict[str, str]:
 # --- Paths ---------------------------------------------------------------------------------------
 def resolve_commands(paths: list[str], roots: list[str]) -> list[tuple[str, str]]:
     """Resolve roots (``root.J``: hex real path) and paths (``path.I``: ``real``, ``type``,
-    ``mount``) on the host. A path that does not exist exits 3; one the SSH user may not look
-    at (a folder on the way it may not search) exits 4 with ``realpath``'s message on stderr
-    (:class:`StepExit`)."""
+    ``mount``) on the host. ``mount`` is ``no``, or (hex) the first mount point of
+    ``/proc/self/mountinfo`` at the path, on the way to it from the deepest root it lies under, or
+    below it (the helper's ``mounts_near``). A path that does not exist exits 3; one the SSH user
+    may not look at (a folder on the way it may not search) exits 4 with ``realpath``'s message on
+    stderr (:class:`StepExit`)."""
     cmds = [(f"root.{j}", f"r=$(realpath -e -- {q(r)}) || exit {StepExit.GONE:d}; printf '%s' \"$r\" | {HEX}")
             for j, r in enumerate(roots)]
+    listed = " ".join(q(r) for r in roots)
     for i, p in enumerate(paths):
-        cmds.append((f"path.{i}", "; ".join([
+        cmds.append((f"path.{i}", helper_shared() + "; ".join([
             f"r=$(realpath -e -- {q(p)} 2>&1) || {{ case \"$r\" in *'ermission denied'*) echo \"$r\" >&2; "
             f"exit {StepExit.REFUSED:d};; esac; exit {StepExit.GONE:d}; }}",
             f"printf 'real=%s\\n' \"$(printf '%s' \"$r\" | {HEX})\"",
             "printf 'type=%s\\n' \"$(stat -c %F -- \"$r\")\"",
-            f"if {IS_MOUNT}; then echo mount=yes; else echo mount=no; fi",
+            "best=",
+            f"for g in {listed}; do rr=$(realpath -e -- \"$g\" 2>/dev/null) || continue; "
+            "case $r in \"${rr%/}\"/?*) [ ${#rr} -gt ${#best} ] && best=$rr;; esac; done",
+            '[ -n "$best" ] || best=$r',
+            f"if m=$(mounts_near \"$best\" \"$r\"); then echo mount=no; else printf 'mount=%s\\n' \"$(printf '%s' \"$m\" | {HEX})\"; fi",
         ])))
     return cmds
 
@@ -87,41 +91,38 @@ def hf_entries_command(hub: str, repo: str | None) -> list[tuple[str, str]]:
 
 def delete_script(item: PathItem, *, helper: str | None = None) -> tuple[str, str]:
     """``(display command, script)`` deleting one planned path, re-checked at the moment it runs:
-    the path must still resolve to the planned real path, strictly under the planned root (itself
-    still resolving to the same place), and not be a mount point. ``rm`` stays on one filesystem.
-    With ``helper`` (its path on the host), the deletion itself is ``sudo -n HELPER delete ROOT
-    REAL`` (``ROOT`` as configured, pinned by sudoers), which checks all of this again as root.
-    Exit (:class:`StepExit`) ``GONE``; ``REFUSED`` (the reason on stdout); ``STILL_THERE`` after ``rm``."""
-    p, real, root = item.path, item.real, item.root
+    the path as typed must still resolve to the planned real path; then the helper's own
+    ``delete_path`` (:func:`bot.privilege.sudoers.helper_shared`, one implementation) checks the
+    allowed root's walk, that the real path lies strictly under it, the mount table, enters the
+    parent (``cd -P``) and removes the last component relative to it (``rm`` stays on one
+    filesystem). Without ``helper`` it runs as the SSH user itself (``self``: the folders above the
+    root must belong to root or that user); with ``helper`` (its path on the host) the deletion is
+    ``sudo -n HELPER delete ROOT REAL`` (``ROOT`` as configured, pinned by sudoers), the same check
+    as root. Exit (:class:`StepExit`) ``GONE``; ``REFUSED`` (the reason on stdout); ``STILL_THERE`` after ``rm``."""
+    p, real = item.path, item.real
+    root = item.allowed_root or item.root
+    recheck = _resolves_still(p, real)
     if helper:
-        argv = delete_argv(helper, item.allowed_root or root, real)
-        checks = _delete_checks(p, real, root)
-        return sudo_line(argv), "\n".join([*checks, sudo_line(argv)])
-    script = "\n".join([
-        *_delete_checks(p, real, root),
-        "rm -rf --one-file-system -- \"$r\"; rc=$?",
-        f"if [ -e \"$r\" ] || [ -L \"$r\" ]; then echo \"$r is still there (rm exit $rc)\"; exit {StepExit.STILL_THERE:d}; fi",
-        "echo \"deleted $r\"",
-    ])
+        argv = delete_argv(helper, root, real)
+        return sudo_line(argv), "\n".join([*recheck, sudo_line(argv)])
+    script = helper_shared() + "\n".join([*recheck, f"delete_path self {q(root)} {q(real)}"])
     return f"rm -rf --one-file-system -- {q(real)}", script
 
 
-def _delete_checks(p: str, real: str, root: str) -> list[str]:
+def _resolves_still(p: str, real: str) -> list[str]:
     gone, refused = f"exit {StepExit.GONE:d}", f"exit {StepExit.REFUSED:d}"
     return [
         "export LC_ALL=C",
         f"r=$(realpath -e -- {q(p)}) || {{ echo {q(f'{p} no longer exists')}; {gone}; }}",
         f"[ \"$r\" = {q(real)} ] || {{ echo {q(p + ' now resolves to ')}\"$r\"{q(', not ' + real)}; {refused}; }}",
-        f"root=$(realpath -e -- {q(root)}) && [ \"$root\" = {q(root)} ] || {{ echo {q(f'root {root} moved')}; {refused}; }}",
-        f"case \"$r\" in {q(root.rstrip('/'))}/?*) ;; *) echo \"$r is not under $root\"; {refused};; esac",
-        f"if {IS_MOUNT}; then echo \"$r is a mount point\"; {refused}; fi",
     ]
 
 
 # --- Processes -----------------------------------------------------------------------------------
 def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
     """``proc.PID``: ``state``, ``start`` (field 22 of /proc/PID/stat), ``sha`` of the raw
-    cmdline, ``cmd`` (hex of its first 512 bytes). Exit :attr:`StepExit.GONE`: no such process;
+    cmdline, ``cmd`` (hex of its first 512 bytes), ``exe`` (hex of /proc/PID/exe's target; empty
+    when the SSH user may not read it: another user's process). Exit :attr:`StepExit.GONE`: no such process;
     :attr:`StepExit.REFUSED`: the SSH user may not read it (``/proc`` mounted with ``hidepid``;
     the reason on stderr)."""
     gone, refused = f"exit {StepExit.GONE:d}", f"exit {StepExit.REFUSED:d}"
@@ -134,6 +135,7 @@ def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
         "printf 'state=%s\\nstart=%s\\n' \"$1\" \"${20}\"",
         f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
         f"printf 'cmd=%s\\n' \"$(head -c 512 /proc/{int(pid)}/cmdline | {HEX})\"",
+        f"e=$(readlink -- /proc/{int(pid)}/exe 2>/dev/null); printf 'exe=%s\\n' \"$(printf '%s' \"$e\" | {HEX})\"",
     ])) for pid in pids]
 
 

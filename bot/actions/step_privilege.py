@@ -20,7 +20,7 @@ from typing import assert_never
 
 from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, Plan, Step, UnitStep, WaitGpusStep
 from bot.privilege.access import Access, Grant, Need, Via, grant
-from bot.privilege.sudoers import delete_argv, kill_argv, unit_argv
+from bot.privilege.sudoers import delete_argv, kill_argv, trust_command, unit_argv
 
 q = shlex.quote
 
@@ -40,6 +40,22 @@ def self_delete_check(real: str) -> str:
     ])
 
 
+def delete_need(key: str, label: str, helper: str, root: str, real: str, self_check: str) -> Need:
+    """The need of deleting ``real`` under the allowed ``root`` (as configured): the helper's
+    sudo line, ``self_check`` for the bot user's own route, and the guards of the helper's own
+    ``trusted`` walk: through sudo, ``root`` and every folder and symlink on the way must belong to
+    root and be writable by root only (sudoers pins the root's text, so whoever could change a
+    folder on the way could point the helper anywhere); for the bot itself, the folders above
+    ``root`` must belong to root or the bot user (else another user could swap ``root``)."""
+    return Need(key, label, delete_argv(helper, root, real), self_check,
+                fix=(f"make {root} group-writable for a group the bot user is in, or install the helper "
+                     f"{helper} and allow `{helper} delete {root} *` (`gpubot hosts sudoers HOST`)"),
+                guard=trust_command(root, "self", "above"), sudo_guard=trust_command(root, "root", "whole"),
+                guard_fix=(f"make the folders on the way to {root} belong to root and writable by root only ({root} "
+                           "itself too for deleting through sudo), or let the bot user delete without sudo: the group "
+                           "alternative in `gpubot hosts sudoers HOST`"))
+
+
 def own_process_check(pid: int) -> str:
     """sh: exit 0 when process ``pid`` belongs to the current user."""
     return f'[ "$(stat -c %u /proc/{int(pid)} 2>/dev/null)" = "$(id -u)" ] || {{ echo "pid {int(pid)} belongs to another user"; exit 1; }}'
@@ -57,10 +73,8 @@ def needs(plan: Plan, *, systemctl: str, helper: str) -> list[tuple[int, Need]]:
                                  own_process_check(p.pid))) for p in procs]
             case DeleteStep(item=it):
                 root = it.allowed_root or it.root
-                out.append((i, Need(f"delete.{it.real}", f"delete {it.real}", delete_argv(helper, root, it.real),
-                                    self_delete_check(it.real),
-                                    fix=(f"make {root} group-writable for a group the bot user is in, or install the helper "
-                                         f"{helper} and allow `{helper} delete {root} *` (`gpubot hosts sudoers HOST`)"))))
+                out.append((i, delete_need(f"delete.{it.real}", f"delete {it.real}", helper, root, it.real,
+                                           self_delete_check(it.real))))
             case WaitGpusStep() | CheckDiskStep():
                 pass  # read-only
             case _:

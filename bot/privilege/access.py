@@ -44,6 +44,13 @@ class Need:
     argv: tuple[str, ...]
     self_check: str | None = None
     fix: str = ""
+    guard: str | None = None
+    """sh, exit 0 when it is safe for the bot to do it itself (as the bot user, or logged in as
+    root); else the reason on stdout. ``None``: nothing to guard."""
+    sudo_guard: str | None = None
+    """sh, exit 0 when it is safe through sudo (e.g. the helper's root is trusted); else the reason on stdout."""
+    guard_fix: str = ""
+    """What to change when a guard fails."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,8 @@ class Access:
 
 
 def access_commands(needs: list[Need]) -> list[tuple[str, str]]:
-    """The read-only batch: ``id``, ``sudo`` (``sudo -n -l -l``), per need ``sudo.I`` and ``self.I``."""
+    """The read-only batch: ``id``, ``sudo`` (``sudo -n -l -l``), per need ``sudo.I``, ``self.I``,
+    ``guard.I`` and ``sguard.I`` (those the need has)."""
     cmds = [("id", "printf 'uid=%s\\nuser=%s\\ngroups=%s\\n' \"$(id -u)\" \"$(id -un)\" \"$(id -Gn)\""),
             ("sudo", "[ \"$(id -u)\" = 0 ] && exit 0; command -v sudo >/dev/null 2>&1 || exit 127; COLUMNS=4096 sudo -n -l -l")]
     for i, n in enumerate(needs):
@@ -84,6 +92,10 @@ def access_commands(needs: list[Need]) -> list[tuple[str, str]]:
                                   "sudo -n -l " + " ".join(q(a) for a in n.argv)))
         if n.self_check:
             cmds.append((f"self.{i}", n.self_check))
+        if n.guard:
+            cmds.append((f"guard.{i}", n.guard))
+        if n.sudo_guard:
+            cmds.append((f"sguard.{i}", n.sudo_guard))
     return cmds
 
 
@@ -109,18 +121,38 @@ def _first_line(o: ProbeOutput | None) -> str:
     return lines[0] if lines else f"exit status {o.exit_status}"
 
 
+def _guard_said(access: Access, key: str, guard: str | None) -> str | None:
+    """``None`` when ``guard`` passed (or there is none); else why not."""
+    if not guard:
+        return None
+    o = access.outputs.get(key)
+    if o is not None and o.exit_status == 0:
+        return None
+    return (o.stdout.strip() or _first_line(o)) if o is not None else "could not be checked (no answer)"
+
+
 def grant(access: Access, index: int, need: Need, *, sudoers_hint: str = "") -> Grant:
-    """How ``need`` (the ``index``-th of :func:`read_access`'s needs) may run on that host."""
+    """How ``need`` (the ``index``-th of :func:`read_access`'s needs) may run on that host.
+    A failed :attr:`Need.guard` closes the bot's own routes (root login, the bot user), a failed
+    :attr:`Need.sudo_guard` the sudo route, whatever sudoers allows."""
+    unsafe = _guard_said(access, f"guard.{index}", need.guard)
     if access.root:
+        if unsafe:
+            return Grant(need, None, f"not safe: {unsafe}", need.guard_fix)
         return Grant(need, "root", "as root")
     me = access.user or "the bot user"
     own = access.outputs.get(f"self.{index}")
-    if need.self_check and own is not None and own.exit_status == 0:
+    if need.self_check and own is not None and own.exit_status == 0 and not unsafe:
         return Grant(need, "user", f"as {me} (no sudo needed)")
     line = " ".join(need.argv)
     rule = f"{me} ALL=(root) NOPASSWD: {line}" if not sudoers_hint else sudoers_hint
     fix = need.fix or f"allow it in sudoers: `{rule}` (all rules: `gpubot hosts sudoers HOST`)"
-    not_self = f"{_first_line(own)}; " if need.self_check and own is not None and own.exit_status != 0 else ""
+    not_self = (f"{_first_line(own)}; " if own.exit_status != 0 else f"not safe as {me}: {unsafe}; ") \
+        if need.self_check and own is not None else ""
+    sudo_unsafe = _guard_said(access, f"sguard.{index}", need.sudo_guard)
+    if sudo_unsafe:
+        return Grant(need, None, f"{not_self}not safe through sudo: {sudo_unsafe} (the helper refuses it)",
+                     need.guard_fix or fix)
     listing = access.listing
     if listing.state == "missing":
         return Grant(need, None, f"{not_self}sudo is not installed", f"install sudo, then {fix}")

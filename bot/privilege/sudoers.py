@@ -5,8 +5,10 @@ Why a helper for deletion and kill: sudoers matches arguments with shell-style w
 ``rm -rf /shared/../etc`` or ``rm -rf /shared/x /etc``, and ``kill -TERM *`` allows ``kill -TERM
 -1`` (every process). So sudoers only ever names ``systemctl VERB -- UNIT`` lines verbatim, and
 ``gpubot-priv delete ROOT *`` / ``gpubot-priv kill *``, where the root-owned helper re-checks the
-path (resolved, strictly under ROOT, not a mount point) or the process (same start time and
-command line, a GPU process, not PID 1) itself, as root, at the moment it acts.
+path (ROOT's walk from ``/`` root's alone, the path resolved and strictly under ROOT, no mount point
+at, on the way to or below it) or the process (same start time and command line, a GPU process,
+not PID 1, not a system daemon) itself, as root, at the moment it acts. A root that someone other
+than root controls gets no rule (:attr:`SudoersSpec.untrusted`).
 
 Format sources: sudoers(5) (``Cmnd`` lists, ``NOPASSWD:``, characters that must be escaped:
 ``, : = \\``), and ``sudo -l -l``'s "Sudoers entry:" blocks (sudo 1.9; ``Options: !authenticate``
@@ -35,6 +37,36 @@ class SudoersError(ValueError):
 def helper_source() -> str:
     """The text of the ``gpubot-priv`` helper shipped with the product (POSIX sh)."""
     return resources.files("bot.privilege").joinpath("gpubot-priv.sh").read_text()
+
+
+SHARED_BEGIN = "# >>> shared"
+SHARED_END = "# <<< shared"
+
+
+def helper_shared() -> str:
+    """The helper's shared part (POSIX sh function definitions, between ``# >>> shared`` and
+    ``# <<< shared``), which gpubot runs itself as the bot user so that the checks are one
+    implementation: ``refuse``, ``judge`` and ``trusted`` (who could change a path's walk from
+    ``/``), ``mounts_near`` (mount points at, on the way to, or below a path, from
+    ``/proc/self/mountinfo``), ``delete_path`` (the deletion), and ``SYSTEM_DAEMONS``."""
+    text = helper_source()
+    start, end = text.index(SHARED_BEGIN), text.index(SHARED_END)
+    return text[text.index("\n", start) + 1:end]
+
+
+def system_daemons() -> tuple[str, ...]:
+    """The executable names the helper never kills (its ``SYSTEM_DAEMONS`` line), e.g. ``nvidia-persistenced``."""
+    m = re.search(r"^SYSTEM_DAEMONS='([^']*)'$", helper_source(), re.M)
+    return tuple(m.group(1).split()) if m else ()
+
+
+def trust_command(path: str, mode: str, extent: str) -> str:
+    """sh: exit 0 when ``path``'s walk from ``/`` is trusted (the helper's ``trusted``; ``mode``
+    ``root`` or ``self``, ``extent`` ``whole`` or ``above``); else exit 1 (not trusted) or 2 (cannot
+    be walked) with the reasons on stdout."""
+    if mode not in ("root", "self") or extent not in ("whole", "above"):
+        raise ValueError(f"trust {mode} {extent}")
+    return helper_shared() + f'trusted {shlex.quote(path)} {mode} {extent}; rc=$?; [ $rc -eq 0 ] || echo "$why"; exit $rc\n'
 
 
 def unit_argv(systemctl: str, verb: str, unit: str) -> tuple[str, ...]:
@@ -80,6 +112,10 @@ class SudoersSpec:
     hf_hub: str | None = None
     """``<hf_cache>/hub`` when an HF cache path is configured; it gets its own delete rule
     unless it lies under an allowed root."""
+    untrusted: dict[str, str] = field(default_factory=dict)
+    """Root (allowed root or hub) -> why someone other than root could change it or a folder on
+    the way (the helper's ``trusted`` walk, read on the host): such a root gets no ``delete``
+    rule (the helper would refuse it anyway), only a comment saying why and what to do instead."""
 
     def rules(self) -> list[str]:
         """The commands to allow, as sudoers ``Cmnd`` text (one per entry)."""
@@ -90,10 +126,12 @@ class SudoersSpec:
         for root in self.roots:
             if root.rstrip("/") in ("", "/"):
                 raise SudoersError("the root folder / cannot be an allowed root for deletion")
-            out.append(f"{helper} delete {_safe(root, 'allowed root')} *")
+            if _safe(root, "allowed root") not in self.untrusted:
+                out.append(f"{helper} delete {root} *")
         hub = self.hf_hub
         if hub and not any(hub.startswith(r.rstrip("/") + "/") for r in self.roots):
-            out.append(f"{helper} delete {_safe(hub, 'HF cache path')} *")
+            if _safe(hub, "HF cache path") not in self.untrusted:
+                out.append(f"{helper} delete {hub} *")
         return out
 
 
@@ -116,8 +154,18 @@ def render_sudoers(spec: SudoersSpec, *, group: str = "gpubot-models") -> str:
         "#            sudoers never gets rm or kill with a wildcard)",
         f"{user} ALL=(root) NOPASSWD: " + ", \\\n    ".join(rules),
     ]
-    if spec.roots:
-        roots = " ".join(spec.roots)
+    for root, why in spec.untrusted.items():
+        lines += [
+            "#",
+            f"# No `delete` rule for {root}: {why}.",
+            "#   sudoers pins the root's text only, so whoever may change it or a folder on the way could point",
+            f"#   the helper anywhere as root (the helper refuses such a root). Let {user} delete there without sudo",
+            "#   instead (the group alternative below), or make it and every folder above it belong to root and",
+            "#   be writable by root only, then print this file again.",
+        ]
+    shared = [*spec.roots, *(r for r in spec.untrusted if r not in spec.roots)]
+    if shared:
+        roots = " ".join(shared)
         lines += [
             "#",
             "# Deleting without sudo instead (then the `delete` lines above are not needed): make the model",
