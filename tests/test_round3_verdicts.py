@@ -300,3 +300,14 @@ def test_the_new_readings_survive_the_stored_json():
     for r in (hgx("In Progress", "[N/A]", unit="inactive")[0], judge(out(FIELDS + row(0) + HANDLE, "", 15))[0],
               judge(out(FIELDS + row(0, temp="[Unknown Error]") + "# took: 27\n"), inventory=_pci(["nvidia", "vfio-pci"]))[0]):
         assert Readings.from_json(json.loads(json.dumps(r.to_json()))) == r
+
+
+def test_a_configured_fabric_manager_unit_is_judged_once():
+    import dataclasses
+
+    from bot.probes.readings import Unit
+
+    r, _ = hgx("Completed", "Success", unit="inactive")
+    r = dataclasses.replace(r, units=[Unit("nvidia-fabricmanager.service", "loaded", "inactive", "dead", 0)])
+    a = assess(r, Requirements(units={"nvidia-fabricmanager.service": "active"}))
+    assert a.verdict is Verdict.NOT_READY and codes(a) == ["unit_state"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bot.probes.readings import Gpu, GpuProcess, ProbeFailure, Readings
+from bot.probes.script import FABRIC_UNIT
 from bot.readiness.devices import device_findings
 from bot.readiness.fabric import fabric_findings
 from bot.readiness.health import health_findings
@@ -109,7 +110,8 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
     reasons += _serving_reasons(readings, req, serving)
     reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib,
                                                                                             slow_s=req.slow_gpu_probe_s)]
-    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in device_findings(readings) + fabric_findings(readings)]
+    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in device_findings(readings) + fabric_findings(readings)
+                if not (f.code == "fabric_manager" and FABRIC_UNIT in req.units)]  # a configured unit is judged once, as configured
     for f in readings.folders:
         if f.warning:
             reasons.append(Reason("folder_warning", f"{f.path}: {f.warning}", Severity.NOTE))
