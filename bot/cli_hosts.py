@@ -65,7 +65,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     on_host("forget-gpu", "accept that a host no longer has a GPU it showed before").add_argument(
         "gpu", help="the GPU's index, UUID (or a unique prefix), or `all`")
     on_host("check", "what the bot may do on a host (sudo -n -l, groups, writable roots); changes nothing")
-    on_host("sudoers", "print the minimal sudoers file (and group setup) for a host's configuration")
+    on_host("sudoers", "print the minimal sudoers file (and group setup) for a host's configuration; asks the host "
+            "(read-only) who controls each root: one that anyone but root could change gets no delete rule")
     h.add_parser("helper", help="print gpubot-priv, the root-owned helper that sudoers allows for kill and delete")
 
 

@@ -242,6 +242,22 @@ async def test_a_root_someone_else_controls_gets_no_rule_and_the_helper_refuses_
     assert alive(c, "secret")
 
 
+async def test_a_host_that_cannot_be_asked_gets_no_delete_rule(svc, box):
+    """Who controls a root is read on the host; without an answer nothing is known, so no rule."""
+    safe = box.folder("safe-models")
+    name = f"atk{next(_hosts)}"
+    svc.settings.allowed_roots = {name: [str(safe)]}
+    async with svc.sessions() as db, db.begin():
+        from bot.hosts import service as hosts
+
+        await hosts.add(db_session=db, name=name, address="127.0.0.1", port=1)  # nothing listens there
+    printed = await sudoers_for(services=svc, host_name=name)
+    rules = [line.strip(" ,\\") for line in printed.splitlines() if not line.startswith("#")]
+    assert rules == [f"{box.user.name} ALL=(root) NOPASSWD: {box.helper} kill *"], printed
+    comment = next(line for line in printed.splitlines() if line.startswith(f"# No `delete` rule for {safe}:"))
+    assert f"{name} could not be asked who controls it" in comment, comment
+
+
 async def test_the_bot_user_may_still_delete_itself_where_it_controls_the_root(svc, box):
     """The same root is fine without sudo: the group alternative is what the refusal points to."""
     root = box.folder("mine", uid=box.user.uid, gid=box.user.gid)
