@@ -129,3 +129,29 @@ async def test_attacks_on_the_leftover_kill_spare_every_canary(services, ssh_ser
     stop = await flows.request_action(services=services, spec=ActionSpec(ActionKind.STOP, "lo5", unit="model-a.service"),
                                       requester="U1")
     assert [s.title.split(" ")[0] for s in stop.steps] == ["stop"] and not stop.warnings
+
+
+async def test_a_running_unit_whose_kill_mode_spares_its_workers_gets_them_ended_after_its_stop(services, ssh_server, fake_hosts):
+    """KillMode=process: systemd's stop ends the main process only; the workers of the cgroup outlive it
+    (as vLLM's tensor-parallel workers would), so the plan ends them right after the stop."""
+    fast(services)
+    await register(services, "lo6", "127.0.0.19", ssh_server, probe={"units": UNITS})
+    main = fake_hosts.orphan("127.0.0.19", "model-a.service", gpu=0, used_mib=30000)
+    worker = fake_hosts.orphan("127.0.0.19", "model-a.service", gpu=1, used_mib=30000)
+    fake_hosts.update("127.0.0.19", units={"model-a.service": unit(active=True, main_pid=main.pid, KillMode="process"),
+                                            "model-b.service": unit(active=False)})
+    view = await flows.request_action(services=services, spec=pivot("lo6"), requester="U1")
+    assert [s.title.split(" ")[0] for s in view.steps] == ["stop", "end", "wait", "start"]
+    (line,) = [x for x in view.lines if x.startswith("end pid")]
+    assert line.startswith(f"end pid {worker.pid} python3 on GPU 1 — 30,000 MiB — model-a.service, user root — in "
+                           "model-a.service's cgroup, which its stop leaves running (KillMode=process) — `")
+    v = (await approve(services, view.id)).view
+    assert v.state is State.DONE, v.message
+    assert main.wait(timeout=5) is not None and worker.wait(timeout=5) is not None
+    # the default KillMode (control-group): the stop ends the whole cgroup, nothing else to plan
+    again = fake_hosts.orphan("127.0.0.19", "model-a.service", gpu=2, used_mib=30000)
+    fake_hosts.update("127.0.0.19", units={"model-a.service": unit(active=True, main_pid=again.pid),
+                                            "model-b.service": unit(active=False)})
+    stop = await flows.request_action(services=services, spec=ActionSpec(ActionKind.STOP, "lo6", unit="model-a.service"),
+                                      requester="U1")
+    assert [s.title.split(" ")[0] for s in stop.steps] == ["stop"] and not stop.warnings

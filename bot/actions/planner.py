@@ -332,9 +332,15 @@ class Leftovers:
     others: dict[int, list[GpuProcess]]
 
 
-def leftovers(ctx: _Ctx, unit: UnitItem) -> Leftovers:
-    """Split the probe's GPU processes by what stopping ``unit`` does to them (see :class:`Leftovers`);
-    a process of the unit's cgroup while it runs is neither: the stop ends it."""
+KILL_MODES_THAT_LEAVE = frozenset({"process", "none"})
+"""``KillMode=`` values whose stop leaves processes of the unit's cgroup running: ``process`` ends only the
+main process, ``none`` none of them (systemd.kill(5))."""
+
+
+def leftovers(ctx: _Ctx, unit: UnitItem, kill_mode: str | None = None) -> Leftovers:
+    """Split the probe's GPU processes by what stopping ``unit`` does to them (see :class:`Leftovers`).
+    A process of the unit's cgroup while it runs is neither (the stop ends it), unless the unit's
+    ``kill_mode`` (its ``KillMode=``) leaves it: ``process`` spares all but the main process, ``none`` all."""
     gpu = ctx.report.readings.gpu if ctx.report.readings else None
     ours: dict[int, list[GpuProcess]] = {}
     others: dict[int, list[GpuProcess]] = {}
@@ -347,19 +353,35 @@ def leftovers(ctx: _Ctx, unit: UnitItem) -> Leftovers:
     running = unit.active_state in RUNNING_STATES
     for p in gpu.processes:
         o = owners.get(p.pid)
-        if o is not None and o.unit == unit.name and not o.container_id:
-            if not running:
+        in_cgroup = o is not None and o.unit == unit.name and not o.container_id
+        if in_cgroup or (running and p.pid == main_pid):
+            if not running or kill_mode == "none" or (kill_mode == "process" and p.pid != main_pid):
                 ours.setdefault(p.pid, []).append(p)
-        elif not (running and p.pid == main_pid):  # the main process of a running unit ends with it
+        else:
             others.setdefault(p.pid, []).append(p)
     return Leftovers(unit.name, ours, others)
+
+
+async def _kill_mode(ctx: _Ctx, unit: UnitItem) -> str | None:
+    """The unit's ``KillMode=`` when it runs with GPU processes in its cgroup (``None``: not read, or not needed)."""
+    if unit.active_state not in RUNNING_STATES or not any(o.unit == unit.name for o in _owners(ctx).values()):
+        return None
+    try:
+        out = await run_framed(ctx.services.runner, ctx.target,
+                               [("killmode", f"systemctl show -p KillMode --value -- {remote.q(unit.name)}")],
+                               timeout=ctx.services.settings.batch_timeout_s)
+    except ProbeError:
+        return None
+    o = out.get("killmode")
+    return o.stdout.strip() or None if o and o.exit_status == 0 else None
 
 
 async def _leftover_kill(ctx: _Ctx, unit: UnitItem, *, others_too: bool) -> tuple[KillStep | None, list[ProcItem], list[str], list[str]]:
     """The pinned kill step of a stop or pivot: ``(step or None, items, lines, warnings)``. It ends the
     processes left in ``unit``'s cgroup (unless ``kill=none``) and those named with ``pid=``; with
     ``others_too`` (a pivot, which needs every GPU) the GPU processes it leaves running are warned about."""
-    spec, found = ctx.spec, leftovers(ctx, unit)
+    kill_mode = await _kill_mode(ctx, unit)
+    spec, found = ctx.spec, leftovers(ctx, unit, kill_mode)
     known = found.ours | found.others
     stray = [str(pid) for pid in spec.pids if pid not in known]
     if stray:
@@ -387,8 +409,9 @@ async def _leftover_kill(ctx: _Ctx, unit: UnitItem, *, others_too: bool) -> tupl
     n = len(items)
     title = (f"end {n} leftover process{'es' if n > 1 else ''} ({', '.join(f'pid {p.pid}' for p in items)}): "
              f"SIGTERM, SIGKILL after {grace:g} s")
-    lines = [("end " + _proc_line(p, f" — left in {unit.name}'s cgroup ({unit.active_state or 'state unknown'})"
-                                  if p.pid in found.ours else " — named with pid=")) for p in items]
+    left = (f" — in {unit.name}'s cgroup, which its stop leaves running (KillMode={kill_mode})"
+            if unit.active_state in RUNNING_STATES else f" — left in {unit.name}'s cgroup ({unit.active_state or 'state unknown'})")
+    lines = [("end " + _proc_line(p, left if p.pid in found.ours else " — named with pid=")) for p in items]
     return KillStep(title, tuple(items)), items, lines, warnings
 
 
