@@ -118,6 +118,7 @@ def test_parse_serving_reads_state_pids_url_and_answer():
     assert not nourl.healthy and nourl.error.startswith("no health URL is known")
     assert parse_serving(KIMI, None).error == "the probe did not finish" and parse_serving(KIMI, None).active is None
     assert parse_serving(KIMI, probe("", 1, "Failed to connect to bus")).error == "state unreadable: Failed to connect to bus"
+    assert parse_serving(KIMI, probe("", 1)).error == "state unreadable: systemctl did not answer"
 
 
 def test_a_url_the_host_read_otherwise_than_gpubot_is_not_healthy():
@@ -149,6 +150,6 @@ def test_the_host_derives_the_same_health_url_as_gpubot():
 
 
 def test_the_serving_probe_quotes_the_unit_and_the_url():
-    cmd = serving_command("a'b;reboot.service", "http://h:1/x'$(reboot)", 5)
-    assert "u='a'\"'\"'b;reboot.service'; url='http://h:1/x'\"'\"'$(reboot)'" in cmd
+    cmd = serving_command("a'b;reboot.service", 0, "http://h:1/x'$(reboot)", 5)
+    assert "u='a'\"'\"'b;reboot.service'; url='http://h:1/x'\"'\"'$(reboot)'; f=\"$GPUBOT_D/unit.0.out\"" in cmd
     assert "--max-time 5" in cmd

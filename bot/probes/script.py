@@ -239,7 +239,7 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
         cmds.append((f"unit.{i}", f"systemctl show -p LoadState,ActiveState,SubState,MainPID -- {q(unit)}"))
     for i, unit in enumerate(plan.units):
         url = plan.health_urls[i] if i < len(plan.health_urls) else None
-        cmds.append((f"serve.{i}", serving_command(unit, url, plan.health_timeout_s)))
+        cmds.append((f"serve.{i}", serving_command(unit, i, url, plan.health_timeout_s)))
     cmds.append(("inventory", INVENTORY_COMMAND))
     cmds.append(("fabric", FABRIC_COMMAND))
     cmds.append(("owners", owners_command(plan)))

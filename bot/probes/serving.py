@@ -19,7 +19,6 @@ from bot.probes.servers import default_url, exec_argv, url_awk
 q = shlex.quote
 
 UNIT_PIDS_SH = "\n".join([
-    'cg=$(systemctl show -p ControlGroup --value -- "$u" 2>/dev/null)',
     'pids=""',
     'for b in /sys/fs/cgroup /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do',
     '  if [ -n "$cg" ] && [ -d "$b$cg" ]; then',
@@ -32,23 +31,28 @@ UNIT_PIDS_SH = "\n".join([
     "{keep[p[i]]=1; out=out \" \" p[i]; n=1}} print out}')",
     "fi",
 ])
-"""Sets ``$pids`` to unit ``$u``'s processes (main PID ``$main``): its cgroup's, else the tree under the main process."""
+"""Sets ``$pids`` to the processes of the unit whose control group is ``$cg`` and main PID ``$main``:
+its cgroup's, else the tree under the main process."""
 
 
-def serving_command(unit: str, url: str | None, http_timeout_s: float) -> str:
-    """The ``serve.N`` probe of ``unit``. ``url``: the unit's configured health URL (``None``: the
-    default of a known server in its ``ExecStart``, derived on the host by :func:`~bot.probes.servers.url_awk`).
-    Both are quoted; nothing of them reaches the shell as code."""
+def serving_command(unit: str, index: int, url: str | None, http_timeout_s: float) -> str:
+    """The ``serve.N`` probe of ``unit``, the batch's ``unit.N`` (whose ``ActiveState`` and ``MainPID`` it
+    reads from ``$GPUBOT_D/unit.N.out``: an inactive unit costs no more ``systemctl`` call; an active
+    one one more, for ``ControlGroup`` and ``ExecStart``). ``url``: the unit's configured health URL
+    (``None``: the default of a known server in its ``ExecStart``, derived on the host by
+    :func:`~bot.probes.servers.url_awk`). Both are quoted; nothing of them reaches the shell as code."""
     return "\n".join([
-        f"u={q(unit)}; url={q(url or '')}",
-        'a=$(systemctl show -p ActiveState --value -- "$u" 2>/dev/null) || exit 1',
-        'echo "ActiveState=$a"',
+        f"u={q(unit)}; url={q(url or '')}; f=\"$GPUBOT_D/unit.{int(index)}.out\"",
+        '[ -s "$f" ] || exit 1',
+        'a=$(sed -n \'s/^ActiveState=//p\' "$f" | head -n 1); echo "ActiveState=$a"',
         '[ "$a" = active ] || exit 0',
-        'main=$(systemctl show -p MainPID --value -- "$u" 2>/dev/null); case "$main" in ""|*[!0-9]*) main=0;; esac',
+        'main=$(sed -n \'s/^MainPID=//p\' "$f" | head -n 1); case "$main" in ""|*[!0-9]*) main=0;; esac',
         'echo "MainPID=$main"',
+        'show=$(systemctl show -p ControlGroup -p ExecStart -- "$u" 2>/dev/null)',
+        "cg=$(printf '%s\\n' \"$show\" | sed -n 's/^ControlGroup=//p' | head -n 1)",
+        "x=$(printf '%s\\n' \"$show\" | sed -n 's/^ExecStart=//p' | head -n 1)",
         UNIT_PIDS_SH,
         'echo "Pids=$pids"',
-        'x=$(systemctl show -p ExecStart --value -- "$u" 2>/dev/null | head -n 1)',
         "printf 'Exec=%s\\n' \"$(printf '%s' \"$x\" | head -c 4096 | od -An -v -tx1 | tr -d ' \\n')\"",
         f'if [ -n "$url" ]; then echo UrlFrom=setting; else url=$(printf \'%s\\n\' "$x" | awk {q(url_awk())}); echo UrlFrom=command; fi',
         'echo "Url=$url"',
@@ -65,7 +69,8 @@ def parse_serving(unit: str, out: ProbeOutput | None) -> UnitService:
         return UnitService(unit, error="the probe did not finish")
     kv = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
     if out.exit_status != 0 or "ActiveState" not in kv or not kv["ActiveState"]:
-        why = (out.stderr.strip() or out.stdout.strip() or f"exit status {out.exit_status}").splitlines()[-1][:300]
+        why = (out.stderr.strip() or out.stdout.strip()).splitlines()[-1][:300] if (out.stderr.strip() or out.stdout.strip()) \
+            else "systemctl did not answer"
         return UnitService(unit, error=f"state unreadable: {why}")
     if kv["ActiveState"] != "active":
         return UnitService(unit, active=False)
