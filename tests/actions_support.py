@@ -81,3 +81,22 @@ async def approval_rows(services, request_id: int) -> list[tuple[str, str]]:
 async def step_count(services, request_id: int) -> int:
     async with services.sessions() as db:
         return await db.scalar(select(func.count()).select_from(ActionStep).where(ActionStep.request_id == request_id))
+
+
+def model_dir(root: Path, name: str = "model-b", shards: int = 2, shard_bytes: int = 4096, drop: tuple[int, ...] = ()) -> Path:
+    """A real safetensors model folder: ``model.safetensors.index.json`` whose ``weight_map`` names
+    ``shards`` files ``model-0000N-of-0000M.safetensors`` of ``shard_bytes`` each, all present but
+    those numbered in ``drop`` (1-based), and ``config.json``."""
+    import json
+
+    folder = root / name
+    folder.mkdir(parents=True)
+    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    weight_map = {f"model.layers.{i}.mlp.weight": n for i, n in enumerate(names)} | {"lm_head.weight": names[-1]}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": shards * shard_bytes}, "weight_map": weight_map}, indent=2))
+    (folder / "config.json").write_text("{}")
+    for i, n in enumerate(names, start=1):
+        if i not in drop:
+            (folder / n).write_bytes(b"\0" * shard_bytes)
+    return folder

@@ -11,7 +11,7 @@ from bot.actions.journal import read_journal
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.errors import UsageError
 from bot.roles import Role
-from tests.actions_support import approve, fast, register, step_count, weights
+from tests.actions_support import approve, fast, model_dir, register, step_count, weights
 from tests.support.fakestate import journal_lines, model_unit, unit
 from tests.support.sshd import free_port
 
@@ -46,7 +46,7 @@ async def test_pivot_reports_progress_then_done_when_the_new_model_answers(servi
     fast(services, root, unit_health_wait_s=20.0)
     port = free_port()
     await register(services, "hl1", "127.0.0.14", ssh_server, probe={"units": UNITS})
-    serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", "/models/b", "--port", str(port),
+    serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(port),
                                                    gpus={"0": 60000, "1": 61000}, load_s=0.3, healthy_after_s=5))
     view = await flows.request_action(services=services, spec=pivot("hl1", paths=(str(old),)), requester="U1")
     url = f"http://127.0.0.1:{port}/health"
@@ -74,11 +74,11 @@ async def test_pivot_reports_progress_then_done_when_the_new_model_answers(servi
     assert not old.exists()
 
 
-async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journal(services, ssh_server, fake_hosts):
+async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journal(services, ssh_server, fake_hosts, tmp_path):
     fast(services, unit_health_wait_s=30.0)
     await register(services, "hl2", "127.0.0.15", ssh_server, probe={"units": UNITS})
     serving_a(fake_hosts, "127.0.0.15", model_unit(
-        "/usr/bin/vllm", "serve", "/models/b", "--port", str(free_port()), gpus={"0": 1000}, load_s=0.3, healthy_after_s=60,
+        "/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(free_port()), gpus={"0": 1000}, load_s=0.3, healthy_after_s=60,
         log=["Loading safetensors checkpoint shards:   0% Completed | 0/62"], fail_after_s=1.0, fail_lines=[OOM]))
     view = await flows.request_action(services=services, spec=pivot("hl2"), requester="U1")
     looks = Looks()

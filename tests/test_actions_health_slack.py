@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.actions_support import fast, operators, register
+from tests.actions_support import fast, model_dir, operators, register
 from tests.slack_env import APPROVE, ask, buttons, click, last_card, result
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.fakestate import model_unit, run_fake, unit
@@ -36,7 +36,7 @@ async def test_pivot_progress_is_one_edited_message_then_done(slack_bot, service
     operators(services, "U1", "U2")
     port, loaded = free_port(), tmp_path / "loaded"
     await register(services, "hs1", "127.0.0.14", ssh_server, probe={"units": UNITS})
-    serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", "/models/b", "--port", str(port),
+    serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(port),
                                                    gpus={"0": 60000, "1": 60000}, load_s=0.5, healthy_file=str(loaded)))
     rid, ts, card = await ask(slack_bot, "pivot hs1 from=model-a.service to=model-b.service")
     assert f"http://127.0.0.1:{port}/health → 200 (vLLM default, port from its command line)" in blocks_text(card)
@@ -66,12 +66,12 @@ def private_journals(bot, ts: str) -> dict[str, dict]:
             if c.body.get("thread_ts") == ts and c.body.get("text", "").startswith("journal of ")}
 
 
-async def test_a_unit_dying_of_oom_sends_its_journal_privately_and_offers_next_steps(slack_bot, services, ssh_server, fake_hosts):
+async def test_a_unit_dying_of_oom_sends_its_journal_privately_and_offers_next_steps(slack_bot, services, ssh_server, fake_hosts, tmp_path):
     fast(services, unit_health_wait_s=30.0)
     operators(services, "U1", "U2")
     await register(services, "hs2", "127.0.0.15", ssh_server, probe={"units": UNITS})
     serving_a(fake_hosts, "127.0.0.15", model_unit(
-        "/usr/bin/vllm", "serve", "/models/b", "--port", str(free_port()), gpus={"0": 1000}, healthy_after_s=60,
+        "/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(free_port()), gpus={"0": 1000}, healthy_after_s=60,
         log=["Loading safetensors checkpoint shards: 0% Completed | 0/62"], fail_after_s=1.0, fail_lines=[OOM]))
     rid, ts, _ = await ask(slack_bot, "pivot hs2 from=model-a.service to=model-b.service")
     await click(slack_bot, APPROVE, rid, ts, "U2")
@@ -103,12 +103,12 @@ async def test_a_unit_dying_of_oom_sends_its_journal_privately_and_offers_next_s
     assert not buttons(again.body["blocks"])
 
 
-async def test_a_long_journal_goes_privately_as_its_last_lines_never_as_a_file_in_the_channel(slack_bot, services, ssh_server, fake_hosts):
+async def test_a_long_journal_goes_privately_as_its_last_lines_never_as_a_file_in_the_channel(slack_bot, services, ssh_server, fake_hosts, tmp_path):
     fast(services, unit_health_wait_s=30.0, journal_lines=200)
     operators(services, "U1", "U2")
     await register(services, "hs3", "127.0.0.16", ssh_server, probe={"units": {"model-b.service": "active"}})
     fake_hosts.update("127.0.0.16", units={"model-b.service": model_unit(
-        "/usr/bin/vllm", "serve", "/m", "--port", str(free_port()), healthy_after_s=60,
+        "/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(free_port()), healthy_after_s=60,
         log=[f"Loading safetensors checkpoint shards: {i}% Completed" + " ." * 20 for i in range(120)], fail_after_s=0.8,
         fail_lines=[OOM])})
     rid, ts, _ = await ask(slack_bot, "start hs3 model-b.service")

@@ -18,7 +18,7 @@ from bot.render.status_view import fleet_view, status_view
 from bot.render.text import status_text
 from bot.slack.blocks import fleet_blocks, status_blocks
 from bot.snapshots.models import Snapshot
-from tests.actions_support import approve, fast, register
+from tests.actions_support import approve, fast, model_dir, register
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.fakestate import model_unit
 from tests.support.sshd import free_port
@@ -27,13 +27,13 @@ KIMI = "vllm-kimi.service"
 UNITS = {"vllm-glm5.service": "inactive", KIMI: "inactive"}
 
 
-async def start_kimi(services, fake_hosts, name: str, addr: str, ssh_server, **probe) -> str:
+async def start_kimi(services, fake_hosts, name: str, addr: str, ssh_server, tmp_path, **probe) -> str:
     """Register ``name`` and start a stand-in vLLM for Kimi through a start request; its health URL."""
     fast(services, unit_health_wait_s=30.0)
     port = free_port()
     await register(services, name, addr, ssh_server, probe={"units": UNITS, **probe})
     fake_hosts.update(addr, units={"vllm-glm5.service": model_unit(), KIMI: model_unit(
-        "/usr/bin/vllm", "serve", "/shared/Kimi-K2.5-NVFP4", "--tensor-parallel-size", "2", "--port", str(port),
+        "/usr/bin/vllm", "serve", str(model_dir(tmp_path, "Kimi-K2.5-NVFP4")), "--tensor-parallel-size", "2", "--port", str(port),
         gpus={"0": 90000, "1": 90000})})
     view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.START, name, unit=KIMI), requester="U1")
     outcome = await approve(services, view.id, user="U1")
@@ -42,8 +42,8 @@ async def start_kimi(services, fake_hosts, name: str, addr: str, ssh_server, **p
     return f"http://127.0.0.1:{port}/health"
 
 
-async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(services, ssh_server, fake_hosts):
-    url = await start_kimi(services, fake_hosts, "node174", "127.0.0.17", ssh_server)
+async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(services, ssh_server, fake_hosts, tmp_path):
+    url = await start_kimi(services, fake_hosts, "node174", "127.0.0.17", ssh_server, tmp_path)
     report = await check_host(services=services, host_name="node174")
     a = report.assessment
     assert a.verdict is Verdict.SERVING and a.serving == (KIMI,), a.reasons
@@ -76,8 +76,8 @@ async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(s
     assert d.lines[0] == f"verdict ready → serving: {KIMI} (healthy)"
 
 
-async def test_need_for_another_deployment_stays_not_ready_naming_what_serves(services, ssh_server, fake_hosts):
-    await start_kimi(services, fake_hosts, "node175", "127.0.0.18", ssh_server)
+async def test_need_for_another_deployment_stays_not_ready_naming_what_serves(services, ssh_server, fake_hosts, tmp_path):
+    await start_kimi(services, fake_hosts, "node175", "127.0.0.18", ssh_server, tmp_path)
     report = await check_host(services=services, host_name="node175", need_bytes=10**9)
     a = report.assessment
     assert a.verdict is Verdict.NOT_READY and a.serving == (KIMI,)
@@ -88,9 +88,9 @@ async def test_need_for_another_deployment_stays_not_ready_naming_what_serves(se
     assert f"/gpu stop node175 {KIMI}" in text
 
 
-async def test_a_unit_whose_health_url_does_not_answer_is_not_serving(services, ssh_server, fake_hosts):
+async def test_a_unit_whose_health_url_does_not_answer_is_not_serving(services, ssh_server, fake_hosts, tmp_path):
     dead = f"http://127.0.0.1:{free_port()}/health"
-    await start_kimi(services, fake_hosts, "node176", "127.0.0.19", ssh_server)
+    await start_kimi(services, fake_hosts, "node176", "127.0.0.19", ssh_server, tmp_path)
     # the host's own setting now names a URL nothing answers: the same URL a pivot would wait for
     async with services.sessions() as db, db.begin():
         (await hosts.get(db_session=db, name="node176")).probe = {"units": UNITS, "unit_health": {KIMI: {"url": dead}}}

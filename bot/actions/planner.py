@@ -17,6 +17,7 @@ from bot.actions import remote, step_privilege
 from bot.actions.exits import StepExit
 from bot.actions.health import HealthCheck, default_url, exec_argv
 from bot.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
+from bot.actions.model_gate import ModelGate, check_model
 from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, PathItem, Plan, ProcItem, Step, UnitItem, UnitStep, Verb, WaitGpusStep
 from bot.actions.policy import allowed_roots, configured_units
 from bot.config import UnitHealth
@@ -491,10 +492,23 @@ async def _unit_plan(ctx: _Ctx) -> Plan:
         expected = f"{u.name}: {u.active_state or 'unknown'} → {goal}" + (f"; {_ends(items)}" if items else "")
         return Plan(ctx.spec, ctx.report.snapshot_id, steps, [f"{verb} {u.name} — now {_state(u)}", *kill_lines],
                     expected, procs=items, units=[u], warnings=warnings + kill_warnings)
+    model = await _model(ctx, u.name) if verb == "start" else ModelGate()
     check = await health_check(ctx, u.name)
     return Plan(ctx.spec, ctx.report.snapshot_id, [unit_step(verb, u.name, check)],
-                [f"{verb} {u.name} — now {_state(u)}", _up_line(check)],
-                f"{u.name}: {u.active_state or 'unknown'} → up", units=[u], warnings=warnings)
+                [f"{verb} {u.name} — now {_state(u)}", *model.lines, _up_line(check)],
+                f"{u.name}: {u.active_state or 'unknown'} → up", units=[u], warnings=warnings + model.warnings)
+
+
+async def _model(ctx: _Ctx, unit: str, deleting: list[PathItem] | None = None) -> ModelGate:
+    """The check of ``unit``'s model weights and their fit (:mod:`bot.actions.model_gate`); refuses
+    the plan, before anything changes, when they are missing, incomplete, deleted by this very
+    plan, or do not fit the unit's GPUs."""
+    gate = await check_model(runner=ctx.services.runner, target=ctx.target, timeout=ctx.services.settings.batch_timeout_s,
+                             host=ctx.spec.host, unit=unit, readings=ctx.report.readings, need_bytes=ctx.spec.need_bytes,
+                             deleting=deleting or [])
+    if gate.refusals:
+        raise _refuse(gate.refusals)
+    return gate
 
 
 def _up_line(check: HealthCheck) -> str:
@@ -505,6 +519,7 @@ async def _pivot(ctx: _Ctx) -> Plan:
     spec, s = ctx.spec, ctx.services.settings
     a, b = _unit(ctx, spec.from_unit or ""), _unit(ctx, spec.to_unit or "")
     items = await resolve_paths(ctx, list(spec.paths), allowed_roots(s, spec.host, ctx.group)) if spec.paths else []
+    model = await _model(ctx, b.name, items)
     readings = ctx.report.readings
     disk = readings.disks[0] if readings and readings.disks else None
     kill, procs, kill_lines, warnings = await _leftover_kill(ctx, a, others_too=True)
@@ -529,10 +544,11 @@ async def _pivot(ctx: _Ctx) -> Plan:
         lines.append(f"check {human_bytes(spec.need_bytes)} free on {disk.path if disk else '/'}")
     check = await health_check(ctx, b.name)
     steps.append(unit_step("start", b.name, check))
-    lines += [f"start {b.name} — now {_state(b)}", _up_line(check)]
+    lines += [f"start {b.name} — now {_state(b)}", *model.lines, _up_line(check)]
     expected.append(f"{b.name} up" + (f" ({check.url} → 200)" if check.url else ""))
     return Plan(spec, ctx.report.snapshot_id, steps, lines, "; ".join(expected), paths=items, procs=procs, units=[a, b],
-                volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None, warnings=warnings)
+                volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None,
+                warnings=warnings + model.warnings)
 
 
 def _busy(ctx: _Ctx) -> str:
