@@ -10,7 +10,7 @@ import pytest
 
 from bot.masking import MASK, mask_secrets
 from bot.observability.logs import configure_logging
-from tests.actions_support import fast, operators, register
+from tests.actions_support import fast, model_dir, operators, register
 from tests.slack_env import APPROVE, ask, click, result
 from tests.support.blockkit import blocks_text
 from tests.support.fakestate import model_unit
@@ -93,12 +93,12 @@ def debug_log():
     root.setLevel(saved[1])
 
 
-async def test_a_failed_start_never_shows_a_secret_of_its_journal(slack_bot, services, ssh_server, fake_hosts, debug_log):
+async def test_a_failed_start_never_shows_a_secret_of_its_journal(slack_bot, services, ssh_server, fake_hosts, debug_log, tmp_path):
     fast(services, unit_health_wait_s=30.0, approval_policy=[{"kinds": ["start"], "approvers": ["U3", "U2"]}])
     operators(services, "U1", "U2")  # U3 approves by the rule but has no role: not one who may read logs
     await register(services, "hs6", "127.0.0.19", ssh_server, probe={"units": {"model-b.service": "active"}})
     fake_hosts.update("127.0.0.19", units={"model-b.service": model_unit(
-        "/usr/bin/vllm", "serve", "/models/b", "--port", str(free_port()), healthy_after_s=60, log=JOURNAL,
+        "/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(free_port()), healthy_after_s=60, log=JOURNAL,
         fail_after_s=0.8, fail_lines=[OOM])})
     rid, ts, _ = await ask(slack_bot, "start hs6 model-b.service")
     await click(slack_bot, APPROVE, rid, ts, "U3")
