@@ -61,11 +61,12 @@ async def check_model(*, runner: Runner, target: HostTarget, timeout: float, hos
     cmd = parse_unit_command(out.get("unit"))
     if cmd.error:
         return ModelGate(warnings=[f"model not checked: {unit}'s ExecStart could not be read ({cmd.error})"])
+    if not cmd.argv:
+        return ModelGate()  # systemd shows no command (a unit with none, or a stand-in): nothing to check
     served = served_model(cmd.argv)
     if served is None:
-        what = "names no model" if cmd.argv else "is empty"
         return ModelGate(warnings=[f"model not checked: {unit}'s ExecStart runs no server gpubot knows (vLLM, SGLang, TGI, "
-                                   f"llama.cpp) or {what}"])
+                                   "llama.cpp) or names no model"])
     where = f"{served.option if served.option != 'positional' else 'the model'} of {unit}'s ExecStart"
     if not served.local and not HUB_ID.match(served.model):
         return ModelGate(warnings=[f"model not checked: `{served.model}` ({where}) is neither an absolute path nor a "
