@@ -23,7 +23,7 @@ from pydantic_settings import SettingsError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from bot import cli_actions, cli_history, cli_hosts
+from bot import cli_actions, cli_history, cli_hosts, cli_shell
 from bot.actions.policy import PolicyError, check_policy
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
@@ -76,6 +76,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpubot", description="Slack chatops for GPU hosts")
+    p.add_argument("--version", action="version", version=version_text(), help="print gpubot's version and exit")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     db = sub.add_parser("db", help="database schema").add_subparsers(dest="db_cmd", required=True, parser_class=_Parser)
     db.add_parser("upgrade", help="run Alembic migrations up to head")
@@ -94,7 +95,20 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="the role the console user has (default admin: it is your terminal)")
     cli_history.add_parsers(sub)
     cli_actions.add_parsers(sub)
+    cli_shell.add_parser(sub)
     return p
+
+
+def version_text() -> str:
+    """``gpubot 0.1.0 (Python 3.11.9)``: the installed distribution's version (its metadata, as
+    ``pip show gpubot`` reads it), or ``unknown`` when gpubot runs from a tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("gpubot")
+    except PackageNotFoundError:
+        ours = "unknown"
+    return f"gpubot {ours} (Python {sys.version.split()[0]})"
 
 
 def report_json(report: StatusReport) -> dict[str, Any]:
@@ -213,7 +227,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    args = _build_parser().parse_args(argv)
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "completion":  # needs no settings nor database: it goes in ~/.bashrc
+        sys.stdout.write(cli_shell.script(parser, args.shell))
+        return 0
     quiet = argv is not None or args.cmd != "serve"
     configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)
     try:

@@ -44,11 +44,11 @@ def count(low: int, high: int | None = None) -> Callable[[str], int]:
 def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     """Register ``audit`` on ``gpubot``'s subparsers."""
     au = sub.add_parser("audit", help="requests, approvals and executed steps of actions (newest first)")
-    au.add_argument("host", nargs="?")
+    au.add_argument("host", nargs="?", metavar="HOST", help="only this host's requests (default: every host)")
     au.add_argument("--limit", type=count(1), default=20, help="how many requests (default 20)")
     lg = sub.add_parser("logs", help="a watched unit's recent journal (journalctl -u UNIT -n N on the host)")
-    lg.add_argument("host")
-    lg.add_argument("unit")
+    lg.add_argument("host", metavar="HOST", help="a registered host")
+    lg.add_argument("unit", metavar="UNIT", help="a systemd unit the host runs (e.g. vllm-kimi.service)")
     lg.add_argument("--lines", "-n", type=count(1, MAX_LINES), default=None,
                     help=f"how many lines (default GPUBOT_JOURNAL_LINES, at most {MAX_LINES})")
 

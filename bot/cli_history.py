@@ -26,11 +26,11 @@ from bot.wiring import build_services
 def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     """Register the two subcommands on ``gpubot``'s subparsers."""
     hi = sub.add_parser("history", help="a host's verdict changes, GPU memory and free disk over time")
-    hi.add_argument("host")
+    hi.add_argument("host", metavar="HOST", help="a registered host (or one removed since: its snapshots stay)")
     hi.add_argument("--since", default="7d", help="window: 30m, 12h, 7d, 2w (default 7d)")
     hi.add_argument("--png", metavar="FILE", help="also write the chart (PNG, 1000x500) to FILE")
     di = sub.add_parser("diff", help="what changed on a host since a time or a snapshot")
-    di.add_argument("host")
+    di.add_argument("host", metavar="HOST", help="a registered host (or one removed since: its snapshots stay)")
     di.add_argument("--since", default="1d", help="a span (1d, 12h) or a snapshot id")
 
 

@@ -42,22 +42,25 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
 
     def on_host(cmd: str, help_text: str) -> argparse.ArgumentParser:
         sp = h.add_parser(cmd, help=help_text)
-        sp.add_argument("name")
+        sp.add_argument("name", metavar="NAME", help="the host's name in gpubot (as `hosts list` shows it)")
         return sp
 
-    add = on_host("add", "register a host")
-    add.add_argument("address")
-    add.add_argument("--port", type=int, default=22)
-    add.add_argument("--user")
-    add.add_argument("--key-file")
-    add.add_argument("--group")
+    add = h.add_parser("add", help="register a host")
+    add.add_argument("name", metavar="NAME", help="the name chat and the terminal will use (letters, digits, - . _)")
+    add.add_argument("address", metavar="ADDRESS",
+                     help="IPv4/IPv6 address, DNS name, or a Host alias of the ssh_config file (GPUBOT_SSH_CONFIG)")
+    add.add_argument("--port", type=int, default=22, help="SSH port (default 22)")
+    add.add_argument("--user", help="SSH user (default GPUBOT_SSH_USER)")
+    add.add_argument("--key-file", metavar="PATH", help="private key for this host (default GPUBOT_SSH_KEY_FILE)")
+    add.add_argument("--group", help="the group `status group:NAME` probes together (e.g. train)")
     add.add_argument("--labels", metavar="K:V[,K:V...]", help="free-form labels, as chat's labels= (e.g. rack:a3,owner:ml)")
     add.add_argument("--jump", metavar="USER@BASTION[:PORT]",
                      help="reach the host through this jump host (its key must be in known_hosts too)")
     add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
     add.add_argument("--probe", type=_json_object, default=None, metavar="JSON",
                      help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
-    h.add_parser("list", help="list hosts").add_argument("--group", help="only the hosts of this group")
+    ls = h.add_parser("list", help="list hosts")
+    ls.add_argument("--group", help="only the hosts of this group")
     on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(
         "--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
     on_host("remove", "unregister a host (its snapshots stay)")
