@@ -1,18 +1,19 @@
 # The two commands a newcomer needs (see README.md):
 #   make run    set up a virtualenv, probe this machine, then serve Slack (tokens set) or open the console
-#   make test   install what the tests need (OpenSSH server, sudo, Python packages), lint, type-check, run the tests
+#   make test   install what the tests need (OpenSSH server, sudo, Python packages), lint, type-check, build the
+#               manual (docs/, mkdocs build --strict: a broken link or anchor fails), run the tests
 # While changing code: make test-fast (every test that needs neither sshd nor PostgreSQL and starts no programs;
 # CI runs make test, every test).
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: setup run test test-fast deps-system
+.PHONY: setup run test test-fast docs deps-system
 
 $(BIN)/gpubot: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,docs]'
 	touch $@
 
 setup: $(BIN)/gpubot
@@ -34,6 +35,7 @@ deps-system:
 test: deps-system setup
 	$(BIN)/ruff check bot tests bench tools
 	$(BIN)/mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q
 
 # test-fast leaves out three markers (tests/conftest.py): sshd, postgres, process (starts gpubot as a program,
@@ -43,3 +45,7 @@ test: deps-system setup
 # serially 18.6 s. While other full test runs load the machine (load average 6-9): 20-36 s.
 test-fast: setup
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 -m "not sshd and not postgres and not process"
+
+# The manual in docs/ (mkdocs.yml), built into .site/; make test builds it too.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
