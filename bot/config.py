@@ -173,6 +173,9 @@ class Settings(BaseSettings):
     report_chart_days: int = 7
     """Days of history in a report's chart."""
     report_sync_s: int = 60
+    watch_eval_s: int = Field(default=60, ge=5)
+    """Seconds between watch evaluations of the stored snapshots (so any probe's change counts);
+    each background probe pass is also followed by one. See ``bot.watches.flows``."""
     report_lease_s: int = Field(default=300, ge=30)
     """A claimed report whose instance has not renewed its claim for this many seconds (it died
     before posting) is taken over and sent by another instance (or this one after a restart)."""

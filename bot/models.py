@@ -7,5 +7,6 @@ from bot.history import models as _history_indexes  # noqa: F401  (indexes on sn
 from bot.hosts.models import Host
 from bot.reports.models import ReportRun, ReportSchedule
 from bot.snapshots.models import GpuSeen, Snapshot, SnapshotHour
+from bot.watches.models import Silence, Watch, WatchAlert
 
-__all__ = ["ActionRequest", "ActionStep", "Approval", "Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "GpuSeen", "Snapshot", "SnapshotHour"]
+__all__ = ["ActionRequest", "ActionStep", "Approval", "Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "GpuSeen", "Snapshot", "SnapshotHour", "Silence", "Watch", "WatchAlert"]

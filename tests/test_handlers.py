@@ -21,6 +21,8 @@ SAMPLES = {
     "audit": "audit", "logs": "logs n1 vllm.service lines=20", "history": "history n1", "diff": "diff n1", "report schedule": 'report schedule "0 8 * * 1-5" UTC',
     "report list": "report list", "report remove": "report remove 3", "report resume": "report resume 3",
     "report now": "report now", "help": "help",
+    "watch": "watch group:train #ops on=gpu-lost,disk<500G repeat=4h", "watch list": "watch list", "watch remove": "watch remove 2",
+    "silence": "silence node174 2h swapping GPU 3", "silence list": "silence list", "silence end": "silence end 1",
 }
 
 

@@ -48,6 +48,7 @@ from bot.reports import background, cron
 from bot.reports import service as reports
 from bot.reports.flows import Post, build_report
 from bot.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
+from bot.watches.flows import Watcher
 
 log = logging.getLogger("gpubot.reports")
 
@@ -97,8 +98,10 @@ class ReportScheduler:
     ``now`` the clock (default: the services' clock)."""
 
     def __init__(self, services: Services, post: Post, *, now: Clock | None = None, instance: str | None = None,
-                 notify: Notify | None = None):
+                 notify: Notify | None = None, watcher: Watcher | None = None):
         self.services = services
+        self.watcher = watcher
+        """Evaluates watches after each background pass and every ``watch_eval_s`` (``None``: no watches)."""
         self.post = post
         self.notify = notify
         self.now = now or services.clock
@@ -279,11 +282,13 @@ class ReportScheduler:
         self.aps.add_job(self.prune, cron.trigger(s.retention_cron, "UTC"), id="retention", coalesce=True, max_instances=1)
         for group, every in s.background_probe_groups.items():
             if every > 0:
-                self.aps.add_job(background.probe_groups, IntervalTrigger(seconds=every), args=[self.services, [group]],
+                self.aps.add_job(self.probe_groups, IntervalTrigger(seconds=every), args=[[group]],
                                  id=f"probe:{group}", coalesce=True, max_instances=1)
         if s.background_probe_report_hosts_s > 0:
-            self.aps.add_job(background.probe_report_hosts, IntervalTrigger(seconds=s.background_probe_report_hosts_s),
-                             args=[self.services], id="probe:reports", coalesce=True, max_instances=1)
+            self.aps.add_job(self.probe_report_hosts, IntervalTrigger(seconds=s.background_probe_report_hosts_s),
+                             id="probe:reports", coalesce=True, max_instances=1)
+        if self.watcher is not None:
+            self.aps.add_job(self.watch, IntervalTrigger(seconds=s.watch_eval_s), id="watches", coalesce=True, max_instances=1)
         self.aps.start()
 
     async def sync(self) -> None:
@@ -304,6 +309,27 @@ class ReportScheduler:
             await self.run_due()
         finally:
             self.sync_passes += 1
+
+    async def probe_groups(self, groups: list[str | None]) -> int:
+        """One background pass over ``groups``, then the watches read what it stored."""
+        n = await background.probe_groups(self.services, groups)
+        await self.watch()
+        return n
+
+    async def probe_report_hosts(self) -> int:
+        """One background pass over the report schedules' hosts, then the watches."""
+        n = await background.probe_report_hosts(self.services)
+        await self.watch()
+        return n
+
+    async def watch(self) -> None:
+        """One watch evaluation (nothing without a watcher); a failure is logged, never raised."""
+        if self.watcher is None:
+            return
+        try:
+            await self.watcher.evaluate()
+        except Exception:
+            log.exception("watch evaluation failed")
 
     async def prune(self) -> retention.Pruned:
         """One retention pass with the settings' periods."""

@@ -27,7 +27,8 @@ from slack_bolt.response import BoltResponse
 from bot.actions import flows
 from bot.errors import NotFoundError
 from bot.flows.context import Services
-from bot.slack.ids import request_bound
+from bot.slack.ids import alert_bound, request_bound
+from bot.watches import service as watches
 
 log = logging.getLogger("gpubot.slack")
 
@@ -49,7 +50,8 @@ class Click:
         if body.get("type") != "block_actions" or not body.get("actions"):
             return None
         act = body["actions"][0]
-        if not isinstance(act, dict) or not request_bound(str(act.get("action_id") or "")):
+        action_id = str(act.get("action_id") or "") if isinstance(act, dict) else ""
+        if not (request_bound(action_id) or alert_bound(action_id)):
             return None
         container = body.get("container") or {}
         return cls(user=str((body.get("user") or {}).get("id") or ""), action_id=str(act["action_id"]),
@@ -68,6 +70,22 @@ REFUSED = ("This button does not belong to request #{id}: the card you clicked i
            "Nothing was done; use the buttons on the request's own card.")
 """The clicker's answer to a click whose ``value`` names another request than its card's."""
 NOT_A_REQUEST = "This button names no action request (`{value}`); nothing was done."
+ALERT_REFUSED = ("This button does not belong to alert #{id}: the message you clicked is another alert's, or none. "
+                 "Nothing was done; use the buttons on the alert's own message.")
+
+
+async def alert_mismatch(services: Services, click: Click) -> str | None:
+    """``None`` when ``click`` (a watch alert button) was pressed on the message its alert was
+    posted in (same channel and ts, as stored on ``watch_alerts``), else the answer to the clicker."""
+    if not click.value.isdigit():
+        return f"This button names no alert (`{click.value[:40]}`); nothing was done."
+    alert_id = int(click.value)
+    async with services.sessions() as db:
+        alert = await watches.get_alert(db_session=db, alert_id=alert_id)
+    if (alert is None or click.channel is None or click.ts is None or alert.message_ts is None
+            or (alert.channel, alert.message_ts) != (click.channel, click.ts)):
+        return ALERT_REFUSED.format(id=alert_id)
+    return None
 
 
 async def mismatch(services: Services, click: Click) -> str | None:
@@ -105,7 +123,8 @@ class CardGuard:
         click = Click.of(body)
         if click is None:
             return await next()
-        why = await mismatch(self.services, click)
+        check = alert_mismatch if alert_bound(click.action_id) else mismatch
+        why = await check(self.services, click)
         if why is None:
             return await next()
         log.warning("refused a click of %s by %s on the message %s/%s: its value %r names another request than the "

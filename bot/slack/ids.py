@@ -2,14 +2,18 @@
 
 Every button of an approval card has an id under :data:`REQUEST_CARD_PREFIX` and carries its
 request's id as ``value``; :mod:`bot.slack.card_guard` checks every click on such a button
-against the card it came from, so a new card button is checked without code of its own. The
-other buttons are listed in :data:`NOT_REQUEST_BOUND`, each with why its ``value`` gives the
+against the card it came from, so a new card button is checked without code of its own. Buttons of
+a watch alert message (under :data:`ALERT_CARD_PREFIX`) carry an alert id and are checked the same
+way against the message the alert was posted in. The other buttons are listed in :data:`NOT_REQUEST_BOUND`, each with why its ``value`` gives the
 clicker nothing they could not do by typing.
 """
 
 import enum
 
 REQUEST_CARD_PREFIX = "gpubot.actions."
+ALERT_CARD_PREFIX = "gpubot.watches."
+"""Buttons of a watch alert message: their ``value`` is an alert id, and
+:mod:`bot.slack.card_guard` checks the click against the message that alert was posted in."""
 
 
 class ActionId(str, enum.Enum):
@@ -21,6 +25,7 @@ class ActionId(str, enum.Enum):
     ACTION_RESTART_UNIT = "gpubot.actions.restart_unit"
     ACTION_PIVOT_BACK = "gpubot.actions.pivot_back"
     ACTION_KILL_CONTINUE = "gpubot.actions.kill_continue"
+    WATCH_TAKE = "gpubot.watches.take"
 
 
 NOT_REQUEST_BOUND = {
@@ -34,3 +39,8 @@ NOT_REQUEST_BOUND = {
 def request_bound(action_id: str) -> bool:
     """True for the buttons of an approval card (their ``value`` is a request id)."""
     return action_id.startswith(REQUEST_CARD_PREFIX)
+
+
+def alert_bound(action_id: str) -> bool:
+    """True for the buttons of a watch alert message (their ``value`` is an alert id)."""
+    return action_id.startswith(ALERT_CARD_PREFIX)

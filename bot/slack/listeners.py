@@ -26,12 +26,13 @@ from bot.slack.handlers import help as help_handlers
 from bot.slack.handlers import history as history_handlers
 from bot.slack.handlers import hosts as hosts_handlers
 from bot.slack.handlers import status as status_handlers
+from bot.slack.handlers import watches as watch_handlers
 from bot.slack.roles import RoleResolver
 
 log = logging.getLogger("gpubot.slack")
 
 Handler = Callable[[CommandContext, Any], Awaitable[None]]
-HANDLER_MODULES = [status_handlers, hosts_handlers, actions_handlers, history_handlers, help_handlers]
+HANDLER_MODULES = [status_handlers, hosts_handlers, actions_handlers, history_handlers, watch_handlers, help_handlers]
 """Each module has ``HANDLERS = {CommandClass: handler}`` and may have ``register(app, services, resolver)``
 for its buttons (``resolver``: the app's one :class:`RoleResolver`, so one cache of user-group
 members). Domains add their module here."""

@@ -137,6 +137,9 @@ async def start_scheduler(services: Services, client: AsyncWebClient, *, now: Cl
                           instance: str | None = None) -> ReportScheduler:
     """Start report schedules, retention and background probes on the running event loop;
     call ``.shutdown()`` on the result to stop."""
-    sched = ReportScheduler(services, make_poster(client), instance=instance, notify=make_notifier(client), now=now)
+    from bot.slack.watches import make_watcher  # watches post with the same client
+
+    sched = ReportScheduler(services, make_poster(client), instance=instance, notify=make_notifier(client), now=now,
+                            watcher=make_watcher(services, client, now=now, instance=instance))
     sched.start()
     return sched

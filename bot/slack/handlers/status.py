@@ -13,9 +13,11 @@ from bot.errors import UsageError
 from bot.flows.fleet import check_fleet, fleet_group, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.render.status_view import FleetView, fleet_view, status_view
+from bot.render.watch_view import silenced_note
 from bot.slack.blocks import (
     MESSAGE_TEXT_BUDGET,
     error_blocks,
+    escape_keeping_mentions,
     fleet_blocks,
     fleet_thread_message,
     probing_blocks,
@@ -24,6 +26,7 @@ from bot.slack.blocks import (
 )
 from bot.slack.context import CommandContext, MessageRef, too_long
 from bot.slack.errors import user_message
+from bot.watches import service as watches
 
 PROGRESS_EVERY_S = 1.0
 FLEET_BUDGETS = (MESSAGE_TEXT_BUDGET, MESSAGE_TEXT_BUDGET // 2, 0)
@@ -62,7 +65,13 @@ async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
         await ctx.full_text(ref, text.splitlines())
         return
     view = status_view(report, command=ctx.services.settings.command)
-    await ctx.update(ref, view.headline, status_blocks(view))
+    blocks = status_blocks(view)
+    now = ctx.services.clock()
+    async with ctx.services.sessions() as db:
+        muted = await watches.silence_of(db_session=db, host_name=host, now=now)
+    if muted is not None:  # the card says why no watch will post about this host
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape_keeping_mentions(silenced_note(muted, now))}]})
+    await ctx.update(ref, view.headline, blocks)
     await ctx.full_text(ref, [*view.reasons, *(line for sec in view.sections for line in sec.lines)])
 
 
