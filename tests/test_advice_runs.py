@@ -9,6 +9,7 @@ Approval cards (their command line and their follow-up buttons' requests) go thr
 import re
 from dataclasses import replace
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -214,10 +215,13 @@ def test_a_card_command_and_every_follow_up_read_as_commands_that_parse(spec):
     assert replace(spec, pids=tuple(dict.fromkeys([*spec.pids, 31582]))) == failed.follow_up_spec("kill_continue")
 
 
-def test_the_readme_suggests_commands_that_parse():
-    readme = open("README.md").read()
-    assert "`/gpu kill node174 4242`" not in readme
-    for line in re.findall(r"`(/gpu (?:kill|stop|pivot) node174[^`]*)`", readme):
+def test_the_readme_and_the_manual_suggest_commands_that_parse():
+    """The advice the verdict page quotes moved there from the README (issue 22 item 6); both are read."""
+    text = "\n".join(p.read_text() for p in [Path("README.md"), *sorted(Path("docs").glob("*.md"))])
+    assert "`/gpu kill node174 4242`" not in text
+    quoted = re.findall(r"`(/gpu (?:kill|stop|pivot) node174[^`]*)`", text)
+    assert len(quoted) >= 3, quoted  # the verdict page's next steps: stop, kill pid=, pivot … kill=leftovers
+    for line in quoted:
         chat_parses(line)
 
 
