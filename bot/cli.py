@@ -27,7 +27,7 @@ from bot import cli_actions, cli_history, cli_hosts, cli_shell
 from bot.actions.policy import PolicyError, check_policy
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
-from bot.config import Settings, default_data_dir, settings_problem
+from bot.config import ConfigError, Settings, default_data_dir, load_settings, settings_problem
 from bot.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
 from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, SshConfigRefused, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
@@ -77,6 +77,10 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpubot", description="Slack chatops for GPU hosts")
     p.add_argument("--version", action="version", version=version_text(), help="print gpubot's version and exit")
+    p.add_argument("--config", metavar="FILE",
+                   help="settings file (TOML, the settings by field name: allowed_roots, units, approval_policy…); "
+                        "default: $GPUBOT_CONFIG, else $XDG_CONFIG_HOME/gpubot/gpubot.toml if it exists. "
+                        "The environment and .env win over it")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     db = sub.add_parser("db", help="database schema").add_subparsers(dest="db_cmd", required=True, parser_class=_Parser)
     db.add_parser("upgrade", help="run Alembic migrations up to head")
@@ -235,7 +239,10 @@ def _main(argv: list[str] | None) -> int:
     quiet = argv is not None or args.cmd != "serve"
     configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)
     try:
-        settings = Settings()
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"gpubot: configuration error: {exc}", file=sys.stderr)
+        return EX_CONFIG
     except (ValidationError, SettingsError) as exc:
         print(f"gpubot: configuration error: {settings_problem(exc)}", file=sys.stderr)
         return EX_CONFIG

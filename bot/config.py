@@ -1,21 +1,28 @@
-"""Settings from the environment or a ``.env`` file (pydantic-settings).
+"""Settings from the environment, a ``.env`` file and ``gpubot.toml`` (pydantic-settings).
 
 Every variable is ``GPUBOT_<FIELD>`` except Slack's three, which use Slack's own names:
 ``SLACK_BOT_TOKEN``, ``SLACK_SIGNING_SECRET``, ``SLACK_APP_TOKEN``. Tokens are
 :class:`~pydantic.SecretStr`: they never appear in ``repr`` or logs. List and dict values are JSON
-(``GPUBOT_WEIGHT_PATHS='["/shared/glm5"]'``).
+(``GPUBOT_WEIGHT_PATHS='["/shared/glm5"]'``). The config file holds the same settings by field name
+(``allowed_roots``, ``units``, ``approval_policy``…) in TOML; the environment and ``.env`` win over it.
+A ``GPUBOT_*`` name that is no setting, or a key of the file that is none, fails the load
+(:func:`load_settings`): a misspelt setting never leaves its default (say, deletion) in force.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import posixpath
 import re
+import tomllib
+from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError, TomlConfigSettingsSource
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -87,10 +94,45 @@ def default_data_dir() -> str:
     return os.path.join(base, "gpubot")
 
 
+class _Beneath(PydanticBaseSettingsSource):
+    """``source`` without the settings that a source ``above`` it gives: a setting from the environment
+    replaces the file's whole value (pydantic-settings would merge two maps key by key, so a host's
+    roots in the file would outlive ``GPUBOT_ALLOWED_ROOTS``)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], source: PydanticBaseSettingsSource,
+                 above: tuple[PydanticBaseSettingsSource, ...]) -> None:
+        super().__init__(settings_cls)
+        self.source, self.above = source, above
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.source.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        given = {key for source in self.above for key in source()}
+        return {key: value for key, value in self.source().items() if key not in given}
+
+
+_CONFIG_FILE: ContextVar[str | None] = ContextVar("gpubot_config_file", default=None)
+"""The TOML file :func:`load_settings` is reading (``None``: no file), for ``settings_customise_sources``."""
+
+
 class Settings(BaseSettings):
-    """All of gpubot's configuration; see README "Configuration" for each field."""
+    """All of gpubot's configuration; see README "Configuration" for each field.
+
+    ``Settings()`` reads the environment and ``./.env`` only; :func:`load_settings` adds the config
+    file and refuses unknown names (what every command uses)."""
 
     model_config = SettingsConfigDict(env_prefix="GPUBOT_", env_file=".env", extra="ignore")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then ``.env``, then the TOML file being loaded (if any)."""
+        path = _CONFIG_FILE.get()
+        above = (init_settings, env_settings, dotenv_settings)
+        toml = (_Beneath(settings_cls, TomlConfigSettingsSource(settings_cls, toml_file=path), above),) if path else ()
+        return (*above, *toml, file_secret_settings)
 
     database_url: str = Field(default_factory=lambda: f"sqlite+aiosqlite:///{default_data_dir()}/gpubot.db")
     """Default: ``$XDG_DATA_HOME/gpubot/gpubot.db`` (``~/.local/share/gpubot/gpubot.db``), the same
@@ -190,9 +232,10 @@ class Settings(BaseSettings):
     """Rows per pruning transaction; small so probes never wait long for the database."""
 
     # --- Approvals and actions (bot/actions; README "Approvals and actions") -------------------
-    allowed_roots: dict[str, list[str]] = {"*": ["/shared", "/models"]}
-    """Where ``clean`` may delete: host name, ``group:NAME`` or ``*`` -> folders (host beats group
-    beats ``*``). Paths are resolved on the host; a root itself and mount points are refused."""
+    allowed_roots: dict[str, list[str]] = {}
+    """Where ``clean`` and ``pivot delete=`` may delete: host name, ``group:NAME`` or ``*`` -> folders
+    (host beats group beats ``*``). Paths are resolved on the host; a root itself and mount points are
+    refused. Empty (the default): nothing may be deleted anywhere until it is set."""
     approval_policy: list[dict[str, Any]] = []
     """Rules, first match wins: ``{"kinds": ["pivot"], "groups": ["train"], "approvers": ["U…", "S…"],
     "approvals": 2, "expiry_s": 3600}``. No match: operators and admins approve, 1 approval."""
@@ -291,3 +334,105 @@ def settings_problem(exc: ValidationError | SettingsError) -> str:
     else:
         why = f"cannot be read ({cause or exc})"
     return f"{env_name(found[1])}{where}: {why}"
+
+
+NOT_SETTINGS = {"GPUBOT_CONFIG": "the config file's path", "GPUBOT_PUBLISH": "docker compose's published port",
+                "GPUBOT_TEST_PG": "the test suite's PostgreSQL", "GPUBOT_SYSFS": "where a host's probe reads sysfs"}
+"""``GPUBOT_*`` names that are read by something else than :class:`Settings` -> by what; they are not
+unknown. Names starting with ``GPUBOT_FAKE_`` belong to the test suite's fake hosts and pass too."""
+
+
+class ConfigError(Exception):
+    """A name in the environment, ``.env`` or the config file that is no setting, or a config file
+    that cannot be read; the message names it (and the nearest known name) and says where it was."""
+
+
+def setting_names() -> dict[str, str]:
+    """Every variable :class:`Settings` reads (upper case) -> its field (``GPUBOT_UNITS`` -> ``units``;
+    Slack's names and their ``GPUBOT_`` spellings both)."""
+    names: dict[str, str] = {}
+    for field, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        for name in (alias.choices if isinstance(alias, AliasChoices) else [f"GPUBOT_{field.upper()}"]):
+            names[str(name).upper()] = field
+    return names
+
+
+def _nearest(name: str, known: list[str], prefix: str = "") -> str:
+    """`` (did you mean GPUBOT_UNITS?)`` for the known name nearest ``name`` (compared without
+    ``prefix``), or where the settings are listed."""
+    stem = {k.removeprefix(prefix): k for k in known}
+    near = difflib.get_close_matches(name.removeprefix(prefix), list(stem), n=1, cutoff=0.7)
+    return f" (did you mean {stem[near[0]]}?)" if near else " (the settings are listed in .env.example and README)"
+
+
+def unknown_names(environ: Mapping[str, str], dotenv: Mapping[str, str | None], where_dotenv: str = ".env") -> list[str]:
+    """One sentence per ``GPUBOT_*`` name of ``environ`` or ``dotenv`` that is no setting (case as
+    pydantic-settings reads them: any), naming where it is and the nearest known name:
+    ``GPUBOT_ALOWED_ROOTS (in the environment) is not a setting (did you mean GPUBOT_ALLOWED_ROOTS?)``."""
+    known = setting_names()
+    listing = sorted(n for n in known if n.startswith("GPUBOT_"))
+    out: list[str] = []
+    for source, names in (("the environment", environ), (where_dotenv, dotenv)):
+        for name in names:
+            upper = name.upper()
+            if (not upper.startswith("GPUBOT_") or upper in known or upper in NOT_SETTINGS
+                    or upper.startswith("GPUBOT_FAKE_")):
+                continue
+            out.append(f"{name} (in {source}) is not a setting{_nearest(upper, listing, 'GPUBOT_')}")
+    return out
+
+
+def config_file(explicit: str | None, environ: Mapping[str, str]) -> str | None:
+    """The TOML config file to read: ``explicit`` (``--config``), else ``$GPUBOT_CONFIG``, else
+    ``$XDG_CONFIG_HOME/gpubot/gpubot.toml`` (``~/.config/gpubot/gpubot.toml``) when it exists, else
+    ``None``. A file named by ``--config`` or ``GPUBOT_CONFIG`` that does not exist raises
+    :class:`ConfigError` (a typo would otherwise load no file)."""
+    named = explicit or environ.get("GPUBOT_CONFIG")
+    if named:
+        path = os.path.expanduser(named)
+        if not os.path.isfile(path):
+            origin = "--config" if explicit else "GPUBOT_CONFIG"
+            raise ConfigError(f"{origin} names {path}, which is not a file")
+        return path
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    default = os.path.join(base, "gpubot", "gpubot.toml")
+    return default if os.path.isfile(default) else None
+
+
+def _toml_keys(path: str) -> list[str]:
+    """The top-level keys of the TOML file ``path``. Raises :class:`ConfigError` naming the file and
+    the line of a syntax error, or why it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return list(tomllib.load(f))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read: {exc.strerror or exc}") from None
+
+
+def load_settings(config: str | None = None, *, env_file: str | None = ".env") -> Settings:
+    """The settings every command runs with: the environment, then ``env_file`` (``None``: none), then
+    the config file (:func:`config_file` of ``config``; ``None``: no file).
+
+    Raises :class:`ConfigError` for a ``GPUBOT_*`` name or a file key that is no setting (all of them
+    named), :class:`~pydantic.ValidationError` / :class:`~pydantic_settings.SettingsError` for a value
+    that is not valid (:func:`settings_problem` words both)."""
+    from dotenv import dotenv_values
+
+    dotenv = dotenv_values(env_file) if env_file and os.path.isfile(env_file) else {}
+    problems = unknown_names(os.environ, dotenv, where_dotenv=env_file or ".env")
+    path = config_file(config, os.environ)
+    if path is not None:
+        fields = sorted(Settings.model_fields)
+        problems += [f"{key} (in {path}) is not a setting{_nearest(key.lower(), fields)}"
+                     for key in _toml_keys(path) if key not in Settings.model_fields]
+    if problems:
+        raise ConfigError("; ".join(problems) + ". Nothing was run: a misspelt setting would leave its default in force")
+    token = _CONFIG_FILE.set(path)
+    try:
+        return Settings(_env_file=env_file)  # type: ignore[call-arg]  # pydantic-settings keyword
+    finally:
+        _CONFIG_FILE.reset(token)
+

@@ -310,3 +310,23 @@ async def test_a_quiet_bot_still_expires_cards(slack_bot, services, ssh_server, 
         task.cancel()
     assert "expired" in blocks_text(call.body["blocks"]).lower() and not buttons(call.body["blocks"])
     assert folder.exists()
+
+
+async def test_with_no_allowed_roots_set_clean_and_pivot_delete_are_refused_saying_how(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+    folder = weights(tmp_path / "shared", "glm5")  # a real folder, and no allowed root set (the default)
+    fast(services)
+    operators(services, "U1")
+    assert services.settings.allowed_roots == {}
+    await register(services, "node410", "127.0.0.15", ssh_server,
+                   probe={"units": {"a.service": "active", "b.service": "inactive"}})
+    fake_hosts.update("127.0.0.15", units={"a.service": unit(active=True), "b.service": unit(active=False)})
+    for command in (f"clean node410 weights={folder}", f"pivot node410 from=a.service to=b.service delete={folder}"):
+        start = len(slack_bot.recorder.calls)
+        await slack_bot.command(command, user_id="U1")
+        refused = await slack_bot.recorder.wait_for("response_url", lambda c: "nothing may be" in c.body["text"], timeout=30,
+                                                    start=start)
+        said = refused.body["text"]
+        assert "nothing may be deleted on node410: no allowed roots are set" in said, said
+        assert 'GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}' in said and "gpubot.toml" in said
+        assert not [c for c in slack_bot.recorder.calls[start:] if c.method == "chat.postMessage" and is_card(c)]
+    assert (folder / "model.gguf").stat().st_size == 100_000

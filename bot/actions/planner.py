@@ -92,12 +92,24 @@ def _refuse(reasons: list[str]) -> PlanRefused:
     return PlanRefused("refused:\n" + "\n".join(f"• {r}" for r in reasons))
 
 
+def no_roots_refusal(host: str, configured: dict[str, list[str]]) -> str:
+    """Why nothing may be deleted on ``host`` and how to allow it: no allowed root is set at all (the
+    default), or none covers this host (``configured`` is ``GPUBOT_ALLOWED_ROOTS``)."""
+    example = '`GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}` (or `allowed_roots` in gpubot.toml)'
+    if not configured:
+        return (f"nothing may be deleted on {host}: no allowed roots are set, and gpubot deletes nowhere by default. "
+                f"Name the folders weights may be deleted under, e.g. {example}; README \"Approvals and actions\"")
+    keys = ", ".join(sorted(configured))
+    return (f"no allowed roots cover {host} (`GPUBOT_ALLOWED_ROOTS` names {keys}): add `{host}`, its `group:NAME` "
+            f"or `*`, e.g. {example}")
+
+
 async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[PathItem]:
     """Resolve ``paths`` on the host and keep them only when each lies strictly under one of the
     (resolved) ``roots`` and the mount table has no mount point at it, on the way to it from its
     root, or below it; then measure them. Raises :class:`PlanRefused`."""
     if not roots:
-        raise PlanRefused(f"no allowed roots are configured for {ctx.spec.host} (setting `GPUBOT_ALLOWED_ROOTS`)")
+        raise PlanRefused(no_roots_refusal(ctx.spec.host, ctx.services.settings.allowed_roots))
     timeout = ctx.services.settings.batch_timeout_s
     out = await run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
     resolved = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
