@@ -197,8 +197,10 @@ async def test_pool_rules_lru_idle_identity_and_busy_cap():
     async with pool.lease("a", 2, open_) as (conn, reused):  # identity changed: new connection
         assert not reused and conn is open_.made[3] and open_.made[0].closed
     now[0] = 11.0
-    async with pool.lease("a", 2, open_) as (conn, reused):  # c idles out; a was used at 0 too
+    async with pool.lease("a", 2, open_) as (conn, reused):  # a was used at 0: idle too long, not reused
         assert not reused
+    assert not open_.made[2].closed  # a lease looks at its own host only: c waits for the sweeper
+    pool._sweep()  # the sweeper's round
     assert open_.made[2].closed and pool.stats.evicted >= 2
     async with pool.lease("x", 1, open_) as (x, _), pool.lease("y", 1, open_) as (y, _):
         async with pool.lease("z", 1, open_) as (z, _):  # every pooled one is busy: z is one-shot

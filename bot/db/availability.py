@@ -27,7 +27,7 @@ import sqlite3
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, ExceptionContext, make_url
+from sqlalchemy.engine import URL, Engine, ExceptionContext, make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import await_
@@ -144,16 +144,24 @@ def guard(engine: AsyncEngine, url: str | URL, *, connect_timeout_s: float | Non
     """Make ``engine`` raise :class:`~bot.errors.DatabaseUnavailable` for every way the database
     can be out of reach (see the module docstring); returns ``engine``. The timeouts are only
     used in the messages: pass the same ones given to :func:`connect_args`."""
+    guard_sync(engine.sync_engine, url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
+    return engine
+
+
+def guard_sync(engine: Engine, url: str | URL, *, connect_timeout_s: float | None = None,
+               statement_timeout_s: float | None = None) -> Engine:
+    """:func:`guard` for a synchronous engine (the SQLite batch writer's, :func:`bot.db.session.sqlite_writer`),
+    or the sync side of an async one; returns ``engine``."""
     place, masked = where(url), redacted(url)
 
-    @event.listens_for(engine.sync_engine, "do_connect")
+    @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
         try:
             return dialect.connect(*cargs, **cparams)
         except Exception as exc:
             raise DatabaseUnavailable(place, connect_reason(exc, connect_timeout_s=connect_timeout_s), url=masked) from exc
 
-    @event.listens_for(engine.sync_engine, "handle_error")
+    @event.listens_for(engine, "handle_error")
     def _error(ctx: ExceptionContext) -> None:
         if ctx.is_pre_ping or isinstance(ctx.original_exception, DatabaseUnavailable):
             return None  # the pool reconnects after a failed ping; a failed reconnect is already ours
@@ -166,7 +174,7 @@ def guard(engine: AsyncEngine, url: str | URL, *, connect_timeout_s: float | Non
     if make_url(url).get_driver_name() == "asyncpg":
         ping_s = connect_timeout_s or 5.0
 
-        @event.listens_for(engine.sync_engine, "checkout")
+        @event.listens_for(engine, "checkout")
         def _ping(_dbapi_conn: Any, record: Any, _proxy: Any) -> None:
             try:
                 await_(record.driver_connection.fetchval("SELECT 1", timeout=ping_s))

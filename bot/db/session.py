@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
-from bot.db.availability import connect_args, guard
+from bot.db.availability import connect_args, guard, guard_sync
 
 SessionFactory = async_sessionmaker[AsyncSession]
 
@@ -26,18 +28,58 @@ def make_engine(url: str, *, connect_timeout_s: float | None = 5.0, statement_ti
         engine = guard(create_async_engine(url, connect_args={"timeout": sqlite_busy_timeout_s}), url,
                        statement_timeout_s=sqlite_busy_timeout_s)
 
-        @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.close()
-
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        _busy_s[engine.sync_engine] = sqlite_busy_timeout_s
         return engine
     args = connect_args(url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
     engine = create_async_engine(url, connect_args=args,  # pinged on checkout by guard()
                                  pool_timeout=(statement_timeout_s or 30.0) + (connect_timeout_s or 0.0))
     return guard(engine, url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+_busy_s: weakref.WeakKeyDictionary[Engine, float] = weakref.WeakKeyDictionary()
+_writers: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
+_writers_lock = threading.Lock()
+
+
+def sqlite_writer(engine: AsyncEngine) -> Engine | None:
+    """A synchronous engine (the standard ``sqlite3`` driver) on the same SQLite file as ``engine``,
+    made once per engine, with its pragmas, busy timeout and :class:`~bot.errors.DatabaseUnavailable`
+    mapping; ``None`` for any other backend.
+
+    A fan-out's snapshot batch runs on it in a thread of its own (:class:`bot.snapshots.batcher.SnapshotBatcher`):
+    the whole transaction, SQLite's write lock taken to commit, then runs without a turn of any event loop,
+    so a busy fan-out loop never stretches the time the lock is held (through aiosqlite each statement
+    waits for its loop to come round while every other writer, a request's delivery claim among them, waits
+    for the lock)."""
+    sync = engine.sync_engine
+    if sync.dialect.name != "sqlite":
+        return None
+    with _writers_lock:
+        writer = _writers.get(sync)
+        if writer is None:
+            url = sync.url.set(drivername="sqlite")
+            busy = _busy_s.get(sync, 30.0)
+            writer = guard_sync(create_engine(url, connect_args={"timeout": busy, "check_same_thread": False}), url,
+                                statement_timeout_s=busy)
+            event.listen(writer, "connect", _sqlite_pragmas)
+            _writers[sync] = writer
+            event.listen(sync, "engine_disposed", lambda _engine: _drop_writer(sync))
+        return writer
+
+
+def _drop_writer(sync: Engine) -> None:
+    with _writers_lock:
+        writer = _writers.pop(sync, None)
+    if writer is not None:
+        writer.dispose()
 
 
 def make_session_factory(engine: AsyncEngine) -> SessionFactory:

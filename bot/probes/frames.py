@@ -15,7 +15,13 @@ shortened so that the whole batch ends within ``deadline_s`` (the remote overall
 command that would start after it is not run and reads exit 124). A command stuck where even
 SIGKILL cannot end it (uninterruptible I/O on a hung NFS mount) is abandoned after ``T +
 KILL_AFTER + 2`` s with exit 124, its output files left behind, so the other commands still run.
-Output goes to files first and is printed per frame, so a frame that was printed has all of its
+Output goes to files first and each frame is appended to the batch's frames file
+(``$GPUBOT_D/frames``), which is sent at the end and after the commands named in ``send_after`` (the
+probe batch: after the GPU probe, so a connection lost later keeps it): one or two SSH data messages
+instead of 17-24. A batch with a deadline also keeps a partial dump: when the deadline passes (or
+``GPUBOT_LEFT_S`` seconds after the start, when the runner says how long it will wait and that is
+sooner) a watcher sends the frames finished so far; every send is only what was not sent before, so
+the whole output is every frame once, and a slow host still returns what it read. A frame has all of its
 command's output up to :data:`~bot.sizes.OUTPUT_CAP_BYTES` (1 MiB) of stdout and of stderr: beyond that
 the rest is counted and dropped on the host, and a last stderr line says so
 (``gpubot: stdout truncated at 1 MiB (52428800 bytes; the rest dropped)``; :attr:`ProbeOutput.truncated`).
@@ -26,6 +32,7 @@ from __future__ import annotations
 import enum
 import re
 import shlex
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from bot.sizes import MIB, OUTPUT_CAP_BYTES
@@ -93,7 +100,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: float, deadline_s: float | None = None,
-                 kill_after_s: int = 2, timeouts: dict[str, float] | None = None, cap: int = OUTPUT_CAP_BYTES) -> str:
+                 kill_after_s: int = 2, timeouts: dict[str, float] | None = None, cap: int = OUTPUT_CAP_BYTES,
+                 send_after: Collection[str] = ()) -> str:
     """One POSIX ``sh`` script running each ``(name, command)`` in order, framed with ``marker``.
 
     ``timeout_s`` is the per-command timeout (``timeouts`` may give some commands their own);
@@ -103,6 +111,8 @@ def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: flo
     PIDs an earlier one printed). Names must match ``[A-Za-z0-9_.-]+`` (``ValueError`` otherwise).
     ``cap`` (bytes) is the most of each command's stdout and of its stderr printed (``head -c``); a
     stream cut there gets a last stderr line naming its whole size (:attr:`ProbeOutput.truncated`).
+    The frames are sent at the end, at the deadline (the partial dump, see the module docstring) and
+    after each command named in ``send_after`` (what must survive a connection lost later: the GPU probe).
     """
     for name, _ in commands:
         if not _NAME.match(name):
@@ -114,6 +124,7 @@ def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: flo
         f"gpubot_m={q(marker)}",
         'GPUBOT_D=$(mktemp -d 2>/dev/null) || { GPUBOT_D=/tmp/gpubot.$$; mkdir -p "$GPUBOT_D"; }',
         "export GPUBOT_D",
+        'gpubot_f="$GPUBOT_D/frames"; : >"$gpubot_f"',
         f"gpubot_end=$(( $(date +%s) + {deadline} ))",
         "trap 'gpubot_cut=1' USR1",
         "gpubot_run() {",
@@ -146,10 +157,36 @@ def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: flo
         '  printf \'\\n%s END %s %d\\n\' "$gpubot_m" "$1" "$gpubot_rc"',
         "}",
     ]
+    # Sending: the bytes of the frames file not sent yet, under a lock (mkdir is atomic) that the
+    # watcher takes too; "$GPUBOT_D/sent" holds how many bytes have left the host.
+    lines += [
+        'gpubot_lock() { until mkdir "$GPUBOT_D/lock" 2>/dev/null; do sleep 0.05; done; }',
+        "gpubot_send() {",
+        "  gpubot_lock",
+        '  gpubot_n=$(cat "$GPUBOT_D/sent" 2>/dev/null); gpubot_n=${gpubot_n:-0}; gpubot_z=$(wc -c <"$gpubot_f")',
+        '  [ "$gpubot_z" -gt "$gpubot_n" ] && tail -c +"$(( gpubot_n + 1 ))" "$gpubot_f" | head -c "$(( gpubot_z - gpubot_n ))"',
+        '  echo "$gpubot_z" >"$GPUBOT_D/sent"; rmdir "$GPUBOT_D/lock"',
+        "}",
+    ]
+    if deadline_s is not None:
+        # The partial dump: at the deadline (or GPUBOT_LEFT_S, the runner's wait, if sooner) the watcher
+        # sends what the frames file holds.
+        lines += [
+            f"gpubot_at={deadline}",
+            'case ${GPUBOT_LEFT_S:-} in *[!0-9]*|"") ;; *) [ "$GPUBOT_LEFT_S" -lt "$gpubot_at" ] && gpubot_at=$GPUBOT_LEFT_S;; esac',
+            "(trap 'kill $gpubot_s 2>/dev/null; exit 0' TERM; sleep \"$gpubot_at\" >/dev/null & gpubot_s=$!; wait $gpubot_s"
+            " && gpubot_send) </dev/null 2>/dev/null &",
+            "gpubot_dump=$!",
+        ]
     per = timeouts or {}
     for name, cmd in commands:
         t = max(1, int(per.get(name, timeout_s)))
-        lines.append(f"gpubot_run {q(name)} {q(cmd)} {t}")
+        lines.append(f"gpubot_run {q(name)} {q(cmd)} {t} >>\"$gpubot_f\"")
+        if name in send_after:
+            lines.append("gpubot_send")
+    if deadline_s is not None:  # the watcher stops (never in the middle of a send: the lock), then the rest goes
+        lines.append('gpubot_lock; kill "$gpubot_dump" 2>/dev/null; wait "$gpubot_dump"; rmdir "$GPUBOT_D/lock"')
+    lines.append("gpubot_send")
     lines.append('rm -rf "$GPUBOT_D" 2>/dev/null')
     return "\n".join(lines) + "\n"
 

@@ -9,7 +9,7 @@ it is never read as zero.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
@@ -324,8 +324,10 @@ class Readings:
     """Each configured unit as a model server (empty: none configured, or stored before version 3)."""
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (enums as their values) carrying ``schema_version``."""
-        return {"schema_version": SCHEMA_VERSION, **_jsonable(asdict(self))}
+        """A JSON-ready dict (enums as their values) carrying ``schema_version``: what
+        ``dataclasses.asdict`` gives, built in one walk without its deep copies (about a third of
+        the CPU, once per probed host)."""
+        return {"schema_version": SCHEMA_VERSION, **_jsonable(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Readings:
@@ -353,11 +355,25 @@ def _adapter() -> TypeAdapter[Readings]:
     return TypeAdapter(Readings)
 
 
+@lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
 def _jsonable(value: Any) -> Any:
+    """``value`` as JSON-ready data: dataclasses as dicts of their fields, enums as their values,
+    lists, tuples and dict values converted inside; anything else as it is."""
+    if isinstance(value, (str, int, float, type(None))) and not isinstance(value, enum.Enum):
+        return value
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_jsonable(v) for v in value)
+    cls: Any = type(value)
+    if hasattr(cls, "__dataclass_fields__"):
+        return {name: _jsonable(getattr(value, name)) for name in _field_names(cls)}
     return value

@@ -251,7 +251,8 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
 
 
 def build_script(plan: ProbePlan) -> str:
-    """The whole batch as one POSIX ``sh`` script (framing: :func:`bot.probes.frames.frame_script`)."""
+    """The whole batch as one POSIX ``sh`` script (framing: :func:`bot.probes.frames.frame_script`). Its
+    output leaves the host twice: after the GPU probe and at the end (and at the deadline, if it passes)."""
     gpu_s = max(plan.gpu_timeout_s, plan.probe_timeout_s)
     return frame_script(probe_commands(plan), plan.marker, timeout_s=plan.probe_timeout_s, deadline_s=plan.deadline_s,
-                        timeouts={"gpus": gpu_s, "nvml": gpu_s})
+                        timeouts={"gpus": gpu_s, "nvml": gpu_s}, send_after=("apps", "nvml"))

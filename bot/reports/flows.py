@@ -11,7 +11,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import partial
 
 from sqlalchemy import select
 
@@ -20,7 +19,7 @@ from bot.flows.context import Services
 from bot.flows.fleet import FleetReport, check_fleet, hosts_of
 from bot.history.chart import MAX_LINES, ChartSeries, render_png
 from bot.history.service import describe
-from bot.history.timeline import Point, scan, series
+from bot.history.timeline import HourlyRows, Point, hourly_rows, merge_hourly
 from bot.reports import service as reports
 from bot.snapshots.models import Snapshot
 
@@ -81,12 +80,6 @@ async def _changes(services: Services, now_ids: dict[str, int], before_ids: dict
     return out, new
 
 
-async def _points(services: Services, host: str, since: datetime, until: datetime) -> list[Point]:
-    async with services.sessions() as db:
-        quick = await scan(db_session=db, host_name=host, since=since, until=until, limit=1, points=200)
-        return quick[2] if quick is not None else await series(db_session=db, host_name=host, since=since, until=until, points=200)
-
-
 def _total(per_host: dict[str, list[Point]], since: datetime, until: datetime, steps: int = 200) -> ChartSeries:
     """The group's sum on an even grid, each host carrying its last value forward."""
     step = (until - since) / steps
@@ -112,13 +105,26 @@ async def chart(services: Services, hosts: list[str], title: str, *, until: date
     one line per host up to :data:`~bot.history.chart.MAX_LINES`, else the group's sum; times
     in ``tz`` (the report's zone)."""
     since = until - timedelta(days=days)
-    per_host = {h: await _points(services, h, since, until) for h in hosts}
+    async with services.sessions() as db:  # every host's points in two statements (the hourly roll-up)
+        rows = await hourly_rows(db_session=db, host_names=list(hosts), since=since, until=until, points=CHART_POINTS)
+    return await asyncio.to_thread(_draw, rows, hosts, f"{title} — last {days} days", since=since, until=until, tz=tz)
+
+
+CHART_POINTS = 200
+"""Most points of a host's line (spans of whole hours: 168 of one hour over 7 days)."""
+
+
+def _draw(rows: HourlyRows, hosts: list[str], title: str, *, since: datetime, until: datetime, tz: str) -> bytes:
+    """Merge the rows into lines and draw them: CPU only, run in a thread (0.4 s for 300 hosts on the
+    Slack loop before)."""
+    found = merge_hourly(rows, since=since, until=until, points=CHART_POINTS)
+    per_host = {h: found.get(h, []) for h in hosts}
     if len(hosts) <= MAX_LINES:
         lines = [ChartSeries(h, [p.start for p in pts], [p.gpu_used_mib for p in pts], [p.disk_free_bytes for p in pts])
                  for h, pts in per_host.items()]
     else:
         lines = [_total(per_host, since, until)]
-    return await asyncio.to_thread(partial(render_png, f"{title} — last {days} days", lines, tz=tz))
+    return render_png(title, lines, tz=tz)
 
 
 async def build_report(*, services: Services, group: str | None, now: datetime, fire_time: datetime | None = None,

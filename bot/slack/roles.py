@@ -1,7 +1,9 @@
 """Resolve the caller's role: settings + DB grants, for the user and the user groups it is in.
 
 User-group membership comes from ``usergroups.users.list`` (scope ``usergroups:read``) for each
-group named in settings or grants, cached for ``ttl`` seconds.
+group named in settings or grants, cached for ``ttl`` seconds; the ``role_grants`` table is read at
+most every ``grants_ttl`` seconds (:class:`~bot.access.service.GrantCache`), so a request's role
+costs no database statement most of the time.
 """
 
 from __future__ import annotations
@@ -10,10 +12,8 @@ import time
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
-from sqlalchemy import select
 
 from bot.access import service as access
-from bot.access.models import RoleGrant
 from bot.flows.context import Services
 from bot.roles import Role
 
@@ -26,10 +26,12 @@ class RoleResolver:
     the ``role_grants`` table give a real user of that id), and no id is a member of any user group.
     :attr:`proven` tells the flows whether the ids they get are Slack's word."""
 
-    def __init__(self, services: Services, ttl: float = 300.0, *, console_role: Role | None = None):
+    def __init__(self, services: Services, ttl: float = 300.0, *, console_role: Role | None = None,
+                 grants_ttl: float = 10.0):
         self.services = services
         self.ttl = ttl
         self.console_role = console_role
+        self.grants = access.GrantCache(ttl_s=grants_ttl)
         self._members: dict[str, tuple[float, set[str]]] = {}
 
     @property
@@ -63,7 +65,7 @@ class RoleResolver:
     async def _role(self, client: AsyncWebClient, user_id: str) -> Role:
         s = self.services.settings
         async with self.services.sessions() as db:
-            granted = list((await db.execute(select(RoleGrant.subject))).scalars())
-            groups = {g for g in [*s.admins, *s.operators, *s.viewers, *granted] if g.startswith("S")}
-            mine = await self.groups_of(client, user_id, sorted(groups))
-            return await access.role_of(db_session=db, settings=s, user_id=user_id, group_ids=mine)
+            granted = await self.grants.get(db_session=db)
+        groups = {g for g in [*s.admins, *s.operators, *s.viewers, *granted] if g.startswith("S")}
+        mine = await self.groups_of(client, user_id, sorted(groups))
+        return access.role_from(s, {user_id, *mine}, granted)

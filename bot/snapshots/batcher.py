@@ -6,6 +6,11 @@ A fleet probe used to open one transaction per host. :class:`SnapshotBatcher` co
 ``max_wait_s`` seconds after the first of a batch arrived, and at :meth:`close`. One batch is
 written at a time, so the fan-out holds the database's write lock briefly and rarely (SQLite has
 one writer), and quick requests in between are not kept waiting behind hundreds of small writes.
+
+Each item's row is built when it is added (:func:`~bot.snapshots.service.snapshot_row`: the JSON
+of its readings, its capped raw output), so a batch's transaction runs statements only. On SQLite the
+transaction runs whole in a thread on a synchronous engine (:func:`~bot.db.session.sqlite_writer`):
+no statement waits for a turn of the fan-out's busy event loop while SQLite's write lock is held.
 """
 
 from __future__ import annotations
@@ -13,9 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
-from bot.db.session import SessionFactory
-from bot.snapshots.service import StoreItem, store_many
+from sqlalchemy import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.db.session import SessionFactory, sqlite_writer
+from bot.snapshots.service import StoredSnapshot, StoreItem, snapshot_row, store_rows, write_rows
 
 log = logging.getLogger("gpubot.snapshots")
 
@@ -37,15 +46,23 @@ class SnapshotBatcher:
         self.max_wait_s = max_wait_s
         self.on_batch = on_batch
         self.batches = 0
-        self._pending: list[tuple[StoreItem, asyncio.Future[Stored]]] = []
+        self._pending: list[tuple[dict[str, Any], asyncio.Future[Stored]]] = []
         self._timer: asyncio.Task[None] | None = None
         self._writing: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
+        bind = sessions.kw.get("bind")
+        self._writer: Engine | None = sqlite_writer(bind) if isinstance(bind, AsyncEngine) else None
 
     def add(self, item: StoreItem) -> asyncio.Future[Stored]:
-        """Queue ``item``; the future resolves once its batch is written (or failed)."""
+        """Build ``item``'s row and queue it; the future resolves once its batch is written (or failed)."""
         future: asyncio.Future[Stored] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+        try:
+            row = snapshot_row(item)
+        except Exception as exc:  # a row that cannot be built fails alone, not its batch
+            log.exception("could not build the snapshot row of %s", item.result.host)
+            future.set_result((None, exc))
+            return future
+        self._pending.append((row, future))
         if len(self._pending) >= self.max_items:
             self._flush_soon()
         elif self._timer is None:
@@ -67,11 +84,21 @@ class SnapshotBatcher:
             self._writing.add(task)
             task.add_done_callback(self._writing.discard)
 
-    async def _write(self, batch: list[tuple[StoreItem, asyncio.Future[Stored]]]) -> None:
+    def _write_here(self, rows: list[dict[str, Any]]) -> list[StoredSnapshot]:
+        """The whole transaction on the SQLite writer, in the calling thread."""
+        assert self._writer is not None
+        with self._writer.begin() as conn:
+            return write_rows(conn, rows)
+
+    async def _write(self, batch: list[tuple[dict[str, Any], asyncio.Future[Stored]]]) -> None:
         async with self._lock:
+            rows = [row for row, _ in batch]
             try:
-                async with self.sessions() as db, db.begin():
-                    snaps = await store_many(db_session=db, items=[item for item, _ in batch])
+                if self._writer is not None:
+                    snaps = await asyncio.to_thread(self._write_here, rows)
+                else:
+                    async with self.sessions() as db, db.begin():
+                        snaps = await store_rows(db_session=db, rows=rows)
                 results: list[Stored] = [(s.id, None) for s in snaps]
             except Exception as exc:  # SQLAlchemyError mostly; any failure must still answer every future
                 log.exception("could not store a batch of %d snapshots", len(batch))

@@ -1,6 +1,6 @@
 """The GPU inventory's history witness: which GPUs (by UUID) each host has shown.
 
-:func:`record` runs inside every snapshot write (:func:`bot.snapshots.service.store_many`), so
+:func:`record_rows` runs inside every snapshot write (:func:`bot.snapshots.service.write_rows`), so
 the inventory never lags the snapshots; :func:`known` reads it for the verdict (one query for any
 number of hosts); :func:`forget_missing` removes a GPU deliberately (``hosts forget-gpu``, in chat
 and in the terminal), never one the latest probe lists. A GPU seen
@@ -10,13 +10,13 @@ seen in.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Table, case, delete, select
+from sqlalchemy import Connection, Table, case, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -40,27 +40,28 @@ def _upsert(dialect: str) -> Any:
     })
 
 
-async def record(*, db_session: AsyncSession, snaps: Sequence[Snapshot]) -> None:
-    """Upsert the GPUs listed in ``snaps`` (stored rows with ids; their ``readings`` JSON).
-    Snapshots whose GPU probe failed add nothing and remove nothing."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for s in snaps:
-        gpu = (s.readings or {}).get("gpu") or {}
+def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
+    """Upsert the GPUs listed in ``rows`` (``snapshots`` rows being written, their ``readings`` JSON;
+    ``ids`` their snapshot ids, in the same order). Snapshots whose GPU probe failed add nothing and
+    remove nothing. Synchronous: part of :func:`bot.snapshots.service.write_rows`."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for s, snapshot_id in zip(rows, ids):
+        gpu = (s["readings"] or {}).get("gpu") or {}
         if gpu.get("failure"):
             continue
+        host, at = s["host_name"], s["taken_at"]
         for g in gpu.get("gpus", []):
             uuid = g.get("uuid")
             if not uuid or uuid.startswith("["):  # a placeholder ("[GPU is lost]") names no GPU
                 continue
-            key = (s.host_name, uuid)
-            old = rows.get(key)
-            if old is None or s.taken_at >= old["last_seen"]:
-                rows[key] = {"host_name": s.host_name, "uuid": uuid, "gpu_index": g.get("index"), "bus_id": g.get("pci_bus_id"),
-                             "name": g.get("name"), "first_seen": min(s.taken_at, old["first_seen"]) if old else s.taken_at,
-                             "last_seen": s.taken_at, "last_snapshot_id": s.id}
-    if rows:
-        conn = await db_session.connection()
-        await conn.execute(_upsert(conn.dialect.name), list(rows.values()))
+            key = (host, uuid)
+            old = found.get(key)
+            if old is None or at >= old["last_seen"]:
+                found[key] = {"host_name": host, "uuid": uuid, "gpu_index": g.get("index"), "bus_id": g.get("pci_bus_id"),
+                              "name": g.get("name"), "first_seen": min(at, old["first_seen"]) if old else at,
+                              "last_seen": at, "last_snapshot_id": snapshot_id}
+    if found:
+        conn.execute(_upsert(conn.dialect.name), list(found.values()))
 
 
 async def known(*, db_session: AsyncSession, host_names: Sequence[str], since: datetime | None = None) -> dict[str, list[KnownGpu]]:

@@ -1,8 +1,9 @@
 """Store and read snapshots. Keyword-only; the session is passed in.
 
-Every write goes through :func:`store_many` (:func:`store` is one item of it), which keeps two
-things that ``/gpu history`` reads over long windows right as it writes, in the caller's
-transaction:
+Every write goes through :func:`write_rows` (:func:`store_many` and :func:`store` build the rows
+with :func:`snapshot_row` and run it in the session's transaction; a fan-out's
+:class:`~bot.snapshots.batcher.SnapshotBatcher` builds them as hosts answer and runs it in a thread on
+SQLite), which keeps two things that ``/gpu history`` reads over long windows right as it writes:
 
 * ``Snapshot.verdict_changed`` — the verdict differs from the host's previous snapshot (by
   ``taken_at``, then ``id``), or it has none. The previous snapshot's time and verdict are the
@@ -15,20 +16,20 @@ transaction:
 
 Writers of one host are serialised from before those reads to the end of the transaction: on
 PostgreSQL by a transaction-level advisory lock per host, on SQLite by its write lock.
-:func:`store_many` costs four round trips plus the batched INSERTs whatever the batch size;
-:func:`store` the same for one snapshot (about 2 ms more than a bare INSERT).
+:func:`write_rows` costs five statements whatever the batch size (the lock, one read, three
+``executemany``), none of them ORM objects.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import String, Table, and_, bindparam, case, delete, func, literal_column, select, text, tuple_, update
+from sqlalchemy import Connection, String, Table, and_, bindparam, case, delete, func, insert, literal_column, select, text, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -59,25 +60,41 @@ def _gpu_used_mib(readings: Readings | None) -> int | None:
     return None if any(u is None for u in used) else sum(u for u in used if u is not None)
 
 
-def _row(item: StoreItem) -> Snapshot:
+def snapshot_row(item: StoreItem) -> dict[str, Any]:
+    """The ``snapshots`` row of ``item`` (column name -> value, no ``id``): the readings as JSON, the
+    raw output capped (:func:`~bot.snapshots.raw.capped`), GPU memory used (MiB, summed) and the first
+    model volume's free bytes copied out. Pure CPU work, done before any transaction begins (a fan-out
+    builds it as each host answers), so a batch's transaction holds only the statements."""
     result, readings = item.result, item.result.readings
     disk = readings.disks[0] if readings and readings.disks else None
-    return Snapshot(
-        host_id=item.host_id,
-        host_name=result.host,
-        taken_at=result.taken_at,
-        duration_ms=result.duration_ms,
-        verdict=item.assessment.verdict.value,
-        reasons=[{"code": r.code, "text": r.text, "severity": r.severity.value} for r in item.assessment.reasons],
-        error_kind=result.error_kind,
-        error_message=result.error,
-        readings=readings.to_json() if readings else None,
-        raw=capped(result.raw),  # at most RAW_CAP_CHARS of output per row, cut where it says so
-        gpu_used_mib=_gpu_used_mib(readings),
-        disk_free_bytes=disk.avail_bytes if disk else None,
-        requested_by=item.requested_by,
-        verdict_changed=False,
-    )
+    return {
+        "host_id": item.host_id,
+        "host_name": result.host,
+        "taken_at": result.taken_at,
+        "duration_ms": result.duration_ms,
+        "verdict": item.assessment.verdict.value,
+        "reasons": [{"code": r.code, "text": r.text, "severity": r.severity.value} for r in item.assessment.reasons],
+        "error_kind": result.error_kind,
+        "error_message": result.error,
+        "readings": readings.to_json() if readings else None,
+        "raw": capped(result.raw),  # at most RAW_CAP_CHARS of output per row, cut where it says so
+        "gpu_used_mib": _gpu_used_mib(readings),
+        "disk_free_bytes": disk.avail_bytes if disk else None,
+        "requested_by": item.requested_by,
+        "verdict_changed": False,
+    }
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    """A snapshot as written: its id and what the flags were computed from (``verdict_changed``: its
+    verdict differs from the host's previous snapshot)."""
+
+    id: int
+    host_name: str
+    taken_at: datetime
+    verdict: str
+    verdict_changed: bool
 
 
 def hour_of(when: datetime) -> datetime:
@@ -91,33 +108,48 @@ def epoch_hour(when: datetime) -> int:
 
 
 async def store(*, db_session: AsyncSession, result: ProbeResult, assessment: Assessment,
-                host_id: int | None = None, requested_by: str | None = None) -> Snapshot:
+                host_id: int | None = None, requested_by: str | None = None) -> StoredSnapshot:
     """Insert one snapshot row for ``result`` and its verdict; returns it with its id."""
     snaps = await store_many(db_session=db_session, items=[StoreItem(result, assessment, host_id, requested_by)])
     return snaps[0]
 
 
-async def store_many(*, db_session: AsyncSession, items: Sequence[StoreItem]) -> list[Snapshot]:
-    """Insert a snapshot row per item (one flush: the INSERTs go in batches) and return them
-    with their ids, in the order given. Any hosts, any times, several per host."""
-    snaps = [_row(i) for i in items]
-    if not snaps:
+async def store_many(*, db_session: AsyncSession, items: Sequence[StoreItem]) -> list[StoredSnapshot]:
+    """Insert a snapshot row per item and return them with their ids, in the order given. Any
+    hosts, any times, several per host (:func:`write_rows`, in the session's transaction)."""
+    return await store_rows(db_session=db_session, rows=[snapshot_row(i) for i in items])
+
+
+async def store_rows(*, db_session: AsyncSession, rows: list[dict[str, Any]]) -> list[StoredSnapshot]:
+    """:func:`write_rows` of rows built by :func:`snapshot_row`, in the session's transaction."""
+    if not rows:
         return []
     conn = await db_session.connection()
+    return await conn.run_sync(write_rows, rows)
+
+
+def write_rows(conn: Connection, rows: list[dict[str, Any]]) -> list[StoredSnapshot]:
+    """Write ``rows`` (from :func:`snapshot_row`; their ``verdict_changed`` is set here) on ``conn``,
+    inside its transaction: the hosts' lock, one read of their newest roll-up hours, one
+    ``INSERT … ON CONFLICT`` of the hours, one ``executemany`` INSERT of the rows (ids by RETURNING,
+    in the order given), one upsert of the GPU inventory (and an UPDATE only when a row lands
+    before stored ones). Synchronous, so it runs whole in a thread on a SQLite writer
+    (:func:`bot.db.session.sqlite_writer`) or under ``run_sync`` of an async connection."""
+    if not rows:
+        return []
     dialect = conn.dialect.name
-    hosts = sorted({s.host_name for s in snaps})
-    await _lock(db_session, dialect, hosts)
-    fixes = await _mark_changes(db_session, dialect, hosts, snaps)
-    await _roll_up(db_session, dialect, snaps)
-    db_session.add_all(snaps)
-    await db_session.flush()
-    await inventory.record(db_session=db_session, snaps=snaps)
+    hosts = sorted({r["host_name"] for r in rows})
+    _lock(conn, dialect, hosts)
+    fixes = _mark_changes(conn, dialect, hosts, rows)
+    _roll_up(conn, dialect, rows)
+    table = cast(Table, Snapshot.__table__)
+    ids = list(conn.execute(insert(table).returning(table.c.id, sort_by_parameter_order=True), rows).scalars())
+    inventory.record_rows(conn, rows, ids)
     for flag in (True, False):
-        ids = [i for i, f in fixes.items() if f is flag]
-        if ids:
-            await db_session.execute(update(Snapshot).where(Snapshot.id.in_(ids)).values(verdict_changed=flag)
-                                     .execution_options(synchronize_session="fetch"))
-    return snaps
+        fixed = [i for i, f in fixes.items() if f is flag]
+        if fixed:
+            conn.execute(update(table).where(table.c.id.in_(fixed)).values(verdict_changed=flag))
+    return [StoredSnapshot(i, r["host_name"], r["taken_at"], r["verdict"], r["verdict_changed"]) for i, r in zip(ids, rows)]
 
 
 _PG_LOCK = text("SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT hashtext('gpubot.snapshots:' || h) AS k"
@@ -125,16 +157,15 @@ _PG_LOCK = text("SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT hashtext(
 _SQLITE_LOCK = text("DELETE FROM snapshot_hours WHERE 0")
 
 
-async def _lock(db_session: AsyncSession, dialect: str, hosts: list[str]) -> None:
+def _lock(conn: Connection, dialect: str, hosts: list[str]) -> None:
     """Keep other writers of ``hosts`` out until this transaction ends, before reading what
     they write. PostgreSQL: a transaction-level advisory lock per host (in one order, so two
     batches cannot deadlock). SQLite: its one write lock, taken now by a write that changes
     nothing (else the reads below could run before another writer's commit and the writes after)."""
-    conn = await db_session.connection()
     if dialect == "postgresql":
-        await conn.execute(_PG_LOCK, {"hosts": hosts})
+        conn.execute(_PG_LOCK, {"hosts": hosts})
     else:
-        await conn.execute(_SQLITE_LOCK)
+        conn.execute(_SQLITE_LOCK)
 
 
 def _host_list(dialect: str) -> Any:
@@ -165,53 +196,54 @@ def _hour_rows(dialect: str, newest: bool) -> Any:
             .where(tuple_(t.host_name, t.epoch_hour).in_(select(h.c.host_name, hour).select_from(h))))
 
 
-async def _mark_changes(db_session: AsyncSession, dialect: str, hosts: list[str], snaps: list[Snapshot]) -> dict[int, bool]:
-    """Set ``verdict_changed`` on the new rows (not yet added); returns ``{id: flag}`` for stored
+def _mark_changes(conn: Connection, dialect: str, hosts: list[str], rows: list[dict[str, Any]]) -> dict[int, bool]:
+    """Set ``verdict_changed`` on the new rows (not yet inserted); returns ``{id: flag}`` for stored
     rows whose flag changes because a new row lands before them."""
-    conn = await db_session.connection()
-    newest = {r.host_name: r for r in await conn.execute(_hour_rows(dialect, True), _hosts_param(dialect, hosts))}
-    per_host: dict[str, list[Snapshot]] = {}
-    for s in snaps:
-        per_host.setdefault(s.host_name, []).append(s)
+    newest = {r.host_name: r for r in conn.execute(_hour_rows(dialect, True), _hosts_param(dialect, hosts))}
+    per_host: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        per_host.setdefault(r["host_name"], []).append(r)
     fixes: dict[int, bool] = {}
     for host, new in per_host.items():
-        new.sort(key=lambda s: s.taken_at)  # stable: ties keep the given order, as their ids will
+        new.sort(key=lambda r: r["taken_at"])  # stable: ties keep the given order, as their ids will
         last = newest.get(host)
-        if last is None or last.last_at <= new[0].taken_at:  # the usual case: after everything stored
+        if last is None or last.last_at <= new[0]["taken_at"]:  # the usual case: after everything stored
             prev = last.last_verdict if last else None
-            for s in new:
-                s.verdict_changed = s.verdict != prev
-                prev = s.verdict
+            for r in new:
+                r["verdict_changed"] = r["verdict"] != prev
+                prev = r["verdict"]
         else:
-            fixes.update(await _merge_out_of_order(db_session, host, new))
+            fixes.update(_merge_out_of_order(conn, host, new))
     return fixes
 
 
-async def _merge_out_of_order(db_session: AsyncSession, host: str, new: list[Snapshot]) -> dict[int, bool]:
+def _merge_out_of_order(conn: Connection, host: str, new: list[dict[str, Any]]) -> dict[int, bool]:
     """``new`` (oldest first) lands at or before the host's newest stored snapshot: walk the
     stored snapshots from the one before ``new[0]`` on, merged with ``new``, and flag each."""
-    start = new[0].taken_at
+    start = new[0]["taken_at"]
     # the snapshot before new[0]: in new[0]'s own hour (a bounded range), else the last of an earlier hour
-    before = (await db_session.execute(
+    before = conn.execute(
         select(Snapshot.verdict).where(Snapshot.host_name == host, Snapshot.taken_at >= hour_of(start), Snapshot.taken_at < start)
-        .order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1))).scalar_one_or_none()
+        .order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1)).scalar_one_or_none()
     if before is None:
         y = SnapshotHour.__table__.alias("y")
         hour = select(func.max(y.c.epoch_hour)).where(y.c.host_name == host, y.c.epoch_hour < epoch_hour(start)).scalar_subquery()
-        before = await db_session.scalar(select(SnapshotHour.last_verdict).where(SnapshotHour.host_name == host,
-                                                                                 SnapshotHour.epoch_hour == hour))
-    stored = (await db_session.execute(
+        before = conn.execute(select(SnapshotHour.last_verdict).where(SnapshotHour.host_name == host,
+                                                                      SnapshotHour.epoch_hour == hour)).scalar_one_or_none()
+    stored = conn.execute(
         select(Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.verdict_changed)
-        .where(Snapshot.host_name == host, Snapshot.taken_at >= start).order_by(Snapshot.taken_at, Snapshot.id))).all()
+        .where(Snapshot.host_name == host, Snapshot.taken_at >= start).order_by(Snapshot.taken_at, Snapshot.id)).all()
     # stored ids are below the new ones, so at equal times the stored snapshot comes first
-    merged: list[tuple[datetime, int, Any]] = [(r.taken_at, 0, r) for r in stored] + [(s.taken_at, 1, s) for s in new]
+    merged: list[tuple[datetime, int, Any]] = [(r.taken_at, 0, r) for r in stored] + [(r["taken_at"], 1, r) for r in new]
     merged.sort(key=lambda m: (m[0], m[1]))  # stable within each kind
     prev, fixes = before, {}
     for _, is_new, x in merged:
-        changed = x.verdict != prev
         if is_new:
-            x.verdict_changed = changed
-        elif changed != x.verdict_changed:
+            x["verdict_changed"] = x["verdict"] != prev
+            prev = x["verdict"]
+            continue
+        changed = x.verdict != prev
+        if changed != x.verdict_changed:
             fixes[x.id] = changed
         prev = x.verdict
     return fixes
@@ -239,29 +271,29 @@ def _upsert(dialect: str) -> Any:
     })
 
 
-async def _roll_up(db_session: AsyncSession, dialect: str, snaps: Sequence[Any]) -> None:
-    """Upsert the ``snapshot_hours`` rows of ``snaps`` (snapshots or rows with their ``host_name``,
-    ``taken_at``, ``gpu_used_mib``, ``disk_free_bytes``, ``verdict``; merged per host-hour here first,
-    a later one in ``snaps`` winning a tie for the last verdict)."""
+def _roll_up(conn: Connection, dialect: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Upsert the ``snapshot_hours`` rows of ``rows`` (mappings with ``host_name``, ``taken_at``,
+    ``gpu_used_mib``, ``disk_free_bytes``, ``verdict``; merged per host-hour here first, a later one
+    in ``rows`` winning a tie for the last verdict)."""
     hours: dict[tuple[str, int], dict[str, Any]] = {}
-    for s in snaps:
-        key = (s.host_name, epoch_hour(s.taken_at))
+    for s in rows:
+        at, used, free = s["taken_at"], s["gpu_used_mib"], s["disk_free_bytes"]
+        key = (s["host_name"], epoch_hour(at))
         h = hours.get(key)
         if h is None:
             hours[key] = {"host_name": key[0], "epoch_hour": key[1], "snapshot_count": 1,
-                          "gpu_used_mib_max": s.gpu_used_mib, "disk_free_bytes_min": s.disk_free_bytes,
-                          "first_at": s.taken_at, "last_at": s.taken_at, "last_verdict": s.verdict}
+                          "gpu_used_mib_max": used, "disk_free_bytes_min": free,
+                          "first_at": at, "last_at": at, "last_verdict": s["verdict"]}
             continue
         h["snapshot_count"] += 1
-        if s.gpu_used_mib is not None and (h["gpu_used_mib_max"] is None or s.gpu_used_mib > h["gpu_used_mib_max"]):
-            h["gpu_used_mib_max"] = s.gpu_used_mib
-        if s.disk_free_bytes is not None and (h["disk_free_bytes_min"] is None or s.disk_free_bytes < h["disk_free_bytes_min"]):
-            h["disk_free_bytes_min"] = s.disk_free_bytes
-        h["first_at"] = min(h["first_at"], s.taken_at)
-        if s.taken_at >= h["last_at"]:
-            h["last_at"], h["last_verdict"] = s.taken_at, s.verdict
-    conn = await db_session.connection()
-    await conn.execute(_upsert(dialect), list(hours.values()))
+        if used is not None and (h["gpu_used_mib_max"] is None or used > h["gpu_used_mib_max"]):
+            h["gpu_used_mib_max"] = used
+        if free is not None and (h["disk_free_bytes_min"] is None or free < h["disk_free_bytes_min"]):
+            h["disk_free_bytes_min"] = free
+        h["first_at"] = min(h["first_at"], at)
+        if at >= h["last_at"]:
+            h["last_at"], h["last_verdict"] = at, s["verdict"]
+    conn.execute(_upsert(dialect), list(hours.values()))
 
 
 async def rebuild_hours(*, db_session: AsyncSession, start: datetime, end: datetime,
@@ -275,10 +307,10 @@ async def rebuild_hours(*, db_session: AsyncSession, start: datetime, end: datet
     if hosts is not None:
         gone, q = gone.where(SnapshotHour.host_name.in_(hosts)), q.where(Snapshot.host_name.in_(hosts))
     await db_session.execute(gone)
-    rows = (await db_session.execute(q)).all()
+    rows: list[Mapping[str, Any]] = [dict(r._mapping) for r in (await db_session.execute(q)).all()]
     if rows:
         conn = await db_session.connection()
-        await _roll_up(db_session, conn.dialect.name, rows)
+        await conn.run_sync(lambda c: _roll_up(c, c.dialect.name, rows))
 
 
 async def forget_before(*, db_session: AsyncSession, hosts: Sequence[str], before: datetime) -> None:

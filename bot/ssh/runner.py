@@ -25,6 +25,7 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -62,7 +63,7 @@ class LocalRunner:
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            "sh", "-c", script, stdin=asyncio.subprocess.DEVNULL,
+            "sh", "-c", left_line(timeout) + script, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         out: list[bytes] = []
@@ -303,10 +304,11 @@ class SshRunner:
                     async with contextlib.AsyncExitStack() as stack:
                         conn = await self.open(target, stack)
                         cap.connected = True
-                        proc = await start_script(conn, payload)
+                        proc = await start_script(conn, left_line(timeout - elapsed()) + payload)
                         status, out, err = await self._finish(proc, conn, target, sentinel, cap)
                 else:
-                    status, out, err = await self._run_pooled(target, payload, sentinel, cap)
+                    status, out, err = await self._run_pooled(target, payload, sentinel, cap,
+                                                              lambda: left_line(timeout - elapsed()))
         except TimeoutError as exc:
             if cap.connected:  # the SSH connection worked: the host is up, only slow
                 raise SlowAnswer(slow_message(target, timeout), partial_stdout=cap.stdout, elapsed_s=elapsed()) from exc
@@ -323,7 +325,8 @@ class SshRunner:
                                  partial_stdout=out, elapsed_s=elapsed())
         return RunResult(out, err, status, elapsed(), cap.kept.dropped)
 
-    async def _run_pooled(self, target: HostTarget, payload: str, sentinel: str, cap: _Capture) -> tuple[int | None, str, str]:
+    async def _run_pooled(self, target: HostTarget, payload: str, sentinel: str, cap: _Capture,
+                          left: Callable[[], str]) -> tuple[int | None, str, str]:
         assert self.pool is not None
         identity = self.identity(target)
         for attempt in (1, 2):
@@ -331,7 +334,7 @@ class SshRunner:
                 cap.connected = not reused  # a pooled connection counts once a channel opened on it
                 try:
                     async with asyncio.timeout(self.connect_timeout if reused else None):
-                        proc = await start_script(conn, payload)
+                        proc = await start_script(conn, left() + payload)
                 except (asyncssh.Error, OSError, TimeoutError) as exc:
                     # Opening a channel failed, so nothing ran: a pooled connection that died
                     # (host rebooted, sshd restarted, network cut) is replaced once.
@@ -387,6 +390,17 @@ class _Capture:
 
 _Chunk = TypeVar("_Chunk", str, bytes)
 _Chunk_co = TypeVar("_Chunk_co", str, bytes, covariant=True)
+
+
+LEFT_MARGIN_S = 2
+"""Seconds before the runner gives up by which a framed batch sends what it has (``GPUBOT_LEFT_S``)."""
+
+
+def left_line(left_s: float) -> str:
+    """The line put before a script telling a framed batch how many whole seconds the runner still
+    waits, less :data:`LEFT_MARGIN_S` (at least 1): its partial dump comes no later
+    (:func:`bot.probes.frames.frame_script`). A number only; scripts without a deadline ignore it."""
+    return f"GPUBOT_LEFT_S={max(1, int(left_s) - LEFT_MARGIN_S)}\n"
 
 
 class _Stream(Protocol[_Chunk_co]):

@@ -5,7 +5,7 @@ upgrade was never counted missing: the host read *ready* where a database made b
 code says *not ready* ("7 of 8 GPUs present"). This fills the inventory from the GPU UUIDs in
 ``snapshots.readings`` (``gpu.gpus[].uuid``, any stored shape: every one has them) of the
 snapshots taken within ``GPUBOT_GPU_INVENTORY_DAYS`` (the window the verdict reads), skipping
-snapshots whose GPU probe failed, as :func:`bot.snapshots.inventory.record` does for new ones.
+snapshots whose GPU probe failed, as :func:`bot.snapshots.inventory.record_rows` does for new ones.
 
 Per GPU: first and last time seen in that window, and index, bus id, name and snapshot id of its
 last sighting. The work is one ``INSERT … SELECT`` in the database (its JSON functions and a window
