@@ -14,7 +14,8 @@ N in turn:
 * **gpubot pooled**: a second ``check_fleet`` in the same process (connections reused);
 * **parallel-ssh** (``ParallelSSHClient``, pool = concurrency) running ``sh -c '<gpubot's script>'``;
 * **asyncssh**: plain ``asyncssh.connect`` + ``run`` per host, same command, known_hosts path per
-  connection (as most code does);
+  connection (as most code does); **asyncssh pooled**: ``run`` again on the same connections (what
+  gpubot's pooled re-probe is held to);
 * **Ansible** ``-m raw -a '<script>'`` with ``-f`` = concurrency, ``ControlMaster=no`` (cold) and
   ``ControlPersist`` (warm: a first run opens the masters, the second is timed).
 
@@ -115,20 +116,29 @@ async def worker_asyncssh(cfg: dict) -> dict:
 
     command = f"sh -c {shlex.quote(the_script())}"
     limit = asyncio.Semaphore(cfg["concurrency"])
+    conns: dict[str, asyncssh.SSHClientConnection] = {}
 
     async def one(addr: str) -> bool:
         async with limit:
             try:
-                async with asyncssh.connect(addr, cfg["port"], username=cfg["user"], client_keys=[cfg["key"]],
-                                            known_hosts=cfg["known_hosts"], config=None, agent_path=None) as conn:
-                    res = await conn.run(command, check=False)
-                    return res.exit_status == 0 and "GPUBOT-" in str(res.stdout)
+                conn = conns.get(addr)
+                if conn is None:  # cold: a new connection, kept for the pooled round
+                    conn = conns[addr] = await asyncssh.connect(
+                        addr, cfg["port"], username=cfg["user"], client_keys=[cfg["key"]], known_hosts=cfg["known_hosts"],
+                        config=None, agent_path=None)
+                res = await conn.run(command, check=False)
+                return res.exit_status == 0 and "GPUBOT-" in str(res.stdout)
             except (OSError, asyncssh.Error):
                 return False
 
-    c0, t0 = cpu(), time.perf_counter()
-    oks = await asyncio.gather(*(one(a) for a in cfg["addresses"]))
-    return {"run": {"wall": time.perf_counter() - t0, "cpu": cpu() - c0, "ok": sum(oks)}}
+    out: dict = {}
+    for phase in ("run", "pooled"):  # the same connections the second time, as gpubot's pool
+        c0, t0 = cpu(), time.perf_counter()
+        oks = await asyncio.gather(*(one(a) for a in cfg["addresses"]))
+        out[phase] = {"wall": time.perf_counter() - t0, "cpu": cpu() - c0, "ok": sum(oks)}
+    for conn in conns.values():
+        conn.close()
+    return out
 
 
 def worker_pssh(cfg: dict) -> dict:
@@ -251,6 +261,7 @@ def table(n: int, rows: dict[str, dict]) -> str:
     warm_ans = rows.get("ansible warm", {}).get("run", {}).get("wall")
     out = [f"\nN = {n}", f"{'tool':<16} {'wall s':>8} {'CPU s':>8} {'CPU ms/host':>12} {'ok':>6} "
            f"{'×pssh':>7} {'×cold':>7} {'×ans-warm':>9}"]
+    cpu_of = {name: r["run"]["cpu"] for name, r in rows.items() if "run" in r}
     for name, r in rows.items():
         if "error" in r:
             out.append(f"{name:<16} error: {r['error']}")
@@ -259,6 +270,10 @@ def table(n: int, rows: dict[str, dict]) -> str:
         ratio = (lambda b: f"{m['wall'] / b:7.2f}" if b else f"{'-':>7}")
         out.append(f"{name:<16} {m['wall']:8.2f} {m['cpu']:8.2f} {1000 * m['cpu'] / n:12.2f} {m['ok']:>6} "
                    f"{ratio(base)} {ratio(cold)} {(m['wall'] / warm_ans if warm_ans else float('nan')):9.2f}")
+    for mine, theirs in (("gpubot cold", "parallel-ssh"), ("gpubot cold", "asyncssh"), ("gpubot pooled", "asyncssh pooled"),
+                         ("gpubot pooled", "parallel-ssh")):
+        if cpu_of.get(mine) and cpu_of.get(theirs):
+            out.append(f"client CPU {mine} / {theirs}: {cpu_of[mine] / cpu_of[theirs]:.2f}×")
     return "\n".join(out)
 
 
@@ -287,7 +302,10 @@ def bench(args: argparse.Namespace) -> None:
                 rows["gpubot pooled"] = {"run": g["pooled"]}
             if not args.gpubot_only:
                 rows["parallel-ssh"] = child("pssh", cfg_path)
-                rows["asyncssh"] = child("asyncssh", cfg_path)
+                a = child("asyncssh", cfg_path)
+                rows["asyncssh"] = a if "error" in a else {"run": a["run"]}
+                if "pooled" in a:
+                    rows["asyncssh pooled"] = {"run": a["pooled"]}
             if not args.skip_ansible and not args.gpubot_only:
                 rows["ansible cold"] = ansible(cfg, tmp, warm=False)
                 rows["ansible warm"] = ansible(cfg, tmp, warm=True)
