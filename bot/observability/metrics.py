@@ -17,7 +17,9 @@ Counted by this process (each replica has its own):
 Read from the database at each scrape (the same on every replica, since they share it):
 
 * ``gpubot_actions{state}`` — action requests per state (pending, approved, executing, done, …);
-* ``gpubot_report_runs{outcome}`` — report runs per status (sent, late, skipped, failed, claimed).
+* ``gpubot_report_runs{outcome}`` — report runs per status (sent, late, skipped, failed, claimed);
+* per registered host, from its newest stored snapshot: ``gpubot_host_verdict``, per-GPU memory,
+  free disk, units, findings (:mod:`bot.observability.fleet`, which documents them and their cardinality).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.errors import DatabaseUnavailable
+from bot.observability import fleet
 
 log = logging.getLogger("gpubot.metrics")
 
@@ -108,9 +111,11 @@ CountRows = Callable[[AsyncSession], Awaitable[Sequence[tuple[str, int]]]]
 own their tables; metrics is below them and only receives the readers)."""
 
 
-async def refresh_from_database(services: Any, *, actions_by_state: CountRows, runs_by_outcome: CountRows) -> None:
+async def refresh_from_database(services: Any, *, actions_by_state: CountRows, runs_by_outcome: CountRows,
+                                with_fleet: bool = True) -> None:
     """Set the gauges read from the database and the engine's pool (called at each scrape):
-    ``gpubot_actions`` from ``actions_by_state``, ``gpubot_report_runs`` from ``runs_by_outcome``.
+    ``gpubot_actions`` from ``actions_by_state``, ``gpubot_report_runs`` from ``runs_by_outcome``,
+    and (``with_fleet``) the per-host series of :mod:`bot.observability.fleet`.
 
     A database that cannot be read within :data:`DATABASE_READ_S` seconds sets
     ``gpubot_database_up`` to 0 and leaves the last values; it is logged once, as a one-line
@@ -122,6 +127,8 @@ async def refresh_from_database(services: Any, *, actions_by_state: CountRows, r
             async with services.sessions() as db:
                 actions = await actions_by_state(db)
                 runs = await runs_by_outcome(db)
+                hosts = (await fleet.read_fleet(db, now=services.clock(), expected_gpus=services.settings.expected_gpus)
+                         if with_fleet else None)
     except (SQLAlchemyError, OSError, TimeoutError, DatabaseUnavailable) as exc:
         reason = exc.reason if isinstance(exc, DatabaseUnavailable) else (
             f"no answer within {DATABASE_READ_S:g} s" if isinstance(exc, TimeoutError) else type(exc).__name__)
@@ -141,6 +148,8 @@ async def refresh_from_database(services: Any, *, actions_by_state: CountRows, r
         REPORT_RUNS.clear()
         for status, n in runs:
             REPORT_RUNS.labels(outcome=status).set(n)
+        if hosts is not None:
+            fleet.publish(hosts)
     engine = getattr(services, "engine", None)
     pool = engine.sync_engine.pool if engine is not None else None
     for gauge, name in ((DB_POOL_SIZE, "size"), (DB_POOL_CHECKED_OUT, "checkedout"), (DB_POOL_OVERFLOW, "overflow")):
