@@ -64,12 +64,19 @@ def executor_gone(executor: str | None, me: str) -> bool:
 
 @contextlib.asynccontextmanager
 async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
+    """Renew the request's lease every ``action_heartbeat_s`` seconds while the body runs (a step that
+    takes longer than ``action_stale_after_s`` included), by the database's clock. A renewal that fails
+    (the database busy or briefly away) is logged and tried again at the next beat; it never ends the
+    renewals."""
     async def beat() -> None:
         while True:
             await asyncio.sleep(services.settings.action_heartbeat_s)
-            async with services.sessions() as db, db.begin():
-                await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id,
-                                        now=services.clock())
+            try:
+                async with services.sessions() as db, db.begin():
+                    await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
+            except Exception as exc:  # one failed renewal must not end the lease's renewals
+                log.warning("action #%s: renewing its lease failed (%s); trying again in %.0f s", request_id,
+                            type(exc).__name__, services.settings.action_heartbeat_s)
 
     task = asyncio.create_task(beat())
     try:
@@ -155,8 +162,7 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
     extra: dict[str, Any] = {}
     for idx, step in enumerate(plan.steps, 1):
         async with services.sessions() as db, db.begin():
-            mine = await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id,
-                                           now=services.clock())
+            mine = await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
         if not mine:
             return await load()  # reported as interrupted elsewhere: never continue
         command, script = runner.describe(step)

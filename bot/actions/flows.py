@@ -229,17 +229,18 @@ async def expire_due(*, services: Services) -> list[RequestView]:
 
 
 async def recover_interrupted(*, services: Services, stale_after_s: float | None = None) -> list[RequestView]:
-    """Report approved/executing requests whose executor stopped as interrupted: its heartbeat is
-    older than ``stale_after_s`` (default ``action_stale_after_s``), or it ran on this machine and
-    its process is gone (a restart). Never re-runs anything; the views of those it changed."""
+    """Report approved/executing requests whose executor stopped as interrupted: its lease
+    (``heartbeat_at``) is older than ``stale_after_s`` (default ``action_stale_after_s``) by the
+    database's own clock, judged in the statement that interrupts it (never by this replica's clock,
+    which may run ahead), or it ran on this machine and its process is gone (a restart). Never re-runs
+    anything; the views of those it changed."""
     stale = services.settings.action_stale_after_s if stale_after_s is None else stale_after_s
-    cutoff = services.clock() - timedelta(seconds=stale)
     async with services.sessions() as db:
-        rows = await service.running(db_session=db)
+        rows = await service.running(db_session=db, stale_after_s=stale)
     out = []
-    for request_id, executor, beat in rows:
+    for request_id, executor, is_stale in rows:
         gone = executor_gone(executor, services.executor_id)
-        if not gone and beat is not None and beat >= cutoff:
+        if not gone and not is_stale:
             continue
         view = await load_view(services=services, request_id=request_id)
         step = next((s for s in view.steps if s.state == "running"), None)
@@ -248,7 +249,7 @@ async def recover_interrupted(*, services: Services, stale_after_s: float | None
                 "and re-plan if needed.")
         async with services.sessions() as db, db.begin():
             did = await service.interrupt(db_session=db, request_id=request_id, executor=executor, message=text,
-                                          now=services.clock(), stale_before=None if gone else cutoff)
+                                          now=services.clock(), stale_after_s=None if gone else stale)
         if did:
             out.append(await load_view(services=services, request_id=request_id))
     return out

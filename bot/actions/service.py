@@ -16,13 +16,14 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, case, func, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep, Approval
 from bot.actions.plan import Plan
+from bot.db.base import db_now
 
 OUTPUT_CAP = 64 * 1024
 
@@ -64,13 +65,14 @@ async def transition(*, db_session: AsyncSession, request_id: int, from_states: 
 
 
 async def claim_if_approved(*, db_session: AsyncSession, request_id: int, executor: str, now: datetime) -> bool:
-    """pending → approved when enough distinct approvals exist; True for the one caller that moved it."""
+    """pending → approved when enough distinct approvals exist; True for the one caller that moved it.
+    Its lease starts at the database's clock (``heartbeat_at``, see :func:`heartbeat`)."""
     count = (select(func.count(Approval.id))
              .where(Approval.request_id == request_id, Approval.decision == "approve").scalar_subquery())
     stmt = (update(ActionRequest)
             .where(ActionRequest.id == request_id, ActionRequest.state == State.PENDING.value,
                    count >= ActionRequest.approvals_needed)
-            .values(state=State.APPROVED.value, updated_at=now, executor=executor, heartbeat_at=now)
+            .values(state=State.APPROVED.value, updated_at=now, executor=executor, heartbeat_at=db_now())
             .execution_options(synchronize_session=False))
     return await _count(db_session, stmt) == 1
 
@@ -133,24 +135,27 @@ async def finish_step(*, db_session: AsyncSession, step_id: int, ok: bool, exit_
         stderr=stderr[-OUTPUT_CAP:], summary=summary, finished_at=now).execution_options(synchronize_session=False))
 
 
-async def heartbeat(*, db_session: AsyncSession, request_id: int, executor: str, now: datetime) -> bool:
-    """Say that ``executor`` still runs the request (as of ``now``); False when it is no longer approved or
-    executing by ``executor`` (then the executor must stop)."""
+async def heartbeat(*, db_session: AsyncSession, request_id: int, executor: str) -> bool:
+    """Renew ``executor``'s lease on the request: ``heartbeat_at`` is set to the database's own clock
+    (:func:`~bot.db.base.db_now`), never a replica's, so a replica whose clock runs ahead cannot read a
+    live lease as stale. False when the request is no longer approved or executing by ``executor``
+    (then the executor must stop)."""
     stmt = update(ActionRequest).where(
         ActionRequest.id == request_id, ActionRequest.executor == executor,
         ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
-    ).values(heartbeat_at=now).execution_options(synchronize_session=False)
+    ).values(heartbeat_at=db_now()).execution_options(synchronize_session=False)
     return await _count(db_session, stmt) == 1
 
 
 async def interrupt(*, db_session: AsyncSession, request_id: int, executor: str | None, message: str,
-                    now: datetime, stale_before: datetime | None = None) -> bool:
+                    now: datetime, stale_after_s: float | None = None) -> bool:
     """approved/executing → interrupted, only while ``executor`` still owns it (and, with
-    ``stale_before``, its heartbeat is older); its running step is marked interrupted too."""
+    ``stale_after_s``, its lease is older than that many seconds by the database's clock, judged in this
+    very statement: a heartbeat that landed meanwhile keeps it); its running step is marked interrupted too."""
     cond = [ActionRequest.id == request_id, ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]),
             ActionRequest.executor.is_(None) if executor is None else ActionRequest.executor == executor]
-    if stale_before is not None:
-        cond.append((ActionRequest.heartbeat_at.is_(None)) | (ActionRequest.heartbeat_at < stale_before))
+    if stale_after_s is not None:
+        cond.append(_stale(stale_after_s))
     stmt = (update(ActionRequest).where(*cond)
             .values(state=State.INTERRUPTED.value, updated_at=now, message=message)
             .execution_options(synchronize_session=False))
@@ -188,11 +193,17 @@ async def due_to_expire(*, db_session: AsyncSession, now: datetime) -> list[int]
     return list((await db_session.execute(q)).scalars())
 
 
-async def running(*, db_session: AsyncSession) -> list[tuple[int, str | None, datetime | None]]:
-    """``(id, executor, heartbeat_at)`` of every approved or executing request."""
-    q = select(ActionRequest.id, ActionRequest.executor, ActionRequest.heartbeat_at).where(
+def _stale(stale_after_s: float) -> ColumnElement[bool]:
+    """The request's lease is older than ``stale_after_s`` seconds by the database's clock (or never began)."""
+    return or_(ActionRequest.heartbeat_at.is_(None), ActionRequest.heartbeat_at < db_now(-stale_after_s))
+
+
+async def running(*, db_session: AsyncSession, stale_after_s: float) -> list[tuple[int, str | None, bool]]:
+    """``(id, executor, stale)`` of every approved or executing request; ``stale``: its lease is older
+    than ``stale_after_s`` seconds, judged by the database's own clock in this query."""
+    q = select(ActionRequest.id, ActionRequest.executor, case((_stale(stale_after_s), True), else_=False)).where(
         ActionRequest.state.in_([State.APPROVED.value, State.EXECUTING.value]))
-    return [(r.id, r.executor, r.heartbeat_at) for r in (await db_session.execute(q))]
+    return [(r[0], r[1], bool(r[2])) for r in (await db_session.execute(q))]
 
 
 async def mark_running_steps(*, db_session: AsyncSession, request_id: int, state: str, now: datetime) -> None:
