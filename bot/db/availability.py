@@ -48,6 +48,43 @@ SQLITE_CANTOPEN, SQLITE_IOERR, SQLITE_FULL, SQLITE_READONLY) that mean the file 
 now, and how they are told (``{wait}``: the busy timeout)."""
 """SQLSTATE classes/codes meaning the connection is gone: connection exceptions, admin and crash
 shutdown, "cannot connect now"."""
+NOT_WRITABLE = ("the disk is full", "the file is read-only")
+"""Reasons of :data:`SQLITE_TROUBLE` that stop writes only: the file can still be read, so what needs no
+write (help, a probe whose snapshot is then "not stored") still answers."""
+
+
+def not_writable(exc: BaseException) -> bool:
+    """True for a :class:`~bot.errors.DatabaseUnavailable` that stops writes only (:data:`NOT_WRITABLE`)."""
+    return isinstance(exc, DatabaseUnavailable) and exc.reason in NOT_WRITABLE
+
+
+MIN_FREE_BYTES = 64 * 1024
+"""Below this much free space on its filesystem an SQLite file is counted full (a commit writes at
+least a few pages to the WAL)."""
+
+
+def sqlite_write_trouble(url: str | URL) -> str | None:
+    """Why the SQLite file of ``url`` cannot be written now, read without writing: ``"the disk is full
+    (12 KiB free on /var/lib/gpubot)"`` or ``"the file is read-only"``; ``None`` when it can be (or
+    ``url`` is not a file-backed SQLite URL). Uses ``statvfs`` of the file's folder (the blocks root
+    may use when running as root, else those any user may) and ``os.access``."""
+    import os
+
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:"):
+        return None
+    path = u.database
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None  # the database check says what is wrong with the folder
+    free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    if free < MIN_FREE_BYTES:
+        return f"{NOT_WRITABLE[0]} ({free // 1024} KiB free on {folder})"
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return NOT_WRITABLE[1]
+    return None
 
 
 def redacted(url: str | URL) -> str:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.config import Settings, UnitHealth
-from bot.errors import GpubotError
+from bot.errors import DatabaseUnavailable, GpubotError
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
@@ -196,7 +196,10 @@ async def _probe_and_store(*, services: Services, host_name: str, need_bytes: in
             snap = await snapshots.store(db_session=db, result=result, assessment=assessment, host_id=host_id,
                                          requested_by=requested_by)
             snapshot_id = snap.id
-    except Exception as exc:  # any failure to store (the database gone mid-probe included) keeps the verdict
+    except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): said, no traceback
+        log.warning("could not store the snapshot of %s: %s", target.name, exc)
+        store_error = store_error_text(exc)
+    except Exception as exc:  # any other failure to store keeps the verdict too
         log.exception("could not store the snapshot of %s", target.name)
         store_error = store_error_text(exc)
     return make_report(services.reached(target), result, assessment, req, need_bytes=need_bytes, snapshot_id=snapshot_id,

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from bot.db.availability import sqlite_write_trouble
 from bot.errors import DatabaseUnavailable
 
 SlackCheck = Callable[[], Awaitable[bool]]
@@ -41,10 +42,14 @@ class Readiness:
     the code's heads, ``slack()`` says connected, and no shutdown began (``gate.is_open``).
 
     A database out of reach reads ``"unavailable: <reason>"`` (``connection refused``, ``no answer
-    within 3 s``), never an exception: ``/readyz`` answers 503 with it."""
+    within 3 s``), never an exception: ``/readyz`` answers 503 with it. An SQLite file (``database_url``)
+    that answers but cannot be written reads ``"not writable: the disk is full (0 KiB free on /data)"``
+    (read with ``statvfs``, without writing: :func:`~bot.db.availability.sqlite_write_trouble`)."""
 
-    def __init__(self, *, sessions: Any, gate: Any, slack: SlackCheck | None = None, timeout_s: float = 3.0) -> None:
+    def __init__(self, *, sessions: Any, gate: Any, slack: SlackCheck | None = None, timeout_s: float = 3.0,
+                 database_url: str | None = None) -> None:
         self.sessions = sessions
+        self.database_url = database_url
         self.gate = gate
         self.slack = slack
         self.timeout_s = timeout_s
@@ -67,10 +72,12 @@ class Readiness:
         except (SQLAlchemyError, OSError) as exc:
             cause = getattr(exc, "orig", None) or exc
             return f"unavailable: {type(cause).__name__}", "unknown"
+        trouble = sqlite_write_trouble(self.database_url) if self.database_url else None
+        database = f"not writable: {trouble}" if trouble else "ok"
         current = set(rows)
         if current != self.heads:
-            return "ok", f"at {', '.join(sorted(current)) or 'no revision'}, the code needs {', '.join(sorted(self.heads))}"
-        return "ok", "ok"
+            return database, f"at {', '.join(sorted(current)) or 'no revision'}, the code needs {', '.join(sorted(self.heads))}"
+        return database, "ok"
 
     async def check(self) -> ReadyState:
         """Run every check (never raises)."""

@@ -25,7 +25,7 @@ def status_text(view: StatusView) -> str:
 
 def fleet_text(view: FleetView) -> str:
     """A fleet summary as terminal text."""
-    return "\n".join([view.headline, view.counts, "", *(f"  {line}" for _, line in view.lines)])
+    return "\n".join([view.headline, view.counts, *([view.note] if view.note else []), "", *(f"  {line}" for _, line in view.lines)])
 
 
 def inventory_lines(gpus: Sequence[GpuSeen], elsewhere: Mapping[str, str] | None = None) -> list[str]:

@@ -14,7 +14,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.access import service as access
 from bot.commands.grammar import Grammar
 from bot.commands.registry import default_grammar
-from bot.errors import PermissionDenied, UsageError
+from bot.db.availability import not_writable
+from bot.errors import DatabaseUnavailable, PermissionDenied, UsageError
 from bot.flows.context import Services
 from bot.roles import Role
 from bot.slack.blocks import error_blocks
@@ -84,8 +85,17 @@ def register_listeners(app: AsyncApp, services: Services, *, console_role: Role 
     async def gpu_command(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
         await ack()
         try:
-            async with services.sessions() as db, db.begin():
-                first = await access.claim_delivery(db_session=db, key=delivery_key(body), now=services.clock())
+            try:
+                async with services.sessions() as db, db.begin():
+                    first = await access.claim_delivery(db_session=db, key=delivery_key(body), now=services.clock())
+            except DatabaseUnavailable as exc:
+                if not not_writable(exc):
+                    raise
+                # The file answers but takes no write (a full disk): what needs no write still answers,
+                # without the duplicate check (a retried delivery may be answered twice meanwhile).
+                log.warning("the delivery of %s was not recorded (%s); answering without the duplicate check",
+                            delivery_key(body), exc.reason)
+                first = True
             if not first:
                 log.info("duplicate delivery of %s ignored", delivery_key(body))
                 return

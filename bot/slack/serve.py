@@ -91,7 +91,8 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp) -> int:
 
     metrics.track_gate(services.gate)
     metrics.track_ssh_pool(metrics.ssh_pool_counter(services))
-    readiness = Readiness(sessions=services.sessions, gate=services.gate, slack=slack_check)
+    readiness = Readiness(sessions=services.sessions, gate=services.gate, slack=slack_check,
+                          database_url=settings.database_url)
     runner, port = await start_http(None if handler else app, port=settings.http_port, readiness=readiness, services=services)
     sched = sweeper = None
     stopping: list[float] = []

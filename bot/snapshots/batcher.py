@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.db.session import SessionFactory, sqlite_writer
+from bot.errors import DatabaseUnavailable
 from bot.snapshots.service import StoredSnapshot, StoreItem, snapshot_row, store_rows, write_rows
 
 log = logging.getLogger("gpubot.snapshots")
@@ -100,6 +101,9 @@ class SnapshotBatcher:
                     async with self.sessions() as db, db.begin():
                         snaps = await store_rows(db_session=db, rows=rows)
                 results: list[Stored] = [(s.id, None) for s in snaps]
+            except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): no traceback
+                log.warning("could not store a batch of %d snapshots: %s", len(batch), exc)
+                results = [(None, exc)] * len(batch)
             except Exception as exc:  # SQLAlchemyError mostly; any failure must still answer every future
                 log.exception("could not store a batch of %d snapshots", len(batch))
                 results = [(None, exc)] * len(batch)
