@@ -28,9 +28,10 @@ included, as a user pays it). Printed: a table per N with CPU ms per host and ra
 RSS of the gpubot worker (with N pooled connections open).
 
 ``--help-latency N`` runs the real Bolt app (HTTP, signed requests, Web API recorder from
-``tests.support``) with N hosts, starts ``/gpu status group:bench`` and sends ``/gpu help`` every
-0.1 s until the fan-out's final message; it prints p50/p99 of the time from each help request to
-its reply arriving at the response_url.
+``tests.support``) with N hosts, sends ``/gpu help`` 30 times with nothing else running (idle), then
+starts ``/gpu status group:bench`` and sends ``/gpu help`` every 0.1 s until the fan-out's final
+message; it prints p50/p99 of the time from each help request to its reply arriving at the
+response_url, idle and during the fan-out, and the ratio of the two p99s.
 """
 
 from __future__ import annotations
@@ -340,6 +341,14 @@ async def help_latency(n: int, db: str, concurrency: int) -> None:
                 def finished() -> bool:
                     return any(" — " in str(c.body.get("text", "")) for c in recorder.calls_of("chat.update"))
 
+                idle: list[float] = []
+                for k in range(30):  # the same request with nothing else running: the reference
+                    start = len(recorder.calls)
+                    sent = time.perf_counter()
+                    await bot.command("help", response_url=recorder.response_url(f"idle{k}"), trigger_id=f"idle{k}")
+                    await recorder.wait_for("response_url", lambda c, k=k: c.path.endswith(f"/idle{k}"), timeout=60, start=start)
+                    idle.append(time.perf_counter() - sent)
+                    await asyncio.sleep(0.1)
                 t0 = time.perf_counter()
                 status, _, _ = await bot.command("status group:bench", trigger_id="fan-out")
                 assert status == 200
@@ -373,9 +382,14 @@ async def help_latency(n: int, db: str, concurrency: int) -> None:
                     q = statistics.quantiles(xs, n=100, method="inclusive") if len(xs) > 1 else xs * 99
                     return f"p50 {1000 * statistics.median(xs):.0f} ms, p99 {1000 * q[98]:.0f} ms, max {1000 * max(xs):.0f} ms"
 
+                def p99(xs: list[float]) -> float:
+                    return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
+
+                print(f"/gpu help idle ({db}), {len(idle)} requests: reply {pct(idle)}")
                 print(f"/gpu help during a {n}-host fan-out ({db}, concurrency {concurrency}), {len(latencies)} requests: "
                       f"reply {pct(latencies)}; ack {pct(acks)}; event-loop lag {pct(lags)}; "
                       f"fan-out {time.perf_counter() - t0:.1f} s (help sent for {fan_out:.1f} s)")
+                print(f"reply p99 during the fan-out / idle p99: {p99(latencies) / p99(idle):.1f}× (goal: at most 3×)")
             finally:
                 await close()
                 await services.close()
