@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import difflib
 import json
 import logging
@@ -23,7 +24,7 @@ from pydantic_settings import SettingsError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from bot import cli_actions, cli_history, cli_hosts, cli_shell
+from bot import cli_actions, cli_history, cli_hosts, cli_progress, cli_shell
 from bot.actions.policy import PolicyError, check_policy
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
@@ -151,7 +152,9 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
 
 
 async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -> int:
-    """``status group:NAME|all``: probe every host of the group; with ``--json`` one JSON line
+    """``status group:NAME|all``: probe every host of the group. On a terminal a live view
+    (:mod:`bot.cli_progress`) prints each host as it answers, then the summary with problems
+    first, coloured; piped, the plain summary only. With ``--json`` one JSON line
     per host as its snapshot is stored (ids included), then ``{"summary": ...}``. Exit 0 only
     when every host is ready, else the worst host's status (3 serving, 1 not ready, 2 unknown or unreachable)."""
     if cmd.paths:
@@ -164,17 +167,23 @@ async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -
         if as_json:
             print(json.dumps(report_json(report)), flush=True)
 
+    live: cli_progress.FleetProgress | None = None
     try:
         names = await hosts_of(services=services, group=group)
-        fleet = await check_fleet(services=services, names=names, title=title, need_bytes=cmd.need_bytes,
-                                  on_stored=progress)
+        if not as_json and cli_progress.is_terminal(sys.stdout):
+            live = cli_progress.FleetProgress(title=title, names=names, stream=sys.stdout)
+        with live or contextlib.nullcontext():
+            fleet = await check_fleet(services=services, names=names, title=title, need_bytes=cmd.need_bytes,
+                                      on_stored=progress, on_progress=live.answered if live else None)
     finally:
         await services.close()
     counts = {v.value: fleet.counts.get(v, 0) for v in Verdict}
     if as_json:
         print(json.dumps({"summary": {"title": title, "hosts": len(fleet.reports), "counts": counts,
                                       "snapshot_ids": {r.host: r.snapshot_id for r in fleet.reports}}}))
-    else:
+    elif live is not None:  # a terminal: hosts were shown as they answered; now problems first, in colour
+        live.summary(fleet.reports)
+    else:  # piped: the plain summary only
         print(fleet_text(fleet_view(title, fleet.reports)))
     return max((VERDICT_EXIT[r.assessment.verdict] for r in fleet.reports), key=_EXIT_RANK.index, default=0)
 

@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import select
+import struct
 import subprocess
 import termios
 import time
@@ -22,8 +23,12 @@ def _take_terminal() -> None:
 
 
 class Terminal:
-    def __init__(self, argv: list[str], env: dict[str, str]):
+    def __init__(self, argv: list[str], env: dict[str, str], size: tuple[int, int] | None = None):
+        """``size``: (columns, rows) the terminal reports (TIOCSWINSZ), as a window of that size would;
+        left out, the pty's own (0 by 0: programs fall back to 80 columns)."""
         self.master, slave = pty.openpty()
+        if size is not None:
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True,
                                      start_new_session=True, preexec_fn=_take_terminal)
         os.close(slave)
