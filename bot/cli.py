@@ -350,6 +350,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return asyncio.run(cli_actions.audit(settings, args))
         if args.cmd == "logs":
             return asyncio.run(cli_actions.logs(settings, args))
+        if args.cmd == "report":
+            return asyncio.run(cli_history.report_list(settings, args))
         if args.cmd in ("history", "diff"):
             return asyncio.run(cli_history.history(settings, args) if args.cmd == "history" else cli_history.diff(settings, args))
         return asyncio.run(_status(settings, args.words, args.json))

@@ -17,10 +17,12 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.actions import flows
-from bot.actions.audit import audit_text, trail
+from bot.actions.audit import AuditEntry, audit_text, trail
 from bot.actions.journal import MAX_LINES, read_journal
 from bot.config import Settings
+from bot.masking import mask_secrets
 from bot.names import validate_host, validate_unit
+from bot.render.json_doc import dumps
 from bot.wiring import build_services
 
 
@@ -46,6 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     au = sub.add_parser("audit", help="requests, approvals and executed steps of actions (newest first)")
     au.add_argument("host", nargs="?", metavar="HOST", help="only this host's requests (default: every host)")
     au.add_argument("--limit", type=count(1), default=20, help="how many requests (default 20)")
+    au.add_argument("--json", action="store_true", help="print a JSON array of requests with decisions and steps (docs/commands.md)")
     lg = sub.add_parser("logs", help="a watched unit's recent journal (journalctl -u UNIT -n N on the host)")
     lg.add_argument("host", metavar="HOST", help="a registered host")
     lg.add_argument("unit", metavar="UNIT", help="a systemd unit the host runs (e.g. vllm-kimi.service)")
@@ -76,8 +79,34 @@ async def audit(settings: Settings, args: argparse.Namespace) -> int:
         entries = await trail(services=services, host=host, limit=args.limit)
     finally:
         await services.close()
-    print(audit_text(entries, host=host, full=True))
+    print(dumps([entry_json(e) for e in entries]) if args.json else audit_text(entries, host=host, full=True))
     return 0
+
+
+def _masked(text: str | None) -> str | None:
+    return mask_secrets(text) if text else text
+
+
+def entry_json(e: AuditEntry) -> dict[str, Any]:
+    """A request of ``audit --json`` (newest first): ``{"id", "kind" (clean_weights, clean_hf, kill, stop,
+    start, restart, pivot: bot.actions.kinds.ActionKind), "host", "group", "state", "requester" (Slack user id), "approvers" (ids a rule named),
+    "approvals_needed", "created_at", "updated_at", "expires_at", "before_snapshot_id", "after_snapshot_id",
+    "spec" (the command as parsed), "plan" (the steps as planned), "message", "result", "replaced_by",
+    "decisions": [{"user", "decision" (approve | reject), "at"}], "steps": [{"index", "title", "command",
+    "state", "exit_status", "stdout", "stderr", "summary", "started_at", "finished_at"}]}``. Step output
+    is the stored tail (bot.actions.service.OUTPUT_CAP characters); it, the summary and the message go
+    through :func:`~bot.masking.mask_secrets` here, so a token a service printed is not handed on."""
+    r = e.request
+    return {"id": r.id, "kind": r.kind, "host": r.host, "group": r.host_group, "state": r.state, "requester": r.requester,
+            "approvers": list(r.approvers or []), "approvals_needed": r.approvals_needed, "created_at": r.created_at,
+            "updated_at": r.updated_at, "expires_at": r.expires_at, "before_snapshot_id": r.before_snapshot_id,
+            "after_snapshot_id": r.after_snapshot_id, "spec": r.spec, "plan": r.plan, "message": _masked(r.message),
+            "result": r.result, "replaced_by": r.replaced_by,
+            "decisions": [{"user": d.user_id, "decision": d.decision, "at": d.decided_at} for d in e.decisions],
+            "steps": [{"index": st.idx, "title": st.title, "command": st.command, "state": st.state,
+                       "exit_status": st.exit_status, "stdout": _masked(st.stdout), "stderr": _masked(st.stderr),
+                       "summary": _masked(st.summary),
+                       "started_at": st.started_at, "finished_at": st.finished_at} for st in e.steps]}
 
 
 def startup(settings: Settings) -> None:

@@ -18,7 +18,9 @@ from bot.commands.hosts import parse_labels
 from bot.config import Settings
 from bot.errors import NotFoundError, UsageError
 from bot.hosts import service as hosts
+from bot.hosts.models import Host
 from bot.names import endpoint
+from bot.render.json_doc import dumps
 from bot.wiring import build_services
 
 
@@ -61,10 +63,12 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
                      help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
     ls = h.add_parser("list", help="list hosts")
     ls.add_argument("--group", help="only the hosts of this group")
+    ls.add_argument("--json", action="store_true", help="print a JSON array of hosts (shape: docs/commands.md)")
     on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(
         "--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
     on_host("remove", "unregister a host (its snapshots stay)")
-    on_host("show", "a host's registration, last verdict and GPU inventory")
+    on_host("show", "a host's registration, last verdict and GPU inventory").add_argument(
+        "--json", action="store_true", help="print one JSON object: host, last snapshot, GPU inventory (docs/commands.md)")
     on_host("forget-gpu", "accept that a host no longer has a GPU it showed before").add_argument(
         "gpu", help="the GPU's index, UUID (or a unique prefix), or `all`")
     on_host("check", "what the bot may do on a host (sudo -n -l, groups, writable roots); changes nothing")
@@ -117,15 +121,33 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                     groups = {h.group for h in await hosts.list_all(db_session=db) if h.group}
                     raise NotFoundError(f"no host in group `{args.group}`",
                                         near=difflib.get_close_matches(args.group, sorted(groups), n=3, cutoff=0.5))
+                if args.json:
+                    print(dumps([host_json(h, _where(h, services)) for h in rows]))
+                    return 0
                 if not rows:
                     print("no hosts registered (`gpubot hosts add NAME ADDRESS`); `localhost` is always there")
                 for h in rows:
                     labels = f"  labels={','.join(f'{k}:{v}' for k, v in h.labels.items())}" if h.labels else ""
-                    where = hosts.reach_text(h, services.reached(hosts.to_target(h))) if h.transport == "ssh" else endpoint(h.address, h.port)
+                    where = _where(h, services)
                     print(f"{h.name:<20} {h.transport:<5} {where}  group={h.group or '-'}{labels}")
     finally:
         await services.close()
     return 0
+
+
+def _where(h: Host, services: Any) -> str:
+    """How the host is reached, as ``hosts list`` shows it (``ops@10.0.0.5:22 via bastion …``)."""
+    return hosts.reach_text(h, services.reached(hosts.to_target(h))) if h.transport == "ssh" else endpoint(h.address, h.port)
+
+
+def host_json(h: Host, where: str) -> dict[str, Any]:
+    """A registered host in ``hosts list --json`` and ``hosts show --json``: ``{"name", "transport"
+    ("ssh" | "local"), "address", "port", "user", "key_file", "jump", "where" (how it is reached, as
+    text), "group", "labels" {key: value}, "probe" {per-host probe settings}, "created_at"}``;
+    ``user``, ``key_file``, ``jump`` and ``group`` are ``null`` when not set."""
+    return {"name": h.name, "transport": h.transport, "address": h.address, "port": h.port, "user": h.user,
+            "key_file": h.key_file, "jump": h.jump, "where": where, "group": h.group, "labels": dict(h.labels or {}),
+            "probe": dict(h.probe or {}), "created_at": h.created_at}
 
 
 async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> int:
@@ -143,10 +165,21 @@ async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> i
         print(text, file=sys.stdout if removed else sys.stderr)
         return 0 if removed else (64 if not done.named else 1)
     snap = await snapshots.latest(db_session=db, host_name=h.name)
-    where = hosts.reach_text(h, services.reached(hosts.to_target(h))) if h.transport == "ssh" else endpoint(h.address, h.port)
+    where = _where(h, services)
+    gpus = await inventory.listing(db_session=db, host_name=h.name)
+    if args.json:
+        elsewhere = inventory.held_elsewhere(snap)
+        print(dumps({
+            "host": host_json(h, where),
+            "last_snapshot": {"id": snap.id, "taken_at": snap.taken_at, "verdict": snap.verdict} if snap else None,
+            "gpus": [{"index": g.gpu_index, "uuid": g.uuid, "bus_id": g.bus_id, "name": g.name, "first_seen": g.first_seen,
+                      "last_seen": g.last_seen, "last_snapshot_id": g.last_snapshot_id,
+                      "bound_to": elsewhere.get(g.bus_id or "")} for g in gpus],
+        }))
+        return 0
     print(f"{h.name}  {h.transport} {where}  group={h.group or '-'}")
     print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")
-    for line in inventory_lines(await inventory.listing(db_session=db, host_name=h.name), inventory.held_elsewhere(snap)):
+    for line in inventory_lines(gpus, inventory.held_elsewhere(snap)):
         print(line)
     return 0
 
