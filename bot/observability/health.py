@@ -54,6 +54,9 @@ class Readiness:
         self.slack = slack
         self.timeout_s = timeout_s
         self.heads = migration_heads()
+        self.states: dict[str, str] = {}
+        """Checks set from outside, by name: ``{"slack_credentials": "ok"}`` (``gpubot serve``'s start-up
+        check); each is part of every answer, ``"ok"`` or the reason the process is not ready."""
 
     async def _database(self) -> tuple[str, str]:
         """``(database check, migrations check)``."""
@@ -82,7 +85,7 @@ class Readiness:
     async def check(self) -> ReadyState:
         """Run every check (never raises)."""
         database, migrations = await self._database()
-        checks = {"database": database, "migrations": migrations}
+        checks = {"database": database, "migrations": migrations, **self.states}
         if self.slack is not None:
             try:
                 connected = await self.slack()

@@ -45,18 +45,77 @@ to be finished (within compose's 30 s stop_grace_period with the default 20 s gr
 
 
 def serve(settings: Settings) -> int:
-    """Run until SIGTERM/SIGINT; returns an exit status (0 after a graceful shutdown, 78 when a
-    Slack credential is missing, 1 when Socket Mode could not connect)."""
-    if settings.slack_bot_token is None:
-        log.error("SLACK_BOT_TOKEN is not set; without Slack, `gpubot console` answers every /gpu command in the terminal")
-        return 78
-    if settings.slack_app_token is None and settings.slack_signing_secret is None:
-        log.error("HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)")
-        return 78
+    """Run until SIGTERM/SIGINT; returns an exit status (0 after a graceful shutdown, 1 when the
+    serving itself failed).
+
+    A configuration error does not end the process (a container's restart policy would start it
+    again and again): a Slack credential that is missing, or that Slack refuses at start
+    (``auth.test``, Socket Mode's ``apps.connections.open``), is logged as an error and keeps the
+    process alive and unready, ``/readyz`` answering 503 with ``{"slack_credentials": "<why>"}``;
+    nothing else is started until it is fixed and the process restarted."""
     services = build_services(settings)
-    app = build_app(services)
-    app.middleware(bind_log_context)
-    return asyncio.run(_serve(settings, services, app))
+    missing = credentials_missing(settings)
+    app = None
+    if missing is None:
+        app = build_app(services)
+        app.middleware(bind_log_context)
+    return asyncio.run(_serve(settings, services, app, missing))
+
+
+def credentials_missing(settings: Settings) -> str | None:
+    """What Slack credential the settings lack for ``serve``, or ``None``."""
+    if settings.slack_bot_token is None:
+        return ("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, "
+                "`gpubot console` answers every /gpu command in the terminal")
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        return "HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN, xapp-…, for Socket Mode)"
+    return None
+
+
+REFUSED_CREDENTIALS = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+                       "not_allowed_token_type", "missing_scope", "team_access_not_granted", "no_permission"}
+"""``auth.test`` / ``apps.connections.open`` errors that no retry fixes: the credential itself is wrong."""
+SLACK_RETRY_S = 15.0
+"""Seconds between two credential checks while Slack cannot be reached at start."""
+
+
+async def check_credentials(call: Callable[[], Awaitable[Any]], *, stop: asyncio.Event, readiness: Readiness,
+                            variable: str = "SLACK_BOT_TOKEN") -> bool:
+    """Ask Slack whether the credential works (``call()``: ``client.auth_test``, or Socket Mode's
+    ``apps_connections_open`` with the app token);
+    ``True`` once it does (``readiness`` gets ``slack_credentials: ok`` and the bot's identity is
+    logged). A refused credential (:data:`REFUSED_CREDENTIALS`) is a configuration error: logged,
+    ``/readyz`` says ``refused by Slack: invalid_auth (check SLACK_BOT_TOKEN)``, ``False``. Slack out
+    of reach is retried every :data:`SLACK_RETRY_S` seconds until ``stop`` is set (then ``False``)."""
+    import aiohttp
+    from slack_sdk.errors import SlackApiError, SlackClientError
+
+    while not stop.is_set():
+        try:
+            answer = await call()
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or exc.response.status_code)
+            if error in REFUSED_CREDENTIALS:
+                why = f"refused by Slack: {error} (check {variable}; the process stays up, unready, until it is fixed and restarted)"
+                readiness.states["slack_credentials"] = why
+                log.error("configuration error: %s %s", variable, why)
+                return False
+            reason = f"Slack answered {error}"
+        except (aiohttp.ClientError, OSError, TimeoutError, SlackClientError) as exc:  # out of reach: not a configuration error
+            reason = f"Slack could not be reached ({type(exc).__name__}: {str(exc)[:200]})"
+        else:
+            if variable == "SLACK_BOT_TOKEN":
+                log.info("Slack credentials ok: bot %s (%s) in workspace %s", answer.get("user"), answer.get("user_id"),
+                         answer.get("team"))
+            readiness.states["slack_credentials"] = "ok"
+            return True
+        readiness.states["slack_credentials"] = f"not checked: {reason}; retrying every {SLACK_RETRY_S:g} s"
+        log.warning("%s not checked yet: %s; retrying in %g s", variable, reason, SLACK_RETRY_S)
+        try:
+            await asyncio.wait_for(stop.wait(), SLACK_RETRY_S)
+        except TimeoutError:
+            pass
+    return False
 
 
 async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[Any]]) -> Any:
@@ -71,7 +130,7 @@ async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[An
         return await next()
 
 
-async def _serve(settings: Settings, services: Services, app: AsyncApp) -> int:
+async def _serve(settings: Settings, services: Services, app: AsyncApp | None, missing: str | None) -> int:
     from bot.slack.http import EVENTS_PATH, start_http
 
     stop = asyncio.Event()
@@ -80,7 +139,7 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp) -> int:
         loop.add_signal_handler(sig, stop.set)
     handler: Any = None
     slack_check = None
-    if settings.slack_app_token is not None:
+    if app is not None and settings.slack_app_token is not None:
         from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 
         # The handler's aiohttp session needs the running loop: build it inside.
@@ -93,10 +152,24 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp) -> int:
     metrics.track_ssh_pool(metrics.ssh_pool_counter(services))
     readiness = Readiness(sessions=services.sessions, gate=services.gate, slack=slack_check,
                           database_url=settings.database_url)
+    readiness.states["slack_credentials"] = missing or "not checked yet"
     runner, port = await start_http(None if handler else app, port=settings.http_port, readiness=readiness, services=services)
     sched = sweeper = None
     stopping: list[float] = []
     try:
+        usable = app is not None and await check_credentials(app.client.auth_test, stop=stop, readiness=readiness)
+        if usable and app is not None and handler is not None and settings.slack_app_token is not None:
+            app_token = settings.slack_app_token.get_secret_value()
+            usable = await check_credentials(lambda: app.client.apps_connections_open(app_token=app_token), stop=stop,
+                                             readiness=readiness, variable="SLACK_APP_TOKEN")
+        if not usable:
+            if missing is not None:
+                log.error("configuration error: %s. The process stays up, unready (/readyz on port %d says why), "
+                          "until it is fixed and restarted", missing, port)
+            await stop.wait()
+            log.info("stopped (Slack was never started: %s)", readiness.states["slack_credentials"])
+            return 0
+        assert app is not None
         if handler is not None:
             log.info("starting in Socket Mode; health and metrics on port %d", port)
             await handler.connect_async()
