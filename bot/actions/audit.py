@@ -11,6 +11,7 @@ from bot.actions.models import ActionRequest, ActionStep, Approval
 from bot.actions.plan import Plan
 from bot.flows.context import Services
 from bot.hosts import service as hosts
+from bot.masking import mask_secrets
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,16 @@ def _decided(decision: str, *, withdrawn: bool) -> str:
 
 
 def _tail(text: str | None, n: int = 6) -> list[str]:
-    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    """The last ``n`` non-blank lines of a step's output, secrets masked (:func:`~bot.masking.mask_secrets`)."""
+    lines = [ln for ln in mask_secrets(text or "").splitlines() if ln.strip()]
     return lines[-n:]
 
 
 def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
-    """Plain-text lines for one request; ``full`` adds the tails of each step's output."""
+    """Plain-text lines for one request; ``full`` adds the tails of each step's output.
+
+    What a step or a service printed (output, summary, the request's message) passes through
+    :func:`~bot.masking.mask_secrets`: a token a unit wrote to its journal is not handed on."""
     r = e.request
     plan = Plan.from_json(r.plan)
     needs = f"{r.approvals_needed} approval{'s' if r.approvals_needed != 1 else ''}"
@@ -69,11 +74,11 @@ def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
         took = f" ({(s.finished_at - s.started_at).total_seconds():.1f} s)" if s.finished_at else ""
         lines.append(f"  step {s.idx} {s.state}: {s.title} — `{s.command}` → exit {s.exit_status}{took}")
         if s.summary:
-            lines.append(f"    {s.summary}")
+            lines.append(f"    {mask_secrets(s.summary)}")
         if full:
             lines += [f"    | {ln}" for ln in _tail(s.stdout)] + [f"    ! {ln}" for ln in _tail(s.stderr)]
     if r.message and r.state != State.REJECTED.value:  # a rejection's decisions say who (older rows also stored `rejected by <@U…>`)
-        lines += [f"  {ln}" for ln in r.message.splitlines()]
+        lines += [f"  {ln}" for ln in mask_secrets(r.message).splitlines()]
     lines += [f"  result: {ln}" for ln in (r.result or {}).get("lines", [])]
     snaps = [f"plan #{plan.snapshot_id}" if plan.snapshot_id else "",
              f"before #{r.before_snapshot_id}" if r.before_snapshot_id else "",
