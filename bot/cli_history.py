@@ -74,7 +74,7 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
     if args.png:
         series = ChartSeries(h.host, [p.start for p in h.points], [p.gpu_used_mib for p in h.points],
                              [p.disk_free_bytes for p in h.points])
-        Path(args.png).write_bytes(render_png(view.headline, [series]))
+        Path(args.png).write_bytes(render_png(view.headline, [series], since=until - cmd.window, until=until))
         print(f"\nchart written to {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0
 

@@ -124,7 +124,7 @@ def _draw(rows: HourlyRows, hosts: list[str], title: str, *, since: datetime, un
                  for h, pts in per_host.items()]
     else:
         lines = [_total(per_host, since, until)]
-    return render_png(title, lines, tz=tz)
+    return render_png(title, lines, tz=tz, since=since, until=until)
 
 
 async def build_report(*, services: Services, group: str | None, now: datetime, fire_time: datetime | None = None,

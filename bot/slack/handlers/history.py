@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 
 from slack_sdk.errors import SlackApiError
 
@@ -39,7 +40,7 @@ async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
     ref = await ctx.post(view.headline, history_blocks(view))
     series = ChartSeries(h.host, [p.start for p in h.points], [p.gpu_used_mib for p in h.points],
                          [p.disk_free_bytes for p in h.points])
-    png = await asyncio.to_thread(render_png, view.headline, [series])
+    png = await asyncio.to_thread(partial(render_png, view.headline, [series], since=until - cmd.window, until=until))
     await upload_png(ctx.client, channel=ref.channel, thread_ts=ref.ts, png=png,
                      filename=f"history-{h.host}-{until:%Y%m%d-%H%M}.png", title=view.headline)
 
