@@ -9,7 +9,7 @@ import time
 from slack_sdk.errors import SlackApiError
 
 from bot.commands.status import StatusCommand
-from bot.errors import UsageError
+from bot.errors import DatabaseUnavailable, UsageError
 from bot.flows.fleet import check_fleet, fleet_group, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.render.status_view import FleetView, fleet_view, status_view
@@ -67,8 +67,12 @@ async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
     view = status_view(report, command=ctx.services.settings.command)
     blocks = status_blocks(view)
     now = ctx.services.clock()
-    async with ctx.services.sessions() as db:
-        muted = await watches.silence_of(db_session=db, host_name=host, now=now)
+    try:
+        async with ctx.services.sessions() as db:
+            muted = await watches.silence_of(db_session=db, host_name=host, now=now)
+    except DatabaseUnavailable as exc:  # the verdict came from the host; a silence note is not worth losing it
+        log.warning("silence of %s not read: %s", host, exc)
+        muted = None
     if muted is not None:  # the card says why no watch will post about this host
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape_keeping_mentions(silenced_note(muted, now))}]})
     await ctx.update(ref, view.headline, blocks)
