@@ -15,7 +15,9 @@ import pytest
 
 from bot.actions import flows
 from bot.actions.kinds import ActionKind, ActionSpec, State
+from bot.actions.plan import KillStep, ProcItem
 from bot.actions.planner import PlanRefused
+from bot.actions.step_runner import StepRunner, sudo_said
 from bot.actions.views import RequestView, StepView
 from bot.cli import _build_parser
 from bot.commands.registry import default_grammar
@@ -29,6 +31,7 @@ from bot.render.text import status_text
 from bot.slack.action_blocks import card_blocks
 from bot.slack.blocks import status_blocks
 from bot.ssh.scripted import ScriptedRunner
+from bot.ssh.target import HostTarget, RunResult
 from tests.support.blockkit import blocks_text
 from tests.support.scripted import idle_h200, out, probe_batch
 
@@ -103,10 +106,14 @@ def chat_parses(line: str, slash: str = "/gpu") -> None:
 
 
 def check_everything_suggested(chat: str, terminal: str) -> int:
-    """Parse every suggested command; the number found."""
+    """Parse every suggested command; the number found. A terminal command shown in chat must say
+    it is typed in a terminal (chat has no ``hosts sudoers``)."""
     found = 0
     for line in commands(chat):
-        assert not line.startswith("gpubot "), f"a terminal command in chat: `{line}`"
+        if line.startswith("gpubot "):
+            assert f"`{line}` in a terminal" in chat, f"a terminal command in chat without saying where: `{line}`"
+            cli_parses(line)
+            found += 1
         if line.startswith("/gpu "):
             chat_parses(line)
             found += 1
@@ -253,3 +260,47 @@ async def test_a_kill_of_a_device_file_holder_plans_what_the_advice_said(service
     assert view.expected == "ends 1 process"
     with pytest.raises(PlanRefused, match="pid 960 is not a GPU compute process on GPU 0"):
         await flows.request_action(services=scripted, spec=replace(spec, gpu=0), requester="U1")
+
+
+# --- privilege refusals and sudo's answers name the host, in the form their place parses -----------
+async def test_a_refused_kill_names_the_hosts_sudoers_command_that_runs(services):
+    """The bot user may not kill bob's process and sudo asks for a password: the refusal (read in
+    chat) names `gpubot hosts sudoers node9` and says it is typed in a terminal; it read
+    `gpubot hosts sudoers HOST`, which names no host."""
+    held = idle_h200()["gpus"].stdout.replace("143771, 0, 143156, 616,", "143771, 8710, 134446, 616,", 1)
+    answers = idle_h200() | {
+        "gpus": out(held),
+        "owners": out("pid 960 device-file\nps 960 bob 4242 /opt/venv/bin/python3 train.py\n"
+                      "cgroup 960 0::/user.slice/user-1000.slice/session-4.scope\nscan-limited\n"),
+        "proc.960": out(f"state=S\nstart=123456\nsha={'ab' * 32}\ncmd={b'python3'.hex()}\n"),
+        "id": out("uid=1001\nuser=ops\ngroups=ops\n"),
+        "sudo": out("", "sudo: a password is required\n", 1),
+        "self.0": out("pid 960 belongs to another user\n", "", 1),
+    }
+    scripted = replace(services, runner=ScriptedRunner(probe_batch(answers)))
+    async with scripted.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="node9", address="10.0.0.9")
+    spec = G.parse("kill node9 pid=960").command
+    with pytest.raises(PlanRefused) as refused:
+        await flows.request_action(services=scripted, spec=spec, requester="U1")
+    said = str(refused.value)
+    assert "HOST" not in said
+    assert "(all rules: `gpubot hosts sudoers node9` in a terminal)" in said, said
+    assert check_everything_suggested(said, "") == 1
+
+
+async def test_a_step_sudo_refused_names_the_chat_command_that_checks_the_host(services):
+    """A step whose sudo asked for a password: its summary, shown on the card, ends with
+    `/gpu hosts check node9` (it read `gpubot hosts check HOST`: a terminal command naming no host)."""
+    target = HostTarget("node9", "10.0.0.9")
+    runner = ScriptedRunner(lambda t, script: RunResult("", "sudo: a password is required\n", 1, 0.01))
+    steps = StepRunner(runner=runner, target=target, settings=services.settings.model_copy(update={"command": "/gpu-staging"}),
+                       gpu_backend="nvidia-smi", gpu_free_mib=1024)
+    outcome = await steps.run(KillStep("kill pid 960", (ProcItem(960, "python3", 0, 100, "123456", "ab" * 32, "python3"),), via="sudo"))
+    assert not outcome.ok
+    assert outcome.summary == ("sudo asked for a password and sudo -n never prompts: the sudo rule must be NOPASSWD "
+                               "(`/gpu-staging hosts check node9`)")
+    chat_parses("/gpu-staging hosts check node9".replace("/gpu-staging", "/gpu"))
+    other = sudo_said("sudo: sorry, you are not allowed to run /usr/local/sbin/gpubot-priv", command="/gpu", host="node9")
+    assert other == "sudo: sorry, you are not allowed to run /usr/local/sbin/gpubot-priv (`/gpu hosts check node9`)"
+    assert check_everything_suggested(outcome.summary.replace("/gpu-staging", "/gpu") + other, "") == 2

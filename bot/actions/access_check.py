@@ -29,7 +29,7 @@ from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.hosts import service as hosts
 from bot.privilege import sudoers
-from bot.privilege.access import Access, Grant, Need, grants, read_access
+from bot.privilege.access import Access, Grant, Need, grants, read_access, sudoers_command
 from bot.probes.engine import run_framed
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import FolderState
@@ -170,18 +170,19 @@ async def sudoers_for(*, services: Services, host_name: str) -> str:
         raise SudoersError(str(exc)) from None
 
 
-def check_needs(units: list[str], roots: list[str], *, systemctl: str, helper: str, hf_cache: str | None = None) -> list[Need]:
-    """Needs that stand for every action the configuration allows (sample PID/path arguments):
-    one per rule ``hosts sudoers`` prints, the HF cache's own ``delete`` rule included."""
+def check_needs(units: list[str], roots: list[str], *, systemctl: str, helper: str, host: str,
+                hf_cache: str | None = None) -> list[Need]:
+    """Needs that stand for every action the configuration allows on ``host`` (sample PID/path
+    arguments): one per rule ``hosts sudoers`` prints, the HF cache's own ``delete`` rule included."""
     needs = [Need(f"unit.{v}.{u}", f"{v} {u}", sudoers.unit_argv(systemctl, v, u))
              for u in units for v in sudoers.UNIT_VERBS]
     needs.append(Need("kill", "kill GPU processes of other users",
                       sudoers.kill_argv(helper, "TERM", 2, "0", SAMPLE_SHA),
-                      fix=f"install the helper {helper} and allow `{helper} kill *` (`gpubot hosts sudoers HOST`)"))
+                      fix=f"install the helper {helper} and allow `{helper} kill *` ({sudoers_command(host)})"))
     for root in delete_roots(roots, hf_cache):
         label = f"delete under {root}" if root in roots else f"delete in the Hugging Face cache {root}"
         needs.append(step_privilege.delete_need(f"delete.{root}", label, helper, root,
-                                                root.rstrip("/") + "/gpubot-check", root_write_check(root)))
+                                                root.rstrip("/") + "/gpubot-check", root_write_check(root), host=host))
     return needs
 
 
@@ -194,14 +195,14 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
         return HostCheck(host_name, user=user, error=f"the probe failed: {report.error}")
     async with services.sessions() as db:
         target, _ = await hosts.resolve(db_session=db, name=host_name)
-    needs = check_needs(units, roots, systemctl=s.sudo_systemctl, helper=s.sudo_helper, hf_cache=hf_cache)
+    needs = check_needs(units, roots, systemctl=s.sudo_systemctl, helper=s.sudo_helper, host=host_name, hf_cache=hf_cache)
     try:
         access = await read_access(services.runner, target, needs, timeout=s.batch_timeout_s)
     except GpubotError as exc:
         return HostCheck(host_name, user=user, error=str(exc))
     me = access.user or user
     lines = [_probe_line(report, me)]
-    granted = grants(access, needs)
+    granted = grants(access, needs, host=host_name)
     for i, g in enumerate(granted):
         own = access.outputs.get(f"self.{i}")
         if g.need.key.startswith("delete.") and own is not None and own.exit_status == 2:
@@ -215,7 +216,7 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
         if g.need.key == "kill" and g.ok and g.via == "sudo":
             how += f"; the helper never kills a system daemon ({', '.join(sudoers.system_daemons())})"
         lines.append(CheckLine(g.ok, g.need.label, how, g.fix))
-        stale = _stale_rule(access, i, g)
+        stale = _stale_rule(access, i, g, host_name)
         if stale is not None:
             lines.append(stale)
     uses_helper = any(g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper for g in granted)
@@ -226,7 +227,7 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
     return HostCheck(host_name, me, access.uid, access.groups, lines)
 
 
-def _stale_rule(access: Access, index: int, g: Grant) -> CheckLine | None:
+def _stale_rule(access: Access, index: int, g: Grant, host: str) -> CheckLine | None:
     """A ✘ line when sudo allows the helper's ``delete`` for a root the helper does not trust
     although the bot deletes there itself (an older file's rule): it is no use, and with an older
     helper it let whoever controls the root delete anywhere as root."""
@@ -238,7 +239,7 @@ def _stale_rule(access: Access, index: int, g: Grant) -> CheckLine | None:
     rule = " ".join(g.need.argv[:3]) + " *"
     return CheckLine(False, f"sudo rule `{rule}`", f"not safe: {guard.stdout.strip()} (the helper refuses it; an older "
                      "helper deleted wherever whoever controls it pointed it)",
-                     "remove the rule: `gpubot hosts sudoers HOST` prints the file without it")
+                     f"remove the rule: {sudoers_command(host)} prints the file without it")
 
 
 JOURNAL_WHAT = "read unit journals (a failed start's log, /gpu logs)"

@@ -76,11 +76,11 @@ async def _privileged(ctx: _Ctx, plan: Plan) -> Plan:
     """Decide how each changing step gets its privilege (one read-only round trip); refuse the
     plan up front, naming the fix, when any step has none, so an approved plan never half-runs."""
     s = ctx.services.settings
-    needs = step_privilege.needs(plan, systemctl=s.sudo_systemctl, helper=s.sudo_helper)
+    needs = step_privilege.needs(plan, systemctl=s.sudo_systemctl, helper=s.sudo_helper, host=ctx.spec.host)
     if not needs:
         return plan
     access = await read_access(ctx.services.runner, ctx.target, [n for _, n in needs], timeout=s.batch_timeout_s)
-    assigned, refused = step_privilege.assign(plan, needs, access)
+    assigned, refused = step_privilege.assign(plan, needs, access, host=ctx.spec.host)
     if refused:
         who = access.user or "the SSH user"
         raise _refuse([f"{g.need.label}: {who} may not ({g.reason}); fix: {g.fix}" for g in refused])

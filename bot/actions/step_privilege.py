@@ -19,7 +19,7 @@ import shlex
 from typing import assert_never
 
 from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, Plan, Step, UnitStep, WaitGpusStep
-from bot.privilege.access import Access, Grant, Need, Via, grant
+from bot.privilege.access import Access, Grant, Need, Via, grant, sudoers_command
 from bot.privilege.sudoers import delete_argv, kill_argv, trust_command, unit_argv
 
 q = shlex.quote
@@ -40,7 +40,7 @@ def self_delete_check(real: str) -> str:
     ])
 
 
-def delete_need(key: str, label: str, helper: str, root: str, real: str, self_check: str) -> Need:
+def delete_need(key: str, label: str, helper: str, root: str, real: str, self_check: str, *, host: str) -> Need:
     """The need of deleting ``real`` under the allowed ``root`` (as configured): the helper's
     sudo line, ``self_check`` for the bot user's own route, and the guards of the helper's own
     ``trusted`` walk: through sudo, ``root`` and every folder and symlink on the way must belong to
@@ -49,11 +49,11 @@ def delete_need(key: str, label: str, helper: str, root: str, real: str, self_ch
     ``root`` must belong to root or the bot user (else another user could swap ``root``)."""
     return Need(key, label, delete_argv(helper, root, real), self_check,
                 fix=(f"make {root} group-writable for a group the bot user is in, or install the helper "
-                     f"{helper} and allow `{helper} delete {root} *` (`gpubot hosts sudoers HOST`)"),
+                     f"{helper} and allow `{helper} delete {root} *` ({sudoers_command(host)})"),
                 guard=trust_command(root, "self", "above"), sudo_guard=trust_command(root, "root", "whole"),
                 guard_fix=(f"make the folders on the way to {root} belong to root and writable by root only ({root} "
                            "itself too for deleting through sudo), or let the bot user delete without sudo: the group "
-                           "alternative in `gpubot hosts sudoers HOST`"))
+                           f"alternative in {sudoers_command(host)}"))
 
 
 def own_process_check(pid: int) -> str:
@@ -61,8 +61,8 @@ def own_process_check(pid: int) -> str:
     return f'[ "$(stat -c %u /proc/{int(pid)} 2>/dev/null)" = "$(id -u)" ] || {{ echo "pid {int(pid)} belongs to another user"; exit 1; }}'
 
 
-def needs(plan: Plan, *, systemctl: str, helper: str) -> list[tuple[int, Need]]:
-    """``(step index, need)`` for every privileged command ``plan``'s steps run."""
+def needs(plan: Plan, *, systemctl: str, helper: str, host: str) -> list[tuple[int, Need]]:
+    """``(step index, need)`` for every privileged command ``plan``'s steps run on ``host``."""
     out: list[tuple[int, Need]] = []
     for i, step in enumerate(plan.steps):
         match step:
@@ -74,7 +74,7 @@ def needs(plan: Plan, *, systemctl: str, helper: str) -> list[tuple[int, Need]]:
             case DeleteStep(item=it):
                 root = it.allowed_root or it.root
                 out.append((i, delete_need(f"delete.{it.real}", f"delete {it.real}", helper, root, it.real,
-                                           self_delete_check(it.real))))
+                                           self_delete_check(it.real), host=host)))
             case WaitGpusStep() | CheckDiskStep():
                 pass  # read-only
             case _:
@@ -82,11 +82,11 @@ def needs(plan: Plan, *, systemctl: str, helper: str) -> list[tuple[int, Need]]:
     return out
 
 
-def assign(plan: Plan, step_needs: list[tuple[int, Need]], access: Access) -> tuple[Plan, list[Grant]]:
+def assign(plan: Plan, step_needs: list[tuple[int, Need]], access: Access, *, host: str) -> tuple[Plan, list[Grant]]:
     """``(plan with ``via`` on each changing step, refused grants)``. A step whose needs all
     run as the bot user gets ``user``; as root, ``root``; otherwise ``sudo`` (the helper also
     handles the bot user's own processes)."""
-    granted = [(i, grant(access, n, need)) for n, (i, need) in enumerate(step_needs)]
+    granted = [(i, grant(access, n, need, host=host)) for n, (i, need) in enumerate(step_needs)]
     refused = [g for _, g in granted if not g.ok]
     vias: dict[int, set[Via]] = {}
     for i, g in granted:

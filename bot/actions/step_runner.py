@@ -48,15 +48,17 @@ class StepOutcome:
     """A GPU wait that failed: the PIDs of the GPU processes still listed at its last look."""
 
 
-def sudo_said(text: str) -> str | None:
-    """A sentence for a refusal by ``sudo -n`` found in a step's output, else ``None``."""
+def sudo_said(text: str, *, command: str, host: str) -> str | None:
+    """A sentence for a refusal by ``sudo -n`` found in a step's output, else ``None``. It ends
+    with the chat command that shows what the bot may do on ``host`` (``/gpu hosts check node174``;
+    ``command``: the slash command, ``settings.command``): a step's summary is read on its card."""
+    check = f"(`{command} hosts check {host}`)"
     for line in text.splitlines():
         if "sudo:" not in line:
             continue
         if "password is required" in line:
-            return ("sudo asked for a password and sudo -n never prompts: the sudo rule must be NOPASSWD "
-                    "(`gpubot hosts check HOST`)")
-        return line.strip()[:300] + " (`gpubot hosts check HOST`)"
+            return f"sudo asked for a password and sudo -n never prompts: the sudo rule must be NOPASSWD {check}"
+        return f"{line.strip()[:300]} {check}"
     return None
 
 
@@ -142,7 +144,7 @@ class StepRunner:
 
     def _summary(self, step: DeleteStep | KillStep | UnitStep, stdout: str, stderr: str, status: int | None) -> str:
         last = (stdout.strip().splitlines() or stderr.strip().splitlines() or [f"exit status {status}"])[-1]
-        said = sudo_said(stdout + "\n" + stderr) if status else None
+        said = sudo_said(stdout + "\n" + stderr, command=self.settings.command, host=self.target.name) if status else None
         if said:
             return said
         match step:

@@ -32,6 +32,13 @@ Via = Literal["root", "user", "sudo"]
 VIA_WORDS: dict[Via, str] = {"root": "as root", "user": "as the bot user", "sudo": "via sudo"}
 
 
+def sudoers_command(host: str) -> str:
+    """``host``'s sudoers file as a suggestion: the terminal command in backticks and where it is
+    typed (``gpubot hosts sudoers node174`` in a terminal where gpubot runs; chat has no such
+    command, it prints a file). ``host``: a registered name (:func:`bot.names.validate_host`)."""
+    return f"`gpubot hosts sudoers {host}` in a terminal"
+
+
 @dataclass(frozen=True)
 class Need:
     """``key``: a stable name (``unit.stop.vllm.service``, ``kill``, ``delete.0``); ``label``: for
@@ -131,8 +138,9 @@ def _guard_said(access: Access, key: str, guard: str | None) -> str | None:
     return (o.stdout.strip() or _first_line(o)) if o is not None else "could not be checked (no answer)"
 
 
-def grant(access: Access, index: int, need: Need, *, sudoers_hint: str = "") -> Grant:
-    """How ``need`` (the ``index``-th of :func:`read_access`'s needs) may run on that host.
+def grant(access: Access, index: int, need: Need, *, host: str, sudoers_hint: str = "") -> Grant:
+    """How ``need`` (the ``index``-th of :func:`read_access`'s needs) may run on ``host`` (its
+    name, which the fix's commands name).
     A failed :attr:`Need.guard` closes the bot's own routes (root login, the bot user), a failed
     :attr:`Need.sudo_guard` the sudo route, whatever sudoers allows."""
     unsafe = _guard_said(access, f"guard.{index}", need.guard)
@@ -146,7 +154,7 @@ def grant(access: Access, index: int, need: Need, *, sudoers_hint: str = "") -> 
         return Grant(need, "user", f"as {me} (no sudo needed)")
     line = " ".join(need.argv)
     rule = f"{me} ALL=(root) NOPASSWD: {line}" if not sudoers_hint else sudoers_hint
-    fix = need.fix or f"allow it in sudoers: `{rule}` (all rules: `gpubot hosts sudoers HOST`)"
+    fix = need.fix or f"allow it in sudoers: `{rule}` (all rules: {sudoers_command(host)})"
     not_self = (f"{_first_line(own)}; " if own.exit_status != 0 else f"not safe as {me}: {unsafe}; ") \
         if need.self_check and own is not None else ""
     sudo_unsafe = _guard_said(access, f"sguard.{index}", need.sudo_guard)
@@ -159,7 +167,7 @@ def grant(access: Access, index: int, need: Need, *, sudoers_hint: str = "") -> 
     if listing.state == "password":
         return Grant(need, None, f"{not_self}sudo asks {me} for a password even to list its rules, so {me} has no "
                                  "NOPASSWD rule (no rule at all, or only rules that ask for a password; sudo -n never prompts)",
-                     f"add the NOPASSWD rule `{me} ALL=(root) NOPASSWD: {line}` (all rules: `gpubot hosts sudoers HOST`)")
+                     f"add the NOPASSWD rule `{me} ALL=(root) NOPASSWD: {line}` (all rules: {sudoers_command(host)})")
     s = access.outputs.get(f"sudo.{index}")
     if s is None or s.exit_status is None:
         return Grant(need, None, f"{not_self}sudo did not answer", fix)
@@ -176,6 +184,6 @@ def grant(access: Access, index: int, need: Need, *, sudoers_hint: str = "") -> 
     return Grant(need, "sudo", "via sudo")
 
 
-def grants(access: Access, needs: list[Need]) -> list[Grant]:
-    """:func:`grant` for every need, in order."""
-    return [grant(access, i, n) for i, n in enumerate(needs)]
+def grants(access: Access, needs: list[Need], *, host: str) -> list[Grant]:
+    """:func:`grant` for every need on ``host``, in order."""
+    return [grant(access, i, n, host=host) for i, n in enumerate(needs)]
