@@ -4,7 +4,10 @@ read them with the same enum, so a renumbering cannot leave one side behind."""
 
 import hashlib
 import os
+import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 from bot.actions import remote
@@ -93,3 +96,52 @@ def test_deleting_itself_refuses_a_root_whose_folder_above_another_user_owns(tmp
         assert res.returncode == 0 and res.stdout.strip() == f"deleted {root / 'old'}" and not (root / "old").exists()
     finally:
         os.chown(above, os.getuid(), os.getgid())
+
+
+# The planned process execs a binary named like a GPU system daemon, with its very argv: the same
+# PID, start time and command line as planned, so only /proc/PID/exe tells it apart.
+BECOME_DAEMON = """
+import os, sys, time
+go, daemon = sys.argv[1], sys.argv[2]
+if os.path.basename(os.readlink('/proc/self/exe')) != 'nvidia-persistenced':
+    while not os.path.exists(go):
+        time.sleep(0.02)
+    os.execv(daemon, sys.orig_argv)
+open(go + '.done', 'w').close()
+time.sleep(300)
+"""
+
+
+def test_a_kill_without_the_helper_spares_a_system_daemon_that_took_the_planned_pid(tmp_path: Path):
+    """The kill as root (or as the bot user) reads /proc/PID/exe again right before each signal,
+    with the helper's own SYSTEM_DAEMONS check: a process that became nvidia-persistenced after
+    planning, under the planned PID with the planned start time and command line, is not signalled
+    (the step is refused and says why), while the other planned process of the step is ended. The
+    script used plain ``kill`` and ended it (exit 0, 'terminated')."""
+    python = Path(os.path.realpath(sys.executable))
+    daemon = tmp_path / "nvidia-persistenced"
+    shutil.copy2(python, daemon)
+    go = tmp_path / "go"
+    attacker = subprocess.Popen([str(python), "-c", BECOME_DAEMON, str(go), str(daemon)])
+    other = subprocess.Popen(["sleep", "300"])
+    try:
+        planned = _planned(attacker)  # planned while it is python
+        assert os.path.basename(os.readlink(f"/proc/{attacker.pid}/exe")) != "nvidia-persistenced"
+        go.touch()
+        while not (tmp_path / "go.done").exists() and attacker.poll() is None:  # until the exec'd daemon runs
+            time.sleep(0.02)
+        assert os.readlink(f"/proc/{attacker.pid}/exe") == str(daemon)
+        assert _planned(attacker) == planned  # same pid, start time and command line as planned
+        res = sh(remote.kill_script([planned, _planned(other)], 1.0)[1])
+        results = remote.kill_results(res.stdout)
+        assert results[attacker.pid] == (f"refused: pid {attacker.pid} is {daemon}, a system daemon "
+                                         "(never killed by gpubot: stop its unit instead)"), res
+        assert results[other.pid] == "terminated"
+        assert res.returncode == StepExit.REFUSED
+        assert attacker.poll() is None  # the canary lives
+        assert other.wait(timeout=5) is not None
+    finally:
+        for p in (attacker, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()

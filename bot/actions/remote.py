@@ -157,8 +157,11 @@ def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None
     """``(display command, script)``: SIGTERM each planned process that is still *the same*
     process, wait up to ``grace_s`` seconds, SIGKILL the survivors (re-checked again), then
     confirm. Prints ``PID term|kill|gone|spared|alive`` lines (``PID denied REASON`` when sudo
-    refused); exit :attr:`StepExit.ALIVE` if any is still alive, :attr:`StepExit.SUDO_REFUSED` if
-    sudo refused one. With ``helper`` (its path on
+    refused, ``PID refused REASON`` when the process is a system daemon now); exit
+    :attr:`StepExit.ALIVE` if any is still alive, :attr:`StepExit.REFUSED` if one was refused,
+    :attr:`StepExit.SUDO_REFUSED` if sudo refused one. Without ``helper`` (as root or as the bot
+    user) each signal first reads ``/proc/PID/exe`` again with the helper's shared ``system_daemon``
+    check (:func:`bot.privilege.sudoers.helper_shared`, the one ``SYSTEM_DAEMONS`` list). With ``helper`` (its path on
     the host) each signal is ``sudo -n HELPER kill SIG PID START SHA``, which re-checks the
     process as root (exit 1 gone, 2 spared)."""
     for p in procs:
@@ -169,13 +172,20 @@ def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None
     if helper:
         sig = ("sig() { o=$(sudo -n " + q(helper) + " kill \"$1\" \"$2\" \"$3\" \"$4\" 2>&1); r=$?; "
                "[ $r -gt 2 ] && printf '%s denied %s\\n' \"$2\" \"$(printf '%s' \"$o\" | tr '\\n' ' ')\"; return $r; }")
+        shared = ""
     else:
-        sig = "sig() { kill -$1 $2 2>/dev/null; }"
-    lines = ["export LC_ALL=C", CHECK_FN, sig, "term=' '", "denied="]
+        # as root or as the bot user: the executable is read again right before each signal, with
+        # the helper's own list and check (a system daemon that took a planned PID is never signalled)
+        sig = ("sig() { e=$(system_daemon \"$2\"); case $? in "
+               "0) echo \"$2 refused pid $2 is $e, a system daemon (never killed by gpubot: stop its unit instead)\"; return 3;; "
+               "2) [ -d /proc/$2 ] || return 1; echo \"$2 refused cannot read /proc/$2/exe\"; return 3;; esac; "
+               "kill -$1 $2 2>/dev/null; }")
+        shared = helper_shared()
+    lines = [shared + "export LC_ALL=C", CHECK_FN, sig, "term=' '", "denied=", "refused="]
     for pid, start, sha in ids:
         lines.append(f"chk {pid} {start} {sha}; case $? in "
                      f"0) sig TERM {pid} {start} {sha}; case $? in 0) echo '{pid} term'; term=\"$term{pid} \";; "
-                     f"1) echo '{pid} gone';; 2) echo '{pid} spared';; *) denied=1;; esac;; "
+                     f"1) echo '{pid} gone';; 2) echo '{pid} spared';; 3) refused=1;; *) denied=1;; esac;; "
                      f"1) echo '{pid} gone';; *) echo '{pid} spared';; esac")
 
     def each_signalled(body: str) -> str:
@@ -186,10 +196,12 @@ def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None
         "n=0", f"while [ $n -lt {ticks} ]; do alive=0; "
         + each_signalled("chk {pid} {start} {sha} && alive=1")
         + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
-        each_signalled("chk {pid} {start} {sha} && sig KILL {pid} {start} {sha} && echo '{pid} kill'"),
+        each_signalled("chk {pid} {start} {sha} && {{ sig KILL {pid} {start} {sha}; case $? in 0) echo '{pid} kill';; "
+                       "3) refused=1;; esac; }}"),
         "n=0; while [ $n -lt 10 ]; do alive=0; " + each_signalled("chk {pid} {start} {sha} && alive=1")
         + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
         "rc=0; " + each_signalled("chk {pid} {start} {sha} && {{ echo '{pid} alive'; rc=%d; }}" % StepExit.ALIVE),
+        f'[ -n "$refused" ] && rc={StepExit.REFUSED:d}',
         f'[ -n "$denied" ] && rc={StepExit.SUDO_REFUSED:d}',
         "exit $rc",
     ]
@@ -207,8 +219,8 @@ def kill_results(stdout: str) -> dict[int, str]:
         parts = line.split()
         if len(parts) == 2 and parts[0].isdecimal() and parts[1] in words:
             out[int(parts[0])] = words[parts[1]]
-        elif len(parts) > 2 and parts[0].isdecimal() and parts[1] == "denied":
-            out[int(parts[0])] = "denied: " + " ".join(parts[2:])[:200]
+        elif len(parts) > 2 and parts[0].isdecimal() and parts[1] in ("denied", "refused"):
+            out[int(parts[0])] = parts[1] + ": " + " ".join(parts[2:])[:200]
     return out
 
 

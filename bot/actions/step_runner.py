@@ -152,7 +152,8 @@ class StepRunner:
                 results = remote.kill_results(stdout)
                 words = {"spared": "spared (PID reused by another process)", "gone": "already gone",
                          "alive": "STILL RUNNING"}
-                results = {pid: r if not r.startswith("denied") else "NOT signalled, sudo " + r for pid, r in results.items()}
+                results = {pid: "NOT signalled, sudo " + r if r.startswith("denied") else
+                           "NOT signalled, " + r if r.startswith("refused") else r for pid, r in results.items()}
                 text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
                 return text or last
             case UnitStep(unit=unit, expect=expect) if status == StepExit.NOT_REACHED:

@@ -39,6 +39,17 @@ refuse() { echo "refused: $*"; exit 4; }
 
 SYSTEM_DAEMONS='nvidia-persistenced nv-hostengine nv-fabricmanager nvidia-fabricmanager nvidia-powerd nvidia-imex Xorg Xorg.wrap Xwayland X dcgm-exporter nvidia-device-plugin'
 
+# system_daemon PID: exit 0 when /proc/PID/exe names one of SYSTEM_DAEMONS (its path on stdout),
+# 1 when it names another executable, 2 when it cannot be read (gone, or not ours to read).
+system_daemon() {
+  s_exe=$(readlink -- "/proc/$1/exe" 2>/dev/null) || return 2
+  s_exe=${s_exe% (deleted)}
+  for s_d in $SYSTEM_DAEMONS; do
+    [ "${s_exe##*/}" = "$s_d" ] && { printf '%s\n' "$s_exe"; return 0; }
+  done
+  return 1
+}
+
 # judge ENTRY: add to $why when ENTRY could be changed by a uid not in $t_own (a folder or a
 # file writable by group or others, unless a folder with the sticky bit; symlinks by owner only).
 because() { case "; $why; " in *"; $1; "*) ;; *) why="${why}${why:+; }$1";; esac; }
@@ -184,11 +195,10 @@ do_kill() {
   [ "$1" = Z ] && { echo "$pid gone"; exit 1; }
   [ "${20}" = "$start" ] || { echo "$pid spared"; exit 2; }
   [ "$(sha256sum < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-64)" = "$sha" ] || { echo "$pid spared"; exit 2; }
-  exe=$(readlink -- "/proc/$pid/exe" 2>/dev/null) || { [ -d "/proc/$pid" ] || { echo "$pid gone"; exit 1; }; refuse "pid $pid: cannot read /proc/$pid/exe"; }
-  exe=${exe% (deleted)}
-  for d in $SYSTEM_DAEMONS; do
-    [ "${exe##*/}" = "$d" ] && refuse "pid $pid is $exe, a system daemon (never killed by gpubot: stop its unit instead)"
-  done
+  exe=$(system_daemon "$pid"); case $? in
+    0) refuse "pid $pid is $exe, a system daemon (never killed by gpubot: stop its unit instead)";;
+    2) [ -d "/proc/$pid" ] || { echo "$pid gone"; exit 1; }; refuse "pid $pid: cannot read /proc/$pid/exe";;
+  esac
   gpu_process "$pid" || refuse "pid $pid is not a GPU process"
   kill "-$sig" "$pid" 2>/dev/null || { echo "$pid gone"; exit 1; }
   echo "$pid $sig"
