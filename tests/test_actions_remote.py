@@ -38,7 +38,7 @@ async def test_clean_deletes_real_folders_after_approval(services, ssh_server, f
     assert outcome.view.result_lines[0].startswith("freed 4.01 MB (2 paths)") and "node201 now: ready" in outcome.view.result_lines[-1]
     async with services.sessions() as db:
         steps = list((await db.execute(select(ActionStep).order_by(ActionStep.idx))).scalars())
-    assert [s.exit_status for s in steps] == [0, 0] and steps[0].command == f"rm -rf --one-file-system -- {glm5}"
+    assert [s.exit_status for s in steps] == [0, 0] and steps[0].command == f"cd -P -- {root} && rm -rf --one-file-system -- ./glm5"
     assert "realpath -e" in steps[0].script and steps[0].finished_at >= steps[0].started_at
 
 

@@ -240,13 +240,14 @@ async def test_audit_in_slack_and_in_the_terminal(slack_bot, services, ssh_serve
     answer = await slack_bot.recorder.wait_for("response_url", start=start)
     text = blocks_text(answer.body["blocks"])
     assert answer.body["response_type"] == "ephemeral"
-    assert f"#{rid} DONE" in text and "approved by @U2 at" in text and f"rm -rf --one-file-system -- {folder}` → exit 0" in text
+    assert f"#{rid} DONE" in text and "approved by @U2 at" in text and f"cd -P -- {folder.parent} &amp;&amp; rm -rf --one-file-system -- ./{folder.name}` → exit 0" in text  # Slack shows &&
     from bot.cli import main
 
     monkeypatch.setenv("GPUBOT_DATABASE_URL", database_url)
     assert await asyncio.to_thread(main, ["audit", "node410"]) == 0
     out = capsys.readouterr().out
-    assert f"#{rid} DONE" in out and "requested by @U1 at" in out and f"| deleted {folder}" in out and "snapshots: plan #" in out and ", before #" in out
+    assert f"#{rid} DONE" in out and "requested by @U1 at" in out and f"| deleted {folder}" in out and "snapshots: plan #" in out
+    assert f"cd -P -- {folder.parent} && rm -rf --one-file-system -- ./{folder.name}" in out and ", before #" in out
 
 
 async def test_gpubot_serve_reports_interrupted_actions_before_it_listens(services, ssh_server, fake_hosts, tmp_path):

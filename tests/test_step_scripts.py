@@ -37,6 +37,21 @@ def test_delete_script_exit_statuses(tmp_path: Path):
     assert done.returncode == 0 and not (root / "old").exists() and (root / "other").exists()
 
 
+def test_the_audit_shows_the_removal_the_script_runs(tmp_path: Path):
+    """Without sudo the script is the helper's delete_path: it enters the checked parent with
+    ``cd -P`` and removes the last component. The audit's command says so (it read
+    ``rm -rf --one-file-system -- /…/models/old``, a removal by the whole path that never runs)."""
+    root = (tmp_path / "my models").resolve()
+    (root / "old one").mkdir(parents=True)
+    display, script = remote.delete_script(item(root / "old one", root / "old one", root))
+    assert display == f"cd -P -- '{root}' && rm -rf --one-file-system -- './old one'"
+    assert 'cd -P -- "$parent"' in script and 'rm -rf --one-file-system -- "./$name"' in script
+    assert f"delete_path self '{root}' '{root}/old one'" in script
+    assert sh(script).returncode == 0 and not (root / "old one").exists()
+    sudo_display, sudo_script = remote.delete_script(item(root / "x", root / "x", root), helper="/usr/local/sbin/gpubot-priv")
+    assert sudo_display == f"sudo -n /usr/local/sbin/gpubot-priv delete '{root}' '{root}/x'" and sudo_display in sudo_script
+
+
 def test_resolve_and_proc_commands_say_gone(tmp_path: Path):
     [(_, root), (_, path)] = remote.resolve_commands([str(tmp_path / "missing")], [str(tmp_path)])
     assert sh(root).returncode == 0 and sh(path).returncode == StepExit.GONE

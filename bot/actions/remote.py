@@ -10,6 +10,7 @@ no file name can break the framing. Outputs are framed like probe batches
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from collections.abc import Sequence
 
@@ -98,7 +99,8 @@ def delete_script(item: PathItem, *, helper: str | None = None) -> tuple[str, st
     filesystem). Without ``helper`` it runs as the SSH user itself (``self``: the folders above the
     root must belong to root or that user); with ``helper`` (its path on the host) the deletion is
     ``sudo -n HELPER delete ROOT REAL`` (``ROOT`` as configured, pinned by sudoers), the same check
-    as root. Exit (:class:`StepExit`) ``GONE``; ``REFUSED`` (the reason on stdout); ``STILL_THERE`` after ``rm``."""
+    as root. The display command is what removes: the sudo line, or without ``helper`` the
+    ``cd -P -- PARENT && rm -rf --one-file-system -- ./NAME`` that ``delete_path`` runs after its checks. Exit (:class:`StepExit`) ``GONE``; ``REFUSED`` (the reason on stdout); ``STILL_THERE`` after ``rm``."""
     p, real = item.path, item.real
     root = item.allowed_root or item.root
     recheck = _resolves_still(p, real)
@@ -106,7 +108,8 @@ def delete_script(item: PathItem, *, helper: str | None = None) -> tuple[str, st
         argv = delete_argv(helper, root, real)
         return sudo_line(argv), "\n".join([*recheck, sudo_line(argv)])
     script = helper_shared() + "\n".join([*recheck, f"delete_path self {q(root)} {q(real)}"])
-    return f"rm -rf --one-file-system -- {q(real)}", script
+    parent, name = posixpath.split(real.rstrip("/"))
+    return f"cd -P -- {q(parent or '/')} && rm -rf --one-file-system -- {q('./' + name)}", script
 
 
 def _resolves_still(p: str, real: str) -> list[str]:
