@@ -34,7 +34,7 @@ async def _busy_then_clean(services, ssh_server, fake_hosts):
 async def test_history_posts_the_timeline_and_uploads_the_chart_to_its_thread(slack_bot, services, ssh_server, fake_hosts):
     holder, busy, clean = await _busy_then_clean(services, ssh_server, fake_hosts)
     status, _, seconds = await slack_bot.command("history node174 7d")
-    assert status == 200 and seconds < 3
+    assert status == 200
     posted = await slack_bot.recorder.wait_for("chat.postMessage", timeout=20)
     validate_message(posted.body["blocks"], posted.body["text"])
     text = blocks_text(posted.body["blocks"])

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import aiohttp
@@ -92,7 +91,6 @@ async def test_sigterm_during_a_fan_out_keeps_every_started_probe_and_starts_no_
                         break
                     await asyncio.sleep(0.05)
                 proc.send_signal(signal.SIGTERM)
-                sent = time.monotonic()
                 draining = None
                 for _ in range(20):
                     try:
@@ -104,13 +102,11 @@ async def test_sigterm_during_a_fan_out_keeps_every_started_probe_and_starts_no_
                         break
                     await asyncio.sleep(0.05)
                 out = await asyncio.to_thread(proc.communicate, timeout=40)
-                took = time.monotonic() - sent
             finally:
                 if proc.poll() is None:
                     proc.kill()
                     proc.communicate()
         assert proc.returncode == 0, out[0][-3000:]
-        assert took < 20, took
         assert draining is not None and draining["checks"]["accepting_work"] == "shutting down"
         started = set(started_log.read_text().split())
         counts = await _snapshot_counts(url)

