@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -127,3 +128,62 @@ async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh
                 raise AssertionError(proc.communicate()[0]) from None
             await runner.cleanup()
         assert "Socket Mode" in out and "xapp-sm" not in out, out
+
+
+
+async def _serve_until_sigterm(env: dict[str, str], ready_line: str) -> tuple[int, str]:
+    """Start ``gpubot serve`` with ``env``, send SIGTERM once a line holding ``ready_line`` is logged,
+    and return its exit status and everything it printed."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", "serve", env=env, cwd=ROOT,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    try:
+        while not any(ready_line in line for line in lines):
+            line = (await proc.stdout.readline()).decode()
+            assert line, "".join(lines)  # it exited before
+            lines.append(line)
+        proc.send_signal(signal.SIGTERM)
+        try:  # a hang guard like the 120 s of the other starts here, not a measure of the shutdown
+            lines.append((await asyncio.wait_for(proc.stdout.read(), 120)).decode())  # to EOF: the process ended
+        except TimeoutError:
+            raise AssertionError("gpubot serve still running 120 s after SIGTERM:\n" + "".join(lines)) from None
+        return await proc.wait(), "".join(lines)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_sigterm_while_socket_mode_cannot_connect_exits(tmp_path):
+    """auth.test and apps.connections.open answer (the recorder), but the WebSocket URL they give is
+    a closed local port: slack_sdk retries the connect forever, and SIGTERM only set an event
+    awaited after the connect returned (the trial's serve ran 10 min after timeout's SIGTERM, a
+    traceback every 10 s). Now the connect is cancelled and the process exits 0; each failed
+    attempt is one line, no traceback."""
+    async with SlackApiRecorder() as recorder:
+        recorder.responses["apps.connections.open"] = {"ok": True, "url": f"ws://127.0.0.1:{free_port()}/link"}
+        env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'down.db'}",
+               "SLACK_BOT_TOKEN": "xoxb-down", "SLACK_APP_TOKEN": "xapp-down",
+               "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_HTTP_PORT": str(free_port())}
+        env.pop("SLACK_SIGNING_SECRET", None)
+        rc, out = await _serve_until_sigterm(env, "connect")  # 'cannot connect to Slack' (before: 'Failed to connect')
+    assert rc == 0, out
+    assert "connecting cancelled" in out and "Traceback" not in out, out
+    attempt = next(line for line in out.splitlines() if "cannot connect to Slack" in line)
+    assert "trying again in 10 s" in attempt and "xapp-down" not in out, out
+
+
+async def test_an_app_token_that_is_no_app_token_is_refused_at_start(tmp_path):
+    """A bot token given as SLACK_APP_TOKEN is a configuration error named at start (the process
+    stays up and unready, like the other credential errors of serve) and Slack is never asked."""
+    async with SlackApiRecorder() as recorder:
+        env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
+               "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xoxb-wrong", "GPUBOT_SLACK_API_URL": recorder.url,
+               "GPUBOT_HTTP_PORT": str(free_port())}
+        env.pop("SLACK_SIGNING_SECRET", None)
+        rc, out = await _serve_until_sigterm(env, "configuration error")
+        assert recorder.calls_of("apps.connections.open") == [], out
+    assert rc == 0, out
+    assert "SLACK_APP_TOKEN must be an app-level token (xapp-…; this one starts with 'xoxb-')" in out, out
+    assert "xoxb-wrong" not in out, out

@@ -69,6 +69,10 @@ def credentials_missing(settings: Settings) -> str | None:
                 "`gpubot console` answers every /gpu command in the terminal")
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
         return "HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN, xapp-…, for Socket Mode)"
+    app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token is not None else None
+    if app_token is not None and not app_token.startswith("xapp-"):
+        return (f"SLACK_APP_TOKEN must be an app-level token (xapp-…; this one starts with {app_token[:5]!r}): make one "
+                "under Basic Information > App-Level Tokens with the connections:write scope, or unset it for HTTP mode")
     return None
 
 
@@ -143,7 +147,8 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp | None, m
         from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 
         # The handler's aiohttp session needs the running loop: build it inside.
-        handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value())
+        handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value(), logger=socket_mode_log(),
+                                         ping_interval=SOCKET_MODE_RETRY_S)
 
         async def slack_check() -> bool:
             return bool(await handler.client.is_connected())
@@ -172,7 +177,11 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp | None, m
         assert app is not None
         if handler is not None:
             log.info("starting in Socket Mode; health and metrics on port %d", port)
-            await handler.connect_async()
+            if not await connect_until_stopped(handler, stop):
+                stopping.append(time.monotonic())
+                services.gate.close()
+                log.info("shutting down before Socket Mode connected: connecting cancelled")
+                return 0
         else:
             log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
         sched = await start_scheduler(services, app.client)  # reports, retention, background probes
@@ -216,6 +225,60 @@ async def _drain(settings: Settings, services: Services, handler: Any, sched: An
     await asyncio.sleep(0.2)  # let the last progress updates reach Slack
     log.info("drained in %.1f s", time.monotonic() - started)
     return 0
+
+
+async def connect_until_stopped(handler: Any, stop: asyncio.Event) -> bool:
+    """Connect ``handler`` (an ``AsyncSocketModeHandler``) unless ``stop`` is set first: True once
+    connected; False when ``stop`` was set while slack_sdk was still retrying (it retries forever,
+    every ``ping_interval`` seconds, on an unreachable Slack or a refused token), and then the
+    connect is cancelled. A connect that raises raises here."""
+    connect = asyncio.ensure_future(handler.connect_async())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({connect, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if connect.done():
+        stopped.cancel()
+        connect.result()
+        return True
+    connect.cancel()
+    try:
+        await connect
+    except asyncio.CancelledError:
+        pass
+    return False
+
+
+class _OneLinePerAttempt(logging.Filter):
+    """slack_sdk logs a failed Socket Mode connect twice, once with its traceback
+    ('Failed to retrieve WSS URL: …', then 'Failed to connect (error: …); Retrying...' through
+    ``logger.exception``): keep one line, no traceback, saying when it tries again."""
+
+    def __init__(self, retry_s: float) -> None:
+        super().__init__()
+        self.retry_s = retry_s
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("Failed to retrieve WSS URL"):
+            return False
+        if message.startswith("Failed to connect (error: "):
+            error = message.removeprefix("Failed to connect (error: ").removesuffix("); Retrying...")
+            record.msg, record.args = "cannot connect to Slack in Socket Mode (%s); trying again in %.0f s", (error, self.retry_s)
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+SOCKET_MODE_RETRY_S = 10.0
+"""slack_sdk's ping interval, which is also its wait between two failed connects."""
+
+
+def socket_mode_log() -> logging.Logger:
+    """The logger given to slack_sdk's Socket Mode client (``gpubot.slack.socket_mode``): a failed
+    connect is one warning line per attempt, not a traceback (:class:`_OneLinePerAttempt`)."""
+    logger = logging.getLogger("gpubot.slack.socket_mode")
+    if not any(isinstance(f, _OneLinePerAttempt) for f in logger.filters):
+        logger.addFilter(_OneLinePerAttempt(SOCKET_MODE_RETRY_S))
+    return logger
 
 
 async def close_socket_mode(client: Any) -> None:
