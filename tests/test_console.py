@@ -152,3 +152,31 @@ def test_a_viewer_is_not_offered_the_demo_clean(tmp_path):
     assert "weights=" not in banner and "as alice" not in banner and "--role operator" in banner, banner
     term.type("quit")
     assert term.close() == 0
+
+
+def test_the_demo_root_is_allowed_on_localhost_only_not_on_another_name_for_this_machine(tmp_path):
+    """The trial: `hosts add n3 x --local`, then in the console `clean n3 weights=…` got an approval
+    card under the default roots. The banner says the demo allows deleting on localhost only: a
+    host registered for this same machine under another name gets no root, the demo folder's
+    included, and nothing is planned. The refusal's `*` (in code spans) reaches the terminal: the
+    console took `*`, e.g. `…{"*"` for bold and printed 'or , e.g. GPUBOT_ALLOWED_ROOTS={"": …'."""
+    env = _first_run_env(tmp_path)
+    import subprocess
+
+    added = subprocess.run([sys.executable, "-m", "bot", "hosts", "add", "n3", "x", "--local"], env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert added.returncode == 0, added.stderr
+    term = Terminal([sys.executable, "-m", "bot", "console"], env)
+    banner = term.read_until("gpubot> ")
+    assert "allows deleting under" in banner and "on localhost only" in banner, banner
+    demo = tmp_path / "data" / "gpubot" / "demo" / "old-model"
+    for target in (str(demo), "/shared/x"):
+        term.type(f"clean n3 weights={target}")
+        screen = term.read_until("gpubot> ")
+        assert "no allowed roots cover n3" in screen and 'add n3, its group:NAME or *, e.g. GPUBOT_ALLOWED_ROOTS={"*": [' in screen, screen
+        assert "Approve" not in screen and "Approval needed" not in screen, screen
+    term.type("audit")
+    assert "no action requests" in term.read_until("gpubot> ")
+    term.type("quit")
+    assert term.close() == 0
+    assert sum(f.stat().st_size for f in demo.iterdir()) == 5 * 1024 * 1024 + 512

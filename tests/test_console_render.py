@@ -87,3 +87,9 @@ def test_an_update_lists_every_button_it_removed_as_gone():
     out = changed_lines(before, after, ["  [1] Approve", "  [2] Reject"])
     assert "(gone) [1] Approve" in out and "(gone) [2] Reject" in out, out
     assert changed_lines("[..] probing x…", "x: trusted", ["  [1] Trust"]) == "x: trusted\n  (gone) [1] Trust"
+
+
+def test_a_star_in_a_code_span_is_typed_text_not_bold():
+    text = 'add `n3`, its `group:NAME` or `*`, e.g. `GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}`'
+    assert plain(text) == 'add n3, its group:NAME or *, e.g. GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}'
+    assert plain("*bold* `*not*` _it_ `_x_`") == "bold *not* it _x_"

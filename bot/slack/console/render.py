@@ -48,7 +48,8 @@ def plain(text: str) -> str:
     """mrkdwn -> plain text: emoji, bold/italic/code marks, dates, mentions, links, escapes.
 
     Format: https://api.slack.com/reference/surfaces/formatting. A ``*`` or ``_`` counts as a
-    mark only when it hugs a word (``*ready*``), so ``0 8 * * 1-5`` stays as typed.
+    mark only when it hugs a word (``*ready*``), so ``0 8 * * 1-5`` stays as typed;
+    inside a code span (`` `*` ``) nothing is a mark.
     """
     text = emoji_words(text)
     text = re.sub(r"<!date\^\d+\^[^|>]*\|([^>]*)>", r"\1", text)
@@ -57,9 +58,12 @@ def plain(text: str) -> str:
     text = re.sub(r"<#(\w+)>", r"#\1", text)
     text = re.sub(r"<!subteam\^\w+(?:\|([^>]*))?>", lambda m: m.group(1) or "@group", text)
     text = re.sub(r"<(https?://[^|>]+)\|([^>]*)>", r"\2 (\1)", text)
-    text = re.sub(r"(?<![\w*])\*(\S(?:[^*\n]*\S)?)\*(?![\w*])", r"\1", text)
-    text = re.sub(r"(?<![\w_])_(\S(?:[^_\n]*\S)?)_(?![\w_])", r"\1", text)
-    text = text.replace("`", "")
+    # bold and italic marks outside code spans only: `*` in `GPUBOT_ALLOWED_ROOTS={"*": …}` is typed text
+    parts = re.split(r"(`[^`\n]*`)", text)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"(?<![\w*])\*(\S(?:[^*\n]*\S)?)\*(?![\w*])", r"\1", parts[i])
+        parts[i] = re.sub(r"(?<![\w_])_(\S(?:[^_\n]*\S)?)_(?![\w_])", r"\1", parts[i])
+    text = "".join(parts).replace("`", "")
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
