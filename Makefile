@@ -36,8 +36,7 @@ test: deps-system setup
 	$(BIN)/ruff check bot tests bench tools
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	@# every test, on two workers (pytest-xdist): the whole suite was run this way on the loaded 2-core machine
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q
 
 # test-fast leaves out three markers (tests/conftest.py): sshd, postgres, process (starts gpubot as a program,
 # Docker, or dozens of programs); tests/support/markers.py checks sshd and process as tests run. It runs on two workers (pytest-xdist)

@@ -106,7 +106,7 @@ def is_result(call, ts: str) -> bool:
     return call.body.get("thread_ts") == ts and call.body.get("text", "").startswith(FINAL_WORDS)
 
 
-async def result(bot, ts: str, timeout: float = 30):
+async def result(bot, ts: str, timeout: float = 120):
     """The thread reply that says how the action ended."""
     call = await bot.recorder.wait_for("chat.postMessage", lambda c: is_result(c, ts), timeout=timeout)
     validate_message(call.body["blocks"], call.body["text"])

@@ -286,7 +286,7 @@ async def test_a_full_pivot_through_slack(slack_bot, services, ssh_server, fake_
     assert "stop glm5.service — now active (running)" in text and "1 of 8 GPUs have processes now" in text
     assert "frees 3 MB" in text and "qwen.service up" in text and "done when up: active, main process alive, GPU memory held" in text
     await click(slack_bot, APPROVE, rid, ts, "U2")
-    outcome = await result(slack_bot, ts, timeout=60)
+    outcome = await result(slack_bot, ts, timeout=180)
     assert "Done" in outcome and "freed 3 MB (1 path)" in outcome and "qwen.service up after " in outcome
     final = blocks_text(last_card(slack_bot, ts))
     assert final.count(":white_check_mark: ") == 5 + 1  # five steps, and the header
