@@ -29,7 +29,7 @@ from bot.flows.context import Services
 from bot.models import Base
 from bot.ssh.runner import RoutingRunner, SshRunner
 
-pytest_plugins = ["tests.support.fixtures", "tests.support.markers"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.markers", "tests.support.watchdog"]
 
 PG_ADMIN_URL = os.environ.get("GPUBOT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 
