@@ -25,12 +25,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from bot import cli_actions, cli_history, cli_hosts, cli_progress, cli_shell
-from bot.actions.policy import PolicyError, check_policy
+from bot.actions.policy import check_policy
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
-from bot.config import ConfigError, Settings, default_data_dir, load_settings, settings_problem
+from bot.config import Settings, default_data_dir, load_settings, settings_problem
 from bot.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
-from bot.errors import DatabaseUnavailable, GpubotError, NotFoundError, SshConfigRefused, UsageError
+from bot.errors import ConfigError, DatabaseUnavailable, GpubotError, NotFoundError, PolicyError, SshConfigRefused, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.observability.logs import configure_logging, secrets_of

@@ -26,6 +26,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from bot.errors import ConfigError
+
 HEALTH_URL_PATTERN = (r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
                       r"(/[A-Za-z0-9._~!&*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!&*+,;=:@%/?-]*)?$")
 """An ``http(s)://host[:port][/path][?query]`` health URL: no spaces, quotes or control characters."""
@@ -340,11 +342,6 @@ NOT_SETTINGS = {"GPUBOT_CONFIG": "the config file's path", "GPUBOT_PUBLISH": "do
                 "GPUBOT_TEST_PG": "the test suite's PostgreSQL", "GPUBOT_SYSFS": "where a host's probe reads sysfs"}
 """``GPUBOT_*`` names that are read by something else than :class:`Settings` -> by what; they are not
 unknown. Names starting with ``GPUBOT_FAKE_`` belong to the test suite's fake hosts and pass too."""
-
-
-class ConfigError(Exception):
-    """A name in the environment, ``.env`` or the config file that is no setting, or a config file
-    that cannot be read; the message names it (and the nearest known name) and says where it was."""
 
 
 def setting_names() -> dict[str, str]:

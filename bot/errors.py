@@ -2,10 +2,18 @@
 
     GpubotError
     ├── UsageError            the user's input is wrong; the message is shown as is
+    │   ├── PlanRefused       an action cannot be planned as asked (a path outside the roots, an unknown unit)
+    │   └── SudoersError      a configured unit, root or path cannot be written safely into sudoers
     ├── NotFoundError         a named thing (host, snapshot) does not exist
     ├── PermissionDenied      the caller lacks the role an action needs
     ├── DatabaseUnavailable   the database refused, did not answer in time, or dropped the connection
     ├── ChannelUnavailable    Slack refused a post to a channel the bot cannot use (not a member, gone, archived)
+    ├── ConfigError           a name in the environment or config file that is no setting; an unreadable config file
+    ├── PolicyError           ``approval_policy`` or ``allowed_roots`` is malformed
+    ├── ProbeSettingsError    a host's stored ``--probe`` overrides are invalid (the host reads *unknown*)
+    ├── UnsafeSudoersWord     a name that cannot be written into a sudoers rule (also a ``ValueError``)
+    ├── StoredShapeError      a stored JSON document this code cannot read (malformed, or from a newer version)
+    ├── ShuttingDown          new work refused while the process shuts down
     └── ProbeError            a probe batch could not run (``partial``: what arrived before it stopped)
         ├── HostUnreachable   connection refused, timed out, DNS, auth failure
         │   ├── ConnectionLost  the connection dropped while the batch ran
@@ -151,3 +159,52 @@ class ChannelUnavailable(GpubotError):
         super().__init__(message)
         self.channel = channel
         self.reason = reason
+
+
+class PlanRefused(UsageError):
+    """The action cannot be planned as asked (a path outside the roots, an unknown unit...)."""
+
+
+class SudoersError(UsageError):
+    """A configured unit, root or path cannot be written safely into sudoers (``gpubot hosts sudoers``,
+    ``hosts check``): the user's configuration to fix."""
+
+
+class ConfigError(GpubotError):
+    """A name in the environment, ``.env`` or the config file that is no setting, or a config file
+    that cannot be read; the message names it (and the nearest known name) and says where it was.
+    Raised by :func:`bot.config.load_settings` before anything runs (the CLI exits 78)."""
+
+    kind = "settings"
+
+
+class PolicyError(GpubotError):
+    """``approval_policy`` or ``allowed_roots`` in the settings is malformed."""
+
+    kind = "policy"
+
+
+class ProbeSettingsError(GpubotError):
+    """A host's stored or given probe settings (``--probe``) are invalid; the message names the field.
+    A probe of that host reads *unknown* with this message."""
+
+    kind = "config"
+
+
+class UnsafeSudoersWord(GpubotError, ValueError):
+    """A configured name cannot be written safely into a sudoers rule (:mod:`bot.privilege.sudoers`,
+    pure); callers that answer a user turn it into :class:`SudoersError`. Also a ``ValueError``."""
+
+    kind = "sudoers"
+
+
+class StoredShapeError(GpubotError):
+    """A stored document that this code cannot read (malformed, or written by a newer version)."""
+
+    kind = "stored_shape"
+
+
+class ShuttingDown(GpubotError):
+    """Raised instead of starting new work while the process shuts down."""
+
+    kind = "shutting_down"

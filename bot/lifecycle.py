@@ -19,13 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from bot.errors import GpubotError
-
-
-class ShuttingDown(GpubotError):
-    """Raised instead of starting new work while the process shuts down."""
-
-    kind = "shutting_down"
+from bot.errors import ShuttingDown
 
 
 def resume(task: asyncio.Task[Any] | None) -> None:

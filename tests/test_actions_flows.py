@@ -10,10 +10,9 @@ from sqlalchemy import update
 from bot.actions import flows, service
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.models import ActionRequest
-from bot.actions.planner import PlanRefused
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
-from bot.errors import PermissionDenied, UsageError
+from bot.errors import PermissionDenied, PlanRefused, UsageError
 from bot.flows.context import Services
 from bot.roles import Role
 from tests.actions_support import Cards, approval_rows, approve, clean, fast, register, step_count, weights

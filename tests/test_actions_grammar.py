@@ -10,12 +10,12 @@ from pydantic import ValidationError
 from bot.actions.drift import compare
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.plan import DeleteStep, PathItem, Plan, ProcItem, UnitItem, UnitStep, WaitGpusStep
-from bot.actions.policy import PolicyError, allowed_roots, may_approve, may_reject, rule_for
+from bot.actions.policy import allowed_roots, may_approve, may_reject, rule_for
 from bot.actions.views import RequestView, StepView
 from bot.commands.actions import AuditCommand
 from bot.commands.registry import default_grammar
 from bot.config import Settings
-from bot.errors import UsageError
+from bot.errors import PolicyError, UsageError
 from bot.roles import Role
 from bot.slack.action_blocks import card_blocks, result_blocks
 from bot.slack.ids import ActionId

@@ -14,8 +14,8 @@ from bot.actions import flows, remote
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep
 from bot.actions.plan import KillStep, Plan, ProcItem
-from bot.actions.planner import PlanRefused
 from bot.actions.step_runner import StepRunner
+from bot.errors import PlanRefused
 from bot.hosts import service as hosts
 from tests.actions_support import Cards, approve, clean, fast, register, weights
 from tests.support.fakestate import unit

@@ -16,12 +16,11 @@ import pytest
 from bot.actions import flows
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.actions.plan import KillStep, ProcItem
-from bot.actions.planner import PlanRefused
 from bot.actions.step_runner import StepRunner, sudo_said
 from bot.actions.views import RequestView, StepView
 from bot.cli import _build_parser
 from bot.commands.registry import default_grammar
-from bot.errors import UsageError
+from bot.errors import PlanRefused, UsageError
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
 from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, OwnerReport, ProcessOwner, Readings, Unit

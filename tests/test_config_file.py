@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.actions.planner import no_roots_refusal
-from bot.config import ConfigError, Settings, config_file, load_settings
+from bot.config import Settings, config_file, load_settings
+from bot.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ import pytest
 
 from bot.actions import flows
 from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.planner import PlanRefused
+from bot.errors import PlanRefused
 from tests.actions_support import approve, fast, model_dir, register, weights
 from tests.support.fakestate import exec_start, model_unit, unit
 

@@ -12,7 +12,8 @@ from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.db.session import make_session_factory
-from bot.lifecycle import ShuttingDown, WorkGate
+from bot.errors import ShuttingDown
+from bot.lifecycle import WorkGate
 from bot.observability.health import Readiness
 from bot.observability.logs import configure_logging, log_context, secrets_of
 from bot.slack.app import build_app

@@ -6,7 +6,7 @@ import pytest
 
 from bot.actions import flows
 from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.planner import PlanRefused
+from bot.errors import PlanRefused
 from bot.roles import Role
 from tests.actions_support import approve, fast, register, weights
 from tests.support.fakestate import unit

@@ -31,9 +31,10 @@ from bot.actions import remote
 from bot.actions.access_check import check_access, sudoers_for
 from bot.actions.kinds import ActionKind, ActionSpec
 from bot.actions.plan import PathItem
-from bot.actions.planner import PlanRefused, build_plan
+from bot.actions.planner import build_plan
 from bot.db.migrate import upgrade
 from bot.db.session import make_engine, make_session_factory
+from bot.errors import PlanRefused
 from bot.flows.context import Services
 from bot.privilege.sudoers import helper_source
 from bot.ssh.runner import RoutingRunner, RunResult, SshRunner

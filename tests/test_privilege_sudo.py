@@ -24,9 +24,10 @@ from sqlalchemy import delete, inspect
 from bot.actions import flows, service
 from bot.actions.access_check import check_access, check_text, sudoers_for
 from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.planner import PlanRefused, build_plan, unit_step
+from bot.actions.planner import build_plan, unit_step
 from bot.actions.step_runner import StepRunner
 from bot.db.session import make_engine, make_session_factory
+from bot.errors import PlanRefused
 from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.models import Base

@@ -6,7 +6,8 @@ NOPASSWD entries and one that asks for a password.
 
 import pytest
 
-from bot.privilege.sudoers import SudoersError, SudoersSpec, command_matches, delete_argv, kill_argv, parse_sudo_list, render_sudoers, unit_argv
+from bot.errors import UnsafeSudoersWord
+from bot.privilege.sudoers import SudoersSpec, command_matches, delete_argv, kill_argv, parse_sudo_list, render_sudoers, unit_argv
 
 LISTING = """Matching Defaults entries for gpubot on vm:
     env_reset, mail_badpass,
@@ -80,7 +81,7 @@ def test_the_sudoers_file_names_units_verbatim_and_never_rm_or_kill_with_a_wildc
                                          ("roots", ("/shared models",)), ("user", "-gpubot")])
 def test_a_name_sudoers_would_read_specially_is_refused(field, value):
     base = dict(user="gpubot", units=("vllm.service",), roots=("/shared",), systemctl="/usr/bin/systemctl", helper=HELPER)
-    with pytest.raises(SudoersError):
+    with pytest.raises(UnsafeSudoersWord):
         render_sudoers(SudoersSpec(**{**base, field: value}))
 
 

@@ -13,7 +13,7 @@ from bot.actions.health import HealthCheck
 from bot.actions.kinds import SPEC_SCHEMA_VERSION, ActionKind, ActionSpec
 from bot.actions.plan import PLAN_SCHEMA_VERSION, CheckDiskStep, DeleteStep, KillStep, Plan, ProcItem, Step, UnitStep, WaitGpusStep
 from bot.db import versioned
-from bot.db.versioned import StoredShapeError
+from bot.errors import StoredShapeError
 from bot.reports.models import RUN_SNAPSHOTS_VERSION, dump_run_snapshots, load_run_snapshots
 
 STORED = Path(__file__).parent / "fixtures" / "stored"

@@ -7,7 +7,7 @@ roots; when sudo allows the helper, one more read-only round trip inspects it (:
 :func:`sudoers_for` renders the sudoers file for the host's configuration, after asking the host
 (read-only) who controls each root: one the helper would refuse gets a comment instead of a rule.
 
-Errors: :class:`~bot.errors.NotFoundError` for an unknown host; :class:`SudoersError` (a
+Errors: :class:`~bot.errors.NotFoundError` for an unknown host; :class:`~bot.errors.SudoersError` (a
 :class:`~bot.errors.UsageError`) when a configured name cannot be written into sudoers.
 """
 
@@ -24,7 +24,7 @@ from bot.actions.exits import StepExit
 from bot.actions.journal import journal_command, parse_journal
 from bot.actions.policy import allowed_roots, configured_units
 from bot.actions.remote import keyvalues as remote_keyvalues
-from bot.errors import GpubotError, UsageError
+from bot.errors import GpubotError, SudoersError, UnsafeSudoersWord
 from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.hosts import service as hosts
@@ -37,10 +37,6 @@ from bot.ssh.target import HostTarget
 
 q = shlex.quote
 SAMPLE_SHA = "0" * 64
-
-
-class SudoersError(UsageError):
-    """A configured unit, root or path cannot be written safely into sudoers."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +162,7 @@ async def sudoers_for(*, services: Services, host_name: str) -> str:
         spec.rules()  # a name sudoers would read specially is refused before the host is asked
         spec = dataclasses.replace(spec, untrusted=await untrusted_roots(services, host_name, delete_roots(roots, hf_cache)))
         return sudoers.render_sudoers(spec)
-    except sudoers.SudoersError as exc:
+    except UnsafeSudoersWord as exc:
         raise SudoersError(str(exc)) from None
 
 

@@ -5,7 +5,7 @@ visible change (approval counted, re-checking, each step, final state); its fail
 and never stop an action. Every state change goes through :mod:`bot.actions.service`'s claimed
 transitions, so a request runs at most once whoever clicks and however often.
 
-Errors: :class:`~bot.actions.planner.PlanRefused`, :class:`~bot.errors.NotFoundError`,
+Errors: :class:`~bot.errors.PlanRefused`, :class:`~bot.errors.NotFoundError`,
 :class:`~bot.errors.UsageError` (re-plan of a request that cannot be re-planned).
 """
 

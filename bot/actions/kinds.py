@@ -110,7 +110,7 @@ class ActionSpec:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ActionSpec:
         """Load a stored spec of any version up to :data:`SPEC_SCHEMA_VERSION`; raises
-        :class:`~bot.db.versioned.StoredShapeError`."""
+        :class:`~bot.errors.StoredShapeError`."""
         return versioned.load(d, cls, version=SPEC_SCHEMA_VERSION, upgrades=SPEC_UPGRADES, what="a stored action spec")
 
     def describe(self) -> str:

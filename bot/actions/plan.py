@@ -195,7 +195,7 @@ class Plan:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Plan:
         """Load a stored plan of any version up to :data:`PLAN_SCHEMA_VERSION` (its spec through
-        :meth:`ActionSpec.from_json`); raises :class:`~bot.db.versioned.StoredShapeError`."""
+        :meth:`ActionSpec.from_json`); raises :class:`~bot.errors.StoredShapeError`."""
         doc = versioned.upgrade(d, version=PLAN_SCHEMA_VERSION, upgrades=PLAN_UPGRADES, what="a stored plan")
         spec = ActionSpec.from_json(doc.get("spec") or {})
         return versioned.load({**doc, "spec": spec}, cls, version=PLAN_SCHEMA_VERSION, upgrades={}, what="a stored plan")

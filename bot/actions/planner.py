@@ -4,7 +4,7 @@
 then asks the host for what the probe does not tell: resolved paths (``realpath -e``, mount
 points, sizes, free space) and each process's start time and command line.
 
-Errors: :class:`PlanRefused` (a :class:`~bot.errors.UsageError`: the message lists every reason);
+Errors: :class:`~bot.errors.PlanRefused` (a :class:`~bot.errors.UsageError`: the message lists every reason);
 :class:`~bot.errors.NotFoundError` for an unknown host; the runner's probe errors.
 """
 
@@ -21,7 +21,7 @@ from bot.actions.model_gate import ModelGate, check_model
 from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, PathItem, Plan, ProcItem, Step, UnitItem, UnitStep, Verb, WaitGpusStep
 from bot.actions.policy import allowed_roots, configured_units
 from bot.config import UnitHealth
-from bot.errors import ProbeError, UsageError
+from bot.errors import PlanRefused, ProbeError, UsageError
 from bot.flows.context import Services
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
@@ -34,10 +34,6 @@ from bot.probes.readings import FolderState, GpuProcess, ProcessOwner
 from bot.probes.system import parse_df, parse_du
 from bot.sizes import human_bytes
 from bot.ssh.target import HostTarget
-
-
-class PlanRefused(UsageError):
-    """The action cannot be planned as asked (a path outside the roots, an unknown unit...)."""
 
 
 @dataclass(frozen=True)

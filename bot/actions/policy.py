@@ -21,14 +21,8 @@ from typing import Any
 
 from bot.actions.kinds import DESTRUCTIVE, ActionKind
 from bot.config import Settings, allowed_root
-from bot.errors import GpubotError
+from bot.errors import PolicyError
 from bot.roles import Role
-
-
-class PolicyError(GpubotError):
-    """``approval_policy`` or ``allowed_roots`` in the settings is malformed."""
-
-    kind = "policy"
 
 
 @dataclass(frozen=True)

@@ -20,18 +20,12 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from bot.errors import GpubotError
+from bot.errors import StoredShapeError
 
 T = TypeVar("T")
 Upgrade = Callable[[dict[str, Any]], dict[str, Any]]
 
 VERSION_KEY = "schema_version"
-
-
-class StoredShapeError(GpubotError):
-    """A stored document that this code cannot read (malformed, or written by a newer version)."""
-
-    kind = "stored_shape"
 
 
 _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}

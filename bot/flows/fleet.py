@@ -22,13 +22,12 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.config import Settings
-from bot.errors import NotFoundError
+from bot.errors import NotFoundError, ShuttingDown
 from bot.flows.context import Services
 from bot.flows.loop_thread import relay
 from bot.flows.status import StatusReport, make_report, probe_or_interrupted, store_error_text
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
-from bot.lifecycle import ShuttingDown
 from bot.observability.logs import log_context
 from bot.readiness.verdict import Assessment, KnownGpu, Reason, Severity, Verdict
 from bot.snapshots import inventory

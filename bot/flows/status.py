@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.config import Settings, UnitHealth
-from bot.errors import DatabaseUnavailable, GpubotError
+from bot.errors import DatabaseUnavailable, GpubotError, ProbeSettingsError
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
-from bot.hosts.probe_settings import ConfigError, validate_overrides
+from bot.hosts.probe_settings import validate_overrides
 from bot.lifecycle import resume
 from bot.names import endpoint
 from bot.observability.logs import log_context
@@ -98,7 +98,7 @@ async def probe_and_judge(*, services: Services, target: HostTarget, host: Host 
     probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``)."""
     try:
         plan, req = plan_for(services.settings, host, paths)
-    except ConfigError as exc:
+    except ProbeSettingsError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
     req = replace(req, need_bytes=need_bytes, known_gpus=known)
@@ -164,7 +164,7 @@ def store_error_text(exc: BaseException) -> str:
 async def check_host(*, services: Services, host_name: str, need_bytes: int | None = None,
                      paths: tuple[str, ...] = (), requested_by: str | None = None) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot (see :func:`_probe_and_store`), inside the
-    process's work gate: during a shutdown it raises :class:`~bot.lifecycle.ShuttingDown` before
+    process's work gate: during a shutdown it raises :class:`~bot.errors.ShuttingDown` before
     touching the host, and a probe that started is waited for (``GPUBOT_SHUTDOWN_GRACE_S``), then
     interrupted and stored as such (:func:`probe_or_interrupted`)."""
     async with services.gate.job("probe"):

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from bot.config import UnitHealth
-from bot.errors import GpubotError
+from bot.errors import ProbeSettingsError
 from bot.names import validate_path, validate_unit
 
 ActiveState = Literal["active", "inactive", "failed", "activating", "deactivating", "reloading"]
@@ -21,12 +21,6 @@ ActiveState = Literal["active", "inactive", "failed", "activating", "deactivatin
 GpuBackend = Literal["nvidia-smi", "nvml"]
 AbsPath = Annotated[str, AfterValidator(validate_path)]
 UnitName = Annotated[str, AfterValidator(validate_unit)]
-
-
-class ConfigError(GpubotError):
-    """Stored or configured settings are invalid; the message names the field."""
-
-    kind = "config"
 
 
 class ProbeOverrides(BaseModel):
@@ -48,9 +42,9 @@ def describe(exc: ValidationError) -> str:
 
 
 def validate_overrides(data: Any, *, host: str = "") -> dict[str, Any]:
-    """The overrides as a plain dict without unset keys; raises :class:`ConfigError`."""
+    """The overrides as a plain dict without unset keys; raises :class:`~bot.errors.ProbeSettingsError`."""
     try:
         return ProbeOverrides.model_validate(data or {}).model_dump(exclude_none=True)
     except ValidationError as exc:
         where = f" of host `{host}`" if host else ""
-        raise ConfigError(f"invalid probe settings{where}: {describe(exc)}") from None
+        raise ProbeSettingsError(f"invalid probe settings{where}: {describe(exc)}") from None

@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.errors import NotFoundError, UsageError
+from bot.errors import NotFoundError, ProbeSettingsError, UsageError
 from bot.hosts.models import Host
-from bot.hosts.probe_settings import ConfigError, validate_overrides
+from bot.hosts.probe_settings import validate_overrides
 from bot.names import HOST_RE, endpoint, validate_address, validate_host
 from bot.ssh.jump import parse_hop
 from bot.ssh.target import HostTarget
@@ -62,7 +62,7 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
         key_file = os.path.abspath(os.path.expanduser(key_file))
     try:
         probe = validate_overrides(probe, host=name)
-    except ConfigError as exc:
+    except ProbeSettingsError as exc:
         raise UsageError(str(exc)) from None
     address = validate_address(address)
     if not 0 < port < 65536:

@@ -24,14 +24,12 @@ import shlex
 from dataclasses import dataclass, field
 from importlib import resources
 
+from bot.errors import UnsafeSudoersWord
+
 SAFE_ARG = re.compile(r"^[A-Za-z0-9@._/+-]+$")
 """Arguments written into sudoers verbatim: nothing sudoers or a glob would read specially."""
 
 UNIT_VERBS = ("stop", "start", "restart")
-
-
-class SudoersError(ValueError):
-    """A configured name cannot be written safely into a sudoers rule."""
 
 
 def helper_source() -> str:
@@ -93,7 +91,7 @@ def sudo_line(argv: tuple[str, ...]) -> str:
 
 def _safe(word: str, what: str) -> str:
     if not SAFE_ARG.match(word) or word.startswith("-"):
-        raise SudoersError(f"{what} `{word}` cannot be written safely in sudoers (allowed: letters, digits, @ . _ / + -)")
+        raise UnsafeSudoersWord(f"{what} `{word}` cannot be written safely in sudoers (allowed: letters, digits, @ . _ / + -)")
     return word
 
 
@@ -125,7 +123,7 @@ class SudoersSpec:
         out.append(f"{helper} kill *")
         for root in self.roots:
             if root.rstrip("/") in ("", "/"):
-                raise SudoersError("the root folder / cannot be an allowed root for deletion")
+                raise UnsafeSudoersWord("the root folder / cannot be an allowed root for deletion")
             if _safe(root, "allowed root") not in self.untrusted:
                 out.append(f"{helper} delete {root} *")
         hub = self.hf_hub
@@ -137,7 +135,7 @@ class SudoersSpec:
 
 def render_sudoers(spec: SudoersSpec, *, group: str = "gpubot-models") -> str:
     """The whole ``/etc/sudoers.d/`` file for ``spec``, with install steps and the group
-    alternative for deletion as comments. Raises :class:`SudoersError`."""
+    alternative for deletion as comments. Raises :class:`~bot.errors.UnsafeSudoersWord`."""
     user = _safe(spec.user, "user")
     rules = spec.rules()
     where = f" on {spec.host}" if spec.host else ""

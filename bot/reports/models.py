@@ -97,7 +97,7 @@ def dump_run_snapshots(snapshot_ids: dict[str, int]) -> dict[str, Any]:
 
 def load_run_snapshots(doc: dict[str, Any] | None) -> dict[str, int]:
     """host -> snapshot id from a stored document of any version; raises
-    :class:`~bot.db.versioned.StoredShapeError` for one that is malformed or newer than this code."""
+    :class:`~bot.errors.StoredShapeError` for one that is malformed or newer than this code."""
     doc = doc or {}
     if not _is_v2(doc):  # version 1: the bare map (a host may even be called "schema_version")
         doc = {versioned.VERSION_KEY: 1, "v1": doc}

@@ -1,0 +1,36 @@
+"""Every exception class gpubot defines lives in bot/errors.py, under GpubotError (one tree, one mapper)."""
+
+import ast
+import builtins
+import inspect
+from pathlib import Path
+
+import bot.errors
+
+BOT = Path(bot.errors.__file__).parent
+EXCEPTION_NAMES = {name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
+OURS = {name for name, obj in vars(bot.errors).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
+
+
+def _base_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+def test_no_exception_class_is_defined_outside_bot_errors():
+    stray = []
+    for path in sorted(BOT.rglob("*.py")):
+        if path == BOT / "errors.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and {_base_name(b) for b in node.bases} & (EXCEPTION_NAMES | OURS):
+                stray.append(f"{path.relative_to(BOT.parent)}:{node.lineno} {node.name}")
+    assert stray == []
+
+
+def test_every_error_is_a_gpubot_error_with_one_name():
+    classes = [obj for obj in vars(bot.errors).values() if inspect.isclass(obj) and issubclass(obj, BaseException)
+               and obj.__module__ == "bot.errors"]
+    assert all(issubclass(c, bot.errors.GpubotError) for c in classes)
+    assert len({c.__name__ for c in classes}) == len(classes)
+    doc = bot.errors.__doc__ or ""
+    assert [c.__name__ for c in classes if c.__name__ not in doc] == []  # the tree at the top names each one
