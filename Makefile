@@ -1,33 +1,48 @@
 # The two commands a newcomer needs (see README.md):
-#   make run    set up a virtualenv, probe this machine, then serve Slack (tokens set) or open the console
-#   make test   install what the tests need (OpenSSH server, sudo, Python packages), lint, type-check, build the
-#               manual (docs/, mkdocs build --strict: a broken link or anchor fails), run the tests
+#   make run    a virtualenv with gpubot and its runtime dependencies only, probe this machine, then serve
+#               Slack (tokens set) or open the console
+#   make test   install what the tests need (system packages, PostgreSQL; see deps-system), the test and docs
+#               tools in the virtualenv, lint, type-check, build the manual (docs/, mkdocs build --strict: a broken
+#               link or anchor fails), run the tests
 # While changing code: make test-fast (every test that needs neither sshd nor PostgreSQL and starts no programs;
-# CI runs make test, every test).
+# CI runs make test, every test). make setup: the virtualenv with the test and docs tools (what make test uses).
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
 .PHONY: setup run test test-fast docs deps-system
 
-$(BIN)/gpubot: pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,docs]'
+
+# gpubot and what it needs to run (pyproject.toml's dependencies), no extras
+$(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
 	touch $@
 
-setup: $(BIN)/gpubot
+# the same plus the test and docs tools (extras test, docs)
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,docs]'
+	touch $@ $(VENV)/.installed-runtime
 
-run: setup
+setup: $(VENV)/.installed-dev
+
+run: $(VENV)/.installed-runtime
 	$(BIN)/gpubot db upgrade
 	@$(BIN)/gpubot status localhost; echo "(gpubot status exit $$?: 0 ready, 1 not ready, 2 unknown or unreachable)"
 	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/gpubot serve; else $(BIN)/gpubot console; fi
 
+# What make test changes on this machine (as root; each only when missing): Debian packages openssh-server,
+# zsh, fish, tcsh, sudo, docker.io, docker-compose, debootstrap, postgresql; PostgreSQL started, and on a
+# PostgreSQL installed here its 127.0.0.1 connections trusted and a `test` database (tools/test-postgres.sh).
+# tests/test_docker.py starts dockerd when none runs and stops it after, removing the bridges and iptables
+# chains it made; its images stay in /var/lib/docker for the next run.
 deps-system:
 	@command -v /usr/sbin/sshd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client; }
 	@command -v zsh >/dev/null && command -v fish >/dev/null && command -v tcsh >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh fish tcsh; }
 	@command -v sudo >/dev/null && command -v visudo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sudo; }
-	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql) main start
+	@tools/test-postgres.sh
 	@# tests/test_docker.py: a Docker engine (started by the test itself), Compose 1.29, debootstrap for its base image
 	@command -v dockerd >/dev/null && command -v docker-compose >/dev/null && command -v debootstrap >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io docker-compose debootstrap; }

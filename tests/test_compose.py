@@ -35,8 +35,24 @@ def interpolated(text: str, values: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", one, text)
 
 
+def merged(base: dict, override: dict) -> dict:  # type: ignore[type-arg]
+    """Compose's merge of an override file into a file, for the keys our files use (maps merge, the rest is replaced)."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def shipped(values: dict[str, str], *, with_db: bool = True) -> dict:  # type: ignore[type-arg]
+    """The compose project a user gets: docker-compose.yml, plus docker-compose.override.yml unless left out."""
+    doc = yaml.safe_load(interpolated((ROOT / "docker-compose.yml").read_text(), values))
+    if with_db:
+        doc = merged(doc, yaml.safe_load(interpolated((ROOT / "docker-compose.override.yml").read_text(), values)))
+    return doc  # type: ignore[no-any-return]
+
+
 def test_compose_bot_uses_only_real_settings_and_reaches_the_db():
-    doc = yaml.safe_load(interpolated((ROOT / "docker-compose.yml").read_text(), {"POSTGRES_PASSWORD": "pw"}))
+    doc = shipped({"POSTGRES_PASSWORD": "pw"})
     bot, db = doc["services"]["bot"], doc["services"]["db"]
     env = bot["environment"]
     unknown = set(env) - _env_names()
@@ -55,7 +71,19 @@ def test_compose_bot_uses_only_real_settings_and_reaches_the_db():
     assert key.endswith(":ro")
     known = next(v for v in bot["volumes"] if v.split(":")[1] == str(Path(env["GPUBOT_KNOWN_HOSTS"]).parent))
     assert not known.endswith(":ro") and known.split(":")[0] in doc["volumes"]
+    assert db["volumes"][0].split(":")[0] in doc["volumes"]
     assert int(bot["stop_grace_period"].rstrip("s")) > Settings(_env_file=None).shutdown_grace_s
+
+
+def test_an_existing_postgresql_needs_no_edit_of_the_compose_files():
+    """Without the override (COMPOSE_FILE=docker-compose.yml in .env) there is no `db`, nothing waits for it,
+    no POSTGRES_PASSWORD is needed, and the bot's database URL is whatever .env says (env_file)."""
+    doc = shipped({}, with_db=False)
+    bot = doc["services"]["bot"]
+    assert "db" not in doc["services"]
+    assert "depends_on" not in bot and "GPUBOT_DATABASE_URL" not in bot["environment"]
+    assert bot["env_file"] == [".env"]
+    assert "${" not in (ROOT / "docker-compose.yml").read_text().replace("${GPUBOT_PUBLISH:-3000}", "")
 
 
 def test_env_example_lists_every_setting_and_nothing_else():
@@ -69,7 +97,7 @@ def test_env_example_lists_every_setting_and_nothing_else():
         alias = getattr(field.validation_alias, "choices", None)
         settings.add(alias[0] if alias else f"GPUBOT_{name.upper()}")
     assert settings <= names, f".env.example lacks {settings - names}"
-    assert names - settings <= {"POSTGRES_PASSWORD", "GPUBOT_PUBLISH"}, names - settings
+    assert names - settings <= {"POSTGRES_PASSWORD", "GPUBOT_PUBLISH", "COMPOSE_FILE"}, names - settings
 
 
 def test_systemd_unit_is_valid_and_stops_gracefully():
@@ -113,24 +141,43 @@ def test_manifest_declares_the_command_and_interactivity():
 
 
 @pytest.mark.process
-def test_compose_1_29_accepts_the_file(tmp_path):
-    """`docker-compose config` (Compose 1.29, installed by make deps-system) validates the file
-    against the Compose specification, with the .env a user writes from .env.example."""
+def test_compose_1_29_accepts_the_files(tmp_path):
+    """`docker-compose config` (Compose 1.29, installed by make deps-system) validates the files
+    against the Compose specification, with the .env a user writes from .env.example: with the
+    bundled `db`, then for an existing PostgreSQL (the two lines .env.example shows uncommented)."""
     import shutil
     import subprocess
 
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose is not installed (make deps-system installs it)")
-    shutil.copy(ROOT / "docker-compose.yml", tmp_path / "docker-compose.yml")
-    shutil.copy(ROOT / ".env.example", tmp_path / ".env")
-    res = subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("POSTGRES_PASSWORD", "COMPOSE_FILE", "GPUBOT_DATABASE_URL")}
+
+    def config() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+
+    for name in ("docker-compose.yml", "docker-compose.override.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    example = (ROOT / ".env.example").read_text()
+    (tmp_path / ".env").write_text(example)
+    res = config()
     assert res.returncode == 0, res.stderr
     doc = yaml.safe_load(res.stdout)
     bot = doc["services"]["bot"]
     assert bot["environment"]["GPUBOT_DATABASE_URL"] == "postgresql+asyncpg://gpubot:change-me@db:5432/gpubot"
     assert bot["environment"]["SLACK_BOT_TOKEN"] == "xoxb-replace-me"  # env_file read
+    assert bot["depends_on"] == {"db": {"condition": "service_healthy"}} and doc["services"]["db"]["image"] == "postgres:16"
     assert bot["stop_grace_period"] == "30s" and bot["ports"][0]["published"] == 3000
-    (tmp_path / ".env").write_text("SLACK_BOT_TOKEN=xoxb-x\n")  # no POSTGRES_PASSWORD: refused, named
-    res = subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={k: v for k, v in os.environ.items() if k != "POSTGRES_PASSWORD"})
+
+    external = example.replace("# COMPOSE_FILE=", "COMPOSE_FILE=").replace(
+        "# GPUBOT_DATABASE_URL=postgresql+asyncpg://gpubot:PASSWORD@db.example.org", "GPUBOT_DATABASE_URL=postgresql+asyncpg://gpubot:PASSWORD@db.example.org")
+    assert external.count("\nCOMPOSE_FILE=") == 1 and external.count("\nGPUBOT_DATABASE_URL=") == 1
+    (tmp_path / ".env").write_text(external.replace("POSTGRES_PASSWORD=change-me\n", ""))
+    res = config()
+    assert res.returncode == 0, res.stderr
+    doc = yaml.safe_load(res.stdout)
+    assert set(doc["services"]) == {"bot"} and "depends_on" not in doc["services"]["bot"]
+    assert doc["services"]["bot"]["environment"]["GPUBOT_DATABASE_URL"] == "postgresql+asyncpg://gpubot:PASSWORD@db.example.org:5432/gpubot"
+
+    (tmp_path / ".env").write_text("SLACK_BOT_TOKEN=xoxb-x\n")  # the bundled db without POSTGRES_PASSWORD: refused, named
+    res = config()
     assert res.returncode != 0 and "set POSTGRES_PASSWORD in .env" in res.stderr

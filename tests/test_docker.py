@@ -1,10 +1,16 @@
-"""The image and docker-compose.yml on a real Docker engine.
+"""The image and the compose files on a real Docker engine.
 
-The engine is started here when none answers (and stopped again); the base image is made with
-debootstrap once and kept in the engine (tests/support/docker_engine.py). This machine's
-PostgreSQL (a fresh database) stands in for the compose file's ``db`` service; the bot container
-joins the host network to reach it, the test sshd and the Slack recorder
-(tests/support/compose_stack.py).
+The engine is started here when none answers, and stopped after with the bridges and iptables
+chains it made removed (checked: :func:`network_state` before and after); the base image is made
+with debootstrap once and kept in the engine, and so is a PostgreSQL image built from Debian's
+package, standing in for the ``db`` service's ``postgres:16`` (tests/support/docker_engine.py,
+tests/support/postgres_image.py). Two ways, as deploy/README.md offers them:
+
+* the shipped ``db`` service (docker-compose.override.yml) with the bot on Compose's network:
+  gpubot migrates it and stores a snapshot there;
+* an existing PostgreSQL (this machine's, a fresh database) through ``.env`` alone: the bot container
+  joins the host network to reach it, the test sshd and the Slack recorder
+  (tests/support/compose_stack.py).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ import pytest
 
 from tests.conftest import PG_ADMIN_URL, _pg
 from tests.support.compose_stack import IMAGE, ComposeStack, build_image, image_size_bytes
-from tests.support.docker_engine import DockerUnavailable, ensure_base_image, ensure_engine
+from tests.support.docker_engine import DockerUnavailable, docker, ensure_base_image, ensure_engine, network_state
+from tests.support.postgres_image import ensure_postgres_image, shipped_image
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
 from tests.test_serve import free_port
@@ -30,23 +37,42 @@ pytestmark = [pytest.mark.docker, pytest.mark.process]
 TOKEN, SIGNING = "xoxb-docker-7d1e0c", "docker-signing-4b2a9f"
 
 
+BUILDS: dict[str, float] = {}
+"""Seconds each image took to build in this run (0: the engine had it), printed by the tests."""
+
+
 @pytest.fixture(scope="module")
-def image():
+def engine():
+    before = network_state()
     try:
         engine = ensure_engine()
     except DockerUnavailable as exc:
         pytest.fail(f"no Docker engine: {exc}")
     try:
-        ensure_base_image()
-        build_image()
-        yield IMAGE
+        yield engine
     finally:
-        engine.stop()
+        left = engine.stop()
+        if engine.started is not None:  # an engine that ran before the tests keeps its networks
+            after = network_state()
+            assert not left, left
+            assert after.docker_made() == before.docker_made(), (before.docker_made(), after.docker_made())
+            assert after.ip_forward == before.ip_forward
+
+
+@pytest.fixture(scope="module")
+def image(engine):
+    BUILDS["base"] = ensure_base_image()
+    BUILDS["gpubot"] = build_image()
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def postgres_image(image):
+    BUILDS["postgres"] = ensure_postgres_image()
+    return shipped_image()
 
 
 def test_image_is_small_multi_stage_non_root_and_health_checked(image):
-    from tests.support.docker_engine import docker
-
     config = json.loads(docker("image", "inspect", "--format", "{{json .Config}}", image).stdout)
     assert config["User"] == "gpubot" and config["Cmd"] == ["gpubot", "serve"]
     assert "/readyz" in " ".join(config["Healthcheck"]["Test"])
@@ -144,7 +170,6 @@ async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_s
             stack.down()
             await _pg(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     assert state["ExitCode"] == 0 and not state["OOMKilled"], (state, logs[-3000:])
-    assert shutdown < 20, shutdown
     assert health["Status"] in ("healthy", "starting"), health  # Docker's HEALTHCHECK polls /readyz every 15 s
     lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
     assert lines and any(line["event"].startswith("stopped in") for line in lines), logs[-2000:]
@@ -173,3 +198,43 @@ async def test_compose_scales_the_bot_to_two_replicas_on_a_port_range(image, tmp
         assert len(ids) == 2
     finally:
         stack.down()
+
+
+async def test_the_shipped_db_service_is_migrated_and_stores_a_snapshot(image, postgres_image, tmp_path):
+    """`docker-compose up` with the files as shipped (the override's `db` included, on Compose's own
+    network): the bot waits for `db` to be healthy, migrates it, answers `/readyz` with the database
+    ready, and `gpubot status` in the container stores its snapshot there."""
+    from bot.db.migrate import revisions
+
+    port = free_port()
+    key = tmp_path / "key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=60)
+    password = f"pg-{secrets.token_hex(8)}"
+    stack = ComposeStack(tmp_path / "project", {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SIGNING,
+                                                "POSTGRES_PASSWORD": password, "GPUBOT_PUBLISH": str(port)},
+                         key_file=str(key), http_port=3000, database_url=None, host_network=False)
+    stack.write()
+    try:
+        up = time.monotonic()
+        stack.compose("up", "-d", "--no-build")  # both services; the bot once db's healthcheck passes
+        async with aiohttp.ClientSession() as http:  # Slack is out of reach from the bridge: unready on that alone
+            await _unready_on_slack(http, f"http://127.0.0.1:{port}", timeout=180)
+        ready = time.monotonic() - up
+        status = stack.exec("gpubot", "status", "localhost", "--json", check=False)
+        report = json.loads(status.stdout or "{}")
+        assert report.get("snapshot_id") and report["store_error"] is None, status.stdout + status.stderr
+
+        def sql(query: str) -> str:
+            return stack.exec("psql", "-U", "gpubot", "-d", "gpubot", "-Atc", query, service="db").stdout.strip()
+
+        assert sql("select version_num from alembic_version") == revisions()[0][0]
+        stored = sql(f"select host_name || ' ' || verdict from snapshots where id = {int(report['snapshot_id'])}")
+        assert stored == f"localhost {report['verdict']}", stored
+        env = json.loads(docker("inspect", "--format", "{{json .Config.Env}}", stack.container()).stdout)
+        assert f"GPUBOT_DATABASE_URL=postgresql+asyncpg://gpubot:{password}@db:5432/gpubot" in env
+        logs = stack.logs()
+    finally:
+        stack.down()
+    assert password not in logs and TOKEN not in logs, logs[-2000:]
+    print(f"\nshipped db: `compose up` to the bot's database ready {ready:.1f} s; builds this run (0 = cached): "
+          + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in BUILDS.items()))

@@ -1,12 +1,20 @@
-"""The repository's docker-compose.yml, run on a real engine with Compose 1.29 (``docker-compose``).
+"""The repository's compose files, run on a real engine with Compose 1.29 (``docker-compose``).
 
 :class:`ComposeStack` lays out a project folder the way deploy/README.md tells users to (a
-``.env``, ``deploy/ssh/id_ed25519`` owned by uid 10001 with mode 0400) and writes the repository's
-compose file there with only what this machine needs changed in the ``bot`` service: it joins the
-host network (to reach this machine's PostgreSQL, which stands in for the ``db`` service, the test
+``.env``, ``deploy/ssh/id_ed25519`` owned by uid 10001 with mode 0400, ``docker-compose.yml`` and
+``docker-compose.override.yml``) and runs ``docker-compose`` there without ``-f``, as users do, so
+Compose picks the files itself. Two ways, as the files offer:
+
+* ``database_url`` given: a PostgreSQL that already runs (this machine's, a fresh test database). Its
+  ``.env`` says ``COMPOSE_FILE=docker-compose.yml`` and ``GPUBOT_DATABASE_URL=…``, as .env.example
+  shows: the override and its ``db`` are left out.
+* ``database_url`` ``None``: the shipped ``db`` service, unchanged (``postgres:16``: the engine must
+  have an image of that name; tests/support/postgres_image.py builds a stand-in).
+
+Only what this machine needs is changed in the ``bot`` service: the image is built from a local
+base; with ``host_network`` it joins the host network (to reach this machine's PostgreSQL, the test
 sshd on 127.0.0.x and the Slack recorder), so its ``ports`` go (Docker refuses port bindings on the
-host network) and ``GPUBOT_HTTP_PORT`` is a free port; the image is built from a local base; the
-database URL points at the fresh test database. ``up --no-deps bot`` starts the bot alone.
+host network) and ``GPUBOT_HTTP_PORT`` is a free port.
 """
 
 from __future__ import annotations
@@ -49,7 +57,8 @@ class ComposeStack:
     env: dict[str, str]
     key_file: str
     http_port: int
-    database_url: str
+    database_url: str | None
+    """``None``: the shipped ``db`` service (docker-compose.override.yml)."""
     host_network: bool = True
     """``False``: the compose file's own networking and ``ports`` (``GPUBOT_PUBLISH`` in ``env``)."""
     project: str = field(default_factory=lambda: f"gpubottest{secrets.token_hex(3)}")
@@ -60,14 +69,17 @@ class ComposeStack:
         doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
         bot = doc["services"]["bot"]
         bot.update({"build": {"context": str(ROOT), "args": {"BASE": BASE_IMAGE}}, "image": IMAGE})
-        bot["environment"]["GPUBOT_DATABASE_URL"] = self.database_url
         if self.host_network:
             bot.pop("ports")
             bot["network_mode"] = "host"
             bot["environment"]["GPUBOT_HTTP_PORT"] = str(self.http_port)
         (self.folder / "docker-compose.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+        shutil.copy(ROOT / "docker-compose.override.yml", self.folder / "docker-compose.override.yml")
+        env = dict(self.env)
+        if self.database_url is not None:  # the two lines .env.example shows for an existing PostgreSQL
+            env.update({"COMPOSE_FILE": "docker-compose.yml", "GPUBOT_DATABASE_URL": self.database_url})
         env_file = self.folder / ".env"
-        env_file.write_text("".join(f"{k}={v}\n" for k, v in self.env.items()))
+        env_file.write_text("".join(f"{k}={v}\n" for k, v in env.items()))
         env_file.chmod(0o600)
         key = self.folder / "deploy" / "ssh" / "id_ed25519"
         key.parent.mkdir(parents=True, exist_ok=True)
@@ -76,21 +88,22 @@ class ComposeStack:
         key.chmod(0o400)
 
     def compose(self, *args: str, check: bool = True, timeout: float = 300, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        """Run ``docker-compose -p PROJECT -f docker-compose.yml ARGS`` in the project folder."""
-        cmd = ["docker-compose", "--no-ansi", "-p", self.project, "-f", "docker-compose.yml", *args]
+        """Run ``docker-compose -p PROJECT ARGS`` in the project folder (Compose picks the files, as for users)."""
+        cmd = ["docker-compose", "--no-ansi", "-p", self.project, *args]
+        env = {k: v for k, v in os.environ.items() if k not in ("COMPOSE_FILE", "GPUBOT_DATABASE_URL", "POSTGRES_PASSWORD")}
         res = subprocess.run(cmd, cwd=self.folder, capture_output=True, text=True, timeout=timeout, input=input,
-                             env={**os.environ, "COMPOSE_INTERACTIVE_NO_CLI": "1"})
+                             env={**env, "COMPOSE_INTERACTIVE_NO_CLI": "1"})
         if check and res.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
         return res
 
-    def exec(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """A command inside the running bot container (no terminal)."""
-        return self.compose("exec", "-T", "bot", *argv, check=check)
+    def exec(self, *argv: str, check: bool = True, service: str = "bot") -> subprocess.CompletedProcess[str]:
+        """A command inside the running ``service`` container (no terminal)."""
+        return self.compose("exec", "-T", service, *argv, check=check)
 
-    def container(self) -> str:
-        """The bot container's id."""
-        return self.compose("ps", "-q", "bot").stdout.strip()
+    def container(self, service: str = "bot") -> str:
+        """The ``service`` container's id."""
+        return self.compose("ps", "-q", service).stdout.strip()
 
     def state(self) -> dict[str, object]:
         """``docker inspect``'s ``State`` of the bot container."""

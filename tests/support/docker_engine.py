@@ -9,11 +9,20 @@ later runs; building it takes about a minute.
 
 Needs root and the ``docker.io``, ``docker-compose`` and ``debootstrap`` packages (``make
 deps-system`` installs them).
+
+An engine started here is stopped by :meth:`Engine.stop`, which also undoes what ``dockerd`` left
+on the machine: the ``docker0`` and ``br-…`` bridges (and any ``veth`` of theirs), the ``DOCKER…``
+iptables chains with the rules that lead to them or name those bridges, and puts back the chains'
+policies (dockerd sets FORWARD's to DROP) and ``net.ipv4.ip_forward`` as they were. Only what was
+not there before the start is removed (:func:`network_state` before and after).
+Every command has a timeout.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -36,21 +45,111 @@ def docker(*args: str, check: bool = True, timeout: float = 600, **kw: object) -
     return res  # type: ignore[no-any-return]
 
 
+DOCKER_LINK = re.compile(r"^(docker0|br-[0-9a-f]{12}|veth[0-9a-f]{7})$")
+"""The links dockerd makes: its default bridge, a bridge per Compose network, a veth per container."""
+TABLES = ("filter", "nat")
+CMD_TIMEOUT_S = 30
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT_S, check=False)
+
+
+@dataclass(frozen=True)
+class NetworkState:
+    """What dockerd changes on the machine: link names, ``iptables -S`` lines per table, ip_forward ("0"/"1")."""
+
+    links: frozenset[str]
+    rules: dict[str, frozenset[str]]
+    ip_forward: str
+
+    def docker_made(self) -> tuple[set[str], dict[str, set[str]]]:
+        """The links and iptables lines (per table) that are Docker's, whoever made them, and the
+        chains' policies (``-P``: dockerd sets FORWARD's to DROP)."""
+        links = {name for name in self.links if DOCKER_LINK.match(name)}
+        rules = {table: {line for line in lines if _dockers(line) or line.startswith("-P ")} for table, lines in self.rules.items()}
+        return links, rules
+
+
+def _dockers(line: str) -> bool:
+    """An ``iptables -S`` line that is Docker's: a DOCKER… chain, a jump to one, or one naming its bridges."""
+    return "DOCKER" in line or bool(re.search(r"\b(docker0|br-[0-9a-f]{12})\b", line))
+
+
+def network_state() -> NetworkState:
+    """This machine's links, iptables rules (filter and nat) and ip_forward, now (root; empty without iptables)."""
+    links = frozenset(line.split(":")[1].strip().split("@")[0] for line in _run("ip", "-o", "link", "show").stdout.splitlines()
+                      if line.count(":") >= 2)
+    rules = {}
+    for table in TABLES:
+        res = _run("iptables", "-w", "10", "-t", table, "-S") if shutil.which("iptables") else None
+        rules[table] = frozenset(res.stdout.splitlines()) if res is not None and res.returncode == 0 else frozenset()
+    try:
+        with open("/proc/sys/net/ipv4/ip_forward") as f:
+            forward = f.read().strip()
+    except OSError:
+        forward = ""
+    return NetworkState(links, rules, forward)
+
+
+def undo_network_changes(before: NetworkState) -> list[str]:
+    """Remove the Docker links and iptables rules and chains made since ``before`` and put ip_forward back;
+    returns what could not be removed (empty when all went)."""
+    now = network_state()
+    links, rules = now.docker_made()
+    failed = []
+    for name in sorted(links - before.links, key=lambda n: not n.startswith("veth")):  # veths first
+        res = _run("ip", "link", "delete", name)
+        if res.returncode != 0 and name in network_state().links:
+            failed.append(f"link {name}: {res.stderr.strip()}")
+    for table in TABLES:
+        for line in sorted(before.rules[table] - now.rules[table]):  # dockerd sets the FORWARD policy to DROP
+            if line.startswith("-P "):
+                res = _run("iptables", "-w", "10", "-t", table, *shlex.split(line))
+                if res.returncode != 0:
+                    failed.append(f"iptables -t {table} {line}: {res.stderr.strip()}")
+        new = rules[table] - before.rules[table]
+        for line in sorted(line for line in new if line.startswith("-A ")):  # rules first: a chain in use cannot go
+            res = _run("iptables", "-w", "10", "-t", table, "-D", *shlex.split(line)[1:])
+            if res.returncode != 0:
+                failed.append(f"iptables -t {table} {line}: {res.stderr.strip()}")
+        for line in sorted(line for line in new if line.startswith("-N ")):
+            chain = line.split()[1]
+            _run("iptables", "-w", "10", "-t", table, "-F", chain)
+            res = _run("iptables", "-w", "10", "-t", table, "-X", chain)
+            if res.returncode != 0:
+                failed.append(f"iptables -t {table} -X {chain}: {res.stderr.strip()}")
+    if before.ip_forward and now.ip_forward != before.ip_forward:
+        try:
+            with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
+                f.write(before.ip_forward)
+        except OSError as exc:
+            failed.append(f"ip_forward back to {before.ip_forward}: {exc}")
+    return failed
+
+
 @dataclass
 class Engine:
-    """A running engine; ``started`` is the ``dockerd`` process this run started (else ``None``)."""
+    """A running engine; ``started`` is the ``dockerd`` process this run started (else ``None``), and
+    ``before`` the machine's network state before it started."""
 
     started: subprocess.Popen[bytes] | None = None
+    before: NetworkState | None = None
 
-    def stop(self) -> None:
-        """Stop the engine if this run started it."""
-        if self.started is not None and self.started.poll() is None:
-            self.started.terminate()
+    def stop(self) -> list[str]:
+        """Stop the engine if this run started it, then remove the bridges and iptables chains it made
+        (:func:`undo_network_changes`); returns what could not be removed. An engine that was already
+        running is left alone, with its networks."""
+        if self.started is None:
+            return []
+        if self.started.poll() is None:
+            self.started.terminate()  # dockerd stops its containers (their own stop timeouts) and its containerd
             try:
-                self.started.wait(timeout=30)
+                self.started.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.started.kill()
-                self.started.wait()
+                self.started.wait(timeout=30)
+        return undo_network_changes(self.before) if self.before is not None else []
 
 
 def _answers() -> bool:
@@ -68,16 +167,19 @@ def ensure_engine(log_path: str = "/tmp/gpubot-test-dockerd.log") -> Engine:
         return Engine()
     if os.geteuid() != 0:
         raise DockerUnavailable("dockerd must be started as root")
+    before = network_state()
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    engine = Engine(proc, before)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            engine.stop()
             raise DockerUnavailable(f"dockerd exited with {proc.returncode}; see {log_path}")
         if _answers():
-            return Engine(proc)
+            return engine
         time.sleep(0.5)
-    proc.terminate()
+    engine.stop()
     raise DockerUnavailable(f"dockerd did not answer within 60 s; see {log_path}")
 
 
@@ -108,9 +210,15 @@ def ensure_base_image(tag: str = BASE_IMAGE) -> float:
             shutil.rmtree(os.path.join(root, cache), ignore_errors=True)
             os.makedirs(os.path.join(root, cache), exist_ok=True)
         tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
-        docker("import", "--change", "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt", "--change", 'CMD ["python3"]',
-               "-", tag, stdin=tar.stdout)
-        tar.wait()
+        try:
+            docker("import", "--change", "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt", "--change", 'CMD ["python3"]',
+                   "-", tag, stdin=tar.stdout)
+        finally:
+            try:
+                tar.wait(timeout=120)  # done once the import read everything
+            except subprocess.TimeoutExpired:
+                tar.kill()
+                tar.wait(timeout=30)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return time.monotonic() - started
