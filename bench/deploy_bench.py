@@ -84,7 +84,7 @@ async def main() -> None:
         await _pg(args.pg, f"CREATE DATABASE {db}")
         with tempfile.TemporaryDirectory() as tmp:
             key = Path(tmp) / "key"
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=60)
             port = _free_port()
             stack = ComposeStack(Path(tmp) / "project", {"SLACK_BOT_TOKEN": "xoxb-bench", "SLACK_SIGNING_SECRET": "bench-secret",
                                                           "POSTGRES_PASSWORD": "unused", "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0"},

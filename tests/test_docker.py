@@ -148,7 +148,7 @@ async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_s
                 text = await _command(http, base, recorder, "status node01", "a")
                 assert "node01: unreachable" in text, text
                 fingerprint = subprocess.run(["ssh-keygen", "-lf", "-"], input=ssh_server.host_key_pub, capture_output=True,
-                                             text=True, check=True).stdout.split()[1]
+                                             text=True, check=True, timeout=60).stdout.split()[1]
                 trust = stack.exec("gpubot", "hosts", "trust", "node01", "--fingerprint", fingerprint)
                 assert "recorded in /var/lib/gpubot/ssh/known_hosts" in trust.stdout, trust.stdout + trust.stderr
                 known = stack.exec("cat", "/var/lib/gpubot/ssh/known_hosts").stdout
@@ -183,7 +183,7 @@ async def test_compose_scales_the_bot_to_two_replicas_on_a_port_range(image, tmp
     first = free_port()
     ports = (first, first + 1)
     key = tmp_path / "key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=60)
     stack = ComposeStack(tmp_path / "project", {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SIGNING, "POSTGRES_PASSWORD": "x",
                                                 "GPUBOT_PUBLISH": f"{ports[0]}-{ports[1]}"},
                          key_file=str(key), http_port=3000, database_url="sqlite+aiosqlite:////var/lib/gpubot/gpubot.db",
