@@ -209,8 +209,8 @@ async def test_the_nvml_probe_reads_health_through_the_library(monkeypatch, tmp_
 def test_whole_batches_on_the_real_h200_read_health_and_xid():
     """gpubot's own batch run on the H200 host (tests/fixtures/h200/batch_health_*.out): both backends read the same
     healthy GPU; as root the kernel log is read through dmesg; as a plain user it is "Xid not checked"."""
-    from bot.probes.batch import parse_batch
     from bot.probes.frames import split_frames
+    from bot.probes.registry import parse_batch
     from bot.probes.script import ProbePlan
 
     def judged(name: str, backend: str):

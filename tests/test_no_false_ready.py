@@ -90,7 +90,7 @@ async def test_nvml_mig_instance_whose_processes_were_refused_is_unknown(monkeyp
 
 # --- nvidia-smi: a MIG mode the driver could not read --------------------------------------------------
 def _smi_verdict(rows: str) -> tuple[str, list[str]]:
-    from bot.probes.batch import parse_batch
+    from bot.probes.registry import parse_batch
     from bot.probes.script import GPU_FIELDS
 
     outputs = idle_h200() | {"gpus": out("# fields: " + ",".join(GPU_FIELDS) + "\n" + rows)}
@@ -137,7 +137,7 @@ async def test_inventory_witnesses_that_timed_out_are_named_not_silently_skipped
 def test_gpu_fenced_with_compute_mode_prohibited_is_not_ready():
     """An admin ran `nvidia-smi -i 0 -c PROHIBITED` to keep jobs off the GPU: idle, no process, 0 MiB,
     and yet no CUDA context can be created there."""
-    from bot.probes.batch import parse_batch
+    from bot.probes.registry import parse_batch
     from bot.probes.script import GPU_FIELDS
 
     def verdict(mode: str):

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from bot.probes.batch import parse_batch
 from bot.probes.frames import frame_script, split_frames
 from bot.probes.readings import ProbeFailure
+from bot.probes.registry import parse_batch
 from bot.probes.script import ProbePlan
 from bot.readiness.verdict import Requirements, Verdict, assess
 from bot.sizes import BATCH_OUTPUT_CAP_BYTES, MIB, OUTPUT_CAP_BYTES

@@ -6,9 +6,9 @@ Sources of the wording: nvidia-smi's own messages as quoted in NVIDIA/nvidia-con
 and #69, NVIDIA/open-gpu-kernel-modules#387, microsoft/WSL#9938, NVIDIA/gpu-operator#356 and #375,
 NVIDIA/NVSentinel#883 (fabric states), and the H200 captures in tests/fixtures/h200/."""
 
-from bot.probes.batch import parse_batch
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import ProbeFailure
+from bot.probes.registry import parse_batch
 from bot.probes.script import GPU_FIELDS, ProbePlan
 from bot.readiness.verdict import Requirements, Severity, Verdict, assess
 from tests.support.scripted import idle_h200, out

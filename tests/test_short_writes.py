@@ -21,9 +21,9 @@ import pytest
 from sqlalchemy import event
 
 from bot.access import service as access
-from bot.probes.batch import parse_batch
 from bot.probes.engine import ProbeResult
 from bot.probes.frames import frame_script, split_frames
+from bot.probes.registry import parse_batch
 from bot.probes.script import ProbePlan
 from bot.readiness.verdict import Assessment, Verdict
 from bot.roles import Role

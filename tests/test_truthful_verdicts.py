@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.probes.batch import parse_batch
 from bot.probes.frames import ProbeOutput, frame_script, split_frames
 from bot.probes.inventory import parse_witnesses
 from bot.probes.nvml import parse_nvml
 from bot.probes.owners import owner_from_cgroup, parse_owners
 from bot.probes.readings import Disk, Gpu, GpuReport, HostContext, KernelGpu, MigDevice, OwnerReport, ProbeFailure, ProcessOwner, Readings, Unit, Witnesses
+from bot.probes.registry import parse_batch
 from bot.probes.script import GPU_FIELDS, ProbePlan
 from bot.probes.system import parse_df
 from bot.readiness.verdict import KnownGpu, Requirements, Verdict, assess

@@ -13,10 +13,10 @@ from typing import Any
 
 from bot.db.base import utcnow
 from bot.errors import ProbeError
-from bot.probes.batch import parse_batch, unfinished
 from bot.probes.frames import ProbeOutput, cap_words, frame_script, split_frames
+from bot.probes.probe import ProbePlan
 from bot.probes.readings import Readings
-from bot.probes.script import ProbePlan, build_script
+from bot.probes.registry import build_script, parse_batch, unfinished
 from bot.sizes import BATCH_OUTPUT_CAP_BYTES
 from bot.ssh.runner import Runner
 from bot.ssh.target import HostTarget

@@ -68,6 +68,8 @@ class ProbeOutput:
     def truncated(self) -> str | None:
         """``"output truncated at 1 MiB (stdout: 52,428,800 bytes)"`` when the host cut this command's
         stdout or stderr at :data:`~bot.sizes.OUTPUT_CAP_BYTES` (the script's note in stderr), else ``None``."""
+        if " truncated at " not in self.stderr:  # the common case, without the regex (~0.3 µs a frame)
+            return None
         found = [(m.group(1), int(m.group(2))) for m in _TRUNCATED.finditer(self.stderr)]
         if not found:
             return None

@@ -1,6 +1,6 @@
 """The GPU inventory: which GPUs a host has, from more than one witness.
 
-Witnesses, all read in the same batch (:data:`bot.probes.script.INVENTORY_COMMAND`):
+Witnesses, all read in the same batch (:data:`INVENTORY_COMMAND`, :class:`InventoryProbe`):
 
 * the GPU probe (nvidia-smi or NVML) — what the driver's user-space answers;
 * the kernel driver's ``/proc/driver/nvidia/gpus/BUS/information`` (GPU UUID and bus location);
@@ -13,11 +13,66 @@ Parsers here are pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from bot.probes.frames import ProbeOutput
 from bot.probes.nvidia_smi import kernel_bus_id
+from bot.probes.probe import Frame, Probe, ProbePlan
 from bot.probes.readings import FabricReport, KernelGpu, Witnesses
-from bot.probes.script import FABRIC_UNIT
 from bot.probes.system import parse_unit
+
+INVENTORY_COMMAND = r"""
+for f in /proc/driver/nvidia/gpus/*/information; do
+  [ -r "$f" ] || continue
+  printf 'proc %s\n' "${f%/information}"
+  grep -E '^(GPU UUID|Bus Location|Model|GPU Excluded):' "$f"
+done
+sys=${GPUBOT_SYSFS:-/sys}
+[ -d "$sys/bus/pci/devices" ] || exit 0
+echo pci-scanned
+for d in "$sys"/bus/pci/devices/*; do
+  v=; read -r v < "$d/vendor" 2>/dev/null; [ "$v" = 0x10de ] || continue
+  c=; read -r c < "$d/class" 2>/dev/null
+  k=-; [ -L "$d/driver" ] && k=$(readlink "$d/driver") && k=${k##*/}
+  case $c in
+    0x0300*|0x0302*) printf 'pci %s %s %s\n' "${d##*/}" "$c" "${k:--}";;
+    0x0680*) printf 'nvswitch %s %s %s\n' "${d##*/}" "$c" "${k:--}";;
+  esac
+done
+true
+""".strip()
+"""The GPU inventory's second witnesses, read in the same batch: the GPUs the NVIDIA kernel driver
+bound (``/proc/driver/nvidia/gpus/BUS/information``: ``proc PATH`` then its ``GPU UUID:``, ``Bus
+Location:``, ``Model:``, ``GPU Excluded:`` lines) and the NVIDIA devices on the PCI bus, read from
+sysfs with shell builtins (there even when the driver is not loaded): ``pci BUS CLASS DRIVER`` for
+display/3D controllers (class ``0x0300``/``0x0302``), ``nvswitch BUS CLASS DRIVER`` for NVSwitch
+bridges (class ``0x0680``, the HGX/DGX baseboards); ``DRIVER`` is the kernel driver bound to the
+device (``nvidia``, ``vfio-pci`` for one passed through to a VM; ``-`` for none). ``GPUBOT_SYSFS``
+in the host's SSH session names where sysfs is mounted (default ``/sys``; a probe running in a
+container that mounts the host's sysfs elsewhere, and the tests' fake hosts). Parsed by
+:func:`parse_witnesses`."""
+
+FABRIC_UNIT = "nvidia-fabricmanager.service"
+"""The NVIDIA Fabric Manager's systemd unit (package ``nvidia-fabricmanager-<driver branch>``)."""
+
+FABRIC_COMMAND = r"""
+grep -q '^nvswitch ' "$GPUBOT_D/inventory.out" 2>/dev/null || exit 0
+echo '# unit'
+systemctl show -p LoadState,ActiveState,SubState,MainPID -- UNIT; rc=$?
+echo "# unit-exit $rc"
+if [ ! -f "$GPUBOT_D/gpus.out" ] || grep -q '^# unsupported:.*fabric[.]state' "$GPUBOT_D/gpus.out"; then
+  echo '# smi-q'
+  nvidia-smi -q | awk '/^GPU [0-9A-Fa-f]+:/ {print; next} /^    Fabric *$/ {f=1; next} f && /^        (State|Status) *:/ {print; next} /^    [^ ]/ {f=0}'
+fi
+true
+""".strip().replace("UNIT", FABRIC_UNIT)
+"""The NVSwitch fabric, read only on a host whose PCI scan found NVSwitches: ``systemctl show`` of
+:data:`FABRIC_UNIT` after ``# unit`` (``# unit-exit N``: its exit status), and, where this driver
+refused the ``fabric.state`` query field, the ``Fabric`` section of ``nvidia-smi -q`` after ``# smi-q``
+(``GPU 00000000:18:00.0`` lines, then its ``State :`` and ``Status :``; also with the NVML backend,
+which does not read the fabric). Prints nothing on a host
+without NVSwitches. Parsed by :func:`parse_fabric`."""
 
 
 def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
@@ -70,7 +125,7 @@ def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
 
 
 def parse_fabric(out: ProbeOutput | None) -> FabricReport | None:
-    """Parse the fabric probe (:data:`bot.probes.script.FABRIC_COMMAND`): ``None`` when it printed
+    """Parse the fabric probe (:data:`FABRIC_COMMAND`): ``None`` when it printed
     nothing (no NVSwitch on this host) or did not run; else the fabric manager unit and, after
     ``# smi-q``, each GPU's fabric ``State``/``Status`` from ``nvidia-smi -q`` by bus id."""
     if out is None or (out.exit_status == 0 and not out.stdout.strip()):
@@ -96,3 +151,35 @@ def parse_fabric(out: ProbeOutput | None) -> FabricReport | None:
             states[bus][0 if key == "State" else 1] = value
     unit = parse_unit(FABRIC_UNIT, ProbeOutput("fabric", "\n".join(unit_lines), out.stderr if unit_rc else "", unit_rc))
     return FabricReport(manager=unit, gpu_states={b: (st, su) for b, (st, su) in states.items() if b})
+
+
+class InventoryProbe(Probe):
+    """The GPU inventory's second witnesses (:data:`INVENTORY_COMMAND` in frame ``inventory``). Fills ``witnesses``."""
+
+    fields = ("witnesses",)
+    tools = {"inventory": "the GPU inventory probe"}
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame("inventory", INVENTORY_COMMAND)]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return ["inventory"]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        return {"witnesses": parse_witnesses(outputs.get("inventory"))}
+
+
+class FabricProbe(Probe):
+    """The NVSwitch fabric (:data:`FABRIC_COMMAND` in frame ``fabric``, after ``inventory`` and the GPU
+    probe, whose outputs it reads). Fills ``fabric`` (``None``: no NVSwitch, or not probed)."""
+
+    fields = ("fabric",)
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame("fabric", FABRIC_COMMAND)]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return ["fabric"]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        return {"fabric": parse_fabric(outputs.get("fabric"))}

@@ -35,9 +35,12 @@ Output of the probe (always exit 0 when it ran)::
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.probes.frames import ProbeOutput
+from bot.probes.probe import Frame, Probe, ProbePlan
 
 WINDOW_S = 24 * 3600
 """How far back Xid errors count, in seconds."""
@@ -158,3 +161,21 @@ def parse_kernel_log(out: ProbeOutput | None) -> KernelLog:
             continue
         events.append(XidEvent(int(m.group(2)), m.group(1).lower(), at, (m.group(3) or "").strip()))
     return KernelLog(source, events, read_at=now, truncated=len(xid_lines) >= MAX_LINES)
+
+
+class KernelLogProbe(Probe):
+    """Recent Xid errors: :data:`KERNEL_LOG_COMMAND` in frame ``kernel_log``. Fills ``kernel_log``
+    (``None`` when the frame is missing: Xid errors not judged, the batch's cut says why)."""
+
+    fields = ("kernel_log",)
+    tools = {"kernel_log": "the kernel log probe"}
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame("kernel_log", KERNEL_LOG_COMMAND)]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return ["kernel_log"]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        out = outputs.get("kernel_log")
+        return {"kernel_log": parse_kernel_log(out) if out is not None else None}

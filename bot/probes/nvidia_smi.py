@@ -1,6 +1,7 @@
 """Parse ``nvidia-smi --query-gpu`` / ``--query-compute-apps`` CSV (``csv,noheader,nounits``).
 
-Field lists are in :mod:`bot.probes.script`; their meanings in ``nvidia-smi --help-query-gpu``.
+The columns are :data:`GPU_FIELDS` and :data:`APP_FIELDS`; their meanings in ``nvidia-smi --help-query-gpu``.
+The probe that runs the queries is :class:`bot.probes.gpu_probe.NvidiaSmiProbe`.
 Memory fields are MiB. Bracketed values (``[N/A]``, ``[Not Supported]``, ``[Unknown Error]``,
 ``[Insufficient Permissions]``...) are placeholders and become ``None``, never numbers.
 
@@ -16,7 +17,25 @@ from dataclasses import dataclass
 from bot.probes.frames import ProbeOutput
 from bot.probes.gpu_health import health_from_row
 from bot.probes.readings import Gpu, GpuProcess, GpuReport, LostGpu, ProbeFailure
-from bot.probes.script import APP_FIELDS, GPU_FIELDS
+
+GPU_FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "pci.bus_id",
+    "memory.total",
+    "memory.used",
+    "memory.reserved",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "mig.mode.current",
+    "driver_version",
+)
+"""``--query-gpu`` fields, in order (names from ``nvidia-smi --help-query-gpu``)."""
+
+APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
+"""``--query-compute-apps`` fields; the process name is last because it may hold commas."""
 
 NO_DEVICES_TEXT = "No devices were found"
 DRIVER_TEXT = "couldn't communicate with the NVIDIA driver"

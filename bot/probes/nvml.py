@@ -4,17 +4,25 @@ NVML reports bytes; the model keeps MiB like nvidia-smi. Memory comes from
 ``nvmlDeviceGetMemoryInfo(version=nvmlMemory_v2)``: its ``used`` excludes reserved memory and
 agrees with nvidia-smi. The v1 ``used`` counts the reserved part, so it would call an idle H200
 busy (615 MiB) — it is never read. Power is mW in NVML and W in the model.
+
+:class:`NvmlProbe` is the GPU probe of the ``nvml`` backend: the packaged ``nvml_probe.py`` run by the
+host's ``python3`` (one frame, ``nvml``) and this parser.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
+from collections.abc import Mapping
+from importlib import resources
 from typing import Any
 
 from bot.probes.frames import ProbeOutput
 from bot.probes.gpu_health import health_from_nvml
+from bot.probes.gpu_probe import truncated_report
 from bot.probes.nvidia_smi import driver_failure, kernel_bus_id
+from bot.probes.probe import LOST, Frame, Probe, ProbePlan
 from bot.probes.readings import Gpu, GpuProcess, GpuReport, MigDevice, ProbeFailure
 from bot.sizes import MIB
 
@@ -101,3 +109,35 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
         return GpuReport(gpus=gpus, driver_version=doc.get("driver"), source="nvml", failure=ProbeFailure.FAILED,
                          message="process list: NVML could not list the compute processes of " + "; ".join(unread))
     return GpuReport(gpus=gpus, processes=procs, driver_version=doc.get("driver"), source="nvml")
+
+
+def nvml_command() -> str:
+    """The NVML probe: the packaged ``nvml_probe.py`` piped to the host's ``python3``."""
+    source = resources.files("bot.probes").joinpath("nvml_probe.py").read_text()
+    return f"python3 -c {shlex.quote(source)}"
+
+
+_TOOK = re.compile(r'"took_s": (\d+)\}\s*$')
+
+
+class NvmlProbe(Probe):
+    """GPUs and their compute processes through NVML (``gpu_backend="nvml"``): fills ``gpu`` and
+    ``gpu_probe_s`` (the probe's ``"took_s"``, seconds; ``None``: not printed)."""
+
+    fields = ("gpu", "gpu_probe_s")
+    tools = {"nvml": "the NVML probe"}
+
+    def applies(self, plan: ProbePlan) -> bool:
+        return plan.gpu_backend == "nvml"
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame("nvml", nvml_command(), timeout_s=max(plan.gpu_timeout_s, plan.probe_timeout_s), send_after=True)]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return ["nvml"]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        out = outputs.get("nvml")
+        took = _TOOK.search(out.stdout) if out else None
+        return {"gpu": truncated_report(outputs, ("nvml",)) or parse_nvml(out or LOST),
+                "gpu_probe_s": int(took.group(1)) if took else None}

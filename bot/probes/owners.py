@@ -1,4 +1,4 @@
-"""Who holds a GPU: the owners probe's output (:func:`bot.probes.script.owners_command`) as
+"""Who holds a GPU: the owners probe's output (:func:`owners_command`, run by :class:`OwnersProbe`) as
 :class:`~bot.probes.readings.ProcessOwner` values.
 
 The owner is read from the process's cgroup path (``/proc/PID/cgroup``, v2 ``0::PATH`` or v1
@@ -11,8 +11,11 @@ CRI-O ``crio-<id>.scope``), a Kubernetes pod (``kubepods…pod<uid>``). A path t
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from bot.probes.frames import ProbeOutput
+from bot.probes.probe import Frame, Probe, ProbePlan
 from bot.probes.readings import OwnerReport, ProcessOwner
 
 _CONTAINER = re.compile(r"(?:^|[/-])(docker|cri-containerd|containerd|libpod|crio|cri-o)?-?([0-9a-f]{64})(?:\.scope)?$")
@@ -83,3 +86,66 @@ def parse_owners(out: ProbeOutput | None) -> OwnerReport:
                                    unit=found["unit"], container_id=cid, runtime=found["runtime"], pod_uid=found["pod_uid"],
                                    container_name=containers.get(cid) if cid else None, alive=pid in ps))
     return OwnerReport(owners=owners, scan_limited=limited)
+
+
+_OWNERS = r"""
+PIDS
+src=listed
+if [ -z "$pids" ] && HELD; then
+  src=device-file
+  pids=$(find /proc/[0-9]*/fd -maxdepth 1 -lname '/dev/nvidia[0-9]*' 2>/dev/null | cut -d/ -f3 | sort -un)
+  [ "$(id -u)" = 0 ] || echo scan-limited
+fi
+[ -n "$pids" ] || exit 0
+for p in $pids; do echo "pid $p $src"; done
+ps -o pid=,user:64=,etimes=,args= -p "$(echo $pids | tr ' ' ,)" 2>/dev/null | cut -c1-460 | sed 's/^ */ps /'
+cg=$(for p in $pids; do while IFS= read -r l; do echo "cgroup $p $l"; done < "/proc/$p/cgroup"; done 2>/dev/null)
+[ -n "$cg" ] && printf '%s\n' "$cg"
+if printf '%s' "$cg" | grep -q '[0-9a-f]\{64\}'; then
+  for rt in docker podman; do
+    command -v "$rt" >/dev/null 2>&1 || continue
+    timeout 5 "$rt" ps --no-trunc --format '{{.ID}} {{.Names}}' 2>/dev/null | sed 's/^/container /'
+  done
+fi
+true
+""".strip()
+
+
+def owners_command(plan: ProbePlan) -> str:
+    """Who holds each GPU, read in the same batch after the GPU probe.
+
+    The PIDs are the ones the GPU probe listed (its output lies in ``$GPUBOT_D``), or, when it
+    listed none while some GPU uses more than ``plan.gpu_free_mib`` MiB, the processes that have
+    ``/dev/nvidia<N>`` open (the container-PID-namespace case). Prints ``pid PID SOURCE``, one
+    ``ps PID USER ELAPSED_S ARGS`` line per live process (USER in a 64-character column: ps's default
+    of 8 cut longer names to ``gpubot-t+``), ``cgroup PID LINE`` per cgroup line, and
+    ``container ID NAME`` from docker/podman when a cgroup names a container. ``scan-limited``:
+    the scan ran without root and saw only the SSH user's processes. Parsed by
+    :func:`bot.probes.owners.parse_owners`.
+    """
+    if plan.gpu_backend == "nvml":
+        pids = """pids=$(grep -o '"pid": [0-9]*' "$GPUBOT_D/nvml.out" 2>/dev/null | grep -o '[0-9]*$' | sort -un)"""
+        held = """grep -Eq '"used": ([1-9][0-9]{6}|[0-9]{8,})' "$GPUBOT_D/nvml.out" 2>/dev/null"""
+    else:
+        pids = r"""pids=$(sed -n 's/^[^,]*, *\([0-9][0-9]*\),.*/\1/p' "$GPUBOT_D/apps.out" 2>/dev/null | sort -un)"""
+        held = ("awk -F', *' -v t=" + str(int(plan.gpu_free_mib)) + r""" '/^# fields:/ {sub(/^# fields: */, ""); """
+                r"""n = split($0, f, ","); for (i = 1; i <= n; i++) if (f[i] == "memory.used") c = i; next} """
+                r"""c && $c + 0 > t {x = 1} END {exit !x}' "$GPUBOT_D/gpus.out" 2>/dev/null""")
+    return _OWNERS.replace("PIDS", pids, 1).replace("HELD", held, 1)
+
+
+class OwnersProbe(Probe):
+    """Who holds each GPU (:func:`owners_command` in frame ``owners``, after the GPU probe, whose output
+    it reads). Fills ``owners`` (an :class:`OwnerReport`; a missing frame: ``error`` set)."""
+
+    fields = ("owners",)
+    tools = {"owners": "the device-file owners probe"}
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame("owners", owners_command(plan))]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return ["owners"]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        return {"owners": parse_owners(outputs.get("owners"))}

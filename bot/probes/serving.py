@@ -5,14 +5,18 @@ rest of the batch. For an inactive unit it prints only ``ActiveState=``; for an 
 its main PID, its processes (``Pids``: its cgroup's under ``/sys/fs/cgroup``, else the main process
 and its descendants, as the pivot's health wait reads them), its ``ExecStart`` (``Exec``, hex), the
 health URL asked (``Url``, from ``UrlFrom`` ``setting`` or ``command``) and the HTTP status
-``curl`` got (``Code``; ``000`` no answer, ``none`` curl missing). Parsed by :func:`parse_serving`.
+``curl`` got (``Code``; ``000`` no answer, ``none`` curl missing). Parsed by :func:`parse_serving`;
+both joined in :class:`ServingProbe`.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
+from typing import Any
 
 from bot.probes.frames import ProbeOutput
+from bot.probes.probe import Frame, Probe, ProbePlan
 from bot.probes.readings import UnitService
 from bot.probes.servers import default_url, exec_argv, url_awk
 
@@ -100,3 +104,21 @@ def parse_serving(unit: str, out: ProbeOutput | None) -> UnitService:
                                f"the health URL read on the host ({url}) is not the one its command line gives "
                                f"({ours[0] if ours else 'none'}); set the unit's `health` URL")
     return UnitService(unit, True, main, pids, argv, url, source, code, error)
+
+
+class ServingProbe(Probe):
+    """Each of ``plan.units`` as a model server (frames ``serve.0``..., after the units' ``unit.N``
+    frames, whose output they read; the health URL from ``plan.health_urls``, same index). Fills ``services``."""
+
+    fields = ("services",)
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        urls = plan.health_urls
+        return [Frame(f"serve.{i}", serving_command(unit, i, urls[i] if i < len(urls) else None, plan.health_timeout_s))
+                for i, unit in enumerate(plan.units)]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return [f"serve.{i}" for i in range(len(plan.units))]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        return {"services": [parse_serving(u, outputs.get(f"serve.{i}")) for i, u in enumerate(plan.units)]}

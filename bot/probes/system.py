@@ -3,13 +3,20 @@
 Formats: ``df -P`` is the POSIX format (one header line, then ``FS size used avail capacity
 mount``; with ``-B1`` sizes are bytes); ``du -sxb`` prints ``<bytes>\\t<path>``; ``systemctl
 show -p A,B`` prints ``Key=Value`` lines.
+
+Their probes (:class:`DisksProbe`, :class:`FoldersProbe`, :class:`HfCacheProbe`, :class:`UnitsProbe`,
+:class:`ContextProbe`) put the commands beside these parsers.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
 
 from bot.probes.frames import ProbeOutput
+from bot.probes.probe import LOST, Frame, Probe, ProbePlan
 from bot.probes.readings import Disk, Folder, FolderState, HostContext, Unit
 
 
@@ -132,3 +139,91 @@ def parse_context(driver: ProbeOutput | None, uptime: ProbeOutput | None, hostna
             up = None
     name = hostname.stdout.strip() or None if hostname and hostname.exit_status == 0 else None
     return HostContext(hostname=name, kernel_driver=kernel_driver, uptime_s=up)
+
+
+UNIT_PROPERTIES = "LoadState,ActiveState,SubState,MainPID"
+"""What ``systemctl show -p`` reads of a unit (:func:`parse_unit`)."""
+
+
+class DisksProbe(Probe):
+    """Free space of each of ``plan.volumes``: ``df -P -B1`` in frames ``df.0``, ``df.1``... Fills ``disks``."""
+
+    fields = ("disks",)
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame(f"df.{i}", f"df -P -B1 -- {shlex.quote(vol)}") for i, vol in enumerate(plan.volumes)]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return [f"df.{i}" for i in range(len(plan.volumes))]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        return {"disks": [parse_df(v, outputs.get(f"df.{i}", LOST)) for i, v in enumerate(plan.volumes)]}
+
+
+class FoldersProbe(Probe):
+    """Size of each of ``plan.folders`` (weight folders): ``du -sxb`` in frames ``du.0``... Fills ``folders``."""
+
+    fields = ("folders",)
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame(f"du.{i}", f"du -sxb -- {shlex.quote(folder)}") for i, folder in enumerate(plan.folders)]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return [f"du.{i}" for i in range(len(plan.folders))]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        return {"folders": [parse_du(p, outputs.get(f"du.{i}", LOST)) for i, p in enumerate(plan.folders)]}
+
+
+class HfCacheProbe(Probe):
+    """Size of the Hugging Face cache (``plan.hf_cache``, else the SSH user's ``$HF_HOME`` or
+    ``~/.cache/huggingface``): ``du -sxb`` in frame ``hf``. Fills ``hf_cache``."""
+
+    fields = ("hf_cache",)
+    tools = {"hf": "du of the HF cache"}
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        if plan.hf_cache:
+            return [Frame("hf", f"du -sxb -- {shlex.quote(plan.hf_cache)}")]
+        return [Frame("hf", 'du -sxb -- "${HF_HOME:-$HOME/.cache/huggingface}"')]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return ["hf"]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        out = outputs.get("hf", LOST)
+        return {"hf_cache": parse_du(hf_cache_path(out, plan.hf_cache), out)}
+
+
+class UnitsProbe(Probe):
+    """Each of ``plan.units`` as systemd sees it: ``systemctl show -p`` :data:`UNIT_PROPERTIES` in frames
+    ``unit.0``... Fills ``units``."""
+
+    fields = ("units",)
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame(f"unit.{i}", f"systemctl show -p {UNIT_PROPERTIES} -- {shlex.quote(unit)}")
+                for i, unit in enumerate(plan.units)]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return [f"unit.{i}" for i in range(len(plan.units))]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        return {"units": [parse_unit(u, outputs.get(f"unit.{i}", LOST)) for i, u in enumerate(plan.units)]}
+
+
+class ContextProbe(Probe):
+    """The host's kernel driver version, uptime and hostname (frames ``driver``, ``uptime``,
+    ``hostname``). Fills ``context``."""
+
+    fields = ("context",)
+
+    def frames(self, plan: ProbePlan) -> list[Frame]:
+        return [Frame("driver", "cat /proc/driver/nvidia/version"), Frame("uptime", "cat /proc/uptime"),
+                Frame("hostname", "hostname")]
+
+    def names(self, plan: ProbePlan) -> list[str]:
+        return ["driver", "uptime", "hostname"]
+
+    def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
+        return {"context": parse_context(outputs.get("driver"), outputs.get("uptime"), outputs.get("hostname"))}
