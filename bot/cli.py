@@ -21,16 +21,15 @@ from typing import Any, NoReturn, TextIO, cast
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
-from bot import cli_actions, cli_history, cli_hosts, cli_progress, cli_shell
+from bot import cli_actions, cli_errors, cli_history, cli_hosts, cli_progress, cli_shell
 from bot.actions.policy import check_policy
+from bot.cli_errors import EX_IOERR, EX_USAGE
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
-from bot.config import Settings, default_data_dir, load_settings, settings_problem
+from bot.config import Settings, default_data_dir, load_settings
 from bot.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
-from bot.errors import ConfigError, DatabaseUnavailable, GpubotError, NotFoundError, PolicyError, SshConfigRefused, UsageError
+from bot.errors import ConfigError, PolicyError, SshConfigRefused, UsageError
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.flows.status import StatusReport, check_host
 from bot.observability.logs import configure_logging, secrets_of
@@ -41,12 +40,7 @@ from bot.render.text import fleet_text, status_text
 from bot.ssh.config_file import SshConfigFile, config_path
 from bot.wiring import build_services
 
-EX_USAGE = 64
-EX_NOHOST = 69
-EX_IOERR = 74
-EX_CONFIG = 78
 EX_INTERRUPTED = 130
-EX_PIPE = 141
 VERDICT_EXIT = {Verdict.READY: 0, Verdict.NOT_READY: 1, Verdict.UNKNOWN: 2, Verdict.UNREACHABLE: 2, Verdict.SERVING: 3}
 _EXIT_RANK = [0, 3, 1, 2]
 """Exit statuses from best to worst: a fleet exits with its worst host's (serving is better than not ready)."""
@@ -249,18 +243,10 @@ def _main(argv: list[str] | None) -> int:
     configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)
     try:
         settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"gpubot: configuration error: {exc}", file=sys.stderr)
-        return EX_CONFIG
-    except (ValidationError, SettingsError) as exc:
-        print(f"gpubot: configuration error: {settings_problem(exc)}", file=sys.stderr)
-        return EX_CONFIG
-    try:
         check_policy(settings)
         SshConfigFile(config_path(settings.ssh_config), allow_commands=settings.ssh_config_allow_commands).checked()
-    except (PolicyError, SshConfigRefused) as exc:
-        print(f"gpubot: configuration error: {exc}", file=sys.stderr)
-        return EX_CONFIG
+    except (ConfigError, ValidationError, SettingsError, PolicyError, SshConfigRefused) as exc:
+        return cli_errors.configuration_error(exc)
     configure_logging(fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level,
                       secrets=secrets_of(settings))
     if settings.log_level != "DEBUG":
@@ -268,26 +254,8 @@ def _main(argv: list[str] | None) -> int:
             logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return _run(args, settings)
-    except BrokenPipeError:  # `gpubot status x | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EX_PIPE
-    except (ArgumentError, NoSuchModuleError) as exc:
-        print(f"gpubot: GPUBOT_DATABASE_URL is not usable: {exc}", file=sys.stderr)
-        return EX_CONFIG
-    except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
-        print(f"gpubot: database error ({_redacted(settings.database_url)}): {reason}", file=sys.stderr)
-        return EX_IOERR
-    except OSError as exc:
-        print(f"gpubot: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return EX_IOERR
-
-
-def _redacted(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return "invalid URL"
+    except Exception as exc:  # said in one line with its exit status (bot/cli_errors.py), or raised again
+        return cli_errors.exit_status(exc, database_url=settings.database_url)
 
 
 def _upgrade(settings: Settings) -> None:
@@ -315,7 +283,7 @@ def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
     undone = undone_by(current, target)
     if not undone:
         raise UsageError(f"the database is at {current}; {target} is not below it (`gpubot db upgrade` goes up)")
-    print(f"The database ({_redacted(settings.database_url)}) is at {current}. Going down to {target} undoes:")
+    print(f"The database ({cli_errors.redacted(settings.database_url)}) is at {current}. Going down to {target} undoes:")
     for rev, doc in undone:
         print(f"  {rev}  {doc}")
     print("What those migrations hold is lost: a dropped table or column does not come back with a later upgrade.\n"
@@ -332,42 +300,28 @@ def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    try:
-        if args.cmd == "db" and args.db_cmd == "downgrade":  # never upgrade first
-            return _downgrade(settings, args.revision, yes=args.yes)
-        _upgrade(settings)
-        if args.cmd == "db":
-            print("database is at the newest revision")
-            return 0
-        if args.cmd == "console":
-            return _console(settings, args.role)
-        if args.cmd == "serve":
-            cli_actions.startup(settings)
-            return _serve(settings)
-        if args.cmd == "hosts":
-            return asyncio.run(cli_hosts.run(settings, args))
-        if args.cmd == "audit":
-            return asyncio.run(cli_actions.audit(settings, args))
-        if args.cmd == "logs":
-            return asyncio.run(cli_actions.logs(settings, args))
-        if args.cmd == "report":
-            return asyncio.run(cli_history.report_list(settings, args))
-        if args.cmd in ("history", "diff"):
-            return asyncio.run(cli_history.history(settings, args) if args.cmd == "history" else cli_history.diff(settings, args))
-        return asyncio.run(_status(settings, args.words, args.json))
-    except DatabaseUnavailable as exc:  # refused, no answer, dropped: name it (never its password)
-        print(f"gpubot: {exc}; GPUBOT_DATABASE_URL is {exc.url or _redacted(settings.database_url)}", file=sys.stderr)
-        return EX_IOERR
-    except NotFoundError as exc:
-        near = f" Did you mean: {', '.join(exc.near)}?" if exc.near else ""
-        print(f"gpubot: {exc}.{near}", file=sys.stderr)
-        return EX_NOHOST
-    except UsageError as exc:
-        print(f"gpubot: {exc}" + (f" (did you mean `{exc.suggestion}`?)" if exc.suggestion else ""), file=sys.stderr)
-        return EX_USAGE
-    except GpubotError as exc:
-        print(f"gpubot: {exc}", file=sys.stderr)
-        return 2
+    if args.cmd == "db" and args.db_cmd == "downgrade":  # never upgrade first
+        return _downgrade(settings, args.revision, yes=args.yes)
+    _upgrade(settings)
+    if args.cmd == "db":
+        print("database is at the newest revision")
+        return 0
+    if args.cmd == "console":
+        return _console(settings, args.role)
+    if args.cmd == "serve":
+        cli_actions.startup(settings)
+        return _serve(settings)
+    if args.cmd == "hosts":
+        return asyncio.run(cli_hosts.run(settings, args))
+    if args.cmd == "audit":
+        return asyncio.run(cli_actions.audit(settings, args))
+    if args.cmd == "logs":
+        return asyncio.run(cli_actions.logs(settings, args))
+    if args.cmd == "report":
+        return asyncio.run(cli_history.report_list(settings, args))
+    if args.cmd in ("history", "diff"):
+        return asyncio.run(cli_history.history(settings, args) if args.cmd == "history" else cli_history.diff(settings, args))
+    return asyncio.run(_status(settings, args.words, args.json))
 
 
 if __name__ == "__main__":

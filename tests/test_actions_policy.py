@@ -14,7 +14,8 @@ def test_the_policy_is_checked_at_start_naming_the_variable(monkeypatch, capsys,
     import pytest
 
     from bot.actions.policy import check_policy
-    from bot.cli import EX_CONFIG, main
+    from bot.cli import main
+    from bot.cli_errors import EX_CONFIG
     from bot.config import Settings
     from bot.errors import PolicyError
 
@@ -40,7 +41,8 @@ def test_an_expiry_of_zero_or_less_stops_at_start_with_exit_78(monkeypatch, caps
     import pytest
 
     from bot.actions.policy import check_policy
-    from bot.cli import EX_CONFIG, main
+    from bot.cli import main
+    from bot.cli_errors import EX_CONFIG
     from bot.config import Settings
     from bot.errors import PolicyError
 
