@@ -11,6 +11,7 @@ from bot.actions.models import ActionRequest
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
+from bot.slack.handlers.actions import sweep_once
 from tests.actions_support import fast, operators, register, step_count, weights
 from tests.slack_env import APPROVE, REJECT, REPLAN, ask, buttons, click, ephemeral, is_card, last_card, pending_clean, result, start_bot
 from tests.support.blockkit import blocks_text, validate_message
@@ -152,7 +153,7 @@ async def test_an_action_cut_off_by_a_crash_is_reported_interrupted_after_restar
         await service.start_step(db_session=db, now=services.clock(), request_id=rid, idx=1, title="delete", command="rm", script=None)
     async with SlackApiRecorder() as recorder:
         bot, close = await start_bot(services, recorder)
-        await bot.command("help", user_id="U2")  # any request after the restart runs the sweep
+        await sweep_once(services, bot.app.client)  # what `gpubot serve` runs at start and every interval
         update_call = await recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts, timeout=20)
         assert blocks_text(update_call.body["blocks"]).startswith(":warning: Interrupted")
         assert "not re-run" in await result(bot, ts)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import Settings, UnitHealth
 from bot.errors import DatabaseUnavailable, GpubotError, ProbeSettingsError
@@ -161,20 +165,43 @@ def store_error_text(exc: BaseException) -> str:
     return f"the snapshot was not stored: {type(cause).__name__}: {(str(cause).splitlines() or [''])[0][:200]}"
 
 
+Resolved = tuple[HostTarget, Host | None]
+"""A host name resolved by :func:`bot.hosts.service.resolve`: its target and its row (``None`` for
+``localhost`` or an ssh_config alias)."""
+
+
 async def check_host(*, services: Services, host_name: str, need_bytes: int | None = None,
-                     paths: tuple[str, ...] = (), requested_by: str | None = None) -> StatusReport:
+                     paths: tuple[str, ...] = (), requested_by: str | None = None,
+                     db_session: AsyncSession | None = None, resolved: Resolved | None = None) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot (see :func:`_probe_and_store`), inside the
     process's work gate: during a shutdown it raises :class:`~bot.errors.ShuttingDown` before
     touching the host, and a probe that started is waited for (``GPUBOT_SHUTDOWN_GRACE_S``), then
-    interrupted and stored as such (:func:`probe_or_interrupted`)."""
+    interrupted and stored as such (:func:`probe_or_interrupted`).
+
+    ``db_session``: the caller's session (a request's one session), used for the reads and the
+    store, its transactions ended before the probe and after the store, never closed here; without
+    it the flow opens its own. ``resolved``: the host as the caller already resolved it (not looked
+    up again)."""
     async with services.gate.job("probe"):
         with log_context(host=host_name):
             return await _probe_and_store(services=services, host_name=host_name, need_bytes=need_bytes,
-                                          paths=paths, requested_by=requested_by)
+                                          paths=paths, requested_by=requested_by, db_session=db_session,
+                                          resolved=resolved)
+
+
+@asynccontextmanager
+async def _session(services: Services, given: AsyncSession | None) -> AsyncIterator[AsyncSession]:
+    """``given`` as is (its owner closes it), else a new session closed on exit."""
+    if given is not None:
+        yield given
+        return
+    async with services.sessions() as db:
+        yield db
 
 
 async def _probe_and_store(*, services: Services, host_name: str, need_bytes: int | None = None,
-                           paths: tuple[str, ...] = (), requested_by: str | None = None) -> StatusReport:
+                           paths: tuple[str, ...] = (), requested_by: str | None = None,
+                           db_session: AsyncSession | None = None, resolved: Resolved | None = None) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot.
 
     Raises :class:`~bot.errors.NotFoundError` for an unregistered name (other than
@@ -182,17 +209,18 @@ async def _probe_and_store(*, services: Services, host_name: str, need_bytes: in
     stored probe settings) is a stored snapshot with an error instead. When the snapshot cannot be
     written, the report still carries the verdict and says so in ``store_error``.
     """
-    async with services.sessions() as db:
-        target, host = await hosts.resolve(db_session=db, name=host_name, ssh_aliases=services.ssh_aliases())
+    async with _session(services, db_session) as db:
+        target, host = resolved or await hosts.resolve(db_session=db, name=host_name, ssh_aliases=services.ssh_aliases())
         host_id = host.id if host else None
         known = (await inventory.known(db_session=db, host_names=[target.name],
                                        since=services.clock() - timedelta(days=services.settings.gpu_inventory_days)))[target.name]
+        await db.commit()  # end the read: no connection held during the probe
     result, assessment, req = await probe_or_interrupted(services=services, target=target, host=host,
                                                          need_bytes=need_bytes, paths=paths, known=tuple(known))
     snapshot_id: int | None = None
     store_error: str | None = None
     try:
-        async with services.sessions() as db, db.begin():
+        async with _session(services, db_session) as db, db.begin():
             snap = await snapshots.store(db_session=db, result=result, assessment=assessment, host_id=host_id,
                                          requested_by=requested_by)
             snapshot_id = snap.id

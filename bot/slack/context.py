@@ -2,20 +2,25 @@
 
 Handlers (``bot/slack/handlers/*.py``) are ``async def handler(ctx: CommandContext, cmd) -> None``
 and live in a ``HANDLERS = {CommandClass: handler}`` dict per module. They call a flow and render;
-no business rules.
+no business rules; they raise, and the app's one error handler answers (:mod:`bot.slack.errors`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.commands.grammar import Grammar
 from bot.flows.context import Services
+from bot.flows.status import Resolved
 from bot.hosts import service as hosts
 from bot.roles import Role
 from bot.slack.blocks import FULL_TEXT_TITLE, TOO_LONG, full_text_blocks, long_lines
@@ -41,13 +46,48 @@ class CommandContext:
     channel_id: str
     role: Role
     team_id: str | None = None
+    db: AsyncSession | None = None
+    """The request's one database session (opened by :mod:`bot.slack.request`, closed when the
+    handler ends); ``None`` where a context is built without that middleware."""
+    placeholder: MessageRef | None = None
+    """The message a handler posted while it works ("probing node174…"): an error raised after it
+    is shown there (:func:`bot.slack.errors.answer_command_error`)."""
 
-    async def known_host(self, name: str) -> None:
-        """Raise :class:`~bot.errors.NotFoundError` (with near names) unless ``name`` is a
-        registered host or ``localhost``. Handlers call it before they post anything, so a
-        mistyped name is answered to the caller alone, not announced to the channel."""
+    async def known_host(self, name: str) -> Resolved:
+        """The host called ``name`` resolved once (:func:`bot.hosts.service.resolve`, in the request's
+        session); raises :class:`~bot.errors.NotFoundError` (with near names) unless ``name`` is a
+        registered host, ``localhost`` or an ssh_config alias. Handlers call it before they post
+        anything, so a mistyped name is answered to the caller alone, not announced to the channel."""
+        if self.db is not None:
+            resolved = await hosts.resolve(db_session=self.db, name=name, ssh_aliases=self.services.ssh_aliases())
+            await self.db.commit()  # end the read: nothing held while the handler waits
+            return resolved
         async with self.services.sessions() as db:
-            await hosts.resolve(db_session=db, name=name, ssh_aliases=self.services.ssh_aliases())
+            return await hosts.resolve(db_session=db, name=name, ssh_aliases=self.services.ssh_aliases())
+
+    @asynccontextmanager
+    async def working_in(self, ref: MessageRef) -> AsyncIterator[None]:
+        """While the block runs, ``ref`` is the :attr:`placeholder` an error is shown in; a block
+        that ends normally leaves no placeholder behind."""
+        self.placeholder = ref
+        yield
+        self.placeholder = None
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """The request's session (its transaction ended on exit, the session kept open), or a new
+        session closed on exit where there is none."""
+        if self.db is None:
+            async with self.services.sessions() as db:
+                yield db
+            return
+        try:
+            yield self.db
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error that stopped it is the one to tell
+                await self.db.rollback()
+            raise
+        await self.db.commit()
 
     async def reply_ephemeral(self, text: str, blocks: list[dict[str, Any]] | None = None) -> None:
         """Answer only the caller (``response_url``, ``response_type=ephemeral``)."""

@@ -12,6 +12,7 @@ import time
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.access import service as access
 from bot.flows.context import Services
@@ -57,15 +58,19 @@ class RoleResolver:
             return set()
         return {g for g in candidates if g.startswith("S") and user_id in await self._group_members(client, g)}
 
-    async def role(self, client: AsyncWebClient, user_id: str) -> Role:
-        """The highest role settings and grants give ``user_id`` or its groups, never above ``console_role``."""
-        found = await self._role(client, user_id)
+    async def role(self, client: AsyncWebClient, user_id: str, *, db_session: AsyncSession | None = None) -> Role:
+        """The highest role settings and grants give ``user_id`` or its groups, never above ``console_role``.
+        ``db_session``: the request's session to read grants with (a session of its own without one)."""
+        found = await self._role(client, user_id, db_session)
         return found if self.console_role is None else min(found, self.console_role)
 
-    async def _role(self, client: AsyncWebClient, user_id: str) -> Role:
+    async def _role(self, client: AsyncWebClient, user_id: str, db_session: AsyncSession | None) -> Role:
         s = self.services.settings
-        async with self.services.sessions() as db:
-            granted = await self.grants.get(db_session=db)
+        if db_session is not None:
+            granted = await self.grants.get(db_session=db_session)
+        else:
+            async with self.services.sessions() as db:
+                granted = await self.grants.get(db_session=db)
         groups = {g for g in [*s.admins, *s.operators, *s.viewers, *granted] if g.startswith("S")}
         mine = await self.groups_of(client, user_id, sorted(groups))
         return access.role_from(s, {user_id, *mine}, granted)

@@ -33,6 +33,7 @@ from bot.slack.app import build_app
 from bot.slack.console.demo import Demo, active_demo
 from bot.slack.console.render import Choice, button_key, button_line, render_message
 from bot.slack.console.standin import WebApiStandIn
+from bot.slack.handlers.actions import sweep_once
 
 CONSOLE_USER = "UCONSOLE"
 CONSOLE_CHANNEL = "CCONSOLE"
@@ -136,6 +137,7 @@ class Console:
         await self.standin.start()
         self.client = AsyncWebClient(token="xoxb-console", base_url=self.standin.api_url)
         self.app = build_app(self.services, client=self.client, process_before_response=True, console_role=self.home_role)
+        await sweep_once(self.services, self.client)  # as `gpubot serve` does before it listens: due cards, cut-off actions
 
     async def stop(self) -> None:
         await self.standin.stop()

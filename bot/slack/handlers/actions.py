@@ -9,17 +9,17 @@ look. When a start does not come up, the thread says so and how to read the jour
 goes privately to the requester and approvers who may read logs (journals hold secrets), and the
 card offers *Restart UNIT* / *Pivot back* (new requests, like *Re-plan*).
 
-A middleware runs :func:`bot.actions.flows.sweep` at most every ``action_sweep_interval_s``
-seconds when requests arrive (the first one after a start included): expired cards turn
-"expired" and actions whose executor died turn "interrupted". ``gpubot serve`` also sweeps once
-before it starts listening (:func:`bot.cli_actions.startup`, cards through :func:`update_cards`).
+:func:`sweep_forever` runs :func:`bot.actions.flows.sweep` every ``action_sweep_interval_s``
+seconds in the background (``gpubot serve`` starts it; no request runs or waits for it):
+expired cards turn "expired" and actions whose executor died turn "interrupted". ``gpubot serve``
+also sweeps once before it starts listening (:func:`bot.cli_actions.startup`, cards through
+:func:`update_cards`); the console sweeps once when it starts (:func:`sweep_once`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -35,7 +35,7 @@ from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
 from bot.commands.actions import AuditCommand, LogsCommand
 from bot.commands.registry import default_grammar
-from bot.errors import PermissionDenied, UsageError
+from bot.errors import PermissionDenied
 from bot.flows.context import Services
 from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
@@ -49,9 +49,8 @@ from bot.slack.action_blocks import (
     progress_text,
     result_blocks,
 )
-from bot.slack.blocks import error_blocks, escape, text_blocks
+from bot.slack.blocks import escape, text_blocks
 from bot.slack.context import CommandContext
-from bot.slack.errors import user_message
 from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
 
@@ -61,18 +60,10 @@ log = logging.getLogger("gpubot.slack")
 async def request_action(ctx: CommandContext, spec: ActionSpec) -> None:
     await ctx.known_host(spec.host)  # an unknown name is answered to the caller alone, before anything is posted
     ref = await ctx.post(f"planning {spec.describe()}…", planning_blocks(spec))
-    try:
+    # A refusal as asked (a UsageError: a path outside the roots) is the caller's to fix: the message goes and
+    # only they are told; any other failure replaces the message (the channel saw the request, it sees the outcome).
+    async with ctx.working_in(ref):
         view = await flows.request_action(services=ctx.services, spec=spec, requester=ctx.user_id, channel=ctx.channel_id)
-    except UsageError as exc:  # refused as asked (a path outside the roots, an unknown unit): the caller's to fix
-        text, error_id = user_message(exc)
-        await ctx.retract(ref)
-        await ctx.reply_ephemeral(text, error_blocks(text, error_id))
-        return
-    except Exception as exc:  # the host or the bot failed: the channel saw the request, it sees the outcome
-        text, error_id = user_message(exc)
-        await ctx.update(ref, text, error_blocks(text, error_id))
-        await ctx.full_text(ref, text.splitlines())
-        return
     await flows.attach_message(services=ctx.services, request_id=view.id, channel=ref.channel, ts=ref.ts)
     await ctx.update(ref, card_text(view), card_blocks(view))
     await ctx.full_text(ref, card_lines(view))
@@ -159,39 +150,24 @@ def _card_updater(client: AsyncWebClient, channel: str | None, ts: str | None, r
     return notify
 
 
-class _Sweeper:
-    """Runs a sweep in the background when a request arrives and the last one is old enough."""
-
-    def __init__(self, services: Services):
-        self.services = services
-        self.last = float("-inf")
-        self.task: asyncio.Task[None] | None = None
-
-    async def middleware(self, client: AsyncWebClient, next: Callable[[], Awaitable[Any]]) -> Any:
-        interval = self.services.settings.action_sweep_interval_s
-        now = time.monotonic()
-        if interval > 0 and now - self.last >= interval and (self.task is None or self.task.done()):
-            self.last = now
-            self.task = asyncio.create_task(self.sweep(client))
-        return await next()
-
-    async def sweep(self, client: AsyncWebClient) -> None:
-        try:
-            views = await flows.sweep(services=self.services)
-        except Exception:
-            log.exception("action sweep failed")
-            return
-        await update_cards(client, views)
+async def sweep_once(services: Services, client: AsyncWebClient) -> None:
+    """Expire due cards and report interrupted actions now, on their cards (:func:`update_cards`);
+    a failure is logged, never raised."""
+    try:
+        views = await flows.sweep(services=services)
+    except Exception:
+        log.exception("action sweep failed")
+        return
+    await update_cards(client, views)
 
 
 async def sweep_forever(services: Services, client: AsyncWebClient) -> None:
-    """Expire due cards and report interrupted actions every ``action_sweep_interval_s`` seconds,
-    also on a quiet bot (``gpubot serve`` runs this as a task; cancel it to stop)."""
-    sweeper = _Sweeper(services)
+    """:func:`sweep_once` every ``action_sweep_interval_s`` seconds, also on a quiet bot (``gpubot
+    serve`` runs this as a task; cancel it to stop). Requests never wait for it."""
     interval = services.settings.action_sweep_interval_s
     while interval > 0:
         await asyncio.sleep(interval)
-        await sweeper.sweep(client)
+        await sweep_once(services, client)
 
 
 async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None:
@@ -207,9 +183,9 @@ async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None
 
 
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
-    """Listeners for Approve / Reject / Re-plan / the follow-ups, and the sweep middleware. Every click
-    reaching them was checked to be on its request's own card (:mod:`bot.slack.card_guard`)."""
-    app.middleware(_Sweeper(services).middleware)
+    """Listeners for Approve / Reject / Re-plan / the follow-ups. Every click reaching them was checked
+    to be on its request's own card (:mod:`bot.slack.card_guard`); they raise, and the app's one error
+    handler tells the clicker (:func:`bot.slack.errors.answer_click_error`)."""
     logs_role = default_grammar(services.settings.command).specs[("logs",)].role  # who may read a journal
 
     async def first_delivery(body: dict[str, Any]) -> bool:
@@ -245,23 +221,15 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
             await notify(outcome.view)  # an old card (expired elsewhere, restarted bot) shows the truth
         await respond(text=outcome.text, response_type="ephemeral", replace_original=False)
 
-    async def guarded(body: dict[str, Any], respond: Any, work: Awaitable[None]) -> None:
-        try:
-            await work
-        except Exception as exc:  # the one mapper: see bot.slack.errors
-            text, error_id = user_message(exc)
-            await respond(text=text + (f" (error id {error_id})" if error_id else ""), response_type="ephemeral",
-                          replace_original=False)
-
     @app.action(ActionId.ACTION_APPROVE.value)
     async def on_approve(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
         await ack()
-        await guarded(body, respond, decide(body, client, respond, "approve"))
+        await decide(body, client, respond, "approve")
 
     @app.action(ActionId.ACTION_REJECT.value)
     async def on_reject(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
         await ack()
-        await guarded(body, respond, decide(body, client, respond, "reject"))
+        await decide(body, client, respond, "reject")
 
     async def replan(body: dict[str, Any], client: AsyncWebClient, respond: Any, what: str = "replan") -> None:
         if not await first_delivery(body):
@@ -284,12 +252,12 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     @app.action(ActionId.ACTION_REPLAN.value)
     async def on_replan(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
         await ack()
-        await guarded(body, respond, replan(body, client, respond))
+        await replan(body, client, respond)
 
     for what, action_id in FOLLOW_UP_IDS.items():
         def listener(what: str) -> Callable[..., Awaitable[None]]:
             async def on_follow_up(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
                 await ack()
-                await guarded(body, respond, replan(body, client, respond, what))
+                await replan(body, client, respond, what)
             return on_follow_up
         app.action(action_id.value)(listener(what))

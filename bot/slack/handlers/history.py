@@ -34,7 +34,7 @@ log = logging.getLogger("gpubot.slack")
 
 async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
     until = ctx.services.clock()
-    async with ctx.services.sessions() as db:
+    async with ctx.session() as db:
         h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
     view = history_view(h)
     ref = await ctx.post(view.headline, history_blocks(view))
@@ -46,7 +46,7 @@ async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
 
 
 async def diff(ctx: CommandContext, cmd: DiffCommand) -> None:
-    async with ctx.services.sessions() as db:
+    async with ctx.session() as db:
         d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id, now=ctx.services.clock())
     await ctx.post(f"{d.host}: {len(d.lines)} changes", diff_blocks(d))
 
@@ -71,7 +71,7 @@ async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
         await hosts_of(services=ctx.services, group=group)  # a mistyped group is refused now, not posted empty every day
     channel = await _channel(ctx, cmd.channel)
     await check_channel(ctx.client, channel)  # refused with how to fix it, instead of failing at every run
-    async with ctx.services.sessions() as db, db.begin():
+    async with ctx.session() as db:
         row = await reports.create(db_session=db, expr=cmd.cron, tz=cmd.tz, group=group, channel=channel,
                                    created_by=ctx.user_id, now=ctx.services.clock())
     line = schedule_line(row, cron.next_fire(row.cron, row.tz, ctx.services.clock()))
@@ -79,7 +79,7 @@ async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
 
 
 async def list_schedules(ctx: CommandContext, cmd: ReportListCommand) -> None:
-    async with ctx.services.sessions() as db:
+    async with ctx.session() as db:
         rows = await reports.list_all(db_session=db)
     now = ctx.services.clock()
     lines = [schedule_line(r, None if r.paused else cron.next_fire(r.cron, r.tz, now)) for r in rows]
@@ -87,18 +87,18 @@ async def list_schedules(ctx: CommandContext, cmd: ReportListCommand) -> None:
 
 
 async def remove(ctx: CommandContext, cmd: ReportRemoveCommand) -> None:
-    async with ctx.services.sessions() as db, db.begin():
+    async with ctx.session() as db:
         row = await reports.remove(db_session=db, schedule_id=cmd.schedule_id)
     text = f"Removed scheduled report #{row.id} (`{escape(row.cron)}` {escape(row.tz)}), by <@{ctx.user_id}>."
     await ctx.post(text, text_blocks(text))
 
 
 async def resume(ctx: CommandContext, cmd: ReportResumeCommand) -> None:
-    async with ctx.services.sessions() as db:
+    async with ctx.session() as db:
         row = await reports.get(db_session=db, schedule_id=cmd.schedule_id)
     if row.paused:
         await check_channel(ctx.client, row.channel)  # still refused: say how to fix it, stay paused
-    async with ctx.services.sessions() as db, db.begin():
+    async with ctx.session() as db:
         row = await reports.resume(db_session=db, schedule_id=cmd.schedule_id, now=ctx.services.clock())
     line = schedule_line(row, cron.next_fire(row.cron, row.tz, ctx.services.clock()))
     text = f"Resumed scheduled report #{row.id}, by <@{ctx.user_id}>:\n{line}"

@@ -18,7 +18,6 @@ from bot.render.text import forgotten_text, inventory_lines
 from bot.roles import Role
 from bot.slack.blocks import escape, text_blocks, trust_card_blocks
 from bot.slack.context import CommandContext
-from bot.slack.errors import user_message
 from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
 from bot.snapshots import inventory
@@ -38,7 +37,7 @@ BUILT_IN = "`{name}` local · this machine, built in (not in the registry; `/gpu
 
 
 async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
-    async with ctx.services.sessions() as db:
+    async with ctx.session() as db:
         rows = await hosts.list_all(db_session=db, group=cmd.group)
     title = f"{len(rows)} host{'s' if len(rows) != 1 else ''}" + (f" in group {cmd.group}" if cmd.group else "")
     built_in = [] if cmd.group else [BUILT_IN.format(name=n) for n in hosts.LOCAL_NAMES if n not in {h.name for h in rows}]
@@ -58,7 +57,7 @@ async def _registered_or_built_in(db: Any, name: str) -> tuple[Any, str]:
 
 
 async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
-    async with ctx.services.sessions() as db:
+    async with ctx.session() as db:
         h, name = await _registered_or_built_in(db, cmd.name)
         snap = await snapshots.latest(db_session=db, host_name=name)
         gpus = await inventory.listing(db_session=db, host_name=name)
@@ -70,7 +69,7 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
 
 
 async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
-    async with ctx.services.sessions() as db, db.begin():
+    async with ctx.session() as db:
         _, name = await _registered_or_built_in(db, cmd.name)
         done = await inventory.forget_missing(db_session=db, host_name=name, gpu=cmd.gpu)
     removed, text = forgotten_text(done, host=name, gpu=cmd.gpu, show_command=f"/gpu hosts show {name}")
@@ -82,7 +81,7 @@ async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
 
 
 async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
-    async with ctx.services.sessions() as db, db.begin():
+    async with ctx.session() as db:
         h = await hosts.add(db_session=db, name=cmd.name, address=cmd.address, port=cmd.port, user=cmd.user,
                             group=cmd.group, labels=cmd.labels)
     text = f"Added {_line(h, ctx.services)} (by <@{ctx.user_id}>). Next: `/gpu hosts trust {h.name}` to confirm its SSH key."
@@ -90,14 +89,14 @@ async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
 
 
 async def remove_host(ctx: CommandContext, cmd: HostsRemove) -> None:
-    async with ctx.services.sessions() as db, db.begin():
+    async with ctx.session() as db:
         await hosts.remove(db_session=db, name=cmd.name)
     text = f"Removed `{cmd.name}` (by <@{ctx.user_id}>); its snapshots stay in the history."
     await ctx.post(text, text_blocks(text))
 
 
 async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
-    async with ctx.services.sessions() as db:
+    async with ctx.session() as db:
         target, _ = await hosts.resolve(db_session=db, name=cmd.name, ssh_aliases=ctx.services.ssh_aliases())
     offered = await trust.fetch_host_key(target, ctx.services.runner_known_hosts(),
                                          runner=getattr(ctx.services.runner, "ssh", None))
@@ -129,20 +128,16 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     @app.action(ActionId.TRUST_HOST_KEY.value)
     async def on_trust(ack: Any, body: dict[str, Any], client: Any, respond: Any) -> None:
         await ack()
-        try:
-            user = body["user"]["id"]
-            if await resolver.role(client, user) < Role.ADMIN:
-                raise PermissionDenied("only admins may trust host keys", needed_role="admin")
-            name, fingerprint = body["actions"][0]["value"].split("|", 1)
-            async with services.sessions() as db:
-                target, _ = await hosts.resolve(db_session=db, name=name, ssh_aliases=services.ssh_aliases())
-            known = services.runner_known_hosts()
-            done = await trust.record(target, known, fingerprint, runner=getattr(services.runner, "ssh", None))
-            notes = "".join(f"\n{escape(line)}" for line in trust.recorded_text(done, known))
-            await respond(text=f"<@{user}> trusted {name}'s host key {fingerprint}.{notes}", replace_original=True)
-        except Exception as exc:
-            text, error_id = user_message(exc)
-            await respond(text=text + (f" (error id {error_id})" if error_id else ""), replace_original=False, response_type="ephemeral")
+        user = body["user"]["id"]
+        if await resolver.role(client, user) < Role.ADMIN:
+            raise PermissionDenied("only admins may trust host keys", needed_role="admin")
+        name, fingerprint = body["actions"][0]["value"].split("|", 1)
+        async with services.sessions() as db:
+            target, _ = await hosts.resolve(db_session=db, name=name, ssh_aliases=services.ssh_aliases())
+        known = services.runner_known_hosts()
+        done = await trust.record(target, known, fingerprint, runner=getattr(services.runner, "ssh", None))
+        notes = "".join(f"\n{escape(line)}" for line in trust.recorded_text(done, known))
+        await respond(text=f"<@{user}> trusted {name}'s host key {fingerprint}.{notes}", replace_original=True)
 
     @app.action(ActionId.TRUST_CANCEL.value)
     async def on_cancel(ack: Any, body: dict[str, Any], respond: Any) -> None:

@@ -16,7 +16,6 @@ from bot.render.status_view import FleetView, fleet_view, status_view
 from bot.render.watch_view import silenced_note
 from bot.slack.blocks import (
     MESSAGE_TEXT_BUDGET,
-    error_blocks,
     escape_keeping_mentions,
     fleet_blocks,
     fleet_thread_message,
@@ -25,7 +24,6 @@ from bot.slack.blocks import (
     status_blocks,
 )
 from bot.slack.context import CommandContext, MessageRef, too_long
-from bot.slack.errors import user_message
 from bot.watches import service as watches
 
 PROGRESS_EVERY_S = 1.0
@@ -54,21 +52,16 @@ async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
 
 
 async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
-    await ctx.known_host(host)  # an unknown name is answered to the caller alone, before anything is posted
+    resolved = await ctx.known_host(host)  # an unknown name is answered to the caller alone, before anything is posted
     ref = await ctx.post(f"probing {host}…", probing_blocks(host))
-    try:
-        report = await check_host(services=ctx.services, host_name=host, need_bytes=cmd.need_bytes,
-                                  paths=cmd.paths, requested_by=ctx.user_id)
-    except Exception as exc:
-        text, error_id = user_message(exc)
-        await ctx.update(ref, text, error_blocks(text, error_id))
-        await ctx.full_text(ref, text.splitlines())
-        return
+    async with ctx.working_in(ref):  # an error from here on is shown in that message
+        report = await check_host(services=ctx.services, host_name=host, need_bytes=cmd.need_bytes, paths=cmd.paths,
+                                  requested_by=ctx.user_id, db_session=ctx.db, resolved=resolved)
     view = status_view(report, command=ctx.services.settings.command)
     blocks = status_blocks(view)
     now = ctx.services.clock()
     try:
-        async with ctx.services.sessions() as db:
+        async with ctx.session() as db:
             muted = await watches.silence_of(db_session=db, host_name=host, now=now)
     except DatabaseUnavailable as exc:  # the verdict came from the host; a silence note is not worth losing it
         log.warning("silence of %s not read: %s", host, exc)
