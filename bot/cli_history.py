@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.commands.history import DiffCommand, HistoryCommand, parse_diff, parse_history
 from bot.config import Settings
-from bot.history.chart import ChartSeries, render_png
+from bot.history.chart import render_png
+from bot.history.chart_data import history_chart
 from bot.history.service import History, diff_snapshots, load_history
 from bot.hosts import service as hosts
 from bot.render.history_view import diff_text, history_text, history_view
@@ -37,7 +38,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     hi = sub.add_parser("history", help="a host's verdict changes, GPU memory and free disk over time")
     hi.add_argument("host", metavar="HOST", help="a registered host (or one removed since: its snapshots stay)")
     hi.add_argument("--since", default="7d", help="window: 30m, 12h, 7d, 2w (default 7d)")
-    hi.add_argument("--png", metavar="FILE", help="also write the chart (PNG, 1000x500) to FILE")
+    hi.add_argument("--png", metavar="FILE", help="also write the chart (PNG, 1000x560) to FILE")
+    hi.add_argument("--need", metavar="SIZE", help="free disk wanted (540G): a line on the chart's disk panel")
     hi.add_argument("--json", action="store_true", help="print the changes and chart points as JSON (docs/commands.md)")
     di = sub.add_parser("diff", help="what changed on a host since a time or a snapshot")
     di.add_argument("host", metavar="HOST", help="a registered host (or one removed since: its snapshots stay)")
@@ -57,13 +59,14 @@ async def _known(db: AsyncSession, name: str) -> None:
 
 
 async def history(settings: Settings, args: argparse.Namespace) -> int:
-    cmd: HistoryCommand = parse_history([args.host, args.since])
+    cmd: HistoryCommand = parse_history([args.host, args.since, *([f"need={args.need}"] if args.need else [])])
     services = build_services(settings)
     try:
         until = services.clock()
         async with services.sessions() as db:
             await _known(db, cmd.host)
             h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
+            chart = await history_chart(db_session=db, host_name=h.host, since=h.since, until=h.until, points=h.points) if args.png else None
     finally:
         await services.close()
     view = history_view(h)
@@ -71,10 +74,10 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
         print(dumps(history_json(h)))
     else:
         print(history_text(view))
-    if args.png:
-        series = ChartSeries(h.host, [p.start for p in h.points], [p.gpu_used_mib for p in h.points],
-                             [p.disk_free_bytes for p in h.points])
-        Path(args.png).write_bytes(render_png(view.headline, [series], since=until - cmd.window, until=until))
+    if args.png and chart is not None:
+        series, marks = chart
+        Path(args.png).write_bytes(render_png(view.headline, [series], since=h.since, until=h.until, marks=marks,
+                                              need_bytes=cmd.need_bytes))
         print(f"\nchart written to {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0
 

@@ -81,7 +81,7 @@ async def test_schedule_from_slack_posts_the_report_at_its_time(slack_bot, servi
     done = await slack_bot.recorder.wait_for("files.completeUploadExternal", timeout=20)
     assert done.body["thread_ts"] == outcome.message_ts
     (png,) = slack_bot.recorder.uploads.values()
-    assert png_size(png) == (1000, 500)
+    assert png_size(png) == (1000, 560)
 
 
 async def test_list_and_remove_schedules(slack_bot, services, ssh_server):

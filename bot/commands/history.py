@@ -11,8 +11,9 @@ from bot.commands.grammar import CommandSpec, split_options
 from bot.errors import UsageError
 from bot.names import validate_host
 from bot.roles import Role
+from bot.sizes import parse_bytes
 
-HISTORY_USAGE = "history HOST [7d]"
+HISTORY_USAGE = "history HOST [7d] [need=SIZE]"
 DIFF_USAGE = "diff HOST [since=1d|since=SNAPSHOT_ID]"
 SCHEDULE_USAGE = 'report schedule "0 8 * * 1-5" Europe/Berlin [group:NAME|all] [#channel]'
 NOW_USAGE = "report now [group:NAME|all]"
@@ -26,6 +27,8 @@ _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{5,20}$")
 class HistoryCommand:
     host: str
     window: timedelta = timedelta(days=7)
+    need_bytes: int | None = None
+    """``need=SIZE`` in bytes: a line on the chart's free-disk panel."""
 
 
 @dataclass(frozen=True)
@@ -107,12 +110,13 @@ def _one_host(words: list[str], usage: str) -> tuple[str, list[str]]:
 
 
 def parse_history(args: list[str]) -> HistoryCommand:
-    opts, words = split_options(args, ["since"], HISTORY_USAGE)
+    opts, words = split_options(args, ["since", "need"], HISTORY_USAGE)
     host, rest = _one_host(words, HISTORY_USAGE)
     if len(rest) > 1 or (rest and "since" in opts):
         raise UsageError("give one time span", usage=HISTORY_USAGE)
     span = rest[0] if rest else opts.get("since", "7d")
-    return HistoryCommand(host, parse_span(span, HISTORY_USAGE))
+    need = parse_bytes(opts["need"]) if "need" in opts else None
+    return HistoryCommand(host, parse_span(span, HISTORY_USAGE), need)
 
 
 def parse_diff(args: list[str]) -> DiffCommand:

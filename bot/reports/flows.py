@@ -17,7 +17,8 @@ from sqlalchemy import select
 from bot.errors import NotFoundError
 from bot.flows.context import Services
 from bot.flows.fleet import FleetReport, check_fleet, hosts_of
-from bot.history.chart import MAX_LINES, ChartSeries, render_png
+from bot.history.chart import MAX_LINES, ChartMark, ChartSeries, render_png
+from bot.history.chart_data import action_marks, host_series, verdict_changes
 from bot.history.service import describe
 from bot.history.timeline import HourlyRows, Point, hourly_rows, merge_hourly
 from bot.reports import service as reports
@@ -100,31 +101,60 @@ def _total(per_host: dict[str, list[Point]], since: datetime, until: datetime, s
     return ChartSeries(f"all {len(per_host)} hosts", grid, gpu, disk)
 
 
+def chart_title(title: str, hosts: list[str], days: int) -> str:
+    """``Readiness report: group train (train1, train2) — last 7 days``: every host named up to
+    :data:`~bot.history.chart.MAX_LINES`, else the first and last and how many."""
+    names = ", ".join(hosts) if len(hosts) <= MAX_LINES else f"{hosts[0]} … {hosts[-1]}, {len(hosts)} hosts"
+    return f"{title} ({names}) — last {days} day{'s' if days != 1 else ''}"
+
+
 async def chart(services: Services, hosts: list[str], title: str, *, until: datetime, days: int, tz: str = "UTC") -> bytes:
     """PNG of GPU memory used and free disk of ``hosts`` over ``days`` days before ``until``:
-    one line per host up to :data:`~bot.history.chart.MAX_LINES`, else the group's sum; times
-    in ``tz`` (the report's zone)."""
+    one line per host up to :data:`~bot.history.chart.MAX_LINES` (one line per GPU for a single
+    host), each host's verdict band and the actions that ran, else the group's sum; times in
+    ``tz`` (the report's zone); the hosts named in the title."""
     since = until - timedelta(days=days)
+    hosts = sorted(hosts)
+    extras: dict[str, ChartSeries] = {}
+    marks: list[ChartMark] = []
     async with services.sessions() as db:  # every host's points in two statements (the hourly roll-up)
         rows = await hourly_rows(db_session=db, host_names=list(hosts), since=since, until=until, points=CHART_POINTS)
-    return await asyncio.to_thread(_draw, rows, hosts, f"{title} — last {days} days", since=since, until=until, tz=tz)
+        if len(hosts) <= MAX_LINES:
+            found = merge_hourly(rows, since=since, until=until, points=CHART_POINTS)
+            for h in hosts:
+                if len(hosts) == 1:
+                    extras[h] = await host_series(db_session=db, host_name=h, since=since, until=until, points=found.get(h, []))
+                else:
+                    extras[h] = ChartSeries(h, [], [], [], verdicts=await verdict_changes(db_session=db, host_name=h, since=since,
+                                                                                           until=until))
+            marks = await action_marks(db_session=db, host_names=hosts, since=since, until=until, name_host=len(hosts) > 1)
+    return await asyncio.to_thread(_draw, rows, hosts, chart_title(title, hosts, days), since=since, until=until, tz=tz,
+                                   extras=extras, marks=marks)
 
 
 CHART_POINTS = 200
 """Most points of a host's line (spans of whole hours: 168 of one hour over 7 days)."""
 
 
-def _draw(rows: HourlyRows, hosts: list[str], title: str, *, since: datetime, until: datetime, tz: str) -> bytes:
+def _draw(rows: HourlyRows, hosts: list[str], title: str, *, since: datetime, until: datetime, tz: str,
+          extras: dict[str, ChartSeries] | None = None, marks: list[ChartMark] | None = None) -> bytes:
     """Merge the rows into lines and draw them: CPU only, run in a thread (0.4 s for 300 hosts on the
-    Slack loop before)."""
+    Slack loop before). ``extras``: a host's ready series (one host: per-GPU lines) or its verdicts."""
     found = merge_hourly(rows, since=since, until=until, points=CHART_POINTS)
     per_host = {h: found.get(h, []) for h in hosts}
+    extras = extras or {}
     if len(hosts) <= MAX_LINES:
-        lines = [ChartSeries(h, [p.start for p in pts], [p.gpu_used_mib for p in pts], [p.disk_free_bytes for p in pts])
-                 for h, pts in per_host.items()]
+        lines = []
+        for h, pts in per_host.items():
+            ready = extras.get(h)
+            if ready is not None and ready.times:
+                lines.append(ready)
+                continue
+            lines.append(ChartSeries(h, [p.start for p in pts], [p.gpu_used_mib for p in pts], [p.disk_free_bytes for p in pts],
+                                     verdicts=ready.verdicts if ready is not None else []))
     else:
         lines = [_total(per_host, since, until)]
-    return render_png(title, lines, tz=tz, since=since, until=until)
+    return render_png(title, lines, tz=tz, since=since, until=until, marks=marks)
 
 
 async def build_report(*, services: Services, group: str | None, now: datetime, fire_time: datetime | None = None,

@@ -18,7 +18,8 @@ from bot.commands.history import (
     ReportScheduleCommand,
 )
 from bot.flows.fleet import fleet_group, hosts_of
-from bot.history.chart import ChartSeries, render_png
+from bot.history.chart import render_png
+from bot.history.chart_data import history_chart
 from bot.history.service import diff_snapshots, load_history
 from bot.render.history_view import history_view
 from bot.reports import cron
@@ -36,11 +37,11 @@ async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
     until = ctx.services.clock()
     async with ctx.session() as db:
         h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
+        series, marks = await history_chart(db_session=db, host_name=h.host, since=h.since, until=h.until, points=h.points)
     view = history_view(h)
     ref = await ctx.post(view.headline, history_blocks(view))
-    series = ChartSeries(h.host, [p.start for p in h.points], [p.gpu_used_mib for p in h.points],
-                         [p.disk_free_bytes for p in h.points])
-    png = await asyncio.to_thread(partial(render_png, view.headline, [series], since=until - cmd.window, until=until))
+    png = await asyncio.to_thread(partial(render_png, view.headline, [series], since=h.since, until=h.until, marks=marks,
+                                          need_bytes=cmd.need_bytes))
     await upload_png(ctx.client, channel=ref.channel, thread_ts=ref.ts, png=png,
                      filename=f"history-{h.host}-{until:%Y%m%d-%H%M}.png", title=view.headline)
 
