@@ -220,6 +220,10 @@ class Settings(BaseSettings):
     watch_eval_s: int = Field(default=60, ge=5)
     """Seconds between watch evaluations of the stored snapshots (so any probe's change counts);
     each background probe pass is also followed by one. See ``bot.watches.flows``."""
+    watch_lease_s: int = Field(default=300, ge=30)
+    """An alert claimed this many seconds ago and not yet being posted (its instance died between
+    the claim and the post) is taken over and posted by another instance; one whose post began
+    that long ago and never finished is marked failed, never posted twice."""
     report_lease_s: int = Field(default=300, ge=30)
     """A claimed report whose instance has not renewed its claim for this many seconds (it died
     before posting) is taken over and sent by another instance (or this one after a restart)."""

@@ -9,7 +9,11 @@ someone's ``/gpu status``. For each watch and each host it covers:
   watch claimed in one pass are grouped in one message;
 * an open alert and the two newest snapshots both clear: resolve it (one replica wins), edit its
   message ("resolved after 42 min") and post the resolution in its thread;
-* a firing alert with ``repeat_s`` past since its last post: a reminder in its thread.
+* a firing alert with ``repeat_s`` past since its last post: a reminder in its thread;
+* an alert claimed more than ``GPUBOT_WATCH_LEASE_S`` ago and still not being posted (its instance
+  died between the claim and the post), the host still bad: taken over (one replica wins) and posted
+  with this pass's new alerts of the watch. One whose post began that long ago and never finished is
+  marked ``failed``, never posted twice (:mod:`bot.watches.models`).
 
 The Slack layer supplies an :class:`Outlet`; this package never imports Slack. A post Slack
 refuses for the channel (:class:`~bot.errors.ChannelUnavailable`) marks the alerts ``failed`` and
@@ -150,9 +154,13 @@ class Watcher:
                 log.exception("watch #%d could not be evaluated", w.id)
         return out
 
+    def _expired(self, alert: WatchAlert, now: datetime) -> bool:
+        return alert.claimed_at < now - timedelta(seconds=self.services.settings.watch_lease_s)
+
     async def _watch(self, w: Watch, out: Outcome) -> None:
         now = self.now()
         due: list[tuple[str, Episode]] = []
+        stale: list[WatchAlert] = []
         async with self.services.sessions() as db:
             names = await watches.hosts_of(db_session=db, watch=w)
         for host in names:
@@ -165,6 +173,10 @@ class Watcher:
                     await self._resolve(w, current, ep.newest.snapshot_id, ep.clear_since.snapshot_id, out)
                 elif current.status == AlertStatus.FIRING.value and w.repeat_s:
                     await self._repeat(w, current, out)
+                elif current.status == AlertStatus.POSTING.value and ep.confirmed_bad and self._expired(current, now):
+                    stale.append(current)
+                elif current.status == AlertStatus.SENDING.value and self._expired(current, now):
+                    await self._expire_sending(w, current, out)
                 continue
             if not ep.confirmed_bad or ep.since is None or ep.newest is None:
                 continue
@@ -174,17 +186,25 @@ class Watcher:
                 out.silenced.append(host)
                 continue
             due.append((host, ep))
-        claimed = await self._claim(w, due, now) if due else []
+        claimed = await self._claim(w, due, now, stale) if due or stale else []
         if claimed:
             await self._post(w, claimed, out)
 
-    async def _claim(self, w: Watch, due: list[tuple[str, Episode]], now: datetime) -> list[WatchAlert]:
-        """Claim the due hosts of one watch in one transaction holding the watch's lock: another
-        replica doing the same waits, then finds them open and claims none of them."""
+    async def _claim(self, w: Watch, due: list[tuple[str, Episode]], now: datetime,
+                     stale: list[WatchAlert] | None = None) -> list[WatchAlert]:
+        """Claim the due hosts of one watch, and take over its ``stale`` claims, in one transaction
+        holding the watch's lock: another replica doing the same waits, then finds them open (or
+        their claim changed) and claims none of them."""
         claimed: list[WatchAlert] = []
         async with self.services.sessions() as db, db.begin():
             if not await watches.lock_watch(db_session=db, watch_id=w.id):
                 return []
+            for old in stale or []:
+                row = await watches.take_over(db_session=db, alert=old, instance=self.instance, now=now)
+                if row is not None:
+                    log.warning("watch #%d: took over the alert of %s claimed by %s at %s (lease expired)", w.id,
+                                old.host_name, old.claimed_by, old.claimed_at.isoformat())
+                    claimed.append(row)
             for host, ep in due:
                 assert ep.since is not None and ep.newest is not None
                 if await watches.open_alert(db_session=db, watch_id=w.id, host_name=host) is not None:
@@ -197,7 +217,23 @@ class Watcher:
                     claimed.append(row)
         return claimed
 
+    async def _expire_sending(self, w: Watch, alert: WatchAlert, out: Outcome) -> None:
+        async with self.services.sessions() as db, db.begin():
+            mine = await watches.expire_sending(db_session=db, alert=alert)
+        if mine:
+            out.failed.append(alert.id)
+            log.warning("watch #%d: the alert of %s was being posted by %s, which stopped; marked failed, not posted again",
+                        w.id, alert.host_name, alert.claimed_by)
+
     async def _post(self, w: Watch, claimed: list[WatchAlert], out: Outcome) -> None:
+        async with self.services.sessions() as db, db.begin():
+            mine = set(await watches.begin_send(db_session=db, alert_ids=[a.id for a in claimed], instance=self.instance))
+        lost = [a.host_name for a in claimed if a.id not in mine]
+        if lost:  # this instance's claim expired and another took it over: that one posts them
+            log.warning("watch #%d: claim of %s taken over by another instance; not posting it", w.id, ", ".join(lost))
+        claimed = [a for a in claimed if a.id in mine]
+        if not claimed:
+            return
         ids = [a.id for a in claimed]
         msg = await self.message(w, claimed)
         try:

@@ -6,10 +6,17 @@ every host) changes into one of its ``conditions`` (:mod:`bot.watches.conditions
 An alert row is the *claim* of one bad episode of one host for one watch: the unique constraint
 on ``(watch_id, host_name, since_snapshot_id)`` (the first snapshot of the bad run, the same for
 every replica reading the same snapshots) makes every other instance's insert fail, so exactly
-one replica posts it, like ``report_runs``. ``status`` moves ``posting`` -> ``firing`` ->
-``resolved``; ``failed`` when Slack refused the post (the watch's creator is told); the move to
+one replica posts it, like ``report_runs``. ``status`` moves ``posting`` -> ``sending`` -> ``firing``
+-> ``resolved``; ``failed`` when Slack refused the post (the watch's creator is told); the move to
 ``resolved`` and each repeat are conditional ``UPDATE`` statements (one winner). Alerts posted in
 one message share ``channel`` and ``message_ts``.
+
+The claim is a lease (``claimed_by``, ``claimed_at``, ``GPUBOT_WATCH_LEASE_S``): a ``posting`` alert
+whose claim is older than the lease belongs to an instance that died before posting; another instance
+takes it over (a conditional ``UPDATE`` of ``claimed_by``/``claimed_at``: one winner) and posts it. The
+holder moves its alerts to ``sending`` just before the post, only while it still holds them, so a holder
+whose claim was taken over never posts; a ``sending`` alert is never taken over (the message may be out)
+and one older than the lease is marked ``failed``.
 
 A silence mutes new alerts of a host (``host_name``) or group (``group_name``) until ``ends_at``.
 """
@@ -27,13 +34,14 @@ from bot.db.base import Base, JSONDoc, UTCDateTime
 
 
 class AlertStatus(str, enum.Enum):
-    POSTING = "posting"  # claimed; the claimer is posting it
+    POSTING = "posting"  # claimed; the claimer is about to post it (taken over once its lease expires)
+    SENDING = "sending"  # the claimer is posting it now (never taken over: the message may be out)
     FIRING = "firing"  # posted, the host still in a watched state
     RESOLVED = "resolved"  # the host left every watched state (confirmed by two probes)
     FAILED = "failed"  # Slack refused the post; the creator was told
 
 
-OPEN_STATUSES = (AlertStatus.POSTING.value, AlertStatus.FIRING.value, AlertStatus.FAILED.value)
+OPEN_STATUSES = (AlertStatus.POSTING.value, AlertStatus.SENDING.value, AlertStatus.FIRING.value, AlertStatus.FAILED.value)
 """An alert in one of these blocks a new alert of the same watch and host until it is resolved."""
 
 

@@ -2,7 +2,10 @@
 
 :func:`claim` inserts an alert row in its own savepoint: on PostgreSQL a second replica's insert
 waits for the first transaction, then fails on ``uq_watch_alerts_episode``; SQLite's write lock
-serialises them the same way. Only the instance whose insert succeeded posts. Resolution
+serialises them the same way. Only the instance whose insert succeeded posts, after
+:func:`begin_send` confirms it still holds the claim; a claim whose lease expired before that is
+taken over by :func:`take_over` (one winner), and a post begun but never finished is closed by
+:func:`expire_sending`. Resolution
 (:func:`begin_resolve`) and reminders (:func:`begin_repeat`) are conditional ``UPDATE`` statements:
 of several instances, one changes the row and acts.
 """
@@ -114,6 +117,42 @@ async def claim(*, db_session: AsyncSession, watch_id: int, host_name: str, sinc
         return row
     except IntegrityError:
         return None
+
+
+async def take_over(*, db_session: AsyncSession, alert: WatchAlert, instance: str, now: datetime) -> WatchAlert | None:
+    """Claim ``alert`` (read as ``posting``, its lease expired) for ``instance``: a conditional
+    ``UPDATE`` on the holder and claim time read, so of several instances one wins. Returns the row
+    now held by ``instance``, ``None`` when another instance changed it first."""
+    q = (update(WatchAlert).where(WatchAlert.id == alert.id, WatchAlert.status == AlertStatus.POSTING.value,
+                                  WatchAlert.claimed_at == alert.claimed_at,
+                                  WatchAlert.claimed_by.is_(None) if alert.claimed_by is None else WatchAlert.claimed_by == alert.claimed_by)
+         .values(claimed_by=instance[:64], claimed_at=now).execution_options(synchronize_session=False))
+    if not _changed(await db_session.execute(q)):
+        return None
+    return (await db_session.execute(select(WatchAlert).where(WatchAlert.id == alert.id)
+                                     .execution_options(populate_existing=True))).scalar_one()
+
+
+async def begin_send(*, db_session: AsyncSession, alert_ids: Sequence[int], instance: str) -> list[int]:
+    """Move the alerts ``instance`` still holds from ``posting`` to ``sending``, just before posting
+    them; returns their ids (an alert taken over meanwhile is not among them, and is not posted)."""
+    ids = list(alert_ids)
+    await db_session.execute(update(WatchAlert).where(WatchAlert.id.in_(ids), WatchAlert.claimed_by == instance[:64],
+                                                      WatchAlert.status == AlertStatus.POSTING.value)
+                             .values(status=AlertStatus.SENDING.value).execution_options(synchronize_session=False))
+    q = select(WatchAlert.id).where(WatchAlert.id.in_(ids), WatchAlert.claimed_by == instance[:64],
+                                    WatchAlert.status == AlertStatus.SENDING.value)
+    return sorted((await db_session.execute(q)).scalars())
+
+
+async def expire_sending(*, db_session: AsyncSession, alert: WatchAlert) -> bool:
+    """Mark a ``sending`` alert whose lease expired ``failed`` (its instance died while posting: the
+    message may or may not be out, so it is never posted again); ``True`` for the instance that did."""
+    q = (update(WatchAlert).where(WatchAlert.id == alert.id, WatchAlert.status == AlertStatus.SENDING.value,
+                                  WatchAlert.claimed_at == alert.claimed_at)
+         .values(status=AlertStatus.FAILED.value, error=f"the instance posting it ({alert.claimed_by}) stopped before it finished")
+         .execution_options(synchronize_session=False))
+    return _changed(await db_session.execute(q))
 
 
 async def posted(*, db_session: AsyncSession, alert_ids: Sequence[int], channel: str, ts: str | None, now: datetime) -> None:
