@@ -29,6 +29,17 @@ def resume(task: asyncio.Task[Any] | None) -> None:
         task.uncancel()
 
 
+def cancelled_meanwhile() -> bool:
+    """Inside an ``except Exception`` of a background loop: whether the current task was asked to
+    stop while the failed call ran. A cancel that lands inside a database call can come back as an
+    ordinary error (SQLAlchemy's adaptation of aiosqlite/asyncpg turns it into
+    :class:`~bot.errors.DatabaseUnavailable`); a loop that logs it and goes on has eaten the cancel,
+    and whoever awaits the task after ``cancel()`` waits for ever. Such a loop raises
+    ``CancelledError`` when this is true."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 class WorkGate:
     """In-flight counter with a door. One per process: ``Services`` holds it, and the fleet
     thread's services share it (:mod:`bot.flows.loop_thread`), so it is thread-safe."""

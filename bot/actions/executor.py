@@ -37,6 +37,7 @@ from bot.errors import GpubotError
 from bot.flows.context import Services
 from bot.flows.status import check_host, plan_for
 from bot.hosts import service as hosts
+from bot.lifecycle import cancelled_meanwhile
 from bot.readiness.verdict import Severity
 from bot.readiness.words import verdict_text
 from bot.sizes import human_bytes
@@ -67,14 +68,21 @@ async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
     """Renew the request's lease every ``action_heartbeat_s`` seconds while the body runs (a step that
     takes longer than ``action_stale_after_s`` included), by the database's clock. A renewal that fails
     (the database busy or briefly away) is logged and tried again at the next beat; it never ends the
-    renewals."""
+    renewals. A renewal under way when the body ends is finished on its own (shielded: a cancel in
+    the middle of a database call can leave a SQLite write transaction open on a lost connection),
+    and the renewals end."""
+    async def renew() -> None:
+        async with services.sessions() as db, db.begin():
+            await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
+
     async def beat() -> None:
         while True:
             await asyncio.sleep(services.settings.action_heartbeat_s)
             try:
-                async with services.sessions() as db, db.begin():
-                    await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
+                await asyncio.shield(renew())
             except Exception as exc:  # one failed renewal must not end the lease's renewals
+                if cancelled_meanwhile():  # the body ended during this renewal: the cancel came back as exc
+                    raise asyncio.CancelledError from exc
                 log.warning("action #%s: renewing its lease failed (%s); trying again in %.0f s", request_id,
                             type(exc).__name__, services.settings.action_heartbeat_s)
 

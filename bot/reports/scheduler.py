@@ -44,6 +44,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from bot.errors import ChannelUnavailable
 from bot.flows.context import Services
 from bot.history import retention
+from bot.lifecycle import cancelled_meanwhile
 from bot.reports import background, cron
 from bot.reports import service as reports
 from bot.reports.flows import Post, build_report
@@ -195,12 +196,18 @@ class ReportScheduler:
     async def _keep_lease(self, run_id: int) -> None:
         """Renew the lease until cancelled (a task beside the report being built)."""
         every = max(1.0, self.services.settings.report_lease_s / 3)
+
+        async def renew() -> bool:
+            async with self.services.sessions() as db, db.begin():
+                return await reports.heartbeat(db_session=db, run_id=run_id, instance=self.instance, now=self.now())
+
         while True:
             await asyncio.sleep(every)
-            try:
-                async with self.services.sessions() as db, db.begin():
-                    held = await reports.heartbeat(db_session=db, run_id=run_id, instance=self.instance, now=self.now())
-            except Exception:  # the database may be back before the lease runs out
+            try:  # shielded: a renewal under way when the report ends finishes on its own (see actions' heartbeat)
+                held = await asyncio.shield(renew())
+            except Exception as exc:  # the database may be back before the lease runs out
+                if cancelled_meanwhile():  # the report ended during this renewal: the cancel came back as exc
+                    raise asyncio.CancelledError from exc
                 log.exception("could not renew the lease of report run %d", run_id)
                 continue
             if not held:
