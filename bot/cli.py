@@ -89,6 +89,10 @@ def _build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true",
                     help="print the snapshot and verdict as JSON (a fleet: one line per host, then a summary)")
     sub.add_parser("serve", help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)")
+    wk = sub.add_parser("worker", help="run fan-out probe jobs from the PostgreSQL queue (GPUBOT_FLEET_WORKERS=queue)")
+    wk.add_argument("--group", action="append", default=[], metavar="NAME",
+                    help="take only the jobs of this group's hosts (repeatable); default: every queue")
+    wk.add_argument("--concurrency", type=int, metavar="N", help="jobs run at once (default GPUBOT_WORKER_CONCURRENCY)")
     con = sub.add_parser("console", help="type /gpu commands here; the same app answers as text, no Slack needed")
     con.add_argument("--role", choices=["viewer", "operator", "admin"], default="admin",
                      help="the role the console user has (default admin: it is your terminal)")
@@ -213,6 +217,28 @@ def _console(settings: Settings, role: str) -> int:
     return asyncio.run(_run())
 
 
+def _worker(settings: Settings, groups: list[str], concurrency: int | None) -> int:
+    """``gpubot worker``: exit 78 without PostgreSQL; else run until SIGTERM/SIGINT, exit 0."""
+    from bot.wiring import worker_services
+    from bot.workers.queue import conninfo, run_worker
+
+    try:
+        conninfo(settings.database_url)
+    except ValueError as exc:
+        print(f"gpubot: configuration error: {exc}", file=sys.stderr)
+        return EX_CONFIG
+
+    async def _run() -> None:
+        services = worker_services(settings)
+        try:
+            await run_worker(settings, services, groups=groups, concurrency=concurrency)
+        finally:
+            await services.close()
+
+    asyncio.run(_run())
+    return 0
+
+
 def _serve(settings: Settings) -> int:
     from bot.slack.serve import serve
 
@@ -239,7 +265,7 @@ def _main(argv: list[str] | None) -> int:
     if args.cmd == "completion":  # needs no settings nor database: it goes in ~/.bashrc
         sys.stdout.write(cli_shell.script(parser, args.shell))
         return 0
-    quiet = argv is not None or args.cmd != "serve"
+    quiet = argv is not None or args.cmd not in ("serve", "worker")
     configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)
     try:
         settings = load_settings(args.config)
@@ -311,6 +337,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.cmd == "serve":
         cli_actions.startup(settings)
         return _serve(settings)
+    if args.cmd == "worker":
+        return _worker(settings, args.group, args.concurrency)
     if args.cmd == "hosts":
         return asyncio.run(cli_hosts.run(settings, args))
     if args.cmd == "audit":

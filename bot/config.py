@@ -186,7 +186,22 @@ class Settings(BaseSettings):
     max_concurrent_probes: int = 16
     fleet_thread: bool = True
     """Run fleet fan-outs on an event loop in a second thread (own DB engine and SSH pool), so
-    Slack requests are not queued behind a fan-out's work."""
+    Slack requests are not queued behind a fan-out's work (``GPUBOT_FLEET_WORKERS=thread``, and
+    commands in a terminal)."""
+    fleet_workers: Literal["local", "queue", "thread"] = "local"
+    """Where ``gpubot serve`` runs fan-outs: ``local`` a pool of ``fleet_processes`` worker processes on
+    this machine; ``queue`` procrastinate jobs on PostgreSQL, run by ``gpubot worker`` processes (any
+    number, any machine); ``thread`` a second thread of the serve process (no worker process)."""
+    fleet_processes: int = Field(default=2, ge=1)
+    """Worker processes of the ``local`` pool."""
+    fleet_job_hosts: int = Field(default=25, ge=1)
+    """Hosts per queue job (``queue``): a group's hosts are cut into jobs of at most this many."""
+    worker_concurrency: int = Field(default=8, ge=1)
+    """Jobs one ``gpubot worker`` runs at once (their probes share ``max_concurrent_probes``)."""
+    worker_heartbeat_s: float = Field(default=10.0, gt=0)
+    """Seconds between a worker's heartbeats."""
+    worker_stalled_s: float = Field(default=30.0, gt=0)
+    """A job whose worker sent no heartbeat for this many seconds is retried by another worker."""
 
     slack_bot_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "GPUBOT_SLACK_BOT_TOKEN"))
     slack_signing_secret: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "GPUBOT_SLACK_SIGNING_SECRET"))

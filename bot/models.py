@@ -8,5 +8,6 @@ from bot.hosts.models import Host
 from bot.reports.models import ReportRun, ReportSchedule
 from bot.snapshots.models import GpuSeen, Snapshot, SnapshotHour
 from bot.watches.models import Silence, Watch, WatchAlert
+from bot.workers.models import FleetRun, FleetRunHost
 
-__all__ = ["ActionRequest", "ActionStep", "Approval", "Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "GpuSeen", "Snapshot", "SnapshotHour", "Silence", "Watch", "WatchAlert"]
+__all__ = ["ActionRequest", "ActionStep", "Approval", "Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "GpuSeen", "Snapshot", "SnapshotHour", "Silence", "Watch", "WatchAlert", "FleetRun", "FleetRunHost"]

@@ -30,9 +30,16 @@ def _render_item(type_: str, obj: object, autogen_context: object) -> str | bool
     return False
 
 
+def _include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    """procrastinate's tables (its job queue, created by migration 0013 from its own pinned schema) are
+    not gpubot's models: autogenerate leaves them alone."""
+    return not (type_ == "table" and (name or "").startswith("procrastinate_"))
+
+
 def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata,
-                      render_as_batch=connection.dialect.name == "sqlite", render_item=_render_item)
+                      render_as_batch=connection.dialect.name == "sqlite", render_item=_render_item,
+                      include_name=_include_name)
     with context.begin_transaction():
         if connection.dialect.name == "postgresql":
             # Two processes upgrading one database at once: the second waits here, then finds

@@ -53,6 +53,9 @@ class Services:
     fleet_loop: Any = None
     """A :class:`~bot.flows.loop_thread.LoopThread` that runs fleet fan-outs off this loop
     (``None``: they run here)."""
+    fleet_jobs: Any = None
+    """Runs fleet fan-outs in worker processes (:class:`bot.workers.dispatch.FleetJobs`; ``None``:
+    in this process). Set for ``gpubot serve`` only; a worker's own services have none."""
     gate: WorkGate = field(default_factory=WorkGate)
     executor_id: str = field(default_factory=process_identity)
 
@@ -82,6 +85,8 @@ class Services:
     async def close(self) -> None:
         """Stop the fleet loop; close the runner's pooled SSH connections; dispose the engine when
         this object owns one."""
+        if self.fleet_jobs is not None:
+            await self.fleet_jobs.close()
         if self.fleet_loop is not None:
             await self.fleet_loop.close()
         close = getattr(self.runner, "close", None)

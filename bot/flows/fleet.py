@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.config import Settings
@@ -32,7 +32,7 @@ from bot.observability.logs import log_context
 from bot.readiness.verdict import Assessment, KnownGpu, Reason, Severity, Verdict
 from bot.snapshots import inventory
 from bot.snapshots.batcher import SnapshotBatcher
-from bot.snapshots.service import StoreItem
+from bot.snapshots.service import StoredSnapshot, StoreItem
 from bot.ssh.target import HostTarget
 
 log = logging.getLogger("gpubot.fleet")
@@ -94,7 +94,9 @@ async def _rows(services: Services, names: list[str]) -> tuple[dict[str, Host], 
     return found, known
 
 
-def _failed(name: str, exc: Exception, now: datetime) -> StatusReport:
+def failed_report(name: str, exc: Exception, now: datetime) -> StatusReport:
+    """The *unknown* report of a host that gave no result (``exc`` why: its reason code is
+    ``shutting_down`` for :class:`~bot.lifecycle.ShuttingDown`, else ``error``)."""
     code = exc.kind if isinstance(exc, ShuttingDown) else "error"
     return StatusReport(name, "?", None, now, 0,
                         Assessment(Verdict.UNKNOWN, [Reason(code, f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))
@@ -102,7 +104,9 @@ def _failed(name: str, exc: Exception, now: datetime) -> StatusReport:
 
 async def check_fleet(*, services: Services, names: list[str], title: str, need_bytes: int | None = None,
                       requested_by: str | None = None, on_progress: Progress | None = None,
-                      on_stored: Progress | None = None) -> FleetReport:
+                      on_stored: Progress | None = None,
+                      in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
+                      limit: asyncio.Semaphore | None = None) -> FleetReport:
     """Probe ``names`` with at most ``settings.max_concurrent_probes`` batches at once.
 
     ``on_progress(answered, total, report)`` is awaited after each host answers (its
@@ -112,7 +116,17 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
     unreachable one, a name no longer registered, a failing store too); none raises. During a shutdown a host
     whose slot comes up is not probed (reason ``shutting_down``, nothing stored), and a probe cut off when the
     grace period ends is stored as *interrupted* (reason ``interrupted``).
+
+    With ``services.fleet_jobs`` set (``gpubot serve``: :mod:`bot.workers`) the fan-out runs in worker
+    processes and this process reads its progress from the database; the callbacks are called the same
+    way, ``on_progress`` right before ``on_stored`` of each host. ``in_store(conn, [(stored snapshot,
+    report), …])`` runs inside each snapshot batch's transaction (the worker's own progress rows);
+    ``limit`` replaces the fan-out's own semaphore (a worker shares one among its jobs).
     """
+    if services.fleet_jobs is not None:
+        return cast(FleetReport, await services.fleet_jobs.run(
+            services=services, names=names, title=title, need_bytes=need_bytes, requested_by=requested_by,
+            on_progress=on_progress, on_stored=on_stored))
     if services.fleet_loop is not None and not services.fleet_loop.is_current():
         home = asyncio.get_running_loop()
         progress, stored_cb = relay(on_progress, home), relay(on_stored, home)
@@ -120,8 +134,8 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
             services=replace(svc, clock=services.clock, gate=services.gate), names=names, title=title, need_bytes=need_bytes,
             requested_by=requested_by, on_progress=progress, on_stored=stored_cb)))
     rows, known = await _rows(services, names)
-    limit = asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
-    batcher = SnapshotBatcher(services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S)
+    limit = limit or asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
+    batcher = SnapshotBatcher(services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store)
     done = stored_count = 0
     lock = asyncio.Lock()
 
@@ -147,13 +161,13 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
                     raise NotFoundError(f"no host called `{name}` (removed during the fan-out?)")
                 result, assessment, req = await probe_or_interrupted(services=services, target=target, host=host,
                                                                      need_bytes=need_bytes, known=tuple(known.get(name, ())))
-                stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by))
                 report = make_report(services.reached(target), result, assessment, req, need_bytes=need_bytes)
+                stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by), tag=report)
             except ShuttingDown as exc:  # never started: no snapshot, no traceback
-                report = _failed(name, exc, services.clock())
+                report = failed_report(name, exc, services.clock())
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown
                 log.exception("status of %s failed", name)
-                report = _failed(name, exc, services.clock())
+                report = failed_report(name, exc, services.clock())
         async with lock:
             done += 1
             if on_progress is not None:

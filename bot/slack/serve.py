@@ -53,7 +53,7 @@ def serve(settings: Settings) -> int:
     (``auth.test``, Socket Mode's ``apps.connections.open``), is logged as an error and keeps the
     process alive and unready, ``/readyz`` answering 503 with ``{"slack_credentials": "<why>"}``;
     nothing else is started until it is fixed and the process restarted."""
-    services = build_services(settings)
+    services = build_services(settings, workers=True)
     missing = credentials_missing(settings)
     app = None
     if missing is None:

@@ -20,12 +20,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.db.session import SessionFactory, sqlite_writer
 from bot.errors import DatabaseUnavailable
-from bot.snapshots.service import StoredSnapshot, StoreItem, snapshot_row, store_rows, write_rows
+from bot.snapshots.service import StoredSnapshot, StoreItem, snapshot_row, write_rows
 
 log = logging.getLogger("gpubot.snapshots")
 
@@ -38,24 +38,31 @@ class SnapshotBatcher:
 
     :meth:`add` returns at once with a future of :data:`Stored`; failures of a batch are given to
     each of its futures, never raised from :meth:`add` or :meth:`close`.
+
+    ``in_store(conn, [(stored, tag), …])`` runs inside each batch's transaction after its rows are
+    written, with the ``tag`` each item was added with (a worker records its per-host progress there,
+    so a snapshot and its progress row commit together); an error it raises fails the batch.
     """
 
     def __init__(self, sessions: SessionFactory, *, max_items: int = 50, max_wait_s: float = 0.5,
-                 on_batch: Callable[[int], None] | None = None):
+                 on_batch: Callable[[int], None] | None = None,
+                 in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None):
         self.sessions = sessions
         self.max_items = max(1, max_items)
         self.max_wait_s = max_wait_s
         self.on_batch = on_batch
+        self.in_store = in_store
         self.batches = 0
-        self._pending: list[tuple[dict[str, Any], asyncio.Future[Stored]]] = []
+        self._pending: list[tuple[dict[str, Any], asyncio.Future[Stored], Any]] = []
         self._timer: asyncio.Task[None] | None = None
         self._writing: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
         bind = sessions.kw.get("bind")
         self._writer: Engine | None = sqlite_writer(bind) if isinstance(bind, AsyncEngine) else None
 
-    def add(self, item: StoreItem) -> asyncio.Future[Stored]:
-        """Build ``item``'s row and queue it; the future resolves once its batch is written (or failed)."""
+    def add(self, item: StoreItem, *, tag: Any = None) -> asyncio.Future[Stored]:
+        """Build ``item``'s row and queue it; the future resolves once its batch is written (or failed).
+        ``tag`` is given to ``in_store`` with the item's stored snapshot."""
         future: asyncio.Future[Stored] = asyncio.get_running_loop().create_future()
         try:
             row = snapshot_row(item)
@@ -63,7 +70,7 @@ class SnapshotBatcher:
             log.exception("could not build the snapshot row of %s", item.result.host)
             future.set_result((None, exc))
             return future
-        self._pending.append((row, future))
+        self._pending.append((row, future, tag))
         if len(self._pending) >= self.max_items:
             self._flush_soon()
         elif self._timer is None:
@@ -85,21 +92,29 @@ class SnapshotBatcher:
             self._writing.add(task)
             task.add_done_callback(self._writing.discard)
 
-    def _write_here(self, rows: list[dict[str, Any]]) -> list[StoredSnapshot]:
+    def _in_transaction(self, conn: Connection, rows: list[dict[str, Any]], tags: list[Any]) -> list[StoredSnapshot]:
+        snaps = write_rows(conn, rows)
+        if self.in_store is not None:
+            self.in_store(conn, list(zip(snaps, tags)))
+        return snaps
+
+    def _write_here(self, rows: list[dict[str, Any]], tags: list[Any]) -> list[StoredSnapshot]:
         """The whole transaction on the SQLite writer, in the calling thread."""
         assert self._writer is not None
         with self._writer.begin() as conn:
-            return write_rows(conn, rows)
+            return self._in_transaction(conn, rows, tags)
 
-    async def _write(self, batch: list[tuple[dict[str, Any], asyncio.Future[Stored]]]) -> None:
+    async def _write(self, batch: list[tuple[dict[str, Any], asyncio.Future[Stored], Any]]) -> None:
         async with self._lock:
-            rows = [row for row, _ in batch]
+            rows = [row for row, _, _ in batch]
+            tags = [tag for _, _, tag in batch]
             try:
                 if self._writer is not None:
-                    snaps = await asyncio.to_thread(self._write_here, rows)
+                    snaps = await asyncio.to_thread(self._write_here, rows, tags)
                 else:
                     async with self.sessions() as db, db.begin():
-                        snaps = await store_rows(db_session=db, rows=rows)
+                        conn = await db.connection()
+                        snaps = await conn.run_sync(self._in_transaction, rows, tags)
                 results: list[Stored] = [(s.id, None) for s in snaps]
             except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): no traceback
                 log.warning("could not store a batch of %d snapshots: %s", len(batch), exc)
@@ -110,7 +125,7 @@ class SnapshotBatcher:
             self.batches += 1
             if self.on_batch is not None:
                 self.on_batch(len(batch))
-        for (_, future), stored in zip(batch, results):
+        for (_, future, _), stored in zip(batch, results):
             if not future.done():
                 future.set_result(stored)
 

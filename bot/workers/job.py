@@ -1,0 +1,106 @@
+"""The worker's side of a fan-out: probe some hosts of a run, store each snapshot together with
+the host's progress row (one transaction per snapshot batch), skip hosts the run already has.
+
+Shared by both executors: a local pool process (:mod:`bot.workers.local`) and a procrastinate job
+of ``gpubot worker`` (:mod:`bot.workers.queue`) call :func:`run_job`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Table, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.errors import DatabaseUnavailable
+from bot.flows.context import Services
+from bot.flows.fleet import check_fleet
+from bot.flows.status import StatusReport
+from bot.lifecycle import ShuttingDown
+from bot.snapshots.service import StoredSnapshot
+from bot.workers.models import FleetRunHost
+from bot.workers.report_json import dump
+
+log = logging.getLogger("gpubot.workers")
+
+_TABLE: Table = FleetRunHost.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What one job did: hosts ``probed`` here, ``skipped`` (already in the run), ``not_started``
+    (names this worker's shutdown kept it from probing; nothing recorded for them)."""
+
+    probed: int
+    skipped: int
+    not_started: tuple[str, ...] = ()
+
+
+def _insert(conn: Connection, rows: list[dict[str, Any]]) -> int:
+    """Insert progress rows, a host already recorded for the run left as it is; returns how many were new."""
+    if not rows:
+        return 0
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    stmt = dialect.insert(_TABLE).values(rows).on_conflict_do_nothing(index_elements=["run_id", "host_name"])
+    new = len(list(conn.execute(stmt.returning(_TABLE.c.host_name)).scalars()))
+    if new < len(rows):
+        log.warning("%d of %d hosts were already recorded for fleet run %s by another worker", len(rows) - new, len(rows),
+                    rows[0]["run_id"])
+    return new
+
+
+def _row(run_id: int, worker: str, report: StatusReport) -> dict[str, Any]:
+    return {"run_id": run_id, "host_name": report.host, "snapshot_id": report.snapshot_id, "report": dump(report),
+            "worker": worker[:80]}
+
+
+async def recorded(services: Services, run_id: int, names: list[str]) -> set[str]:
+    """Names of ``names`` that run ``run_id`` already has a progress row for."""
+    async with services.sessions() as db:
+        found: set[str] = set()
+        for i in range(0, len(names), 500):
+            q = select(FleetRunHost.host_name).where(FleetRunHost.run_id == run_id, FleetRunHost.host_name.in_(names[i:i + 500]))
+            found.update((await db.execute(q)).scalars())
+        return found
+
+
+async def run_job(services: Services, *, run_id: int, names: list[str], need_bytes: int | None = None,
+                  requested_by: str | None = None, limit: asyncio.Semaphore | None = None,
+                  leave_not_started: bool = False) -> JobOutcome:
+    """Probe the hosts of ``names`` that run ``run_id`` has no row for yet (a retried job skips what
+    an earlier attempt stored) and record each: a stored snapshot and its row in one transaction, a
+    host with nothing stored (its probe raised, its batch failed) in a row of its own. A host this
+    process's shutdown kept from starting is recorded as such, or with ``leave_not_started`` left
+    without a row (named in the outcome: a queue's retry probes it elsewhere). Raises
+    :class:`~bot.errors.DatabaseUnavailable` when the run cannot be read."""
+    done = await recorded(services, run_id, names)
+    todo = [n for n in names if n not in done]
+    if not todo:
+        return JobOutcome(0, len(names))
+    me = services.executor_id
+    not_started: list[str] = []
+
+    def in_store(conn: Connection, pairs: list[tuple[StoredSnapshot, Any]]) -> None:
+        _insert(conn, [_row(run_id, me, dataclasses.replace(report, snapshot_id=stored.id)) for stored, report in pairs])
+
+    async def on_stored(_n: int, _total: int, report: StatusReport) -> None:
+        if report.snapshot_id is not None:
+            return  # recorded with its snapshot
+        if leave_not_started and any(r.code == ShuttingDown.kind for r in report.assessment.reasons):
+            not_started.append(report.host)
+            return
+        try:
+            async with services.sessions() as db, db.begin():
+                conn = await db.connection()
+                await conn.run_sync(_insert, [_row(run_id, me, report)])
+        except (SQLAlchemyError, DatabaseUnavailable) as exc:
+            log.warning("could not record %s for fleet run %s: %s", report.host, run_id, exc)
+
+    await check_fleet(services=services, names=todo, title=f"run {run_id}", need_bytes=need_bytes, requested_by=requested_by,
+                      on_stored=on_stored, in_store=in_store, limit=limit)
+    return JobOutcome(len(todo) - len(not_started), len(done), tuple(not_started))
