@@ -2,7 +2,7 @@
 
     pip install -e '.[bench]'          # parallel-ssh, ansible-core (pinned in pyproject.toml)
     python bench/fleet_bench.py --sizes 10,100,300 [--sizes ...,1000] [--db sqlite|postgresql]
-    python bench/fleet_bench.py --help-latency 300 [--db sqlite|postgresql]
+    python bench/fleet_bench.py --help-latency 300 [--db sqlite|postgresql] [--fleet-workers local|queue|thread]
 
 Starts N loopback hosts on real OpenSSH sshd (``tests.support.sshd``: 16 ListenAddress per sshd
 process, addresses 127.1.x.y, loopback only; the fake nvidia-smi/systemctl of the tests answer as an
@@ -31,7 +31,10 @@ RSS of the gpubot worker (with N pooled connections open).
 ``tests.support``) with N hosts, sends ``/gpu help`` 30 times with nothing else running (idle), then
 starts ``/gpu status group:bench`` and sends ``/gpu help`` every 0.1 s until the fan-out's final
 message; it prints p50/p99 of the time from each help request to its reply arriving at the
-response_url, idle and during the fan-out, and the ratio of the two p99s.
+response_url, idle and during the fan-out, and the ratio of the two p99s. The app's services are
+built as ``gpubot serve`` builds them: ``--fleet-workers local`` (the default) runs the fan-out in the
+local worker process pool, ``queue`` (with ``--db postgresql``) in ``--queue-workers`` ``gpubot worker``
+processes, ``thread`` in a second thread of the app's process (the design before the workers).
 """
 
 from __future__ import annotations
@@ -320,7 +323,7 @@ def bench(args: argparse.Namespace) -> None:
 
 
 # --- /gpu help latency during a fan-out -------------------------------------------------------------
-async def help_latency(n: int, db: str, concurrency: int) -> None:
+async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "local", queue_workers: int = 2) -> None:
     from bot.config import Settings
     from bot.wiring import build_services
     from tests.slack_env import start_bot
@@ -333,8 +336,18 @@ async def help_latency(n: int, db: str, concurrency: int) -> None:
     try:
         await register(db_url, addresses(n), server.port)
         settings = Settings(_env_file=None, database_url=db_url, known_hosts=server.known_hosts_path, ssh_user=server.username,
-                            ssh_key_file=server.client_key_path, max_concurrent_probes=concurrency, ssh_config=os.devnull)
-        services = build_services(settings)
+                            ssh_key_file=server.client_key_path, max_concurrent_probes=concurrency, ssh_config=os.devnull,
+                            fleet_workers=fleet_workers, ssh_pool_max=max(1024, n))
+        # As gpubot serve builds them: fan-outs in worker processes (the local pool, or gpubot worker on the queue)
+        services = build_services(settings, workers=fleet_workers != "thread")
+        workers = []
+        if fleet_workers == "queue":
+            env = {**os.environ, "GPUBOT_DATABASE_URL": db_url, "GPUBOT_KNOWN_HOSTS": server.known_hosts_path,
+                   "GPUBOT_SSH_USER": server.username, "GPUBOT_SSH_KEY_FILE": server.client_key_path,
+                   "GPUBOT_MAX_CONCURRENT_PROBES": str(concurrency), "GPUBOT_SSH_CONFIG": os.devnull,
+                   "GPUBOT_SSH_POOL_MAX": str(max(1024, n))}
+            workers = [subprocess.Popen([sys.executable, "-m", "bot", "worker"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL) for _ in range(queue_workers)]
         async with SlackApiRecorder() as recorder:
             bot, close = await start_bot(services, recorder)
             try:
@@ -385,14 +398,18 @@ async def help_latency(n: int, db: str, concurrency: int) -> None:
                 def p99(xs: list[float]) -> float:
                     return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
 
-                print(f"/gpu help idle ({db}), {len(idle)} requests: reply {pct(idle)}")
-                print(f"/gpu help during a {n}-host fan-out ({db}, concurrency {concurrency}), {len(latencies)} requests: "
+                where = f"{db}, fan-out in {fleet_workers}" + (f" ({queue_workers} gpubot worker)" if fleet_workers == "queue" else "")
+                print(f"/gpu help idle ({where}), {len(idle)} requests: reply {pct(idle)}")
+                print(f"/gpu help during a {n}-host fan-out ({where}, concurrency {concurrency}), {len(latencies)} requests: "
                       f"reply {pct(latencies)}; ack {pct(acks)}; event-loop lag {pct(lags)}; "
                       f"fan-out {time.perf_counter() - t0:.1f} s (help sent for {fan_out:.1f} s)")
                 print(f"reply p99 during the fan-out / idle p99: {p99(latencies) / p99(idle):.1f}× (goal: at most 3×)")
             finally:
                 await close()
                 await services.close()
+                for w in workers:  # the processes this bench started
+                    w.terminate()
+                    w.wait(30)
     finally:
         if drop is not None:
             await drop()  # type: ignore[operator]
@@ -408,13 +425,16 @@ def main() -> None:
     p.add_argument("--skip-ansible", action="store_true")
     p.add_argument("--gpubot-only", action="store_true", help="only gpubot cold/pooled (e.g. N=1000 for the peak RSS)")
     p.add_argument("--help-latency", type=int, metavar="N", help="measure /gpu help during an N-host fan-out instead")
+    p.add_argument("--fleet-workers", choices=["local", "queue", "thread"], default="local",
+                   help="--help-latency: where the fan-out runs (GPUBOT_FLEET_WORKERS; queue needs --db postgresql)")
+    p.add_argument("--queue-workers", type=int, default=2, help="--help-latency with queue: gpubot worker processes")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         run_worker(args.worker, args.config)
     elif args.help_latency:
-        asyncio.run(help_latency(args.help_latency, args.db, args.concurrency))
+        asyncio.run(help_latency(args.help_latency, args.db, args.concurrency, args.fleet_workers, args.queue_workers))
     else:
         bench(args)
 

@@ -1,0 +1,94 @@
+"""Fan-out throughput with one worker process vs two, when the client side is the bottleneck.
+
+    python bench/workers_bench.py [--hosts 1500] [--db sqlite|postgresql] [--rounds 3] [--processes 1,2]
+
+The hosts answer through the :class:`~bot.ssh.scripted.ScriptedRunner` twin with the captured idle
+H200 batch (``tests/support/scripted.py``): no remote CPU, no network, so all the work is the client's:
+framing, parsing, the verdict, building snapshot rows and writing them with the progress rows. The
+fan-out runs as ``gpubot serve`` runs it (:class:`bot.workers.local.LocalPool`, the default executor),
+with 1 and then 2 worker processes, ``--rounds`` times each after one warm-up fan-out (process start,
+imports); the chat side polls progress from the database as serve does. Prints hosts per second per
+round, the median, and the ratio 2 / 1 (goal: at least 1.8×). The machine's load average is printed
+too: on a shared machine the second process has no core of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def scripted_services(settings):  # runs in each worker process (pickled by name)
+    """A worker's services whose runner answers every host with the idle H200 batch."""
+    from bot.ssh.scripted import ScriptedRunner
+    from bot.wiring import worker_services
+    from tests.support.scripted import idle_h200, probe_batch
+
+    return replace(worker_services(settings), runner=ScriptedRunner(probe_batch(idle_h200())))
+
+
+async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
+    from bench.fleet_bench import make_db
+    from bot.config import Settings
+    from bot.db.migrate import upgrade_async
+    from bot.flows.fleet import check_fleet
+    from bot.hosts.models import Host
+    from bot.wiring import build_services
+    from bot.workers.local import LocalPool
+
+    tmp = tempfile.mkdtemp(prefix="gpubot-workers-bench-")
+    url, drop = await make_db(db, tmp, "workers")
+    try:
+        await upgrade_async(url)
+        settings = Settings(_env_file=None, database_url=url, max_concurrent_probes=50, ssh_config=os.devnull)
+        services = build_services(settings, fleet_thread=False)
+        names = [f"w{i:05d}" for i in range(n)]
+        async with services.sessions() as s, s.begin():
+            s.add_all([Host(name=name, address=f"10.{i // 250}.{i % 250}.1", group="bench", transport="ssh", labels={}, probe={})
+                       for i, name in enumerate(names)])
+        rates: dict[int, list[float]] = {}
+        for processes in counts:
+            pool = LocalPool(settings, scripted_services, processes=processes)
+            svc = replace(services, fleet_jobs=pool)
+            try:
+                await check_fleet(services=svc, names=names, title="warm-up")
+                rates[processes] = []
+                for _ in range(rounds):
+                    t0 = time.perf_counter()
+                    fleet = await check_fleet(services=svc, names=names, title="bench")
+                    wall = time.perf_counter() - t0
+                    assert all(r.snapshot_id is not None for r in fleet.reports), "a host was not stored"
+                    rates[processes].append(n / wall)
+                    print(f"{processes} worker process(es), {n} hosts ({db}): {wall:.2f} s, {n / wall:.0f} hosts/s "
+                          f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+            finally:
+                await pool.close()
+        base = statistics.median(rates[counts[0]])
+        for k in counts:
+            print(f"median: {k} process(es) {statistics.median(rates[k]):.0f} hosts/s: {statistics.median(rates[k]) / base:.2f}× "
+                  f"{counts[0]} (goal for 2 vs 1: at least 1.8×)")
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+        await services.close()
+    finally:
+        if drop is not None:
+            await drop()  # type: ignore[operator]
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hosts", type=int, default=1500)
+    p.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--processes", default="1,2", help="worker process counts to compare, the first the reference")
+    args = p.parse_args()
+    asyncio.run(main(args.hosts, args.db, args.rounds, [int(k) for k in args.processes.split(",")]))
