@@ -24,7 +24,7 @@ from pydantic_settings import SettingsError
 
 from bot import cli_actions, cli_errors, cli_history, cli_hosts, cli_progress, cli_shell
 from bot.actions.policy import check_policy
-from bot.cli_errors import EX_IOERR, EX_USAGE
+from bot.cli_errors import EX_CONFIG, EX_IOERR, EX_USAGE
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings, default_data_dir, load_settings

@@ -14,6 +14,7 @@
     ├── UnsafeSudoersWord     a name that cannot be written into a sudoers rule (also a ``ValueError``)
     ├── StoredShapeError      a stored JSON document this code cannot read (malformed, or from a newer version)
     ├── ShuttingDown          new work refused while the process shuts down
+    ├── JobIncomplete         a worker's fan-out job left hosts unprobed (it stops): its queue retries the rest
     └── ProbeError            a probe batch could not run (``partial``: what arrived before it stopped)
         ├── HostUnreachable   connection refused, timed out, DNS, auth failure
         │   ├── ConnectionLost  the connection dropped while the batch ran
@@ -208,3 +209,10 @@ class ShuttingDown(GpubotError):
     """Raised instead of starting new work while the process shuts down."""
 
     kind = "shutting_down"
+
+
+class JobIncomplete(GpubotError):
+    """Raised by a worker's fan-out job that could not probe every host it was given (the worker is
+    stopping): procrastinate retries the job, and the retry probes only the hosts left."""
+
+    kind = "job_incomplete"

@@ -96,7 +96,7 @@ async def _rows(services: Services, names: list[str]) -> tuple[dict[str, Host], 
 
 def failed_report(name: str, exc: Exception, now: datetime) -> StatusReport:
     """The *unknown* report of a host that gave no result (``exc`` why: its reason code is
-    ``shutting_down`` for :class:`~bot.lifecycle.ShuttingDown`, else ``error``)."""
+    ``shutting_down`` for :class:`~bot.errors.ShuttingDown`, else ``error``)."""
     code = exc.kind if isinstance(exc, ShuttingDown) else "error"
     return StatusReport(name, "?", None, now, 0,
                         Assessment(Verdict.UNKNOWN, [Reason(code, f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))

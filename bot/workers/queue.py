@@ -22,6 +22,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import make_url
 
 from bot.config import Settings
+from bot.errors import JobIncomplete
 from bot.flows.context import Services
 from bot.workers.dispatch import FleetJobs, Job, Submitted
 from bot.workers.job import run_job
@@ -50,18 +51,13 @@ def conninfo(database_url: str) -> str:
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-class ProbeFailed(Exception):
-    """Raised by a job that could not probe every host it was given (this worker shutting down):
-    procrastinate retries it and the retry probes only the rest."""
-
-
 async def probe_hosts(run_id: int, names: list[str], need_bytes: int | None = None,
                       requested_by: str | None = None) -> dict[str, int]:
     """The task: :func:`~bot.workers.job.run_job` on this worker's services."""
     outcome = await run_job(_worker["services"], run_id=run_id, names=names, need_bytes=need_bytes,
                             requested_by=requested_by, limit=_worker["limit"], leave_not_started=True)
     if outcome.not_started:
-        raise ProbeFailed(f"{len(outcome.not_started)} hosts not started (this worker is stopping)")
+        raise JobIncomplete(f"{len(outcome.not_started)} hosts not started (this worker is stopping)")
     return {"probed": outcome.probed, "skipped": outcome.skipped}
 
 
