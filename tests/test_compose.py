@@ -181,3 +181,23 @@ def test_compose_1_29_accepts_the_files(tmp_path):
     (tmp_path / ".env").write_text("SLACK_BOT_TOKEN=xoxb-x\n")  # the bundled db without POSTGRES_PASSWORD: refused, named
     res = config()
     assert res.returncode != 0 and "set POSTGRES_PASSWORD in .env" in res.stderr
+
+
+def test_make_run_installs_gpubot_without_the_test_and_docs_tools(tmp_path):
+    """`make run` on a fresh checkout: a virtualenv with gpubot and its runtime dependencies only; `make test`
+    adds the extras and sets up PostgreSQL first (`make -n`: what would run, nothing run)."""
+    import subprocess
+
+    def planned(target: str) -> list[str]:
+        res = subprocess.run(["make", "-n", f"VENV={tmp_path / 'venv'}", target], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60)
+        assert res.returncode == 0, res.stderr
+        return res.stdout.splitlines()
+
+    run = planned("run")
+    installs = [line for line in run if " install " in line and "pip" in line and "--upgrade pip" not in line]
+    assert installs == [f"{tmp_path / 'venv'}/bin/pip install -q -e ."], run
+    assert any(line.endswith("gpubot db upgrade") for line in run)
+    test = planned("test")
+    assert f"{tmp_path / 'venv'}/bin/pip install -q -e '.[test,docs]'" in test
+    assert test.index("tools/test-postgres.sh") < next(i for i, line in enumerate(test) if "pytest" in line)
