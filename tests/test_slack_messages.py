@@ -50,7 +50,7 @@ async def test_a_typo_shows_the_guessed_commands_usage_and_where_to_find_the_res
 
 
 @pytest.mark.parametrize(("command", "usage"), [
-    ("history", "/gpu history HOST [7d]"),
+    ("history", "/gpu history HOST [7d] [need=SIZE]"),
     ("diff", "/gpu diff HOST [since=1d|since=SNAPSHOT_ID]"),
     ("report remove x", "/gpu report remove ID"),
     ("clean node174", "/gpu clean HOST weights=PATH[,PATH...] | /gpu clean HOST hf-cache [repo=ORG/NAME]"),
