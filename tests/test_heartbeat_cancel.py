@@ -10,7 +10,6 @@ the write lock (SQLite) or the table lock (PostgreSQL) while the action ends. Bo
 import asyncio
 import sqlite3
 
-import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
