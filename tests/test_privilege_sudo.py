@@ -306,6 +306,26 @@ async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
     assert mine[f"delete under {shared}"].how == f"as {box.user.name} (no sudo needed)"
 
 
+async def test_every_fix_of_hosts_check_names_the_rules_hosts_sudoers_prints(svc, box, shared):
+    await register(svc, "priv12", ADDRS[0], box.server)
+    printed = await sudoers_for(services=svc, host_name="priv12")
+    rules = [line.split("NOPASSWD: ", 1)[-1].strip(" ,\\") for line in printed.splitlines() if not line.startswith("#")]
+    systemctl = f"{box.server.bin_dir}/systemctl"
+    # no NOPASSWD rule at all (sudo asks even to list), then only the stop rule (sudo lists, allows the rest not)
+    for sudoers_text in ("", f"{box.user.name} ALL=(root) NOPASSWD: {systemctl} stop -- vllm.service\n"):
+        if sudoers_text:
+            box.sudoers.install(sudoers_text)
+        lines = (await check_access(services=svc, host_name="priv12")).lines
+        refused = [line for line in lines if not line.ok and line.what != "probe"]
+        assert {line.what for line in refused} >= {"kill GPU processes of other users", f"delete under {shared}"}
+        for line in refused:
+            text = f"{line.how} — fix: {line.fix}"
+            assert "kill TERM" not in text and "gpubot-check" not in text and "0" * 16 not in text, text
+            named = [word.split("NOPASSWD: ", 1)[-1] for word in text.split("`")[1::2]]
+            assert any(rule in named for rule in rules), (text, rules)
+            assert "gpubot hosts sudoers priv12" in line.fix or line.what.endswith("vllm.service"), text
+
+
 async def test_gpu_hosts_check_in_slack_answers_the_operator_only(svc, box, shared):
     from tests.slack_env import start_bot
     from tests.support.slack_recorder import SlackApiRecorder

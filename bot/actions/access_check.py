@@ -174,7 +174,8 @@ def check_needs(units: list[str], roots: list[str], *, systemctl: str, helper: s
              for u in units for v in sudoers.UNIT_VERBS]
     needs.append(Need("kill", "kill GPU processes of other users",
                       sudoers.kill_argv(helper, "TERM", 2, "0", SAMPLE_SHA),
-                      fix=f"install the helper {helper} and allow `{helper} kill *` ({sudoers_command(host)})"))
+                      fix=f"install the helper {helper} and allow `{helper} kill *` ({sudoers_command(host)})",
+                      rule=f"{helper} kill *"))
     for root in delete_roots(roots, hf_cache):
         label = f"delete under {root}" if root in roots else f"delete in the Hugging Face cache {root}"
         needs.append(step_privilege.delete_need(f"delete.{root}", label, helper, root,

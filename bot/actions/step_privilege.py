@@ -53,7 +53,8 @@ def delete_need(key: str, label: str, helper: str, root: str, real: str, self_ch
                 guard=trust_command(root, "self", "above"), sudo_guard=trust_command(root, "root", "whole"),
                 guard_fix=(f"make the folders on the way to {root} belong to root and writable by root only ({root} "
                            "itself too for deleting through sudo), or let the bot user delete without sudo: the group "
-                           f"alternative in {sudoers_command(host)}"))
+                           f"alternative in {sudoers_command(host)}"),
+                rule=f"{helper} delete {root} *")
 
 
 def own_process_check(pid: int) -> str:
@@ -70,7 +71,7 @@ def needs(plan: Plan, *, systemctl: str, helper: str, host: str) -> list[tuple[i
                 out.append((i, Need(f"unit.{verb}.{unit}", f"{verb} {unit}", unit_argv(systemctl, verb, unit))))
             case KillStep(procs=procs):
                 out += [(i, Need(f"kill.{p.pid}", f"kill pid {p.pid}", kill_argv(helper, "TERM", p.pid, p.start_time, p.cmd_sha),
-                                 own_process_check(p.pid))) for p in procs]
+                                 own_process_check(p.pid), rule=f"{helper} kill *")) for p in procs]
             case DeleteStep(item=it):
                 root = it.allowed_root or it.root
                 out.append((i, delete_need(f"delete.{it.real}", f"delete {it.real}", helper, root, it.real,

@@ -58,6 +58,14 @@ class Need:
     """sh, exit 0 when it is safe through sudo (e.g. the helper's root is trusted); else the reason on stdout."""
     guard_fix: str = ""
     """What to change when a guard fails."""
+    rule: str = ""
+    """The sudoers ``Cmnd`` that allows it, as ``gpubot hosts sudoers`` prints it (``HELPER kill *``,
+    ``HELPER delete ROOT *``); empty: ``argv`` itself is the rule (``systemctl stop -- UNIT``)."""
+
+    @property
+    def sudoers_rule(self) -> str:
+        """:attr:`rule`, or ``argv`` joined when the rule is the command itself."""
+        return self.rule or " ".join(self.argv)
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,7 @@ def grant(access: Access, index: int, need: Need, *, host: str, sudoers_hint: st
     own = access.outputs.get(f"self.{index}")
     if need.self_check and own is not None and own.exit_status == 0 and not unsafe:
         return Grant(need, "user", f"as {me} (no sudo needed)")
-    line = " ".join(need.argv)
+    line = need.sudoers_rule
     rule = f"{me} ALL=(root) NOPASSWD: {line}" if not sudoers_hint else sudoers_hint
     fix = need.fix or f"allow it in sudoers: `{rule}` (all rules: {sudoers_command(host)})"
     not_self = (f"{_first_line(own)}; " if own.exit_status != 0 else f"not safe as {me}: {unsafe}; ") \
