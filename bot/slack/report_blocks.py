@@ -94,11 +94,14 @@ def report_text(report: Report, view: FleetView) -> str:
     return f"{report.title}{late}: {view.counts}" + (f" ({causes})" if causes else "")
 
 
-def report_blocks(report: Report) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
-    """``(message blocks, thread messages)``; both within Block Kit limits for any fleet size."""
+def report_blocks(report: Report, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """``(message blocks, thread messages)``; both within Block Kit limits for any fleet size.
+    ``budget``: characters of text for the hosts and changes in the message (as
+    :func:`~bot.slack.blocks.fleet_blocks`; 0 puts every host and change in the thread), the
+    smaller retries when Slack refuses a message as too long."""
     view = fleet_view(report.title, report.fleet.reports)
     causes = not_ready_counts(r.assessment for r in report.fleet.reports).line()
-    blocks, thread = fleet_blocks(replace(view, counts=f"{view.counts}\n{causes}") if causes else view)
+    blocks, thread = fleet_blocks(replace(view, counts=f"{view.counts}\n{causes}") if causes else view, budget=budget)
     when = _when(report.fire_time, report.tz) if report.fire_time else _when(report.generated_at, report.tz)
     note = f"scheduled for {when}" if report.fire_time else f"on request, {when}"
     if report.late_by_s is not None:
@@ -114,7 +117,7 @@ def report_blocks(report: Report) -> tuple[list[dict[str, Any]], list[list[dict[
     since = f" ({_when(report.previous_at, report.tz)})" if report.previous_at else ""
     changes = _dicts(pack_sections([f"*Changed since the last report{escape(since)}*", *_change_lines(report)]))
     room = MAX_BLOCKS - len(blocks) - 1
-    if len(changes) <= room and not thread and block_text_length(blocks) + block_text_length(changes) <= MESSAGE_TEXT_BUDGET:
+    if len(changes) <= room and not thread and block_text_length(blocks) + block_text_length(changes) <= budget:
         blocks += [DividerBlock().to_dict(), *changes]
     else:
         blocks += _dicts([DividerBlock(), _md(f"*Changed since the last report*: {len(report.changes)} hosts — in the thread.")])

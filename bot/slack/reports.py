@@ -3,8 +3,8 @@ and :func:`start_scheduler`.
 
 ``start_scheduler(services, client)`` is called by :mod:`bot.slack.serve` once the app runs (and
 by tests, with a controlled ``now``). The domain (:mod:`bot.reports`) decides what and when; this
-module only renders and calls the Web API: ``chat.postMessage`` for the report, replies in its
-thread for what does not fit, and ``files_upload_v2`` for the chart. A post Slack refuses for the
+module only renders and calls the Web API: ``chat.postMessage`` for the report (sent again
+smaller while Slack refuses it as too long), replies in its thread for what does not fit, and ``files_upload_v2`` for the chart. A post Slack refuses for the
 channel (``not_in_channel``, ``channel_not_found``, ``is_archived``) becomes
 :class:`~bot.errors.ChannelUnavailable` saying how to fix it; ``notify`` sends it to the
 schedule's creator as a direct message (``chat.postMessage`` to the user ID).
@@ -13,6 +13,7 @@ schedule's creator as a direct message (``chat.postMessage`` to the user ID).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -22,11 +23,15 @@ from bot.flows.context import Services
 from bot.render.status_view import fleet_view
 from bot.reports.flows import Post, Report
 from bot.reports.scheduler import ChannelProblem, Clock, Notify, ReportScheduler
-from bot.slack.blocks import escape, text_blocks
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
+from bot.slack.context import too_long
 from bot.slack.report_blocks import report_blocks, report_text
 
 log = logging.getLogger("gpubot.slack")
 INVITE = "`/invite @gpubot`"
+REPORT_BUDGETS = (MESSAGE_TEXT_BUDGET, MESSAGE_TEXT_BUDGET // 2, 0)
+"""The report's text budgets (:func:`~bot.slack.report_blocks.report_blocks`), tried in turn while
+Slack refuses one as too long, as ``/gpu status all`` does (0: header, counts, the rest in the thread)."""
 
 
 def channel_ref(channel: str) -> str:
@@ -96,22 +101,44 @@ async def upload_png(client: AsyncWebClient, *, channel: str, thread_ts: str | N
     await client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=png, filename=filename, title=title)
 
 
+async def post_halving(client: AsyncWebClient, *, channel: str, thread_ts: str, text: str,
+                       blocks: list[dict[str, Any]]) -> None:
+    """Post ``blocks`` in a thread; a message Slack refuses as too long is sent again as two
+    messages of half the blocks each (down to one block a message, which Block Kit's 3,000
+    characters a section keep within Slack's limit). Raises the refusal of a single block, or any
+    other error at once."""
+    try:
+        await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+    except SlackApiError as exc:
+        if not too_long(exc) or len(blocks) <= 1:
+            raise
+        log.warning("Slack refused a thread message of %d blocks as too long; sending it in two", len(blocks))
+        half = len(blocks) // 2
+        await post_halving(client, channel=channel, thread_ts=thread_ts, text=text, blocks=blocks[:half])
+        await post_halving(client, channel=channel, thread_ts=thread_ts, text=text, blocks=blocks[half:])
+
+
 def make_poster(client: AsyncWebClient) -> Post:
     """A :data:`~bot.reports.flows.Post` posting to ``channel`` (an ID, or ``#name``) with ``client``."""
 
     async def post(channel: str, report: Report) -> str | None:
-        blocks, thread = report_blocks(report)
         text = report_text(report, fleet_view(report.title, report.fleet.reports))
-        try:
-            resp = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
-        except SlackApiError as exc:
-            problem = refused(channel, exc)
-            if problem is not None:
-                raise problem from exc
-            raise
+        for i, budget in enumerate(REPORT_BUDGETS):
+            blocks, thread = report_blocks(report, budget=budget)
+            try:
+                resp = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+                break
+            except SlackApiError as exc:
+                problem = refused(channel, exc)
+                if problem is not None:
+                    raise problem from exc
+                if not too_long(exc) or i == len(REPORT_BUDGETS) - 1:
+                    raise
+                log.warning("Slack refused a report of %d blocks as too long (%s); sending a smaller one",
+                            len(blocks), exc.response.get("error"))
         channel_id, ts = resp["channel"], resp["ts"]
         for chunk in thread:
-            await client.chat_postMessage(channel=channel_id, thread_ts=ts, text=report.title, blocks=chunk)
+            await post_halving(client, channel=channel_id, thread_ts=ts, text=report.title, blocks=chunk)
         if report.chart_png:
             stamp = report.generated_at.strftime("%Y%m%d-%H%M")
             await upload_png(client, channel=channel_id, thread_ts=ts, png=report.chart_png,
