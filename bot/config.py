@@ -165,6 +165,8 @@ class Settings(BaseSettings):
     """SSH keepalive interval on every connection (3 unanswered: the connection is dropped); 0 = off."""
 
     model_volumes: list[str] = ["/"]
+    """Folders whose free space the probe reads; the first is the one ``need=`` checks. At least
+    one: an empty list is refused at start (exit 78), since it would leave nothing to check."""
     weight_paths: list[str] = []
     hf_cache: str | None = None
     units: dict[str, Literal["active", "inactive", "failed", "activating", "deactivating", "reloading"]] = {}
@@ -310,6 +312,14 @@ class Settings(BaseSettings):
     @classmethod
     def _supported_database(cls, value: str) -> str:
         return database_url(value)
+
+    @field_validator("model_volumes")
+    @classmethod
+    def _some_volume(cls, value: list[str]) -> list[str]:
+        """At least one folder: ``[]`` silently meant ``/`` to the probe, and nothing to ``need=``."""
+        if not value:
+            raise ValueError('must name at least one folder whose free disk is read (the default is ["/"])')
+        return value
 
     @field_validator("allowed_roots")
     @classmethod

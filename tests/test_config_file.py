@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.actions.planner import no_roots_refusal
+from bot.cli import EX_CONFIG, main
 from bot.config import Settings, config_file, load_settings
 from bot.errors import ConfigError
 
@@ -136,3 +137,15 @@ def test_roots_from_the_config_file_reach_a_command_and_a_bad_root_there_is_name
     (tmp_path / "gpubot.toml").write_text('allowed_roots = { "*" = ["/shared"] }\nunits = { "a.service" = "active" }\n')
     res = gpubot("--config", "gpubot.toml", "hosts", "list", env=db, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
+
+
+def test_an_empty_list_of_model_volumes_stops_at_start_with_exit_78(monkeypatch, capsys, tmp_path):
+    """GPUBOT_MODEL_VOLUMES=[] was accepted: the probe read / anyway and need= had nothing to check."""
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'v.db'}")
+    monkeypatch.setenv("GPUBOT_MODEL_VOLUMES", "[]")
+    assert main(["hosts", "list"]) == EX_CONFIG
+    assert ('gpubot: configuration error: GPUBOT_MODEL_VOLUMES: must name at least one folder whose free disk is read '
+            '(the default is ["/"])') in capsys.readouterr().err
+    assert not (tmp_path / "v.db").exists()  # stopped before anything else
+    monkeypatch.setenv("GPUBOT_MODEL_VOLUMES", '["/shared"]')
+    assert main(["hosts", "list"]) == 0
