@@ -22,3 +22,21 @@ def shorten_middle(text: str, limit: int) -> str:
         if m.start() < tail_start < m.end():
             tail_start = m.end()
     return text[:head_end] + ELLIPSIS + text[tail_start:]
+
+
+BOUNDARIES = ("\n", ". ", "; ", " — ", ": ", ", ", " ")
+"""Where :func:`split_at_clauses` cuts, best first: a line, a sentence, a clause, then a word."""
+
+
+def split_at_clauses(text: str, limit: int) -> list[str]:
+    """``text`` in pieces of at most ``limit`` characters (``limit`` ≥ 2), each cut after the last
+    line end, sentence end (``. ``), clause mark (``; ``, `` — ``, ``: ``, ``, ``) or blank in its
+    second half, tried in that order; a piece with none of them (a long path) is cut at ``limit``.
+    Joined again, the pieces give back ``text`` but for the blanks at the cuts."""
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = next((at + len(mark) for mark in BOUNDARIES
+                    if (at := text.rfind(mark, limit // 2, limit - len(mark) + 1)) >= 0), limit)
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip(" ")
+    return [*pieces, text] if text or not pieces else pieces

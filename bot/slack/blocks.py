@@ -24,7 +24,7 @@ from slack_sdk.models.blocks import (
 
 from bot.readiness.verdict import Verdict
 from bot.readiness.words import VERDICT_WORDS
-from bot.render.shorten import shorten_middle
+from bot.render.shorten import shorten_middle, split_at_clauses
 from bot.render.status_view import VERDICT_EMOJI, FleetView, StatusView
 from bot.slack.ids import ActionId
 
@@ -91,13 +91,27 @@ def probing_blocks(host: str) -> list[dict[str, Any]]:
     return _dicts([SectionBlock(text=MarkdownTextObject(text=f":hourglass_flowing_sand: probing *{escape(host)}*…"))])
 
 
+ERROR_SECTIONS = 3
+"""Most sections of an error message (3 × 3,000 characters stays within :data:`MESSAGE_TEXT_BUDGET`)."""
+_LONG_WORD = re.compile(r"\S{%d,}" % (LINE_CAP + 1))
+
+
 def error_blocks(message: str, error_id: str | None = None) -> list[dict[str, Any]]:
-    """A short error for the user (with an error id to quote to an admin when given); long lines
-    (a path of thousands of characters) are shortened in the middle, as on every card."""
-    lines = [escape_keeping_mentions(x) for x in message.splitlines()] or [""]
+    """An error for the user (with an error id to quote to an admin when given), every sentence in
+    full: only a word longer than :data:`LINE_CAP` (a path of thousands of characters) is shortened
+    in the middle; text longer than a section goes on in the next one, cut at a line, sentence or
+    clause boundary (:func:`~bot.render.shorten.split_at_clauses`), at most
+    :data:`ERROR_SECTIONS` sections (past them, a last line says the rest was left out)."""
+    lines = [_LONG_WORD.sub(lambda m: shorten_middle(m.group(), LINE_CAP), escape_keeping_mentions(x))
+             for x in message.splitlines()] or [""]
     lines[0] = f":warning: {lines[0]}"
-    text = fit_lines(lines + ([f"_error id `{error_id}`_"] if error_id else []))
-    return _dicts([SectionBlock(text=MarkdownTextObject(text=text))])
+    pieces = split_at_clauses("\n".join(lines), SECTION_LIMIT - 100)
+    if len(pieces) > ERROR_SECTIONS:
+        pieces = pieces[:ERROR_SECTIONS]
+        pieces[-1] += "\n_… the rest is longer than a Slack message holds._"
+    if error_id:
+        pieces[-1] += f"\n_error id `{error_id}`_"
+    return _dicts([SectionBlock(text=MarkdownTextObject(text=p)) for p in pieces])
 
 
 def long_lines(lines: Iterable[str]) -> list[str]:
