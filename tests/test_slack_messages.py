@@ -204,3 +204,42 @@ def test_an_error_keeps_channel_and_user_mentions_but_never_pings_everyone():
     text = error_blocks("I cannot see <#G0PRIV> (asked by <@U0ALICE>): <!channel> <!subteam^S1> a<b & c>d")[0]["text"]["text"]
     assert text == (":warning: I cannot see <#G0PRIV> (asked by <@U0ALICE>): &lt;!channel&gt; &lt;!subteam^S1&gt; "
                     "a&lt;b &amp; c&gt;d")
+
+
+async def test_a_long_refusal_is_shown_whole_never_cut_mid_sentence(slack_bot, services):
+    """`clean` on a host no allowed root covers, with roots for twenty others, was answered "no allowed
+    roots cover localhost (`GPUBOT_ALLOWED_ROOTS` names group:a, … e.g. `GPUBOT_ALLOWED_ROOTS=…": the
+    300-character cap meant for a long path cut the refusal's sentences in the middle."""
+    from bot.actions.planner import no_roots_refusal
+
+    services.settings.operators = ["U1"]
+    services.settings.allowed_roots = {f"node{i:02d}": ["/shared/models"] for i in range(20)}
+    body = await answer_to(slack_bot, "clean localhost weights=/srv/gpubot-test-nothing-here")
+    shown_text = " ".join(blocks_text(body["blocks"]).split())
+    refusal = no_roots_refusal("localhost", services.settings.allowed_roots)
+    assert len(refusal) > 300
+    assert " … " not in shown_text and refusal in shown_text, shown_text
+
+
+def test_an_error_longer_than_a_section_goes_on_in_the_next_at_a_sentence_boundary():
+    from bot.slack.blocks import error_blocks
+
+    sentences = [f"Sentence {i} says why the plan was refused, in words that take some room." for i in range(80)]
+    path = "/shared/" + "x" * 5000 + "/model-final"
+    blocks = error_blocks(" ".join(sentences) + f" The path was {path}.", "abc123")
+    validate_message(blocks, "error")
+    texts = [b["text"]["text"] for b in blocks]
+    assert 2 <= len(texts) <= 3 and all(t.endswith(".") for t in texts[:-1]), texts
+    joined = " ".join(texts)
+    assert all(s in joined for s in sentences) and "/model-final." in joined and "x" * 400 not in joined
+    assert texts[-1].endswith("_error id `abc123`_")
+
+
+@pytest.mark.parametrize("typed", ["hosts add a\\b 10.0.0.1", "hosts add 'a\\b' 10.0.0.1", 'hosts add "a\\b" 10.0.0.1'])
+async def test_a_host_name_with_a_backslash_is_refused_naming_it_never_registered_without_it(slack_bot, services, typed):
+    """Unquoted, `a\\b` was read the shell's way (`\\b` → `b`) and registered as `ab`."""
+    services.settings.admins = ["U1"]
+    text = shown(await answer_to(slack_bot, typed))
+    assert "`a\\b` is not a valid host name: `\\` is not allowed" in text, text
+    async with services.sessions() as db:
+        assert await hosts.list_all(db_session=db) == []

@@ -60,14 +60,24 @@ def suggest(word: str, choices: Iterable[str]) -> str | None:
     return match[0] if match else None
 
 
+def _lexer(text: str) -> shlex.shlex:
+    """POSIX quoting without the shell's backslash escapes: a chat message means its ``\\``
+    literally (``hosts add a\\b`` is refused naming the ``\\``, not registered as ``ab``)."""
+    lexer = shlex.shlex(text, posix=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    lexer.escape = ""
+    return lexer
+
+
 def tokens(text: str) -> list[str]:
-    """Words of normalised text; quotes group words. Raises :class:`UsageError` for an
-    unbalanced quote (saying which quote character), rather than guessing where it ends."""
+    """Words of normalised text; quotes group words, a backslash is an ordinary character. Raises
+    :class:`UsageError` for an unbalanced quote (saying which quote character), rather than
+    guessing where it ends."""
     try:
-        return shlex.split(text)
+        return list(_lexer(text))
     except ValueError:
-        lexer = shlex.shlex(text, posix=True)
-        lexer.whitespace_split = True
+        lexer = _lexer(text)
         quote = None
         try:
             for _ in lexer:
