@@ -2,7 +2,8 @@
 
 Exit statuses of ``gpubot status``: 0 ready (a fleet: every host), 1 not ready, 2 unknown or unreachable,
 64 usage error (``EX_USAGE``), 69 host not registered, 74 database or file error, 78 configuration
-error (``EX_CONFIG``), 130 interrupted (Ctrl-C), 141 output pipe closed.
+error (``EX_CONFIG``), 130 interrupted (Ctrl-C), 141 output pipe closed. ``gpubot diff`` of a registered
+host with nothing to compare yet: 66 (:data:`bot.cli_history.EX_NOTHING_TO_COMPARE`).
 """
 
 from __future__ import annotations

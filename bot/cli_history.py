@@ -22,7 +22,7 @@ from bot.commands.history import DiffCommand, HistoryCommand, parse_diff, parse_
 from bot.config import Settings
 from bot.history.chart import render_png
 from bot.history.chart_data import history_chart
-from bot.history.service import History, diff_snapshots, load_history
+from bot.history.service import History, NothingToCompare, diff_snapshots, load_history
 from bot.hosts import service as hosts
 from bot.render.history_view import diff_text, history_text, history_view
 from bot.render.json_doc import dumps
@@ -31,6 +31,9 @@ from bot.reports import service as reports
 from bot.reports.models import ReportSchedule
 from bot.snapshots import service as snapshots
 from bot.wiring import build_services
+
+EX_NOTHING_TO_COMPARE = 66
+"""``gpubot diff`` of a registered host with no snapshot to compare with yet (``EX_NOINPUT``)."""
 
 
 def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
@@ -90,6 +93,9 @@ async def diff(settings: Settings, args: argparse.Namespace) -> int:
             await _known(db, cmd.host)
             d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id,
                                      now=services.clock())
+    except NothingToCompare as exc:  # the host is registered: not 69; the hint in terminal syntax
+        print(f"gpubot: {exc.text(since=lambda v: f'`--since {v}`', status=f'`gpubot status {exc.host}`')}", file=sys.stderr)
+        return EX_NOTHING_TO_COMPARE
     finally:
         await services.close()
     if args.json:

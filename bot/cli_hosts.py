@@ -65,7 +65,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     ls.add_argument("--group", help="only the hosts of this group")
     ls.add_argument("--json", action="store_true", help="print a JSON array of hosts (shape: docs/commands.md)")
     on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(
-        "--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint")
+        "--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint "
+                             "(as ssh-keygen -lf prints it; the SHA256: prefix may be left out)")
     on_host("remove", "unregister a host (its snapshots stay)")
     on_host("show", "a host's registration, last verdict and GPU inventory").add_argument(
         "--json", action="store_true", help="print one JSON object: host, last snapshot, GPU inventory (docs/commands.md)")
@@ -184,6 +185,9 @@ async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> i
     return 0
 
 
+COMPARE_WITH = "ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub"
+
+
 async def _trust(services: Any, args: argparse.Namespace) -> int:
     from bot.hosts import trust
 
@@ -202,11 +206,15 @@ async def _trust(services: Any, args: argparse.Namespace) -> int:
         return 0
     if offered.state == "changed":
         print(f"WARNING: {known} records a DIFFERENT key for this host; accept only if it was reinstalled.")
-    wanted = args.fingerprint
+    wanted = trust.normalized_fingerprint(args.fingerprint) if args.fingerprint is not None else None
+    if wanted is not None and wanted != offered.fingerprint:  # a typo or another host: not a key that changed
+        raise UsageError(f"{args.name} offers {offered.fingerprint}, not the {wanted} you gave: compare again with "
+                         f"`{COMPARE_WITH}` on the host; nothing recorded")
     if wanted is None:
         if not sys.stdin.isatty():
-            raise UsageError("confirm the fingerprint with --fingerprint SHA256:… (no terminal to ask on)")
-        answer = input("Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host. Trust it? [y/N] ")
+            raise UsageError(f"no terminal to ask on: compare {offered.fingerprint} with `{COMPARE_WITH}` on the host, "
+                             f"then confirm it with `gpubot hosts trust {args.name} --fingerprint {offered.fingerprint}`")
+        answer = input(f"Compare it with `{COMPARE_WITH}` on the host. Trust it? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("not trusted")
             return 1

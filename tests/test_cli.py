@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -163,9 +164,12 @@ def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
     assert ask.returncode == 64 and "--fingerprint" in ask.stderr
     assert f"gpubot: warning: {known} is writable by group and others (mode 0666)" in ask.stderr, ask.stderr
     fingerprint = next(w for w in ask.stdout.split() if w.startswith("SHA256:"))
+    assert f"then confirm it with `gpubot hosts trust box --fingerprint {fingerprint}`" in ask.stderr, ask.stderr
     wrong = gpubot("hosts", "trust", "box", "--fingerprint", "SHA256:not-it", env=env)
     assert wrong.returncode == 64 and "nothing recorded" in wrong.stderr
-    ok = gpubot("hosts", "trust", "box", "--fingerprint", fingerprint, env=env)
+    assert f"box offers {fingerprint}, not the SHA256:not-it you gave" in wrong.stderr, wrong.stderr  # a typo, not a change
+    assert "now offers" not in wrong.stderr
+    ok = gpubot("hosts", "trust", "box", "--fingerprint", fingerprint.removeprefix("SHA256:"), env=env)  # as typed from ssh-keygen's tail
     assert ok.returncode == 0 and "recorded" in ok.stdout
     assert os.stat(known).st_mode & 0o777 == 0o644
     assert gpubot("status", "box", env=env).returncode == 0
@@ -187,6 +191,26 @@ def test_unknown_hosts_are_not_found_in_audit_history_and_diff(command, db_env):
     assert res.returncode == 69 and f"no host called `{command[1]}`" in res.stderr, res.stderr
     if command[1] == "localhst":
         assert "Did you mean: localhost?" in res.stderr
+
+
+@pytest.mark.process
+def test_diff_of_a_young_host_exits_66_with_a_hint_in_terminal_syntax(db_env, ssh_server, fake_hosts):
+    """It exited 69 ("host not registered") and said `since=…` and `/gpu status`, which a terminal does not take."""
+    env = {**db_env, "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+           "GPUBOT_SSH_USER": ssh_server.username}
+    assert gpubot("hosts", "add", "young", "127.0.0.19", "--port", str(ssh_server.port), env=env).returncode == 0
+    res = gpubot("diff", "young", env=env)
+    assert res.returncode == 66 and "`young` has never been probed" in res.stderr, res.stderr
+    assert "probe it with `gpubot status young`" in res.stderr and "/gpu" not in res.stderr
+    assert gpubot("status", "young", env=env).returncode == 0
+    res = gpubot("diff", "young", "--since", "1d", env=env)
+    assert res.returncode == 66 and "its only one: there is nothing to compare yet" in res.stderr, res.stderr
+    assert gpubot("status", "young", env=env).returncode == 0
+    res = gpubot("diff", "young", "--since", "1d", env=env)
+    first = re.search(r"try `--since (\d+)`", res.stderr)
+    assert res.returncode == 66 and first and "since=" not in res.stderr and "/gpu" not in res.stderr, res.stderr
+    res = gpubot("diff", "young", "--since", first.group(1), env=env)  # the hint works as written
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
 
 
 @pytest.mark.process

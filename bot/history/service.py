@@ -12,6 +12,7 @@ hourly roll-up (:func:`~bot.history.timeline.marked_changes`,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -143,17 +144,34 @@ def span_within(age: timedelta) -> str | None:
     return None
 
 
-def _too_young(host_name: str, cutoff: datetime, first: Snapshot, newest: Snapshot, now: datetime) -> str:
+class NothingToCompare(NotFoundError):
+    """A diff of a registered host finds no snapshot to compare with: it was never probed, has one
+    snapshot only, or none older than the window. ``head``: what is missing; ``tries``: ``since``
+    values that would work (a span such as ``2h``, then the first snapshot's id); ``probe``: probing
+    it (again) is the way. ``str()`` is in chat syntax; :meth:`text` writes another surface's."""
+
+    def __init__(self, host: str, head: str, *, tries: tuple[str, ...] = (), probe: bool = False) -> None:
+        self.host, self.head, self.tries, self.probe = host, head, tries, probe
+        super().__init__(self.text(since=lambda v: f"`since={v}`", status=f"`/gpu status {host}`"))
+
+    def text(self, *, since: Callable[[str], str], status: str) -> str:
+        """The message with ``since(value)`` for each working ``since`` and ``status`` for the probe
+        command (``"`--since 2h`"``, ``"`gpubot status node174`"`` in a terminal)."""
+        if self.probe:
+            return f"{self.head}: there is nothing to compare yet (probe it with {status})"
+        return f"{self.head}: try {' or '.join(since(t) for t in self.tries)}"
+
+
+def _too_young(host_name: str, cutoff: datetime, first: Snapshot, newest: Snapshot, now: datetime) -> NothingToCompare:
     """Why a ``since=`` window finds nothing, and a ``since=`` that does: a span no longer than
     the first snapshot's age, or its id."""
     taken = first.taken_at  # aware UTC (bot.db.base.UTCDateTime)
     head = (f"no snapshot of `{host_name}` from before {cutoff:%Y-%m-%d %H:%M} UTC; "
             f"its first is #{first.id} ({taken:%Y-%m-%d %H:%M:%S} UTC)")
     if first.id == newest.id:
-        return f"{head}, its only one: there is nothing to compare yet (probe it again with `status {host_name}`)"
+        return NothingToCompare(host_name, f"{head}, its only one", probe=True)
     span = span_within(now - taken)
-    tries = [f"`since={span}`"] if span else []
-    return f"{head}: try {' or '.join([*tries, f'`since={first.id}`'])}"
+    return NothingToCompare(host_name, head, tries=(*([span] if span else []), str(first.id)))
 
 
 async def _newest(db_session: AsyncSession, host_name: str, before: datetime | None = None) -> Snapshot | None:
@@ -178,11 +196,11 @@ def describe(before: Snapshot, after: Snapshot) -> list[str]:
 async def diff_snapshots(*, db_session: AsyncSession, host_name: str, since: timedelta | None = None,
                          snapshot_id: int | None = None, now: datetime) -> SnapshotDiff:
     """Diff the host's newest snapshot against snapshot ``snapshot_id`` or against its newest
-    snapshot at least ``since`` old (default one day). Raises :class:`NotFoundError` when either
+    snapshot at least ``since`` old (default one day). Raises :class:`NothingToCompare` when either
     side is missing and :class:`UsageError` for a snapshot of another host."""
     after = await _newest(db_session, host_name)
     if after is None:
-        raise NotFoundError(f"`{host_name}` has never been probed (`/gpu status {host_name}`)")
+        raise NothingToCompare(host_name, f"`{host_name}` has never been probed", probe=True)
     if snapshot_id is not None:
         before = await _snapshot(db_session, snapshot_id)
         if before.host_name != host_name:
@@ -193,7 +211,7 @@ async def diff_snapshots(*, db_session: AsyncSession, host_name: str, since: tim
         if found is None:
             first = await _oldest(db_session, host_name)
             assert first is not None  # ``after`` exists
-            raise NotFoundError(_too_young(host_name, cutoff, first, after, now))
+            raise _too_young(host_name, cutoff, first, after, now)
         before = found
     if before.taken_at > after.taken_at:
         before, after = after, before

@@ -113,6 +113,14 @@ async def _addresses(name: str) -> set[str]:
     return {str(info[4][0]).split("%", 1)[0] for info in infos}
 
 
+def normalized_fingerprint(text: str) -> str:
+    """A SHA-256 fingerprint as OpenSSH prints it (``SHA256:`` and unpadded base64) from what a
+    person typed: with or without the prefix (any case), blanks and base64 padding around it."""
+    text = text.strip()
+    body = text[7:] if text[:7].lower() == "sha256:" else text
+    return "SHA256:" + body.strip().rstrip("=")
+
+
 async def record(target: HostTarget, known_hosts: str, fingerprint: str, *, runner: Any = None) -> Recorded:
     """Re-read the host key and, if its fingerprint is still ``fingerprint``, write it to
     ``known_hosts`` in place of every line naming the host: its registered name or alias, the
