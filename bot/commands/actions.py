@@ -115,13 +115,21 @@ def _int(text: str, what: str, low: int, high: int, usage: str) -> int:
     return int(text)
 
 
+def _pid(text: str, usage: str) -> int:
+    """A PID to kill: 2 to :data:`MAX_PID`; PID 1 is refused by name (init, whose end stops the host)."""
+    if text.isdigit() and int(text) == 1:
+        raise UsageError("PID 1 is init (systemd): gpubot never kills it, since every other process ends with it",
+                         usage=usage)
+    return _int(text, "PID", 2, MAX_PID, usage)
+
+
 def parse_kill(args: list[str]) -> ActionSpec:
     pids, rest = _take(args, "pid")
     opts, words = split_options(rest, ["gpu"], KILL_USAGE)
     if len(pids) > MAX_ITEMS:
         raise UsageError(f"at most {MAX_ITEMS} PIDs at a time", usage=KILL_USAGE)
     gpu = _int(opts["gpu"], "GPU index", 0, 255, KILL_USAGE) if "gpu" in opts else None
-    pid_values = tuple(dict.fromkeys(_int(p, "PID", 2, MAX_PID, KILL_USAGE) for p in pids))
+    pid_values = tuple(dict.fromkeys(_pid(p, KILL_USAGE) for p in pids))
     return ActionSpec(ActionKind.KILL, _host(words, KILL_USAGE)[0], gpu=gpu, pids=pid_values)
 
 
@@ -164,7 +172,7 @@ def parse_pivot(args: list[str]) -> ActionSpec:
     health = validate_health_url(opts["health"], PIVOT_USAGE) if "health" in opts else None
     if len(pids) > MAX_ITEMS:
         raise UsageError(f"at most {MAX_ITEMS} PIDs at a time", usage=PIVOT_USAGE)
-    pid_values = tuple(dict.fromkeys(_int(p, "PID", 2, MAX_PID, PIVOT_USAGE) for p in pids))
+    pid_values = tuple(dict.fromkeys(_pid(p, PIVOT_USAGE) for p in pids))
     return ActionSpec(ActionKind.PIVOT, _host(words, PIVOT_USAGE, paths=bool(deletes))[0], paths=_paths(deletes, PIVOT_USAGE),
                       from_unit=a, to_unit=b, need_bytes=need, health_url=health, pids=pid_values,
                       kill_leftovers=_kill_choice(opts, PIVOT_USAGE))
