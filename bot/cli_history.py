@@ -20,9 +20,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.commands.history import DiffCommand, HistoryCommand, parse_diff, parse_history
 from bot.config import Settings
+from bot.errors import NothingToCompare
 from bot.history.chart import render_png
 from bot.history.chart_data import history_chart
-from bot.history.service import History, NothingToCompare, diff_snapshots, load_history
+from bot.history.service import History, diff_snapshots, load_history
 from bot.hosts import service as hosts
 from bot.render.history_view import diff_text, history_text, history_view
 from bot.render.json_doc import dumps

@@ -5,6 +5,7 @@
     │   ├── PlanRefused       an action cannot be planned as asked (a path outside the roots, an unknown unit)
     │   └── SudoersError      a configured unit, root or path cannot be written safely into sudoers
     ├── NotFoundError         a named thing (host, snapshot) does not exist
+    │   └── NothingToCompare  a diff of a registered host finds no snapshot old enough (never probed, one only)
     ├── PermissionDenied      the caller lacks the role an action needs
     ├── DatabaseUnavailable   the database refused, did not answer in time, or dropped the connection
     ├── ChannelUnavailable    Slack refused a post to a channel the bot cannot use (not a member, gone, archived)
@@ -27,6 +28,10 @@
 Every error carries ``kind``, a short stable identifier stored with failed snapshots
 (``unreachable``, ``host_key``, ``timeout``, ``remote_shell``...).
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
 
 
 class GpubotError(Exception):
@@ -54,6 +59,24 @@ class NotFoundError(GpubotError):
     def __init__(self, message: str, *, near: list[str] | None = None):
         super().__init__(message)
         self.near = near or []
+
+
+class NothingToCompare(NotFoundError):
+    """A diff of a registered host finds no snapshot to compare with: it was never probed, has one
+    snapshot only, or none older than the window. ``head``: what is missing; ``tries``: ``since``
+    values that would work (a span such as ``2h``, then the first snapshot's id); ``probe``: probing
+    it (again) is the way. ``str()`` is in chat syntax; :meth:`text` writes another surface's."""
+
+    def __init__(self, host: str, head: str, *, tries: tuple[str, ...] = (), probe: bool = False) -> None:
+        self.host, self.head, self.tries, self.probe = host, head, tries, probe
+        super().__init__(self.text(since=lambda v: f"`since={v}`", status=f"`/gpu status {host}`"))
+
+    def text(self, *, since: Callable[[str], str], status: str) -> str:
+        """The message with ``since(value)`` for each working ``since`` and ``status`` for the probe
+        command (``"`--since 2h`"``, ``"`gpubot status node174`"`` in a terminal)."""
+        if self.probe:
+            return f"{self.head}: there is nothing to compare yet (probe it with {status})"
+        return f"{self.head}: try {' or '.join(since(t) for t in self.tries)}"
 
 
 class PermissionDenied(GpubotError):

@@ -12,7 +12,6 @@ hourly roll-up (:func:`~bot.history.timeline.marked_changes`,
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.errors import NotFoundError, UsageError
+from bot.errors import NotFoundError, NothingToCompare, UsageError
 from bot.history.diff import diff_readings
 from bot.history.timeline import Change, Point, hourly_series, marked_changes, scan
 from bot.probes.readings import Readings
@@ -142,24 +141,6 @@ def span_within(age: timedelta) -> str | None:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return None
-
-
-class NothingToCompare(NotFoundError):
-    """A diff of a registered host finds no snapshot to compare with: it was never probed, has one
-    snapshot only, or none older than the window. ``head``: what is missing; ``tries``: ``since``
-    values that would work (a span such as ``2h``, then the first snapshot's id); ``probe``: probing
-    it (again) is the way. ``str()`` is in chat syntax; :meth:`text` writes another surface's."""
-
-    def __init__(self, host: str, head: str, *, tries: tuple[str, ...] = (), probe: bool = False) -> None:
-        self.host, self.head, self.tries, self.probe = host, head, tries, probe
-        super().__init__(self.text(since=lambda v: f"`since={v}`", status=f"`/gpu status {host}`"))
-
-    def text(self, *, since: Callable[[str], str], status: str) -> str:
-        """The message with ``since(value)`` for each working ``since`` and ``status`` for the probe
-        command (``"`--since 2h`"``, ``"`gpubot status node174`"`` in a terminal)."""
-        if self.probe:
-            return f"{self.head}: there is nothing to compare yet (probe it with {status})"
-        return f"{self.head}: try {' or '.join(since(t) for t in self.tries)}"
 
 
 def _too_young(host_name: str, cutoff: datetime, first: Snapshot, newest: Snapshot, now: datetime) -> NothingToCompare:
