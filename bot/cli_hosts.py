@@ -151,34 +151,40 @@ def host_json(h: Host, where: str) -> dict[str, Any]:
             "probe": dict(h.probe or {}), "created_at": h.created_at}
 
 
+def built_in_json(name: str) -> dict[str, Any]:
+    """The built-in local host in ``hosts show --json``: :func:`host_json`'s keys, ``transport``
+    ``"local"``, ``where`` ``"local"``, ``created_at`` ``null``, and ``"built_in": true``."""
+    return {"name": name, "transport": "local", "address": name, "port": None, "user": None, "key_file": None,
+            "jump": None, "where": "local", "group": None, "labels": {}, "probe": {}, "created_at": None, "built_in": True}
+
+
 async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> int:
     """``hosts show`` and ``hosts forget-gpu`` in the terminal."""
     from bot.render.text import forgotten_text, inventory_lines
     from bot.snapshots import inventory
     from bot.snapshots import service as snapshots
 
-    h = await hosts.get(db_session=db, name=args.name)
-    if h is None:
-        raise NotFoundError(f"no host called `{args.name}`", near=await hosts.near_names(db_session=db, name=args.name))
+    h, name = await hosts.registered_or_built_in(db_session=db, name=args.name)  # localhost is built in
     if args.hosts_cmd == "forget-gpu":
-        done = await inventory.forget_missing(db_session=db, host_name=h.name, gpu=args.gpu)
-        removed, text = forgotten_text(done, host=h.name, gpu=args.gpu, show_command=f"gpubot hosts show {h.name}")
+        done = await inventory.forget_missing(db_session=db, host_name=name, gpu=args.gpu)
+        removed, text = forgotten_text(done, host=name, gpu=args.gpu, show_command=f"gpubot hosts show {name}")
         print(text, file=sys.stdout if removed else sys.stderr)
         return 0 if removed else (64 if not done.named else 1)
-    snap = await snapshots.latest(db_session=db, host_name=h.name)
-    where = _where(h, services)
-    gpus = await inventory.listing(db_session=db, host_name=h.name)
+    snap = await snapshots.latest(db_session=db, host_name=name)
+    where = _where(h, services) if h is not None else "local"
+    gpus = await inventory.listing(db_session=db, host_name=name)
     if args.json:
         elsewhere = inventory.held_elsewhere(snap)
         print(dumps({
-            "host": host_json(h, where),
+            "host": host_json(h, where) if h is not None else built_in_json(name),
             "last_snapshot": {"id": snap.id, "taken_at": snap.taken_at, "verdict": snap.verdict} if snap else None,
             "gpus": [{"index": g.gpu_index, "uuid": g.uuid, "bus_id": g.bus_id, "name": g.name, "first_seen": g.first_seen,
                       "last_seen": g.last_seen, "last_snapshot_id": g.last_snapshot_id,
                       "bound_to": elsewhere.get(g.bus_id or "")} for g in gpus],
         }))
         return 0
-    print(f"{h.name}  {h.transport} {where}  group={h.group or '-'}")
+    print(f"{h.name}  {h.transport} {where}  group={h.group or '-'}" if h is not None else
+          f"{name}  local · this machine, built in (not in the registry; `gpubot status {name}` probes it)")
     print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")
     for line in inventory_lines(gpus, inventory.held_elsewhere(snap)):
         print(line)

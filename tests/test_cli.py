@@ -1,6 +1,7 @@
 """The terminal CLI as a user runs it: clear errors and exit codes, never a traceback."""
 
 import asyncio
+import json
 import os
 import re
 import secrets
@@ -283,6 +284,20 @@ def test_forget_gpu_in_the_terminal_leaves_a_gpu_that_is_present(db_env, ssh_ser
     assert "GPUs 0, 1, 2, 3, 4, 5, present now, stay." in done.stdout
     assert "GPU inventory (6):" in gpubot("hosts", "show", "box", env=env).stdout
     assert gpubot("hosts", "forget-gpu", "box", "9", env=env).returncode == 64
+
+
+@pytest.mark.process
+def test_hosts_show_and_forget_gpu_take_the_built_in_localhost(db_env):
+    """Chat showed `localhost`; the terminal answered "no host called `localhost`" (69)."""
+    shown = gpubot("hosts", "show", "localhost", env=db_env)
+    assert shown.returncode == 0, shown.stderr
+    assert "localhost  local · this machine, built in" in shown.stdout and "never probed" in shown.stdout, shown.stdout
+    doc = json.loads(gpubot("hosts", "show", "LocalHost", "--json", env=db_env).stdout)
+    assert doc["host"]["name"] == "localhost" and doc["host"]["built_in"] is True and doc["host"]["transport"] == "local"
+    assert doc["last_snapshot"] is None and doc["gpus"] == []
+    forget = gpubot("hosts", "forget-gpu", "localhost", "7", env=db_env)
+    assert forget.returncode in (1, 64) and "no host called" not in forget.stderr, forget.stderr
+    assert gpubot("hosts", "show", "localhst", env=db_env).returncode == 69
 
 
 @pytest.mark.process

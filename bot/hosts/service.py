@@ -98,6 +98,18 @@ async def near_names(*, db_session: AsyncSession, name: str, limit: int = 3) -> 
     return [n for n in difflib.get_close_matches(name.lower(), names, n=limit + 1, cutoff=0.5) if n != name.lower()][:limit]
 
 
+async def registered_or_built_in(*, db_session: AsyncSession, name: str) -> tuple[Host | None, str]:
+    """``(host, name)``: the registered host called ``name``, or ``(None, "localhost")`` for the
+    built-in local host (:data:`LOCAL_NAMES`); raises :class:`NotFoundError` (with near names) for
+    anything else."""
+    h = await get(db_session=db_session, name=name)
+    if h is not None:
+        return h, h.name
+    if name.lower() in LOCAL_NAMES:
+        return None, name.lower()
+    raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
+
+
 async def resolve(*, db_session: AsyncSession, name: str,
                   ssh_aliases: Collection[str] = ()) -> tuple[HostTarget, Host | None]:
     """The target for ``name``: a registered host, the implicit local host ``localhost``, or a

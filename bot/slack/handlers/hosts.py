@@ -9,7 +9,7 @@ from slack_bolt.async_app import AsyncApp
 
 from bot.actions.access_check import check_access, check_text
 from bot.commands.hosts import HostsAdd, HostsCheck, HostsForgetGpu, HostsList, HostsRemove, HostsShow, HostsTrust
-from bot.errors import NotFoundError, PermissionDenied
+from bot.errors import PermissionDenied
 from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts import trust
@@ -45,20 +45,9 @@ async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
     await ctx.reply_ephemeral(title, text_blocks(text))
 
 
-async def _registered_or_built_in(db: Any, name: str) -> tuple[Any, str]:
-    """``(host, name)``: the registered host called ``name``, or ``(None, "localhost")`` for the
-    built-in local host; raises :class:`NotFoundError` (with near names) for anything else."""
-    h = await hosts.get(db_session=db, name=name)
-    if h is not None:
-        return h, h.name
-    if name.lower() in hosts.LOCAL_NAMES:
-        return None, name.lower()
-    raise NotFoundError(f"no host called `{name}`", near=await hosts.near_names(db_session=db, name=name))
-
-
 async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
     async with ctx.session() as db:
-        h, name = await _registered_or_built_in(db, cmd.name)
+        h, name = await hosts.registered_or_built_in(db_session=db, name=cmd.name)
         snap = await snapshots.latest(db_session=db, host_name=name)
         gpus = await inventory.listing(db_session=db, host_name=name)
     head = _line(h, ctx.services) if h is not None else BUILT_IN.format(name=name)
@@ -70,7 +59,7 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
 
 async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
     async with ctx.session() as db:
-        _, name = await _registered_or_built_in(db, cmd.name)
+        _, name = await hosts.registered_or_built_in(db_session=db, name=cmd.name)
         done = await inventory.forget_missing(db_session=db, host_name=name, gpu=cmd.gpu)
     removed, text = forgotten_text(done, host=name, gpu=cmd.gpu, show_command=f"/gpu hosts show {name}")
     if not removed:
