@@ -292,6 +292,21 @@ def _upgrade(settings: Settings) -> None:
     upgrade(settings.database_url, create_folder=path is not None and os.path.dirname(path) == os.path.abspath(default_data_dir()))
 
 
+def _db_upgrade(settings: Settings) -> int:
+    """``gpubot db upgrade``: migrate, saying from which revision to which and what was applied."""
+    path = sqlite_path(settings.database_url)
+    before = None if path is not None and not os.path.exists(path) else \
+        asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
+    _upgrade(settings)
+    after = asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
+    if before == after:
+        print(f"database is at {after}, the newest revision; nothing to upgrade")
+        return 0
+    applied = [rev for rev, _ in reversed(undone_by(after or "base", before or "base"))]
+    print(f"database upgraded from {before or 'nothing (a new database)'} to {after}: applied {', '.join(applied)}")
+    return 0
+
+
 def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
     """``gpubot db downgrade REVISION``: say what would be undone, ask (or take ``--yes``), run it.
     Exit 0 done or nothing to do, 1 declined, 64 a bad revision or no terminal without ``--yes``,
@@ -329,10 +344,9 @@ def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.cmd == "db" and args.db_cmd == "downgrade":  # never upgrade first
         return _downgrade(settings, args.revision, yes=args.yes)
-    _upgrade(settings)
     if args.cmd == "db":
-        print("database is at the newest revision")
-        return 0
+        return _db_upgrade(settings)
+    _upgrade(settings)
     if args.cmd == "console":
         return _console(settings, args.role)
     if args.cmd == "serve":

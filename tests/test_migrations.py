@@ -4,6 +4,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import secrets
 import shutil
 import sqlite3
@@ -196,3 +197,24 @@ def test_db_downgrade_says_what_it_undoes_and_asks_first(tmp_path, monkeypatch, 
     assert main(["db", "upgrade"]) == 0 and _revision(path) == head
     monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'none.db'}")
     assert main(["db", "downgrade", "0007", "--yes"]) == 74 and not (tmp_path / "none.db").exists()
+
+
+def test_db_upgrade_says_from_which_revision_to_which_and_lists_revisions_in_order(tmp_path, monkeypatch, capsys):
+    """`db upgrade` only ever said "database is at the newest revision"; the merge of 0003 and 0004 was
+    listed as 0005, 0003, 0004."""
+    path = str(tmp_path / "g.db")
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{path}")
+    assert main(["db", "upgrade"]) == 0
+    head = _revision(path)
+    every = [f"{n:04d}" for n in range(1, int(head) + 1)]
+    assert capsys.readouterr().out == f"database upgraded from nothing (a new database) to {head}: applied {', '.join(every)}\n"
+    assert main(["db", "upgrade"]) == 0
+    assert capsys.readouterr().out == f"database is at {head}, the newest revision; nothing to upgrade\n"
+
+    assert main(["db", "downgrade", "0002", "--yes"]) == 0
+    undone = re.findall(r"^  (\d{4})  ", capsys.readouterr().out, re.M)
+    assert undone == every[2:][::-1]  # newest first: … 0006, 0005, 0004, 0003
+    assert main(["db", "upgrade"]) == 0
+    assert capsys.readouterr().out == f"database upgraded from 0002 to {head}: applied {', '.join(every[2:])}\n"
+    assert main(["db", "downgrade", "nope", "--yes"]) == 64
+    assert f"give one of {', '.join(every[::-1])}, or base" in capsys.readouterr().err

@@ -74,7 +74,13 @@ def revisions() -> list[tuple[str, str]]:
     from alembic.script import ScriptDirectory
 
     script = ScriptDirectory.from_config(alembic_config("sqlite://"))
-    return [(r.revision, _summary(r.doc)) for r in script.walk_revisions()]
+    return _newest_first([(r.revision, _summary(r.doc)) for r in script.walk_revisions()])
+
+
+def _newest_first(revs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """By revision id, newest first: the ids are zero-padded numbers (``0012``), while alembic walks
+    a merge's branches in its own order (``0005, 0003, 0004``)."""
+    return sorted(revs, key=lambda r: r[0], reverse=True)
 
 
 def _summary(doc: str | None) -> str:
@@ -95,7 +101,7 @@ def undone_by(current: str, target: str) -> list[tuple[str, str]]:
         revs = list(script.iterate_revisions(current, None if target == "base" else target))
     except Exception:  # alembic's errors for a target that is not an ancestor (above, or a sibling)
         return []
-    return [(r.revision, _summary(r.doc)) for r in revs if r is not None]
+    return _newest_first([(r.revision, _summary(r.doc)) for r in revs if r is not None])
 
 
 async def current_revision(url: str, *, connect_timeout_s: float = 5.0) -> str | None:
