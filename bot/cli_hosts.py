@@ -92,7 +92,9 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             from bot.actions import access_check as check
 
             if args.hosts_cmd == "sudoers":
-                sys.stdout.write(await check.sudoers_for(services=services, host_name=args.name))
+                sys.stdout.write(await check.sudoers_for(
+                    services=services, host_name=args.name,
+                    warn=lambda text: print(f"gpubot: warning: {text}", file=sys.stderr)))
                 return 0
             result = await check.check_access(services=services, host_name=args.name, requested_by="cli hosts check")
             print("\n".join(check.check_text(result)))

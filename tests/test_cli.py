@@ -301,6 +301,19 @@ def test_hosts_show_and_forget_gpu_take_the_built_in_localhost(db_env):
 
 
 @pytest.mark.process
+def test_hosts_sudoers_of_an_unreachable_host_warns_on_stderr(db_env, tmp_path):
+    """The file came without its `delete` rules (only comments say why) and nothing on stderr said so."""
+    env = {**db_env, "GPUBOT_ALLOWED_ROOTS": '{"*": ["/shared/models"]}', "GPUBOT_SSH_CONNECT_TIMEOUT_S": "5",
+           "GPUBOT_KNOWN_HOSTS": str(tmp_path / "kh")}
+    assert gpubot("hosts", "add", "far", "127.0.0.1", "--port", "1", env=env).returncode == 0  # nothing listens on port 1
+    res = gpubot("hosts", "sudoers", "far", env=env)
+    assert res.returncode == 0 and "NOPASSWD:" in res.stdout, res.stdout + res.stderr
+    assert "delete /shared/models *" not in res.stdout and "# No `delete` rule for /shared/models" in res.stdout
+    assert res.stderr.startswith("gpubot: warning: far could not be asked who controls /shared/models ("), res.stderr
+    assert "print it again once the host answers" in res.stderr
+
+
+@pytest.mark.process
 def test_an_ssh_config_that_runs_commands_here_stops_every_command_naming_file_and_line(db_env, tmp_path):
     config = tmp_path / "ssh_config"
     canary = tmp_path / "canary"

@@ -17,6 +17,7 @@ import dataclasses
 import getpass
 import hashlib
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.actions import step_privilege
@@ -128,10 +129,12 @@ def delete_roots(roots: list[str], hf_cache: str | None) -> list[str]:
     return [*roots, hub] if hub and not any(hub.startswith(r.rstrip("/") + "/") for r in roots) else list(roots)
 
 
-async def untrusted_roots(services: Services, host_name: str, roots: list[str]) -> dict[str, str]:
+async def untrusted_roots(services: Services, host_name: str, roots: list[str], *,
+                          warn: Callable[[str], None] | None = None) -> dict[str, str]:
     """Root -> why the helper would refuse it (the helper's own ``trusted`` walk, ``root whole``,
     run as the bot user, read-only); roots it trusts are left out. When the host cannot be asked,
-    every root is in with that reason: nothing is known about who controls it."""
+    every root is in with that reason: nothing is known about who controls it (and ``warn`` is
+    called with a sentence saying so)."""
     if not roots:
         return {}
     async with services.sessions() as db:
@@ -140,6 +143,9 @@ async def untrusted_roots(services: Services, host_name: str, roots: list[str]) 
     try:
         out = await run_framed(services.runner, target, cmds, timeout=services.settings.batch_timeout_s)
     except GpubotError as exc:
+        if warn is not None:
+            warn(f"{host_name} could not be asked who controls {', '.join(roots)} ({exc}), so the file has no `delete` "
+                 "rule for them, only comments; print it again once the host answers")
         return {r: f"{host_name} could not be asked who controls it ({exc})" for r in roots}
     unsafe: dict[str, str] = {}
     for j, r in enumerate(roots):
@@ -149,10 +155,11 @@ async def untrusted_roots(services: Services, host_name: str, roots: list[str]) 
     return unsafe
 
 
-async def sudoers_for(*, services: Services, host_name: str) -> str:
+async def sudoers_for(*, services: Services, host_name: str, warn: Callable[[str], None] | None = None) -> str:
     """The sudoers file (with install steps and the group alternative) for ``host_name``. Asks
     the host (read-only) who controls each root first: a root that someone other than root could
-    change gets no ``delete`` rule, only a comment saying why (:func:`untrusted_roots`)."""
+    change gets no ``delete`` rule, only a comment saying why (:func:`untrusted_roots`); when the
+    host cannot be asked, ``warn`` gets a sentence saying so (the terminal prints it on stderr)."""
     user, _, units, roots, hf_cache = await _host_config(services, host_name)
     s = services.settings
     spec = sudoers.SudoersSpec(user=user, units=tuple(units), roots=tuple(roots), systemctl=s.sudo_systemctl,
@@ -160,7 +167,8 @@ async def sudoers_for(*, services: Services, host_name: str) -> str:
                                hf_hub=hf_cache.rstrip("/") + "/hub" if hf_cache else None)
     try:
         spec.rules()  # a name sudoers would read specially is refused before the host is asked
-        spec = dataclasses.replace(spec, untrusted=await untrusted_roots(services, host_name, delete_roots(roots, hf_cache)))
+        spec = dataclasses.replace(spec, untrusted=await untrusted_roots(services, host_name, delete_roots(roots, hf_cache),
+                                                                       warn=warn))
         return sudoers.render_sudoers(spec)
     except UnsafeSudoersWord as exc:
         raise SudoersError(str(exc)) from None
