@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.actions.planner import no_roots_refusal
-from bot.cli import EX_CONFIG, main
+from bot.cli import main
+from bot.cli_errors import EX_CONFIG
 from bot.config import Settings, config_file, load_settings
 from bot.errors import ConfigError
 
