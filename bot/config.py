@@ -196,6 +196,9 @@ class Settings(BaseSettings):
     number, any machine); ``thread`` a second thread of the serve process (no worker process)."""
     fleet_processes: int = Field(default=2, ge=1)
     """Worker processes of the ``local`` pool."""
+    fleet_nice: int = Field(default=10, ge=0, le=19)
+    """Niceness added to fan-out worker processes (the ``local`` pool, ``gpubot worker``): on a shared
+    machine the process that answers Slack gets the CPU first."""
     fleet_job_hosts: int = Field(default=25, ge=1)
     """Hosts per queue job (``queue``): a group's hosts are cut into jobs of at most this many."""
     worker_concurrency: int = Field(default=8, ge=1)

@@ -13,6 +13,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 
@@ -27,6 +29,17 @@ log = logging.getLogger("gpubot.workers")
 
 POLL_S = 0.25
 """Seconds between two reads of a run's progress."""
+
+
+def _decode(rows: list[tuple[str, dict[str, Any]]], now: datetime) -> list[StatusReport]:
+    """Reports of progress rows; one that cannot be read reads *unknown*, saying so."""
+    out = []
+    for host, doc in rows:
+        try:
+            out.append(load(doc))
+        except (KeyError, ValueError, TypeError) as exc:
+            out.append(failed_report(host, ValueError(f"its worker's report could not be read: {exc}"), now))
+    return out
 
 
 @dataclass(frozen=True)
@@ -103,13 +116,12 @@ class FleetJobs:
                 rows = (await db.execute(select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
                                          .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
                                          .order_by(FleetRunHost.id))).all()
-            for row_id, host, doc in rows:
-                last = max(last, row_id)
-                if host in wanted and host not in seen:
-                    try:
-                        report = load(doc)
-                    except (KeyError, ValueError, TypeError) as exc:
-                        report = failed_report(host, ValueError(f"its worker's report could not be read: {exc}"), services.clock())
+            fresh = [(host, doc) for _, host, doc in rows if host in wanted and host not in seen]
+            last = max([last, *(row_id for row_id, _, _ in rows)])
+            # Decoding reports (readings through pydantic) is CPU: done in a thread, so the loop that
+            # answers Slack keeps its turns (the interpreter switches threads every few ms).
+            for report in await asyncio.to_thread(_decode, fresh, services.clock()):
+                if report.host not in seen:
                     await take(report)
             for host, why in ended.items():
                 if host not in seen:

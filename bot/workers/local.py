@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import logging
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,7 @@ def _init(settings: Settings, make_services: Callable[[Settings], Services], clo
     """Pool process start: ignore Ctrl-C (the parent shuts the pool down), set up logging, build the
     services on a loop of this process's own."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(settings.fleet_nice)  # batch work: the chat process gets the CPU first
     from bot.observability.logs import configure_logging, secrets_of
 
     configure_logging(fmt=settings.log_format, level=settings.log_level, secrets=secrets_of(settings))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -138,6 +139,7 @@ async def run_worker(settings: Settings, services: Services, *, groups: Sequence
     """``gpubot worker``: take probe jobs (of ``groups``' queues only, when given) until SIGTERM/SIGINT,
     at most ``settings.max_concurrent_probes`` probes at once over all of them."""
     queues: list[str] | None = [queue_of(g) for g in groups] or None
+    os.nice(settings.fleet_nice)  # batch work: a chat process on the same machine gets the CPU first
     _worker.update(services=services, limit=asyncio.Semaphore(max(1, settings.max_concurrent_probes)))
     app = make_app(settings)
     async with app.open_async():
