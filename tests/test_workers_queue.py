@@ -51,7 +51,13 @@ async def test_two_workers_store_every_host_exactly_once(ssh_server, fake_hosts)
         workers = [start_worker(database_url=url, ssh=ssh_server, env={"GPUBOT_WORKER_CONCURRENCY": "1"}) for _ in range(2)]
         try:
             names = await _add(services, ssh_server, 10)
-            fake_hosts.write("127.0.0.3", orphan_mib={2: 1024})
+            for i in range(10):  # a job takes a second at least: the other worker takes the next one meanwhile
+                fake_hosts.write(f"127.0.0.{i + 2}", init_delay_s=1, **({"orphan_mib": {2: 1024}} if i == 1 else {}))
+            for _ in range(LIVENESS_S * 10):  # both workers started (registered with the queue)
+                async with services.sessions() as db:
+                    if (await db.scalar(text("SELECT count(*) FROM procrastinate_workers"))) == 2:
+                        break
+                await asyncio.sleep(0.1)
             answered: list[str] = []
 
             async def progress(done, total, report) -> None:
