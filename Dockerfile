@@ -16,6 +16,11 @@ RUN /opt/gpubot/bin/pip install --no-cache-dir --disable-pip-version-check --no-
  && find /opt/gpubot /app -name __pycache__ -prune -exec rm -rf {} +
 
 FROM ${BASE}
+# libpq: psycopg (procrastinate's driver: the fleet_runs migration, the workers' queue) loads it at run time;
+# without it `gpubot serve` cannot migrate PostgreSQL ("no pq wrapper available").
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libpq5 \
+ && rm -rf /var/lib/apt/lists/*
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/gpubot --create-home --shell /usr/sbin/nologin gpubot \
  && install -d -o gpubot -g gpubot -m 0700 /var/lib/gpubot/ssh \
  && install -d -m 0755 /etc/gpubot

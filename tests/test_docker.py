@@ -32,7 +32,9 @@ from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
 from tests.test_serve import free_port
 
-pytestmark = [pytest.mark.docker, pytest.mark.process]
+# The first test's setup builds the images on a fresh machine (about 6 min at load 9: bench/docker_build_bench.py),
+# near the suite's 600 s liveness limit; every command here has its own timeout (tests/support/docker_engine.py).
+pytestmark = [pytest.mark.docker, pytest.mark.process, pytest.mark.timeout(1800)]
 
 TOKEN, SIGNING = "xoxb-docker-7d1e0c", "docker-signing-4b2a9f"
 
