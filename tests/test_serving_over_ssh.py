@@ -11,9 +11,10 @@ from bot.actions import flows
 from bot.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.fleet import check_fleet
 from bot.flows.status import check_host
-from bot.history.service import diff_snapshots
+from bot.history.service import diff_snapshots, load_history
 from bot.hosts import service as hosts
 from bot.readiness.verdict import Severity, Verdict
+from bot.render.history_view import history_view
 from bot.render.status_view import fleet_view, status_view
 from bot.render.text import status_text
 from bot.slack.blocks import fleet_blocks, status_blocks
@@ -74,6 +75,12 @@ async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(s
         first = next(r for r in rows if r.verdict == "ready")  # the start's own plan probe, before it ran
         d = await diff_snapshots(db_session=db, host_name="node174", snapshot_id=first.id, now=services.clock() + timedelta(seconds=1))
     assert d.lines[0] == f"verdict ready → serving: {KIMI} (healthy)"
+    async with services.sessions() as db:  # the timeline names the unit too (it said only "ready → serving")
+        h = await load_history(db_session=db, host_name="node174", since=first.taken_at - timedelta(minutes=1),
+                               until=services.clock() + timedelta(seconds=1))
+    lines = history_view(h).lines
+    assert any(f"ready → serving: {KIMI} (healthy) · " in line for line in lines), lines
+    assert f"now serving: {KIMI} (healthy) · " in lines[-1], lines
 
 
 async def test_need_for_another_deployment_stays_not_ready_naming_what_serves(services, ssh_server, fake_hosts, tmp_path):

@@ -42,6 +42,10 @@ class Entry:
     change: Change
     details: list[str] = field(default_factory=list)
     latest: bool = False
+    serving: tuple[str, ...] = ()
+    """The units serving at this snapshot when its verdict is *serving* (``vllm-kimi.service``)."""
+    previous_serving: tuple[str, ...] = ()
+    """The same for the entry before it (``change.previous``)."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,10 @@ def _readings(data: dict[str, Any] | None) -> Readings | None:
     return Readings.from_json(data) if data else None
 
 
-async def _readings_of(db_session: AsyncSession, ids: list[int]) -> dict[int, Readings | None]:
-    rows = (await db_session.execute(select(Snapshot.id, Snapshot.readings).where(Snapshot.id.in_(ids)))).all()
-    return {r.id: _readings(r.readings) for r in rows}
+async def _readings_of(db_session: AsyncSession, ids: list[int]) -> tuple[dict[int, Readings | None], dict[int, tuple[str, ...]]]:
+    """``(readings, serving units)`` of the snapshots ``ids``, by id."""
+    rows = (await db_session.execute(select(Snapshot.id, Snapshot.readings, Snapshot.reasons).where(Snapshot.id.in_(ids)))).all()
+    return {r.id: _readings(r.readings) for r in rows}, {r.id: stored_serving(r.reasons) for r in rows}
 
 
 async def load_history(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
@@ -111,11 +116,13 @@ async def load_history(*, db_session: AsyncSession, host_name: str, since: datet
     chain = list(found)
     if newest.snapshot_id != chain[-1].snapshot_id:
         chain.append(newest)
-    readings = await _readings_of(db_session, [c.snapshot_id for c in chain])
+    readings, serving = await _readings_of(db_session, [c.snapshot_id for c in chain])
     entries: list[Entry] = []
     for i, c in enumerate(chain):
         details = diff_readings(readings.get(chain[i - 1].snapshot_id), readings.get(c.snapshot_id)) if i else []
-        entries.append(Entry(c, details, latest=i == len(chain) - 1 and c.previous == c.verdict))
+        entries.append(Entry(c, details, latest=i == len(chain) - 1 and c.previous == c.verdict,
+                             serving=serving.get(c.snapshot_id, ()),
+                             previous_serving=serving.get(chain[i - 1].snapshot_id, ()) if i else ()))
     if len(found) > max_entries:  # the extra oldest one only served as the base of the first diff
         entries = entries[1:]
     return History(host_name, since, until, entries, total, pts)

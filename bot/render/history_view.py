@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from bot.history.diff import compact
 from bot.history.service import History, SnapshotDiff
-from bot.readiness.words import VERDICT_WORDS
+from bot.readiness.words import verdict_text
 from bot.sizes import human_bytes, human_mib
 
 
@@ -40,13 +40,13 @@ def history_view(h: History) -> HistoryView:
     lines = []
     for e in h.entries:
         c = e.change
-        word = VERDICT_WORDS.get(c.verdict, c.verdict)
+        word = verdict_text(c.verdict, e.serving)  # serving names its units: "serving: vllm-kimi.service (healthy)"
         if e.latest:
             verdict = f"now {word}"
         elif c.previous is None:
             verdict = word
         else:
-            verdict = f"{VERDICT_WORDS.get(c.previous, c.previous)} → {word}"
+            verdict = f"{verdict_text(c.previous, e.previous_serving)} → {word}"
         gpu = f"GPU {human_mib(c.gpu_used_mib)}" if c.gpu_used_mib is not None else "GPU memory unknown"
         disk = f"{human_bytes(c.disk_free_bytes)} free" if c.disk_free_bytes is not None else "free disk unknown"
         line = f"{_utc(c.taken_at)} · {verdict} · {gpu} · {disk}"
