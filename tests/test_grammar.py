@@ -1,5 +1,7 @@
 """The /gpu grammar: every command, Slack's text shapes, "did you mean", and no crash on any text."""
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -188,3 +190,24 @@ def test_a_refusal_names_what_was_given():
         with pytest.raises(UsageError) as caught:
             G.parse(text)
         assert said in str(caught.value), (text, str(caught.value))
+
+
+def test_watch_and_report_share_their_words_and_each_refuses_with_its_own_usage():
+    """`watch` and `report schedule` parse spans, channels, `group:NAME` and item numbers with one set of
+    functions (bot/commands/words.py); a bad channel in `watch` was refused with `report schedule`'s usage."""
+    from bot.commands.registry import default_grammar
+
+    g = default_grammar()
+    with pytest.raises(UsageError) as err:
+        g.parse("watch all #Not-A-Channel!")
+    assert str(err.value) == "`#Not-A-Channel!` is not a channel name" and err.value.usage.startswith("/gpu watch ")
+    with pytest.raises(UsageError) as err:
+        g.parse('report schedule "0 8 * * *" UTC #Not-A-Channel!')
+    assert str(err.value) == "`#Not-A-Channel!` is not a channel name" and err.value.usage.startswith("/gpu report schedule ")
+    assert g.parse("watch group:train <#C0TRAIN1|train> repeat=4h").command.channel == "C0TRAIN1"
+    assert g.parse("watch remove #12").command.watch_id == 12 and g.parse("report remove #12").command.schedule_id == 12
+    for text, said in (("watch remove x", "give the watch's number"), ("silence end", "give the silence's number"),
+                       ("report remove", "give the schedule's number (see `report list`)"),
+                       ("watch group:", "`group:` needs a group name"), ("report now group:", "`group:` needs a group name")):
+        with pytest.raises(UsageError, match=re.escape(said)):
+            g.parse(text)

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from bot.commands.crontab import check_numbers
 from bot.commands.grammar import CommandSpec, split_options
+from bot.commands.words import group_of, is_channel, item_number, parse_channel, parse_span
 from bot.errors import UsageError
 from bot.names import validate_host
 from bot.roles import Role
@@ -17,10 +18,6 @@ HISTORY_USAGE = "history HOST [7d] [need=SIZE]"
 DIFF_USAGE = "diff HOST [since=1d|since=SNAPSHOT_ID]"
 SCHEDULE_USAGE = 'report schedule "0 8 * * 1-5" Europe/Berlin [group:NAME|all] [#channel]'
 NOW_USAGE = "report now [group:NAME|all]"
-MAX_WINDOW = timedelta(days=400)
-_SPAN = re.compile(r"^(\d{1,5})([mhdw])$", re.IGNORECASE)
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{5,20}$")
 
 
 @dataclass(frozen=True)
@@ -74,35 +71,6 @@ class ReportNowCommand:
     all_hosts: bool = False
 
 
-def parse_span(text: str, usage: str) -> timedelta:
-    """``30m``, ``12h``, ``7d``, ``2w`` -> a positive timedelta of at most 400 days."""
-    m = _SPAN.match(text.strip())
-    if not m or int(m.group(1)) == 0:
-        raise UsageError(f"`{text[:40]}` is not a time span; try `12h`, `7d` or `2w`", usage=usage)
-    span = timedelta(**{_UNITS[m.group(2).lower()]: int(m.group(1))})
-    if span > MAX_WINDOW:
-        raise UsageError("at most 400 days of history are kept", usage=usage)
-    return span
-
-
-def parse_channel(word: str) -> str:
-    """``<#C123|name>``, ``#C123|name`` or ``C123`` -> ``C123``; ``#name`` -> ``#name``."""
-    raw = word.strip()
-    if raw.startswith("<#") and raw.endswith(">"):
-        raw = "#" + raw[2:-1]
-    if raw.startswith("#"):
-        ident, _, _label = raw[1:].partition("|")
-        if _CHANNEL_ID.match(ident) and (_label or ident.isupper()):
-            return ident
-        name = _label or ident
-        if not re.match(r"^[a-z0-9][a-z0-9._-]{0,79}$", name):
-            raise UsageError(f"`{word[:40]}` is not a channel name", usage=SCHEDULE_USAGE)
-        return "#" + name
-    if _CHANNEL_ID.match(raw):
-        return raw
-    raise UsageError(f"`{word[:40]}` is not a channel (write `#name`)", usage=SCHEDULE_USAGE)
-
-
 def _one_host(words: list[str], usage: str) -> tuple[str, list[str]]:
     if not words:
         raise UsageError("name a host", usage=usage)
@@ -131,15 +99,10 @@ def parse_diff(args: list[str]) -> DiffCommand:
 
 
 def _target(word: str, usage: str) -> tuple[str | None, bool] | None:
-    low = word.lower()
-    if low == "all":
+    if word.lower() == "all":
         return None, True
-    if low.startswith("group:"):
-        name = word.split(":", 1)[1]
-        if not name:
-            raise UsageError("`group:` needs a group name", usage=usage)
-        return validate_host(name), False
-    return None
+    group = group_of(word, usage)
+    return (group, False) if group is not None else None
 
 
 def parse_schedule(args: list[str]) -> ReportScheduleCommand:
@@ -158,8 +121,8 @@ def parse_schedule(args: list[str]) -> ReportScheduleCommand:
         target = _target(w, SCHEDULE_USAGE)
         if target is not None:
             group, all_hosts = target
-        elif w.startswith(("#", "<#")) or _CHANNEL_ID.match(w):
-            channel = parse_channel(w)
+        elif is_channel(w):
+            channel = parse_channel(w, SCHEDULE_USAGE)
         elif tz is None and ("/" in w or w.upper() in ("UTC", "GMT")):
             tz = "UTC" if w.upper() in ("UTC", "GMT") else w
         else:
@@ -170,9 +133,7 @@ def parse_schedule(args: list[str]) -> ReportScheduleCommand:
 
 
 def _schedule_id(args: list[str], usage: str) -> int:
-    if len(args) != 1 or not args[0].lstrip("#").isdigit():
-        raise UsageError("give the schedule's number (see `report list`)", usage=usage)
-    return int(args[0].lstrip("#"))
+    return item_number(args, usage, "the schedule's number (see `report list`)")
 
 
 def parse_remove(args: list[str]) -> ReportRemoveCommand:

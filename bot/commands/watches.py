@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.commands.grammar import CommandSpec, split_options
-from bot.commands.history import _CHANNEL_ID, parse_channel, parse_span
+from bot.commands.words import group_of, is_channel, item_number, parse_channel, parse_span
 from bot.errors import UsageError
 from bot.names import validate_host
 from bot.roles import Role
@@ -57,15 +57,10 @@ class SilenceEndCommand:
 
 
 def _target(word: str, usage: str, *, all_ok: bool) -> tuple[str | None, str | None]:
-    low = word.lower()
-    if low == "all" and all_ok:
+    if word.lower() == "all" and all_ok:
         return None, None
-    if low.startswith("group:"):
-        name = word.split(":", 1)[1]
-        if not name:
-            raise UsageError("`group:` needs a group name", usage=usage)
-        return None, validate_host(name, "group name")
-    return validate_host(word), None
+    group = group_of(word, usage)
+    return (None, group) if group is not None else (validate_host(word), None)
 
 
 def parse_watch(args: list[str]) -> WatchCommand:
@@ -75,10 +70,10 @@ def parse_watch(args: list[str]) -> WatchCommand:
     host, group = _target(words[0], WATCH_USAGE, all_ok=True)
     channel = None
     for w in words[1:]:
-        if w.startswith(("#", "<#")) or _CHANNEL_ID.match(w):
+        if is_channel(w):
             if channel is not None:
                 raise UsageError("give one channel", usage=WATCH_USAGE)
-            channel = parse_channel(w)
+            channel = parse_channel(w, WATCH_USAGE)
         else:
             raise UsageError(f"unexpected `{w[:40]}`: give a `#channel`, `on=` or `repeat=`", usage=WATCH_USAGE)
     repeat = parse_span(opts["repeat"], WATCH_USAGE) if "repeat" in opts else None
@@ -87,14 +82,8 @@ def parse_watch(args: list[str]) -> WatchCommand:
     return WatchCommand(host, group, parse_on(opts.get("on")), channel, repeat)
 
 
-def _number(args: list[str], usage: str, what: str) -> int:
-    if len(args) != 1 or not args[0].lstrip("#").isdigit():
-        raise UsageError(f"give the {what}'s number", usage=usage)
-    return int(args[0].lstrip("#"))
-
-
 def parse_watch_remove(args: list[str]) -> WatchRemoveCommand:
-    return WatchRemoveCommand(_number(args, "watch remove ID", "watch"))
+    return WatchRemoveCommand(item_number(args, "watch remove ID", "the watch's number"))
 
 
 def parse_watch_list(args: list[str]) -> WatchListCommand:
@@ -119,7 +108,7 @@ def parse_silence_list(args: list[str]) -> SilenceListCommand:
 
 
 def parse_silence_end(args: list[str]) -> SilenceEndCommand:
-    return SilenceEndCommand(_number(args, "silence end ID", "silence"))
+    return SilenceEndCommand(item_number(args, "silence end ID", "the silence's number"))
 
 
 SPECS = [
