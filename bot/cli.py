@@ -273,7 +273,12 @@ def _main(argv: list[str] | None) -> int:
         check_policy(settings)
         SshConfigFile(config_path(settings.ssh_config), allow_commands=settings.ssh_config_allow_commands).checked()
     except (ConfigError, ValidationError, SettingsError, PolicyError, SshConfigRefused) as exc:
-        return cli_errors.configuration_error(exc)
+        status = cli_errors.configuration_error(exc)
+        if args.cmd != "serve":
+            return status
+        from bot.slack.unready import serve_unready  # a restart policy would start an exiting serve again and again
+
+        return serve_unready(cli_errors.configuration_reason(exc))
     configure_logging(fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level,
                       secrets=secrets_of(settings))
     if settings.log_level != "DEBUG":

@@ -43,9 +43,13 @@ def _say(text: str) -> None:
 def configuration_error(exc: Exception) -> int:
     """A problem with the settings found before anything ran (a misspelt variable, an invalid value, a
     malformed approval policy, a refused ssh_config): said, exit :data:`EX_CONFIG`."""
-    reason = settings_problem(exc) if isinstance(exc, ValidationError | SettingsError) else str(exc)
-    _say(f"gpubot: configuration error: {reason}")
+    _say(f"gpubot: configuration error: {configuration_reason(exc)}")
     return EX_CONFIG
+
+
+def configuration_reason(exc: Exception) -> str:
+    """What :func:`configuration_error` says about ``exc``, without the ``gpubot:`` prefix."""
+    return settings_problem(exc) if isinstance(exc, ValidationError | SettingsError) else str(exc)
 
 
 def exit_status(exc: Exception, *, database_url: str) -> int:

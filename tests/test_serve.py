@@ -187,3 +187,44 @@ async def test_an_app_token_that_is_no_app_token_is_refused_at_start(tmp_path):
     assert rc == 0, out
     assert "SLACK_APP_TOKEN must be an app-level token (xapp-…; this one starts with 'xoxb-')" in out, out
     assert "xoxb-wrong" not in out, out
+
+
+async def test_serve_with_a_misspelt_setting_stays_up_unready_saying_why(tmp_path):
+    """A configuration error found before anything runs ends every other command with exit 78, but
+    serve under a restart policy (compose's unless-stopped) would be started again and again: it
+    stays up, /readyz answers 503 naming the variable and the nearest name, /healthz 200, no Slack
+    call and no database made, and SIGTERM ends it with 0."""
+    port = free_port()
+    async with SlackApiRecorder() as recorder:
+        env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'never.db'}",
+               "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", "GPUBOT_SLACK_API_URL": recorder.url,
+               "GPUBOT_HTTP_PORT": str(port), "GPUBOT_ALOWED_ROOTS": '{"*": ["/shared"]}'}
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", "serve", env=env, cwd=ROOT,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        assert proc.stdout is not None
+        lines: list[str] = []
+        try:
+            while not any("stays up, unready" in line for line in lines):
+                line = (await proc.stdout.readline()).decode()
+                assert line, "".join(lines)  # it exited before (it used to: exit 78)
+                lines.append(line)
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
+                    ready = (r.status, await r.json())
+                async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
+                    assert r.status == 200
+            proc.send_signal(signal.SIGTERM)
+            rest = (await asyncio.wait_for(proc.stdout.read(), 120)).decode()  # a hang guard, not a measure
+            rc = await proc.wait()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        assert recorder.calls == [], recorder.calls
+    out = "".join(lines) + rest
+    assert rc == 0, out
+    status, body = ready
+    assert status == 503 and body["ready"] is False, body
+    assert "GPUBOT_ALOWED_ROOTS" in body["checks"]["configuration"] and "GPUBOT_ALLOWED_ROOTS" in body["checks"]["configuration"]
+    assert "configuration error" in out and "Traceback" not in out, out
+    assert not (tmp_path / "never.db").exists()
