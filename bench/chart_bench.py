@@ -61,8 +61,14 @@ def main() -> None:
     need: int | None = 540 * 10**9
     if args.before:
         s, marks, need = ChartSeries(s.label, s.times, s.gpu_used_mib, s.disk_free_bytes), [], None
-    render = lambda: render_png("node174: last 3.5 days", [s], since=SINCE, until=UNTIL, marks=marks,  # noqa: E731
-                                need_bytes=need)
+    render = lambda: render_png(
+        "node174: last 3.5 days",
+        [s],
+        since=SINCE,
+        until=UNTIL,
+        marks=marks,  # noqa: E731
+        need_bytes=need,
+    )
     render()
     runs, cpu, png = [], [], b""
     for _ in range(args.runs):
@@ -72,9 +78,11 @@ def main() -> None:
         cpu.append(time.process_time() - c)
     if args.png:
         Path(args.png).write_bytes(png)
-    print(f"render_png, {N:,} snapshots x {GPUS} GPUs: median {statistics.median(runs) * 1000:.0f} ms "
-          f"(min {min(runs) * 1000:.0f}, max {max(runs) * 1000:.0f}, {args.runs} runs), CPU median "
-          f"{statistics.median(cpu) * 1000:.0f} ms, {len(png):,} bytes")
+    print(
+        f"render_png, {N:,} snapshots x {GPUS} GPUs: median {statistics.median(runs) * 1000:.0f} ms "
+        f"(min {min(runs) * 1000:.0f}, max {max(runs) * 1000:.0f}, {args.runs} runs), CPU median "
+        f"{statistics.median(cpu) * 1000:.0f} ms, {len(png):,} bytes"
+    )
 
 
 if __name__ == "__main__":

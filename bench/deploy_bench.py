@@ -86,9 +86,18 @@ async def main() -> None:
             key = Path(tmp) / "key"
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=60)
             port = _free_port()
-            stack = ComposeStack(Path(tmp) / "project", {"SLACK_BOT_TOKEN": "xoxb-bench", "SLACK_SIGNING_SECRET": "bench-secret",
-                                                          "POSTGRES_PASSWORD": "unused", "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0"},
-                                 key_file=str(key), http_port=port, database_url=f"{args.pg.rsplit('/', 1)[0]}/{db}")
+            stack = ComposeStack(
+                Path(tmp) / "project",
+                {
+                    "SLACK_BOT_TOKEN": "xoxb-bench",
+                    "SLACK_SIGNING_SECRET": "bench-secret",
+                    "POSTGRES_PASSWORD": "unused",
+                    "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0",
+                },
+                key_file=str(key),
+                http_port=port,
+                database_url=f"{args.pg.rsplit('/', 1)[0]}/{db}",
+            )
             stack.write()
             starts, stops, inside, logged = [], [], [], []
             try:
@@ -111,14 +120,22 @@ async def main() -> None:
                     state = stack.state()
                     lines = [json.loads(x) for x in stack.logs().splitlines() if x.startswith("{")]
                     logged.append(next(x["event"] for x in reversed(lines) if x["event"].startswith("stopped in")))
-                    took = f"compose stop {stops[-1]:.1f} s" if run % 2 == 0 else f"docker kill -s TERM to exit {inside[-1]:.1f} s"
-                    print(f"run {run + 1}: cold start {starts[-1]:.1f} s, {took} (gpubot: {logged[-1]}), exit code {state['ExitCode']}")
+                    took = (
+                        f"compose stop {stops[-1]:.1f} s"
+                        if run % 2 == 0
+                        else f"docker kill -s TERM to exit {inside[-1]:.1f} s"
+                    )
+                    print(
+                        f"run {run + 1}: cold start {starts[-1]:.1f} s, {took} (gpubot: {logged[-1]}), exit code {state['ExitCode']}"
+                    )
                     stack.compose("rm", "-f", "bot")
             finally:
                 stack.down()
                 await _pg(args.pg, f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        print(f"median: cold start {statistics.median(starts):.1f} s (first run, with migrations: {starts[0]:.1f} s), "
-              f"compose stop {statistics.median(stops):.1f} s, SIGTERM to exit {statistics.median(inside or [0]):.1f} s")
+        print(
+            f"median: cold start {statistics.median(starts):.1f} s (first run, with migrations: {starts[0]:.1f} s), "
+            f"compose stop {statistics.median(stops):.1f} s, SIGTERM to exit {statistics.median(inside or [0]):.1f} s"
+        )
     finally:
         engine.stop()
 

@@ -92,9 +92,18 @@ async def worker_gpubot(cfg: dict) -> dict:
     from bot.flows.fleet import check_fleet, hosts_of
     from bot.wiring import build_services
 
-    settings = Settings(_env_file=None, database_url=cfg["db"], known_hosts=cfg["known_hosts"], ssh_user=cfg["user"],
-                        ssh_key_file=cfg["key"], max_concurrent_probes=cfg["concurrency"], ssh_connect_timeout_s=30,
-                        batch_timeout_s=120, ssh_config=os.devnull, ssh_pool_max=max(1024, cfg["n"]))
+    settings = Settings(
+        _env_file=None,
+        database_url=cfg["db"],
+        known_hosts=cfg["known_hosts"],
+        ssh_user=cfg["user"],
+        ssh_key_file=cfg["key"],
+        max_concurrent_probes=cfg["concurrency"],
+        ssh_connect_timeout_s=30,
+        batch_timeout_s=120,
+        ssh_config=os.devnull,
+        ssh_pool_max=max(1024, cfg["n"]),
+    )
     services = build_services(settings)
     out: dict = {}
     try:
@@ -102,9 +111,12 @@ async def worker_gpubot(cfg: dict) -> dict:
             c0, t0 = cpu(), time.perf_counter()
             names = await hosts_of(services=services, group="bench")
             fleet = await check_fleet(services=services, names=names, title="bench", requested_by="bench")
-            out[phase] = {"wall": time.perf_counter() - t0, "cpu": cpu() - c0,
-                          "ok": sum(1 for r in fleet.reports if r.readings is not None and r.snapshot_id is not None),
-                          "verdicts": dict((v.value, n) for v, n in fleet.counts.items())}
+            out[phase] = {
+                "wall": time.perf_counter() - t0,
+                "cpu": cpu() - c0,
+                "ok": sum(1 for r in fleet.reports if r.readings is not None and r.snapshot_id is not None),
+                "verdicts": dict((v.value, n) for v, n in fleet.counts.items()),
+            }
         fan_out = services.fleet_loop.services if services.fleet_loop is not None else services  # the fan-out's own
         pool = fan_out.runner.ssh.pool
         out["pooled_open"] = pool.open_count() if pool else 0
@@ -128,8 +140,14 @@ async def worker_asyncssh(cfg: dict) -> dict:
                 conn = conns.get(addr)
                 if conn is None:  # cold: a new connection, kept for the pooled round
                     conn = conns[addr] = await asyncssh.connect(
-                        addr, cfg["port"], username=cfg["user"], client_keys=[cfg["key"]], known_hosts=cfg["known_hosts"],
-                        config=None, agent_path=None)
+                        addr,
+                        cfg["port"],
+                        username=cfg["user"],
+                        client_keys=[cfg["key"]],
+                        known_hosts=cfg["known_hosts"],
+                        config=None,
+                        agent_path=None,
+                    )
                 res = await conn.run(command, check=False)
                 return res.exit_status == 0 and "GPUBOT-" in str(res.stdout)
             except (OSError, asyncssh.Error):
@@ -150,8 +168,15 @@ def worker_pssh(cfg: dict) -> dict:
 
     command = f"sh -c {shlex.quote(the_script())}"
     c0, t0 = cpu(), time.perf_counter()
-    client = ParallelSSHClient(cfg["addresses"], user=cfg["user"], pkey=cfg["key"], port=cfg["port"],
-                               pool_size=cfg["concurrency"], num_retries=1, timeout=120)
+    client = ParallelSSHClient(
+        cfg["addresses"],
+        user=cfg["user"],
+        pkey=cfg["key"],
+        port=cfg["port"],
+        pool_size=cfg["concurrency"],
+        num_retries=1,
+        timeout=120,
+    )
     output = client.run_command(command, stop_on_errors=False)
     client.join(output)
     ok = 0
@@ -173,8 +198,9 @@ def run_worker(kind: str, cfg_path: str) -> None:
 
 
 def child(kind: str, cfg_path: str) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--worker", kind, "--config", cfg_path], capture_output=True,
-                          text=True, timeout=1800)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, "--config", cfg_path], capture_output=True, text=True, timeout=1800
+    )
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:300]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -187,22 +213,49 @@ def ansible(cfg: dict, tmp: str, warm: bool) -> dict:
         return {"error": "ansible not installed (pip install -e '.[bench]')"}
     inv = Path(tmp) / "inventory.ini"
     control = Path(tempfile.mkdtemp(prefix="cp-", dir="/tmp"))
-    common = [f"-o UserKnownHostsFile={cfg['known_hosts']}", "-o StrictHostKeyChecking=yes", "-o BatchMode=yes",
-              "-F /dev/null"]
-    common += ([f"-o ControlMaster=auto -o ControlPersist=300s -o ControlPath={control}/%C"] if warm
-               else ["-o ControlMaster=no -o ControlPath=none"])
+    common = [
+        f"-o UserKnownHostsFile={cfg['known_hosts']}",
+        "-o StrictHostKeyChecking=yes",
+        "-o BatchMode=yes",
+        "-F /dev/null",
+    ]
+    common += (
+        [f"-o ControlMaster=auto -o ControlPersist=300s -o ControlPath={control}/%C"]
+        if warm
+        else ["-o ControlMaster=no -o ControlPath=none"]
+    )
     lines = ["[bench]"] + [f"h{i} ansible_host={a}" for i, a in enumerate(cfg["addresses"])]
-    lines += ["[bench:vars]", f"ansible_port={cfg['port']}", f"ansible_user={cfg['user']}",
-              f"ansible_ssh_private_key_file={cfg['key']}", f"ansible_ssh_common_args='{' '.join(common)}'"]
+    lines += [
+        "[bench:vars]",
+        f"ansible_port={cfg['port']}",
+        f"ansible_user={cfg['user']}",
+        f"ansible_ssh_private_key_file={cfg['key']}",
+        f"ansible_ssh_common_args='{' '.join(common)}'",
+    ]
     inv.write_text("\n".join(lines) + "\n")
-    env = {**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "True", "ANSIBLE_LOCAL_TEMP": str(Path(tmp) / "ansible-tmp"),
-           "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control)}
+    env = {
+        **os.environ,
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_LOCAL_TEMP": str(Path(tmp) / "ansible-tmp"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control),
+    }
     # Ansible templates module arguments with Jinja ({% raw %} keeps the script as it is) and reads an
     # argument starting with "{" as JSON (so the first line goes before it)
     first, rest = the_script().split("\n", 1)
-    argv = [exe, "bench", "-i", str(inv), "-o", "-m", "raw", "-a", f"{first}\n{{% raw %}}{rest}{{% endraw %}}",
-            "-f", str(cfg["concurrency"])]
+    argv = [
+        exe,
+        "bench",
+        "-i",
+        str(inv),
+        "-o",
+        "-m",
+        "raw",
+        "-a",
+        f"{first}\n{{% raw %}}{rest}{{% endraw %}}",
+        "-f",
+        str(cfg["concurrency"]),
+    ]
     try:
         if warm:
             subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)  # opens the masters
@@ -213,7 +266,13 @@ def ansible(cfg: dict, tmp: str, warm: bool) -> dict:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         # one line per host with -o: "hN | CHANGED | rc=0 | (stdout) ..."
         ok = sum(1 for line in proc.stdout.splitlines() if "| rc=0 |" in line and "GPUBOT-" in line)
-        return {"run": {"wall": wall, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), "ok": ok}}
+        return {
+            "run": {
+                "wall": wall,
+                "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+                "ok": ok,
+            }
+        }
     finally:
         if warm:  # close the masters this run opened
             for sock in control.glob("*"):
@@ -230,8 +289,12 @@ async def register(db_url: str, addrs: list[str], port: int) -> None:
     await upgrade_async(db_url)
     engine = make_engine(db_url)
     async with make_session_factory(engine)() as db, db.begin():
-        db.add_all([Host(name=f"bench{i:04d}", address=a, port=port, group="bench", transport="ssh", labels={}, probe={})
-                    for i, a in enumerate(addrs)])
+        db.add_all(
+            [
+                Host(name=f"bench{i:04d}", address=a, port=port, group="bench", transport="ssh", labels={}, probe={})
+                for i, a in enumerate(addrs)
+            ]
+        )
     await engine.dispose()
 
 
@@ -263,19 +326,28 @@ def table(n: int, rows: dict[str, dict]) -> str:
     base = rows.get("parallel-ssh", {}).get("run", {}).get("wall")
     cold = rows.get("gpubot cold", {}).get("run", {}).get("wall")
     warm_ans = rows.get("ansible warm", {}).get("run", {}).get("wall")
-    out = [f"\nN = {n}", f"{'tool':<16} {'wall s':>8} {'CPU s':>8} {'CPU ms/host':>12} {'ok':>6} "
-           f"{'×pssh':>7} {'×cold':>7} {'×ans-warm':>9}"]
+    out = [
+        f"\nN = {n}",
+        f"{'tool':<16} {'wall s':>8} {'CPU s':>8} {'CPU ms/host':>12} {'ok':>6} "
+        f"{'×pssh':>7} {'×cold':>7} {'×ans-warm':>9}",
+    ]
     cpu_of = {name: r["run"]["cpu"] for name, r in rows.items() if "run" in r}
     for name, r in rows.items():
         if "error" in r:
             out.append(f"{name:<16} error: {r['error']}")
             continue
         m = r["run"]
-        ratio = (lambda b: f"{m['wall'] / b:7.2f}" if b else f"{'-':>7}")
-        out.append(f"{name:<16} {m['wall']:8.2f} {m['cpu']:8.2f} {1000 * m['cpu'] / n:12.2f} {m['ok']:>6} "
-                   f"{ratio(base)} {ratio(cold)} {(m['wall'] / warm_ans if warm_ans else float('nan')):9.2f}")
-    for mine, theirs in (("gpubot cold", "parallel-ssh"), ("gpubot cold", "asyncssh"), ("gpubot pooled", "asyncssh pooled"),
-                         ("gpubot pooled", "parallel-ssh")):
+        ratio = lambda b: f"{m['wall'] / b:7.2f}" if b else f"{'-':>7}"
+        out.append(
+            f"{name:<16} {m['wall']:8.2f} {m['cpu']:8.2f} {1000 * m['cpu'] / n:12.2f} {m['ok']:>6} "
+            f"{ratio(base)} {ratio(cold)} {(m['wall'] / warm_ans if warm_ans else float('nan')):9.2f}"
+        )
+    for mine, theirs in (
+        ("gpubot cold", "parallel-ssh"),
+        ("gpubot cold", "asyncssh"),
+        ("gpubot pooled", "asyncssh pooled"),
+        ("gpubot pooled", "parallel-ssh"),
+    ):
         if cpu_of.get(mine) and cpu_of.get(theirs):
             out.append(f"client CPU {mine} / {theirs}: {cpu_of[mine] / cpu_of[theirs]:.2f}×")
     return "\n".join(out)
@@ -286,14 +358,24 @@ def bench(args: argparse.Namespace) -> None:
 
     sizes = [int(s) for s in args.sizes.split(",")]
     tmp = tempfile.mkdtemp(prefix="gpubot-fleet-bench-")
-    print(f"# fleet_bench: sizes {sizes}, concurrency {args.concurrency}, db {args.db}, {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"# fleet_bench: sizes {sizes}, concurrency {args.concurrency}, db {args.db}, {os.cpu_count()} CPUs", flush=True
+    )
     with SshTestServer(addresses(max(sizes)), start_timeout=120) as server:
         for n in sizes:
             addrs = addresses(n)
             db_url, drop = asyncio.run(make_db(args.db, tmp, str(n)))
             asyncio.run(register(db_url, addrs, server.port))
-            cfg = {"n": n, "addresses": addrs, "port": server.port, "user": server.username, "key": server.client_key_path,
-                   "known_hosts": server.known_hosts_path, "concurrency": args.concurrency, "db": db_url}
+            cfg = {
+                "n": n,
+                "addresses": addrs,
+                "port": server.port,
+                "user": server.username,
+                "key": server.client_key_path,
+                "known_hosts": server.known_hosts_path,
+                "concurrency": args.concurrency,
+                "db": db_url,
+            }
             cfg_path = os.path.join(tmp, f"cfg-{n}.json")
             with open(cfg_path, "w") as f:
                 json.dump(cfg, f)
@@ -315,8 +397,11 @@ def bench(args: argparse.Namespace) -> None:
                 rows["ansible warm"] = ansible(cfg, tmp, warm=True)
             print(table(n, rows), flush=True)
             if "error" not in g:
-                print(f"gpubot: verdicts cold {g['cold']['verdicts']}, pooled connections open {g['pooled_open']}, "
-                      f"peak RSS {g['peak_rss_mb']:.0f} MB, known_hosts parsed {g['known_hosts_reads']}×", flush=True)
+                print(
+                    f"gpubot: verdicts cold {g['cold']['verdicts']}, pooled connections open {g['pooled_open']}, "
+                    f"peak RSS {g['peak_rss_mb']:.0f} MB, known_hosts parsed {g['known_hosts_reads']}×",
+                    flush=True,
+                )
             if drop is not None:
                 asyncio.run(drop())  # type: ignore[operator]
     shutil.rmtree(tmp, ignore_errors=True)
@@ -337,22 +422,45 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
     db_url, drop = await make_db(db, tmp, "help")
     try:
         await register(db_url, addresses(n), server.port)
-        settings = Settings(_env_file=None, database_url=db_url, known_hosts=server.known_hosts_path, ssh_user=server.username,
-                            ssh_key_file=server.client_key_path, max_concurrent_probes=concurrency, ssh_config=os.devnull,
-                            fleet_workers=fleet_workers, ssh_pool_max=max(1024, n))
+        settings = Settings(
+            _env_file=None,
+            database_url=db_url,
+            known_hosts=server.known_hosts_path,
+            ssh_user=server.username,
+            ssh_key_file=server.client_key_path,
+            max_concurrent_probes=concurrency,
+            ssh_config=os.devnull,
+            fleet_workers=fleet_workers,
+            ssh_pool_max=max(1024, n),
+        )
         # As gpubot serve builds them: fan-outs in worker processes (the local pool, or gpubot worker on the queue)
         services = build_services(settings, workers=fleet_workers != "thread")
         workers = []
         if fleet_workers == "queue":
-            env = {**os.environ, "GPUBOT_DATABASE_URL": db_url, "GPUBOT_KNOWN_HOSTS": server.known_hosts_path,
-                   "GPUBOT_SSH_USER": server.username, "GPUBOT_SSH_KEY_FILE": server.client_key_path,
-                   "GPUBOT_MAX_CONCURRENT_PROBES": str(concurrency), "GPUBOT_SSH_CONFIG": os.devnull,
-                   "GPUBOT_SSH_POOL_MAX": str(max(1024, n))}
-            workers = [subprocess.Popen([sys.executable, "-m", "bot", "worker"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL) for _ in range(queue_workers)]
+            env = {
+                **os.environ,
+                "GPUBOT_DATABASE_URL": db_url,
+                "GPUBOT_KNOWN_HOSTS": server.known_hosts_path,
+                "GPUBOT_SSH_USER": server.username,
+                "GPUBOT_SSH_KEY_FILE": server.client_key_path,
+                "GPUBOT_MAX_CONCURRENT_PROBES": str(concurrency),
+                "GPUBOT_SSH_CONFIG": os.devnull,
+                "GPUBOT_SSH_POOL_MAX": str(max(1024, n)),
+            }
+            workers = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "bot", "worker"],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for _ in range(queue_workers)
+            ]
         async with SlackApiRecorder() as recorder:
             bot, close = await start_bot(services, recorder)
             try:
+
                 def finished() -> bool:
                     return any(" — " in str(c.body.get("text", "")) for c in recorder.calls_of("chat.update"))
 
@@ -361,7 +469,9 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
                     start = len(recorder.calls)
                     sent = time.perf_counter()
                     await bot.command("help", response_url=recorder.response_url(f"idle{k}"), trigger_id=f"idle{k}")
-                    await recorder.wait_for("response_url", lambda c, k=k: c.path.endswith(f"/idle{k}"), timeout=60, start=start)
+                    await recorder.wait_for(
+                        "response_url", lambda c, k=k: c.path.endswith(f"/idle{k}"), timeout=60, start=start
+                    )
                     idle.append(time.perf_counter() - sent)
                     await asyncio.sleep(0.1)
                 t0 = time.perf_counter()
@@ -383,9 +493,13 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
                     i += 1
                     start = len(recorder.calls)
                     sent = time.perf_counter()
-                    _, _, ack = await bot.command("help", response_url=recorder.response_url(f"help{i}"), trigger_id=f"help{i}")
+                    _, _, ack = await bot.command(
+                        "help", response_url=recorder.response_url(f"help{i}"), trigger_id=f"help{i}"
+                    )
                     acks.append(ack)
-                    await recorder.wait_for("response_url", lambda c, i=i: c.path.endswith(f"/help{i}"), timeout=60, start=start)
+                    await recorder.wait_for(
+                        "response_url", lambda c, i=i: c.path.endswith(f"/help{i}"), timeout=60, start=start
+                    )
                     latencies.append(time.perf_counter() - sent)
                     await asyncio.sleep(0.1)
                 fan_out = time.perf_counter() - t0
@@ -400,11 +514,15 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
                 def p99(xs: list[float]) -> float:
                     return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
 
-                where = f"{db}, fan-out in {fleet_workers}" + (f" ({queue_workers} gpubot worker)" if fleet_workers == "queue" else "")
+                where = f"{db}, fan-out in {fleet_workers}" + (
+                    f" ({queue_workers} gpubot worker)" if fleet_workers == "queue" else ""
+                )
                 print(f"/gpu help idle ({where}), {len(idle)} requests: reply {pct(idle)}")
-                print(f"/gpu help during a {n}-host fan-out ({where}, concurrency {concurrency}), {len(latencies)} requests: "
-                      f"reply {pct(latencies)}; ack {pct(acks)}; event-loop lag {pct(lags)}; "
-                      f"fan-out {time.perf_counter() - t0:.1f} s (help sent for {fan_out:.1f} s)")
+                print(
+                    f"/gpu help during a {n}-host fan-out ({where}, concurrency {concurrency}), {len(latencies)} requests: "
+                    f"reply {pct(latencies)}; ack {pct(acks)}; event-loop lag {pct(lags)}; "
+                    f"fan-out {time.perf_counter() - t0:.1f} s (help sent for {fan_out:.1f} s)"
+                )
                 print(f"reply p99 during the fan-out / idle p99: {p99(latencies) / p99(idle):.1f}× (goal: at most 3×)")
             finally:
                 await close()
@@ -427,8 +545,12 @@ def main() -> None:
     p.add_argument("--skip-ansible", action="store_true")
     p.add_argument("--gpubot-only", action="store_true", help="only gpubot cold/pooled (e.g. N=1000 for the peak RSS)")
     p.add_argument("--help-latency", type=int, metavar="N", help="measure /gpu help during an N-host fan-out instead")
-    p.add_argument("--fleet-workers", choices=["local", "queue", "thread"], default="local",
-                   help="--help-latency: where the fan-out runs (GPUBOT_FLEET_WORKERS; queue needs --db postgresql)")
+    p.add_argument(
+        "--fleet-workers",
+        choices=["local", "queue", "thread"],
+        default="local",
+        help="--help-latency: where the fan-out runs (GPUBOT_FLEET_WORKERS; queue needs --db postgresql)",
+    )
     p.add_argument("--queue-workers", type=int, default=2, help="--help-latency with queue: gpubot worker processes")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)

@@ -54,27 +54,66 @@ TB = 10**12
 
 
 def readings(busy: bool, disk_free: int, glm_present: bool, rng: random.Random) -> Readings:
-    gpus = [Gpu(i, f"GPU-{i:08x}-bench", "NVIDIA H200", 143771, (rng.randint(80000, 140000) if busy else 0), 0,
-                (rng.randint(40, 100) if busy else 0), rng.randint(28, 70), round(rng.uniform(70, 650), 1), "N/A")
-            for i in range(8)]
+    gpus = [
+        Gpu(
+            i,
+            f"GPU-{i:08x}-bench",
+            "NVIDIA H200",
+            143771,
+            (rng.randint(80000, 140000) if busy else 0),
+            0,
+            (rng.randint(40, 100) if busy else 0),
+            rng.randint(28, 70),
+            round(rng.uniform(70, 650), 1),
+            "N/A",
+        )
+        for i in range(8)
+    ]
     procs = [GpuProcess(g.uuid, 4000 + g.index, g.memory_used_mib, "python3") for g in gpus] if busy else []
     return Readings(
         gpu=GpuReport(gpus, procs, "580.95.05"),
         disks=[Disk("/shared", "/dev/md0", "/shared", 14 * TB, 14 * TB - disk_free, disk_free)],
-        folders=[Folder("/shared/glm5-gguf", FolderState.PRESENT if glm_present else FolderState.ABSENT,
-                        402 * 10**9 if glm_present else None),
-                 Folder("/shared/qwen3", FolderState.PRESENT, 540 * 10**9)],
+        folders=[
+            Folder(
+                "/shared/glm5-gguf",
+                FolderState.PRESENT if glm_present else FolderState.ABSENT,
+                402 * 10**9 if glm_present else None,
+            ),
+            Folder("/shared/qwen3", FolderState.PRESENT, 540 * 10**9),
+        ],
         hf_cache=Folder("/root/.cache/huggingface", FolderState.PRESENT, 88 * 10**9),
-        units=[Unit("vllm.service", "loaded", "active" if busy else "inactive", "running" if busy else "dead", 4000 if busy else 0)],
+        units=[
+            Unit(
+                "vllm.service",
+                "loaded",
+                "active" if busy else "inactive",
+                "running" if busy else "dead",
+                4000 if busy else 0,
+            )
+        ],
         context=HostContext("node174", "580.95.05", 86400.0),
     )
 
 
 def raw_outputs(r: Readings) -> dict:
-    smi = "\n".join(f"{g.index}, {g.uuid}, {g.name}, 143771, {g.memory_used_mib}, 0, {g.utilization_pct}" for g in r.gpu.gpus)
-    return {"gpus": {"stdout": smi, "stderr": "", "exit_status": 0},
-            "apps": {"stdout": "\n".join(f"{p.gpu_uuid}, {p.pid}, {p.used_memory_mib}, {p.process_name}" for p in r.gpu.processes), "stderr": "", "exit_status": 0},
-            "df": {"stdout": "Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/md0 14000000000000 1 1 1% /shared\n", "stderr": "", "exit_status": 0}}
+    smi = "\n".join(
+        f"{g.index}, {g.uuid}, {g.name}, 143771, {g.memory_used_mib}, 0, {g.utilization_pct}" for g in r.gpu.gpus
+    )
+    return {
+        "gpus": {"stdout": smi, "stderr": "", "exit_status": 0},
+        "apps": {
+            "stdout": "\n".join(
+                f"{p.gpu_uuid}, {p.pid}, {p.used_memory_mib}, {p.process_name}" for p in r.gpu.processes
+            ),
+            "stderr": "",
+            "exit_status": 0,
+        },
+        "df": {
+            "stdout": "Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/md0 14000000000000 1 1 1% /shared\n",
+            "stderr": "",
+            "exit_status": 0,
+        },
+    }
 
 
 def year_of_rows(end: datetime, rng: random.Random) -> list[dict]:
@@ -91,11 +130,20 @@ def year_of_rows(end: datetime, rng: random.Random) -> list[dict]:
         r = readings(busy, disk, glm, rng)
         a = assess(r, req)
         taken = start + STEP * i
-        rows.append(dict(host_name=HOST, taken_at=taken, duration_ms=rng.randint(300, 900), verdict=a.verdict.value,
-                         reasons=[{"code": x.code, "text": x.text, "severity": x.severity.value} for x in a.reasons],
-                         readings=r.to_json(), raw=raw_outputs(r) if end - taken < timedelta(days=30) else None,
-                         gpu_used_mib=sum(g.memory_used_mib or 0 for g in r.gpu.gpus), disk_free_bytes=disk,
-                         requested_by="background"))
+        rows.append(
+            dict(
+                host_name=HOST,
+                taken_at=taken,
+                duration_ms=rng.randint(300, 900),
+                verdict=a.verdict.value,
+                reasons=[{"code": x.code, "text": x.text, "severity": x.severity.value} for x in a.reasons],
+                readings=r.to_json(),
+                raw=raw_outputs(r) if end - taken < timedelta(days=30) else None,
+                gpu_used_mib=sum(g.memory_used_mib or 0 for g in r.gpu.gpus),
+                disk_free_bytes=disk,
+                requested_by="background",
+            )
+        )
     return rows
 
 
@@ -130,43 +178,61 @@ async def main(args: argparse.Namespace) -> None:
         rows = year_of_rows(end, rng)
         async with sessions() as db, db.begin():
             for i in range(0, len(rows), 2000):
-                await db.execute(insert(Snapshot), rows[i:i + 2000])
+                await db.execute(insert(Snapshot), rows[i : i + 2000])
         print(f"{args.db}: seeded {len(rows):,} snapshots in {time.perf_counter() - t:.1f} s", flush=True)
         del rows  # ~10M Python objects: left alive, every full GC pass below would walk them
         gc.collect()
         await engine.dispose()  # SQLite: no open connection while Alembic alters the table
         t = time.perf_counter()
         await upgrade_async(url)
-        print(f"{args.db}: upgraded to head (0006 backfills verdict_changed and snapshot_hours) in {time.perf_counter() - t:.1f} s",
-              flush=True)
+        print(
+            f"{args.db}: upgraded to head (0006 backfills verdict_changed and snapshot_hours) in {time.perf_counter() - t:.1f} s",
+            flush=True,
+        )
         async with engine.connect() as c:
             await c.execute(text("ANALYZE"))
             await c.commit()
         for days in (7, 365):
+
             async def query(days: int = days) -> object:
                 async with sessions() as db:
-                    return await load_history(db_session=db, host_name=HOST, since=end - timedelta(days=days), until=end)
+                    return await load_history(
+                        db_session=db, host_name=HOST, since=end - timedelta(days=days), until=end
+                    )
+
             ms, hist = await timed(query, args.runs)
-            print(f"{args.db}: /gpu history {days:>3} d: median {ms:.1f} ms over {args.runs} runs "
-                  f"({len(hist.points)} chart points, {hist.total_changes} verdict changes, {len(hist.entries)} shown)", flush=True)
+            print(
+                f"{args.db}: /gpu history {days:>3} d: median {ms:.1f} ms over {args.runs} runs "
+                f"({len(hist.points)} chart points, {hist.total_changes} verdict changes, {len(hist.entries)} shown)",
+                flush=True,
+            )
         batch_ms: dict[str, list[float]] = {"store_many": [], "store": []}
         for n in range(args.runs):
             for way in batch_ms:  # each run writes the same 300 hosts a little later: each has a previous snapshot
                 when = end + timedelta(seconds=2 * n + (way == "store"))
-                items = [snapshots.StoreItem(ProbeResult(f"batch{k}", when, 500, r, raw_outputs(r)), assess(r, Requirements()),
-                                             requested_by="bench")
-                         for k in range(300) for r in [readings(k % 3 == 0, 5 * TB, True, rng)]]
+                items = [
+                    snapshots.StoreItem(
+                        ProbeResult(f"batch{k}", when, 500, r, raw_outputs(r)),
+                        assess(r, Requirements()),
+                        requested_by="bench",
+                    )
+                    for k in range(300)
+                    for r in [readings(k % 3 == 0, 5 * TB, True, rng)]
+                ]
                 t = time.perf_counter()
                 async with sessions() as db, db.begin():
                     if way == "store_many":
                         await snapshots.store_many(db_session=db, items=items)
                     else:
                         for i in items:
-                            await snapshots.store(db_session=db, result=i.result, assessment=i.assessment,
-                                                  requested_by=i.requested_by)
+                            await snapshots.store(
+                                db_session=db, result=i.result, assessment=i.assessment, requested_by=i.requested_by
+                            )
                 batch_ms[way].append((time.perf_counter() - t) * 1000)
-        print(f"{args.db}: write 300 snapshots in one transaction: store_many median {statistics.median(batch_ms['store_many']):.0f} ms, "
-              f"300 x store median {statistics.median(batch_ms['store']):.0f} ms over {args.runs} runs")
+        print(
+            f"{args.db}: write 300 snapshots in one transaction: store_many median {statistics.median(batch_ms['store_many']):.0f} ms, "
+            f"300 x store median {statistics.median(batch_ms['store']):.0f} ms over {args.runs} runs"
+        )
         await engine.dispose()
     finally:
         if folder:

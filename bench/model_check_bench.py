@@ -52,9 +52,15 @@ def model_folder(root: Path, shards: int, shard_bytes: int) -> Path:
     folder = root / "Kimi-K2.5-NVFP4"
     folder.mkdir(parents=True)
     names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
-    weight_map = {f"model.layers.{i}.experts.{e}.w{w}.weight": n for i, n in enumerate(names) for e in range(384) for w in (1, 2, 3)}
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": shards * shard_bytes},
-                                                                     "weight_map": weight_map}))
+    weight_map = {
+        f"model.layers.{i}.experts.{e}.w{w}.weight": n
+        for i, n in enumerate(names)
+        for e in range(384)
+        for w in (1, 2, 3)
+    }
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": shards * shard_bytes}, "weight_map": weight_map})
+    )
     for n in names:
         with open(folder / n, "wb") as f:
             f.truncate(shard_bytes)
@@ -69,7 +75,9 @@ def hub_cache(root: Path, shards: int) -> Path:
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("4f1c2e9")
     names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
-    (snap / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {f"t{i}": n for i, n in enumerate(names)}}))
+    (snap / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {f"t{i}": n for i, n in enumerate(names)}})
+    )
     for n in names:
         with open(repo / "blobs" / f"sha-{n}", "wb") as f:
             f.truncate(GB)
@@ -108,45 +116,97 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, default=20)
     args = ap.parse_args()
     with SshTestServer(["127.0.0.1"]) as server, tempfile.TemporaryDirectory() as tmp:
-        runner = SshRunner(known_hosts=server.known_hosts_path, default_user=server.username,
-                           default_key_file=server.client_key_path, connect_timeout=5.0)
+        runner = SshRunner(
+            known_hosts=server.known_hosts_path,
+            default_user=server.username,
+            default_key_file=server.client_key_path,
+            connect_timeout=5.0,
+        )
         target = HostTarget("bench", "127.0.0.1", server.port)
         port = free_port()
         health = serve_health(port)
         folder = model_folder(Path(tmp) / "shared", 64, 540 * GB // 64)
         cache = hub_cache(Path(tmp) / "hf", 64)
-        units = {"vllm-glm5.service": unit(active=False),
-                 "vllm-kimi.service": {**unit(active=False), "ExecStart": exec_start("/usr/bin/vllm", "serve", str(folder),
-                                                                                     "-tp", "8", "--port", str(port))},
-                 "vllm-hub.service": {**unit(active=False), "ExecStart": exec_start("/usr/bin/vllm", "serve", "moonshotai/Kimi-K2.5",
-                                                                                    "-tp", "8")}}
+        units = {
+            "vllm-glm5.service": unit(active=False),
+            "vllm-kimi.service": {
+                **unit(active=False),
+                "ExecStart": exec_start("/usr/bin/vllm", "serve", str(folder), "-tp", "8", "--port", str(port)),
+            },
+            "vllm-hub.service": {
+                **unit(active=False),
+                "ExecStart": exec_start("/usr/bin/vllm", "serve", "moonshotai/Kimi-K2.5", "-tp", "8"),
+            },
+        }
         fakestate.update_state(server, "127.0.0.1", units=units)
         try:
-            for label, names in (("status batch, no configured unit", ()),
-                                 ("status batch, 2 configured units, inactive", ("vllm-glm5.service", "vllm-kimi.service"))):
+            for label, names in (
+                ("status batch, no configured unit", ()),
+                ("status batch, 2 configured units, inactive", ("vllm-glm5.service", "vllm-kimi.service")),
+            ):
                 plan = ProbePlan(units=names)
-                await timed(label, args.runs, lambda plan=plan: run_probe(target=target, plan=plan, runner=runner, timeout=30))
+                await timed(
+                    label, args.runs, lambda plan=plan: run_probe(target=target, plan=plan, runner=runner, timeout=30)
+                )
             plan = ProbePlan(units=("vllm-glm5.service", "vllm-kimi.service"))
             bare = [(n, c) for n, c in probe_commands(plan) if not n.startswith("serve.")]
-            await timed("status batch, 2 configured units, inactive, no serve.N probes", args.runs,
-                        lambda: runner.run(target, frame_script(bare, plan.marker, timeout_s=20, deadline_s=55), timeout=30))
+            await timed(
+                "status batch, 2 configured units, inactive, no serve.N probes",
+                args.runs,
+                lambda: runner.run(target, frame_script(bare, plan.marker, timeout_s=20, deadline_s=55), timeout=30),
+            )
             me = os.getpid()  # a live process stands in for the unit's main process
-            fakestate.update_state(server, "127.0.0.1", units={**units, "vllm-kimi.service": {**units["vllm-kimi.service"],
-                                                                                           **unit(active=True, main_pid=me)}})
+            fakestate.update_state(
+                server,
+                "127.0.0.1",
+                units={**units, "vllm-kimi.service": {**units["vllm-kimi.service"], **unit(active=True, main_pid=me)}},
+            )
             plan = ProbePlan(units=("vllm-glm5.service", "vllm-kimi.service"))
             res = await run_probe(target=target, plan=plan, runner=runner, timeout=30)
-            assert res.readings and res.readings.services[1].healthy, res.readings.services if res.readings else res.error
-            await timed("status batch, 2 units, one active and healthy (curl)", args.runs,
-                        lambda: run_probe(target=target, plan=plan, runner=runner, timeout=30))
-            for label, name, hf in (("model check, local folder of 64 shards (2 round trips)", "vllm-kimi.service", None),
-                                    ("model check, hub id in an HF cache, 64 shards (2 round trips)", "vllm-hub.service", cache)):
+            assert res.readings and res.readings.services[1].healthy, (
+                res.readings.services if res.readings else res.error
+            )
+            await timed(
+                "status batch, 2 units, one active and healthy (curl)",
+                args.runs,
+                lambda: run_probe(target=target, plan=plan, runner=runner, timeout=30),
+            )
+            for label, name, hf in (
+                ("model check, local folder of 64 shards (2 round trips)", "vllm-kimi.service", None),
+                ("model check, hub id in an HF cache, 64 shards (2 round trips)", "vllm-hub.service", cache),
+            ):
                 gpus = [Gpu(i, f"GPU-{i}", "NVIDIA H200", 143771, 0, 616, 0, 30, 100.0, "Disabled") for i in range(8)]
-                readings = Readings(GpuReport(gpus=gpus), [], [], Folder(str(hf), FolderState.PRESENT) if hf else None, [], HostContext())
-                gate = await check_model(runner=runner, target=target, timeout=30, host="bench", unit=name, readings=readings,
-                                         need_bytes=None)
+                readings = Readings(
+                    GpuReport(gpus=gpus),
+                    [],
+                    [],
+                    Folder(str(hf), FolderState.PRESENT) if hf else None,
+                    [],
+                    HostContext(),
+                )
+                gate = await check_model(
+                    runner=runner,
+                    target=target,
+                    timeout=30,
+                    host="bench",
+                    unit=name,
+                    readings=readings,
+                    need_bytes=None,
+                )
                 assert not gate.refusals and gate.lines, gate
-                await timed(label, args.runs, lambda name=name, readings=readings: check_model(
-                    runner=runner, target=target, timeout=30, host="bench", unit=name, readings=readings, need_bytes=None))
+                await timed(
+                    label,
+                    args.runs,
+                    lambda name=name, readings=readings: check_model(
+                        runner=runner,
+                        target=target,
+                        timeout=30,
+                        host="bench",
+                        unit=name,
+                        readings=readings,
+                        need_bytes=None,
+                    ),
+                )
         finally:
             health.shutdown()
             await runner.close()

@@ -39,12 +39,16 @@ async def main(answers: int, n_hosts: int) -> None:
             for i in range(answers):
                 mark = len(bot.recorder.calls)
                 await bot.command("status chatty0" if n_hosts == 1 else "status group:faults", f"huge{i}")
-                await bot.recorder.wait_for("chat.update", lambda c: "answered" not in c.body["text"], timeout=600, start=mark)
+                await bot.recorder.wait_for(
+                    "chat.update", lambda c: "answered" not in c.body["text"], timeout=600, start=mark
+                )
             after = bot.status_field("VmHWM")
             rss = bot.status_field("VmRSS")
-    print(f"{answers} x {'status chatty0' if n_hosts == 1 else f'status group:faults ({n_hosts} hosts)'} of 50 MB answers: "
-          f"VmHWM {before / 1024:.0f} MiB before, {after / 1024:.0f} MiB after (+{(after - before) / 1024:.0f} MiB); "
-          f"VmRSS after {rss / 1024:.0f} MiB")
+    print(
+        f"{answers} x {'status chatty0' if n_hosts == 1 else f'status group:faults ({n_hosts} hosts)'} of 50 MB answers: "
+        f"VmHWM {before / 1024:.0f} MiB before, {after / 1024:.0f} MiB after (+{(after - before) / 1024:.0f} MiB); "
+        f"VmRSS after {rss / 1024:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

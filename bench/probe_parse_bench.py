@@ -29,8 +29,11 @@ def main() -> None:
     ap.add_argument("--capture", default="batch_busy_nvidia-smi")
     args = ap.parse_args()
     text = (H200 / f"{args.capture}.out").read_text()
-    plan = ProbePlan(gpu_backend="nvml" if "nvml" in args.capture else "nvidia-smi", marker="GPUBOT-devcheck",
-                     units=("vllm.service",))
+    plan = ProbePlan(
+        gpu_backend="nvml" if "nvml" in args.capture else "nvidia-smi",
+        marker="GPUBOT-devcheck",
+        units=("vllm.service",),
+    )
     outputs = split_frames(text, plan.marker)
     best_split = best_parse = float("inf")
     for _ in range(args.rounds):
@@ -43,8 +46,10 @@ def main() -> None:
         t2 = time.process_time()
         best_split, best_parse = min(best_split, t1 - t0), min(best_parse, t2 - t1)
     n = args.batches
-    print(f"{args.capture}: {len(outputs)} frames; split {best_split / n * 1e6:.1f} µs, parse {best_parse / n * 1e6:.1f} µs, "
-          f"total {(best_split + best_parse) / n * 1e6:.1f} µs CPU per batch (best of {args.rounds} rounds of {n})")
+    print(
+        f"{args.capture}: {len(outputs)} frames; split {best_split / n * 1e6:.1f} µs, parse {best_parse / n * 1e6:.1f} µs, "
+        f"total {(best_split + best_parse) / n * 1e6:.1f} µs CPU per batch (best of {args.rounds} rounds of {n})"
+    )
 
 
 if __name__ == "__main__":

@@ -35,29 +35,46 @@ async def probe(server, addr: str, *, gpu_timeout: int, probe_timeout: int, batc
     from bot.ssh.runner import SshRunner
     from bot.ssh.target import HostTarget
 
-    settings = Settings(_env_file=None, database_url="sqlite+aiosqlite:///:memory:", known_hosts=server.known_hosts_path,
-                        ssh_user=server.username, ssh_key_file=server.client_key_path, probe_timeout_s=probe_timeout,
-                        gpu_probe_timeout_s=gpu_timeout, batch_timeout_s=batch_timeout)
-    runner = SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
-                       default_key_file=settings.ssh_key_file, connect_timeout=5.0)
+    settings = Settings(
+        _env_file=None,
+        database_url="sqlite+aiosqlite:///:memory:",
+        known_hosts=server.known_hosts_path,
+        ssh_user=server.username,
+        ssh_key_file=server.client_key_path,
+        probe_timeout_s=probe_timeout,
+        gpu_probe_timeout_s=gpu_timeout,
+        batch_timeout_s=batch_timeout,
+    )
+    runner = SshRunner(
+        known_hosts=settings.known_hosts,
+        default_user=settings.ssh_user,
+        default_key_file=settings.ssh_key_file,
+        connect_timeout=5.0,
+    )
     plan, req = plan_for(settings, None)
     started = time.monotonic()
     try:
-        result = await run_probe(target=HostTarget("slow", addr, server.port), plan=plan, runner=runner, timeout=batch_timeout)
+        result = await run_probe(
+            target=HostTarget("slow", addr, server.port), plan=plan, runner=runner, timeout=batch_timeout
+        )
     finally:
         await runner.close()
     wall = time.monotonic() - started
     verdict = assess(result.readings, req) if result.readings else None
-    print(f"  GPU budget {max(gpu_timeout, probe_timeout)} s, deadline {plan.deadline_s} s: "
-          f"{verdict.verdict.value if verdict else result.error_kind} in {wall:.1f} s wall; "
-          f"GPU query took {result.readings.gpu_probe_s if result.readings else '?'} s")
+    print(
+        f"  GPU budget {max(gpu_timeout, probe_timeout)} s, deadline {plan.deadline_s} s: "
+        f"{verdict.verdict.value if verdict else result.error_kind} in {wall:.1f} s wall; "
+        f"GPU query took {result.readings.gpu_probe_s if result.readings else '?'} s"
+    )
     for r in verdict.reasons if verdict else []:
         print(f"    {r.severity.value}: {r.text}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--delay", type=float, default=28.0, help="seconds the fake driver takes to initialize (default 28)")
+    ap.add_argument(
+        "--delay", type=float, default=28.0, help="seconds the fake driver takes to initialize (default 28)"
+    )
     ap.add_argument("--gpu-timeout", type=int, default=35)
     ap.add_argument("--probe-timeout", type=int, default=20)
     ap.add_argument("--batch-timeout", type=float, default=60.0)
@@ -68,15 +85,30 @@ def main() -> None:
 
     addr = "127.0.0.1"
     with SshTestServer([addr]) as server:
-        fakestate.write_state(server, addr, gpu_overrides={i: {"persistence_mode": "Disabled"} for i in range(8)},
-                              init_delay_s=args.delay)
+        fakestate.write_state(
+            server, addr, gpu_overrides={i: {"persistence_mode": "Disabled"} for i in range(8)}, init_delay_s=args.delay
+        )
         print(f"driver init {args.delay:.0f} s, persistence off, 8 GPUs")
         print("budgeted:")
-        asyncio.run(probe(server, addr, gpu_timeout=args.gpu_timeout, probe_timeout=args.probe_timeout,
-                          batch_timeout=args.batch_timeout))
+        asyncio.run(
+            probe(
+                server,
+                addr,
+                gpu_timeout=args.gpu_timeout,
+                probe_timeout=args.probe_timeout,
+                batch_timeout=args.batch_timeout,
+            )
+        )
         print("as before (GPU probe bounded like the others):")
-        asyncio.run(probe(server, addr, gpu_timeout=args.probe_timeout, probe_timeout=args.probe_timeout,
-                          batch_timeout=args.batch_timeout))
+        asyncio.run(
+            probe(
+                server,
+                addr,
+                gpu_timeout=args.probe_timeout,
+                probe_timeout=args.probe_timeout,
+                batch_timeout=args.batch_timeout,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,10 @@ def main() -> None:
         for text, marker in outputs:
             split_frames(text, marker)
         best = min(best, time.perf_counter() - t0)
-    print(f"{args.hosts} hosts, {len(template)} chars and {frames} frames each: "
-          f"{best / args.hosts * 1e6:.1f} µs per host (best of {args.rounds})")
+    print(
+        f"{args.hosts} hosts, {len(template)} chars and {frames} frames each: "
+        f"{best / args.hosts * 1e6:.1f} µs per host (best of {args.rounds})"
+    )
 
 
 if __name__ == "__main__":

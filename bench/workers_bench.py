@@ -54,8 +54,19 @@ async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
         services = build_services(settings, fleet_thread=False)
         names = [f"w{i:05d}" for i in range(n)]
         async with services.sessions() as s, s.begin():
-            s.add_all([Host(name=name, address=f"10.{i // 250}.{i % 250}.1", group="bench", transport="ssh", labels={}, probe={})
-                       for i, name in enumerate(names)])
+            s.add_all(
+                [
+                    Host(
+                        name=name,
+                        address=f"10.{i // 250}.{i % 250}.1",
+                        group="bench",
+                        transport="ssh",
+                        labels={},
+                        probe={},
+                    )
+                    for i, name in enumerate(names)
+                ]
+            )
         rates: dict[int, list[float]] = {}
         for processes in counts:
             pool = LocalPool(settings, scripted_services, processes=processes)
@@ -69,14 +80,19 @@ async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
                     wall = time.perf_counter() - t0
                     assert all(r.snapshot_id is not None for r in fleet.reports), "a host was not stored"
                     rates[processes].append(n / wall)
-                    print(f"{processes} worker process(es), {n} hosts ({db}): {wall:.2f} s, {n / wall:.0f} hosts/s "
-                          f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+                    print(
+                        f"{processes} worker process(es), {n} hosts ({db}): {wall:.2f} s, {n / wall:.0f} hosts/s "
+                        f"(load average {os.getloadavg()[0]:.1f})",
+                        flush=True,
+                    )
             finally:
                 await pool.close()
         base = statistics.median(rates[counts[0]])
         for k in counts:
-            print(f"median: {k} process(es) {statistics.median(rates[k]):.0f} hosts/s: {statistics.median(rates[k]) / base:.2f}× "
-                  f"{counts[0]} (goal for 2 vs 1: at least 1.8×)")
+            print(
+                f"median: {k} process(es) {statistics.median(rates[k]):.0f} hosts/s: {statistics.median(rates[k]) / base:.2f}× "
+                f"{counts[0]} (goal for 2 vs 1: at least 1.8×)"
+            )
         print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
         await services.close()
     finally:

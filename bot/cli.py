@@ -73,10 +73,13 @@ class _Parser(argparse.ArgumentParser):
 def _build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="gpubot", description="Slack chatops for GPU hosts")
     p.add_argument("--version", action="version", version=version_text(), help="print gpubot's version and exit")
-    p.add_argument("--config", metavar="FILE",
-                   help="settings file (TOML, the settings by field name: allowed_roots, units, approval_policy…); "
-                        "default: $GPUBOT_CONFIG, else $XDG_CONFIG_HOME/gpubot/gpubot.toml if it exists. "
-                        "The environment and .env win over it")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="settings file (TOML, the settings by field name: allowed_roots, units, approval_policy…); "
+        "default: $GPUBOT_CONFIG, else $XDG_CONFIG_HOME/gpubot/gpubot.toml if it exists. "
+        "The environment and .env win over it",
+    )
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     db = sub.add_parser("db", help="database schema").add_subparsers(dest="db_cmd", required=True, parser_class=_Parser)
     db.add_parser("upgrade", help="run Alembic migrations up to head")
@@ -85,18 +88,34 @@ def _build_parser() -> argparse.ArgumentParser:
     down.add_argument("--yes", action="store_true", help="do not ask (needed where there is no terminal to ask on)")
     cli_hosts.add_parsers(sub)
     st = sub.add_parser("status", help="probe a host and print its verdict")
-    st.add_argument("words", nargs="+", metavar="ARG",
-                    help="HOST, group:NAME or all, then optional need=SIZE and (one host) absolute weight-folder paths")
-    st.add_argument("--json", action="store_true",
-                    help="print the snapshot and verdict as JSON (a fleet: one line per host, then a summary)")
+    st.add_argument(
+        "words",
+        nargs="+",
+        metavar="ARG",
+        help="HOST, group:NAME or all, then optional need=SIZE and (one host) absolute weight-folder paths",
+    )
+    st.add_argument(
+        "--json",
+        action="store_true",
+        help="print the snapshot and verdict as JSON (a fleet: one line per host, then a summary)",
+    )
     sub.add_parser("serve", help="run the Slack app (Socket Mode if SLACK_APP_TOKEN is set, else HTTP)")
     wk = sub.add_parser("worker", help="run fan-out probe jobs from the PostgreSQL queue (GPUBOT_FLEET_WORKERS=queue)")
-    wk.add_argument("--group", action="append", default=[], metavar="NAME",
-                    help="take only the jobs of this group's hosts (repeatable); default: every queue")
+    wk.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="take only the jobs of this group's hosts (repeatable); default: every queue",
+    )
     wk.add_argument("--concurrency", type=int, metavar="N", help="jobs run at once (default GPUBOT_WORKER_CONCURRENCY)")
     con = sub.add_parser("console", help="type /gpu commands here; the same app answers as text, no Slack needed")
-    con.add_argument("--role", choices=["viewer", "operator", "admin"], default="admin",
-                     help="the role the console user has (default admin: it is your terminal)")
+    con.add_argument(
+        "--role",
+        choices=["viewer", "operator", "admin"],
+        default="admin",
+        help="the role the console user has (default admin: it is your terminal)",
+    )
     cli_history.add_parsers(sub)
     cli_actions.add_parsers(sub)
     cli_shell.add_parser(sub)
@@ -140,7 +159,9 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
         return await _fleet_status(settings, cmd, as_json)
     services = build_services(settings)
     try:
-        report = await check_host(services=services, host_name=cmd.target.name, need_bytes=cmd.need_bytes, paths=cmd.paths)
+        report = await check_host(
+            services=services, host_name=cmd.target.name, need_bytes=cmd.need_bytes, paths=cmd.paths
+        )
     finally:
         await services.close()
     if as_json:
@@ -172,14 +193,30 @@ async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -
         if not as_json and cli_progress.is_terminal(sys.stdout):
             live = cli_progress.FleetProgress(title=title, names=names, stream=sys.stdout)
         with live or contextlib.nullcontext():
-            fleet = await check_fleet(services=services, names=names, title=title, need_bytes=cmd.need_bytes,
-                                      on_stored=progress, on_progress=live.answered if live else None)
+            fleet = await check_fleet(
+                services=services,
+                names=names,
+                title=title,
+                need_bytes=cmd.need_bytes,
+                on_stored=progress,
+                on_progress=live.answered if live else None,
+            )
     finally:
         await services.close()
     counts = {v.value: fleet.counts.get(v, 0) for v in Verdict}
     if as_json:
-        print(json.dumps({"summary": {"title": title, "hosts": len(fleet.reports), "counts": counts,
-                                      "snapshot_ids": {r.host: r.snapshot_id for r in fleet.reports}}}))
+        print(
+            json.dumps(
+                {
+                    "summary": {
+                        "title": title,
+                        "hosts": len(fleet.reports),
+                        "counts": counts,
+                        "snapshot_ids": {r.host: r.snapshot_id for r in fleet.reports},
+                    }
+                }
+            )
+        )
     elif live is not None:  # a terminal: hosts were shown as they answered; now problems first, in colour
         live.summary(fleet.reports)
     else:  # piped: the plain summary only
@@ -279,8 +316,9 @@ def _main(argv: list[str] | None) -> int:
         from bot.slack.unready import serve_unready  # a restart policy would start an exiting serve again and again
 
         return serve_unready(cli_errors.configuration_reason(exc))
-    configure_logging(fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level,
-                      secrets=secrets_of(settings))
+    configure_logging(
+        fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level, secrets=secrets_of(settings)
+    )
     if settings.log_level != "DEBUG":
         for noisy in ("asyncssh", "alembic", "apscheduler"):  # apscheduler: an INFO line per job run, every minute
             logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -294,14 +332,20 @@ def _upgrade(settings: Settings) -> None:
     """Migrate the database; only the default data directory is created when missing (a configured
     SQLite path whose folder does not exist is an error: likely a typo)."""
     path = sqlite_path(settings.database_url)
-    upgrade(settings.database_url, create_folder=path is not None and os.path.dirname(path) == os.path.abspath(default_data_dir()))
+    upgrade(
+        settings.database_url,
+        create_folder=path is not None and os.path.dirname(path) == os.path.abspath(default_data_dir()),
+    )
 
 
 def _db_upgrade(settings: Settings) -> int:
     """``gpubot db upgrade``: migrate, saying from which revision to which and what was applied."""
     path = sqlite_path(settings.database_url)
-    before = None if path is not None and not os.path.exists(path) else \
-        asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
+    before = (
+        None
+        if path is not None and not os.path.exists(path)
+        else asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
+    )
     _upgrade(settings)
     after = asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
     if before == after:
@@ -330,11 +374,15 @@ def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
     undone = undone_by(current, target)
     if not undone:
         raise UsageError(f"the database is at {current}; {target} is not below it (`gpubot db upgrade` goes up)")
-    print(f"The database ({cli_errors.redacted(settings.database_url)}) is at {current}. Going down to {target} undoes:")
+    print(
+        f"The database ({cli_errors.redacted(settings.database_url)}) is at {current}. Going down to {target} undoes:"
+    )
     for rev, doc in undone:
         print(f"  {rev}  {doc}")
-    print("What those migrations hold is lost: a dropped table or column does not come back with a later upgrade.\n"
-          "Every command of this gpubot upgrades the database again when it starts; run the older gpubot against it.")
+    print(
+        "What those migrations hold is lost: a dropped table or column does not come back with a later upgrade.\n"
+        "Every command of this gpubot upgrades the database again when it starts; run the older gpubot against it."
+    )
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("confirm with --yes (no terminal to ask on)")
@@ -368,7 +416,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.cmd == "report":
         return asyncio.run(cli_history.report_list(settings, args))
     if args.cmd in ("history", "diff"):
-        return asyncio.run(cli_history.history(settings, args) if args.cmd == "history" else cli_history.diff(settings, args))
+        return asyncio.run(
+            cli_history.history(settings, args) if args.cmd == "history" else cli_history.diff(settings, args)
+        )
     return asyncio.run(_status(settings, args.words, args.json))
 
 

@@ -30,15 +30,18 @@ def count(low: int, high: int | None = None) -> Callable[[str], int]:
     """An argparse ``type``: a whole number from ``low`` to ``high`` (no upper bound: ``None``);
     anything else is a usage error that argparse prefixes with the flag (``argument --lines/-n:
     must be between 1 and 1000, not 0``)."""
+
     def parse(text: str) -> int:
         try:
             n = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"`{text[:40]}` is not a whole number") from None
         if n < low or (high is not None and n > high):
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, not {n}" if high is not None
-                                             else f"must be at least {low}, not {n}")
+            raise argparse.ArgumentTypeError(
+                f"must be between {low} and {high}, not {n}" if high is not None else f"must be at least {low}, not {n}"
+            )
         return n
+
     parse.__name__ = "count"
     return parse
 
@@ -48,12 +51,19 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     au = sub.add_parser("audit", help="requests, approvals and executed steps of actions (newest first)")
     au.add_argument("host", nargs="?", metavar="HOST", help="only this host's requests (default: every host)")
     au.add_argument("--limit", type=count(1), default=20, help="how many requests (default 20)")
-    au.add_argument("--json", action="store_true", help="print a JSON array of requests with decisions and steps (docs/commands.md)")
+    au.add_argument(
+        "--json", action="store_true", help="print a JSON array of requests with decisions and steps (docs/commands.md)"
+    )
     lg = sub.add_parser("logs", help="a watched unit's recent journal (journalctl -u UNIT -n N on the host)")
     lg.add_argument("host", metavar="HOST", help="a registered host")
     lg.add_argument("unit", metavar="UNIT", help="a systemd unit the host runs (e.g. vllm-kimi.service)")
-    lg.add_argument("--lines", "-n", type=count(1, MAX_LINES), default=None,
-                    help=f"how many lines (default GPUBOT_JOURNAL_LINES, at most {MAX_LINES})")
+    lg.add_argument(
+        "--lines",
+        "-n",
+        type=count(1, MAX_LINES),
+        default=None,
+        help=f"how many lines (default GPUBOT_JOURNAL_LINES, at most {MAX_LINES})",
+    )
 
 
 async def logs(settings: Settings, args: argparse.Namespace) -> int:
@@ -97,16 +107,42 @@ def entry_json(e: AuditEntry) -> dict[str, Any]:
     is the stored tail (bot.actions.service.OUTPUT_CAP characters); it, the summary and the message go
     through :func:`~bot.masking.mask_secrets` here, so a token a service printed is not handed on."""
     r = e.request
-    return {"id": r.id, "kind": r.kind, "host": r.host, "group": r.host_group, "state": r.state, "requester": r.requester,
-            "approvers": list(r.approvers or []), "approvals_needed": r.approvals_needed, "created_at": r.created_at,
-            "updated_at": r.updated_at, "expires_at": r.expires_at, "before_snapshot_id": r.before_snapshot_id,
-            "after_snapshot_id": r.after_snapshot_id, "spec": r.spec, "plan": r.plan, "message": _masked(r.message),
-            "result": r.result, "replaced_by": r.replaced_by,
-            "decisions": [{"user": d.user_id, "decision": d.decision, "at": d.decided_at} for d in e.decisions],
-            "steps": [{"index": st.idx, "title": st.title, "command": st.command, "state": st.state,
-                       "exit_status": st.exit_status, "stdout": _masked(st.stdout), "stderr": _masked(st.stderr),
-                       "summary": _masked(st.summary),
-                       "started_at": st.started_at, "finished_at": st.finished_at} for st in e.steps]}
+    return {
+        "id": r.id,
+        "kind": r.kind,
+        "host": r.host,
+        "group": r.host_group,
+        "state": r.state,
+        "requester": r.requester,
+        "approvers": list(r.approvers or []),
+        "approvals_needed": r.approvals_needed,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "expires_at": r.expires_at,
+        "before_snapshot_id": r.before_snapshot_id,
+        "after_snapshot_id": r.after_snapshot_id,
+        "spec": r.spec,
+        "plan": r.plan,
+        "message": _masked(r.message),
+        "result": r.result,
+        "replaced_by": r.replaced_by,
+        "decisions": [{"user": d.user_id, "decision": d.decision, "at": d.decided_at} for d in e.decisions],
+        "steps": [
+            {
+                "index": st.idx,
+                "title": st.title,
+                "command": st.command,
+                "state": st.state,
+                "exit_status": st.exit_status,
+                "stdout": _masked(st.stdout),
+                "stderr": _masked(st.stderr),
+                "summary": _masked(st.summary),
+                "started_at": st.started_at,
+                "finished_at": st.finished_at,
+            }
+            for st in e.steps
+        ],
+    }
 
 
 def startup(settings: Settings) -> None:

@@ -70,7 +70,11 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
         async with services.sessions() as db:
             await _known(db, cmd.host)
             h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
-            chart = await history_chart(db_session=db, host_name=h.host, since=h.since, until=h.until, points=h.points) if args.png else None
+            chart = (
+                await history_chart(db_session=db, host_name=h.host, since=h.since, until=h.until, points=h.points)
+                if args.png
+                else None
+            )
     finally:
         await services.close()
     view = history_view(h)
@@ -80,8 +84,9 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
         print(history_text(view))
     if args.png and chart is not None:
         series, marks = chart
-        Path(args.png).write_bytes(render_png(view.headline, [series], since=h.since, until=h.until, marks=marks,
-                                              need_bytes=cmd.need_bytes))
+        Path(args.png).write_bytes(
+            render_png(view.headline, [series], since=h.since, until=h.until, marks=marks, need_bytes=cmd.need_bytes)
+        )
         print(f"\nchart written to {args.png}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
@@ -92,16 +97,28 @@ async def diff(settings: Settings, args: argparse.Namespace) -> int:
     try:
         async with services.sessions() as db:
             await _known(db, cmd.host)
-            d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id,
-                                     now=services.clock())
+            d = await diff_snapshots(
+                db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id, now=services.clock()
+            )
     except NothingToCompare as exc:  # the host is registered: not 69; the hint in terminal syntax
-        print(f"gpubot: {exc.text(since=lambda v: f'`--since {v}`', status=f'`gpubot status {exc.host}`')}", file=sys.stderr)
+        print(
+            f"gpubot: {exc.text(since=lambda v: f'`--since {v}`', status=f'`gpubot status {exc.host}`')}",
+            file=sys.stderr,
+        )
         return EX_NOTHING_TO_COMPARE
     finally:
         await services.close()
     if args.json:
-        print(dumps({"host": d.host, "before": {"snapshot_id": d.before_id, "taken_at": d.before_at},
-                     "after": {"snapshot_id": d.after_id, "taken_at": d.after_at}, "changes": d.lines}))
+        print(
+            dumps(
+                {
+                    "host": d.host,
+                    "before": {"snapshot_id": d.before_id, "taken_at": d.before_at},
+                    "after": {"snapshot_id": d.after_id, "taken_at": d.after_at},
+                    "changes": d.lines,
+                }
+            )
+        )
     else:
         print(diff_text(d))
     return 0
@@ -113,33 +130,49 @@ def history_json(h: History) -> dict[str, Any]:
     (sum over GPUs, MiB), "disk_free_bytes" (first model volume, bytes), "details": [text], "latest"}],
     "points": [{"start", "end", "gpu_used_mib" (peak), "disk_free_bytes" (lowest), "count" (snapshots)}]}``;
     ``changes`` oldest first, at most the newest 200 (``total_changes`` counts them all)."""
-    return {"host": h.host, "since": h.since, "until": h.until, "total_changes": h.total_changes,
-            "changes": [{**dataclasses.asdict(e.change), "details": e.details, "latest": e.latest} for e in h.entries],
-            "points": h.points}
+    return {
+        "host": h.host,
+        "since": h.since,
+        "until": h.until,
+        "total_changes": h.total_changes,
+        "changes": [{**dataclasses.asdict(e.change), "details": e.details, "latest": e.latest} for e in h.entries],
+        "points": h.points,
+    }
 
 
 def schedule_json(s: ReportSchedule, next_at: datetime | None) -> dict[str, Any]:
     """A row of ``report list --json``: ``{"id", "cron", "tz", "group" (null: all hosts), "channel" (a
     channel id such as C0123, or #name), "created_by" (Slack user id), "created_at", "next_run" (null
     while paused), "paused": null | {"since", "reason"}, "consecutive_failures"}``."""
-    return {"id": s.id, "cron": s.cron, "tz": s.tz, "group": s.group_name, "channel": s.channel, "created_by": s.created_by,
-            "created_at": s.created_at, "next_run": next_at,
-            "paused": {"since": s.paused_at, "reason": s.paused_reason} if s.paused_at else None,
-            "consecutive_failures": s.consecutive_failures}
+    return {
+        "id": s.id,
+        "cron": s.cron,
+        "tz": s.tz,
+        "group": s.group_name,
+        "channel": s.channel,
+        "created_by": s.created_by,
+        "created_at": s.created_at,
+        "next_run": next_at,
+        "paused": {"since": s.paused_at, "reason": s.paused_reason} if s.paused_at else None,
+        "consecutive_failures": s.consecutive_failures,
+    }
 
 
 def schedule_text(s: ReportSchedule, next_at: datetime | None) -> str:
     """``#3 · "0 8 * * 1-5" Europe/Berlin · group train → C0123 · next Mon 2026-12-07 08:00 CET · by
     U0ALICE``, and a second line when paused (since when, why, how to resume in Slack)."""
+
     def when(t: datetime) -> str:
         return t.astimezone(ZoneInfo(s.tz)).strftime("%a %Y-%m-%d %H:%M %Z")
 
     target = f"group {s.group_name}" if s.group_name else "all hosts"
-    line = f"#{s.id} · \"{s.cron}\" {s.tz} · {target} → {s.channel}"
+    line = f'#{s.id} · "{s.cron}" {s.tz} · {target} → {s.channel}'
     line += (f" · next {when(next_at)}" if next_at else "") + (f" · by {s.created_by}" if s.created_by else "")
     if s.paused_at:
-        line += (f"\n    paused since {when(s.paused_at)} ({s.paused_reason or 'channel refused'}); "
-                 f"fix the channel, then `/gpu report resume {s.id}` in Slack")
+        line += (
+            f"\n    paused since {when(s.paused_at)} ({s.paused_reason or 'channel refused'}); "
+            f"fix the channel, then `/gpu report resume {s.id}` in Slack"
+        )
     return line
 
 

@@ -29,8 +29,10 @@ def _json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg} at column {exc.colno}); "
-                                         'give an object, e.g. \'{"units": {"vllm.service": "inactive"}}\'') from None
+        raise argparse.ArgumentTypeError(
+            f"not valid JSON ({exc.msg} at column {exc.colno}); "
+            'give an object, e.g. \'{"units": {"vllm.service": "inactive"}}\''
+        ) from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError('give a JSON object, e.g. \'{"units": {"vllm.service": "inactive"}}\'')
     return value
@@ -40,7 +42,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     """``gpubot hosts …``: every subcommand but ``list`` and ``helper`` names a host first."""
     hosts_parser: argparse.ArgumentParser = sub.add_parser("hosts", help="the host registry")
     h: argparse._SubParsersAction[argparse.ArgumentParser] = hosts_parser.add_subparsers(
-        dest="hosts_cmd", required=True, parser_class=type(hosts_parser))
+        dest="hosts_cmd", required=True, parser_class=type(hosts_parser)
+    )
 
     def on_host(cmd: str, help_text: str) -> argparse.ArgumentParser:
         sp = h.add_parser(cmd, help=help_text)
@@ -49,34 +52,55 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
 
     add = h.add_parser("add", help="register a host")
     add.add_argument("name", metavar="NAME", help="the name chat and the terminal will use (letters, digits, - . _)")
-    add.add_argument("address", metavar="ADDRESS",
-                     help="IPv4/IPv6 address, DNS name, or a Host alias of the ssh_config file (GPUBOT_SSH_CONFIG)")
+    add.add_argument(
+        "address",
+        metavar="ADDRESS",
+        help="IPv4/IPv6 address, DNS name, or a Host alias of the ssh_config file (GPUBOT_SSH_CONFIG)",
+    )
     add.add_argument("--port", type=int, default=22, help="SSH port (default 22)")
     add.add_argument("--user", help="SSH user (default GPUBOT_SSH_USER)")
     add.add_argument("--key-file", metavar="PATH", help="private key for this host (default GPUBOT_SSH_KEY_FILE)")
     add.add_argument("--group", help="the group `status group:NAME` probes together (e.g. train)")
-    add.add_argument("--labels", metavar="K:V[,K:V...]", help="free-form labels, as chat's labels= (e.g. rack:a3,owner:ml)")
-    add.add_argument("--jump", metavar="USER@BASTION[:PORT]",
-                     help="reach the host through this jump host (its key must be in known_hosts too)")
+    add.add_argument(
+        "--labels", metavar="K:V[,K:V...]", help="free-form labels, as chat's labels= (e.g. rack:a3,owner:ml)"
+    )
+    add.add_argument(
+        "--jump",
+        metavar="USER@BASTION[:PORT]",
+        help="reach the host through this jump host (its key must be in known_hosts too)",
+    )
     add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
-    add.add_argument("--probe", type=_json_object, default=None, metavar="JSON",
-                     help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'')
+    add.add_argument(
+        "--probe",
+        type=_json_object,
+        default=None,
+        metavar="JSON",
+        help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'',
+    )
     ls = h.add_parser("list", help="list hosts")
     ls.add_argument("--group", help="only the hosts of this group")
     ls.add_argument("--json", action="store_true", help="print a JSON array of hosts (shape: docs/commands.md)")
     on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(
-        "--fingerprint", help="record without asking if the host offers exactly this SHA256:… fingerprint "
-                             "(as ssh-keygen -lf prints it; the SHA256: prefix may be left out)")
+        "--fingerprint",
+        help="record without asking if the host offers exactly this SHA256:… fingerprint "
+        "(as ssh-keygen -lf prints it; the SHA256: prefix may be left out)",
+    )
     on_host("remove", "unregister a host (its snapshots stay)")
     on_host("show", "a host's registration, last verdict and GPU inventory").add_argument(
-        "--json", action="store_true", help="print one JSON object: host, last snapshot, GPU inventory (docs/commands.md)")
+        "--json",
+        action="store_true",
+        help="print one JSON object: host, last snapshot, GPU inventory (docs/commands.md)",
+    )
     on_host("forget-gpu", "accept that a host no longer has a GPU it showed before").add_argument(
-        "gpu", help="the GPU's index, UUID (or a unique prefix), or `all`")
+        "gpu", help="the GPU's index, UUID (or a unique prefix), or `all`"
+    )
     on_host("check", "what the bot may do on a host (sudo -n -l, groups, writable roots); changes nothing")
-    on_host("sudoers", "print the minimal sudoers file (and group setup) for a host's configuration; asks the host "
-            "(read-only) who controls each root: one that anyone but root could change gets no delete rule")
+    on_host(
+        "sudoers",
+        "print the minimal sudoers file (and group setup) for a host's configuration; asks the host "
+        "(read-only) who controls each root: one that anyone but root could change gets no delete rule",
+    )
     h.add_parser("helper", help="print gpubot-priv, the root-owned helper that sudoers allows for kill and delete")
-
 
 
 async def run(settings: Settings, args: argparse.Namespace) -> int:
@@ -92,25 +116,45 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             from bot.actions import access_check as check
 
             if args.hosts_cmd == "sudoers":
-                sys.stdout.write(await check.sudoers_for(
-                    services=services, host_name=args.name,
-                    warn=lambda text: print(f"gpubot: warning: {text}", file=sys.stderr)))
+                sys.stdout.write(
+                    await check.sudoers_for(
+                        services=services,
+                        host_name=args.name,
+                        warn=lambda text: print(f"gpubot: warning: {text}", file=sys.stderr),
+                    )
+                )
                 return 0
             result = await check.check_access(services=services, host_name=args.name, requested_by="cli hosts check")
             print("\n".join(check.check_text(result)))
             return 0 if result.ok else (2 if result.error else 1)
         async with services.sessions() as db, db.begin():
             if args.hosts_cmd == "add":
-                host = await hosts.add(db_session=db, name=args.name, address=args.address, port=args.port,
-                                       user=args.user, key_file=args.key_file, group=args.group,
-                                       labels=parse_labels(args.labels or ""),
-                                       transport="local" if args.local else "ssh", probe=args.probe, jump=args.jump)
-                where = hosts.reach_text(host, services.reached(hosts.to_target(host))) if host.transport == "ssh" else endpoint(host.address, host.port)
+                host = await hosts.add(
+                    db_session=db,
+                    name=args.name,
+                    address=args.address,
+                    port=args.port,
+                    user=args.user,
+                    key_file=args.key_file,
+                    group=args.group,
+                    labels=parse_labels(args.labels or ""),
+                    transport="local" if args.local else "ssh",
+                    probe=args.probe,
+                    jump=args.jump,
+                )
+                where = (
+                    hosts.reach_text(host, services.reached(hosts.to_target(host)))
+                    if host.transport == "ssh"
+                    else endpoint(host.address, host.port)
+                )
                 print(f"added {host.name} ({host.transport} {where})")
                 key = os.path.expanduser(args.key_file) if args.key_file else None
                 if key and not os.access(key, os.R_OK):
-                    print(f"gpubot: warning: the key file {args.key_file} cannot be read here; probes of {host.name} "
-                          "from this machine will be unreachable until it can", file=sys.stderr)
+                    print(
+                        f"gpubot: warning: the key file {args.key_file} cannot be read here; probes of {host.name} "
+                        "from this machine will be unreachable until it can",
+                        file=sys.stderr,
+                    )
             elif args.hosts_cmd == "trust":
                 return await _trust(services, args)
             elif args.hosts_cmd == "remove":
@@ -122,8 +166,10 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                 rows = await hosts.list_all(db_session=db, group=args.group)
                 if not rows and args.group:
                     groups = {h.group for h in await hosts.list_all(db_session=db) if h.group}
-                    raise NotFoundError(f"no host in group `{args.group}`",
-                                        near=difflib.get_close_matches(args.group, sorted(groups), n=3, cutoff=0.5))
+                    raise NotFoundError(
+                        f"no host in group `{args.group}`",
+                        near=difflib.get_close_matches(args.group, sorted(groups), n=3, cutoff=0.5),
+                    )
                 if args.json:
                     print(dumps([host_json(h, _where(h, services)) for h in rows]))
                     return 0
@@ -140,7 +186,11 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
 
 def _where(h: Host, services: Any) -> str:
     """How the host is reached, as ``hosts list`` shows it (``ops@10.0.0.5:22 via bastion …``)."""
-    return hosts.reach_text(h, services.reached(hosts.to_target(h))) if h.transport == "ssh" else endpoint(h.address, h.port)
+    return (
+        hosts.reach_text(h, services.reached(hosts.to_target(h)))
+        if h.transport == "ssh"
+        else endpoint(h.address, h.port)
+    )
 
 
 def host_json(h: Host, where: str) -> dict[str, Any]:
@@ -148,16 +198,40 @@ def host_json(h: Host, where: str) -> dict[str, Any]:
     ("ssh" | "local"), "address", "port", "user", "key_file", "jump", "where" (how it is reached, as
     text), "group", "labels" {key: value}, "probe" {per-host probe settings}, "created_at"}``;
     ``user``, ``key_file``, ``jump`` and ``group`` are ``null`` when not set."""
-    return {"name": h.name, "transport": h.transport, "address": h.address, "port": h.port, "user": h.user,
-            "key_file": h.key_file, "jump": h.jump, "where": where, "group": h.group, "labels": dict(h.labels or {}),
-            "probe": dict(h.probe or {}), "created_at": h.created_at}
+    return {
+        "name": h.name,
+        "transport": h.transport,
+        "address": h.address,
+        "port": h.port,
+        "user": h.user,
+        "key_file": h.key_file,
+        "jump": h.jump,
+        "where": where,
+        "group": h.group,
+        "labels": dict(h.labels or {}),
+        "probe": dict(h.probe or {}),
+        "created_at": h.created_at,
+    }
 
 
 def built_in_json(name: str) -> dict[str, Any]:
     """The built-in local host in ``hosts show --json``: :func:`host_json`'s keys, ``transport``
     ``"local"``, ``where`` ``"local"``, ``created_at`` ``null``, and ``"built_in": true``."""
-    return {"name": name, "transport": "local", "address": name, "port": None, "user": None, "key_file": None,
-            "jump": None, "where": "local", "group": None, "labels": {}, "probe": {}, "created_at": None, "built_in": True}
+    return {
+        "name": name,
+        "transport": "local",
+        "address": name,
+        "port": None,
+        "user": None,
+        "key_file": None,
+        "jump": None,
+        "where": "local",
+        "group": None,
+        "labels": {},
+        "probe": {},
+        "created_at": None,
+        "built_in": True,
+    }
 
 
 async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> int:
@@ -177,17 +251,40 @@ async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> i
     gpus = await inventory.listing(db_session=db, host_name=name)
     if args.json:
         elsewhere = inventory.held_elsewhere(snap)
-        print(dumps({
-            "host": host_json(h, where) if h is not None else built_in_json(name),
-            "last_snapshot": {"id": snap.id, "taken_at": snap.taken_at, "verdict": snap.verdict} if snap else None,
-            "gpus": [{"index": g.gpu_index, "uuid": g.uuid, "bus_id": g.bus_id, "name": g.name, "first_seen": g.first_seen,
-                      "last_seen": g.last_seen, "last_snapshot_id": g.last_snapshot_id,
-                      "bound_to": elsewhere.get(g.bus_id or "")} for g in gpus],
-        }))
+        print(
+            dumps(
+                {
+                    "host": host_json(h, where) if h is not None else built_in_json(name),
+                    "last_snapshot": {"id": snap.id, "taken_at": snap.taken_at, "verdict": snap.verdict}
+                    if snap
+                    else None,
+                    "gpus": [
+                        {
+                            "index": g.gpu_index,
+                            "uuid": g.uuid,
+                            "bus_id": g.bus_id,
+                            "name": g.name,
+                            "first_seen": g.first_seen,
+                            "last_seen": g.last_seen,
+                            "last_snapshot_id": g.last_snapshot_id,
+                            "bound_to": elsewhere.get(g.bus_id or ""),
+                        }
+                        for g in gpus
+                    ],
+                }
+            )
+        )
         return 0
-    print(f"{h.name}  {h.transport} {where}  group={h.group or '-'}" if h is not None else
-          f"{name}  local · this machine, built in (not in the registry; `gpubot status {name}` probes it)")
-    print(f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})" if snap else "never probed")
+    print(
+        f"{h.name}  {h.transport} {where}  group={h.group or '-'}"
+        if h is not None
+        else f"{name}  local · this machine, built in (not in the registry; `gpubot status {name}` probes it)"
+    )
+    print(
+        f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
+        if snap
+        else "never probed"
+    )
     for line in inventory_lines(gpus, inventory.held_elsewhere(snap)):
         print(line)
     return 0
@@ -216,12 +313,16 @@ async def _trust(services: Any, args: argparse.Namespace) -> int:
         print(f"WARNING: {known} records a DIFFERENT key for this host; accept only if it was reinstalled.")
     wanted = trust.normalized_fingerprint(args.fingerprint) if args.fingerprint is not None else None
     if wanted is not None and wanted != offered.fingerprint:  # a typo or another host: not a key that changed
-        raise UsageError(f"{args.name} offers {offered.fingerprint}, not the {wanted} you gave: compare again with "
-                         f"`{COMPARE_WITH}` on the host; nothing recorded")
+        raise UsageError(
+            f"{args.name} offers {offered.fingerprint}, not the {wanted} you gave: compare again with "
+            f"`{COMPARE_WITH}` on the host; nothing recorded"
+        )
     if wanted is None:
         if not sys.stdin.isatty():
-            raise UsageError(f"no terminal to ask on: compare {offered.fingerprint} with `{COMPARE_WITH}` on the host, "
-                             f"then confirm it with `gpubot hosts trust {args.name} --fingerprint {offered.fingerprint}`")
+            raise UsageError(
+                f"no terminal to ask on: compare {offered.fingerprint} with `{COMPARE_WITH}` on the host, "
+                f"then confirm it with `gpubot hosts trust {args.name} --fingerprint {offered.fingerprint}`"
+            )
         answer = input(f"Compare it with `{COMPARE_WITH}` on the host. Trust it? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("not trusted")

@@ -33,8 +33,13 @@ from bot.readiness.verdict import Verdict
 from bot.readiness.words import VERDICT_WORDS
 from bot.render.status_view import ORDER, fleet_view, one_line
 
-STYLE = {Verdict.READY: "green", Verdict.SERVING: "blue", Verdict.NOT_READY: "bold red",
-         Verdict.UNKNOWN: "yellow", Verdict.UNREACHABLE: "magenta"}
+STYLE = {
+    Verdict.READY: "green",
+    Verdict.SERVING: "blue",
+    Verdict.NOT_READY: "bold red",
+    Verdict.UNKNOWN: "yellow",
+    Verdict.UNREACHABLE: "magenta",
+}
 WAITING_SHOWN = 3
 """How many of the hosts not answered yet the spinner line names before ``(+N more)``."""
 
@@ -78,7 +83,9 @@ class FleetProgress:
         return Text(" · ").join(parts)
 
     def _status(self) -> Spinner:
-        line = Text(f"{self.title}: {len(self.reports)}/{self.total} answered", style="bold", no_wrap=True, overflow="ellipsis")
+        line = Text(
+            f"{self.title}: {len(self.reports)}/{self.total} answered", style="bold", no_wrap=True, overflow="ellipsis"
+        )
         line.append(" · ").append_text(self._counts(self.reports))
         if self.waiting:
             shown = ", ".join(printable(n) for n in self.waiting[:WAITING_SHOWN])
@@ -104,5 +111,7 @@ class FleetProgress:
         """After the fan-out: headline, counts, and every host with problems first."""
         view = fleet_view(self.title, reports)
         lines = [Text(""), Text(printable(view.headline), style="bold"), self._counts(reports), Text("")]
-        lines += [Text.assemble("  ", Text(printable(line), style=STYLE.get(verdict, ""))) for verdict, line in view.lines]
+        lines += [
+            Text.assemble("  ", Text(printable(line), style=STYLE.get(verdict, ""))) for verdict, line in view.lines
+        ]
         self.console.print(Group(*lines))

@@ -22,10 +22,13 @@ SHELLS = ("bash", "zsh", "fish")
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     """Register ``completion SHELL`` on ``gpubot``'s subparsers."""
-    co = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)",
-                        description="Print a completion script for SHELL on stdout. bash: `source <(gpubot completion bash)` "
-                                    "in ~/.bashrc; zsh: `gpubot completion zsh > \"${fpath[1]}/_gpubot\"`; fish: "
-                                    "`gpubot completion fish > ~/.config/fish/completions/gpubot.fish`.")
+    co = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish)",
+        description="Print a completion script for SHELL on stdout. bash: `source <(gpubot completion bash)` "
+        'in ~/.bashrc; zsh: `gpubot completion zsh > "${fpath[1]}/_gpubot"`; fish: '
+        "`gpubot completion fish > ~/.config/fish/completions/gpubot.fish`.",
+    )
     co.add_argument("shell", choices=SHELLS, help="the shell the script is for")
 
 
@@ -52,8 +55,10 @@ def fish_script(parser: argparse.ArgumentParser) -> str:
     """fish ``complete`` lines for ``parser`` and its subcommands, at any depth: after the words of
     a subcommand's path (``hosts add``) fish offers that subcommand's own subcommands or options."""
     prog = parser.prog
-    lines = [f"# fish completion for {prog}, generated from its argument parser (`{prog} completion fish`)",
-             f"complete -c {prog} -f"]
+    lines = [
+        f"# fish completion for {prog}, generated from its argument parser (`{prog} completion fish`)",
+        f"complete -c {prog} -f",
+    ]
 
     def walk(p: argparse.ArgumentParser, path: list[str]) -> None:
         seen = "; and ".join(f"__fish_seen_subcommand_from {w}" for w in path)
@@ -64,7 +69,9 @@ def fish_script(parser: argparse.ArgumentParser) -> str:
             cond = f"{seen}; and {not_yet}" if path else "__fish_use_subcommand"
             helps = {a.dest: a.help or "" for a in sub._choices_actions}
             for name in names:
-                lines.append(f"complete -c {prog} -n {_fish_quote(cond)} -a {name} -d {_fish_quote(helps.get(name, ''))}")
+                lines.append(
+                    f"complete -c {prog} -n {_fish_quote(cond)} -a {name} -d {_fish_quote(helps.get(name, ''))}"
+                )
         cond = seen or "__fish_use_subcommand"
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction) or action.help == argparse.SUPPRESS:
@@ -77,7 +84,7 @@ def fish_script(parser: argparse.ArgumentParser) -> str:
                 lines.append(f"complete -c {prog} -n {_fish_quote(cond)}{flags}{takes}{choices}{desc}")
             elif choices and path:
                 lines.append(f"complete -c {prog} -n {_fish_quote(cond)}{choices}{desc}")
-        for name, child in (sub.choices.items() if sub else ()):
+        for name, child in sub.choices.items() if sub else ():
             walk(child, [*path, name])
 
     walk(parser, [])

@@ -22,14 +22,22 @@ from contextvars import ContextVar
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, SettingsError, TomlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+    TomlConfigSettingsSource,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from bot.errors import ConfigError
 
-HEALTH_URL_PATTERN = (r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
-                      r"(/[A-Za-z0-9._~!&*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!&*+,;=:@%/?-]*)?$")
+HEALTH_URL_PATTERN = (
+    r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
+    r"(/[A-Za-z0-9._~!&*+,;=:@%/-]*)?(\?[A-Za-z0-9._~!&*+,;=:@%/?-]*)?$"
+)
 """An ``http(s)://host[:port][/path][?query]`` health URL: no spaces, quotes or control characters."""
 
 
@@ -50,9 +58,14 @@ class UnitHealth(BaseModel):
 
 DATABASE_FORMS = "sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOST[:PORT]/DB"
 """The database URLs gpubot runs on (the async drivers it installs)."""
-DRIVER_HINTS = {"sqlite": "sqlite+aiosqlite:///PATH", "sqlite+pysqlite": "sqlite+aiosqlite:///PATH",
-                "postgresql": "postgresql+asyncpg://…", "postgres": "postgresql+asyncpg://…",
-                "postgresql+psycopg2": "postgresql+asyncpg://…", "postgresql+psycopg": "postgresql+asyncpg://…"}
+DRIVER_HINTS = {
+    "sqlite": "sqlite+aiosqlite:///PATH",
+    "sqlite+pysqlite": "sqlite+aiosqlite:///PATH",
+    "postgresql": "postgresql+asyncpg://…",
+    "postgres": "postgresql+asyncpg://…",
+    "postgresql+psycopg2": "postgresql+asyncpg://…",
+    "postgresql+psycopg": "postgresql+asyncpg://…",
+}
 """A supported URL's scheme that lacks the async driver -> what to write instead."""
 
 
@@ -101,8 +114,12 @@ class _Beneath(PydanticBaseSettingsSource):
     replaces the file's whole value (pydantic-settings would merge two maps key by key, so a host's
     roots in the file would outlive ``GPUBOT_ALLOWED_ROOTS``)."""
 
-    def __init__(self, settings_cls: type[BaseSettings], source: PydanticBaseSettingsSource,
-                 above: tuple[PydanticBaseSettingsSource, ...]) -> None:
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        source: PydanticBaseSettingsSource,
+        above: tuple[PydanticBaseSettingsSource, ...],
+    ) -> None:
         super().__init__(settings_cls)
         self.source, self.above = source, above
 
@@ -127,9 +144,14 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="GPUBOT_", env_file=".env", extra="ignore")
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Arguments, then the environment, then ``.env``, then the TOML file being loaded (if any)."""
         path = _CONFIG_FILE.get()
         above = (init_settings, env_settings, dotenv_settings)
@@ -208,9 +230,15 @@ class Settings(BaseSettings):
     worker_stalled_s: float = Field(default=30.0, gt=0)
     """A job whose worker sent no heartbeat for this many seconds is retried by another worker."""
 
-    slack_bot_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "GPUBOT_SLACK_BOT_TOKEN"))
-    slack_signing_secret: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "GPUBOT_SLACK_SIGNING_SECRET"))
-    slack_app_token: SecretStr | None = Field(default=None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "GPUBOT_SLACK_APP_TOKEN"))
+    slack_bot_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_BOT_TOKEN", "GPUBOT_SLACK_BOT_TOKEN")
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_SIGNING_SECRET", "GPUBOT_SLACK_SIGNING_SECRET")
+    )
+    slack_app_token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("SLACK_APP_TOKEN", "GPUBOT_SLACK_APP_TOKEN")
+    )
     slack_api_url: str | None = None
     """Web API base URL override (tests and the console point it at a local stand-in)."""
     http_port: int = 3000
@@ -354,24 +382,32 @@ def settings_problem(exc: ValidationError | SettingsError) -> str:
     """What is wrong with the settings, naming each variable: ``GPUBOT_UNITS["vllm.service"]: Input
     should be 'active', …`` or ``GPUBOT_UNITS: not valid JSON (Expecting value at column 1) …``."""
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{env_name(str(e['loc'][0])) if e['loc'] else 'settings'}"
-                         f"{''.join(f'[{json.dumps(p)}]' for p in e['loc'][1:])}: {e['msg'].removeprefix('Value error, ')}"
-                         for e in exc.errors())
+        return "; ".join(
+            f"{env_name(str(e['loc'][0])) if e['loc'] else 'settings'}"
+            f"{''.join(f'[{json.dumps(p)}]' for p in e['loc'][1:])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
     found = re.search(r'field "(\w+)" from source "(\w+)"', str(exc))
     if found is None:
         return str(exc)
     where = " (in .env)" if found[2].startswith("DotEnv") else ""
     cause = exc.__cause__
     if isinstance(cause, json.JSONDecodeError):
-        why = (f"not valid JSON ({cause.msg} at column {cause.colno}); lists and maps are JSON, "
-               'e.g. ["/shared/glm5"] or {"vllm.service": "inactive"}')
+        why = (
+            f"not valid JSON ({cause.msg} at column {cause.colno}); lists and maps are JSON, "
+            'e.g. ["/shared/glm5"] or {"vllm.service": "inactive"}'
+        )
     else:
         why = f"cannot be read ({cause or exc})"
     return f"{env_name(found[1])}{where}: {why}"
 
 
-NOT_SETTINGS = {"GPUBOT_CONFIG": "the config file's path", "GPUBOT_PUBLISH": "docker compose's published port",
-                "GPUBOT_TEST_PG": "the test suite's PostgreSQL", "GPUBOT_SYSFS": "where a host's probe reads sysfs"}
+NOT_SETTINGS = {
+    "GPUBOT_CONFIG": "the config file's path",
+    "GPUBOT_PUBLISH": "docker compose's published port",
+    "GPUBOT_TEST_PG": "the test suite's PostgreSQL",
+    "GPUBOT_SYSFS": "where a host's probe reads sysfs",
+}
 """``GPUBOT_*`` names that are read by something else than :class:`Settings` -> by what; they are not
 unknown. Names starting with ``GPUBOT_FAKE_`` belong to the test suite's fake hosts and pass too."""
 
@@ -382,7 +418,7 @@ def setting_names() -> dict[str, str]:
     names: dict[str, str] = {}
     for field, info in Settings.model_fields.items():
         alias = info.validation_alias
-        for name in (alias.choices if isinstance(alias, AliasChoices) else [f"GPUBOT_{field.upper()}"]):
+        for name in alias.choices if isinstance(alias, AliasChoices) else [f"GPUBOT_{field.upper()}"]:
             names[str(name).upper()] = field
     return names
 
@@ -395,7 +431,9 @@ def _nearest(name: str, known: list[str], prefix: str = "") -> str:
     return f" (did you mean {stem[near[0]]}?)" if near else " (the settings are listed in .env.example and README)"
 
 
-def unknown_names(environ: Mapping[str, str], dotenv: Mapping[str, str | None], where_dotenv: str = ".env") -> list[str]:
+def unknown_names(
+    environ: Mapping[str, str], dotenv: Mapping[str, str | None], where_dotenv: str = ".env"
+) -> list[str]:
     """One sentence per ``GPUBOT_*`` name of ``environ`` or ``dotenv`` that is no setting (case as
     pydantic-settings reads them: any), naming where it is and the nearest known name:
     ``GPUBOT_ALOWED_ROOTS (in the environment) is not a setting (did you mean GPUBOT_ALLOWED_ROOTS?)``."""
@@ -405,8 +443,12 @@ def unknown_names(environ: Mapping[str, str], dotenv: Mapping[str, str | None], 
     for source, names in (("the environment", environ), (where_dotenv, dotenv)):
         for name in names:
             upper = name.upper()
-            if (not upper.startswith("GPUBOT_") or upper in known or upper in NOT_SETTINGS
-                    or upper.startswith("GPUBOT_FAKE_")):
+            if (
+                not upper.startswith("GPUBOT_")
+                or upper in known
+                or upper in NOT_SETTINGS
+                or upper.startswith("GPUBOT_FAKE_")
+            ):
                 continue
             out.append(f"{name} (in {source}) is not a setting{_nearest(upper, listing, 'GPUBOT_')}")
     return out
@@ -455,13 +497,17 @@ def load_settings(config: str | None = None, *, env_file: str | None = ".env") -
     path = config_file(config, os.environ)
     if path is not None:
         fields = sorted(Settings.model_fields)
-        problems += [f"{key} (in {path}) is not a setting{_nearest(key.lower(), fields)}"
-                     for key in _toml_keys(path) if key not in Settings.model_fields]
+        problems += [
+            f"{key} (in {path}) is not a setting{_nearest(key.lower(), fields)}"
+            for key in _toml_keys(path)
+            if key not in Settings.model_fields
+        ]
     if problems:
-        raise ConfigError("; ".join(problems) + ". Nothing was run: a misspelt setting would leave its default in force")
+        raise ConfigError(
+            "; ".join(problems) + ". Nothing was run: a misspelt setting would leave its default in force"
+        )
     token = _CONFIG_FILE.set(path)
     try:
         return Settings(_env_file=env_file)  # type: ignore[call-arg]  # pydantic-settings keyword
     finally:
         _CONFIG_FILE.reset(token)
-

@@ -23,11 +23,21 @@ _KEYS = r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|client[_-]?secret|
 
 PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # PEM private keys (OpenSSH, PKCS#1/#8), whole or cut off.
-    (re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S), f"[private key {MASK}]"),
+    (
+        re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
+        f"[private key {MASK}]",
+    ),
     # Authorization headers: the scheme stays (Bearer, Basic, token), the credential goes; then a lone Bearer.
-    (re.compile(r"(?i)\b((?:proxy-)?authorization" + _QUOTE + r"\s*[:=]\s*" + _QUOTE
-                + r"(?:(?:bearer|basic|token|digest|bot)\s+)?)[^\s\"'\\,;]+"),
-     r"\1" + MASK),
+    (
+        re.compile(
+            r"(?i)\b((?:proxy-)?authorization"
+            + _QUOTE
+            + r"\s*[:=]\s*"
+            + _QUOTE
+            + r"(?:(?:bearer|basic|token|digest|bot)\s+)?)[^\s\"'\\,;]+"
+        ),
+        r"\1" + MASK,
+    ),
     (re.compile(r"(?i)\b(bearer\s+)(?!\[redacted\])[^\s'\",]+"), r"\1" + MASK),
     # Provider tokens, wherever they stand.
     (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), MASK),
@@ -39,7 +49,10 @@ PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(\w[\w+.-]*://[^:/@\s]*:)[^@\s/]+@"), r"\1" + MASK + "@"),
     # key=value, key: value, "key": "value", and command-line options --api-key VALUE / --token=VALUE.
     (re.compile(r"(?i)(--[\w-]*" + _KEYS + r"(?:=|\s+))(?!\[redacted\])[^\s\"']+"), r"\1" + MASK),
-    (re.compile(r"(?i)(" + _KEYS + _QUOTE + r"\s*[=:]\s*" + _QUOTE + r")(?!\[redacted\])[^\s\"'\\,;&}]+"), r"\1" + MASK),
+    (
+        re.compile(r"(?i)(" + _KEYS + _QUOTE + r"\s*[=:]\s*" + _QUOTE + r")(?!\[redacted\])[^\s\"'\\,;&}]+"),
+        r"\1" + MASK,
+    ),
 ]
 """``(pattern, replacement)`` pairs, applied in order."""
 

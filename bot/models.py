@@ -10,4 +10,22 @@ from bot.snapshots.models import GpuSeen, Snapshot, SnapshotHour
 from bot.watches.models import Silence, Watch, WatchAlert
 from bot.workers.models import FleetRun, FleetRunHost
 
-__all__ = ["ActionRequest", "ActionStep", "Approval", "Base", "Delivery", "Host", "ReportRun", "ReportSchedule", "RoleGrant", "GpuSeen", "Snapshot", "SnapshotHour", "Silence", "Watch", "WatchAlert", "FleetRun", "FleetRunHost"]
+__all__ = [
+    "ActionRequest",
+    "ActionStep",
+    "Approval",
+    "Base",
+    "Delivery",
+    "Host",
+    "ReportRun",
+    "ReportSchedule",
+    "RoleGrant",
+    "GpuSeen",
+    "Snapshot",
+    "SnapshotHour",
+    "Silence",
+    "Watch",
+    "WatchAlert",
+    "FleetRun",
+    "FleetRunHost",
+]

@@ -35,8 +35,13 @@ def validate_address(address: str) -> str:
         raise UsageError(f"`{address[:80]}` is not a valid IPv4 address ({why})")
     for label in labels:
         if not label or len(label) > 63 or label.startswith("-") or label.endswith("-"):
-            why = ("an empty label (`..`)" if not label else "a label longer than 63 characters" if len(label) > 63
-                   else f"the label `{label}` starts or ends with `-`")
+            why = (
+                "an empty label (`..`)"
+                if not label
+                else "a label longer than 63 characters"
+                if len(label) > 63
+                else f"the label `{label}` starts or ends with `-`"
+            )
             raise UsageError(f"`{address[:80]}` is not a valid DNS name: {why}")
     return address
 

@@ -13,11 +13,18 @@ from bot.workers.local import LocalPool
 
 def ssh_runner(settings: Settings) -> SshRunner:
     """The SSH runner the settings describe (pool, keepalive, ssh_config, defaults)."""
-    return SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
-                     default_key_file=settings.ssh_key_file, connect_timeout=settings.ssh_connect_timeout_s,
-                     pool=settings.ssh_pool, pool_max=settings.ssh_pool_max, pool_idle_s=settings.ssh_pool_idle_s,
-                     keepalive_s=settings.ssh_keepalive_s, ssh_config=settings.ssh_config,
-                     allow_config_commands=settings.ssh_config_allow_commands)
+    return SshRunner(
+        known_hosts=settings.known_hosts,
+        default_user=settings.ssh_user,
+        default_key_file=settings.ssh_key_file,
+        connect_timeout=settings.ssh_connect_timeout_s,
+        pool=settings.ssh_pool,
+        pool_max=settings.ssh_pool_max,
+        pool_idle_s=settings.ssh_pool_idle_s,
+        keepalive_s=settings.ssh_keepalive_s,
+        ssh_config=settings.ssh_config,
+        allow_config_commands=settings.ssh_config_allow_commands,
+    )
 
 
 def worker_services(settings: Settings) -> Services:
@@ -33,8 +40,11 @@ def build_services(settings: Settings, *, fleet_thread: bool | None = None, work
     (:class:`~bot.flows.loop_thread.LoopThread`). ``workers`` (``gpubot serve``) runs them in worker
     processes instead, as ``settings.fleet_workers`` says (:mod:`bot.workers`): a local process pool,
     or procrastinate jobs for ``gpubot worker``."""
-    engine = make_engine(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s,
-                         statement_timeout_s=settings.db_statement_timeout_s)
+    engine = make_engine(
+        settings.database_url,
+        connect_timeout_s=settings.db_connect_timeout_s,
+        statement_timeout_s=settings.db_statement_timeout_s,
+    )
     runner = RoutingRunner(ssh_runner(settings))
     fleet_jobs: FleetJobs | None = None
     if workers and settings.fleet_workers == "local":
@@ -44,6 +54,14 @@ def build_services(settings: Settings, *, fleet_thread: bool | None = None, work
 
         fleet_jobs = QueueJobs(settings)
     use_thread = settings.fleet_thread if fleet_thread is None else fleet_thread
-    fleet_loop = LoopThread(lambda: build_services(settings, fleet_thread=False)) if use_thread and fleet_jobs is None else None
-    return Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine,
-                    fleet_loop=fleet_loop, fleet_jobs=fleet_jobs)
+    fleet_loop = (
+        LoopThread(lambda: build_services(settings, fleet_thread=False)) if use_thread and fleet_jobs is None else None
+    )
+    return Services(
+        settings=settings,
+        sessions=make_session_factory(engine),
+        runner=runner,
+        engine=engine,
+        fleet_loop=fleet_loop,
+        fleet_jobs=fleet_jobs,
+    )

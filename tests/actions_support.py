@@ -67,15 +67,24 @@ class Cards:
 
 
 async def approve(services, request_id: int, user: str = "U2", role: Role = Role.OPERATOR, notify=None, **kw):
-    return await flows.decide(services=services, request_id=request_id, user_id=user, decision="approve",
-                              role=role, notify=notify, **kw)
+    return await flows.decide(
+        services=services, request_id=request_id, user_id=user, decision="approve", role=role, notify=notify, **kw
+    )
 
 
 async def approval_rows(services, request_id: int) -> list[tuple[str, str]]:
     """``(user, decision)`` of every approvals row stored for the request."""
     async with services.sessions() as db:
-        return [tuple(r) for r in (await db.execute(select(Approval.user_id, Approval.decision)
-                                                    .where(Approval.request_id == request_id).order_by(Approval.id))).all()]
+        return [
+            tuple(r)
+            for r in (
+                await db.execute(
+                    select(Approval.user_id, Approval.decision)
+                    .where(Approval.request_id == request_id)
+                    .order_by(Approval.id)
+                )
+            ).all()
+        ]
 
 
 async def step_count(services, request_id: int) -> int:
@@ -83,7 +92,9 @@ async def step_count(services, request_id: int) -> int:
         return await db.scalar(select(func.count()).select_from(ActionStep).where(ActionStep.request_id == request_id))
 
 
-def model_dir(root: Path, name: str = "model-b", shards: int = 2, shard_bytes: int = 4096, drop: tuple[int, ...] = ()) -> Path:
+def model_dir(
+    root: Path, name: str = "model-b", shards: int = 2, shard_bytes: int = 4096, drop: tuple[int, ...] = ()
+) -> Path:
     """A real safetensors model folder: ``model.safetensors.index.json`` whose ``weight_map`` names
     ``shards`` files ``model-0000N-of-0000M.safetensors`` of ``shard_bytes`` each, all present but
     those numbered in ``drop`` (1-based), and ``config.json``."""
@@ -93,8 +104,9 @@ def model_dir(root: Path, name: str = "model-b", shards: int = 2, shard_bytes: i
     folder.mkdir(parents=True)
     names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
     weight_map = {f"model.layers.{i}.mlp.weight": n for i, n in enumerate(names)} | {"lm_head.weight": names[-1]}
-    (folder / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": shards * shard_bytes}, "weight_map": weight_map}, indent=2))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": shards * shard_bytes}, "weight_map": weight_map}, indent=2)
+    )
     (folder / "config.json").write_text("{}")
     for i, n in enumerate(names, start=1):
         if i not in drop:

@@ -92,8 +92,14 @@ async def services(database_url: str, request: pytest.FixtureRequest) -> AsyncIt
     ssh_server = request.getfixturevalue("ssh_server") if "ssh_server" in request.fixturenames else None
     settings = make_settings(database_url, ssh_server)
     engine = make_engine(database_url)
-    runner = RoutingRunner(SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
-                                     default_key_file=settings.ssh_key_file, connect_timeout=3.0))
+    runner = RoutingRunner(
+        SshRunner(
+            known_hosts=settings.known_hosts,
+            default_user=settings.ssh_user,
+            default_key_file=settings.ssh_key_file,
+            connect_timeout=3.0,
+        )
+    )
     svc = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
     yield svc
     async with svc.sessions() as db, db.begin():

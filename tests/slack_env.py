@@ -91,8 +91,9 @@ async def ask(bot, text: str, user: str = "U1"):
 
 
 async def click(bot, action_id: str, request_id: int, ts: str, user: str, body: str | None = None):
-    body = body or block_action_body(action_id, str(request_id), user_id=user, message_ts=ts,
-                                     response_url=bot.recorder.response_url(f"{user}-{ts}"))
+    body = body or block_action_body(
+        action_id, str(request_id), user_id=user, message_ts=ts, response_url=bot.recorder.response_url(f"{user}-{ts}")
+    )
     status, _, _ = await bot.post(body)
     assert status == 200
     return body
@@ -114,7 +115,9 @@ async def result(bot, ts: str, timeout: float = 120):
 
 
 async def ephemeral(bot, user: str, ts: str, start: int = 0) -> str:
-    call = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith(f"{user}-{ts}"), timeout=30, start=start)
+    call = await bot.recorder.wait_for(
+        "response_url", lambda c: c.path.endswith(f"{user}-{ts}"), timeout=30, start=start
+    )
     return call.body["text"]
 
 
@@ -124,8 +127,9 @@ def last_card(bot, ts: str) -> list:
     return blocks
 
 
-async def pending_clean(bot, services, ssh_server, tmp_path: Path, host: str, address: str, *,
-                        folder: str = "glm5", size: int = 100_000) -> tuple[int, str, list, Path]:
+async def pending_clean(
+    bot, services, ssh_server, tmp_path: Path, host: str, address: str, *, folder: str = "glm5", size: int = 100_000
+) -> tuple[int, str, list, Path]:
     """The usual start of a clean through Slack: short waits, ``tmp_path/shared`` the only allowed root,
     U1 and U2 operators, ``host`` registered at ``address``, and U1's ``/gpu clean HOST weights=FOLDER``
     (a real folder of ``size`` bytes) waiting for approval. Returns its request id, card ts and

@@ -31,32 +31,46 @@ async def test_an_approved_clean_is_stamped_with_the_services_clock(services, ss
     root = tmp_path / "shared"
     fast(services, root)
     await register(services, "node330", "127.0.0.14", ssh_server)
-    view = await flows.request_action(services=stopped(services, REQUESTED), spec=clean("node330", weights(root, "a"), weights(root, "b")),
-                                      requester="U1")
+    view = await flows.request_action(
+        services=stopped(services, REQUESTED),
+        spec=clean("node330", weights(root, "a"), weights(root, "b")),
+        requester="U1",
+    )
     req, _, _ = await _rows(services, view.id)
     assert (req.created_at, req.updated_at) == (REQUESTED, REQUESTED)
     outcome = await approve(stopped(services, APPROVED), view.id, user="U2")
     assert outcome.status == "executed" and outcome.view.state is State.DONE
     req, approvals, steps = await _rows(services, view.id)
     assert (req.created_at, req.updated_at) == (REQUESTED, APPROVED)
-    assert req.heartbeat_at is not None and abs((req.heartbeat_at - utcnow()).total_seconds()) < 3600  # the database's now
+    assert (
+        req.heartbeat_at is not None and abs((req.heartbeat_at - utcnow()).total_seconds()) < 3600
+    )  # the database's now
     assert [a.decided_at for a in approvals] == [APPROVED]
     assert len(steps) == 2 and {s.started_at for s in steps} == {s.finished_at for s in steps} == {APPROVED}
 
 
-async def test_a_rejection_and_an_expiry_are_stamped_with_the_services_clock(services, ssh_server, fake_hosts, tmp_path):
+async def test_a_rejection_and_an_expiry_are_stamped_with_the_services_clock(
+    services, ssh_server, fake_hosts, tmp_path
+):
     root = tmp_path / "shared"
     fast(services, root)
     await register(services, "node331", "127.0.0.15", ssh_server)
-    rejected = await flows.request_action(services=stopped(services, REQUESTED), spec=clean("node331", weights(root, "a")),
-                                          requester="U1")
-    outcome = await flows.decide(services=stopped(services, APPROVED), request_id=rejected.id, user_id="U2",
-                                 decision="reject", role=Role.OPERATOR)
+    rejected = await flows.request_action(
+        services=stopped(services, REQUESTED), spec=clean("node331", weights(root, "a")), requester="U1"
+    )
+    outcome = await flows.decide(
+        services=stopped(services, APPROVED),
+        request_id=rejected.id,
+        user_id="U2",
+        decision="reject",
+        role=Role.OPERATOR,
+    )
     assert outcome.status == "rejected"
     req, approvals, _ = await _rows(services, rejected.id)
     assert (req.created_at, req.updated_at, [a.decided_at for a in approvals]) == (REQUESTED, APPROVED, [APPROVED])
-    expiring = await flows.request_action(services=stopped(services, REQUESTED), spec=clean("node331", weights(root, "b")),
-                                          requester="U1")
+    expiring = await flows.request_action(
+        services=stopped(services, REQUESTED), spec=clean("node331", weights(root, "b")), requester="U1"
+    )
     much_later = expiring.expires_at.replace(year=2027)
     assert [v.id for v in await flows.expire_due(services=stopped(services, much_later))] == [expiring.id]
     req, _, _ = await _rows(services, expiring.id)

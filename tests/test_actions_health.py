@@ -15,8 +15,10 @@ from tests.actions_support import approve, fast, model_dir, register, step_count
 from tests.support.fakestate import journal_lines, model_unit, unit
 from tests.support.sshd import free_port
 
-OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
-       "of 139.72 GiB of which 1.02 GiB is free.")
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+    "of 139.72 GiB of which 1.02 GiB is free."
+)
 UNITS = {"model-a.service": "inactive", "model-b.service": "active"}
 
 
@@ -46,12 +48,26 @@ async def test_pivot_reports_progress_then_done_when_the_new_model_answers(servi
     fast(services, root, unit_health_wait_s=20.0)
     port = free_port()
     await register(services, "hl1", "127.0.0.14", ssh_server, probe={"units": UNITS})
-    serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(port),
-                                                   gpus={"0": 60000, "1": 61000}, load_s=0.3, healthy_after_s=5))
+    serving_a(
+        fake_hosts,
+        "127.0.0.14",
+        model_unit(
+            "/usr/bin/vllm",
+            "serve",
+            str(model_dir(tmp_path)),
+            "--port",
+            str(port),
+            gpus={"0": 60000, "1": 61000},
+            load_s=0.3,
+            healthy_after_s=5,
+        ),
+    )
     view = await flows.request_action(services=services, spec=pivot("hl1", paths=(str(old),)), requester="U1")
     url = f"http://127.0.0.1:{port}/health"
-    assert (f"done when up: active, main process alive, GPU memory held, {url} → 200 (vLLM default, port from its "
-            "command line); up to 20 s") in view.lines
+    assert (
+        f"done when up: active, main process alive, GPU memory held, {url} → 200 (vLLM default, port from its "
+        "command line); up to 20 s"
+    ) in view.lines
     assert view.expected.endswith(f"model-b.service up ({url} → 200)")
     looks = Looks()
     started = time.monotonic()
@@ -74,12 +90,28 @@ async def test_pivot_reports_progress_then_done_when_the_new_model_answers(servi
     assert not old.exists()
 
 
-async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journal(services, ssh_server, fake_hosts, tmp_path):
+async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journal(
+    services, ssh_server, fake_hosts, tmp_path
+):
     fast(services, unit_health_wait_s=30.0)
     await register(services, "hl2", "127.0.0.15", ssh_server, probe={"units": UNITS})
-    serving_a(fake_hosts, "127.0.0.15", model_unit(
-        "/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(free_port()), gpus={"0": 1000}, load_s=0.3, healthy_after_s=60,
-        log=["Loading safetensors checkpoint shards:   0% Completed | 0/62"], fail_after_s=1.0, fail_lines=[OOM]))
+    serving_a(
+        fake_hosts,
+        "127.0.0.15",
+        model_unit(
+            "/usr/bin/vllm",
+            "serve",
+            str(model_dir(tmp_path)),
+            "--port",
+            str(free_port()),
+            gpus={"0": 1000},
+            load_s=0.3,
+            healthy_after_s=60,
+            log=["Loading safetensors checkpoint shards:   0% Completed | 0/62"],
+            fail_after_s=1.0,
+            fail_lines=[OOM],
+        ),
+    )
     view = await flows.request_action(services=services, spec=pivot("hl2"), requester="U1")
     looks = Looks()
     started = time.monotonic()
@@ -89,15 +121,24 @@ async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journa
     assert [s.state for s in v.steps] == ["ok", "ok", "failed"] and await step_count(services, view.id) == 3
     assert v.message.startswith("Stopped at step 3 of 3 (start model-b.service")
     # systemd's view ("failed") or, a moment earlier, the main process seen gone: both end the wait at once
-    assert re.search(r"model-b\.service is failed, result exit-code — its main process exited|main process \d+ is gone", v.message)
+    assert re.search(
+        r"model-b\.service is failed, result exit-code — its main process exited|main process \d+ is gone", v.message
+    )
     assert looks.seen[-1].phase == "failed"
     assert v.journal is not None and any(OOM in line for line in v.journal.lines)
     assert v.journal.lines[-1].endswith("model-b.service: Failed with result 'exit-code'.")
     assert v.follow_ups == ["restart", "pivot_back"] and v.replannable
     back = v.follow_up_spec("pivot_back")
-    assert (back.kind, back.from_unit, back.to_unit, back.paths) == (ActionKind.PIVOT, "model-b.service", "model-a.service", ())
+    assert (back.kind, back.from_unit, back.to_unit, back.paths) == (
+        ActionKind.PIVOT,
+        "model-b.service",
+        "model-a.service",
+        (),
+    )
     assert fake_hosts.read("127.0.0.15").units["model-b.service"]["ActiveState"] == "failed"
-    new = await flows.follow_up(services=services, request_id=view.id, what="pivot_back", requester="U2", role=Role.OPERATOR)
+    new = await flows.follow_up(
+        services=services, request_id=view.id, what="pivot_back", requester="U2", role=Role.OPERATOR
+    )
     assert new.pending and new.command == "pivot hl2 from=model-b.service to=model-a.service"
     with pytest.raises(UsageError, match=f"followed up as #{new.id}"):
         await flows.follow_up(services=services, request_id=view.id, what="restart", requester="U2", role=Role.OPERATOR)
@@ -110,7 +151,10 @@ async def test_a_health_url_that_never_answers_ends_at_the_limit(services, ssh_s
     dead = f"http://127.0.0.1:{free_port()}/health"
     spec = ActionSpec(ActionKind.START, "hl3", unit="model-b.service", health_url=dead)
     view = await flows.request_action(services=services, spec=spec, requester="U1")
-    assert f"done when up: active, main process alive, GPU memory held, {dead} → 200 (health= on the command); up to 2.0 s" in view.lines
+    assert (
+        f"done when up: active, main process alive, GPU memory held, {dead} → 200 (health= on the command); up to 2.0 s"
+        in view.lines
+    )
     started = time.monotonic()
     outcome = await approve(services, view.id)
     took = time.monotonic() - started
@@ -127,10 +171,13 @@ async def test_the_unit_setting_names_the_url_and_may_drop_the_gpu_check(service
     fast(services, unit_health={"web.service": {"url": f"http://127.0.0.1:{port}/health", "gpu": False, "wait_s": 9}})
     await register(services, "hl4", "127.0.0.17", ssh_server, probe={"units": {"web.service": "active"}})
     fake_hosts.update("127.0.0.17", units={"web.service": model_unit("/usr/bin/web", "--port", str(port), gpus={})})
-    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.RESTART, "hl4", unit="web.service"),
-                                      requester="U1")
-    assert any("main process alive, " + f"http://127.0.0.1:{port}/health → 200 (the unit's health setting); up to 9.0 s" in x
-               for x in view.lines)
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.RESTART, "hl4", unit="web.service"), requester="U1"
+    )
+    assert any(
+        "main process alive, " + f"http://127.0.0.1:{port}/health → 200 (the unit's health setting); up to 9.0 s" in x
+        for x in view.lines
+    )
     outcome = await approve(services, view.id)
     assert outcome.view.state is State.DONE, outcome.view.message
     assert "no GPU memory held by the unit yet" in outcome.view.steps[0].summary
@@ -140,13 +187,18 @@ async def test_a_start_that_returns_only_once_ready_is_given_the_health_wait(ser
     """`systemctl start` of a Type=notify unit returns when the server says it is ready (here after 33 s): past
     GPUBOT_UNIT_WAIT_S + 30 s, the step used to time out although the unit came up."""
     port = free_port()
-    fast(services, unit_wait_s=1.0,
-         unit_health={"web.service": {"url": f"http://127.0.0.1:{port}/health", "gpu": False, "wait_s": 60}})
+    fast(
+        services,
+        unit_wait_s=1.0,
+        unit_health={"web.service": {"url": f"http://127.0.0.1:{port}/health", "gpu": False, "wait_s": 60}},
+    )
     await register(services, "hl6", "127.0.0.19", ssh_server, probe={"units": {"web.service": "active"}})
-    fake_hosts.update("127.0.0.19", units={"web.service": model_unit("/usr/bin/web", "--port", str(port), gpus={},
-                                                                     start_blocks_s=33)})
-    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.START, "hl6", unit="web.service"),
-                                      requester="U1")
+    fake_hosts.update(
+        "127.0.0.19", units={"web.service": model_unit("/usr/bin/web", "--port", str(port), gpus={}, start_blocks_s=33)}
+    )
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.START, "hl6", unit="web.service"), requester="U1"
+    )
     started = time.monotonic()
     outcome = await approve(services, view.id)
     assert outcome.view.state is State.DONE, outcome.view.message
@@ -166,9 +218,11 @@ async def test_logs_reads_the_journal_and_says_when_there_is_none(services, ssh_
         time.sleep(0.05)
     tail = await read_journal(services=services, host="hl5", unit="model-b.service", lines=5)
     assert [line.rsplit(": ", 1)[1] for line in tail.lines] == [f"line {i}" for i in range(25, 30)]
-    for mode, note in [("missing", "hl5 has no systemd journal: journalctl is not installed"),
-                       ("no_files", "hl5 has no journal files"),
-                       ("no_access", "may not read the system journal")]:
+    for mode, note in [
+        ("missing", "hl5 has no systemd journal: journalctl is not installed"),
+        ("no_files", "hl5 has no journal files"),
+        ("no_access", "may not read the system journal"),
+    ]:
         fake_hosts.update("127.0.0.18", journal_mode=mode)
         got = await read_journal(services=services, host="hl5", unit="model-b.service")
         assert got.lines == [] and note in got.note, mode

@@ -28,7 +28,9 @@ def thread_posts(bot, ts: str) -> list:
 
 
 def progress_calls(bot, method: str) -> list:
-    return [c for c in bot.recorder.calls_of(method) if c.body["text"].startswith(("waiting for", "model-b.service on hs1"))]
+    return [
+        c for c in bot.recorder.calls_of(method) if c.body["text"].startswith(("waiting for", "model-b.service on hs1"))
+    ]
 
 
 async def test_pivot_progress_is_one_edited_message_then_done(slack_bot, services, ssh_server, fake_hosts, tmp_path):
@@ -36,8 +38,20 @@ async def test_pivot_progress_is_one_edited_message_then_done(slack_bot, service
     operators(services, "U1", "U2")
     port, loaded = free_port(), tmp_path / "loaded"
     await register(services, "hs1", "127.0.0.14", ssh_server, probe={"units": UNITS})
-    serving_a(fake_hosts, "127.0.0.14", model_unit("/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(port),
-                                                   gpus={"0": 60000, "1": 60000}, load_s=0.5, healthy_file=str(loaded)))
+    serving_a(
+        fake_hosts,
+        "127.0.0.14",
+        model_unit(
+            "/usr/bin/vllm",
+            "serve",
+            str(model_dir(tmp_path)),
+            "--port",
+            str(port),
+            gpus={"0": 60000, "1": 60000},
+            load_s=0.5,
+            healthy_file=str(loaded),
+        ),
+    )
     rid, ts, card = await ask(slack_bot, "pivot hs1 from=model-a.service to=model-b.service")
     assert f"http://127.0.0.1:{port}/health → 200 (vLLM default, port from its command line)" in blocks_text(card)
     await click(slack_bot, APPROVE, rid, ts, "U2")
@@ -62,26 +76,50 @@ async def test_pivot_progress_is_one_edited_message_then_done(slack_bot, service
 
 def private_journals(bot, ts: str) -> dict[str, dict]:
     """User -> the journal sent to them alone (``chat.postEphemeral``) in the card's thread."""
-    return {c.body["user"]: c.body for c in bot.recorder.calls_of("chat.postEphemeral")
-            if c.body.get("thread_ts") == ts and c.body.get("text", "").startswith("journal of ")}
+    return {
+        c.body["user"]: c.body
+        for c in bot.recorder.calls_of("chat.postEphemeral")
+        if c.body.get("thread_ts") == ts and c.body.get("text", "").startswith("journal of ")
+    }
 
 
-async def test_a_unit_dying_of_oom_sends_its_journal_privately_and_offers_next_steps(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+async def test_a_unit_dying_of_oom_sends_its_journal_privately_and_offers_next_steps(
+    slack_bot, services, ssh_server, fake_hosts, tmp_path
+):
     fast(services, unit_health_wait_s=30.0)
     operators(services, "U1", "U2")
     await register(services, "hs2", "127.0.0.15", ssh_server, probe={"units": UNITS})
-    serving_a(fake_hosts, "127.0.0.15", model_unit(
-        "/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(free_port()), gpus={"0": 1000}, healthy_after_s=60,
-        log=["Loading safetensors checkpoint shards: 0% Completed | 0/62"], fail_after_s=1.0, fail_lines=[OOM]))
+    serving_a(
+        fake_hosts,
+        "127.0.0.15",
+        model_unit(
+            "/usr/bin/vllm",
+            "serve",
+            str(model_dir(tmp_path)),
+            "--port",
+            str(free_port()),
+            gpus={"0": 1000},
+            healthy_after_s=60,
+            log=["Loading safetensors checkpoint shards: 0% Completed | 0/62"],
+            fail_after_s=1.0,
+            fail_lines=[OOM],
+        ),
+    )
     rid, ts, _ = await ask(slack_bot, "pivot hs2 from=model-a.service to=model-b.service")
     await click(slack_bot, APPROVE, rid, ts, "U2")
     failed = await result(slack_bot, ts)
     assert "Failed" in failed and "Stopped at step 3 of 3 (start model-b.service" in failed
-    note = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts
-                                             and c.body.get("text") == "model-b.service did not come up on hs2", timeout=10)
+    note = await slack_bot.recorder.wait_for(
+        "chat.postMessage",
+        lambda c: c.body.get("thread_ts") == ts and c.body.get("text") == "model-b.service did not come up on hs2",
+        timeout=10,
+    )
     validate_message(note.body["blocks"], note.body["text"])
     said = blocks_text(note.body["blocks"])  # the channel reads: it failed, where the journal is; never the journal
-    assert said.startswith(":scroll: *model-b.service* did not come up on *hs2*. Its journal is not posted here") and OOM not in said
+    assert (
+        said.startswith(":scroll: *model-b.service* did not come up on *hs2*. Its journal is not posted here")
+        and OOM not in said
+    )
     assert "went privately to <@U1>, <@U2>" in said and "`/gpu logs hs2 model-b.service`" in said, said
     assert not [c for c in thread_posts(slack_bot, ts) if OOM in str(c.body)]
     private = private_journals(slack_bot, ts)
@@ -91,32 +129,58 @@ async def test_a_unit_dying_of_oom_sends_its_journal_privately_and_offers_next_s
     assert "journalctl -u model-b.service* on hs2" in text and OOM in text and "```" in text
     card = last_card(slack_bot, ts)
     found = buttons(card)
-    assert [b["text"]["text"] for b in found.values()] == ["Restart model-b.service", "Pivot back to model-a.service", "Re-plan"]
+    assert [b["text"]["text"] for b in found.values()] == [
+        "Restart model-b.service",
+        "Pivot back to model-a.service",
+        "Re-plan",
+    ]
     back = found["gpubot.actions.pivot_back"]
     start = len(slack_bot.recorder.calls)
     await click(slack_bot, back["action_id"], rid, ts, "U2")
-    new = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: "Approval needed: pivot on hs2" in c.body.get("text", ""),
-                                            timeout=30, start=start)
+    new = await slack_bot.recorder.wait_for(
+        "chat.postMessage", lambda c: "Approval needed: pivot on hs2" in c.body.get("text", ""), timeout=30, start=start
+    )
     assert "pivot hs2 from=model-b.service to=model-a.service\n" in blocks_text(new.body["blocks"])
-    again = await slack_bot.recorder.wait_for("chat.update", lambda c: c.body.get("ts") == ts and "re-planned as" in blocks_text(c.body["blocks"]),
-                                              timeout=10, start=start)
+    again = await slack_bot.recorder.wait_for(
+        "chat.update",
+        lambda c: c.body.get("ts") == ts and "re-planned as" in blocks_text(c.body["blocks"]),
+        timeout=10,
+        start=start,
+    )
     assert not buttons(again.body["blocks"])
 
 
-async def test_a_long_journal_goes_privately_as_its_last_lines_never_as_a_file_in_the_channel(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+async def test_a_long_journal_goes_privately_as_its_last_lines_never_as_a_file_in_the_channel(
+    slack_bot, services, ssh_server, fake_hosts, tmp_path
+):
     fast(services, unit_health_wait_s=30.0, journal_lines=200)
     operators(services, "U1", "U2")
     await register(services, "hs3", "127.0.0.16", ssh_server, probe={"units": {"model-b.service": "active"}})
-    fake_hosts.update("127.0.0.16", units={"model-b.service": model_unit(
-        "/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(free_port()), healthy_after_s=60,
-        log=[f"Loading safetensors checkpoint shards: {i}% Completed" + " ." * 20 for i in range(120)], fail_after_s=0.8,
-        fail_lines=[OOM])})
+    fake_hosts.update(
+        "127.0.0.16",
+        units={
+            "model-b.service": model_unit(
+                "/usr/bin/vllm",
+                "serve",
+                str(model_dir(tmp_path)),
+                "--port",
+                str(free_port()),
+                healthy_after_s=60,
+                log=[f"Loading safetensors checkpoint shards: {i}% Completed" + " ." * 20 for i in range(120)],
+                fail_after_s=0.8,
+                fail_lines=[OOM],
+            )
+        },
+    )
     rid, ts, _ = await ask(slack_bot, "start hs3 model-b.service")
     await click(slack_bot, APPROVE, rid, ts, "U1")  # start only adds: the requester may approve it
     assert "Failed" in await result(slack_bot, ts)
-    await slack_bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("text") == "model-b.service did not come up on hs3",
-                                      timeout=10)
-    assert not slack_bot.recorder.calls_of("files.completeUploadExternal") and not slack_bot.recorder.calls_of("file_upload")
+    await slack_bot.recorder.wait_for(
+        "chat.postMessage", lambda c: c.body.get("text") == "model-b.service did not come up on hs3", timeout=10
+    )
+    assert not slack_bot.recorder.calls_of("files.completeUploadExternal") and not slack_bot.recorder.calls_of(
+        "file_upload"
+    )
     [mine] = private_journals(slack_bot, ts).values()
     validate_message(mine["blocks"], mine["text"])
     text = blocks_text(mine["blocks"])
@@ -132,36 +196,65 @@ async def test_gpu_logs_answers_only_the_operator(slack_bot, services, ssh_serve
     assert run_fake(ssh_server, "127.0.0.17", "systemctl", "start", "model-b.service").returncode == 0
     time.sleep(0.5)
     start = len(slack_bot.recorder.calls)
-    status, _, _ = await slack_bot.command("logs hs4 model-b.service lines=5", user_id="U1",
-                                           response_url=slack_bot.recorder.response_url("logs-U1"))
+    status, _, _ = await slack_bot.command(
+        "logs hs4 model-b.service lines=5", user_id="U1", response_url=slack_bot.recorder.response_url("logs-U1")
+    )
     assert status == 200
-    answer = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs-U1"), timeout=20, start=start)
+    answer = await slack_bot.recorder.wait_for(
+        "response_url", lambda c: c.path.endswith("logs-U1"), timeout=20, start=start
+    )
     assert answer.body["response_type"] == "ephemeral"
     assert "API_TOKEN=[redacted] started" in blocks_text(answer.body["blocks"]) and "hunter2" not in str(answer.body)
     assert not [c for c in slack_bot.recorder.calls[start:] if c.method == "chat.postMessage"]
-    await slack_bot.command("logs hs4 model-b.service", user_id="U7", response_url=slack_bot.recorder.response_url("logs-U7"))
-    denied = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs-U7"), timeout=20, start=start)
+    await slack_bot.command(
+        "logs hs4 model-b.service", user_id="U7", response_url=slack_bot.recorder.response_url("logs-U7")
+    )
+    denied = await slack_bot.recorder.wait_for(
+        "response_url", lambda c: c.path.endswith("logs-U7"), timeout=20, start=start
+    )
     assert "hunter2" not in str(denied.body) and "operator" in denied.body["text"]
     fake_hosts.update("127.0.0.17", journal_mode="missing")
-    await slack_bot.command("logs hs4 model-b.service", user_id="U1", response_url=slack_bot.recorder.response_url("logs-U1b"))
-    none = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs-U1b"), timeout=20, start=start)
+    await slack_bot.command(
+        "logs hs4 model-b.service", user_id="U1", response_url=slack_bot.recorder.response_url("logs-U1b")
+    )
+    none = await slack_bot.recorder.wait_for(
+        "response_url", lambda c: c.path.endswith("logs-U1b"), timeout=20, start=start
+    )
     assert "hs4 has no systemd journal: journalctl is not installed" in blocks_text(none.body["blocks"])
 
 
 @pytest.mark.process
 def test_gpubot_logs_in_the_terminal(tmp_path, ssh_server, fake_hosts):
-    env = {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}", "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
-           "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path, "GPUBOT_SSH_USER": ssh_server.username}
-    add = gpubot("hosts", "add", "hs5", "127.0.0.18", "--port", str(ssh_server.port), "--probe",
-                 '{"units": {"model-b.service": "active"}}', env=env)
+    env = {
+        "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}",
+        "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+    }
+    add = gpubot(
+        "hosts",
+        "add",
+        "hs5",
+        "127.0.0.18",
+        "--port",
+        str(ssh_server.port),
+        "--probe",
+        '{"units": {"model-b.service": "active"}}',
+        env=env,
+    )
     assert add.returncode == 0, add.stderr
-    fake_hosts.update("127.0.0.18", units={"model-b.service": model_unit(log=[f"line {i}" for i in range(8)]
-                                                                            + ["\x1b]0;pwned\x07\x1b[31mline 8"])})
+    fake_hosts.update(
+        "127.0.0.18",
+        units={"model-b.service": model_unit(log=[f"line {i}" for i in range(8)] + ["\x1b]0;pwned\x07\x1b[31mline 8"])},
+    )
     run_fake(ssh_server, "127.0.0.18", "systemctl", "start", "model-b.service")
     time.sleep(0.5)
     out = gpubot("logs", "hs5", "model-b.service", "--lines", "3", env=env)
     assert out.returncode == 0 and [x.rsplit(": ", 1)[1] for x in out.stdout.splitlines()] == [
-        "line 6", "line 7", "\\x1b]0;pwned\\x07\\x1b[31mline 8"]
+        "line 6",
+        "line 7",
+        "\\x1b]0;pwned\\x07\\x1b[31mline 8",
+    ]
     for bad in ("0", "1001", "-1"):
         refused = gpubot("logs", "hs5", "model-b.service", "--lines", bad, env=env)
         assert refused.returncode == 64 and "argument --lines/-n: must be between 1 and 1000" in refused.stderr

@@ -1,5 +1,3 @@
-
-
 def test_a_string_where_a_list_belongs_is_named():
     import pytest
 
@@ -22,16 +20,25 @@ def test_the_policy_is_checked_at_start_naming_the_variable(monkeypatch, capsys,
     def policy(rules):
         return Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'p.db'}", approval_policy=rules)
 
-    check_policy(policy([{"kinds": ["pivot"], "approvers": ["U1", "U2"], "approvals": 2}, {"approvers": ["S1"], "approvals": 3}]))
-    for rules, said in (([{"kinds": ["nuke"]}], r"rule 1: unknown kinds \['nuke'\]"),
-                        ([{"kinds": ["*"], "approvals": 0}], "rule 1: approvals must be at least 1"),
-                        ([{}, {"approvals": 3, "approvers": ["UX"]}], "rule 2 needs 3 approvals but names only 1 approver: it could never be met")):
+    check_policy(
+        policy([{"kinds": ["pivot"], "approvers": ["U1", "U2"], "approvals": 2}, {"approvers": ["S1"], "approvals": 3}])
+    )
+    for rules, said in (
+        ([{"kinds": ["nuke"]}], r"rule 1: unknown kinds \['nuke'\]"),
+        ([{"kinds": ["*"], "approvals": 0}], "rule 1: approvals must be at least 1"),
+        (
+            [{}, {"approvals": 3, "approvers": ["UX"]}],
+            "rule 2 needs 3 approvals but names only 1 approver: it could never be met",
+        ),
+    ):
         with pytest.raises(PolicyError, match=f"GPUBOT_APPROVAL_POLICY {said}"):
             check_policy(policy(rules))
     monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
     monkeypatch.setenv("GPUBOT_APPROVAL_POLICY", '[{"kinds": ["nuke"]}]')
     assert main(["hosts", "list"]) == EX_CONFIG
-    assert "gpubot: configuration error: GPUBOT_APPROVAL_POLICY rule 1: unknown kinds ['nuke']" in capsys.readouterr().err
+    assert (
+        "gpubot: configuration error: GPUBOT_APPROVAL_POLICY rule 1: unknown kinds ['nuke']" in capsys.readouterr().err
+    )
     assert not (tmp_path / "p.db").exists()  # stopped before anything else
 
 
@@ -50,13 +57,19 @@ def test_an_expiry_of_zero_or_less_stops_at_start_with_exit_78(monkeypatch, caps
     for value in ("0", "-60"):
         monkeypatch.setenv("GPUBOT_APPROVAL_EXPIRY_S", value)
         assert main(["hosts", "list"]) == EX_CONFIG
-        assert ("gpubot: configuration error: GPUBOT_APPROVAL_EXPIRY_S: Input should be greater than 0"
-                in capsys.readouterr().err)
+        assert (
+            "gpubot: configuration error: GPUBOT_APPROVAL_EXPIRY_S: Input should be greater than 0"
+            in capsys.readouterr().err
+        )
     monkeypatch.setenv("GPUBOT_APPROVAL_EXPIRY_S", "1")
     monkeypatch.setenv("GPUBOT_APPROVAL_POLICY", '[{"kinds": ["kill"], "expiry_s": 0}]')
     assert main(["hosts", "list"]) == EX_CONFIG
-    assert ("GPUBOT_APPROVAL_POLICY rule 1: expiry_s must be more than 0 seconds, not 0 (its cards would be posted "
-            "already expired)") in capsys.readouterr().err
+    assert (
+        "GPUBOT_APPROVAL_POLICY rule 1: expiry_s must be more than 0 seconds, not 0 (its cards would be posted "
+        "already expired)"
+    ) in capsys.readouterr().err
     assert not (tmp_path / "p.db").exists()
     with pytest.raises(PolicyError, match="rule 2: expiry_s must be more than 0 seconds, not -5"):
-        check_policy(Settings(database_url="sqlite+aiosqlite:///x.db", approval_policy=[{"expiry_s": 60}, {"expiry_s": -5}]))
+        check_policy(
+            Settings(database_url="sqlite+aiosqlite:///x.db", approval_policy=[{"expiry_s": 60}, {"expiry_s": -5}])
+        )

@@ -35,10 +35,15 @@ async def test_clean_deletes_real_folders_after_approval(services, ssh_server, f
     assert outcome.status == "executed" and outcome.view.state is State.DONE, outcome.view.message
     assert not glm5.exists() and not qwen.exists() and keep.exists()
     assert cards.states[0] == "approved" and cards.states[-1] == "done" and "executing" in cards.states
-    assert outcome.view.result_lines[0].startswith("freed 4.01 MB (2 paths)") and "node201 now: ready" in outcome.view.result_lines[-1]
+    assert (
+        outcome.view.result_lines[0].startswith("freed 4.01 MB (2 paths)")
+        and "node201 now: ready" in outcome.view.result_lines[-1]
+    )
     async with services.sessions() as db:
         steps = list((await db.execute(select(ActionStep).order_by(ActionStep.idx))).scalars())
-    assert [s.exit_status for s in steps] == [0, 0] and steps[0].command == f"cd -P -- {root} && rm -rf --one-file-system -- ./glm5"
+    assert [s.exit_status for s in steps] == [0, 0] and steps[
+        0
+    ].command == f"cd -P -- {root} && rm -rf --one-file-system -- ./glm5"
     assert "realpath -e" in steps[0].script and steps[0].finished_at >= steps[0].started_at
 
 
@@ -52,7 +57,9 @@ async def test_escaping_symlink_dotdot_and_the_root_itself_are_refused(services,
     for path in (root / "escape", f"{root}/ok/../../precious/data", root, f"{root}/ok/.."):
         with pytest.raises(PlanRefused) as err:
             await flows.request_action(services=services, spec=clean("node202", path), requester="U1")
-        assert ("outside the allowed roots" in str(err.value) and str(victim) in str(err.value)) or "allowed root" in str(err.value)
+        assert (
+            "outside the allowed roots" in str(err.value) and str(victim) in str(err.value)
+        ) or "allowed root" in str(err.value)
     assert (victim / "model.gguf").exists() and (root / "ok").exists()
     with pytest.raises(PlanRefused, match="does not exist"):
         await flows.request_action(services=services, spec=clean("node202", root / "nope"), requester="U1")
@@ -62,7 +69,9 @@ async def test_mount_point_is_refused(services, ssh_server, fake_hosts, tmp_path
     root = tmp_path / "shared"
     mnt = root / "fast-nvme"
     mnt.mkdir(parents=True)
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "gpubot-test", str(mnt)], capture_output=True, check=False).returncode:
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "gpubot-test", str(mnt)], capture_output=True, check=False
+    ).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
         (mnt / "weights.bin").write_bytes(b"x" * 1000)
@@ -90,7 +99,9 @@ async def test_delete_rechecks_the_path_when_it_runs(services, ssh_server, fake_
     (folder / "model.gguf").unlink()
     folder.rmdir()
     folder.symlink_to(victim)
-    runner = StepRunner(runner=services.runner, target=target, settings=services.settings, gpu_backend="nvidia-smi", gpu_free_mib=16)
+    runner = StepRunner(
+        runner=services.runner, target=target, settings=services.settings, gpu_backend="nvidia-smi", gpu_free_mib=16
+    )
     outcome = await runner.run(plan.steps[0])
     assert not outcome.ok and outcome.exit_status == 4 and "now resolves to" in outcome.summary
     assert (victim / "model.gguf").exists()
@@ -112,7 +123,9 @@ async def test_kill_ends_a_real_gpu_process(services, ssh_server, fake_hosts):
     await register(services, "node206", "127.0.0.19", ssh_server)
     holder = fake_hosts.hold("127.0.0.19", gpu=2, used_mib=40000, name="vllm-worker")
     bystander = fake_hosts.hold("127.0.0.19", gpu=5, used_mib=1000)
-    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.KILL, "node206", gpu=2), requester="U1")
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.KILL, "node206", gpu=2), requester="U1"
+    )
     assert view.lines[0].startswith(f"pid {holder.pid} vllm-worker on GPU 2 — 40,000 MiB")
     assert view.expected == "ends 1 process; frees 40,000 MiB on GPU 2"
     outcome = await approve(services, view.id)
@@ -127,7 +140,9 @@ async def test_a_reused_pid_is_spared(services, ssh_server, fake_hosts):
     await register(services, "node207", "127.0.0.20", ssh_server)
     holder = fake_hosts.hold("127.0.0.20", gpu=1, used_mib=5000)
     other = fake_hosts.hold("127.0.0.20", gpu=1, used_mib=5000)
-    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.KILL, "node207", gpu=1), requester="U1")
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.KILL, "node207", gpu=1), requester="U1"
+    )
     async with services.sessions() as db:
         req = await db.get(ActionRequest, view.id)
         plan = Plan.from_json(req.plan)
@@ -136,21 +151,28 @@ async def test_a_reused_pid_is_spared(services, ssh_server, fake_hosts):
     assert isinstance(step, KillStep)
     # as if the PID had been recycled
     procs = tuple(replace(p, start_time=str(int(p.start_time) + 1)) if p.pid == holder.pid else p for p in step.procs)
-    runner = StepRunner(runner=services.runner, target=target, settings=services.settings, gpu_backend="nvidia-smi", gpu_free_mib=16)
+    runner = StepRunner(
+        runner=services.runner, target=target, settings=services.settings, gpu_backend="nvidia-smi", gpu_free_mib=16
+    )
     outcome = await runner.run(replace(step, procs=procs))
     assert outcome.ok, outcome.summary
     assert f"pid {holder.pid} spared (PID reused by another process)" in outcome.summary
     assert f"pid {other.pid} terminated" in outcome.summary
     assert holder.poll() is None and other.wait(timeout=5) is not None
     # Through the whole flow, the re-check at approval already refuses to go on.
-    again = await flows.request_action(services=services, spec=ActionSpec(ActionKind.KILL, "node207", pids=(holder.pid,)), requester="U1")
+    again = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.KILL, "node207", pids=(holder.pid,)), requester="U1"
+    )
     async with services.sessions() as db, db.begin():
         req = await db.get(ActionRequest, again.id)
         data = dict(req.plan)
         data["procs"] = [{**p, "start_time": "1"} for p in data["procs"]]
         await db.execute(update(ActionRequest).where(ActionRequest.id == again.id).values(plan=data))
     outcome = await approve(services, again.id)
-    assert outcome.view.state is State.ABORTED and f"pid {holder.pid} now belongs to another process" in outcome.view.message
+    assert (
+        outcome.view.state is State.ABORTED
+        and f"pid {holder.pid} now belongs to another process" in outcome.view.message
+    )
     assert holder.poll() is None
 
 
@@ -163,17 +185,23 @@ async def test_a_configured_unit_is_stopped_and_started(services, ssh_server, fa
     fast(services)
     await register(services, "svc201", "127.0.0.14", ssh_server, probe={"units": {"vllm.service": "inactive"}})
     fake_hosts.write("127.0.0.14", units={"vllm.service": unit(active=True, main_pid=4242)})
-    stop = await flows.request_action(services=services, spec=ActionSpec(ActionKind.STOP, "svc201", unit="vllm.service"), requester="U1")
+    stop = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.STOP, "svc201", unit="vllm.service"), requester="U1"
+    )
     assert stop.expected == "vllm.service: active → inactive"
     assert (await approve(services, stop.id)).view.state is State.DONE
     assert fake_hosts.read("127.0.0.14").units["vllm.service"]["ActiveState"] == "inactive"
-    start = await flows.request_action(services=services, spec=ActionSpec(ActionKind.START, "svc201", unit="vllm.service"), requester="U1")
+    start = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.START, "svc201", unit="vllm.service"), requester="U1"
+    )
     done = await approve(services, start.id, user="U1")  # start adds only: the requester may approve it
     assert done.view.state is State.DONE and done.view.steps[0].summary.startswith("vllm.service up after ")
     assert "1,024 MiB on GPU 0" in done.view.steps[0].summary  # the fake unit's main process holds GPU 0
     assert fake_hosts.read("127.0.0.14").units["vllm.service"]["ActiveState"] == "active"
     with pytest.raises(PlanRefused, match="not a configured unit"):
-        await flows.request_action(services=services, spec=ActionSpec(ActionKind.STOP, "svc201", unit="sshd.service"), requester="U1")
+        await flows.request_action(
+            services=services, spec=ActionSpec(ActionKind.STOP, "svc201", unit="sshd.service"), requester="U1"
+        )
 
 
 async def test_hf_cache_repo_is_cleaned_and_others_kept(services, ssh_server, fake_hosts, tmp_path):
@@ -183,15 +211,21 @@ async def test_hf_cache_repo_is_cleaned_and_others_kept(services, ssh_server, fa
     (hf / "token").write_text("secret")
     fast(services)
     await register(services, "node208", "127.0.0.15", ssh_server, probe={"hf_cache": str(hf)})
-    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.CLEAN_HF, "node208", repo="org/a"), requester="U1")
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.CLEAN_HF, "node208", repo="org/a"), requester="U1"
+    )
     assert len(view.lines) == 1 and "models--org--a" in view.lines[0]
     assert (await approve(services, view.id)).view.state is State.DONE
     assert not a.exists() and b.exists() and (hf / "token").exists()
-    whole = await flows.request_action(services=services, spec=ActionSpec(ActionKind.CLEAN_HF, "node208"), requester="U1")
+    whole = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.CLEAN_HF, "node208"), requester="U1"
+    )
     assert (await approve(services, whole.id)).view.state is State.DONE
     assert not b.exists() and (hf / "token").exists() and (hf / "hub").is_dir()
     with pytest.raises(PlanRefused, match="not in the cache"):
-        await flows.request_action(services=services, spec=ActionSpec(ActionKind.CLEAN_HF, "node208", repo="org/zzz"), requester="U1")
+        await flows.request_action(
+            services=services, spec=ActionSpec(ActionKind.CLEAN_HF, "node208", repo="org/zzz"), requester="U1"
+        )
 
 
 def test_paths_are_hex_encoded_by_the_host():

@@ -27,7 +27,9 @@ def test_every_button_is_checked_against_its_card_or_says_why_it_need_not_be():
     for action_id in ActionId:
         kinds = [request_bound(action_id.value), alert_bound(action_id.value), action_id in NOT_REQUEST_BOUND]
         assert kinds.count(True) == 1, action_id
-    assert {ActionId.ACTION_APPROVE, ActionId.ACTION_REJECT, ActionId.ACTION_REPLAN, *FOLLOW_UP_IDS.values()} <= set(CARD_BUTTONS)
+    assert {ActionId.ACTION_APPROVE, ActionId.ACTION_REJECT, ActionId.ACTION_REPLAN, *FOLLOW_UP_IDS.values()} <= set(
+        CARD_BUTTONS
+    )
 
 
 async def ask_in(bot, text: str, channel: str, user: str = "U1"):
@@ -43,12 +45,22 @@ async def ask_in(bot, text: str, channel: str, user: str = "U1"):
 async def row(services, request_id: int) -> dict:
     """What a click could change of a request: its row, its decisions and its steps."""
     async with services.sessions() as db:
-        req = (await db.execute(select(ActionRequest).where(ActionRequest.id == request_id)
-                                .execution_options(populate_existing=True))).scalar_one()
+        req = (
+            await db.execute(
+                select(ActionRequest).where(ActionRequest.id == request_id).execution_options(populate_existing=True)
+            )
+        ).scalar_one()
         decisions = await db.scalar(select(func.count()).select_from(Approval).where(Approval.request_id == request_id))
         steps = await db.scalar(select(func.count()).select_from(ActionStep).where(ActionStep.request_id == request_id))
-        return {"state": req.state, "replaced_by": req.replaced_by, "channel": req.channel, "ts": req.message_ts,
-                "updated_at": req.updated_at, "decisions": decisions, "steps": steps}
+        return {
+            "state": req.state,
+            "replaced_by": req.replaced_by,
+            "channel": req.channel,
+            "ts": req.message_ts,
+            "updated_at": req.updated_at,
+            "decisions": decisions,
+            "steps": steps,
+        }
 
 
 async def offer(services, request_id: int, action_id: ActionId) -> None:
@@ -56,9 +68,15 @@ async def offer(services, request_id: int, action_id: ActionId) -> None:
     failed with every next step on offer (Re-plan and the follow-ups)."""
     pending = action_id in (ActionId.ACTION_APPROVE, ActionId.ACTION_REJECT)
     async with services.sessions() as db, db.begin():
-        await db.execute(update(ActionRequest).where(ActionRequest.id == request_id).values(
-            state="pending" if pending else "failed", replaced_by=None,
-            result=None if pending else {"lines": ["start failed"], "next": list(FOLLOW_UP_IDS)}))
+        await db.execute(
+            update(ActionRequest)
+            .where(ActionRequest.id == request_id)
+            .values(
+                state="pending" if pending else "failed",
+                replaced_by=None,
+                result=None if pending else {"lines": ["start failed"], "next": list(FOLLOW_UP_IDS)},
+            )
+        )
 
 
 async def refusal(bot, key: str, start: int) -> str:
@@ -67,16 +85,24 @@ async def refusal(bot, key: str, start: int) -> str:
     return call.body["text"]
 
 
-async def test_a_forged_value_on_any_card_button_acts_on_nothing(slack_bot, services, ssh_server, fake_hosts, tmp_path, caplog):
+async def test_a_forged_value_on_any_card_button_acts_on_nothing(
+    slack_bot, services, ssh_server, fake_hosts, tmp_path, caplog
+):
     root = tmp_path / "shared"
     mine, theirs = weights(root, "mine"), weights(root, "private-canary")
     fast(services, root)
     operators(services, "U1", "U2")
-    await register(services, "node601", "127.0.0.19", ssh_server, probe={"units": {"a.service": "inactive", "b.service": "active"}})
+    await register(
+        services, "node601", "127.0.0.19", ssh_server, probe={"units": {"a.service": "inactive", "b.service": "active"}}
+    )
     serving = fake_hosts.hold("127.0.0.19", gpu=0, used_mib=1000)
-    fake_hosts.update("127.0.0.19", units={"a.service": unit(active=True, main_pid=serving.pid), "b.service": unit(active=False)})
+    fake_hosts.update(
+        "127.0.0.19", units={"a.service": unit(active=True, main_pid=serving.pid), "b.service": unit(active=False)}
+    )
     rid_a, ts_a, card_a = await ask_in(slack_bot, f"clean node601 weights={mine}", "C1")
-    rid_b, ts_b, _ = await ask_in(slack_bot, f"pivot node601 from=a.service to=b.service delete={theirs} need=1K", "GPRIVATE")
+    rid_b, ts_b, _ = await ask_in(
+        slack_bot, f"pivot node601 from=a.service to=b.service delete={theirs} need=1K", "GPRIVATE"
+    )
     a_before = await row(services, rid_a)
     start = len(slack_bot.recorder.calls)
     with caplog.at_level(logging.WARNING, logger="gpubot.slack"):
@@ -85,25 +111,55 @@ async def test_a_forged_value_on_any_card_button_acts_on_nothing(slack_bot, serv
             b_before = await row(services, rid_b)
             at = len(slack_bot.recorder.calls)
             key = f"forged-{action_id.name}"
-            body = block_action_body(action_id.value, str(rid_b), user_id="U2", channel_id="C1", message_ts=ts_a,
-                                     message_blocks=card_a, response_url=slack_bot.recorder.response_url(key))
+            body = block_action_body(
+                action_id.value,
+                str(rid_b),
+                user_id="U2",
+                channel_id="C1",
+                message_ts=ts_a,
+                message_blocks=card_a,
+                response_url=slack_bot.recorder.response_url(key),
+            )
             await click(slack_bot, action_id.value, rid_b, ts_a, "U2", body)
             answer = await refusal(slack_bot, key, at)
-            assert f"does not belong to request #{rid_b}" in answer and "Nothing was done" in answer, (action_id, answer)
+            assert f"does not belong to request #{rid_b}" in answer and "Nothing was done" in answer, (
+                action_id,
+                answer,
+            )
             assert await row(services, rid_b) == b_before, action_id
             assert f"refused a click of {action_id.value} by U2 on the message C1/{ts_a}" in caplog.text, action_id
         # a value that is no request, or names none that exists, is refused the same way
         for value in ("7; rm -rf /", str(rid_b + 1000)):
             at = len(slack_bot.recorder.calls)
-            body = block_action_body(APPROVE, value, user_id="U2", channel_id="C1", message_ts=ts_a, message_blocks=card_a,
-                                     response_url=slack_bot.recorder.response_url(f"odd-{len(value)}"))
+            body = block_action_body(
+                APPROVE,
+                value,
+                user_id="U2",
+                channel_id="C1",
+                message_ts=ts_a,
+                message_blocks=card_a,
+                response_url=slack_bot.recorder.response_url(f"odd-{len(value)}"),
+            )
             await click(slack_bot, APPROVE, rid_a, ts_a, "U2", body)
             assert "nothing was done" in (await refusal(slack_bot, f"odd-{len(value)}", at)).lower()
     # B's own card still works: the guard refuses forged values, not clicks (this one is the sync point)
     await offer(services, rid_b, ActionId.ACTION_REJECT)
     at = len(slack_bot.recorder.calls)
-    await click(slack_bot, REJECT, rid_b, ts_b, "U2", block_action_body(
-        REJECT, str(rid_b), user_id="U2", channel_id="GPRIVATE", message_ts=ts_b, response_url=slack_bot.recorder.response_url("own")))
+    await click(
+        slack_bot,
+        REJECT,
+        rid_b,
+        ts_b,
+        "U2",
+        block_action_body(
+            REJECT,
+            str(rid_b),
+            user_id="U2",
+            channel_id="GPRIVATE",
+            message_ts=ts_b,
+            response_url=slack_bot.recorder.response_url("own"),
+        ),
+    )
     assert f"you rejected request #{rid_b}" in await refusal(slack_bot, "own", at)
     forged = [c for c in slack_bot.recorder.calls[start:at] if c.method in CHANNEL_CALLS]
     assert forged == [], [(c.method, c.body.get("channel"), c.body.get("ts")) for c in forged]
@@ -113,7 +169,9 @@ async def test_a_forged_value_on_any_card_button_acts_on_nothing(slack_bot, serv
     assert units["a.service"]["ActiveState"] == "active" and units["b.service"]["ActiveState"] == "inactive"
 
 
-async def test_a_card_posted_through_response_url_is_pinned_by_its_own_first_click_only(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+async def test_a_card_posted_through_response_url_is_pinned_by_its_own_first_click_only(
+    slack_bot, services, ssh_server, fake_hosts, tmp_path
+):
     """A card Slack took through ``response_url`` (the bot may not post in the channel) has no ts
     stored until a click: only a click on a message that shows that request's button, in the
     channel it was asked in, pins it; every later click must come from that message."""
@@ -128,18 +186,29 @@ async def test_a_card_posted_through_response_url_is_pinned_by_its_own_first_cli
 
     async def press(value: int, channel: str, ts: str, blocks: list, key: str) -> str:
         at = len(slack_bot.recorder.calls)
-        body = block_action_body(REJECT, str(value), user_id="U2", channel_id=channel, message_ts=ts, message_blocks=blocks,
-                                 response_url=slack_bot.recorder.response_url(key))
+        body = block_action_body(
+            REJECT,
+            str(value),
+            user_id="U2",
+            channel_id=channel,
+            message_ts=ts,
+            message_blocks=blocks,
+            response_url=slack_bot.recorder.response_url(key),
+        )
         await click(slack_bot, REJECT, value, ts, "U2", body)
         return await refusal(slack_bot, key, at)
 
     assert "does not belong" in await press(rid_b, "C1", ts_a, card_a, "on-a")  # A's card, B's value
-    assert "does not belong" in await press(rid_b, "C2", "1700000099.000100", card_b, "elsewhere")  # B's card shown in another channel
+    assert "does not belong" in await press(
+        rid_b, "C2", "1700000099.000100", card_b, "elsewhere"
+    )  # B's card shown in another channel
     assert (await row(services, rid_b))["ts"] is None and (await row(services, rid_b))["state"] == "pending"
     assert f"you rejected request #{rid_b}" in await press(rid_b, "C1", "1700000098.000100", card_b, "own")
     pinned = await row(services, rid_b)
     assert pinned["ts"] == "1700000098.000100" and pinned["channel"] == "C1" and pinned["state"] == "rejected"
-    assert "does not belong" in await press(rid_b, "C1", "1700000097.000100", card_b, "copy")  # a second message is not its card
+    assert "does not belong" in await press(
+        rid_b, "C1", "1700000097.000100", card_b, "copy"
+    )  # a second message is not its card
     assert (await row(services, rid_a))["state"] == "pending"
 
 
@@ -156,9 +225,21 @@ async def test_a_forged_trust_button_records_no_key(slack_bot, services, ssh_ser
     host, fingerprint = trust["value"].split("|", 1)
     for user, value, key in (("UADMIN", f"{host}|SHA256:{'A' * 43}", "forged"), ("UVIEWER", trust["value"], "viewer")):
         at = len(slack_bot.recorder.calls)
-        await click(slack_bot, trust["action_id"], 0, "1.0", user, block_action_body(
-            trust["action_id"], value, user_id=user, channel_id="C1", message_ts="1.0",
-            response_url=slack_bot.recorder.response_url(key)))
+        await click(
+            slack_bot,
+            trust["action_id"],
+            0,
+            "1.0",
+            user,
+            block_action_body(
+                trust["action_id"],
+                value,
+                user_id=user,
+                channel_id="C1",
+                message_ts="1.0",
+                response_url=slack_bot.recorder.response_url(key),
+            ),
+        )
         answer = await refusal(slack_bot, key, at)
         assert ("nothing recorded" in answer) if key == "forged" else ("only admins" in answer), answer
     assert "127.0.0.3" not in open(known).read() and fingerprint.startswith("SHA256:")

@@ -31,8 +31,17 @@ async def _probe(services, hours: float) -> None:
 async def _kill_done(services, hours: float) -> tuple[int, datetime]:
     at = utcnow() - timedelta(hours=hours)
     async with services.sessions() as db, db.begin():
-        row = ActionRequest(kind="kill", host="chart1", spec={}, plan={}, state="done", requester="U1", created_at=at,
-                            updated_at=at, expires_at=at)
+        row = ActionRequest(
+            kind="kill",
+            host="chart1",
+            spec={},
+            plan={},
+            state="done",
+            requester="U1",
+            created_at=at,
+            updated_at=at,
+            expires_at=at,
+        )
         db.add(row)
         await db.flush()
         return row.id, at
@@ -62,7 +71,9 @@ async def test_the_history_chart_has_a_line_per_gpu_the_lost_one_marked_the_band
     until = utcnow()
     async with services.sessions() as db:
         h = await load_history(db_session=db, host_name="chart1", since=until - timedelta(days=1), until=until)
-        series, marks = await history_chart(db_session=db, host_name="chart1", since=h.since, until=h.until, points=h.points)
+        series, marks = await history_chart(
+            db_session=db, host_name="chart1", since=h.since, until=h.until, points=h.points
+        )
     assert len(series.times) == 6
     assert [g.label for g in series.gpus] == [f"GPU {i}" for i in range(8)]
     gpu3, gpu7 = series.gpus[3], series.gpus[7]
@@ -78,11 +89,13 @@ async def test_the_history_chart_has_a_line_per_gpu_the_lost_one_marked_the_band
     img = _pixels(fig)
     left, right, top, bottom = _box(fig, gpu_ax)
     width = right - left
-    orphan = _cols(_plot_mask(fig, gpu_ax, img, to_rgb("C3"))[: int((bottom - top) * 0.9)])  # GPU 3, above the idle ones at 0
+    orphan = _cols(
+        _plot_mask(fig, gpu_ax, img, to_rgb("C3"))[: int((bottom - top) * 0.9)]
+    )  # GPU 3, above the idle ones at 0
     assert orphan.size and abs(orphan.min() / width - 12 / 24) < 0.02 and abs(orphan.max() / width - 16 / 24) < 0.02
-    lost = _cols(_line_mask(img, to_rgb(LOST_COLOUR), tol=60)[bottom - 6:bottom - 1, left + 2:right - 2])
+    lost = _cols(_line_mask(img, to_rgb(LOST_COLOUR), tol=60)[bottom - 6 : bottom - 1, left + 2 : right - 2])
     assert lost.size and lost.min() / width > 19.5 / 24
-    mark = _cols(_line_mask(img, to_rgb(MARK_COLOUR), tol=30)[top + 60:bottom, left:right])
+    mark = _cols(_line_mask(img, to_rgb(MARK_COLOUR), tol=30)[top + 60 : bottom, left:right])
     assert mark.size and abs(mark.mean() / width - 15 / 24) < 0.02
     if os.environ.get("GPUBOT_CHART_DIR"):  # to look at it
         fig.savefig(os.path.join(os.environ["GPUBOT_CHART_DIR"], f"history-{services.engine.dialect.name}.png"))
@@ -96,11 +109,18 @@ async def test_the_report_chart_names_its_hosts_and_draws_one_host_per_gpu(servi
     png = await chart(services, ["chart1"], "Readiness report: group x", until=utcnow(), days=1)
     assert png.startswith(b"\x89PNG")
     if os.environ.get("GPUBOT_CHART_DIR"):
-        with open(os.path.join(os.environ["GPUBOT_CHART_DIR"], f"report-{services.engine.dialect.name}.png"), "wb") as f:
+        with open(
+            os.path.join(os.environ["GPUBOT_CHART_DIR"], f"report-{services.engine.dialect.name}.png"), "wb"
+        ) as f:
             f.write(png)
-    assert chart_title("Readiness report: all hosts", ["a", "b"], 7) == "Readiness report: all hosts (a, b) — last 7 days"
+    assert (
+        chart_title("Readiness report: all hosts", ["a", "b"], 7) == "Readiness report: all hosts (a, b) — last 7 days"
+    )
     many = [f"n{i:02}" for i in range(12)]
-    assert chart_title("Readiness report: all hosts", many, 1) == "Readiness report: all hosts (n00 … n11, 12 hosts) — last 1 day"
+    assert (
+        chart_title("Readiness report: all hosts", many, 1)
+        == "Readiness report: all hosts (n00 … n11, 12 hosts) — last 1 day"
+    )
 
 
 def test_the_action_view_of_the_history_package_matches_the_action_table():
@@ -108,11 +128,14 @@ def test_the_action_view_of_the_history_package_matches_the_action_table():
     model = ActionRequest.__table__.c
     for col in chart_data._actions.c:
         assert col.name in model
-    assert set(chart_data.KIND_WORDS) == {k.value for k in __import__("bot.actions.kinds", fromlist=["ActionKind"]).ActionKind}
+    assert set(chart_data.KIND_WORDS) == {
+        k.value for k in __import__("bot.actions.kinds", fromlist=["ActionKind"]).ActionKind
+    }
     assert np.all([s in {"done", "failed", "interrupted"} for s in chart_data.RAN_STATES])
 
 
 def test_history_takes_a_need_for_the_charts_disk_line():
     from bot.commands.history import parse_history
+
     assert parse_history(["node1", "1d", "need=540G"]).need_bytes == 540 * 10**9
     assert parse_history(["node1"]).need_bytes is None

@@ -54,7 +54,7 @@ def _plot_mask(fig, ax, img, rgb=LINE):
     if ax.get_legend() is not None:
         h = fig.canvas.get_width_height()[1]
         b = ax.get_legend().get_window_extent()
-        mask[int(h - b.y1) - 1:int(h - b.y0) + 2, int(b.x0) - 1:int(b.x1) + 2] = False
+        mask[int(h - b.y1) - 1 : int(h - b.y0) + 2, int(b.x0) - 1 : int(b.x1) + 2] = False
     return mask[top:bottom, left:right]
 
 
@@ -150,8 +150,9 @@ def _eight_gpus(times, *, orphan_from=None, lost_from=None):
 def test_an_orphan_on_gpu_3_is_its_own_line_under_the_capacity_line_and_a_lost_gpu_is_marked():
     times = [SINCE + timedelta(hours=h) for h in range(0, 24, 2)]  # 12 probes
     gpus = _eight_gpus(times, orphan_from=6, lost_from=9)
-    s = ChartSeries("node174", times, [sum(g.used_mib[i] or 0 for g in gpus) for i in range(12)], [10**12] * 12,
-                    gpus=gpus)
+    s = ChartSeries(
+        "node174", times, [sum(g.used_mib[i] or 0 for g in gpus) for i in range(12)], [10**12] * 12, gpus=gpus
+    )
     fig = chart_figure("node174: last 1 day", [s], since=SINCE, until=UNTIL)
     gpu_ax = fig.axes[0]
     labels = [t.get_text() for t in gpu_ax.get_legend().get_texts()]
@@ -171,9 +172,11 @@ def test_an_orphan_on_gpu_3_is_its_own_line_under_the_capacity_line_and_a_lost_g
     box = img[top:bottom, left:right]
     cap = (box.max(axis=2) - box.min(axis=2) < 4) & (box.max(axis=2) < 180)  # a dark grey, antialiased over two rows
     cap_row = int(round(height * (1 - 1 / HEADROOM)))
-    assert cap[cap_row - 2:cap_row + 3, :].any(axis=0).sum() > width * 0.4
+    assert cap[cap_row - 2 : cap_row + 3, :].any(axis=0).sum() > width * 0.4
     # the lost GPU: black crosses on the bottom frame from 18 h (index 9) on, none before
-    lost = _line_mask(img, to_rgb(LOST_COLOUR), tol=60)[bottom - 6:bottom - 1, left + 2:right - 2]  # above the frame
+    lost = _line_mask(img, to_rgb(LOST_COLOUR), tol=60)[
+        bottom - 6 : bottom - 1, left + 2 : right - 2
+    ]  # above the frame
     cols = _cols(lost)
     assert cols.size and cols.min() > width * (17.5 / 24) and cols.max() < width * (22.5 / 24), cols
 
@@ -222,7 +225,7 @@ def test_an_action_is_a_labelled_mark_at_its_time_and_the_need_line_sits_at_its_
     img = _pixels(fig)
     for ax in (gpu_ax, disk_ax):
         left, right, top, bottom = _box(fig, ax)
-        mark = _line_mask(img, to_rgb(MARK_COLOUR), tol=30)[top + 60:bottom, left:right]  # below the label
+        mark = _line_mask(img, to_rgb(MARK_COLOUR), tol=30)[top + 60 : bottom, left:right]  # below the label
         cols = _cols(mark)
         assert cols.size and abs(cols.mean() / (right - left) - 0.25) < 0.01  # 6 h into 24 h
         rows = _rows(mark)
@@ -235,8 +238,14 @@ def test_an_action_is_a_labelled_mark_at_its_time_and_the_need_line_sits_at_its_
 
 
 def test_an_empty_window_draws_no_band_mark_or_line():
-    fig = chart_figure("node174: last 1 day", [ChartSeries("node174", [], [], [], gpus=[])], since=SINCE, until=UNTIL,
-                       marks=[], need_bytes=540 * 10**9)
+    fig = chart_figure(
+        "node174: last 1 day",
+        [ChartSeries("node174", [], [], [], gpus=[])],
+        since=SINCE,
+        until=UNTIL,
+        marks=[],
+        need_bytes=540 * 10**9,
+    )
     img = _pixels(fig)
     for colour in (MARK_COLOUR, NEED_COLOUR):
         assert not _line_mask(img, to_rgb(colour), tol=10).any(), colour

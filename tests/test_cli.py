@@ -20,8 +20,15 @@ def gpubot(*args: str, env: dict | None = None, input: str | None = None) -> sub
     full = {**os.environ, **(env or {})}
     for k in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"):
         full.pop(k, None)
-    return subprocess.run([sys.executable, "-m", "bot", *args], env=full, cwd=ROOT, capture_output=True, text=True,
-                          input=input, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args],
+        env=full,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -49,8 +56,14 @@ def test_bad_settings_exit_78_with_the_variable_named(env, expect, db_env):
 @pytest.mark.process
 def test_bad_json_in_dotenv_names_the_variable_and_the_file(db_env, tmp_path):
     (tmp_path / ".env").write_text("GPUBOT_UNITS={vllm.service: inactive}\n")
-    res = subprocess.run([sys.executable, "-m", "bot", "hosts", "list"], env={**os.environ, **db_env}, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "bot", "hosts", "list"],
+        env={**os.environ, **db_env},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 78 and "GPUBOT_UNITS (in .env): not valid JSON" in res.stderr, res.stderr
 
 
@@ -65,10 +78,13 @@ def test_settings_problems_name_slack_variables_by_their_own_names():
     assert "SLACK_BOT_TOKEN: " in problem and "GPUBOT_SSH_POOL_MAX: " in problem and "GPUBOT_SLACK" not in problem
 
 
-@pytest.mark.parametrize(("roots", "why"), [
-    ('{"localhost": ["/"]}', "the root folder / cannot be an allowed root"),
-    ('{"*": ["relative"]}', "is not an absolute path"),
-])
+@pytest.mark.parametrize(
+    ("roots", "why"),
+    [
+        ('{"localhost": ["/"]}', "the root folder / cannot be an allowed root"),
+        ('{"*": ["relative"]}', "is not an absolute path"),
+    ],
+)
 @pytest.mark.parametrize("command", [("hosts", "list"), ("console",)])
 @pytest.mark.process
 def test_allowed_roots_of_slash_or_relative_stop_every_command(roots, why, command, db_env):
@@ -87,11 +103,14 @@ def test_unusable_database_urls_are_named_not_tracebacks(tmp_path):
     assert broken.returncode == 74 and "database error" in broken.stderr and "Traceback" not in broken.stderr
 
 
-@pytest.mark.parametrize(("url", "why"), [
-    ("mysql://u:Xyzzy@h/x", "mysql:// is not supported; use sqlite+aiosqlite:///PATH or postgresql+asyncpg://"),
-    ("sqlite:////tmp/x.db", "sqlite:// needs gpubot's async driver: write sqlite+aiosqlite:///PATH"),
-    ("postgresql://u:Xyzzy@h/x", "postgresql:// needs gpubot's async driver: write postgresql+asyncpg://"),
-])
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("mysql://u:Xyzzy@h/x", "mysql:// is not supported; use sqlite+aiosqlite:///PATH or postgresql+asyncpg://"),
+        ("sqlite:////tmp/x.db", "sqlite:// needs gpubot's async driver: write sqlite+aiosqlite:///PATH"),
+        ("postgresql://u:Xyzzy@h/x", "postgresql:// needs gpubot's async driver: write postgresql+asyncpg://"),
+    ],
+)
 @pytest.mark.process
 def test_unsupported_database_drivers_are_configuration_errors(url, why):
     res = gpubot("hosts", "list", env={"GPUBOT_DATABASE_URL": url})
@@ -103,8 +122,14 @@ def test_unsupported_database_drivers_are_configuration_errors(url, why):
 def test_missing_default_data_folder_is_created_and_status_works(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "GPUBOT_DATABASE_URL"}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
-    res = subprocess.run([sys.executable, "-m", "bot", "status", "localhost", "--json"], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "bot", "status", "localhost", "--json"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode in (0, 1, 2) and '"verdict"' in res.stdout, res.stderr
     assert (tmp_path / "xdg" / "gpubot" / "gpubot.db").exists()
 
@@ -113,23 +138,40 @@ def test_missing_default_data_folder_is_created_and_status_works(tmp_path):
 def test_configured_sqlite_path_in_a_missing_folder_is_refused_not_created(tmp_path):
     res = gpubot("hosts", "list", env={"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'typo' / 'x.db'}"})
     assert res.returncode == 74 and "Traceback" not in res.stderr
-    assert f"the folder {tmp_path / 'typo'} does not exist" in res.stderr and "GPUBOT_DATABASE_URL" in res.stderr, res.stderr
+    assert f"the folder {tmp_path / 'typo'} does not exist" in res.stderr and "GPUBOT_DATABASE_URL" in res.stderr, (
+        res.stderr
+    )
     assert not (tmp_path / "typo").exists()
 
 
 @pytest.mark.process
 def test_closed_pipe_is_quiet(db_env):
-    proc = subprocess.Popen(f"{sys.executable} -m bot status localhost --json | head -c 10", shell=True, cwd=ROOT,
-                            env={**os.environ, **db_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        f"{sys.executable} -m bot status localhost --json | head -c 10",
+        shell=True,
+        cwd=ROOT,
+        env={**os.environ, **db_env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate(timeout=60)
     assert len(out) == 10 and "Traceback" not in err
 
 
 @pytest.mark.process
 def test_concurrent_first_runs_on_sqlite_lose_nothing(db_env):
-    procs = [subprocess.Popen([sys.executable, "-m", "bot", "hosts", "add", f"h{i}", f"10.0.0.{i + 1}"], cwd=ROOT,
-                              env={**os.environ, **db_env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(6)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bot", "hosts", "add", f"h{i}", f"10.0.0.{i + 1}"],
+            cwd=ROOT,
+            env={**os.environ, **db_env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(6)
+    ]
     results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
     assert all(rc == 0 for _, _, rc in results), results
     listed = gpubot("hosts", "list", env=db_env).stdout
@@ -144,9 +186,17 @@ def test_concurrent_first_runs_on_postgresql_lose_nothing():
     asyncio.run(_pg(f"CREATE DATABASE {name}"))
     env = {"GPUBOT_DATABASE_URL": PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"}
     try:
-        procs = [subprocess.Popen([sys.executable, "-m", "bot", "hosts", "add", f"h{i}", f"10.0.0.{i + 1}"], cwd=ROOT,
-                                  env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i in range(5)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "bot", "hosts", "add", f"h{i}", f"10.0.0.{i + 1}"],
+                cwd=ROOT,
+                env={**os.environ, **env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(5)
+        ]
         results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
         assert all(rc == 0 for _, _, rc in results), results
     finally:
@@ -156,8 +206,12 @@ def test_concurrent_first_runs_on_postgresql_lose_nothing():
 @pytest.mark.process
 def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
     known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.18": "absent"})
-    env = {**db_env, "GPUBOT_KNOWN_HOSTS": known, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-           "GPUBOT_SSH_USER": ssh_server.username}
+    env = {
+        **db_env,
+        "GPUBOT_KNOWN_HOSTS": known,
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+    }
     assert gpubot("hosts", "add", "box", "127.0.0.18", "--port", str(ssh_server.port), env=env).returncode == 0
     assert gpubot("status", "box", env=env).returncode == 2
     os.chmod(known, 0o666)
@@ -168,9 +222,13 @@ def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
     assert f"then confirm it with `gpubot hosts trust box --fingerprint {fingerprint}`" in ask.stderr, ask.stderr
     wrong = gpubot("hosts", "trust", "box", "--fingerprint", "SHA256:not-it", env=env)
     assert wrong.returncode == 64 and "nothing recorded" in wrong.stderr
-    assert f"box offers {fingerprint}, not the SHA256:not-it you gave" in wrong.stderr, wrong.stderr  # a typo, not a change
+    assert f"box offers {fingerprint}, not the SHA256:not-it you gave" in wrong.stderr, (
+        wrong.stderr
+    )  # a typo, not a change
     assert "now offers" not in wrong.stderr
-    ok = gpubot("hosts", "trust", "box", "--fingerprint", fingerprint.removeprefix("SHA256:"), env=env)  # as typed from ssh-keygen's tail
+    ok = gpubot(
+        "hosts", "trust", "box", "--fingerprint", fingerprint.removeprefix("SHA256:"), env=env
+    )  # as typed from ssh-keygen's tail
     assert ok.returncode == 0 and "recorded" in ok.stdout
     assert os.stat(known).st_mode & 0o777 == 0o644
     assert gpubot("status", "box", env=env).returncode == 0
@@ -185,7 +243,9 @@ def test_out_of_range_limits_are_usage_errors_naming_the_flag(db_env):
     assert res.returncode == 64 and "`many` is not a whole number" in res.stderr
 
 
-@pytest.mark.parametrize("command", [("audit", "nosuch"), ("history", "nosuch"), ("diff", "nosuch"), ("audit", "localhst")])
+@pytest.mark.parametrize(
+    "command", [("audit", "nosuch"), ("history", "nosuch"), ("diff", "nosuch"), ("audit", "localhst")]
+)
 @pytest.mark.process
 def test_unknown_hosts_are_not_found_in_audit_history_and_diff(command, db_env):
     res = gpubot(*command, env=db_env)
@@ -197,8 +257,12 @@ def test_unknown_hosts_are_not_found_in_audit_history_and_diff(command, db_env):
 @pytest.mark.process
 def test_diff_of_a_young_host_exits_66_with_a_hint_in_terminal_syntax(db_env, ssh_server, fake_hosts):
     """It exited 69 ("host not registered") and said `since=…` and `/gpu status`, which a terminal does not take."""
-    env = {**db_env, "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-           "GPUBOT_SSH_USER": ssh_server.username}
+    env = {
+        **db_env,
+        "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+    }
     assert gpubot("hosts", "add", "young", "127.0.0.19", "--port", str(ssh_server.port), env=env).returncode == 0
     res = gpubot("diff", "young", env=env)
     assert res.returncode == 66 and "`young` has never been probed" in res.stderr, res.stderr
@@ -218,8 +282,12 @@ def test_diff_of_a_young_host_exits_66_with_a_hint_in_terminal_syntax(db_env, ss
 def test_a_process_name_with_escape_sequences_is_shown_not_obeyed(db_env, ssh_server, fake_hosts):
     from tests.support.holders import hold_gpu, reap
 
-    env = {**db_env, "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-           "GPUBOT_SSH_USER": ssh_server.username}
+    env = {
+        **db_env,
+        "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+    }
     assert gpubot("hosts", "add", "box", "127.0.0.19", "--port", str(ssh_server.port), env=env).returncode == 0
     proc = hold_gpu(ssh_server, "127.0.0.19", gpu=1, used_mib=4096, name="\x1b]0;pwn\x07\x1b[2J")
     try:
@@ -231,16 +299,22 @@ def test_a_process_name_with_escape_sequences_is_shown_not_obeyed(db_env, ssh_se
     assert "\\x1b]0;pwn\\x07\\x1b[2J" in res.stdout, res.stdout
 
 
-@pytest.mark.parametrize(("args", "said"), [
-    ((), "gpubot: error: name a command: db, hosts, status,"),
-    (("hosts",), "gpubot hosts: error: name a command: add, list,"),
-    (("stauts", "n1"), "unknown command `stauts` (did you mean `gpubot status`?)"),
-    (("hosts", "ad"), "unknown command `ad` (did you mean `gpubot hosts add`?)"),
-    (("hosts", "add", "n2", "1.2.3.4", "--probe", "{bad"), "argument --probe: not valid JSON (Expecting property name"),
-    (("hosts", "add", "n2", "1.2.3.4", "--probe", "[1]"), "argument --probe: give a JSON object"),
-    (("status", "n1", "relative/path"), "weight paths must be absolute: `relative/path`"),
-    (("hosts", "add", "node174", "10.0.0.999"), "`10.0.0.999` is not a valid IPv4 address (999 is over 255)"),
-])
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "gpubot: error: name a command: db, hosts, status,"),
+        (("hosts",), "gpubot hosts: error: name a command: add, list,"),
+        (("stauts", "n1"), "unknown command `stauts` (did you mean `gpubot status`?)"),
+        (("hosts", "ad"), "unknown command `ad` (did you mean `gpubot hosts add`?)"),
+        (
+            ("hosts", "add", "n2", "1.2.3.4", "--probe", "{bad"),
+            "argument --probe: not valid JSON (Expecting property name",
+        ),
+        (("hosts", "add", "n2", "1.2.3.4", "--probe", "[1]"), "argument --probe: give a JSON object"),
+        (("status", "n1", "relative/path"), "weight paths must be absolute: `relative/path`"),
+        (("hosts", "add", "node174", "10.0.0.999"), "`10.0.0.999` is not a valid IPv4 address (999 is over 255)"),
+    ],
+)
 @pytest.mark.process
 def test_usage_errors_say_what_to_type_not_argparse_internals(args, said, db_env):
     res = gpubot(*args, env=db_env)
@@ -251,8 +325,19 @@ def test_usage_errors_say_what_to_type_not_argparse_internals(args, said, db_env
 
 @pytest.mark.process
 def test_hosts_add_takes_labels_and_hosts_list_a_group_as_chat_does(db_env):
-    add = gpubot("hosts", "add", "n2", "10.0.0.2", "--group", "train", "--labels", "rack:a3,owner:ml",
-                 "--key-file", "/nonexistent/key", env=db_env)
+    add = gpubot(
+        "hosts",
+        "add",
+        "n2",
+        "10.0.0.2",
+        "--group",
+        "train",
+        "--labels",
+        "rack:a3,owner:ml",
+        "--key-file",
+        "/nonexistent/key",
+        env=db_env,
+    )
     assert add.returncode == 0 and "added n2" in add.stdout
     assert "the key file /nonexistent/key cannot be read here" in add.stderr, add.stderr
     assert gpubot("hosts", "add", "n3", "10.0.0.3", env=db_env).returncode == 0
@@ -268,12 +353,18 @@ def test_hosts_add_takes_labels_and_hosts_list_a_group_as_chat_does(db_env):
 @pytest.mark.process
 def test_forget_gpu_in_the_terminal_leaves_a_gpu_that_is_present(db_env, ssh_server, fake_hosts):
     """The terminal's forget-gpu follows chat's rule (one function): a GPU the latest probe lists stays."""
-    env = {**db_env, "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-           "GPUBOT_SSH_USER": ssh_server.username}
+    env = {
+        **db_env,
+        "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+    }
     assert gpubot("hosts", "add", "box", "127.0.0.20", "--port", str(ssh_server.port), env=env).returncode == 0
     assert gpubot("status", "box", env=env).returncode == 0
     present = gpubot("hosts", "forget-gpu", "box", "7", env=env)
-    assert present.returncode == 1 and "GPU 7 is present now (snapshot #1); nothing to forget." in present.stderr, present.stderr
+    assert present.returncode == 1 and "GPU 7 is present now (snapshot #1); nothing to forget." in present.stderr, (
+        present.stderr
+    )
     every = gpubot("hosts", "forget-gpu", "box", "all", env=env)
     assert every.returncode == 1 and "every GPU box has shown is present now" in every.stderr, every.stderr
     assert "GPU inventory (8):" in gpubot("hosts", "show", "box", env=env).stdout
@@ -293,7 +384,9 @@ def test_hosts_show_and_forget_gpu_take_the_built_in_localhost(db_env):
     assert shown.returncode == 0, shown.stderr
     assert "localhost  local · this machine, built in" in shown.stdout and "never probed" in shown.stdout, shown.stdout
     doc = json.loads(gpubot("hosts", "show", "LocalHost", "--json", env=db_env).stdout)
-    assert doc["host"]["name"] == "localhost" and doc["host"]["built_in"] is True and doc["host"]["transport"] == "local"
+    assert (
+        doc["host"]["name"] == "localhost" and doc["host"]["built_in"] is True and doc["host"]["transport"] == "local"
+    )
     assert doc["last_snapshot"] is None and doc["gpus"] == []
     forget = gpubot("hosts", "forget-gpu", "localhost", "7", env=db_env)
     assert forget.returncode in (1, 64) and "no host called" not in forget.stderr, forget.stderr
@@ -303,9 +396,15 @@ def test_hosts_show_and_forget_gpu_take_the_built_in_localhost(db_env):
 @pytest.mark.process
 def test_hosts_sudoers_of_an_unreachable_host_warns_on_stderr(db_env, tmp_path):
     """The file came without its `delete` rules (only comments say why) and nothing on stderr said so."""
-    env = {**db_env, "GPUBOT_ALLOWED_ROOTS": '{"*": ["/shared/models"]}', "GPUBOT_SSH_CONNECT_TIMEOUT_S": "5",
-           "GPUBOT_KNOWN_HOSTS": str(tmp_path / "kh")}
-    assert gpubot("hosts", "add", "far", "127.0.0.1", "--port", "1", env=env).returncode == 0  # nothing listens on port 1
+    env = {
+        **db_env,
+        "GPUBOT_ALLOWED_ROOTS": '{"*": ["/shared/models"]}',
+        "GPUBOT_SSH_CONNECT_TIMEOUT_S": "5",
+        "GPUBOT_KNOWN_HOSTS": str(tmp_path / "kh"),
+    }
+    assert (
+        gpubot("hosts", "add", "far", "127.0.0.1", "--port", "1", env=env).returncode == 0
+    )  # nothing listens on port 1
     res = gpubot("hosts", "sudoers", "far", env=env)
     assert res.returncode == 0 and "NOPASSWD:" in res.stdout, res.stdout + res.stderr
     assert "delete /shared/models *" not in res.stdout and "# No `delete` rule for /shared/models" in res.stdout
@@ -320,8 +419,13 @@ def test_an_ssh_config_that_runs_commands_here_stops_every_command_naming_file_a
     config.write_text(f"Host bastion\n  HostName 10.0.0.1\n  ProxyCommand sh -c 'touch {canary}'\n")
     refused = gpubot("hosts", "list", env={**db_env, "GPUBOT_SSH_CONFIG": str(config)})
     assert refused.returncode == 78, refused.stderr
-    assert f"configuration error: the ssh_config file {config} is refused: {config} line 3: ProxyCommand runs a program" in refused.stderr
+    assert (
+        f"configuration error: the ssh_config file {config} is refused: {config} line 3: ProxyCommand runs a program"
+        in refused.stderr
+    )
     assert "GPUBOT_SSH_CONFIG_ALLOW_COMMANDS=true" in refused.stderr and not canary.exists()
-    allowed = gpubot("hosts", "list", env={**db_env, "GPUBOT_SSH_CONFIG": str(config), "GPUBOT_SSH_CONFIG_ALLOW_COMMANDS": "true"})
+    allowed = gpubot(
+        "hosts", "list", env={**db_env, "GPUBOT_SSH_CONFIG": str(config), "GPUBOT_SSH_CONFIG_ALLOW_COMMANDS": "true"}
+    )
     assert allowed.returncode == 0, allowed.stderr
     assert gpubot("hosts", "list", env={**db_env, "GPUBOT_SSH_CONFIG": "none"}).returncode == 0

@@ -10,15 +10,21 @@ pytestmark = pytest.mark.process  # every test runs gpubot as a program
 
 
 def env_for(ssh_server, tmp_path) -> dict:
-    return {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}", "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
-            "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path, "GPUBOT_SSH_USER": ssh_server.username,
-            "GPUBOT_SSH_CONFIG": "/dev/null"}
+    return {
+        "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}",
+        "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+        "GPUBOT_SSH_CONFIG": "/dev/null",
+    }
 
 
 def test_fleet_status_prints_a_line_per_host_then_a_summary(ssh_server, fake_hosts, tmp_path):
     env = env_for(ssh_server, tmp_path)
     for name, addr in (("fa", "127.0.0.2"), ("fb", "127.0.0.3")):
-        assert gpubot("hosts", "add", name, addr, "--port", str(ssh_server.port), "--group", "g", env=env).returncode == 0
+        assert (
+            gpubot("hosts", "add", name, addr, "--port", str(ssh_server.port), "--group", "g", env=env).returncode == 0
+        )
     fake_hosts.write("127.0.0.3", orphan_mib={1: 2048})
     res = gpubot("status", "group:g", "--json", env=env)
     lines = [json.loads(line) for line in res.stdout.splitlines()]

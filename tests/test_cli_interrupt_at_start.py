@@ -25,8 +25,14 @@ runpy.run_module("bot", run_name="__main__")
 
 
 def test_ctrl_c_during_the_imports_says_interrupted_and_exits_130(tmp_path):
-    res = subprocess.run([sys.executable, "-c", INTERRUPT_DURING_IMPORTS], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    res = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_DURING_IMPORTS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert res.returncode == 130, res.stderr
     assert res.stderr == "gpubot: interrupted\n", res.stderr
 

@@ -33,15 +33,24 @@ async def _schedule(url: str) -> None:
     engine = create_async_engine(url)
     try:
         async with async_sessionmaker(engine)() as db, db.begin():
-            await reports.create(db_session=db, expr="0 8 * * 1-5", tz="Europe/Berlin", group="train", channel="C0TRAIN",
-                                 created_by="U0ALICE", now=datetime.fromisoformat("2026-12-01T10:00:00+00:00"))
+            await reports.create(
+                db_session=db,
+                expr="0 8 * * 1-5",
+                tz="Europe/Berlin",
+                group="train",
+                channel="C0TRAIN",
+                created_by="U0ALICE",
+                now=datetime.fromisoformat("2026-12-01T10:00:00+00:00"),
+            )
     finally:
         await engine.dispose()
 
 
 def _approved_clean_in_the_console(env: dict, tmp_path) -> None:
-    term = Terminal([sys.executable, "-m", "bot", "console"], {**env, "XDG_DATA_HOME": str(tmp_path / "data"),
-                                                               "HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"})
+    term = Terminal(
+        [sys.executable, "-m", "bot", "console"],
+        {**env, "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"},
+    )
     banner = term.read_until("gpubot> ")
     demo = re.search(r"weights=(\S+?)`", banner)
     assert demo, banner
@@ -76,12 +85,35 @@ def test_json_from_hosts_is_ascii_valid_and_left_alone_by_the_printable_stream()
 @pytest.mark.process  # gpubot runs as a program
 def test_json_documents_of_hosts_history_diff_audit_and_reports(ssh_server, fake_hosts, tmp_path):
     url = f"sqlite+aiosqlite:///{tmp_path / 'j.db'}"
-    env = {"GPUBOT_DATABASE_URL": url, "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
-           "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path, "GPUBOT_SSH_USER": ssh_server.username,
-           "GPUBOT_SSH_CONFIG": "/dev/null"}
-    assert gpubot("hosts", "add", "ja", "127.0.0.2", "--port", str(ssh_server.port), "--group", "train",
-                  "--labels", "rack:a3", env=env).returncode == 0
-    assert gpubot("hosts", "add", "jb", "10.0.0.5", "--jump", "ops@bastion.example:2222", "--user", "ops", env=env).returncode == 0
+    env = {
+        "GPUBOT_DATABASE_URL": url,
+        "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+        "GPUBOT_SSH_CONFIG": "/dev/null",
+    }
+    assert (
+        gpubot(
+            "hosts",
+            "add",
+            "ja",
+            "127.0.0.2",
+            "--port",
+            str(ssh_server.port),
+            "--group",
+            "train",
+            "--labels",
+            "rack:a3",
+            env=env,
+        ).returncode
+        == 0
+    )
+    assert (
+        gpubot(
+            "hosts", "add", "jb", "10.0.0.5", "--jump", "ops@bastion.example:2222", "--user", "ops", env=env
+        ).returncode
+        == 0
+    )
     assert gpubot("status", "ja", env=env).returncode == 0
     fake_hosts.hold("127.0.0.2", gpu=2, used_mib=4096)
     assert gpubot("status", "ja", env=env).returncode == 1
@@ -89,8 +121,18 @@ def test_json_documents_of_hosts_history_diff_audit_and_reports(ssh_server, fake
     listed = _json("hosts", "list", env=env)
     assert [h["name"] for h in listed] == ["ja", "jb"]
     ja, jb = listed
-    assert ja["group"] == "train" and ja["labels"] == {"rack": "a3"} and ja["port"] == ssh_server.port and ja["transport"] == "ssh"
-    assert jb["jump"] == "ops@bastion.example:2222" and jb["user"] == "ops" and jb["group"] is None and "via" in jb["where"]
+    assert (
+        ja["group"] == "train"
+        and ja["labels"] == {"rack": "a3"}
+        and ja["port"] == ssh_server.port
+        and ja["transport"] == "ssh"
+    )
+    assert (
+        jb["jump"] == "ops@bastion.example:2222"
+        and jb["user"] == "ops"
+        and jb["group"] is None
+        and "via" in jb["where"]
+    )
     _when(ja["created_at"])
     assert [h["name"] for h in _json("hosts", "list", "--group", "train", env=env)] == ["ja"]
 
@@ -98,20 +140,29 @@ def test_json_documents_of_hosts_history_diff_audit_and_reports(ssh_server, fake
     assert shown["host"] == ja
     assert shown["last_snapshot"]["verdict"] == "not_ready" and isinstance(shown["last_snapshot"]["id"], int)
     gpus = shown["gpus"]
-    assert len(gpus) == fake_hosts.read("127.0.0.2").gpus and gpus[0]["index"] == 0 and gpus[0]["uuid"].startswith("GPU-")
+    assert (
+        len(gpus) == fake_hosts.read("127.0.0.2").gpus and gpus[0]["index"] == 0 and gpus[0]["uuid"].startswith("GPU-")
+    )
     assert all(g["last_snapshot_id"] == shown["last_snapshot"]["id"] and g["bound_to"] is None for g in gpus)
     assert _json("hosts", "show", "jb", env=env)["last_snapshot"] is None
 
     history = _json("history", "ja", env=env)
     assert history["host"] == "ja" and history["total_changes"] == 2
     first, second = history["changes"]
-    assert (first["verdict"], first["previous"], second["verdict"], second["previous"]) == ("ready", None, "not_ready", "ready")
+    assert (first["verdict"], first["previous"], second["verdict"], second["previous"]) == (
+        "ready",
+        None,
+        "not_ready",
+        "ready",
+    )
     assert second["gpu_used_mib"] >= 4096 and isinstance(second["disk_free_bytes"], int)
     assert _when(first["taken_at"]) <= _when(second["taken_at"]) and _when(history["since"]) < _when(history["until"])
     assert sum(p["count"] for p in history["points"]) == 2
 
     diff = _json("diff", "ja", "--since", str(first["snapshot_id"]), env=env)  # a young host: by id (issue 25 item 6)
-    assert diff["before"]["snapshot_id"] == first["snapshot_id"] and diff["after"]["snapshot_id"] == second["snapshot_id"]
+    assert (
+        diff["before"]["snapshot_id"] == first["snapshot_id"] and diff["after"]["snapshot_id"] == second["snapshot_id"]
+    )
     assert any("ready" in line and "not ready" in line for line in diff["changes"]), diff
 
     assert _json("audit", env=env) == []
@@ -127,8 +178,17 @@ def test_json_documents_of_hosts_history_diff_audit_and_reports(ssh_server, fake
     asyncio.run(_schedule(url))
     (schedule,) = _json("report", "list", env=env)
     assert {k: schedule[k] for k in ("id", "cron", "tz", "group", "channel", "created_by", "paused")} == {
-        "id": 1, "cron": "0 8 * * 1-5", "tz": "Europe/Berlin", "group": "train", "channel": "C0TRAIN",
-        "created_by": "U0ALICE", "paused": None}
+        "id": 1,
+        "cron": "0 8 * * 1-5",
+        "tz": "Europe/Berlin",
+        "group": "train",
+        "channel": "C0TRAIN",
+        "created_by": "U0ALICE",
+        "paused": None,
+    }
     assert _when(schedule["next_run"]).weekday() < 5 and _when(schedule["next_run"]) > _when(schedule["created_at"])
     text = gpubot("report", "list", env=env)
-    assert text.stdout.startswith('#1 · "0 8 * * 1-5" Europe/Berlin · group train → C0TRAIN · next ') and "by U0ALICE" in text.stdout
+    assert (
+        text.stdout.startswith('#1 · "0 8 * * 1-5" Europe/Berlin · group train → C0TRAIN · next ')
+        and "by U0ALICE" in text.stdout
+    )

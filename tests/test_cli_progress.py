@@ -50,14 +50,27 @@ def _fg(screen: pyte.Screen, row: int, column: int = 2) -> str:
 
 
 def test_fleet_status_in_a_terminal_shows_hosts_as_they_answer_then_problems_first_in_colour(
-        ssh_server, fake_hosts, silent_port, tmp_path):
+    ssh_server, fake_hosts, silent_port, tmp_path
+):
     env = env_for(ssh_server, tmp_path)
     for name, addr in (("fa", "127.0.0.2"), ("fb", "127.0.0.3")):
-        assert gpubot("hosts", "add", name, addr, "--port", str(ssh_server.port), "--group", "g", env=env).returncode == 0
-    assert gpubot("hosts", "add", "hang", "127.0.0.1", "--port", str(silent_port.getsockname()[1]), "--group", "g",
-                  env=env).returncode == 0
+        assert (
+            gpubot("hosts", "add", name, addr, "--port", str(ssh_server.port), "--group", "g", env=env).returncode == 0
+        )
+    assert (
+        gpubot(
+            "hosts", "add", "hang", "127.0.0.1", "--port", str(silent_port.getsockname()[1]), "--group", "g", env=env
+        ).returncode
+        == 0
+    )
     fake_hosts.hold("127.0.0.3", gpu=1, used_mib=4096, name=EVIL)
-    tty_env = {**os.environ, **env, "TERM": "xterm-256color", "PYTHONUNBUFFERED": "1", "GPUBOT_SSH_CONNECT_TIMEOUT_S": "120"}
+    tty_env = {
+        **os.environ,
+        **env,
+        "TERM": "xterm-256color",
+        "PYTHONUNBUFFERED": "1",
+        "GPUBOT_SSH_CONNECT_TIMEOUT_S": "120",
+    }
     for inherited in ("NO_COLOR", "COLUMNS", "LINES"):  # the window's size is the pty's
         tty_env.pop(inherited, None)
     term = Terminal([sys.executable, "-m", "bot", "status", "group:g"], tty_env, size=(COLUMNS, ROWS))
@@ -69,7 +82,9 @@ def test_fleet_status_in_a_terminal_shows_hosts_as_they_answer_then_problems_fir
         assert sorted(row[6:8] for row in answered) == ["fa", "fb"], during
         assert any("fa · ready" in row for row in answered) and any("fb · not ready" in row for row in answered)
         live = [row for row in during if "answered" in row]
-        assert len(live) == 1 and "1 ready" in live[0] and "1 not ready" in live[0] and "waiting for hang" in live[0], during
+        assert len(live) == 1 and "1 ready" in live[0] and "1 not ready" in live[0] and "waiting for hang" in live[0], (
+            during
+        )
         assert not any(row.startswith("  hang") for row in during)  # no summary before every host answered
     # hang's connection is dropped: it answers unreachable, and the summary follows
     term.read_until(r"  fa · ready[^\n]*\n")
@@ -79,7 +94,7 @@ def test_fleet_status_in_a_terminal_shows_hosts_as_they_answer_then_problems_fir
     assert not any("answered" in row for row in rows), rows  # the live line went away
     start = rows.index("group:g: 3 hosts")
     assert rows[start + 1] == "1 ready · 0 unknown · 1 not ready · 1 unreachable"
-    summary = rows[start + 3:start + 6]
+    summary = rows[start + 3 : start + 6]
     assert [row.split(" · ")[0] for row in summary] == ["  hang", "  fb", "  fa"], rows  # problems first
     assert [_fg(screen, start + 3 + i) for i in range(3)] == ["magenta", "red", "green"]
     assert any(row.startswith("[3/3] hang · unreachable") for row in rows)
@@ -91,7 +106,9 @@ def test_fleet_status_in_a_terminal_shows_hosts_as_they_answer_then_problems_fir
 def test_fleet_status_piped_is_plain_text(ssh_server, fake_hosts, tmp_path):
     env = env_for(ssh_server, tmp_path)
     for name, addr in (("pa", "127.0.0.2"), ("pb", "127.0.0.3")):
-        assert gpubot("hosts", "add", name, addr, "--port", str(ssh_server.port), "--group", "p", env=env).returncode == 0
+        assert (
+            gpubot("hosts", "add", name, addr, "--port", str(ssh_server.port), "--group", "p", env=env).returncode == 0
+        )
     fake_hosts.hold("127.0.0.3", gpu=0, used_mib=2048)
     res = gpubot("status", "group:p", env={**env, "TERM": "xterm-256color"})
     assert res.returncode == 1, res.stderr

@@ -60,9 +60,11 @@ def test_each_shell_loads_its_script(shell, tmp_path):
 
 def _bash_complete(words: list[str]) -> list[str]:
     line = " ".join(words)
-    program = (f"source /dev/stdin <<'EOF'\n{script(_build_parser(), 'bash')}\nEOF\n"
-               f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
-               f"COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}; _shtab_gpubot; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+    program = (
+        f"source /dev/stdin <<'EOF'\n{script(_build_parser(), 'bash')}\nEOF\n"
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
+        f"COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}; _shtab_gpubot; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    )
     res = subprocess.run(["bash", "-c", program], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return res.stdout.split()
@@ -78,7 +80,9 @@ def test_bash_completes_commands_subcommands_and_options():
 
 
 def _fish_complete(line: str) -> list[str]:
-    program = f"source (printf '%s\\n' {_fish_word(script(_build_parser(), 'fish'))} | psub); complete -C {_fish_word(line)}"
+    program = (
+        f"source (printf '%s\\n' {_fish_word(script(_build_parser(), 'fish'))} | psub); complete -C {_fish_word(line)}"
+    )
     res = subprocess.run(["fish", "-c", program], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     return [row.split("\t")[0] for row in res.stdout.splitlines()]

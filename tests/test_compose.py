@@ -63,7 +63,7 @@ def test_compose_bot_uses_only_real_settings_and_reaches_the_db():
     assert (user, password) == (db["environment"]["POSTGRES_USER"], db["environment"]["POSTGRES_PASSWORD"])
     assert url.rsplit("/", 1)[1] == db["environment"]["POSTGRES_DB"] and "@db:5432/" in url
     assert bot["command"] == ["gpubot", "serve"]
-    assert bot["ports"][0].endswith(f':{env["GPUBOT_HTTP_PORT"]}')
+    assert bot["ports"][0].endswith(f":{env['GPUBOT_HTTP_PORT']}")
     assert bot["depends_on"]["db"]["condition"] == "service_healthy"
     assert Settings(_env_file=None, **{"database_url": url}).database_url == url
     # the key read-only, known_hosts in a writable volume (hosts trust renames a temp file there)
@@ -153,7 +153,9 @@ def test_compose_1_29_accepts_the_files(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("POSTGRES_PASSWORD", "COMPOSE_FILE", "GPUBOT_DATABASE_URL")}
 
     def config() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+        return subprocess.run(
+            ["docker-compose", "config"], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+        )
 
     for name in ("docker-compose.yml", "docker-compose.override.yml"):
         shutil.copy(ROOT / name, tmp_path / name)
@@ -165,20 +167,30 @@ def test_compose_1_29_accepts_the_files(tmp_path):
     bot = doc["services"]["bot"]
     assert bot["environment"]["GPUBOT_DATABASE_URL"] == "postgresql+asyncpg://gpubot:change-me@db:5432/gpubot"
     assert bot["environment"]["SLACK_BOT_TOKEN"] == "xoxb-replace-me"  # env_file read
-    assert bot["depends_on"] == {"db": {"condition": "service_healthy"}} and doc["services"]["db"]["image"] == "postgres:16"
+    assert (
+        bot["depends_on"] == {"db": {"condition": "service_healthy"}}
+        and doc["services"]["db"]["image"] == "postgres:16"
+    )
     assert bot["stop_grace_period"] == "30s" and bot["ports"][0]["published"] == 3000
 
     external = example.replace("# COMPOSE_FILE=", "COMPOSE_FILE=").replace(
-        "# GPUBOT_DATABASE_URL=postgresql+asyncpg://gpubot:PASSWORD@db.example.org", "GPUBOT_DATABASE_URL=postgresql+asyncpg://gpubot:PASSWORD@db.example.org")
+        "# GPUBOT_DATABASE_URL=postgresql+asyncpg://gpubot:PASSWORD@db.example.org",
+        "GPUBOT_DATABASE_URL=postgresql+asyncpg://gpubot:PASSWORD@db.example.org",
+    )
     assert external.count("\nCOMPOSE_FILE=") == 1 and external.count("\nGPUBOT_DATABASE_URL=") == 1
     (tmp_path / ".env").write_text(external.replace("POSTGRES_PASSWORD=change-me\n", ""))
     res = config()
     assert res.returncode == 0, res.stderr
     doc = yaml.safe_load(res.stdout)
     assert set(doc["services"]) == {"bot"} and "depends_on" not in doc["services"]["bot"]
-    assert doc["services"]["bot"]["environment"]["GPUBOT_DATABASE_URL"] == "postgresql+asyncpg://gpubot:PASSWORD@db.example.org:5432/gpubot"
+    assert (
+        doc["services"]["bot"]["environment"]["GPUBOT_DATABASE_URL"]
+        == "postgresql+asyncpg://gpubot:PASSWORD@db.example.org:5432/gpubot"
+    )
 
-    (tmp_path / ".env").write_text("SLACK_BOT_TOKEN=xoxb-x\n")  # the bundled db without POSTGRES_PASSWORD: refused, named
+    (tmp_path / ".env").write_text(
+        "SLACK_BOT_TOKEN=xoxb-x\n"
+    )  # the bundled db without POSTGRES_PASSWORD: refused, named
     res = config()
     assert res.returncode != 0 and "set POSTGRES_PASSWORD in .env" in res.stderr
 
@@ -189,8 +201,9 @@ def test_make_run_installs_gpubot_without_the_test_and_docs_tools(tmp_path):
     import subprocess
 
     def planned(target: str) -> list[str]:
-        res = subprocess.run(["make", "-n", f"VENV={tmp_path / 'venv'}", target], cwd=ROOT, capture_output=True, text=True,
-                             timeout=60)
+        res = subprocess.run(
+            ["make", "-n", f"VENV={tmp_path / 'venv'}", target], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
         assert res.returncode == 0, res.stderr
         return res.stdout.splitlines()
 

@@ -42,8 +42,9 @@ def clean_env(monkeypatch, tmp_path):
 def gpubot(*args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.upper().startswith("GPUBOT_") and not k.startswith("SLACK_")}
     full.update(PYTHONPATH=str(ROOT), XDG_CONFIG_HOME=str(cwd / "xdg"), **env)
-    return subprocess.run([sys.executable, "-m", "bot", *args], env=full, cwd=cwd, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args], env=full, cwd=cwd, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_default_allows_deleting_nowhere(clean_env):
@@ -63,8 +64,9 @@ def test_a_misspelt_variable_is_refused_with_the_nearest_setting(clean_env, monk
 
 
 def test_every_unknown_name_is_named_with_where_it_is(clean_env, monkeypatch):
-    (clean_env / ".env").write_text("SLACK_BOT_TOKEN=xoxb-1\nPOSTGRES_PASSWORD=pw\nGPUBOT_PUBLISH=3000\n"
-                                    "GPUBOT_UNIT=x\ngpubot_probe_timout_s=5\n")
+    (clean_env / ".env").write_text(
+        "SLACK_BOT_TOKEN=xoxb-1\nPOSTGRES_PASSWORD=pw\nGPUBOT_PUBLISH=3000\nGPUBOT_UNIT=x\ngpubot_probe_timout_s=5\n"
+    )
     monkeypatch.setenv("GPUBOT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1/test")  # the suite's, not a setting
     monkeypatch.setenv("GPUBOT_ZZZZ", "1")
     with pytest.raises(ConfigError) as caught:
@@ -88,7 +90,11 @@ def test_the_config_file_holds_the_structured_settings_and_the_environment_wins(
     (clean_env / ".env").write_text("GPUBOT_PROBE_TIMEOUT_S=40\n")
     monkeypatch.setenv("GPUBOT_ALLOWED_ROOTS", '{"*": ["/models"]}')
     s = load_settings(str(path))
-    assert s.allowed_roots == {"*": ["/models"]} and s.probe_timeout_s == 40 and s.units == {"vllm-glm5.service": "inactive"}
+    assert (
+        s.allowed_roots == {"*": ["/models"]}
+        and s.probe_timeout_s == 40
+        and s.units == {"vllm-glm5.service": "inactive"}
+    )
     assert Settings(_env_file=None).units == {}  # a file is read only when loading names it
 
 
@@ -111,7 +117,9 @@ def test_the_config_file_is_found_by_gpubot_config_then_the_xdg_folder(clean_env
 def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(clean_env):
     path = clean_env / "gpubot.toml"
     path.write_text('allowed_root = { "*" = ["/shared"] }\n')
-    with pytest.raises(ConfigError, match=r"allowed_root \(in .*gpubot.toml\) is not a setting \(did you mean allowed_roots\?\)"):
+    with pytest.raises(
+        ConfigError, match=r"allowed_root \(in .*gpubot.toml\) is not a setting \(did you mean allowed_roots\?\)"
+    ):
         load_settings(str(path))
     path.write_text('allowed_roots = { "*" = ["/shared"]\n')
     with pytest.raises(ConfigError, match=r"gpubot.toml is not valid TOML: .*line 1"):
@@ -122,11 +130,17 @@ def test_a_bad_config_file_is_refused_naming_the_file_and_the_key(clean_env):
 def test_every_command_exits_78_on_an_unknown_variable(tmp_path):
     """Every command but serve, which stays up and unready under a restart policy
     (tests/test_serve.py::test_serve_with_a_misspelt_setting_stays_up_unready_saying_why)."""
-    env = {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}", "GPUBOT_ALOWED_ROOTS": '{"*": ["/shared"]}'}
+    env = {
+        "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}",
+        "GPUBOT_ALOWED_ROOTS": '{"*": ["/shared"]}',
+    }
     for command in (["hosts", "list"], ["status", "localhost"], ["worker"], ["db", "upgrade"]):
         res = gpubot(*command, env=env, cwd=tmp_path)
         assert res.returncode == 78, (command, res.stderr)
-        assert "GPUBOT_ALOWED_ROOTS (in the environment) is not a setting (did you mean GPUBOT_ALLOWED_ROOTS?)" in res.stderr
+        assert (
+            "GPUBOT_ALOWED_ROOTS (in the environment) is not a setting (did you mean GPUBOT_ALLOWED_ROOTS?)"
+            in res.stderr
+        )
         assert "Traceback" not in res.stderr
     assert not (tmp_path / "g.db").exists()  # nothing ran, not even the migration
 
@@ -147,8 +161,10 @@ def test_an_empty_list_of_model_volumes_stops_at_start_with_exit_78(monkeypatch,
     monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'v.db'}")
     monkeypatch.setenv("GPUBOT_MODEL_VOLUMES", "[]")
     assert main(["hosts", "list"]) == EX_CONFIG
-    assert ('gpubot: configuration error: GPUBOT_MODEL_VOLUMES: must name at least one folder whose free disk is read '
-            '(the default is ["/"])') in capsys.readouterr().err
+    assert (
+        "gpubot: configuration error: GPUBOT_MODEL_VOLUMES: must name at least one folder whose free disk is read "
+        '(the default is ["/"])'
+    ) in capsys.readouterr().err
     assert not (tmp_path / "v.db").exists()  # stopped before anything else
     monkeypatch.setenv("GPUBOT_MODEL_VOLUMES", '["/shared"]')
     assert main(["hosts", "list"]) == 0

@@ -15,10 +15,15 @@ pytestmark = pytest.mark.process  # every test runs gpubot console in a terminal
 
 def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, fake_hosts):
     known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.4": "absent"})
-    env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'c.db'}",
-           "GPUBOT_KNOWN_HOSTS": known, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-           "GPUBOT_SSH_USER": ssh_server.username, "PYTHONUNBUFFERED": "1",
-           "GPUBOT_ALLOWED_ROOTS": json.dumps({"*": [str(tmp_path / "shared")]})}
+    env = {
+        **os.environ,
+        "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'c.db'}",
+        "GPUBOT_KNOWN_HOSTS": known,
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+        "PYTHONUNBUFFERED": "1",
+        "GPUBOT_ALLOWED_ROOTS": json.dumps({"*": [str(tmp_path / "shared")]}),
+    }
     for k in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET"):
         env.pop(k, None)
     term = Terminal([sys.executable, "-m", "bot", "console"], env)
@@ -66,8 +71,19 @@ def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, 
 
 
 def _first_run_env(tmp_path):
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1"}
-    for k in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "GPUBOT_DATABASE_URL", "GPUBOT_ALLOWED_ROOTS"):
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "HOME": str(tmp_path / "home"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    for k in (
+        "SLACK_BOT_TOKEN",
+        "SLACK_APP_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "GPUBOT_DATABASE_URL",
+        "GPUBOT_ALLOWED_ROOTS",
+    ):
         env.pop(k, None)
     return env
 
@@ -130,7 +146,9 @@ def test_the_demo_leaves_your_own_hugging_face_cache_alone(tmp_path):
     hub = tmp_path / "hf" / "hub" / "models--org--m1"
     hub.mkdir(parents=True)
     (hub / "weights.bin").write_bytes(b"x" * 4096)
-    term = Terminal([sys.executable, "-m", "bot", "console"], {**_first_run_env(tmp_path), "GPUBOT_HF_CACHE": str(tmp_path / "hf")})
+    term = Terminal(
+        [sys.executable, "-m", "bot", "console"], {**_first_run_env(tmp_path), "GPUBOT_HF_CACHE": str(tmp_path / "hf")}
+    )
     term.read_until("gpubot> ")
     term.type("clean localhost hf-cache")
     screen = term.read_until("gpubot> ")
@@ -163,8 +181,13 @@ def test_the_demo_root_is_allowed_on_localhost_only_not_on_another_name_for_this
     env = _first_run_env(tmp_path)
     import subprocess
 
-    added = subprocess.run([sys.executable, "-m", "bot", "hosts", "add", "n3", "x", "--local"], env=env,
-                           capture_output=True, text=True, timeout=120)
+    added = subprocess.run(
+        [sys.executable, "-m", "bot", "hosts", "add", "n3", "x", "--local"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert added.returncode == 0, added.stderr
     term = Terminal([sys.executable, "-m", "bot", "console"], env)
     banner = term.read_until("gpubot> ")
@@ -173,7 +196,10 @@ def test_the_demo_root_is_allowed_on_localhost_only_not_on_another_name_for_this
     for target in (str(demo), "/shared/x"):
         term.type(f"clean n3 weights={target}")
         screen = term.read_until("gpubot> ")
-        assert "no allowed roots cover n3" in screen and 'add n3, its group:NAME or *, e.g. GPUBOT_ALLOWED_ROOTS={"*": [' in screen, screen
+        assert (
+            "no allowed roots cover n3" in screen
+            and 'add n3, its group:NAME or *, e.g. GPUBOT_ALLOWED_ROOTS={"*": [' in screen
+        ), screen
         assert "Approve" not in screen and "Approval needed" not in screen, screen
     term.type("audit")
     assert "no action requests" in term.read_until("gpubot> ")

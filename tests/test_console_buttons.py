@@ -27,7 +27,9 @@ async def test_a_withdrawn_card_takes_both_buttons_away(services, tmp_path):
         screen.clear()
         await console.handle_line(reject.group(1))  # the requester withdraws
         update = next(x for x in screen if "(updated)" in x)
-        assert f"(gone) [{approve.group(1)}] Approve" in update and f"(gone) [{reject.group(1)}] Reject" in update, update
+        assert f"(gone) [{approve.group(1)}] Approve" in update and f"(gone) [{reject.group(1)}] Reject" in update, (
+            update
+        )
         screen.clear()
         asked: list[str] = []
         await console.handle_line(approve.group(1), confirm=lambda q: asked.append(q) or True)

@@ -37,8 +37,13 @@ async def test_a_slack_id_granted_admin_in_the_database_is_no_admin_in_a_viewer_
     async with services.sessions() as db, db.begin():
         await access.grant(db_session=db, subject="U0ADMIN", role=Role.ADMIN, granted_by="U0BOSS", now=services.clock())
     lines: list[str] = []
-    console = Console(replace(services, settings=console_settings(services.settings.model_copy(update={"viewers": ["U0V"]}),
-                                                                  role="viewer")), write=lines.append)
+    console = Console(
+        replace(
+            services,
+            settings=console_settings(services.settings.model_copy(update={"viewers": ["U0V"]}), role="viewer"),
+        ),
+        write=lines.append,
+    )
     await console.start()
     try:
         console.act_as("U0ADMIN")
@@ -61,6 +66,13 @@ def test_a_rule_naming_approvers_is_met_only_by_identities_slack_proved():
     assert may_approve(named, user_id="U0ALICE", user_groups=set(), **ask) is None
     assert may_approve(named, user_id="U0ALICE", user_groups=set(), proven=False, **ask) == NAMED_NOT_PROVEN
     assert may_approve(named, user_id="U0CAROL", user_groups={"S0OPS"}, proven=False, **ask) == NAMED_NOT_PROVEN
-    assert may_reject(named, requester="U0BOB", user_id="U0ALICE", user_groups=set(), role=Role.ADMIN, proven=False) == NAMED_NOT_PROVEN
-    assert may_reject(named, requester="U0BOB", user_id="U0BOB", user_groups=set(), role=Role.VIEWER, proven=False) is None
-    assert may_approve(anyone, user_id="U0ALICE", user_groups=set(), proven=False, **ask) is None  # no names: the role decides
+    assert (
+        may_reject(named, requester="U0BOB", user_id="U0ALICE", user_groups=set(), role=Role.ADMIN, proven=False)
+        == NAMED_NOT_PROVEN
+    )
+    assert (
+        may_reject(named, requester="U0BOB", user_id="U0BOB", user_groups=set(), role=Role.VIEWER, proven=False) is None
+    )
+    assert (
+        may_approve(anyone, user_id="U0ALICE", user_groups=set(), proven=False, **ask) is None
+    )  # no names: the role decides

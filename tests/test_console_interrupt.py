@@ -18,9 +18,21 @@ pytestmark = pytest.mark.process  # every test runs gpubot (console or status) a
 
 
 def _env(tmp_path) -> dict[str, str]:
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "HOME": str(tmp_path / "home"), "PYTHONUNBUFFERED": "1",
-           "GPUBOT_KNOWN_HOSTS": str(tmp_path / "known_hosts"), "GPUBOT_SSH_CONNECT_TIMEOUT_S": "120"}
-    for k in ("SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "GPUBOT_DATABASE_URL", "GPUBOT_ALLOWED_ROOTS"):
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "HOME": str(tmp_path / "home"),
+        "PYTHONUNBUFFERED": "1",
+        "GPUBOT_KNOWN_HOSTS": str(tmp_path / "known_hosts"),
+        "GPUBOT_SSH_CONNECT_TIMEOUT_S": "120",
+    }
+    for k in (
+        "SLACK_BOT_TOKEN",
+        "SLACK_APP_TOKEN",
+        "SLACK_SIGNING_SECRET",
+        "GPUBOT_DATABASE_URL",
+        "GPUBOT_ALLOWED_ROOTS",
+    ):
         env.pop(k, None)
     return env
 
@@ -36,8 +48,14 @@ def silent_port() -> Iterator[socket.socket]:
 
 
 def _register_hang(env: dict[str, str], port: int) -> None:
-    add = subprocess.run([sys.executable, "-m", "bot", "hosts", "add", "hang", "127.0.0.1", "--port", str(port)],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    add = subprocess.run(
+        [sys.executable, "-m", "bot", "hosts", "add", "hang", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert add.returncode == 0, add.stderr
 
 
@@ -84,8 +102,14 @@ def test_ctrl_c_cancels_a_running_command_and_the_console_goes_on(tmp_path, sile
 def test_an_interrupted_command_exits_130_with_one_line(tmp_path, silent_port):
     env = _env(tmp_path)
     _register_hang(env, silent_port.getsockname()[1])
-    proc = subprocess.Popen([sys.executable, "-m", "bot", "status", "hang"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "status", "hang"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     conn, _ = silent_port.accept()
     with conn:
         proc.send_signal(signal.SIGINT)

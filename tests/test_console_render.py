@@ -9,15 +9,31 @@ def test_cron_stars_survive_and_marks_go():
 
 
 def test_slack_markup_becomes_words():
-    text = plain(":raised_hand: <!date^1795976615^{date_short_pretty}|Nov 29 08:00> <#C1|ops> <#CCONSOLE> <@U1> &lt;x&gt;")
+    text = plain(
+        ":raised_hand: <!date^1795976615^{date_short_pretty}|Nov 29 08:00> <#C1|ops> <#CCONSOLE> <@U1> &lt;x&gt;"
+    )
     assert text.strip() == "[?] Nov 29 08:00 #ops #CCONSOLE @U1 <x>"
 
 
 def test_buttons_become_numbered_choices_with_their_confirm_question():
-    blocks = [{"type": "actions", "elements": [
-        {"type": "button", "action_id": "a", "value": "1", "text": {"type": "plain_text", "text": "Approve"},
-         "confirm": {"title": {"type": "plain_text", "text": "Sure?"}, "text": {"type": "plain_text", "text": "Delete 2 MB"}}},
-        {"type": "button", "action_id": "r", "value": "1", "text": {"type": "plain_text", "text": "Reject"}}]}]
+    blocks = [
+        {
+            "type": "actions",
+            "elements": [
+                {
+                    "type": "button",
+                    "action_id": "a",
+                    "value": "1",
+                    "text": {"type": "plain_text", "text": "Approve"},
+                    "confirm": {
+                        "title": {"type": "plain_text", "text": "Sure?"},
+                        "text": {"type": "plain_text", "text": "Delete 2 MB"},
+                    },
+                },
+                {"type": "button", "action_id": "r", "value": "1", "text": {"type": "plain_text", "text": "Reject"}},
+            ],
+        }
+    ]
     text, choices = render_message(blocks, None, first_number=3)
     assert "[3] Approve" in text and "[4] Reject" in text
     assert choices[0].confirm == "Sure?: Delete 2 MB" and choices[1].action_id == "r"
@@ -34,8 +50,10 @@ def test_emoji_the_product_emits_become_terminal_words():
 
 
 def test_headers_render_their_emoji_and_nothing_else():
-    blocks = [{"type": "header", "text": {"type": "plain_text", "text": ":raised_hand: Approval needed: clean a_b_c (#3)"}},
-              {"type": "header", "text": {"type": "plain_text", "text": ":gear: Running: clean x (#3)"}}]
+    blocks = [
+        {"type": "header", "text": {"type": "plain_text", "text": ":raised_hand: Approval needed: clean a_b_c (#3)"}},
+        {"type": "header", "text": {"type": "plain_text", "text": ":gear: Running: clean x (#3)"}},
+    ]
     text, _ = render_message(blocks, None)
     assert ":raised_hand:" not in text and ":gear:" not in text
     assert "[?] Approval needed: clean a_b_c (#3)" in text and "[..] Running: clean x (#3)" in text
@@ -62,7 +80,12 @@ def test_every_emoji_code_in_messages_has_terminal_words():
     from bot.slack.console.render import EMOJI
 
     root = Path(__file__).resolve().parents[1] / "bot"
-    modules = [p for d in ("slack", "render") for p in (root / d).rglob("*.py") if p.name != "render.py" or "console" not in p.parts]
+    modules = [
+        p
+        for d in ("slack", "render")
+        for p in (root / d).rglob("*.py")
+        if p.name != "render.py" or "console" not in p.parts
+    ]
     codes = _codes_in(modules)
     assert ":warning:" in codes and ":gear:" in codes  # the scan sees the codes that are there
     missing = {c: m for c, m in codes.items() if c not in EMOJI}
@@ -75,7 +98,12 @@ def test_an_update_shows_only_what_changed():
     before = "[?] Approval needed: clean x (#1)\n=====\nclean x\n[ ] 1. delete /a (5 MB)\n  requested by @U1\n  [1] Approve\n  [2] Reject"
     after = "[..] Running: clean x (#1)\n=====\nclean x\n[..] 1. delete /a (5 MB)\n  requested by @U1"
     out = changed_lines(before, after).splitlines()
-    assert out == ["[..] Running: clean x (#1)", "  [..] 1. delete /a (5 MB)", "  (gone) [1] Approve", "  (gone) [2] Reject"]
+    assert out == [
+        "[..] Running: clean x (#1)",
+        "  [..] 1. delete /a (5 MB)",
+        "  (gone) [1] Approve",
+        "  (gone) [2] Reject",
+    ]
     assert changed_lines("[..] probing x…", "x: ready\n===\nall good") == "x: ready\n===\nall good"
 
 

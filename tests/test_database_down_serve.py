@@ -47,13 +47,26 @@ async def test_readyz_and_metrics_say_database_down_while_postgresql_is_stopped_
     with pgcluster.PrivatePostgres() as pg:
         async with SlackApiRecorder() as recorder:
             port = closed_port()
-            env = {**os.environ, "GPUBOT_DATABASE_URL": pg.url, "SLACK_BOT_TOKEN": "xoxb-test",
-                   "SLACK_SIGNING_SECRET": "s3cret", "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_HTTP_PORT": str(port),
-                   "GPUBOT_KNOWN_HOSTS": str(tmp_path / "known_hosts"), "GPUBOT_DB_CONNECT_TIMEOUT_S": "1",
-                   "GPUBOT_DB_STATEMENT_TIMEOUT_S": "1"}
+            env = {
+                **os.environ,
+                "GPUBOT_DATABASE_URL": pg.url,
+                "SLACK_BOT_TOKEN": "xoxb-test",
+                "SLACK_SIGNING_SECRET": "s3cret",
+                "GPUBOT_SLACK_API_URL": recorder.url,
+                "GPUBOT_HTTP_PORT": str(port),
+                "GPUBOT_KNOWN_HOSTS": str(tmp_path / "known_hosts"),
+                "GPUBOT_DB_CONNECT_TIMEOUT_S": "1",
+                "GPUBOT_DB_STATEMENT_TIMEOUT_S": "1",
+            }
             env.pop("SLACK_APP_TOKEN", None)
-            proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, cwd=ROOT,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bot", "serve"],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
             try:
                 async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
                     await wait_ready(http, port, timeout_s=60)
@@ -77,7 +90,9 @@ async def test_readyz_and_metrics_say_database_down_while_postgresql_is_stopped_
                     pg.freeze()  # the server hangs: connections open, nothing answers
                     try:
                         ready_status, ready, metrics_status, text = await _scrape(http, port)
-                        assert ready_status == 503 and ready["checks"]["database"].startswith("unavailable: no answer"), ready
+                        assert ready_status == 503 and ready["checks"]["database"].startswith(
+                            "unavailable: no answer"
+                        ), ready
                         assert metrics_status == 200 and _sample(text, "gpubot_database_up") == 0.0
                         assert _sample(text, "process_resident_memory_bytes")
                     finally:

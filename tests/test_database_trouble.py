@@ -57,8 +57,9 @@ async def test_status_with_the_database_refusing_says_so_at_once():
 
 async def test_status_with_the_database_not_answering_says_so_within_the_connect_timeout():
     with SilentListener() as port:
-        text, seconds = await _ask_status(_services(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot",
-                                                    db_connect_timeout_s=1.5))
+        text, seconds = await _ask_status(
+            _services(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot", db_connect_timeout_s=1.5)
+        )
     assert text == f"the database is unavailable (postgresql at 127.0.0.1:{port}: no answer within 1.5 s)"
     assert seconds > 1.4 and "Something went wrong" not in text  # it waited for the connect timeout
 
@@ -81,7 +82,10 @@ async def test_status_when_a_connected_database_hangs_says_so_within_the_connect
             await close()
             await services.close()
             await proxy.cut()
-    assert answer.body["text"] == f"the database is unavailable (postgresql at 127.0.0.1:{proxy.port}: no answer within 1.5 s)"
+    assert (
+        answer.body["text"]
+        == f"the database is unavailable (postgresql at 127.0.0.1:{proxy.port}: no answer within 1.5 s)"
+    )
 
 
 class CutTheDatabaseDuringTheProbe:
@@ -104,8 +108,17 @@ async def test_database_dying_during_a_probe_keeps_the_verdict(database_url, ssh
     url = real.set(host="127.0.0.1", port=proxy.port, password=PASSWORD).render_as_string(hide_password=False)
     settings = make_settings(url, ssh_server)
     engine = make_engine(url, connect_timeout_s=2, statement_timeout_s=3)
-    runner = CutTheDatabaseDuringTheProbe(RoutingRunner(SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
-                                                                  default_key_file=settings.ssh_key_file, connect_timeout=3.0)), proxy)
+    runner = CutTheDatabaseDuringTheProbe(
+        RoutingRunner(
+            SshRunner(
+                known_hosts=settings.known_hosts,
+                default_user=settings.ssh_user,
+                default_key_file=settings.ssh_key_file,
+                connect_timeout=3.0,
+            )
+        ),
+        proxy,
+    )
     services = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="node411", address="127.0.0.11", port=ssh_server.port)
@@ -120,8 +133,10 @@ async def test_database_dying_during_a_probe_keeps_the_verdict(database_url, ssh
     assert runner.cuts == 1
     shown = blocks_text(update.body["blocks"])
     assert update.body["text"].startswith("node411: ready")
-    assert (f"the snapshot was not stored: the database is unavailable (postgresql at 127.0.0.1:{proxy.port}: "
-            "connection refused)") in shown
+    assert (
+        f"the snapshot was not stored: the database is unavailable (postgresql at 127.0.0.1:{proxy.port}: "
+        "connection refused)"
+    ) in shown
     assert PASSWORD not in shown and "Something went wrong" not in shown
 
 
@@ -137,8 +152,10 @@ def test_serve_against_a_refusing_database_exits_74_naming_it():
     port = closed_port()
     done, seconds = _serve(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot")
     assert done.returncode == 74
-    assert (f"gpubot: the database is unavailable (postgresql at 127.0.0.1:{port}: connection refused); "
-            f"GPUBOT_DATABASE_URL is postgresql+asyncpg://gpubot:***@127.0.0.1:{port}/gpubot") in done.stderr
+    assert (
+        f"gpubot: the database is unavailable (postgresql at 127.0.0.1:{port}: connection refused); "
+        f"GPUBOT_DATABASE_URL is postgresql+asyncpg://gpubot:***@127.0.0.1:{port}/gpubot"
+    ) in done.stderr
     assert PASSWORD not in done.stderr + done.stdout and "Traceback" not in done.stderr
 
 

@@ -80,8 +80,15 @@ def test_image_is_small_multi_stage_non_root_and_health_checked(image):
     assert "/readyz" in " ".join(config["Healthcheck"]["Test"])
     assert config["StopSignal"] == "SIGTERM"
     # no build tools or caches from the build stage, and none of the repository beyond the app
-    listing = docker("run", "--rm", "--entrypoint", "sh", image, "-c",
-                     "ls /app; id -u; test -w /var/lib/gpubot/ssh && echo writable; ls /root/.cache 2>&1 | head -1").stdout.split()
+    listing = docker(
+        "run",
+        "--rm",
+        "--entrypoint",
+        "sh",
+        image,
+        "-c",
+        "ls /app; id -u; test -w /var/lib/gpubot/ssh && echo writable; ls /root/.cache 2>&1 | head -1",
+    ).stdout.split()
     assert "tests" not in listing and ".venv" not in listing and ".git" not in listing and "migrations" in listing
     assert "10001" in listing and "writable" in listing
     assert image_size_bytes(image) < 600 * 1024 * 1024
@@ -128,15 +135,26 @@ async def _command(http: aiohttp.ClientSession, base: str, recorder: SlackApiRec
     return str(update.body["text"])
 
 
-async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_sigterm(image, tmp_path, ssh_server, fake_hosts):
+async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_sigterm(
+    image, tmp_path, ssh_server, fake_hosts
+):
     db = f"gpubot_docker_{secrets.token_hex(4)}"
     await _pg(f"CREATE DATABASE {db}")
     port = free_port()
     async with SlackApiRecorder() as recorder:
-        stack = ComposeStack(tmp_path / "project", {
-            "SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SIGNING, "POSTGRES_PASSWORD": "unused-here",
-            "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_SSH_USER": ssh_server.username,
-        }, key_file=ssh_server.client_key_path, http_port=port, database_url=f"{PG_ADMIN_URL.rsplit('/', 1)[0]}/{db}")
+        stack = ComposeStack(
+            tmp_path / "project",
+            {
+                "SLACK_BOT_TOKEN": TOKEN,
+                "SLACK_SIGNING_SECRET": SIGNING,
+                "POSTGRES_PASSWORD": "unused-here",
+                "GPUBOT_SLACK_API_URL": recorder.url,
+                "GPUBOT_SSH_USER": ssh_server.username,
+            },
+            key_file=ssh_server.client_key_path,
+            http_port=port,
+            database_url=f"{PG_ADMIN_URL.rsplit('/', 1)[0]}/{db}",
+        )
         stack.write()
         base = f"http://127.0.0.1:{port}"
         try:
@@ -149,8 +167,14 @@ async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_s
                 # the volume starts empty: the host key is unknown, the verdict says so
                 text = await _command(http, base, recorder, "status node01", "a")
                 assert "node01: unreachable" in text, text
-                fingerprint = subprocess.run(["ssh-keygen", "-lf", "-"], input=ssh_server.host_key_pub, capture_output=True,
-                                             text=True, check=True, timeout=60).stdout.split()[1]
+                fingerprint = subprocess.run(
+                    ["ssh-keygen", "-lf", "-"],
+                    input=ssh_server.host_key_pub,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    timeout=60,
+                ).stdout.split()[1]
                 trust = stack.exec("gpubot", "hosts", "trust", "node01", "--fingerprint", fingerprint)
                 assert "recorded in /var/lib/gpubot/ssh/known_hosts" in trust.stdout, trust.stdout + trust.stderr
                 known = stack.exec("cat", "/var/lib/gpubot/ssh/known_hosts").stdout
@@ -176,7 +200,9 @@ async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_s
     lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
     assert lines and any(line["event"].startswith("stopped in") for line in lines), logs[-2000:]
     assert TOKEN not in logs and SIGNING not in logs and "unused-here" not in logs
-    print(f"\nimage {image_size_bytes(image) / 1e6:.0f} MB, cold start to /readyz {cold_start:.1f} s, shutdown {shutdown:.1f} s")
+    print(
+        f"\nimage {image_size_bytes(image) / 1e6:.0f} MB, cold start to /readyz {cold_start:.1f} s, shutdown {shutdown:.1f} s"
+    )
 
 
 async def test_compose_scales_the_bot_to_two_replicas_on_a_port_range(image, tmp_path):
@@ -186,15 +212,26 @@ async def test_compose_scales_the_bot_to_two_replicas_on_a_port_range(image, tmp
     ports = (first, first + 1)
     key = tmp_path / "key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=60)
-    stack = ComposeStack(tmp_path / "project", {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SIGNING, "POSTGRES_PASSWORD": "x",
-                                                "GPUBOT_PUBLISH": f"{ports[0]}-{ports[1]}"},
-                         key_file=str(key), http_port=3000, database_url="sqlite+aiosqlite:////var/lib/gpubot/gpubot.db",
-                         host_network=False)
+    stack = ComposeStack(
+        tmp_path / "project",
+        {
+            "SLACK_BOT_TOKEN": TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING,
+            "POSTGRES_PASSWORD": "x",
+            "GPUBOT_PUBLISH": f"{ports[0]}-{ports[1]}",
+        },
+        key_file=str(key),
+        http_port=3000,
+        database_url="sqlite+aiosqlite:////var/lib/gpubot/gpubot.db",
+        host_network=False,
+    )
     stack.write()
     try:
         stack.compose("up", "-d", "--no-deps", "--no-build", "--scale", "bot=2", "bot")
         async with aiohttp.ClientSession() as http:
-            for port in ports:  # up on its port; Slack is out of reach from the bridge (and the token fake): unready, saying so
+            for port in (
+                ports
+            ):  # up on its port; Slack is out of reach from the bridge (and the token fake): unready, saying so
                 await _unready_on_slack(http, f"http://127.0.0.1:{port}", timeout=120)
         ids = stack.compose("ps", "-q", "bot").stdout.split()
         assert len(ids) == 2
@@ -212,9 +249,19 @@ async def test_the_shipped_db_service_is_migrated_and_stores_a_snapshot(image, p
     key = tmp_path / "key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=60)
     password = f"pg-{secrets.token_hex(8)}"
-    stack = ComposeStack(tmp_path / "project", {"SLACK_BOT_TOKEN": TOKEN, "SLACK_SIGNING_SECRET": SIGNING,
-                                                "POSTGRES_PASSWORD": password, "GPUBOT_PUBLISH": str(port)},
-                         key_file=str(key), http_port=3000, database_url=None, host_network=False)
+    stack = ComposeStack(
+        tmp_path / "project",
+        {
+            "SLACK_BOT_TOKEN": TOKEN,
+            "SLACK_SIGNING_SECRET": SIGNING,
+            "POSTGRES_PASSWORD": password,
+            "GPUBOT_PUBLISH": str(port),
+        },
+        key_file=str(key),
+        http_port=3000,
+        database_url=None,
+        host_network=False,
+    )
     stack.write()
     try:
         up = time.monotonic()
@@ -238,5 +285,7 @@ async def test_the_shipped_db_service_is_migrated_and_stores_a_snapshot(image, p
     finally:
         stack.down()
     assert password not in logs and TOKEN not in logs, logs[-2000:]
-    print(f"\nshipped db: `compose up` to the bot's database ready {ready:.1f} s; builds this run (0 = cached): "
-          + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in BUILDS.items()))
+    print(
+        f"\nshipped db: `compose up` to the bot's database ready {ready:.1f} s; builds this run (0 = cached): "
+        + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in BUILDS.items())
+    )

@@ -13,7 +13,9 @@ def bot(slack_bot):
     return slack_bot
 
 
-async def test_a_broken_store_shows_an_error_id_or_the_unstored_verdict_never_a_traceback(bot, services, ssh_server, fake_hosts, caplog, database_url):
+async def test_a_broken_store_shows_an_error_id_or_the_unstored_verdict_never_a_traceback(
+    bot, services, ssh_server, fake_hosts, caplog, database_url
+):
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="node174", address="127.0.0.2", port=ssh_server.port)
     async with services.engine.begin() as conn:  # the snapshot store breaks under the bot

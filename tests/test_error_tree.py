@@ -8,7 +8,9 @@ from pathlib import Path
 import bot.errors
 
 BOT = Path(bot.errors.__file__).parent
-EXCEPTION_NAMES = {name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
+EXCEPTION_NAMES = {
+    name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)
+}
 OURS = {name for name, obj in vars(bot.errors).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
 
 
@@ -28,8 +30,11 @@ def test_no_exception_class_is_defined_outside_bot_errors():
 
 
 def test_every_error_is_a_gpubot_error_with_one_name():
-    classes = [obj for obj in vars(bot.errors).values() if inspect.isclass(obj) and issubclass(obj, BaseException)
-               and obj.__module__ == "bot.errors"]
+    classes = [
+        obj
+        for obj in vars(bot.errors).values()
+        if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == "bot.errors"
+    ]
     assert all(issubclass(c, bot.errors.GpubotError) for c in classes)
     assert len({c.__name__ for c in classes}) == len(classes)
     doc = bot.errors.__doc__ or ""

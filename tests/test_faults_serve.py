@@ -40,8 +40,12 @@ async def test_a_batch_slower_than_its_deadline_is_unknown_with_the_frames_that_
     try:
         # The client's deadline (4 s) is below the host's own (5 s, its floor), as on a host too
         # loaded to keep its deadline: systemctl is still sleeping when the client gives up.
-        async with served(tmp_path, fault_server, {"slowpoke": SLOW},
-                          {"GPUBOT_BATCH_TIMEOUT_S": "4", "GPUBOT_UNITS": '{"vllm.service": "inactive"}'}) as bot:
+        async with served(
+            tmp_path,
+            fault_server,
+            {"slowpoke": SLOW},
+            {"GPUBOT_BATCH_TIMEOUT_S": "4", "GPUBOT_UNITS": '{"vllm.service": "inactive"}'},
+        ) as bot:
             await bot.command("status slowpoke")
             update = await bot.recorder.wait_for("chat.update", timeout=120)
             text = update.body["text"]
@@ -76,10 +80,14 @@ async def test_a_50_mb_nvidia_smi_answer_is_capped_as_read_and_memory_stays_boun
             after = bot.status_field("VmHWM")
             snaps = await bot.snapshots()
         growth_mib = (after - before) / 1024
-        print(f"VmHWM before {before / 1024:.0f} MiB, after two 50 MB answers {after / 1024:.0f} MiB (+{growth_mib:.0f} MiB)")
+        print(
+            f"VmHWM before {before / 1024:.0f} MiB, after two 50 MB answers {after / 1024:.0f} MiB (+{growth_mib:.0f} MiB)"
+        )
         text, shown = update.body["text"], str(update.body["blocks"])
         assert "chatty: unknown" in text, text
-        assert re.search(r"nvidia-smi: output truncated at 1 MiB \(stdout: 50,000,\d{3} bytes\)", shown), shown  # + its "# fields" line
+        assert re.search(r"nvidia-smi: output truncated at 1 MiB \(stdout: 50,000,\d{3} bytes\)", shown), (
+            shown
+        )  # + its "# fields" line
         # Before the cap the whole 50 MB answer was read, decoded, joined and split (+338 MB high-water
         # on one answer); now at most 1 MiB of it crosses, so the growth stays a few MiB.
         assert growth_mib < 40, (before, after)

@@ -35,13 +35,20 @@ async def scrape(services):
         services.settings.slack_bot_token = SecretStr("xoxb-test")
         services.settings.slack_signing_secret = SecretStr("s3cret-signing")
         services.settings.slack_api_url = recorder.url
-        runner, port = await start_http(build_app(services), host="127.0.0.1", port=0,
-                                        readiness=Readiness(sessions=services.sessions, gate=services.gate), services=services)
+        runner, port = await start_http(
+            build_app(services),
+            host="127.0.0.1",
+            port=0,
+            readiness=Readiness(sessions=services.sessions, gate=services.gate),
+            services=services,
+        )
         async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{port}") as http:
+
             async def get() -> str:
                 async with http.get("/metrics") as r:
                     assert r.status == 200
                     return await r.text()
+
             yield get
         await runner.cleanup()
 
@@ -63,7 +70,9 @@ def value(s, name, **labels) -> float | None:
     return s.get((name, frozenset(labels.items())))
 
 
-async def test_metrics_after_probes_carry_each_hosts_series_from_its_newest_snapshot(services, ssh_server, fake_hosts, scrape):
+async def test_metrics_after_probes_carry_each_hosts_series_from_its_newest_snapshot(
+    services, ssh_server, fake_hosts, scrape
+):
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="train16", address=A, port=ssh_server.port, group="train")
         await hosts.add(db_session=db, name="spare17", address=B, port=ssh_server.port)
@@ -74,11 +83,15 @@ async def test_metrics_after_probes_carry_each_hosts_series_from_its_newest_snap
 
     t16 = {"host": "train16", "group": "train"}
     assert value(s, "gpubot_host_verdict", **t16, verdict="not_ready") == 1
-    assert [value(s, "gpubot_host_verdict", **t16, verdict=v) for v in ("ready", "serving", "unknown", "unreachable")] == [0] * 4
+    assert [
+        value(s, "gpubot_host_verdict", **t16, verdict=v) for v in ("ready", "serving", "unknown", "unreachable")
+    ] == [0] * 4
     assert value(s, "gpubot_host_verdict", host="spare17", group="", verdict="ready") == 1
     # registered, never probed: no verdict is 1, and no snapshot series
-    assert [value(s, "gpubot_host_verdict", host="never18", group="train", verdict=v)
-            for v in ("ready", "serving", "not_ready", "unknown", "unreachable")] == [0] * 5
+    assert [
+        value(s, "gpubot_host_verdict", host="never18", group="train", verdict=v)
+        for v in ("ready", "serving", "not_ready", "unknown", "unreachable")
+    ] == [0] * 5
     assert value(s, "gpubot_host_snapshot_age_seconds", host="never18", group="train") is None
 
     async with services.sessions() as db:
@@ -89,7 +102,9 @@ async def test_metrics_after_probes_carry_each_hosts_series_from_its_newest_snap
         assert value(s, "gpubot_gpu_memory_used_bytes", **t16, gpu=str(g.index)) == g.memory_used_mib * MIB
         assert value(s, "gpubot_gpu_memory_total_bytes", **t16, gpu=str(g.index)) == 143_771 * MIB
     used = {g: value(s, "gpubot_gpu_memory_used_bytes", **t16, gpu=str(g)) for g in range(8)}
-    assert used[3] >= 20_000 * MIB and all(used[g] < 1_000 * MIB for g in range(8) if g != 3)  # the holder shows on GPU 3 only
+    assert used[3] >= 20_000 * MIB and all(
+        used[g] < 1_000 * MIB for g in range(8) if g != 3
+    )  # the holder shows on GPU 3 only
     assert value(s, "gpubot_host_disk_free_bytes", **t16) == snap.disk_free_bytes > 0
     assert 0 <= value(s, "gpubot_host_snapshot_age_seconds", **t16) < 3600
     assert value(s, "gpubot_host_findings", **t16, severity="blocker") >= 1
@@ -116,14 +131,19 @@ def _exposed(text: str) -> set[str]:
 def _queries() -> list[tuple[str, str]]:
     dash = json.loads(DASHBOARD.read_text())
     out = [(f"dashboard panel {p['title']!r}", t["expr"]) for p in dash["panels"] for t in p.get("targets", [])]
-    out += [(f"dashboard variable {v['name']!r}", v["query"]["query"]) for v in dash["templating"]["list"]
-            if isinstance(v.get("query"), dict)]
+    out += [
+        (f"dashboard variable {v['name']!r}", v["query"]["query"])
+        for v in dash["templating"]["list"]
+        if isinstance(v.get("query"), dict)
+    ]
     rules = yaml.safe_load(RULES.read_text())
     out += [(f"alert {r['alert']}", r["expr"]) for g in rules["groups"] for r in g["rules"]]
     return out
 
 
-async def test_every_dashboard_query_and_alert_rule_names_a_metric_the_bot_exposes(services, ssh_server, fake_hosts, scrape):
+async def test_every_dashboard_query_and_alert_rule_names_a_metric_the_bot_exposes(
+    services, ssh_server, fake_hosts, scrape
+):
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="train16", address=A, port=ssh_server.port, group="train")
     await check_fleet(services=services, names=["train16"], title="t", requested_by="test")
@@ -137,12 +157,18 @@ async def test_every_dashboard_query_and_alert_rule_names_a_metric_the_bot_expos
         assert names <= exposed, f"{where} names {names - exposed}, which /metrics does not expose"
         used |= names
     # the dashboard covers the fleet table, per-GPU memory, disk and changes
-    assert {"gpubot_host_verdict", "gpubot_gpu_memory_used_bytes", "gpubot_gpu_memory_total_bytes",
-            "gpubot_host_disk_free_bytes"} <= used
+    assert {
+        "gpubot_host_verdict",
+        "gpubot_gpu_memory_used_bytes",
+        "gpubot_gpu_memory_total_bytes",
+        "gpubot_host_disk_free_bytes",
+    } <= used
     panels = {p["type"] for p in json.loads(DASHBOARD.read_text())["panels"]}
     assert {"table", "heatmap", "timeseries"} <= panels
 
 
 def test_a_misspelt_metric_in_a_query_would_be_caught():
     exposed = {"gpubot_host_verdict"}
-    assert set(re.findall(r"\bgpubot_\w+", 'gpubot_host_verdicts{verdict="ready"}')) - exposed == {"gpubot_host_verdicts"}
+    assert set(re.findall(r"\bgpubot_\w+", 'gpubot_host_verdicts{verdict="ready"}')) - exposed == {
+        "gpubot_host_verdicts"
+    }

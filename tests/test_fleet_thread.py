@@ -35,10 +35,15 @@ async def test_a_fan_out_on_the_fleet_thread_reports_back_on_the_callers_loop(da
             seen.append(("stored", report.host, threading.current_thread() is home and report.snapshot_id is not None))
 
         loop = asyncio.get_running_loop()
-        fleet = await check_fleet(services=services, names=[f"ft{i}" for i in range(4)], title="t",
-                                  on_progress=progress, on_stored=stored)
+        fleet = await check_fleet(
+            services=services, names=[f"ft{i}" for i in range(4)], title="t", on_progress=progress, on_stored=stored
+        )
         assert {r.host: r.assessment.verdict for r in fleet.reports} == {
-            "ft0": Verdict.READY, "ft1": Verdict.NOT_READY, "ft2": Verdict.READY, "ft3": Verdict.READY}
+            "ft0": Verdict.READY,
+            "ft1": Verdict.NOT_READY,
+            "ft2": Verdict.READY,
+            "ft3": Verdict.READY,
+        }
         assert sorted(seen) == sorted([(k, f"ft{i}", True) for k in ("answered", "stored") for i in range(4)])
         assert services.fleet_loop.services.runner.ssh.pool.open_count() == 4  # the thread's own pool
         async with services.sessions() as db:

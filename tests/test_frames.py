@@ -14,7 +14,12 @@ def frame(name: str, out: str, err: str, rc: int) -> str:
 
 
 def test_banner_and_rc_noise_outside_frames_is_ignored():
-    text = "Welcome to node174!\nLast login: never\n" + frame("gpus", "0, 0\n", "", 0) + "bye from .bashrc\n" + frame("df.0", "x", "oops\n", 1)
+    text = (
+        "Welcome to node174!\nLast login: never\n"
+        + frame("gpus", "0, 0\n", "", 0)
+        + "bye from .bashrc\n"
+        + frame("df.0", "x", "oops\n", 1)
+    )
     got = split_frames(text, M)
     assert got["gpus"].stdout == "0, 0\n" and got["gpus"].exit_status == 0
     assert got["df.0"].stdout == "x" and got["df.0"].stderr == "oops\n" and got["df.0"].exit_status == 1
@@ -31,7 +36,11 @@ def test_marker_lookalikes_from_another_batch_do_not_count():
     assert list(split_frames(text, M)) == ["gpus"]
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=200), st.text(max_size=50), st.integers(0, 255))
+@given(
+    st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=200),
+    st.text(max_size=50),
+    st.integers(0, 255),
+)
 def test_any_stdout_round_trips(out, err, rc):
     got = split_frames(frame("p", out, err, rc), M)["p"]
     assert (got.stdout, got.exit_status) == (out, rc)
@@ -49,8 +58,10 @@ def test_user_paths_are_quoted_in_the_script():
 def test_only_a_frames_own_lines_cut_it():
     """A STDERR line missing (stdout runs to the next BEGIN), an END of another name or with no number,
     and a name repeated (the later frame counts) are read as they always were."""
-    text = (f"{M} BEGIN a\nout-a\n{M} BEGIN b\nout-b\n{M} STDERR b\nerr\n{M} END a 0\n{M} END b x\n{M} END b 3\r\n"
-            f"{M} BEGIN bad name\n" + frame("c", "1", "", 0) + frame("c", "2", "", 5))
+    text = (
+        f"{M} BEGIN a\nout-a\n{M} BEGIN b\nout-b\n{M} STDERR b\nerr\n{M} END a 0\n{M} END b x\n{M} END b 3\r\n"
+        f"{M} BEGIN bad name\n" + frame("c", "1", "", 0) + frame("c", "2", "", 5)
+    )
     got = split_frames(text, M)
     assert sorted(got) == ["a", "b", "c"]
     assert (got["a"].stdout, got["a"].stderr, got["a"].exit_status) == ("out-a", "", None)

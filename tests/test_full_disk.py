@@ -36,7 +36,9 @@ def fill(folder: Path) -> Path:
     return path
 
 
-async def test_sqlite_on_a_full_disk_still_answers_what_needs_no_write_and_readyz_says_not_writable(tmp_path, ssh_server, fake_hosts):
+async def test_sqlite_on_a_full_disk_still_answers_what_needs_no_write_and_readyz_says_not_writable(
+    tmp_path, ssh_server, fake_hosts
+):
     disk = tmp_path / "disk"
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], check=True)
@@ -51,11 +53,15 @@ async def test_sqlite_on_a_full_disk_still_answers_what_needs_no_write_and_ready
             filler = fill(disk)
             async with bot.http.get(f"{base}/readyz") as r:
                 ready = (r.status, await r.json())
-            assert ready[0] == 503 and ready[1]["checks"]["database"].startswith("not writable: the disk is full (0 KiB free on "), ready
+            assert ready[0] == 503 and ready[1]["checks"]["database"].startswith(
+                "not writable: the disk is full (0 KiB free on "
+            ), ready
 
             mark = len(bot.recorder.calls)
             await bot.command("help", "help")
-            answer = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/help"), timeout=60, start=mark)
+            answer = await bot.recorder.wait_for(
+                "response_url", lambda c: c.path.endswith("/help"), timeout=60, start=mark
+            )
             assert "database is unavailable" not in str(answer.body) and "status" in str(answer.body), answer.body
 
             mark = len(bot.recorder.calls)
@@ -63,12 +69,27 @@ async def test_sqlite_on_a_full_disk_still_answers_what_needs_no_write_and_ready
             update = await bot.recorder.wait_for("chat.update", timeout=120, start=mark)
             shown = str(update.body["blocks"])
             assert "node17: ready" in update.body["text"], update.body["text"]
-            assert f"the snapshot was not stored: the database is unavailable (sqlite at {disk / 'gpubot.db'}: the disk is full)" in shown, shown
+            assert (
+                f"the snapshot was not stored: the database is unavailable (sqlite at {disk / 'gpubot.db'}: the disk is full)"
+                in shown
+            ), shown
 
-            env = {**os.environ, "GPUBOT_DATABASE_URL": url, "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
-                   "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path, "GPUBOT_SSH_USER": ssh_server.username}
-            cli = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "bot", "status", "node17"], env=env, cwd=ROOT,
-                                          capture_output=True, text=True, timeout=120)
+            env = {
+                **os.environ,
+                "GPUBOT_DATABASE_URL": url,
+                "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+                "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+                "GPUBOT_SSH_USER": ssh_server.username,
+            }
+            cli = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, "-m", "bot", "status", "node17"],
+                env=env,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert "Traceback" not in cli.stderr, cli.stderr
             assert "the disk is full" in cli.stdout + cli.stderr, (cli.stdout, cli.stderr)
 

@@ -17,8 +17,20 @@ from bot.readiness.health import needs_reset
 from bot.readiness.verdict import Requirements, Severity, Verdict, assess
 from tests.fixtures_h200 import H200, captured
 
-ROW_FIELDS = ("index", "uuid", "name", "memory.total", "memory.used", "memory.reserved", "utilization.gpu",
-              "temperature.gpu", "power.draw", "mig.mode.current", "driver_version", *HEALTH_FIELDS)
+ROW_FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "memory.total",
+    "memory.used",
+    "memory.reserved",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "mig.mode.current",
+    "driver_version",
+    *HEALTH_FIELDS,
+)
 
 
 def real_row() -> dict[str, str]:
@@ -35,11 +47,20 @@ def gpu(i: int, health: GpuHealth | None, used: int = 0) -> Gpu:
     return Gpu(i, f"GPU-{i}", "NVIDIA H200", 143771, used, 616, 0, 36, 120.0, "Disabled", health=health)
 
 
-def readings(healths: dict[int, GpuHealth | None], procs=(), kernel_log: KernelLog | None = None, used=None) -> Readings:
+def readings(
+    healths: dict[int, GpuHealth | None], procs=(), kernel_log: KernelLog | None = None, used=None
+) -> Readings:
     used = used or {}
     gpus = [gpu(i, healths.get(i, health_from_row(real_row())), used.get(i, 0)) for i in range(4)]
-    return Readings(GpuReport(gpus=gpus, processes=list(procs)), [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, 10**12)],
-                    [], None, [], HostContext(), kernel_log=kernel_log)
+    return Readings(
+        GpuReport(gpus=gpus, processes=list(procs)),
+        [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, 10**12)],
+        [],
+        None,
+        [],
+        HostContext(),
+        kernel_log=kernel_log,
+    )
 
 
 def with_cell(**cells: str) -> GpuHealth | None:
@@ -50,8 +71,15 @@ def with_cell(**cells: str) -> GpuHealth | None:
 
 def test_the_real_h200_row_reads_healthy_and_the_host_ready():
     h = health_from_row(real_row())
-    assert h == GpuHealth(recovery_action="None", rows_pending=False, remap_failure=False, retired_pages_pending=None,
-                          ecc_uncorrected_volatile=0, hw_slowdown=False, persistence_mode=True)
+    assert h == GpuHealth(
+        recovery_action="None",
+        rows_pending=False,
+        remap_failure=False,
+        retired_pages_pending=None,
+        ecc_uncorrected_volatile=0,
+        hw_slowdown=False,
+        persistence_mode=True,
+    )
     assert not h.action_needed
     a = assess(readings({}), Requirements())
     assert a.verdict is Verdict.READY and a.reasons == []
@@ -65,27 +93,37 @@ def test_recovery_action_reset_on_an_idle_gpu_is_not_ready():
 
 
 def test_recovery_action_reboot_and_unknown_actions_are_named():
-    a = assess(readings({1: with_cell(gpu_recovery_action="Reboot"), 2: with_cell(gpu_recovery_action="Something New")}),
-               Requirements())
+    a = assess(
+        readings({1: with_cell(gpu_recovery_action="Reboot"), 2: with_cell(gpu_recovery_action="Something New")}),
+        Requirements(),
+    )
     assert a.verdict is Verdict.NOT_READY
-    assert [r.text for r in a.reasons] == ["GPU 1: the driver asks for a reboot of the host",
-                                           "GPU 2: the driver asks for recovery action 'Something New'"]
+    assert [r.text for r in a.reasons] == [
+        "GPU 1: the driver asks for a reboot of the host",
+        "GPU 2: the driver asks for recovery action 'Something New'",
+    ]
 
 
 def test_pending_row_remaps_are_not_ready():
-    a = assess(readings({3: with_cell(remapped_rows__pending="Yes", ecc__errors__uncorrected__volatile__total="2")}),
-               Requirements())
+    a = assess(
+        readings({3: with_cell(remapped_rows__pending="Yes", ecc__errors__uncorrected__volatile__total="2")}),
+        Requirements(),
+    )
     assert a.verdict is Verdict.NOT_READY
     # with a remap pending the ECC count is what the remap fixes: no separate warning
     assert [r.text for r in a.reasons] == ["reset GPU 3 to apply pending row remaps"]
 
 
 def test_remap_failure_and_pending_retired_pages_are_not_ready():
-    a = assess(readings({0: with_cell(remapped_rows__failure="Yes"), 2: with_cell(retired_pages__pending="Yes")}),
-               Requirements())
+    a = assess(
+        readings({0: with_cell(remapped_rows__failure="Yes"), 2: with_cell(retired_pages__pending="Yes")}),
+        Requirements(),
+    )
     assert a.verdict is Verdict.NOT_READY
-    assert [r.text for r in a.reasons] == ["GPU 0: row remapping failed — hardware replacement criterion",
-                                           "GPU 2: pages pending retirement — reboot to retire pages"]
+    assert [r.text for r in a.reasons] == [
+        "GPU 0: row remapping failed — hardware replacement criterion",
+        "GPU 2: pages pending retirement — reboot to retire pages",
+    ]
 
 
 def test_uncorrectable_ecc_without_remap_pending_is_a_warning_with_the_count():
@@ -99,7 +137,9 @@ def test_hw_slowdown_warns_only_on_an_idle_gpu_and_persistence_off_warns():
     slow = with_cell(clocks_event_reasons__hw_slowdown="Active")
     idle = assess(readings({0: slow}), Requirements())
     assert idle.verdict is Verdict.READY and [r.code for r in idle.reasons] == ["gpu_hw_slowdown"]
-    busy = assess(readings({0: slow}, procs=[GpuProcess("GPU-0", 467, 42182, "python3")], used={0: 42191}), Requirements())
+    busy = assess(
+        readings({0: slow}, procs=[GpuProcess("GPU-0", 467, 42182, "python3")], used={0: 42191}), Requirements()
+    )
     assert [r.code for r in busy.reasons] == ["gpu_busy"]
     off = assess(readings({2: with_cell(persistence_mode="Disabled")}), Requirements())
     assert off.verdict is Verdict.READY and off.reasons[0].text.startswith("GPU 2: persistence mode is off")
@@ -145,9 +185,12 @@ def test_nvml_health_from_the_real_h200_calls():
 
 
 def test_old_snapshots_without_health_load_and_new_ones_round_trip():
-    r = readings({3: with_cell(gpu_recovery_action="Reset")},
-                 kernel_log=KernelLog("dmesg", [XidEvent(79, "0000:00:09", 1796039135.0, "GPU has fallen off the bus.")],
-                                      read_at=1796042735.0))
+    r = readings(
+        {3: with_cell(gpu_recovery_action="Reset")},
+        kernel_log=KernelLog(
+            "dmesg", [XidEvent(79, "0000:00:09", 1796039135.0, "GPU has fallen off the bus.")], read_at=1796042735.0
+        ),
+    )
     data = r.to_json()
     assert Readings.from_json(data) == r
     old = json.loads(json.dumps(data))
@@ -179,28 +222,43 @@ async def test_the_nvml_probe_reads_health_through_the_library(monkeypatch, tmp_
     from bot.ssh.target import HostTarget
 
     captured_health = json.loads((H200 / "nvml_health.json").read_text())["gpus"][0]
-    health = {"recovery_action": captured_health["recovery_action"]["uiVal"], "remapped_rows": captured_health["remapped_rows"],
-              "retired_pages_pending": captured_health["retired_pages_pending"],  # {"nvml_error": "Not Supported"}
-              "ecc_uncorrected_volatile": 0, "clocks_event_reasons": 1, "persistence": 1}
+    health = {
+        "recovery_action": captured_health["recovery_action"]["uiVal"],
+        "remapped_rows": captured_health["remapped_rows"],
+        "retired_pages_pending": captured_health["retired_pages_pending"],  # {"nvml_error": "Not Supported"}
+        "ecc_uncorrected_volatile": 0,
+        "clocks_event_reasons": 1,
+        "persistence": 1,
+    }
     monkeypatch.setenv("PYTHONPATH", os.path.join(os.path.dirname(__file__), "support", "fake_pynvml"))
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
     results = {}
-    for name, h in (("healthy", health), ("reset", {**health, "recovery_action": 1, "remapped_rows": [0, 1, 1, 0]}),
-                    ("old_library", None)):
+    for name, h in (
+        ("healthy", health),
+        ("reset", {**health, "recovery_action": 1, "remapped_rows": [0, 1, 1, 0]}),
+        ("old_library", None),
+    ):
         doc = json.loads((H200 / "nvml_idle.json").read_text())
         if h is not None:
             doc["gpus"][0]["health"] = h
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(doc))
         monkeypatch.setenv("GPUBOT_FAKE_NVML", str(path))
-        res = await run_probe(target=HostTarget("l", "localhost", transport="local"), plan=ProbePlan(gpu_backend="nvml"),
-                              runner=LocalRunner(), timeout=30)
+        res = await run_probe(
+            target=HostTarget("l", "localhost", transport="local"),
+            plan=ProbePlan(gpu_backend="nvml"),
+            runner=LocalRunner(),
+            timeout=30,
+        )
         results[name] = res.readings
     assert results["healthy"].gpu.gpus[0].health == health_from_row(real_row())
     assert assess(results["healthy"], Requirements()).verdict is Verdict.READY
     reset = assess(results["reset"], Requirements())
     assert reset.verdict is Verdict.NOT_READY
-    assert [r.text for r in reset.reasons][:2] == ["GPU 0: the driver asks for a GPU reset", "reset GPU 0 to apply pending row remaps"]
+    assert [r.text for r in reset.reasons][:2] == [
+        "GPU 0: the driver asks for a GPU reset",
+        "reset GPU 0 to apply pending row remaps",
+    ]
     # every call refused (Not Supported): no health signal, and the verdict stands
     assert results["old_library"].gpu.gpus[0].health == GpuHealth()
     assert assess(results["old_library"], Requirements()).verdict is Verdict.READY
@@ -227,8 +285,9 @@ def test_whole_batches_on_the_real_h200_read_health_and_xid():
     r, a = judged("user", "nvidia-smi")
     assert r.gpu.gpus[0].health == healthy and r.kernel_log.source is None
     assert a.verdict is Verdict.READY
-    assert [x.text for x in a.reasons] == ["Xid not checked: journalctl: not installed; "
-                                           "dmesg: dmesg: read kernel buffer failed: Operation not permitted"]
+    assert [x.text for x in a.reasons] == [
+        "Xid not checked: journalctl: not installed; dmesg: dmesg: read kernel buffer failed: Operation not permitted"
+    ]
 
 
 def test_the_real_driver_answers_the_retry_without_the_fields_it_refused():

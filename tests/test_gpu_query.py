@@ -22,8 +22,12 @@ ADDR = "127.0.0.99"
 
 def run(tmp_path, command: str, **state) -> ProbeOutput:
     fakestate.write_state(tmp_path, ADDR, **state)
-    env = {"PATH": f"{FAKEHOST_DIR}:/usr/bin:/bin", "LC_ALL": "C", "GPUBOT_FAKE_ADDR": ADDR,
-           "GPUBOT_FAKE_STATE_DIR": str(tmp_path)}
+    env = {
+        "PATH": f"{FAKEHOST_DIR}:/usr/bin:/bin",
+        "LC_ALL": "C",
+        "GPUBOT_FAKE_ADDR": ADDR,
+        "GPUBOT_FAKE_STATE_DIR": str(tmp_path),
+    }
     res = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60, env=env)
     return ProbeOutput("gpus", res.stdout, res.stderr, res.returncode)
 
@@ -48,13 +52,20 @@ def test_each_refused_field_is_dropped_in_turn_and_recorded(tmp_path):
     report = parse_gpu_report(out, ProbeOutput("apps", "", "", 0))
     assert report.failure is None and len(report.gpus) == 2
     g = report.gpus[0]
-    assert g.memory_reserved_mib is None and g.health.retired_pages_pending is None and g.health.persistence_mode is None
+    assert (
+        g.memory_reserved_mib is None and g.health.retired_pages_pending is None and g.health.persistence_mode is None
+    )
     assert g.health.recovery_action == "None" and g.memory_used_mib == 0
 
 
 def test_the_older_slowdown_name_is_asked_for_when_the_newer_is_refused(tmp_path):
-    out = run(tmp_path, gpu_query_command(), gpus=1, unknown_fields=["clocks_event_reasons.hw_slowdown"],
-              gpu_overrides={0: {"clocks_event_reasons.hw_slowdown": "Active"}})
+    out = run(
+        tmp_path,
+        gpu_query_command(),
+        gpus=1,
+        unknown_fields=["clocks_event_reasons.hw_slowdown"],
+        gpu_overrides={0: {"clocks_event_reasons.hw_slowdown": "Active"}},
+    )
     assert "clocks_throttle_reasons.hw_slowdown" in out.stdout.splitlines()[0]
     assert unsupported_fields(out.stdout) == ["clocks_event_reasons.hw_slowdown"]
     (g,) = parse_gpu_report(out, ProbeOutput("apps", "", "", 0)).gpus

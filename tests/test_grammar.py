@@ -23,7 +23,10 @@ G = default_grammar()
     [
         ("status node174", StatusCommand(Target("host", "node174"))),
         ("  STATUS   node174  need=540G ", StatusCommand(Target("host", "node174"), 540_000_000_000)),
-        ("status node174 need=200GiB /shared/glm5 /models/x", StatusCommand(Target("host", "node174"), 200 * 2**30, ("/shared/glm5", "/models/x"))),
+        (
+            "status node174 need=200GiB /shared/glm5 /models/x",
+            StatusCommand(Target("host", "node174"), 200 * 2**30, ("/shared/glm5", "/models/x")),
+        ),
         ("status group:train", StatusCommand(Target("group", "train"))),
         ("status all need=1T", StatusCommand(Target("all"), 10**12)),
         ("status", StatusCommand(Target("default"))),
@@ -33,8 +36,10 @@ G = default_grammar()
         ("hosts", HostsList()),
         ("hosts group=train", HostsList("train")),
         ("hosts show node174", HostsShow("node174")),
-        ("hosts add node174 10.1.2.3 port=2222 user=ops group=train labels=gpu:h200,rack:3",
-         HostsAdd("node174", "10.1.2.3", 2222, "ops", "train", {"gpu": "h200", "rack": "3"})),
+        (
+            "hosts add node174 10.1.2.3 port=2222 user=ops group=train labels=gpu:h200,rack:3",
+            HostsAdd("node174", "10.1.2.3", 2222, "ops", "train", {"gpu": "h200", "rack": "3"}),
+        ),
         ("hosts add node9 gpu9.lab.example", HostsAdd("node9", "gpu9.lab.example")),
         ("hosts remove node174", HostsRemove("node174")),
         ("Hosts Trust node174", HostsTrust("node174")),
@@ -103,15 +108,25 @@ def test_help_depends_on_role():
 
 
 def test_help_of_a_command_or_of_a_typo():
-    assert G.help(Role.ADMIN, "hosts add").startswith("/gpu hosts add NAME ADDRESS") and "hosts remove" not in G.help(Role.ADMIN, "hosts add")
+    assert G.help(Role.ADMIN, "hosts add").startswith("/gpu hosts add NAME ADDRESS") and "hosts remove" not in G.help(
+        Role.ADMIN, "hosts add"
+    )
     assert G.help(Role.VIEWER, "hosts add") == "`hosts add` needs the admin role"
     assert "/gpu hosts show NAME" in G.help(Role.VIEWER, "hosts nope")  # no such sub-command: the verb's help
     with pytest.raises(UsageError) as err:
         G.help(Role.VIEWER, "stauts")
-    assert str(err.value) == "no command `stauts`" and err.value.suggestion == "help status" and "/gpu status" in err.value.usage
+    assert (
+        str(err.value) == "no command `stauts`"
+        and err.value.suggestion == "help status"
+        and "/gpu status" in err.value.usage
+    )
     with pytest.raises(UsageError) as err:
         G.help(Role.VIEWER, "foo")
-    assert err.value.suggestion is None and "commands: `audit`" in err.value.usage and "/gpu help COMMAND" in err.value.usage
+    assert (
+        err.value.suggestion is None
+        and "commands: `audit`" in err.value.usage
+        and "/gpu help COMMAND" in err.value.usage
+    )
 
 
 @settings(max_examples=400, deadline=None)
@@ -124,7 +139,33 @@ def test_no_text_raises_anything_but_a_usage_error(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["status", "hosts", "add", "show", "group:", "need=", "=", "/", "'", '"', "<", ">", "|", "all", "help", "x" * 300, "\x00", "é"]), max_size=8))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "status",
+                "hosts",
+                "add",
+                "show",
+                "group:",
+                "need=",
+                "=",
+                "/",
+                "'",
+                '"',
+                "<",
+                ">",
+                "|",
+                "all",
+                "help",
+                "x" * 300,
+                "\x00",
+                "é",
+            ]
+        ),
+        max_size=8,
+    )
+)
 def test_no_word_salad_raises_anything_but_a_usage_error(words):
     try:
         G.parse(" ".join(words))
@@ -153,8 +194,13 @@ def test_ipv6_addresses_are_hosts_too():
 
     assert G.parse("hosts add v6 ::1").command == HostsAdd("v6", "::1")
     assert G.parse("hosts add v6 [2001:db8::1] port=2222").command.address == "[2001:db8::1]"
-    assert [validate_address(a) for a in ("::1", "[2001:DB8::1]", "fe80::1%eth0", "10.0.0.5", "gpu9.lab.example")] == \
-        ["::1", "2001:db8::1", "fe80::1%eth0", "10.0.0.5", "gpu9.lab.example"]
+    assert [validate_address(a) for a in ("::1", "[2001:DB8::1]", "fe80::1%eth0", "10.0.0.5", "gpu9.lab.example")] == [
+        "::1",
+        "2001:db8::1",
+        "fe80::1%eth0",
+        "10.0.0.5",
+        "gpu9.lab.example",
+    ]
     assert endpoint("2001:db8::1", 22) == "[2001:db8::1]:22" and endpoint("10.0.0.5", 2222) == "10.0.0.5:2222"
     for bad in (":1", "a b", "-oProxyCommand=id", "[10.0.0.5"):
         with pytest.raises(UsageError, match="not a valid address|not a host address"):
@@ -164,29 +210,46 @@ def test_ipv6_addresses_are_hosts_too():
 def test_dotted_numbers_that_are_no_ipv4_address_are_refused_not_taken_for_a_name():
     from bot.names import validate_address
 
-    for bad, said in (("10.0.0.999", "`10.0.0.999` is not a valid IPv4 address (999 is over 255)"),
-                      ("10.0.5", "`10.0.5` is not a valid IPv4 address (an IPv4 address has 4 numbers)"),
-                      ("1.2.3.4.5", "an IPv4 address has 4 numbers"),
-                      ("010.0.0.1", "a number has a leading zero"),
-                      ("gpu..lab", "is not a valid DNS name: an empty label"),
-                      ("gpu.-lab", "the label `-lab` starts or ends with `-`"),
-                      ("a" * 64 + ".lab", "a label longer than 63 characters")):
+    for bad, said in (
+        ("10.0.0.999", "`10.0.0.999` is not a valid IPv4 address (999 is over 255)"),
+        ("10.0.5", "`10.0.5` is not a valid IPv4 address (an IPv4 address has 4 numbers)"),
+        ("1.2.3.4.5", "an IPv4 address has 4 numbers"),
+        ("010.0.0.1", "a number has a leading zero"),
+        ("gpu..lab", "is not a valid DNS name: an empty label"),
+        ("gpu.-lab", "the label `-lab` starts or ends with `-`"),
+        ("a" * 64 + ".lab", "a label longer than 63 characters"),
+    ):
         with pytest.raises(UsageError) as caught:
             validate_address(bad)
         assert said in str(caught.value), (bad, str(caught.value))
-    assert [validate_address(a) for a in ("node174", "gpu-9.lab.example.", "10.0.0.255", "3com.example")] == \
-        ["node174", "gpu-9.lab.example.", "10.0.0.255", "3com.example"]
+    assert [validate_address(a) for a in ("node174", "gpu-9.lab.example.", "10.0.0.255", "3com.example")] == [
+        "node174",
+        "gpu-9.lab.example.",
+        "10.0.0.255",
+        "3com.example",
+    ]
 
 
 def test_a_refusal_names_what_was_given():
-    for text, said in (("hosts add n1 1.2.3.4 group=$(id)", "`$(id)` is not a valid group name"),
-                       ("hosts add n1 1.2.3.4 user=root;id", "`root;id` is not a plain user name"),
-                       ('hosts add n1 "127.0.0.1 -oProxyCommand=id"', "`127.0.0.1 -oProxyCommand=id` is not a host address"),
-                       # a refused character after a space: both were given, the extra word is named
-                       # (it read 'give a NAME and an ADDRESS')
-                       ("hosts add n1 10.0.0.5 ;id", "unexpected `;id` after the ADDRESS `10.0.0.5`: `;` is not allowed in an address"),
-                       (normalize("hosts add n1 10.0.0.5 &gt; /tmp/x"), "unexpected `>` after the ADDRESS `10.0.0.5`: `>` is not allowed"),
-                       ("hosts add n1 10.0.0.5 10.0.0.6", "unexpected `10.0.0.6` after the ADDRESS `10.0.0.5` (an address is one word)")):
+    for text, said in (
+        ("hosts add n1 1.2.3.4 group=$(id)", "`$(id)` is not a valid group name"),
+        ("hosts add n1 1.2.3.4 user=root;id", "`root;id` is not a plain user name"),
+        ('hosts add n1 "127.0.0.1 -oProxyCommand=id"', "`127.0.0.1 -oProxyCommand=id` is not a host address"),
+        # a refused character after a space: both were given, the extra word is named
+        # (it read 'give a NAME and an ADDRESS')
+        (
+            "hosts add n1 10.0.0.5 ;id",
+            "unexpected `;id` after the ADDRESS `10.0.0.5`: `;` is not allowed in an address",
+        ),
+        (
+            normalize("hosts add n1 10.0.0.5 &gt; /tmp/x"),
+            "unexpected `>` after the ADDRESS `10.0.0.5`: `>` is not allowed",
+        ),
+        (
+            "hosts add n1 10.0.0.5 10.0.0.6",
+            "unexpected `10.0.0.6` after the ADDRESS `10.0.0.5` (an address is one word)",
+        ),
+    ):
         with pytest.raises(UsageError) as caught:
             G.parse(text)
         assert said in str(caught.value), (text, str(caught.value))
@@ -203,11 +266,17 @@ def test_watch_and_report_share_their_words_and_each_refuses_with_its_own_usage(
     assert str(err.value) == "`#Not-A-Channel!` is not a channel name" and err.value.usage.startswith("/gpu watch ")
     with pytest.raises(UsageError) as err:
         g.parse('report schedule "0 8 * * *" UTC #Not-A-Channel!')
-    assert str(err.value) == "`#Not-A-Channel!` is not a channel name" and err.value.usage.startswith("/gpu report schedule ")
+    assert str(err.value) == "`#Not-A-Channel!` is not a channel name" and err.value.usage.startswith(
+        "/gpu report schedule "
+    )
     assert g.parse("watch group:train <#C0TRAIN1|train> repeat=4h").command.channel == "C0TRAIN1"
     assert g.parse("watch remove #12").command.watch_id == 12 and g.parse("report remove #12").command.schedule_id == 12
-    for text, said in (("watch remove x", "give the watch's number"), ("silence end", "give the silence's number"),
-                       ("report remove", "give the schedule's number (see `report list`)"),
-                       ("watch group:", "`group:` needs a group name"), ("report now group:", "`group:` needs a group name")):
+    for text, said in (
+        ("watch remove x", "give the watch's number"),
+        ("silence end", "give the silence's number"),
+        ("report remove", "give the schedule's number (see `report list`)"),
+        ("watch group:", "`group:` needs a group name"),
+        ("report now group:", "`group:` needs a group name"),
+    ):
         with pytest.raises(UsageError, match=re.escape(said)):
             g.parse(text)

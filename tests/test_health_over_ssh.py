@@ -17,7 +17,12 @@ async def test_a_clean_host_reads_healthy_and_checks_xid(services, ssh_server, f
     report = await check_host(services=services, host_name="h0")
     assert report.assessment.verdict is Verdict.READY, report.assessment.reasons
     h = report.readings.gpu.gpus[3].health
-    assert (h.recovery_action, h.rows_pending, h.retired_pages_pending, h.persistence_mode) == ("None", False, None, True)
+    assert (h.recovery_action, h.rows_pending, h.retired_pages_pending, h.persistence_mode) == (
+        "None",
+        False,
+        None,
+        True,
+    )
     assert report.readings.gpu.unsupported_fields == []
     assert report.readings.kernel_log.source == "dmesg" and report.readings.kernel_log.events == []
 
@@ -46,8 +51,18 @@ async def test_pending_row_remaps_are_not_ready(services, ssh_server, fake_hosts
 
 async def test_all_health_fields_na_leave_the_host_ready(services, ssh_server, fake_hosts):
     await register(services, "h3", ADDR, ssh_server)
-    na = {f: "[N/A]" for f in ("gpu_recovery_action", "remapped_rows.pending", "remapped_rows.failure", "retired_pages.pending",
-                               "ecc.errors.uncorrected.volatile.total", "clocks_event_reasons.hw_slowdown", "persistence_mode")}
+    na = {
+        f: "[N/A]"
+        for f in (
+            "gpu_recovery_action",
+            "remapped_rows.pending",
+            "remapped_rows.failure",
+            "retired_pages.pending",
+            "ecc.errors.uncorrected.volatile.total",
+            "clocks_event_reasons.hw_slowdown",
+            "persistence_mode",
+        )
+    }
     fake_hosts.write(ADDR, gpu_overrides={i: na for i in range(8)})
     report = await check_host(services=services, host_name="h3")
     assert report.assessment.verdict is Verdict.READY and report.assessment.reasons == []
@@ -56,9 +71,18 @@ async def test_all_health_fields_na_leave_the_host_ready(services, ssh_server, f
 async def test_a_driver_that_refuses_unknown_fields_is_asked_again_without_them(services, ssh_server, fake_hosts):
     await register(services, "h4", ADDR, ssh_server)
     # an older driver: no recovery action, no remap fields, hw slowdown only under its older name
-    refused = ["gpu_recovery_action", "remapped_rows.pending", "remapped_rows.failure", "clocks_event_reasons.hw_slowdown"]
-    fake_hosts.write(ADDR, unknown_fields=refused, gpu_overrides={2: {"clocks_event_reasons.hw_slowdown": "Active"}},
-                     orphan_mib={4: 2048})
+    refused = [
+        "gpu_recovery_action",
+        "remapped_rows.pending",
+        "remapped_rows.failure",
+        "clocks_event_reasons.hw_slowdown",
+    ]
+    fake_hosts.write(
+        ADDR,
+        unknown_fields=refused,
+        gpu_overrides={2: {"clocks_event_reasons.hw_slowdown": "Active"}},
+        orphan_mib={4: 2048},
+    )
     report = await check_host(services=services, host_name="h4")
     gpu = report.readings.gpu
     assert gpu.failure is None and gpu.unsupported_fields == refused
@@ -66,19 +90,30 @@ async def test_a_driver_that_refuses_unknown_fields_is_asked_again_without_them(
     assert (h.recovery_action, h.rows_pending, h.hw_slowdown, h.persistence_mode) == (None, None, True, True)
     # the verdict comes from the rest: GPU 4's memory held, GPU 2's slowdown a warning
     assert report.assessment.verdict is Verdict.NOT_READY
-    assert [(r.code, r.severity) for r in report.assessment.reasons] == [("vram_no_owner", Severity.BLOCKER),
-                                                                         ("gpu_hw_slowdown", Severity.NOTE)]
+    assert [(r.code, r.severity) for r in report.assessment.reasons] == [
+        ("vram_no_owner", Severity.BLOCKER),
+        ("gpu_hw_slowdown", Severity.NOTE),
+    ]
     snap = await stored(services, report.snapshot_id)
     assert snap.raw["gpus"]["stdout"].splitlines()[1] == "# unsupported: " + ",".join(refused)
 
 
 async def test_old_driver_without_memory_reserved_or_any_health_field(services, ssh_server, fake_hosts):
     await register(services, "h5", ADDR, ssh_server)
-    fake_hosts.write(ADDR, smi_mode="no_reserved_field",
-                     unknown_fields=["gpu_recovery_action", "remapped_rows.pending", "remapped_rows.failure",
-                                     "retired_pages.pending", "ecc.errors.uncorrected.volatile.total",
-                                     "clocks_event_reasons.hw_slowdown", "clocks_throttle_reasons.hw_slowdown",
-                                     "persistence_mode"])
+    fake_hosts.write(
+        ADDR,
+        smi_mode="no_reserved_field",
+        unknown_fields=[
+            "gpu_recovery_action",
+            "remapped_rows.pending",
+            "remapped_rows.failure",
+            "retired_pages.pending",
+            "ecc.errors.uncorrected.volatile.total",
+            "clocks_event_reasons.hw_slowdown",
+            "clocks_throttle_reasons.hw_slowdown",
+            "persistence_mode",
+        ],
+    )
     report = await check_host(services=services, host_name="h5")
     assert report.assessment.verdict is Verdict.READY, report.assessment.reasons
     assert report.readings.gpu.gpus[0].memory_reserved_mib is None and report.readings.gpu.gpus[0].health is None
@@ -91,7 +126,9 @@ async def test_xid_79_an_hour_ago_is_not_ready_and_three_days_ago_is_ready(servi
     fake_hosts.write(ADDR, kernel_log={"readable": "journalctl", "xids": [{**xid, "age_s": 3 * 86400}]})
     old = await check_host(services=services, host_name="h6")
     assert old.assessment.verdict is Verdict.READY and old.readings.kernel_log.source == "journalctl"
-    fake_hosts.write(ADDR, kernel_log={"readable": "journalctl", "xids": [{**xid, "age_s": 3 * 86400}, {**xid, "age_s": 7200}]})
+    fake_hosts.write(
+        ADDR, kernel_log={"readable": "journalctl", "xids": [{**xid, "age_s": 3 * 86400}, {**xid, "age_s": 7200}]}
+    )
     recent = await check_host(services=services, host_name="h6")
     assert recent.assessment.verdict is Verdict.NOT_READY
     (r,) = recent.assessment.reasons

@@ -15,8 +15,13 @@ from tests.support.fakestate import unit
 
 async def _register(services, ssh_server, name, addr, weights):
     async with services.sessions() as db, db.begin():
-        await hosts.add(db_session=db, name=name, address=addr, port=ssh_server.port,
-                        probe={"weight_paths": [str(weights)], "units": {"vllm.service": "inactive"}})
+        await hosts.add(
+            db_session=db,
+            name=name,
+            address=addr,
+            port=ssh_server.port,
+            probe={"weight_paths": [str(weights)], "units": {"vllm.service": "inactive"}},
+        )
 
 
 async def _three_probes(services, ssh_server, fake_hosts, tmp_path):
@@ -99,8 +104,9 @@ async def test_long_windows_use_the_sql_path_with_the_same_answer(services, ssh_
         week = await load_history(db_session=db, host_name="node174", since=until - timedelta(days=7), until=until)
         year = await load_history(db_session=db, host_name="node174", since=until - timedelta(days=365), until=until)
     assert [e.change for e in week.entries] == [e.change for e in year.entries]
-    assert [(p.gpu_used_mib, p.disk_free_bytes, p.count) for p in week.points] == \
-        [(p.gpu_used_mib, p.disk_free_bytes, p.count) for p in year.points]
+    assert [(p.gpu_used_mib, p.disk_free_bytes, p.count) for p in week.points] == [
+        (p.gpu_used_mib, p.disk_free_bytes, p.count) for p in year.points
+    ]
 
 
 async def test_diff_of_a_young_host_suggests_a_since_that_works(services, ssh_server, fake_hosts, tmp_path):
@@ -123,7 +129,9 @@ async def test_diff_of_a_young_host_suggests_a_since_that_works(services, ssh_se
             await diff_snapshots(db_session=db, host_name="fresh174", since=timedelta(days=1), now=later)
         assert f"its first is #{first.snapshot_id}" in str(err.value)
         assert f"try `since=2h` or `since={first.snapshot_id}`" in str(err.value), str(err.value)
-        d = await diff_snapshots(db_session=db, host_name="fresh174", since=timedelta(hours=2), now=later)  # the suggestion works
+        d = await diff_snapshots(
+            db_session=db, host_name="fresh174", since=timedelta(hours=2), now=later
+        )  # the suggestion works
         assert d.before_id == first.snapshot_id
 
 

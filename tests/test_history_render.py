@@ -15,8 +15,14 @@ T0 = datetime(2026, 11, 30, 16, 20, tzinfo=UTC)
 def test_history_rows_say_utc_and_what_is_unknown():
     first = Change(1, T0, "unreachable", None, None, None)
     now = Change(2, T0 + timedelta(minutes=7), "ready", "unreachable", 0, 78 * 10**9)
-    h = History("node1", T0 - timedelta(days=1), T0 + timedelta(minutes=10), [Entry(first), Entry(now, latest=True)], 2,
-                [Point(T0, T0, None, None, 1)])
+    h = History(
+        "node1",
+        T0 - timedelta(days=1),
+        T0 + timedelta(minutes=10),
+        [Entry(first), Entry(now, latest=True)],
+        2,
+        [Point(T0, T0, None, None, 1)],
+    )
     lines = history_view(h).lines
     assert lines[0] == "2026-11-30 16:20 UTC · unreachable · GPU memory unknown · free disk unknown"
     assert lines[1] == "2026-11-30 16:27 UTC · now ready · GPU 0 MiB · 78 GB free"
@@ -24,7 +30,9 @@ def test_history_rows_say_utc_and_what_is_unknown():
 
 def test_a_diff_header_gives_both_times_in_utc():
     d = SnapshotDiff("localhost", 1, T0, 18, T0 + timedelta(minutes=4), [])
-    assert diff_headline(d) == "localhost: changes from snapshot #1 (2026-11-30 16:20 UTC) to #18 (2026-11-30 16:24 UTC)"
+    assert (
+        diff_headline(d) == "localhost: changes from snapshot #1 (2026-11-30 16:20 UTC) to #18 (2026-11-30 16:24 UTC)"
+    )
 
 
 def _labels(fig) -> tuple[list[str], str]:
@@ -41,7 +49,9 @@ def test_the_chart_time_axis_reads_as_clock_times_in_a_named_zone():
     assert label == "time (UTC), 2026-11-30 16:20 to 2026-11-30 16:34"
     ticks, label = _labels(chart_figure("node1", [s], tz="Europe/Berlin"))
     assert "17:25" in ticks and label.startswith("time (Europe/Berlin), 2026-11-30 17:20")
-    week = ChartSeries("n2", [T0 - timedelta(days=7) + timedelta(hours=i) for i in range(169)], [0] * 169, [10**12] * 169)
+    week = ChartSeries(
+        "n2", [T0 - timedelta(days=7) + timedelta(hours=i) for i in range(169)], [0] * 169, [10**12] * 169
+    )
     ticks, _ = _labels(chart_figure("group", [week]))
     assert "Nov 27" in ticks
 

@@ -22,7 +22,9 @@ async def test_prune_deletes_old_snapshots_and_old_raw_outputs(services, ssh_ser
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="node174", address="127.0.0.15", port=ssh_server.port)
     ages = [500, 401, 399, 100, 31, 29, 0]  # days
-    ids = [(await check_host(services=ago(services, days=days, hours=1), host_name="node174")).snapshot_id for days in ages]
+    ids = [
+        (await check_host(services=ago(services, days=days, hours=1), host_name="node174")).snapshot_id for days in ages
+    ]
     result = await prune(sessions=services.sessions, now=utcnow(), readings_days=400, raw_days=30, batch=2)
     assert (result.deleted, result.raw_cleared) == (2, 3)
     async with services.sessions() as db:
@@ -65,11 +67,25 @@ async def test_background_probe_covers_report_hosts_only(services, ssh_server, f
         await hosts.add(db_session=db, name="train0", address="127.0.0.17", port=ssh_server.port, group="train")
         await hosts.add(db_session=db, name="infer0", address="127.0.0.18", port=ssh_server.port, group="infer")
         assert await background.probe_report_hosts(services) == 0  # no schedule yet: nothing probed
-        await reports.create(db_session=db, expr="0 8 * * 1-5", tz="Europe/Berlin", group="train", channel="C1", created_by="U1",
-                             now=services.clock())
+        await reports.create(
+            db_session=db,
+            expr="0 8 * * 1-5",
+            tz="Europe/Berlin",
+            group="train",
+            channel="C1",
+            created_by="U1",
+            now=services.clock(),
+        )
     assert await background.probe_report_hosts(services) == 1
     assert await background.probe_groups(services, ["*"]) == 2
     async with services.sessions() as db:
-        counts = dict((await db.execute(select(Snapshot.host_name, func.count()).where(Snapshot.requested_by == "background")
-                                        .group_by(Snapshot.host_name))).all())
+        counts = dict(
+            (
+                await db.execute(
+                    select(Snapshot.host_name, func.count())
+                    .where(Snapshot.requested_by == "background")
+                    .group_by(Snapshot.host_name)
+                )
+            ).all()
+        )
     assert counts == {"train0": 2, "infer0": 1}

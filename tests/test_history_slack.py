@@ -31,7 +31,9 @@ async def _busy_then_clean(services, ssh_server, fake_hosts):
     return holder, busy, clean
 
 
-async def test_history_posts_the_timeline_and_uploads_the_chart_to_its_thread(slack_bot, services, ssh_server, fake_hosts):
+async def test_history_posts_the_timeline_and_uploads_the_chart_to_its_thread(
+    slack_bot, services, ssh_server, fake_hosts
+):
     holder, busy, clean = await _busy_then_clean(services, ssh_server, fake_hosts)
     status, _, seconds = await slack_bot.command("history node174 7d")
     assert status == 200
@@ -43,7 +45,7 @@ async def test_history_posts_the_timeline_and_uploads_the_chart_to_its_thread(sl
     assert f"GPU 3: 81,920 → 0 MiB, process python3 (pid {holder.pid}) gone" in text
     done = await slack_bot.recorder.wait_for("files.completeUploadExternal", timeout=20)
     assert done.body["channel_id"] == "C1" and done.body["thread_ts"] == "1700000000.000100"
-    (file_id, png), = slack_bot.recorder.uploads.items()
+    ((file_id, png),) = slack_bot.recorder.uploads.items()
     assert png_size(png) == (1000, 560)
     assert slack_bot.recorder.files[file_id]["name"].startswith("history-node174-")
 
@@ -67,7 +69,8 @@ async def test_history_of_a_host_never_probed_says_so(slack_bot, services, ssh_s
 
 def test_chart_is_a_png_of_the_asked_size_even_without_data():
     t0 = utcnow()
-    series = ChartSeries("node1", [t0, t0 + timedelta(hours=1), t0 + timedelta(hours=2)], [0, None, 81920],
-                         [10**12, 9 * 10**11, None])
+    series = ChartSeries(
+        "node1", [t0, t0 + timedelta(hours=1), t0 + timedelta(hours=2)], [0, None, 81920], [10**12, 9 * 10**11, None]
+    )
     assert png_size(render_png("node1", [series])) == (1000, 560)
     assert png_size(render_png("empty", [], width_px=640, height_px=320)) == (640, 320)

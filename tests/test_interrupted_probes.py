@@ -45,8 +45,12 @@ async def test_probes_cut_off_by_the_shutdown_are_stored_as_interrupted_and_the_
     await _register(services, *names)
     entered = asyncio.Event()
     gate = WorkGate()
-    svc = replace(services, runner=ScriptedRunner(_hanging({"node2", "node3", "node4"}, entered, 3)), gate=gate,
-                  settings=services.settings.model_copy(update={"max_concurrent_probes": 3}))
+    svc = replace(
+        services,
+        runner=ScriptedRunner(_hanging({"node2", "node3", "node4"}, entered, 3)),
+        gate=gate,
+        settings=services.settings.model_copy(update={"max_concurrent_probes": 3}),
+    )
     fleet = asyncio.create_task(check_fleet(services=svc, names=names, title="all hosts"))
     await entered.wait()  # node1 answered; node2, node3 and node4 hang in the three slots; node5 and node6 wait
     gate.close()
@@ -55,7 +59,10 @@ async def test_probes_cut_off_by_the_shutdown_are_stored_as_interrupted_and_the_
     for name in ("node2", "node3", "node4"):
         reasons = report[name].assessment.reasons
         assert report[name].assessment.verdict is Verdict.UNKNOWN and [r.code for r in reasons] == ["interrupted"]
-        assert reasons[0].text == f"{name}: interrupted: the bot shut down before the probe finished; run `/gpu status {name}` again"
+        assert (
+            reasons[0].text
+            == f"{name}: interrupted: the bot shut down before the probe finished; run `/gpu status {name}` again"
+        )
         assert report[name].snapshot_id is not None
     assert report["node1"].assessment.verdict is Verdict.READY and report["node1"].snapshot_id is not None
     never = [n for n in names if report[n].snapshot_id is None]

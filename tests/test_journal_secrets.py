@@ -56,11 +56,20 @@ def test_every_secret_shape_is_masked_and_the_line_around_it_stays():
         assert MASK in line
     assert masked[0] == f"Starting vLLM with OPENAI_API_KEY={MASK}"
     assert masked[2] == f"HF_TOKEN={MASK} downloading Qwen/Qwen3-235B"
-    assert masked[8] == f"request headers: Authorization: Bearer {MASK}" and masked[9] == f"proxy Authorization: Basic {MASK}"
+    assert (
+        masked[8] == f"request headers: Authorization: Bearer {MASK}"
+        and masked[9] == f"proxy Authorization: Basic {MASK}"
+    )
     assert masked[10] == f"argv: vllm serve /models/b --api-key {MASK} --port 8000"
     assert '"max_num_batched_tokens": 8192' in masked[11]
-    ordinary = ["Avg prompt throughput: 12.0 tokens/s, max_num_batched_tokens=8192", "import sk-learn; task-1234567890abcdefghij",
-                "Loading safetensors checkpoint shards: 62/62", OOM, "hf_transfer enabled", "AKIA is not a key"]
+    ordinary = [
+        "Avg prompt throughput: 12.0 tokens/s, max_num_batched_tokens=8192",
+        "import sk-learn; task-1234567890abcdefghij",
+        "Loading safetensors checkpoint shards: 62/62",
+        OOM,
+        "hf_transfer enabled",
+        "AKIA is not a key",
+    ]
     assert [mask_secrets(x) for x in ordinary] == ordinary
 
 
@@ -93,30 +102,57 @@ def debug_log():
     root.setLevel(saved[1])
 
 
-async def test_a_failed_start_never_shows_a_secret_of_its_journal(slack_bot, services, ssh_server, fake_hosts, debug_log, tmp_path):
+async def test_a_failed_start_never_shows_a_secret_of_its_journal(
+    slack_bot, services, ssh_server, fake_hosts, debug_log, tmp_path
+):
     fast(services, unit_health_wait_s=30.0, approval_policy=[{"kinds": ["start"], "approvers": ["U3", "U2"]}])
     operators(services, "U1", "U2")  # U3 approves by the rule but has no role: not one who may read logs
     await register(services, "hs6", "127.0.0.19", ssh_server, probe={"units": {"model-b.service": "active"}})
-    fake_hosts.update("127.0.0.19", units={"model-b.service": model_unit(
-        "/usr/bin/vllm", "serve", str(model_dir(tmp_path)), "--port", str(free_port()), healthy_after_s=60, log=JOURNAL,
-        fail_after_s=0.8, fail_lines=[OOM])})
+    fake_hosts.update(
+        "127.0.0.19",
+        units={
+            "model-b.service": model_unit(
+                "/usr/bin/vllm",
+                "serve",
+                str(model_dir(tmp_path)),
+                "--port",
+                str(free_port()),
+                healthy_after_s=60,
+                log=JOURNAL,
+                fail_after_s=0.8,
+                fail_lines=[OOM],
+            )
+        },
+    )
     rid, ts, _ = await ask(slack_bot, "start hs6 model-b.service")
     await click(slack_bot, APPROVE, rid, ts, "U3")
     assert "Failed" in await result(slack_bot, ts)
-    await slack_bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("text") == "model-b.service did not come up on hs6",
-                                      timeout=10)
+    await slack_bot.recorder.wait_for(
+        "chat.postMessage", lambda c: c.body.get("text") == "model-b.service did not come up on hs6", timeout=10
+    )
     start = len(slack_bot.recorder.calls)
-    await slack_bot.command("logs hs6 model-b.service", user_id="U1", response_url=slack_bot.recorder.response_url("logs"))
+    await slack_bot.command(
+        "logs hs6 model-b.service", user_id="U1", response_url=slack_bot.recorder.response_url("logs")
+    )
     logs = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("logs"), timeout=20, start=start)
 
     calls = slack_bot.recorder.calls
     everything = json.dumps([c.body for c in calls], default=str) + debug_log.getvalue()
     assert not [name for name, value in SECRETS.items() if value in everything]
     # the channel (messages, edits, files) never carries a journal line, masked or not
-    channel = [c for c in calls if c.method in ("chat.postMessage", "chat.update", "files.completeUploadExternal", "file_upload")]
-    assert not [c for c in channel if OOM in json.dumps(c.body, default=str) or "HF_TOKEN" in json.dumps(c.body, default=str)]
-    private = {c.body["user"]: blocks_text(c.body["blocks"]) for c in calls if c.method == "chat.postEphemeral"
-               and c.body.get("thread_ts") == ts}
+    channel = [
+        c
+        for c in calls
+        if c.method in ("chat.postMessage", "chat.update", "files.completeUploadExternal", "file_upload")
+    ]
+    assert not [
+        c for c in channel if OOM in json.dumps(c.body, default=str) or "HF_TOKEN" in json.dumps(c.body, default=str)
+    ]
+    private = {
+        c.body["user"]: blocks_text(c.body["blocks"])
+        for c in calls
+        if c.method == "chat.postEphemeral" and c.body.get("thread_ts") == ts
+    }
     assert set(private) == {"U1"}, set(private)  # the requester, an operator; U3 approved but may not read logs
     assert f"HF_TOKEN={MASK} downloading" in private["U1"] and OOM in private["U1"]
     assert f"HF_TOKEN={MASK} downloading" in blocks_text(logs.body["blocks"])

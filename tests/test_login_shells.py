@@ -96,7 +96,10 @@ async def test_a_login_shell_that_runs_nothing_reads_unknown_not_unreachable(she
     report = await check_host(services=services, host_name=f"node-{shell}")
     assert report.assessment.verdict is Verdict.UNKNOWN, (report.error, report.assessment.reasons)
     reason = report.assessment.reasons[0]
-    assert reason.code == "remote_shell" and "connected over SSH, but the remote side did not run the script" in reason.text
+    assert (
+        reason.code == "remote_shell"
+        and "connected over SSH, but the remote side did not run the script" in reason.text
+    )
     if shell == "rbash":  # it refuses `exec /bin/sh` but answers `echo "$SHELL"`: the shell is named
         assert "the login shell is /bin/rbash" in reason.text and "restricted" in reason.text
     else:
@@ -111,11 +114,25 @@ def test_the_message_quotes_what_names_the_cause_not_sshds_chdir_warning():
     from bot.ssh.remote_shell import not_started_message
     from bot.ssh.target import HostTarget
 
-    text = not_started_message(HostTarget("nob", "127.0.0.77"), 1, "This account is currently not available.\n",
-                               "Could not chdir to home directory /nonexistent: No such file or directory\n", None)
+    text = not_started_message(
+        HostTarget("nob", "127.0.0.77"),
+        1,
+        "This account is currently not available.\n",
+        "Could not chdir to home directory /nonexistent: No such file or directory\n",
+        None,
+    )
     assert "('This account is currently not available.', exit status 1)" in text and "chdir" not in text
-    alone = not_started_message(HostTarget("nob", "127.0.0.77"), 1, "",
-                                "Could not chdir to home directory /nonexistent: No such file or directory\n", None)
-    assert "Could not chdir to home directory /nonexistent" in alone  # nothing else was said: the warning is all there is
-    shell = not_started_message(HostTarget("r", "127.0.0.77"), 1, "motd\n", "rbash: /bin/sh: restricted\n", "/bin/rbash")
+    alone = not_started_message(
+        HostTarget("nob", "127.0.0.77"),
+        1,
+        "",
+        "Could not chdir to home directory /nonexistent: No such file or directory\n",
+        None,
+    )
+    assert (
+        "Could not chdir to home directory /nonexistent" in alone
+    )  # nothing else was said: the warning is all there is
+    shell = not_started_message(
+        HostTarget("r", "127.0.0.77"), 1, "motd\n", "rbash: /bin/sh: restricted\n", "/bin/rbash"
+    )
     assert "'rbash: /bin/sh: restricted'" in shell

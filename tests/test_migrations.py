@@ -52,8 +52,10 @@ def _days_since_the_fixture_was_made() -> int:
 
 def _inventory(path: str) -> list[tuple]:
     with closing(sqlite3.connect(path)) as db:
-        return db.execute("SELECT uuid, gpu_index, bus_id, name, first_seen, last_seen, last_snapshot_id "
-                          "FROM gpu_inventory ORDER BY gpu_index").fetchall()
+        return db.execute(
+            "SELECT uuid, gpu_index, bus_id, name, first_seen, last_seen, last_snapshot_id "
+            "FROM gpu_inventory ORDER BY gpu_index"
+        ).fetchall()
 
 
 def test_an_upgraded_database_from_before_0008_counts_a_gpu_that_vanished_missing(tmp_path, monkeypatch, capsys):
@@ -113,8 +115,11 @@ def test_the_backfill_on_postgresql_reads_the_same_old_snapshots(tmp_path):
         with closing(sqlite3.connect(PRE_0008)) as db:
             db.row_factory = sqlite3.Row
             rows = [dict(r) for r in db.execute("SELECT * FROM snapshots ORDER BY id")]
-        failed = dict(rows[-1], id=3, readings=json.dumps({"gpu": {"gpus": [{"uuid": "GPU-failed", "index": 9}],
-                                                                   "failure": "driver"}}))
+        failed = dict(
+            rows[-1],
+            id=3,
+            readings=json.dumps({"gpu": {"gpus": [{"uuid": "GPU-failed", "index": 9}], "failure": "driver"}}),
+        )
         asyncio.run(_insert_snapshots(url, rows + [failed]))
         cfg.attributes["gpu_inventory_days"] = _days_since_the_fixture_was_made()
         command.upgrade(cfg, "head")
@@ -128,21 +133,29 @@ async def _insert_snapshots(url: str, rows: list[dict]) -> None:
     engine = create_async_engine(url)
     async with engine.begin() as conn:
         for r in rows:
-            await conn.execute(text(
-                "INSERT INTO snapshots (id, host_id, host_name, taken_at, duration_ms, verdict, reasons, error_kind, "
-                "error_message, readings, raw, gpu_used_mib, disk_free_bytes, requested_by, verdict_changed) VALUES "
-                "(:id, NULL, :host_name, :taken_at, :duration_ms, :verdict, CAST(:reasons AS jsonb), :error_kind, "
-                ":error_message, CAST(:readings AS jsonb), CAST(:raw AS jsonb), :gpu_used_mib, :disk_free_bytes, "
-                ":requested_by, :verdict_changed)"),
-                {**r, "taken_at": datetime.fromisoformat(r["taken_at"]).replace(tzinfo=timezone.utc),
-                 "verdict_changed": bool(r["verdict_changed"])})
+            await conn.execute(
+                text(
+                    "INSERT INTO snapshots (id, host_id, host_name, taken_at, duration_ms, verdict, reasons, error_kind, "
+                    "error_message, readings, raw, gpu_used_mib, disk_free_bytes, requested_by, verdict_changed) VALUES "
+                    "(:id, NULL, :host_name, :taken_at, :duration_ms, :verdict, CAST(:reasons AS jsonb), :error_kind, "
+                    ":error_message, CAST(:readings AS jsonb), CAST(:raw AS jsonb), :gpu_used_mib, :disk_free_bytes, "
+                    ":requested_by, :verdict_changed)"
+                ),
+                {
+                    **r,
+                    "taken_at": datetime.fromisoformat(r["taken_at"]).replace(tzinfo=timezone.utc),
+                    "verdict_changed": bool(r["verdict_changed"]),
+                },
+            )
     await engine.dispose()
 
 
 async def _pg_inventory(url: str) -> list[tuple]:
     engine = create_async_engine(url)
     async with engine.connect() as conn:
-        got = (await conn.execute(text("SELECT uuid, gpu_index, last_snapshot_id FROM gpu_inventory ORDER BY gpu_index"))).all()
+        got = (
+            await conn.execute(text("SELECT uuid, gpu_index, last_snapshot_id FROM gpu_inventory ORDER BY gpu_index"))
+        ).all()
     await engine.dispose()
     return [tuple(r) for r in got]
 
@@ -207,7 +220,10 @@ def test_db_upgrade_says_from_which_revision_to_which_and_lists_revisions_in_ord
     assert main(["db", "upgrade"]) == 0
     head = _revision(path)
     every = [f"{n:04d}" for n in range(1, int(head) + 1)]
-    assert capsys.readouterr().out == f"database upgraded from nothing (a new database) to {head}: applied {', '.join(every)}\n"
+    assert (
+        capsys.readouterr().out
+        == f"database upgraded from nothing (a new database) to {head}: applied {', '.join(every)}\n"
+    )
     assert main(["db", "upgrade"]) == 0
     assert capsys.readouterr().out == f"database is at {head}, the newest revision; nothing to upgrade\n"
 

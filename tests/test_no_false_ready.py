@@ -13,8 +13,12 @@ NODE = HostTarget("node174", "10.0.0.1")
 
 
 async def _judge_batch(answers, *, exit_status=0, plan=None):
-    res = await run_probe(target=NODE, plan=plan or ProbePlan(), runner=ScriptedRunner(probe_batch(answers, exit_status=exit_status)),
-                          timeout=30)
+    res = await run_probe(
+        target=NODE,
+        plan=plan or ProbePlan(),
+        runner=ScriptedRunner(probe_batch(answers, exit_status=exit_status)),
+        timeout=30,
+    )
     assert res.readings is not None and res.error_kind is None
     return assess(res.readings, Requirements())
 
@@ -28,7 +32,11 @@ async def test_a_batch_whose_shell_was_killed_before_the_kernel_log_is_unknown_n
     """The OOM killer (or anything) ends the remote sh after the units: the SSH session closes
     normally with an exit signal, so the runner raises nothing. The inventory witnesses and the Xid
     check never answered: that is a batch cut short, never *ready*."""
-    answers = {k: v for k, v in idle_h200().items() if k not in ("inventory", "owners", "kernel_log", "driver", "uptime", "hostname")}
+    answers = {
+        k: v
+        for k, v in idle_h200().items()
+        if k not in ("inventory", "owners", "kernel_log", "driver", "uptime", "hostname")
+    }
     a = await _judge_batch(answers, exit_status=None)
     assert a.verdict is Verdict.UNKNOWN, a.reasons
     (cut,) = [r for r in a.reasons if r.code == "batch_cut"]
@@ -57,8 +65,12 @@ async def _nvml_verdict(monkeypatch, tmp_path, **gpu_changes):
     monkeypatch.setenv("GPUBOT_FAKE_NVML", str(tmp_path / "dump.json"))
     monkeypatch.setenv("PYTHONPATH", os.path.join(os.path.dirname(__file__), "support", "fake_pynvml"))
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
-    res = await run_probe(target=HostTarget("l", "localhost", transport="local"), plan=ProbePlan(gpu_backend="nvml"),
-                          runner=LocalRunner(), timeout=60)
+    res = await run_probe(
+        target=HostTarget("l", "localhost", transport="local"),
+        plan=ProbePlan(gpu_backend="nvml"),
+        runner=LocalRunner(),
+        timeout=60,
+    )
     assert res.readings is not None
     return res.readings, assess(res.readings, Requirements())
 
@@ -66,24 +78,40 @@ async def _nvml_verdict(monkeypatch, tmp_path, **gpu_changes):
 async def test_nvml_refusing_the_process_list_is_unknown_not_no_processes(monkeypatch, tmp_path):
     r, a = await _nvml_verdict(monkeypatch, tmp_path, compute_procs={"nvml_error": [4, "Insufficient Permissions"]})
     assert a.verdict is Verdict.UNKNOWN, a.reasons
-    assert r.gpu.failure is not None and "GPU 0" in (r.gpu.message or "") and "Insufficient Permissions" in (r.gpu.message or "")
+    assert (
+        r.gpu.failure is not None
+        and "GPU 0" in (r.gpu.message or "")
+        and "Insufficient Permissions" in (r.gpu.message or "")
+    )
 
 
 async def test_nvml_gpu_in_mig_mode_with_no_instance_is_not_ready(monkeypatch, tmp_path):
     """MIG on, no GPU instance created: CUDA sees no device there, so nothing can be deployed."""
     r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode=[1, 1], mig_devices=[None] * 7)
     assert r.gpu.gpus[0].mig_devices == []
-    assert a.verdict is Verdict.NOT_READY and [x.code for x in a.reasons if x.severity.value == "blocker"] == ["mig_no_instances"]
+    assert a.verdict is Verdict.NOT_READY and [x.code for x in a.reasons if x.severity.value == "blocker"] == [
+        "mig_no_instances"
+    ]
 
 
 async def test_nvml_mig_instances_that_could_not_be_listed_are_unknown(monkeypatch, tmp_path):
-    r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode=[1, 1], mig_devices={"nvml_error": [999, "Unknown Error"]})
+    r, a = await _nvml_verdict(
+        monkeypatch, tmp_path, mig_mode=[1, 1], mig_devices={"nvml_error": [999, "Unknown Error"]}
+    )
     assert r.gpu.gpus[0].mig_devices is None
-    assert a.verdict is Verdict.UNKNOWN and "NVML could not list them" in next(x.text for x in a.reasons if x.code == "mig_unread")
+    assert a.verdict is Verdict.UNKNOWN and "NVML could not list them" in next(
+        x.text for x in a.reasons if x.code == "mig_unread"
+    )
 
 
 async def test_nvml_mig_instance_whose_processes_were_refused_is_unknown(monkeypatch, tmp_path):
-    mig = [{"uuid": "MIG-1", "memory": {"total": 40 * 2**30, "used": 5 * 2**20}, "compute_procs": {"nvml_error": [4, "Insufficient Permissions"]}}]
+    mig = [
+        {
+            "uuid": "MIG-1",
+            "memory": {"total": 40 * 2**30, "used": 5 * 2**20},
+            "compute_procs": {"nvml_error": [4, "Insufficient Permissions"]},
+        }
+    ]
     r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode=[1, 1], mig_devices=mig)
     assert a.verdict is Verdict.UNKNOWN and "MIG MIG-1" in (r.gpu.message or "")
 
@@ -114,7 +142,9 @@ def test_mig_mode_not_applicable_or_disabled_still_reads_ready():
 
 async def test_nvml_mig_mode_that_failed_to_read_is_unknown(monkeypatch, tmp_path):
     r, a = await _nvml_verdict(monkeypatch, tmp_path, mig_mode={"nvml_error": [999, "Unknown Error"]})
-    assert a.verdict is Verdict.UNKNOWN and [x.code for x in a.reasons if x.severity.value == "unknown"] == ["mig_unknown"]
+    assert a.verdict is Verdict.UNKNOWN and [x.code for x in a.reasons if x.severity.value == "unknown"] == [
+        "mig_unknown"
+    ]
 
 
 async def test_nvml_mig_not_supported_is_no_mig_and_reads_ready(monkeypatch, tmp_path):

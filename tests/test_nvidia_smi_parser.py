@@ -8,10 +8,12 @@ from bot.probes.readings import ProbeFailure
 from tests.fixtures_h200 import captured
 
 # The capture's field list (fixtures/README.md), in order.
-CAPTURE_FIELDS = ("index,uuid,name,pci.bus_id,driver_version,pstate,persistence_mode,memory.total,memory.used,"
-                  "memory.free,memory.reserved,utilization.gpu,utilization.memory,temperature.gpu,power.draw,"
-                  "power.limit,clocks.sm,mig.mode.current,ecc.errors.uncorrected.volatile.total,compute_mode,"
-                  "fan.speed,serial")
+CAPTURE_FIELDS = (
+    "index,uuid,name,pci.bus_id,driver_version,pstate,persistence_mode,memory.total,memory.used,"
+    "memory.free,memory.reserved,utilization.gpu,utilization.memory,temperature.gpu,power.draw,"
+    "power.limit,clocks.sm,mig.mode.current,ecc.errors.uncorrected.volatile.total,compute_mode,"
+    "fan.speed,serial"
+)
 HEADER = f"# fields: {CAPTURE_FIELDS}\n"
 
 
@@ -19,7 +21,13 @@ def test_idle_h200_reads_zero_used_and_reserved_apart():
     gpus, driver = parse_gpus(captured("query_gpu_idle_nounits", prefix=HEADER).stdout)
     assert driver == "580.159.04"
     (g,) = gpus
-    assert (g.index, g.name, g.memory_total_mib, g.memory_used_mib, g.memory_reserved_mib) == (0, "NVIDIA H200", 143771, 0, 616)
+    assert (g.index, g.name, g.memory_total_mib, g.memory_used_mib, g.memory_reserved_mib) == (
+        0,
+        "NVIDIA H200",
+        143771,
+        0,
+        616,
+    )
     assert g.utilization_pct == 0 and g.temperature_c == 36 and g.power_w == pytest.approx(122.41)
     assert g.mig_mode == "Disabled"
 
@@ -62,7 +70,12 @@ def test_bad_field_message_on_stdout_is_a_failure_not_a_parse():
 @pytest.mark.parametrize(
     ("stdout", "stderr", "status", "kind"),
     [
-        ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n\n", "", 9, ProbeFailure.DRIVER),
+        (
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n\n",
+            "",
+            9,
+            ProbeFailure.DRIVER,
+        ),
         ("No devices were found\n", "", 6, ProbeFailure.NO_DEVICES),
         ("", "sh: 1: nvidia-smi: not found\n", 127, ProbeFailure.MISSING),
         ("", "", 124, ProbeFailure.TIMEOUT),

@@ -28,7 +28,9 @@ def test_busy_v2_agrees_with_nvidia_smi_in_mib():
 
 
 def test_nvml_missing_and_init_failure():
-    assert parse_nvml(ProbeOutput("nvml", "pynvml (nvidia-ml-py) is not installed\n", "", 127)).failure.value == "missing"
+    assert (
+        parse_nvml(ProbeOutput("nvml", "pynvml (nvidia-ml-py) is not installed\n", "", 127)).failure.value == "missing"
+    )
     assert parse_nvml(ProbeOutput("nvml", "NVML init failed: Driver Not Loaded\n", "", 3)).failure.value == "driver"
 
 
@@ -48,8 +50,12 @@ async def test_nvml_probe_script_reads_v2_through_the_library(monkeypatch):
         monkeypatch.setenv("GPUBOT_FAKE_NVML", str(H200 / f"nvml_{state}.json"))
         monkeypatch.setenv("PYTHONPATH", fake)
         monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + ":" + os.environ["PATH"])
-        res = await run_probe(target=HostTarget("l", "localhost", transport="local"), plan=ProbePlan(gpu_backend="nvml"),
-                              runner=LocalRunner(), timeout=30)
+        res = await run_probe(
+            target=HostTarget("l", "localhost", transport="local"),
+            plan=ProbePlan(gpu_backend="nvml"),
+            runner=LocalRunner(),
+            timeout=30,
+        )
         results[state] = res.readings.gpu
     assert results["idle"].failure is None and results["idle"].gpus[0].memory_used_mib == 0
     assert results["busy"].gpus[0].memory_used_mib == 42191

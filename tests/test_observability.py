@@ -49,7 +49,7 @@ def _sample(text: str, name: str, **labels: str) -> float:
         if line.startswith("#") or not line.startswith(name):
             continue
         head, value = line.rsplit(" ", 1)
-        got = head[len(name):]
+        got = head[len(name) :]
         if got.startswith("{"):
             got = ",".join(sorted(got.strip("{}").split(",")))
         if got == want or (not labels and got == ""):
@@ -77,9 +77,18 @@ async def test_health_ready_and_metrics_after_a_status_command(served, fake_host
     # this machine has no GPU: the local probe reads unknown ("nvidia-smi is not installed")
     probes = _sample(after, "gpubot_probes_total", verdict="unknown", error_kind="none")
     assert probes == _sample(before, "gpubot_probes_total", verdict="unknown", error_kind="none") + 1
-    assert _sample(after, "gpubot_probe_duration_seconds_count") == _sample(before, "gpubot_probe_duration_seconds_count") + 1
-    for name in ("gpubot_ssh_pooled_connections", "gpubot_db_pool_checked_out", "gpubot_probes_in_flight",
-                 "# TYPE gpubot_actions gauge", "# TYPE gpubot_report_runs gauge", "# TYPE gpubot_slack_api_errors_total counter"):
+    assert (
+        _sample(after, "gpubot_probe_duration_seconds_count")
+        == _sample(before, "gpubot_probe_duration_seconds_count") + 1
+    )
+    for name in (
+        "gpubot_ssh_pooled_connections",
+        "gpubot_db_pool_checked_out",
+        "gpubot_probes_in_flight",
+        "# TYPE gpubot_actions gauge",
+        "# TYPE gpubot_report_runs gauge",
+        "# TYPE gpubot_slack_api_errors_total counter",
+    ):
         assert name in after
 
 
@@ -92,8 +101,19 @@ async def test_metrics_count_actions_by_state_and_slack_errors_by_method(served,
     from bot.db.base import utcnow
 
     async with services.sessions() as db, db.begin():
-        db.add(ActionRequest(kind="clean_weights", host="node174", spec={}, plan={}, state="pending", requester="U1",
-                             created_at=utcnow(), updated_at=utcnow(), expires_at=utcnow() + timedelta(hours=1)))
+        db.add(
+            ActionRequest(
+                kind="clean_weights",
+                host="node174",
+                spec={},
+                plan={},
+                state="pending",
+                requester="U1",
+                created_at=utcnow(),
+                updated_at=utcnow(),
+                expires_at=utcnow() + timedelta(hours=1),
+            )
+        )
     recorder.responses["chat.postMessage"] = {"ok": False, "error": "channel_not_found"}
     from slack_sdk.errors import SlackApiError
 
@@ -112,7 +132,11 @@ async def test_readyz_is_503_while_shutting_down_and_with_an_unmigrated_database
     services.gate.close()
     async with http.get("/readyz") as r:
         body = await r.json()
-        assert r.status == 503 and body["checks"]["accepting_work"] == "shutting down" and body["checks"]["database"] == "ok"
+        assert (
+            r.status == 503
+            and body["checks"]["accepting_work"] == "shutting down"
+            and body["checks"]["database"] == "ok"
+        )
     async with http.get("/healthz") as r:
         assert r.status == 200  # the process is up; it just takes no new work
     with pytest.raises(ShuttingDown):
@@ -131,8 +155,13 @@ async def test_readyz_is_503_while_shutting_down_and_with_an_unmigrated_database
 def test_json_logs_carry_context_and_never_a_secret():
     from bot.config import Settings
 
-    settings = Settings(_env_file=None, slack_bot_token="xoxb-1-2-tokenvalue", slack_signing_secret="8f3e5d2c1b0a-signing",
-                        slack_app_token="xapp-1-A0-appvalue", database_url="postgresql+asyncpg://gpubot:Pa55-w0rd-x@db:5432/gpubot")
+    settings = Settings(
+        _env_file=None,
+        slack_bot_token="xoxb-1-2-tokenvalue",
+        slack_signing_secret="8f3e5d2c1b0a-signing",
+        slack_app_token="xapp-1-A0-appvalue",
+        database_url="postgresql+asyncpg://gpubot:Pa55-w0rd-x@db:5432/gpubot",
+    )
     out = io.StringIO()
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
@@ -141,7 +170,9 @@ def test_json_logs_carry_context_and_never_a_secret():
         log = logging.getLogger("gpubot.test")
         with log_context(host="node174", slack_user="U0ALICE", action_request=12):
             log.info("token %s secret %s app %s", "xoxb-1-2-tokenvalue", "8f3e5d2c1b0a-signing", "xapp-1-A0-appvalue")
-            log.info("engine %s and a user token xoxp-9-9-other and Authorization: Bearer abc.def", settings.database_url)
+            log.info(
+                "engine %s and a user token xoxp-9-9-other and Authorization: Bearer abc.def", settings.database_url
+            )
             log.debug("key read: %s", PRIVATE_KEY)
             try:
                 raise ValueError(f"cannot parse key:\n{PRIVATE_KEY}")
@@ -156,11 +187,22 @@ def test_json_logs_carry_context_and_never_a_secret():
         root.setLevel(saved[1])
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     text = out.getvalue()
-    for secret in ("tokenvalue", "8f3e5d2c1b0a-signing", "appvalue", "Pa55-w0rd-x", "xoxp-9-9-other", "abc.def",
-                   "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ", "QyNTUxOQAAACBxq2yC0vTQ8vJ2kzZpWJYl4D0q9XbXpIuG9d0rBq7v9Q"):
+    for secret in (
+        "tokenvalue",
+        "8f3e5d2c1b0a-signing",
+        "appvalue",
+        "Pa55-w0rd-x",
+        "xoxp-9-9-other",
+        "abc.def",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+        "QyNTUxOQAAACBxq2yC0vTQ8vJ2kzZpWJYl4D0q9XbXpIuG9d0rBq7v9Q",
+    ):
         assert secret not in text
     assert len(lines) == 5
-    assert all(line["host"] == "node174" and line["slack_user"] == "U0ALICE" and line["action_request"] == 12 for line in lines[:4])
+    assert all(
+        line["host"] == "node174" and line["slack_user"] == "U0ALICE" and line["action_request"] == 12
+        for line in lines[:4]
+    )
     assert lines[3]["error_id"] == "ab12cd34" and "ValueError" in lines[3]["exception"] and lines[3]["level"] == "error"
     assert "host" not in lines[4] and lines[4]["event"] == "outside" and lines[4]["logger"] == "gpubot.test"
     assert "postgresql+asyncpg://gpubot:[redacted]@db:5432/gpubot" in lines[1]["event"]

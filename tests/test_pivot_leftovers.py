@@ -27,7 +27,9 @@ def stopped_a(fake_hosts, addr: str) -> None:
     fake_hosts.update(addr, units={"model-a.service": unit(active=False), "model-b.service": unit(active=False)})
 
 
-async def test_a_pivot_plans_and_ends_what_the_stopped_unit_left_in_its_cgroup(services, ssh_server, fake_hosts, tmp_path):
+async def test_a_pivot_plans_and_ends_what_the_stopped_unit_left_in_its_cgroup(
+    services, ssh_server, fake_hosts, tmp_path
+):
     root = tmp_path / "shared"
     old = weights(root, "a-weights", 1_000_000)
     fast(services, root)
@@ -38,8 +40,10 @@ async def test_a_pivot_plans_and_ends_what_the_stopped_unit_left_in_its_cgroup(s
     assert [s.title.split(" ")[0] for s in view.steps] == ["stop", "end", "wait", "delete", "start"]
     assert view.steps[1].title.startswith(f"end 1 leftover process (pid {orphan.pid}): SIGTERM, SIGKILL after 1 s")
     line = next(x for x in view.lines if x.startswith("end pid"))
-    assert line.startswith(f"end pid {orphan.pid} python3 on GPU 3 — 81,920 MiB — model-a.service, user root — left in "
-                           "model-a.service's cgroup (inactive) — `")
+    assert line.startswith(
+        f"end pid {orphan.pid} python3 on GPU 3 — 81,920 MiB — model-a.service, user root — left in "
+        "model-a.service's cgroup (inactive) — `"
+    )
     assert "-S -c import ctypes" in line  # the command line, as the card shows it
     assert view.expected.startswith("ends 1 process (81,920 MiB on GPU 3); frees 1 MB")
     assert not about_processes(view.warnings)
@@ -51,24 +55,33 @@ async def test_a_pivot_plans_and_ends_what_the_stopped_unit_left_in_its_cgroup(s
     assert fake_hosts.read("127.0.0.14").units["model-b.service"]["ActiveState"] == "active"
 
 
-async def test_another_gpu_process_is_warned_about_and_the_failed_wait_offers_to_kill_it(services, ssh_server, fake_hosts, tmp_path):
+async def test_another_gpu_process_is_warned_about_and_the_failed_wait_offers_to_kill_it(
+    services, ssh_server, fake_hosts, tmp_path
+):
     fast(services)
     await register(services, "lo2", "127.0.0.15", ssh_server, probe={"units": UNITS})
     stopped_a(fake_hosts, "127.0.0.15")
     stranger = fake_hosts.hold("127.0.0.15", gpu=5, used_mib=20000)  # nobody's unit: stopping model-a leaves it
     view = await flows.request_action(services=services, spec=pivot("lo2"), requester="U1")
     assert [s.title.split(" ")[0] for s in view.steps] == ["stop", "wait", "start"]
-    assert about_processes(view.warnings) == [f"pid {stranger.pid} python3 (20,000 MiB, user root) is not model-a.service's and will not be "
-                             f"ended: the GPU wait fails unless it ends; add pid={stranger.pid} to end it"]
+    assert about_processes(view.warnings) == [
+        f"pid {stranger.pid} python3 (20,000 MiB, user root) is not model-a.service's and will not be "
+        f"ended: the GPU wait fails unless it ends; add pid={stranger.pid} to end it"
+    ]
     v = (await approve(services, view.id)).view
     assert v.state is State.FAILED and stranger.poll() is None
     assert v.follow_ups == ["kill_continue", "pivot_back"]
     assert v.follow_up_label("kill_continue") == f"Kill PID {stranger.pid} and continue"
     # the button makes a new plan to approve, never a kill at once
-    new = await flows.follow_up(services=services, request_id=v.id, what="kill_continue", requester="U2", role=Role.OPERATOR)
+    new = await flows.follow_up(
+        services=services, request_id=v.id, what="kill_continue", requester="U2", role=Role.OPERATOR
+    )
     assert new.state is State.PENDING and stranger.poll() is None
     assert new.command == f"pivot lo2 from=model-a.service to=model-b.service pid={stranger.pid}"
-    assert any(x.startswith(f"end pid {stranger.pid} python3 on GPU 5 — 20,000 MiB — user root — named with pid=") for x in new.lines)
+    assert any(
+        x.startswith(f"end pid {stranger.pid} python3 on GPU 5 — 20,000 MiB — user root — named with pid=")
+        for x in new.lines
+    )
     assert not about_processes(new.warnings)
     done = (await approve(services, new.id, user="U3")).view
     assert done.state is State.DONE, done.message
@@ -83,8 +96,10 @@ async def test_kill_none_leaves_the_leftovers_and_says_the_wait_will_fail(servic
     view = await flows.request_action(services=services, spec=pivot("lo3", kill_leftovers=False), requester="U1")
     assert [s.title.split(" ")[0] for s in view.steps] == ["stop", "wait", "start"]
     assert view.command.endswith("kill=none")
-    assert about_processes(view.warnings) == [f"kill=none: pid {orphan.pid} left in model-a.service's cgroup will not be ended and the GPU "
-                             "wait fails unless they end"]
+    assert about_processes(view.warnings) == [
+        f"kill=none: pid {orphan.pid} left in model-a.service's cgroup will not be ended and the GPU "
+        "wait fails unless they end"
+    ]
 
 
 async def test_a_stop_of_an_inactive_unit_ends_what_its_cgroup_still_holds(services, ssh_server, fake_hosts):
@@ -93,8 +108,9 @@ async def test_a_stop_of_an_inactive_unit_ends_what_its_cgroup_still_holds(servi
     stopped_a(fake_hosts, "127.0.0.17")
     orphan = fake_hosts.orphan("127.0.0.17", "model-a.service", gpu=3, used_mib=81920)
     bystander = fake_hosts.hold("127.0.0.17", gpu=4, used_mib=1000)  # not the unit's: a stop never touches it
-    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.STOP, "lo4", unit="model-a.service"),
-                                      requester="U1")
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.STOP, "lo4", unit="model-a.service"), requester="U1"
+    )
     assert [s.title.split(" ")[0] for s in view.steps] == ["stop", "end"]
     assert view.expected == "model-a.service: inactive → inactive; ends 1 process (81,920 MiB on GPU 3)"
     assert not any(str(bystander.pid) in x for x in view.lines + view.warnings + [s.title for s in view.steps])
@@ -129,34 +145,49 @@ async def test_attacks_on_the_leftover_kill_spare_every_canary(services, ssh_ser
     # the unit runs again with its main process on a GPU: a stop leaves it to systemd, no kill step
     main = fake_hosts.hold("127.0.0.18", gpu=0, used_mib=9000)
     fake_hosts.cgroups.join(main.pid, "model-a.service")
-    fake_hosts.update("127.0.0.18", units={"model-a.service": unit(active=True, main_pid=main.pid),
-                                            "model-b.service": unit(active=False)})
-    stop = await flows.request_action(services=services, spec=ActionSpec(ActionKind.STOP, "lo5", unit="model-a.service"),
-                                      requester="U1")
+    fake_hosts.update(
+        "127.0.0.18",
+        units={"model-a.service": unit(active=True, main_pid=main.pid), "model-b.service": unit(active=False)},
+    )
+    stop = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.STOP, "lo5", unit="model-a.service"), requester="U1"
+    )
     assert [s.title.split(" ")[0] for s in stop.steps] == ["stop"] and not stop.warnings
 
 
-async def test_a_running_unit_whose_kill_mode_spares_its_workers_gets_them_ended_after_its_stop(services, ssh_server, fake_hosts):
+async def test_a_running_unit_whose_kill_mode_spares_its_workers_gets_them_ended_after_its_stop(
+    services, ssh_server, fake_hosts
+):
     """KillMode=process: systemd's stop ends the main process only; the workers of the cgroup outlive it
     (as vLLM's tensor-parallel workers would), so the plan ends them right after the stop."""
     fast(services)
     await register(services, "lo6", "127.0.0.19", ssh_server, probe={"units": UNITS})
     main = fake_hosts.orphan("127.0.0.19", "model-a.service", gpu=0, used_mib=30000)
     worker = fake_hosts.orphan("127.0.0.19", "model-a.service", gpu=1, used_mib=30000)
-    fake_hosts.update("127.0.0.19", units={"model-a.service": unit(active=True, main_pid=main.pid, KillMode="process"),
-                                            "model-b.service": unit(active=False)})
+    fake_hosts.update(
+        "127.0.0.19",
+        units={
+            "model-a.service": unit(active=True, main_pid=main.pid, KillMode="process"),
+            "model-b.service": unit(active=False),
+        },
+    )
     view = await flows.request_action(services=services, spec=pivot("lo6"), requester="U1")
     assert [s.title.split(" ")[0] for s in view.steps] == ["stop", "end", "wait", "start"]
     (line,) = [x for x in view.lines if x.startswith("end pid")]
-    assert line.startswith(f"end pid {worker.pid} python3 on GPU 1 — 30,000 MiB — model-a.service, user root — in "
-                           "model-a.service's cgroup, which its stop leaves running (KillMode=process) — `")
+    assert line.startswith(
+        f"end pid {worker.pid} python3 on GPU 1 — 30,000 MiB — model-a.service, user root — in "
+        "model-a.service's cgroup, which its stop leaves running (KillMode=process) — `"
+    )
     v = (await approve(services, view.id)).view
     assert v.state is State.DONE, v.message
     assert main.wait(timeout=5) is not None and worker.wait(timeout=5) is not None
     # the default KillMode (control-group): the stop ends the whole cgroup, nothing else to plan
     again = fake_hosts.orphan("127.0.0.19", "model-a.service", gpu=2, used_mib=30000)
-    fake_hosts.update("127.0.0.19", units={"model-a.service": unit(active=True, main_pid=again.pid),
-                                            "model-b.service": unit(active=False)})
-    stop = await flows.request_action(services=services, spec=ActionSpec(ActionKind.STOP, "lo6", unit="model-a.service"),
-                                      requester="U1")
+    fake_hosts.update(
+        "127.0.0.19",
+        units={"model-a.service": unit(active=True, main_pid=again.pid), "model-b.service": unit(active=False)},
+    )
+    stop = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.STOP, "lo6", unit="model-a.service"), requester="U1"
+    )
     assert [s.title.split(" ")[0] for s in stop.steps] == ["stop"] and not stop.warnings

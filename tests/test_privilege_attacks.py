@@ -110,11 +110,18 @@ def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture
 async def svc(sqlite_url: str, box: Box) -> AsyncIterator[Services]:
     """Services whose SSH user is the bot user; the helper and systemctl where sudoers names them."""
-    settings = make_settings(sqlite_url, box.server, sudo_systemctl=f"{box.server.bin_dir}/systemctl",
-                             sudo_helper=box.helper, units={})
+    settings = make_settings(
+        sqlite_url, box.server, sudo_systemctl=f"{box.server.bin_dir}/systemctl", sudo_helper=box.helper, units={}
+    )
     engine = make_engine(sqlite_url)
-    runner = RoutingRunner(SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
-                                     default_key_file=settings.ssh_key_file, connect_timeout=3.0))
+    runner = RoutingRunner(
+        SshRunner(
+            known_hosts=settings.known_hosts,
+            default_user=settings.ssh_user,
+            default_key_file=settings.ssh_key_file,
+            connect_timeout=3.0,
+        )
+    )
     services = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
     fast(services)
     fakestate.reset_state(box.server)
@@ -179,12 +186,16 @@ def exposed(box: Box, kind: str) -> Exposed:
         above = box.folder("data", uid=u.uid, gid=u.gid)
         root = above / "models"
         root.mkdir(mode=0o755)
-        return Exposed(str(root), f"{above} belongs to uid {u.uid}, not root", f'mv {root} {root}.orig && ln -s "$C" {root}')
+        return Exposed(
+            str(root), f"{above} belongs to uid {u.uid}, not root", f'mv {root} {root}.orig && ln -s "$C" {root}'
+        )
     if kind == "a folder above writable by the bot user's group":
         above = box.folder("data", gid=box.owner.gid, mode=0o775)
         root = above / "models"
         root.mkdir(mode=0o755)
-        return Exposed(str(root), f"{above} is writable by its group (mode 775)", f'mv {root} {root}.orig && ln -s "$C" {root}')
+        return Exposed(
+            str(root), f"{above} is writable by its group (mode 775)", f'mv {root} {root}.orig && ln -s "$C" {root}'
+        )
     if kind == "a symlink on the way owned by the bot user in a sticky folder":
         sticky = box.folder("shared", mode=0o1777)
         real = box.folder("vol")
@@ -193,19 +204,29 @@ def exposed(box: Box, kind: str) -> Exposed:
         link.symlink_to(real)
         os.lchown(link, u.uid, u.gid)
         evil = f"{u.home}/evil-{os.urandom(2).hex()}"
-        return Exposed(f"{link}/models", f"{link} belongs to uid {u.uid}, not root",
-                       f'mkdir {evil} && ln -s "$C" {evil}/models && ln -sfn {evil} {link}')
+        return Exposed(
+            f"{link}/models",
+            f"{link} belongs to uid {u.uid}, not root",
+            f'mkdir {evil} && ln -s "$C" {evil}/models && ln -sfn {evil} {link}',
+        )
     if kind == "the Hugging Face cache in the bot user's home":
         hub = Path(u.home) / f".cache-{os.urandom(2).hex()}" / "huggingface" / "hub"
         hub.mkdir(parents=True)
         for p in (hub, hub.parent, hub.parent.parent):
             os.chown(p, u.uid, u.gid)
-        return Exposed(str(hub), f"{u.home} belongs to uid {u.uid}, not root", f'mv {hub} {hub}.orig && ln -s "$C" {hub}')
+        return Exposed(
+            str(hub), f"{u.home} belongs to uid {u.uid}, not root", f'mv {hub} {hub}.orig && ln -s "$C" {hub}'
+        )
     raise AssertionError(kind)
 
 
-KINDS = ["root owned by the bot user", "a folder above owned by the bot user", "a folder above writable by the bot user's group",
-         "a symlink on the way owned by the bot user in a sticky folder", "the Hugging Face cache in the bot user's home"]
+KINDS = [
+    "root owned by the bot user",
+    "a folder above owned by the bot user",
+    "a folder above writable by the bot user's group",
+    "a symlink on the way owned by the bot user in a sticky folder",
+    "the Hugging Face cache in the bot user's home",
+]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -229,7 +250,12 @@ async def test_a_root_someone_else_controls_gets_no_rule_and_the_helper_refuses_
     if lines[label].ok:  # the bot user may delete there itself: then the old rule is the ✘, named
         assert lines[label].how == f"as {box.user.name} (no sudo needed)"
         stale = lines[f"sudo rule `{box.helper} delete {x.root} *`"]
-        assert not stale.ok and x.why in stale.how and "the helper refuses it" in stale.how and "remove the rule" in stale.fix
+        assert (
+            not stale.ok
+            and x.why in stale.how
+            and "the helper refuses it" in stale.how
+            and "remove the rule" in stale.fix
+        )
     else:
         assert x.why in lines[label].how and "the helper refuses it" in lines[label].how, lines[label]
         assert "belong to root" in lines[label].fix and "group alternative" in lines[label].fix
@@ -293,7 +319,9 @@ async def test_deleting_without_sudo_refuses_a_root_another_user_could_swap(svc,
     _, script = remote.delete_script(PathItem(str(root / "old"), str(root / "old"), str(root), "directory", 1))
     res = await as_bot(svc, box, script)
     assert res.exit_status == 4 and "now resolves to" in res.stdout, res.stdout
-    _, script = remote.delete_script(PathItem(str(home_canary / "old"), str(home_canary / "old"), str(root), "directory", 1))
+    _, script = remote.delete_script(
+        PathItem(str(home_canary / "old"), str(home_canary / "old"), str(root), "directory", 1)
+    )
     res = await as_bot(svc, box, script)
     assert res.exit_status == 4 and why in res.stdout, res.stdout
     assert alive(home_canary, "old") and (Path(str(root) + ".orig") / "old").exists()
@@ -329,8 +357,9 @@ def mounts() -> Iterator[Mounts]:
 
 @pytest.mark.parametrize("where", ["at the target", "on the way", "below the target"])
 @pytest.mark.parametrize("route", ["helper", "bot user"])
-async def test_a_bind_mount_at_on_the_way_or_below_is_refused_at_planning_in_the_helper_and_in_the_script(svc, box, mounts,
-                                                                                                         where, route):
+async def test_a_bind_mount_at_on_the_way_or_below_is_refused_at_planning_in_the_helper_and_in_the_script(
+    svc, box, mounts, where, route
+):
     uid, gid = (box.user.uid, box.user.gid) if route == "bot user" else (0, 0)
     root = box.folder("models", uid=uid, gid=gid)
     c = canary(box, "weights.bin", uid=uid, gid=gid)  # the same filesystem: rm --one-file-system would go in
@@ -351,8 +380,11 @@ async def test_a_bind_mount_at_on_the_way_or_below_is_refused_at_planning_in_the
         box.sudoers.install((await sudoers_for(services=svc, host_name=name)))
     with pytest.raises(PlanRefused) as refused:
         await build_plan(services=svc, spec=clean(name, target))
-    said = {"at the target": f"{point} is a mount point (", "on the way": f"{point} is a mount point on the way from {root} to {target}",
-            "below the target": f"{point} is a mount point inside {target}"}[where]
+    said = {
+        "at the target": f"{point} is a mount point (",
+        "on the way": f"{point} is a mount point on the way from {root} to {target}",
+        "below the target": f"{point} is a mount point inside {target}",
+    }[where]
     assert said in str(refused.value), str(refused.value)
     item = PathItem(str(target), str(target), str(root), "directory", 1)
     _, script = remote.delete_script(item, helper=box.helper if route == "helper" else None)
@@ -383,9 +415,15 @@ def swap_loop(box: Box, folder: Path, link: Path, stop: Path) -> subprocess.Pope
     """The second user exchanges ``folder`` and the symlink ``link`` until ``stop`` exists (at most
     :data:`SWAPS` times; an even count, so ``folder`` is a folder again at the end)."""
     assert os.path.exists(SYSTEM_PYTHON), "the swap loop needs the system python3"
-    return subprocess.Popen([SYSTEM_PYTHON, "-S", "-c", SWAP_LOOP, str(folder), str(link), str(stop), str(SWAPS)],
-                            user=box.owner.uid, group=box.owner.gid, extra_groups=[], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [SYSTEM_PYTHON, "-S", "-c", SWAP_LOOP, str(folder), str(link), str(stop), str(SWAPS)],
+        user=box.owner.uid,
+        group=box.owner.gid,
+        extra_groups=[],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def victims(folder: Path, uid: int, gid: int, mode: int = 0o755) -> list[str]:
@@ -422,7 +460,10 @@ def judge_race(outcome: dict[str, tuple[int, str]], names: list[str], real: Path
             assert said.endswith(f"deleted {real}/{n}") and not (real / n).exists(), (n, said)
         elif status == 4:
             # the helper's reasons, or the bot's own re-check before it (the path as planned resolves elsewhere now)
-            assert said.startswith("refused: ") and len(said) > len("refused: ") + 10 or " now resolves to " in said, (n, said)
+            assert said.startswith("refused: ") and len(said) > len("refused: ") + 10 or " now resolves to " in said, (
+                n,
+                said,
+            )
             assert (real / n / "shard.bin").exists(), (n, said)
         else:
             assert status == 3 and "no longer exists" in said, (n, status, said, stderr[-3000:])
@@ -448,7 +489,7 @@ async def test_a_swap_loop_beside_hundreds_of_helper_deletions_never_reaches_a_c
     stop = box.work / f"stop-{os.urandom(2).hex()}"
     loop = swap_loop(box, real, link, stop)
     try:
-        script = "\n".join(f"sudo -n {box.helper} delete {root} {real}/{n}; echo \"rc {n} $?\"" for n in names)
+        script = "\n".join(f'sudo -n {box.helper} delete {root} {real}/{n}; echo "rc {n} $?"' for n in names)
         res = await as_bot(svc, box, script)
     finally:
         stop.touch()
@@ -480,7 +521,9 @@ async def test_a_swap_loop_beside_hundreds_of_deletions_without_sudo_never_reach
     stop = box.work / f"stop-{os.urandom(2).hex()}"
     loop = swap_loop(box, real, link, stop)
     try:
-        res = await as_bot(svc, box, "\n".join(f"(\n{s}\n)\necho \"rc {n} $?\"" for n, s in zip(names, scripts, strict=True)))
+        res = await as_bot(
+            svc, box, "\n".join(f'(\n{s}\n)\necho "rc {n} $?"' for n, s in zip(names, scripts, strict=True))
+        )
     finally:
         stop.touch()
         swapped, err = loop.communicate(timeout=60)
@@ -511,7 +554,8 @@ async def test_the_helper_never_kills_a_system_daemon_holding_the_gpus(svc, box,
         start, sha = _pinned(proc.pid)
         res = await as_bot(svc, box, f"sudo -n {box.helper} kill KILL {proc.pid} {start} {sha}")
         assert res.exit_status == 4 and res.stdout.strip() == (
-            f"refused: pid {proc.pid} is {exe}, a system daemon (never killed by gpubot: stop its unit instead)"), res.stdout
+            f"refused: pid {proc.pid} is {exe}, a system daemon (never killed by gpubot: stop its unit instead)"
+        ), res.stdout
         assert proc.poll() is None
         # an ordinary holder of the same GPU is still killed through the same rule
         other = subprocess.Popen(["/bin/sleep", "3600"])
@@ -539,7 +583,9 @@ async def test_a_system_daemon_the_bot_user_can_see_is_refused_at_planning(svc, 
         name = await host(svc, box, [])
         with pytest.raises(PlanRefused) as refused:
             await build_plan(services=svc, spec=ActionSpec(ActionKind.KILL, name, pids=(proc.pid,)))
-        assert f"pid {proc.pid} is {exe}, a system daemon that holds the GPUs: gpubot never kills it" in str(refused.value)
+        assert f"pid {proc.pid} is {exe}, a system daemon that holds the GPUs: gpubot never kills it" in str(
+            refused.value
+        )
         assert proc.poll() is None
     finally:
         proc.kill()

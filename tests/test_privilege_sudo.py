@@ -89,11 +89,22 @@ def shared(box: Box) -> Iterator[Path]:
 @pytest.fixture
 async def svc(database_url: str, box: Box, shared: Path) -> AsyncIterator[Services]:
     """Services whose SSH user is the ordinary user; units, roots and sudo paths as on a real host."""
-    settings = make_settings(database_url, box.server, sudo_systemctl=f"{box.server.bin_dir}/systemctl",
-                             sudo_helper=f"{box.server.bin_dir}/gpubot-priv", units={"vllm.service": "inactive"})
+    settings = make_settings(
+        database_url,
+        box.server,
+        sudo_systemctl=f"{box.server.bin_dir}/systemctl",
+        sudo_helper=f"{box.server.bin_dir}/gpubot-priv",
+        units={"vllm.service": "inactive"},
+    )
     engine = make_engine(database_url)
-    runner = RoutingRunner(SshRunner(known_hosts=settings.known_hosts, default_user=settings.ssh_user,
-                                     default_key_file=settings.ssh_key_file, connect_timeout=3.0))
+    runner = RoutingRunner(
+        SshRunner(
+            known_hosts=settings.known_hosts,
+            default_user=settings.ssh_user,
+            default_key_file=settings.ssh_key_file,
+            connect_timeout=3.0,
+        )
+    )
     services = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
     fast(services, shared)
     fakestate.reset_state(box.server)
@@ -135,8 +146,12 @@ async def test_the_printed_sudoers_file_names_exactly_the_units_the_helper_and_t
     bin_dir, shared = box.server.bin_dir, shared
     rules = [line.strip(" ,\\") for line in text.splitlines() if not line.startswith("#")]
     assert rules[0] == f"{box.user.name} ALL=(root) NOPASSWD: {bin_dir}/systemctl stop -- vllm.service"
-    assert rules[1:] == [f"{bin_dir}/systemctl start -- vllm.service", f"{bin_dir}/systemctl restart -- vllm.service",
-                         f"{bin_dir}/gpubot-priv kill *", f"{bin_dir}/gpubot-priv delete {shared} *"]
+    assert rules[1:] == [
+        f"{bin_dir}/systemctl start -- vllm.service",
+        f"{bin_dir}/systemctl restart -- vllm.service",
+        f"{bin_dir}/gpubot-priv kill *",
+        f"{bin_dir}/gpubot-priv delete {shared} *",
+    ]
     assert not any(" rm " in r or "/kill" in r for r in rules)
 
 
@@ -168,7 +183,9 @@ async def test_stop_and_start_of_the_allowed_unit_run_through_sudo(svc, box):
         view = await flows.request_action(services=svc, spec=spec, requester="U1")
         done = await approve(svc, view.id)
         assert done.view.state is State.DONE, done.view.message
-        assert (await commands(svc, view.id))[0].startswith(f"sudo -n {box.server.bin_dir}/systemctl {verb} -- vllm.service")
+        assert (await commands(svc, view.id))[0].startswith(
+            f"sudo -n {box.server.bin_dir}/systemctl {verb} -- vllm.service"
+        )
         assert fakestate.read_state(box.server, ADDRS[0]).units["vllm.service"]["ActiveState"] == after
 
 
@@ -177,8 +194,9 @@ async def test_a_process_of_another_user_is_killed_through_the_helper(svc, box, 
     assert os.stat(f"/proc/{proc.pid}").st_uid != box.user.uid
     await register(svc, "priv4", ADDRS[0], box.server)
     await install_printed_sudoers(svc, box, "priv4")
-    view = await flows.request_action(services=svc, spec=ActionSpec(ActionKind.KILL, "priv4", pids=(proc.pid,)),
-                                      requester="U1")
+    view = await flows.request_action(
+        services=svc, spec=ActionSpec(ActionKind.KILL, "priv4", pids=(proc.pid,)), requester="U1"
+    )
     done = await approve(svc, view.id)
     assert done.view.state is State.DONE, done.view.message
     assert f"{box.server.bin_dir}/gpubot-priv kill" in (await commands(svc, view.id))[0]
@@ -200,12 +218,17 @@ async def test_an_approved_folder_is_deleted_through_the_helper_or_by_the_user_w
         os.chown(path, box.user.uid, box.user.gid)
     view = await flows.request_action(services=svc, spec=clean("priv5", mine), requester="U1")
     done = await approve(svc, view.id)
-    assert done.view.state is State.DONE and (await commands(svc, view.id))[0] == f"cd -P -- {shared} && rm -rf --one-file-system -- ./qwen"
+    assert (
+        done.view.state is State.DONE
+        and (await commands(svc, view.id))[0] == f"cd -P -- {shared} && rm -rf --one-file-system -- ./qwen"
+    )
     assert not mine.exists()
 
 
 async def test_what_sudoers_does_not_allow_is_refused_at_planning(svc, box, shared, holders):
-    fakestate.update_state(box.server, ADDRS[0], units={"vllm.service": unit(active=True), "sglang.service": unit(active=True)})
+    fakestate.update_state(
+        box.server, ADDRS[0], units={"vllm.service": unit(active=True), "sglang.service": unit(active=True)}
+    )
     await register(svc, "priv6", ADDRS[0], box.server)
     await install_printed_sudoers(svc, box, "priv6")
     with pytest.raises(PlanRefused, match="not a configured unit"):
@@ -230,9 +253,13 @@ async def test_what_sudoers_does_not_allow_is_refused_at_planning(svc, box, shar
     assert stray.poll() is None and outside.exists()
     # and the helper itself, asked directly as the bot user, refuses a path outside its root
     target = HostTarget("priv6", ADDRS[0], port=box.server.port)
-    res = await svc.runner.run(target, f"sudo -n {box.server.bin_dir}/gpubot-priv delete {shared} {outside}", timeout=20)
+    res = await svc.runner.run(
+        target, f"sudo -n {box.server.bin_dir}/gpubot-priv delete {shared} {outside}", timeout=20
+    )
     assert res.exit_status == 4 and "is not under" in res.stdout and outside.exists()
-    res = await svc.runner.run(target, f"sudo -n {box.server.bin_dir}/gpubot-priv kill TERM {stray.pid} 1 {'0' * 64}", timeout=20)
+    res = await svc.runner.run(
+        target, f"sudo -n {box.server.bin_dir}/gpubot-priv kill TERM {stray.pid} 1 {'0' * 64}", timeout=20
+    )
     assert res.exit_status == 2 and stray.poll() is None
 
 
@@ -247,15 +274,22 @@ async def test_a_rule_that_asks_for_a_password_fails_at_once_with_a_clear_reason
     assert "asks" in str(refused.value) and "password" in str(refused.value) and "NOPASSWD" in str(refused.value)
     # a step that reaches sudo anyway (rules changed after approval) fails at once, never waits for a prompt
     step = dataclasses.replace(unit_step("stop", "vllm.service"), via="sudo")
-    runner = StepRunner(runner=svc.runner, target=HostTarget("priv7", ADDRS[0], port=box.server.port),
-                        settings=svc.settings, gpu_backend="nvidia-smi", gpu_free_mib=16)
+    runner = StepRunner(
+        runner=svc.runner,
+        target=HostTarget("priv7", ADDRS[0], port=box.server.port),
+        settings=svc.settings,
+        gpu_backend="nvidia-smi",
+        gpu_free_mib=16,
+    )
     outcome = await runner.run(step)
     assert not outcome.ok and "asked for a password" in outcome.summary and "NOPASSWD" in outcome.summary
     assert time.monotonic() - started < 15
     assert fakestate.read_state(box.server, ADDRS[0]).units["vllm.service"]["ActiveState"] == "active"
     # a NOPASSWD rule for stop next to a password rule for start: only start is refused
-    box.sudoers.install(f"{box.user.name} ALL=(root) NOPASSWD: {systemctl} stop -- vllm.service\n"
-                        f"{box.user.name} ALL=(root) {systemctl} start -- vllm.service\n")
+    box.sudoers.install(
+        f"{box.user.name} ALL=(root) NOPASSWD: {systemctl} stop -- vllm.service\n"
+        f"{box.user.name} ALL=(root) {systemctl} start -- vllm.service\n"
+    )
     check = {line.what: line for line in (await check_access(services=svc, host_name="priv7")).lines}
     assert check["stop vllm.service"].ok and check["stop vllm.service"].how == "via sudo"
     assert not check["start vllm.service"].ok and "asks for a password" in check["start vllm.service"].how
@@ -269,14 +303,20 @@ async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
     assert before[1] == f"✔ probe: answered as {box.user.name} (no privilege needed)"
     assert before[2].startswith(f"✘ stop vllm.service: sudo asks {box.user.name} for a password even to list its rules")
     assert "has no NOPASSWD rule" in before[2] and "fix: add the NOPASSWD rule" in before[2]
-    assert any(line.startswith(f"✘ delete under {shared}: {shared} is not writable by {box.user.name}; sudo asks")
-               for line in before)
+    assert any(
+        line.startswith(f"✘ delete under {shared}: {shared} is not writable by {box.user.name}; sudo asks")
+        for line in before
+    )
     await install_printed_sudoers(svc, box, "priv8")
     after = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}
     assert [after[f"{v} vllm.service"].how for v in ("stop", "start", "restart")] == ["via sudo"] * 3
-    assert after["kill GPU processes of other users"].how == (f"via sudo ({box.server.bin_dir}/gpubot-priv); the helper never "
-                                                               f"kills a system daemon ({', '.join(system_daemons())})")
-    assert "nvidia-persistenced" in system_daemons() and "nv-hostengine" in system_daemons() and "Xorg" in system_daemons()
+    assert after["kill GPU processes of other users"].how == (
+        f"via sudo ({box.server.bin_dir}/gpubot-priv); the helper never "
+        f"kills a system daemon ({', '.join(system_daemons())})"
+    )
+    assert (
+        "nvidia-persistenced" in system_daemons() and "nv-hostengine" in system_daemons() and "Xorg" in system_daemons()
+    )
     assert after[f"delete under {shared}"].ok and "via sudo" in after[f"delete under {shared}"].how
     missing = after["delete under /var/lib/gpubot-no-such-root"]
     assert not missing.ok and "does not exist" in missing.how
@@ -286,11 +326,15 @@ async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
     text = helper.read_text()
     try:
         os.chmod(helper.parent, 0o777)
-        unsafe = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}[f"helper {helper}"]
+        unsafe = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}[
+            f"helper {helper}"
+        ]
         assert not unsafe.ok and unsafe.how.startswith(f"UNSAFE: {helper.parent} is writable by everyone (mode 777)")
         os.chmod(helper.parent, 0o755)
         helper.write_text(text + "# edited\n")
-        edited = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}[f"helper {helper}"]
+        edited = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}[
+            f"helper {helper}"
+        ]
         assert not edited.ok and "not the helper of this gpubot" in edited.how and "gpubot hosts helper >" in edited.fix
     finally:
         os.chmod(helper.parent, 0o755)
@@ -299,7 +343,11 @@ async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
     assert after[journal].ok and after[journal].how == f"as {box.user.name}"
     fakestate.update_state(box.server, ADDRS[0], journal_mode="no_access")  # not in the systemd-journal group
     hidden = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}[journal]
-    assert not hidden.ok and hidden.fix == f"add {box.user.name} to the systemd-journal group: `usermod -aG systemd-journal {box.user.name}`"
+    assert (
+        not hidden.ok
+        and hidden.fix
+        == f"add {box.user.name} to the systemd-journal group: `usermod -aG systemd-journal {box.user.name}`"
+    )
     fakestate.update_state(box.server, ADDRS[0], journal_mode="ok")
     os.chown(shared, box.user.uid, box.user.gid)
     mine = {line.what: line for line in (await check_access(services=svc, host_name="priv8")).lines}
@@ -343,7 +391,9 @@ async def test_gpu_hosts_check_in_slack_answers_the_operator_only(svc, box, shar
             text = str(call.body["blocks"])
             assert "✔ stop vllm.service: via sudo" in text and f"✔ delete under {shared}: via sudo" in text
             status, _, _ = await bot.command("hosts check priv9", user_id="U7")
-            denied = await recorder.wait_for("response_url", lambda c: "operator" in str(c.body.get("text")), timeout=30)
+            denied = await recorder.wait_for(
+                "response_url", lambda c: "operator" in str(c.body.get("text")), timeout=30
+            )
             assert "priv9: the bot logs in" not in str(denied.body)
         finally:
             await close()
@@ -351,7 +401,9 @@ async def test_gpu_hosts_check_in_slack_answers_the_operator_only(svc, box, shar
 
 async def test_a_pivot_as_an_ordinary_user_gets_each_step_its_privilege(svc, box, shared):
     svc.settings.units = {"vllm.service": "inactive", "sglang.service": "active"}
-    fakestate.update_state(box.server, ADDRS[1], units={"vllm.service": unit(active=True), "sglang.service": unit(active=False)})
+    fakestate.update_state(
+        box.server, ADDRS[1], units={"vllm.service": unit(active=True), "sglang.service": unit(active=False)}
+    )
     old = weights(shared, "glm5")
     await register(svc, "privA", ADDRS[1], box.server)
     await install_printed_sudoers(svc, box, "privA")
@@ -361,7 +413,10 @@ async def test_a_pivot_as_an_ordinary_user_gets_each_step_its_privilege(svc, box
     assert done.view.state is State.DONE, done.view.message
     bin_dir = box.server.bin_dir
     stop, wait, delete, start = await commands(svc, view.id)
-    assert (stop, delete) == (f"sudo -n {bin_dir}/systemctl stop -- vllm.service", f"sudo -n {bin_dir}/gpubot-priv delete {shared} {old}")
+    assert (stop, delete) == (
+        f"sudo -n {bin_dir}/systemctl stop -- vllm.service",
+        f"sudo -n {bin_dir}/gpubot-priv delete {shared} {old}",
+    )
     assert start.startswith(f"sudo -n {bin_dir}/systemctl start -- sglang.service")  # then its health wait
     units = fakestate.read_state(box.server, ADDRS[1]).units
     assert (units["vllm.service"]["ActiveState"], units["sglang.service"]["ActiveState"]) == ("inactive", "active")
@@ -369,7 +424,9 @@ async def test_a_pivot_as_an_ordinary_user_gets_each_step_its_privilege(svc, box
 
 
 async def test_a_pivot_missing_one_rule_is_refused_before_anything_runs(svc, box, shared):
-    fakestate.update_state(box.server, ADDRS[1], units={"vllm.service": unit(active=True), "sglang.service": unit(active=False)})
+    fakestate.update_state(
+        box.server, ADDRS[1], units={"vllm.service": unit(active=True), "sglang.service": unit(active=False)}
+    )
     old = weights(shared, "glm5")
     await register(svc, "privB", ADDRS[1], box.server)
     await install_printed_sudoers(svc, box, "privB")  # printed while only vllm.service was configured
@@ -397,17 +454,25 @@ async def test_a_folder_no_longer_writable_at_approval_aborts_instead_of_failing
     for path in (shared,):
         os.chown(path, box.user.uid, box.user.gid)  # now it would run as the user, not through sudo as approved
     done = await approve(svc, view.id)
-    assert done.view.state is State.ABORTED and "would now run as the bot user, not via sudo" in (done.view.message or "")
+    assert done.view.state is State.ABORTED and "would now run as the bot user, not via sudo" in (
+        done.view.message or ""
+    )
 
 
 @pytest.mark.process
 def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shared, tmp_path):
     from tests.test_cli import gpubot
 
-    env = {"GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}", "GPUBOT_SSH_USER": box.user.name,
-           "GPUBOT_SSH_KEY_FILE": box.server.client_key_path, "GPUBOT_KNOWN_HOSTS": box.server.known_hosts_path,
-           "GPUBOT_SUDO_SYSTEMCTL": f"{box.server.bin_dir}/systemctl", "GPUBOT_SUDO_HELPER": f"{box.server.bin_dir}/gpubot-priv",
-           "GPUBOT_UNITS": '{"vllm.service": "inactive"}', "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{shared}"]}}'}
+    env = {
+        "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}",
+        "GPUBOT_SSH_USER": box.user.name,
+        "GPUBOT_SSH_KEY_FILE": box.server.client_key_path,
+        "GPUBOT_KNOWN_HOSTS": box.server.known_hosts_path,
+        "GPUBOT_SUDO_SYSTEMCTL": f"{box.server.bin_dir}/systemctl",
+        "GPUBOT_SUDO_HELPER": f"{box.server.bin_dir}/gpubot-priv",
+        "GPUBOT_UNITS": '{"vllm.service": "inactive"}',
+        "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{shared}"]}}',
+    }
     fakestate.reset_state(box.server)
     assert gpubot("hosts", "add", "privD", ADDRS[2], "--port", str(box.server.port), env=env).returncode == 0
     helper = gpubot("hosts", "helper", env=env)
@@ -421,16 +486,21 @@ def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shar
         check = gpubot("hosts", "check", "privD", env=env)
         assert check.returncode == 0, check.stdout + check.stderr
         assert check.stdout.splitlines()[2:] == [
-            "✔ stop vllm.service: via sudo", "✔ start vllm.service: via sudo", "✔ restart vllm.service: via sudo",
+            "✔ stop vllm.service: via sudo",
+            "✔ start vllm.service: via sudo",
+            "✔ restart vllm.service: via sudo",
             f"✔ kill GPU processes of other users: via sudo ({box.server.bin_dir}/gpubot-priv); the helper never kills a "
             f"system daemon ({', '.join(system_daemons())})",
             f"✔ delete under {shared}: via sudo ({box.server.bin_dir}/gpubot-priv)",
             f"✔ helper {box.server.bin_dir}/gpubot-priv: root-owned, writable by root only, the same as `gpubot hosts helper`",
-            f"✔ read unit journals (a failed start's log, /gpu logs): as {box.user.name}"]
+            f"✔ read unit journals (a failed start's log, /gpu logs): as {box.user.name}",
+        ]
     finally:
         box.sudoers.remove()
     bad = gpubot("hosts", "sudoers", "privD", env={**env, "GPUBOT_UNITS": '{"odd unit,ALL": "inactive"}'})
-    assert bad.returncode == 64 and "cannot be written safely in sudoers" in bad.stderr and "Traceback" not in bad.stderr
+    assert (
+        bad.returncode == 64 and "cannot be written safely in sudoers" in bad.stderr and "Traceback" not in bad.stderr
+    )
 
 
 async def test_a_shared_hf_cache_is_cleaned_through_its_own_rule(svc, box, shared):
@@ -440,8 +510,9 @@ async def test_a_shared_hf_cache_is_cleaned_through_its_own_rule(svc, box, share
     await register(svc, "privE", ADDRS[2], box.server, probe={"hf_cache": str(hf)})
     text = await install_printed_sudoers(svc, box, "privE")
     assert f"gpubot-priv delete {hf}/hub *" in text
-    view = await flows.request_action(services=svc, spec=ActionSpec(ActionKind.CLEAN_HF, "privE", repo="org/glm5"),
-                                      requester="U1")
+    view = await flows.request_action(
+        services=svc, spec=ActionSpec(ActionKind.CLEAN_HF, "privE", repo="org/glm5"), requester="U1"
+    )
     done = await approve(svc, view.id)
     assert done.view.state is State.DONE, done.view.message
     assert (await commands(svc, view.id)) == [f"sudo -n {box.server.bin_dir}/gpubot-priv delete {hf}/hub {entry}"]

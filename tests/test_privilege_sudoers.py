@@ -7,7 +7,15 @@ NOPASSWD entries and one that asks for a password.
 import pytest
 
 from bot.errors import UnsafeSudoersWord
-from bot.privilege.sudoers import SudoersSpec, command_matches, delete_argv, kill_argv, parse_sudo_list, render_sudoers, unit_argv
+from bot.privilege.sudoers import (
+    SudoersSpec,
+    command_matches,
+    delete_argv,
+    kill_argv,
+    parse_sudo_list,
+    render_sudoers,
+    unit_argv,
+)
 
 LISTING = """Matching Defaults entries for gpubot on vm:
     env_reset, mail_badpass,
@@ -67,8 +75,14 @@ def test_sudoers_patterns_match_like_sudo():
 
 
 def test_the_sudoers_file_names_units_verbatim_and_never_rm_or_kill_with_a_wildcard():
-    spec = SudoersSpec(user="gpubot", units=("vllm.service",), roots=("/shared",), systemctl="/usr/bin/systemctl",
-                       helper=HELPER, host="node174")
+    spec = SudoersSpec(
+        user="gpubot",
+        units=("vllm.service",),
+        roots=("/shared",),
+        systemctl="/usr/bin/systemctl",
+        helper=HELPER,
+        host="node174",
+    )
     text = render_sudoers(spec)
     rules = [line for line in text.splitlines() if not line.startswith("#")]
     assert rules[0] == "gpubot ALL=(root) NOPASSWD: /usr/bin/systemctl stop -- vllm.service, \\"
@@ -77,10 +91,20 @@ def test_the_sudoers_file_names_units_verbatim_and_never_rm_or_kill_with_a_wildc
     assert "groupadd -f gpubot-models && usermod -aG gpubot-models gpubot" in text
 
 
-@pytest.mark.parametrize("field,value", [("units", ("a b.service",)), ("units", ("x,ALL",)), ("roots", ("/",)),
-                                         ("roots", ("/shared models",)), ("user", "-gpubot")])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("units", ("a b.service",)),
+        ("units", ("x,ALL",)),
+        ("roots", ("/",)),
+        ("roots", ("/shared models",)),
+        ("user", "-gpubot"),
+    ],
+)
 def test_a_name_sudoers_would_read_specially_is_refused(field, value):
-    base = dict(user="gpubot", units=("vllm.service",), roots=("/shared",), systemctl="/usr/bin/systemctl", helper=HELPER)
+    base = dict(
+        user="gpubot", units=("vllm.service",), roots=("/shared",), systemctl="/usr/bin/systemctl", helper=HELPER
+    )
     with pytest.raises(UnsafeSudoersWord):
         render_sudoers(SudoersSpec(**{**base, field: value}))
 
@@ -100,28 +124,36 @@ def test_a_configured_hf_cache_outside_the_roots_gets_its_own_delete_rule():
 
 
 def test_the_last_matching_entry_decides_as_in_sudoers():
-    later_all = LISTING + """
+    later_all = (
+        LISTING
+        + """
 Sudoers entry:
     RunAsUsers: ALL
     RunAsGroups: ALL
     Commands:
 \tALL
 """
+    )
     listing = parse_sudo_list(later_all, "", 0)
     assert not listing.nopasswd_for(unit_argv("/usr/bin/systemctl", "stop", "vllm.service"))
-    earlier_all = LISTING.replace("User gpubot may run the following commands on vm:\n", """User gpubot may run the following commands on vm:
+    earlier_all = LISTING.replace(
+        "User gpubot may run the following commands on vm:\n",
+        """User gpubot may run the following commands on vm:
 
 Sudoers entry:
     RunAsUsers: ALL
     Commands:
 \tALL
-""")
+""",
+    )
     assert parse_sudo_list(earlier_all, "", 0).nopasswd_for(unit_argv("/usr/bin/systemctl", "stop", "vllm.service"))
 
 
 def test_a_command_sudo_wrapped_at_80_columns_is_read_whole():
-    wrapped = LISTING.replace("\t/usr/local/libexec/gpubot-priv delete /shared *",
-                              "\t/usr/local/libexec/gpubot-priv delete\n        /shared/a-very-long-root-name *")
+    wrapped = LISTING.replace(
+        "\t/usr/local/libexec/gpubot-priv delete /shared *",
+        "\t/usr/local/libexec/gpubot-priv delete\n        /shared/a-very-long-root-name *",
+    )
     listing = parse_sudo_list(wrapped, "", 0)
     assert listing.entries[1].commands == (f"{HELPER} delete /shared/a-very-long-root-name *",)
     assert listing.nopasswd_for(delete_argv(HELPER, "/shared/a-very-long-root-name", "/shared/a-very-long-root-name/x"))
@@ -129,9 +161,18 @@ def test_a_command_sudo_wrapped_at_80_columns_is_read_whole():
 
 def test_a_root_someone_else_controls_gets_a_comment_saying_why_instead_of_a_rule():
     hub = "/home/gpubot/.cache/huggingface/hub"
-    spec = SudoersSpec(user="gpubot", units=(), roots=("/shared", "/srv/team"), systemctl="/usr/bin/systemctl",
-                       helper=HELPER, hf_hub=hub, untrusted={"/srv/team": "/srv/team belongs to uid 1001, not root",
-                                                             hub: "/home/gpubot belongs to uid 1000, not root"})
+    spec = SudoersSpec(
+        user="gpubot",
+        units=(),
+        roots=("/shared", "/srv/team"),
+        systemctl="/usr/bin/systemctl",
+        helper=HELPER,
+        hf_hub=hub,
+        untrusted={
+            "/srv/team": "/srv/team belongs to uid 1001, not root",
+            hub: "/home/gpubot belongs to uid 1000, not root",
+        },
+    )
     text = render_sudoers(spec)
     rules = [line.strip(" ,\\") for line in text.splitlines() if not line.startswith("#")]
     assert rules == [f"gpubot ALL=(root) NOPASSWD: {HELPER} kill *", f"{HELPER} delete /shared *"]
@@ -151,6 +192,8 @@ def test_the_helper_shares_its_checks_with_gpubot():
         assert fn in shared
     assert "gpu_process()" not in shared and "do_kill()" not in shared
     assert {"nvidia-persistenced", "nv-hostengine", "nv-fabricmanager", "Xorg"} <= set(system_daemons())
-    assert trust_command("/a b", "root", "whole").endswith("trusted '/a b' root whole; rc=$?; [ $rc -eq 0 ] || echo \"$why\"; exit $rc\n")
+    assert trust_command("/a b", "root", "whole").endswith(
+        "trusted '/a b' root whole; rc=$?; [ $rc -eq 0 ] || echo \"$why\"; exit $rc\n"
+    )
     with pytest.raises(ValueError):
         trust_command("/a", "anyone", "whole")

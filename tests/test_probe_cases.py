@@ -44,8 +44,10 @@ def test_probe_case(path: Path):
     plan = _plan(case["plan"])
     assert probe.applies(plan)
     assert set(case["frames"]) <= set(probe.names(plan)), "a case may only feed the probe its own frames"
-    outputs = {n: unread(ProbeOutput(n, "\n".join(f["stdout"]), "\n".join(f["stderr"]), f["exit_status"]))
-               for n, f in case["frames"].items()}
+    outputs = {
+        n: unread(ProbeOutput(n, "\n".join(f["stdout"]), "\n".join(f["stderr"]), f["exit_status"]))
+        for n, f in case["frames"].items()
+    }
     got = _jsonable(probe.read(plan, outputs))
     assert set(got) == set(probe.fields)
     assert got == case["readings"]

@@ -16,12 +16,28 @@ from bot.probes.registry import PROBES, build_script, parse_batch, probe_command
 SCRIPTS = Path(__file__).parent / "fixtures" / "probe_scripts"
 PLANS = {
     "default": ProbePlan(marker="GPUBOT-golden"),
-    "nvml": ProbePlan(marker="GPUBOT-golden", gpu_backend="nvml", volumes=("/", "/data"), folders=("/models/llama",),
-                      units=("vllm.service",), health_urls=("http://127.0.0.1:8000/health",), gpu_free_mib=64),
-    "many": ProbePlan(marker="GPUBOT-golden", volumes=("/", "/mnt/it's here", "-x"), folders=("/a b", "$(reboot)"),
-                      hf_cache="/srv/hf cache", units=("vllm.service", "sglang@1.service", "x;y"),
-                      health_urls=(None, "http://h:1/health?a=b&c"), health_timeout_s=2.5, probe_timeout_s=7,
-                      gpu_timeout_s=3, deadline_s=40, gpu_free_mib=1),
+    "nvml": ProbePlan(
+        marker="GPUBOT-golden",
+        gpu_backend="nvml",
+        volumes=("/", "/data"),
+        folders=("/models/llama",),
+        units=("vllm.service",),
+        health_urls=("http://127.0.0.1:8000/health",),
+        gpu_free_mib=64,
+    ),
+    "many": ProbePlan(
+        marker="GPUBOT-golden",
+        volumes=("/", "/mnt/it's here", "-x"),
+        folders=("/a b", "$(reboot)"),
+        hf_cache="/srv/hf cache",
+        units=("vllm.service", "sglang@1.service", "x;y"),
+        health_urls=(None, "http://h:1/health?a=b&c"),
+        health_timeout_s=2.5,
+        probe_timeout_s=7,
+        gpu_timeout_s=3,
+        deadline_s=40,
+        gpu_free_mib=1,
+    ),
 }
 
 

@@ -13,8 +13,10 @@ LIMIT_BYTES = 10 * 1024
 
 def test_the_readme_fits_in_ten_kilobytes():
     size = len(README.read_bytes())
-    assert size <= LIMIT_BYTES, (f"README.md is {size:,} bytes (at most {LIMIT_BYTES:,}): put the detail in the "
-                                 "docs/ page of its task (mkdocs.yml lists them) and link it")
+    assert size <= LIMIT_BYTES, (
+        f"README.md is {size:,} bytes (at most {LIMIT_BYTES:,}): put the detail in the "
+        "docs/ page of its task (mkdocs.yml lists them) and link it"
+    )
 
 
 def test_every_link_of_the_readme_leads_to_a_file_of_the_repository():

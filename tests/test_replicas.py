@@ -58,15 +58,35 @@ async def test_two_replicas_run_one_approval_once_and_post_one_report_once(tmp_p
         async with sessions() as db, db.begin():
             await hosts.add(db_session=db, name="node501", address="127.0.0.18", port=ssh_server.port)
             # made three minutes ago: its newest fire time is due now
-            row = await reports.create(db_session=db, expr="* * * * *", tz="UTC", group=None, channel="C9", created_by="U1",
-                                       now=utcnow() - timedelta(minutes=3))
+            row = await reports.create(
+                db_session=db,
+                expr="* * * * *",
+                tz="UTC",
+                group=None,
+                channel="C9",
+                created_by="U1",
+                now=utcnow() - timedelta(minutes=3),
+            )
             schedule_id = row.id
         ports = [free_port(), free_port()]
         async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
             for port in ports:
-                procs.append(start_serve(database_url=url, api_url=recorder.url, port=port, ssh=ssh_server, token="xoxb-replica", secret=SECRET,
-                                         env={"GPUBOT_OPERATORS": '["U1", "U2"]', "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{root}"]}}',
-                                              "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0", "GPUBOT_ACTION_HEARTBEAT_S": "0.5"}))
+                procs.append(
+                    start_serve(
+                        database_url=url,
+                        api_url=recorder.url,
+                        port=port,
+                        ssh=ssh_server,
+                        token="xoxb-replica",
+                        secret=SECRET,
+                        env={
+                            "GPUBOT_OPERATORS": '["U1", "U2"]',
+                            "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{root}"]}}',
+                            "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0",
+                            "GPUBOT_ACTION_HEARTBEAT_S": "0.5",
+                        },
+                    )
+                )
             for port in ports:
                 await wait_ready(http, port)
             # the report: both replicas looked at the schedule when they started
@@ -75,20 +95,37 @@ async def test_two_replicas_run_one_approval_once_and_post_one_report_once(tmp_p
 
             # the approval: asked on one replica, the same click delivered to both at once
             start = len(recorder.calls)
-            command = slash_command_body(f"clean node501 weights={folder}", user_id="U1", response_url=recorder.response_url("ask"))
+            command = slash_command_body(
+                f"clean node501 weights={folder}", user_id="U1", response_url=recorder.response_url("ask")
+            )
             assert await _post(http, ports[0], command) == 200
             card = await recorder.wait_for("chat.update", lambda c: APPROVE in _buttons(c), timeout=60, start=start)
             request_id, ts = _buttons(card)[APPROVE]["value"], card.body["ts"]
-            click = block_action_body(APPROVE, request_id, user_id="U2", message_ts=ts, response_url=recorder.response_url("U2"))
+            click = block_action_body(
+                APPROVE, request_id, user_id="U2", message_ts=ts, response_url=recorder.response_url("U2")
+            )
             assert await asyncio.gather(_post(http, ports[0], click), _post(http, ports[1], click)) == [200, 200]
             await recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=60)
             await asyncio.sleep(2.0)
             results = [c for c in recorder.calls_of("chat.postMessage") if c.body.get("thread_ts") == ts]
-            reports_posted = [c for c in recorder.calls_of("chat.postMessage") if c.body.get("channel") == "C9" and not c.body.get("thread_ts")]
+            reports_posted = [
+                c
+                for c in recorder.calls_of("chat.postMessage")
+                if c.body.get("channel") == "C9" and not c.body.get("thread_ts")
+            ]
         async with sessions() as db:
-            steps = (await db.execute(select(func.count()).select_from(ActionStep).where(ActionStep.request_id == int(request_id)))).scalar_one()
-            sent = (await db.execute(select(ReportRun.fire_time, ReportRun.claimed_by).where(
-                ReportRun.schedule_id == schedule_id, ReportRun.status.in_(["sent", "late"])))).all()
+            steps = (
+                await db.execute(
+                    select(func.count()).select_from(ActionStep).where(ActionStep.request_id == int(request_id))
+                )
+            ).scalar_one()
+            sent = (
+                await db.execute(
+                    select(ReportRun.fire_time, ReportRun.claimed_by).where(
+                        ReportRun.schedule_id == schedule_id, ReportRun.status.in_(["sent", "late"])
+                    )
+                )
+            ).all()
         await engine.dispose()
     finally:
         outs = []
@@ -101,7 +138,10 @@ async def test_two_replicas_run_one_approval_once_and_post_one_report_once(tmp_p
     assert steps == 1 and not folder.exists()
     fires = [f for f, _ in sent]
     # one posting per fire time, whichever replica won it (a minute boundary during the test adds one)
-    assert len(fires) == len(set(fires)) >= 1 and len(reports_posted) == len(fires), ([c.body["text"] for c in reports_posted], sent)
+    assert len(fires) == len(set(fires)) >= 1 and len(reports_posted) == len(fires), (
+        [c.body["text"] for c in reports_posted],
+        sent,
+    )
 
 
 async def test_two_approvers_on_two_replicas_at_once_store_one_approval(tmp_path, ssh_server, fake_hosts):
@@ -128,31 +168,75 @@ async def test_two_approvers_on_two_replicas_at_once_store_one_approval(tmp_path
         request_ids: list[int] = []
         async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
             for port in ports:
-                procs.append(start_serve(database_url=url, api_url=recorder.url, port=port, ssh=ssh_server, token="xoxb-replica", secret=SECRET,
-                                         env={"GPUBOT_OPERATORS": '["U1", "U2", "U3"]', "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{root}"]}}',
-                                              "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0", "GPUBOT_ACTION_HEARTBEAT_S": "0.5"}))
+                procs.append(
+                    start_serve(
+                        database_url=url,
+                        api_url=recorder.url,
+                        port=port,
+                        ssh=ssh_server,
+                        token="xoxb-replica",
+                        secret=SECRET,
+                        env={
+                            "GPUBOT_OPERATORS": '["U1", "U2", "U3"]',
+                            "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{root}"]}}',
+                            "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0",
+                            "GPUBOT_ACTION_HEARTBEAT_S": "0.5",
+                        },
+                    )
+                )
             for port in ports:
                 await wait_ready(http, port)
             for i, folder in enumerate(folders):
                 start = len(recorder.calls)
-                command = slash_command_body(f"clean node502 weights={folder}", user_id="U1", response_url=recorder.response_url(f"ask{i}"))
+                command = slash_command_body(
+                    f"clean node502 weights={folder}", user_id="U1", response_url=recorder.response_url(f"ask{i}")
+                )
                 assert await _post(http, ports[i % 2], command) == 200
                 card = await recorder.wait_for("chat.update", lambda c: APPROVE in _buttons(c), timeout=60, start=start)
                 request_id, ts = _buttons(card)[APPROVE]["value"], card.body["ts"]
-                clicks = [block_action_body(APPROVE, request_id, user_id=u, message_ts=ts, response_url=recorder.response_url(f"{u}-{i}"))
-                          for u in ("U2", "U3")]
-                assert await asyncio.gather(_post(http, ports[0], clicks[0]), _post(http, ports[1], clicks[1])) == [200, 200]
-                await recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=60, start=start)
+                clicks = [
+                    block_action_body(
+                        APPROVE, request_id, user_id=u, message_ts=ts, response_url=recorder.response_url(f"{u}-{i}")
+                    )
+                    for u in ("U2", "U3")
+                ]
+                assert await asyncio.gather(_post(http, ports[0], clicks[0]), _post(http, ports[1], clicks[1])) == [
+                    200,
+                    200,
+                ]
+                await recorder.wait_for(
+                    "chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=60, start=start
+                )
                 request_ids.append(int(request_id))
             await asyncio.sleep(1.0)
             # per round, what the approver who did not run it was told (the runner gets the result in the thread)
-            told = [[c.body.get("text", "") for c in recorder.calls_of("response_url") if c.path.endswith((f"/U2-{i}", f"/U3-{i}"))]
-                    for i in range(rounds)]
+            told = [
+                [
+                    c.body.get("text", "")
+                    for c in recorder.calls_of("response_url")
+                    if c.path.endswith((f"/U2-{i}", f"/U3-{i}"))
+                ]
+                for i in range(rounds)
+            ]
         async with sessions() as db:
-            approvals = dict((await db.execute(select(Approval.request_id, func.count()).where(Approval.request_id.in_(request_ids))
-                                               .group_by(Approval.request_id))).all())
-            steps = dict((await db.execute(select(ActionStep.request_id, func.count()).where(ActionStep.request_id.in_(request_ids))
-                                           .group_by(ActionStep.request_id))).all())
+            approvals = dict(
+                (
+                    await db.execute(
+                        select(Approval.request_id, func.count())
+                        .where(Approval.request_id.in_(request_ids))
+                        .group_by(Approval.request_id)
+                    )
+                ).all()
+            )
+            steps = dict(
+                (
+                    await db.execute(
+                        select(ActionStep.request_id, func.count())
+                        .where(ActionStep.request_id.in_(request_ids))
+                        .group_by(ActionStep.request_id)
+                    )
+                ).all()
+            )
         await engine.dispose()
     finally:
         outs = []
@@ -165,5 +249,7 @@ async def test_two_approvers_on_two_replicas_at_once_store_one_approval(tmp_path
     assert steps == {r: 1 for r in request_ids} and not any(f.exists() for f in folders)
     # refused before it was stored ('… is already approved; your approve was not recorded') or, when the
     # click came after the run had started, '… is already executing/done'
-    assert all(len(t) == 1 and re.fullmatch(rf"request #{r} is already \w+(; your approve was not recorded)?", t[0])
-               for t, r in zip(told, request_ids)), told
+    assert all(
+        len(t) == 1 and re.fullmatch(rf"request #{r} is already \w+(; your approve was not recorded)?", t[0])
+        for t, r in zip(told, request_ids)
+    ), told

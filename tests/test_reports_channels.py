@@ -16,7 +16,9 @@ from bot.slack.reports import make_notifier, make_poster
 from tests.support.blockkit import blocks_text
 
 EVERY_MORNING = 'report schedule "0 8 * * *" UTC group:train'
-NOT_MEMBER = "I am not a member of <#C5>, so I cannot post there: invite @gpubot to it (`/invite @gpubot` in that channel)."
+NOT_MEMBER = (
+    "I am not a member of <#C5>, so I cannot post there: invite @gpubot to it (`/invite @gpubot` in that channel)."
+)
 
 
 class Clock:
@@ -32,14 +34,27 @@ async def _schedules(services):
         return await reports.list_all(db_session=db)
 
 
-@pytest.mark.parametrize(("channel", "answer", "said"), [
-    ({"is_private": True, "is_member": False}, None, NOT_MEMBER),
-    (None, {"ok": False, "error": "channel_not_found"},
-     "I cannot see <#C5> (a private channel I am not in, or one that was deleted): invite @gpubot to it "
-     "(`/invite @gpubot` in that channel)."),
-    ({"is_archived": True}, None, "<#C5> is archived, so I cannot post there: unarchive it, or pick another channel."),
-], ids=["private-without-the-bot", "not-visible", "archived"])
-async def test_scheduling_where_the_bot_cannot_post_is_refused_with_how_to_fix(slack_bot, services, channel, answer, said):
+@pytest.mark.parametrize(
+    ("channel", "answer", "said"),
+    [
+        ({"is_private": True, "is_member": False}, None, NOT_MEMBER),
+        (
+            None,
+            {"ok": False, "error": "channel_not_found"},
+            "I cannot see <#C5> (a private channel I am not in, or one that was deleted): invite @gpubot to it "
+            "(`/invite @gpubot` in that channel).",
+        ),
+        (
+            {"is_archived": True},
+            None,
+            "<#C5> is archived, so I cannot post there: unarchive it, or pick another channel.",
+        ),
+    ],
+    ids=["private-without-the-bot", "not-visible", "archived"],
+)
+async def test_scheduling_where_the_bot_cannot_post_is_refused_with_how_to_fix(
+    slack_bot, services, channel, answer, said
+):
     services.settings.operators = ["U1"]
     rec = slack_bot.recorder
     if channel is not None:
@@ -69,7 +84,9 @@ async def test_a_named_channel_is_checked_and_a_public_one_needs_no_membership(s
     assert [r.channel for r in await _schedules(services)] == ["C0700007"]
 
 
-async def test_a_channel_that_stops_taking_reports_tells_the_creator_and_pauses_after_three(slack_bot, services, ssh_server, fake_hosts):
+async def test_a_channel_that_stops_taking_reports_tells_the_creator_and_pauses_after_three(
+    slack_bot, services, ssh_server, fake_hosts
+):
     services.settings.operators = ["U1"]
     rec = slack_bot.recorder
     rec.channels["C5"] = {"is_private": True, "is_member": True}
@@ -81,7 +98,9 @@ async def test_a_channel_that_stops_taking_reports_tells_the_creator_and_pauses_
 
     # The bot is removed from the private channel: Slack refuses every post there.
     rec.channels["C5"]["is_member"] = False
-    rec.responses["chat.postMessage"] = lambda c: {"ok": False, "error": "not_in_channel"} if c.body.get("channel") == "C5" else None
+    rec.responses["chat.postMessage"] = lambda c: (
+        {"ok": False, "error": "not_in_channel"} if c.body.get("channel") == "C5" else None
+    )
     client = build_client(services)
     first = cron.next_fire(row.cron, row.tz, row.created_at)
     clock = Clock(first)
@@ -94,12 +113,16 @@ async def test_a_channel_that_stops_taking_reports_tells_the_creator_and_pauses_
         assert outcome.status == "failed"
         dm = await rec.wait_for("chat.postMessage", lambda c: c.body.get("channel") == "U1", timeout=10, start=mark)
         told.append(dm.body["text"])
-    head = (f"Your scheduled report *#{row.id}* (`0 8 * * *` UTC, group train → <#C5>) could not be posted: "
-            "Slack answered `not_in_channel`.")
+    head = (
+        f"Your scheduled report *#{row.id}* (`0 8 * * *` UTC, group train → <#C5>) could not be posted: "
+        "Slack answered `not_in_channel`."
+    )
     assert told[0] == f"{head}\n{NOT_MEMBER}\nFailures in a row: 1 of 3; at 3 the schedule pauses."
     assert told[1].endswith("Failures in a row: 2 of 3; at 3 the schedule pauses.")
-    assert told[2].endswith(f"That is 3 failures in a row, so the schedule is *paused*. Once the channel is fixed, "
-                            f"`/gpu report resume {row.id}`; or `/gpu report remove {row.id}`.")
+    assert told[2].endswith(
+        f"That is 3 failures in a row, so the schedule is *paused*. Once the channel is fixed, "
+        f"`/gpu report resume {row.id}`; or `/gpu report remove {row.id}`."
+    )
     async with services.sessions() as db:
         runs = await reports.runs(db_session=db, schedule_id=row.id)
     assert [r.status for r in runs] == ["failed"] * 3 and all(r.error.startswith("not_in_channel: ") for r in runs)
@@ -110,7 +133,9 @@ async def test_a_channel_that_stops_taking_reports_tells_the_creator_and_pauses_
     assert await sched.run_due(row.id) == []
     assert rec.calls_of("chat.postMessage")[-1] in rec.calls[:mark]
     await slack_bot.command("report list", channel_id="C5")
-    listed = blocks_text((await rec.wait_for("response_url", lambda c: "scheduled reports" in c.body["text"], timeout=10)).body["blocks"])
+    listed = blocks_text(
+        (await rec.wait_for("response_url", lambda c: "scheduled reports" in c.body["text"], timeout=10)).body["blocks"]
+    )
     assert "*paused* since" in listed and "(not_in_channel, 3 failures in a row)" in listed
     assert f"`/gpu report resume {row.id}`" in listed and " · next " not in listed
 
@@ -122,15 +147,18 @@ async def test_a_channel_that_stops_taking_reports_tells_the_creator_and_pauses_
     rec.channels["C5"]["is_member"] = True
     del rec.responses["chat.postMessage"]
     await slack_bot.command(f"report resume {row.id}", channel_id="C5")
-    resumed = await rec.wait_for("chat.postMessage", lambda c: c.body["text"] == f"Resumed scheduled report #{row.id}", timeout=10)
+    resumed = await rec.wait_for(
+        "chat.postMessage", lambda c: c.body["text"] == f"Resumed scheduled report #{row.id}", timeout=10
+    )
     assert resumed.body["channel"] == "C5"
     (again,) = await _schedules(services)
     assert not again.paused and again.consecutive_failures == 0 and again.resumed_at is not None
     clock.t = first + timedelta(days=4, seconds=5)
     outcomes = await sched.run_due(row.id)
     assert outcomes[-1].status == "sent" and {o.status for o in outcomes[:-1]} <= {"skipped"}
-    report = await rec.wait_for("chat.postMessage", lambda c: c.body.get("channel") == "C5" and "Readiness report" in c.body["text"],
-                                timeout=10)
+    report = await rec.wait_for(
+        "chat.postMessage", lambda c: c.body.get("channel") == "C5" and "Readiness report" in c.body["text"], timeout=10
+    )
     assert report.body["text"].startswith("Readiness report: group train")
 
 

@@ -52,18 +52,36 @@ async def _wait_for_claim(services, schedule_id, timeout=60.0):
 def _other(services, database_url, connect_timeout: float) -> Services:
     engine = make_engine(database_url)
     s = services.settings
-    runner = RoutingRunner(SshRunner(known_hosts=s.known_hosts, default_user=s.ssh_user, default_key_file=s.ssh_key_file,
-                                     connect_timeout=connect_timeout))
+    runner = RoutingRunner(
+        SshRunner(
+            known_hosts=s.known_hosts,
+            default_user=s.ssh_user,
+            default_key_file=s.ssh_key_file,
+            connect_timeout=connect_timeout,
+        )
+    )
     return Services(settings=s, sessions=make_session_factory(engine), runner=runner, engine=engine)
 
 
 @pytest.mark.process
-async def test_a_report_whose_instance_was_killed_before_posting_is_sent_once_by_another(services, database_url, ssh_server):
+async def test_a_report_whose_instance_was_killed_before_posting_is_sent_once_by_another(
+    services, database_url, ssh_server
+):
     with SilentListener() as port:
         await _stuck_host(services, port)
         row = await _schedule(services, FIRE - timedelta(days=1))
-        doomed = subprocess.Popen([sys.executable, "-m", "tests.support.report_instance", database_url, "doomed",
-                                   (FIRE + timedelta(seconds=5)).isoformat()], cwd=ROOT, env={**os.environ})
+        doomed = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.support.report_instance",
+                database_url,
+                "doomed",
+                (FIRE + timedelta(seconds=5)).isoformat(),
+            ],
+            cwd=ROOT,
+            env={**os.environ},
+        )
         try:
             claim = await _wait_for_claim(services, row.id)
             await asyncio.sleep(0.5)  # it is probing the host that never answers
@@ -78,7 +96,7 @@ async def test_a_report_whose_instance_was_killed_before_posting_is_sent_once_by
     clock.set(FIRE + timedelta(seconds=LEASE + 30))
     (outcome,) = await survivor.run_due()
     assert (outcome.status, outcome.fire_time.astimezone(UTC)) == ("late", FIRE)
-    (channel, report), = post.posts
+    ((channel, report),) = post.posts
     assert channel == "C42" and report.late_by_s == LEASE + 30 and report.fire_time.astimezone(UTC) == FIRE
     assert await survivor.run_due() == [] and len(post.posts) == 1
     (run,) = await _runs(services, row.id)
@@ -143,7 +161,9 @@ async def test_a_run_cut_off_while_posting_is_failed_never_posted_again(services
 
 async def test_a_dead_claim_past_the_grace_period_is_skipped(services, ssh_server):
     services.settings.report_grace_s = 600
-    row = await _schedule(services, FIRE - timedelta(days=1), expr="0 8 * * 1", tz="Europe/Berlin")  # weekly: no newer fire
+    row = await _schedule(
+        services, FIRE - timedelta(days=1), expr="0 8 * * 1", tz="Europe/Berlin"
+    )  # weekly: no newer fire
     async with services.sessions() as db, db.begin():
         await reports.claim(db_session=db, schedule_id=row.id, fire_time=FIRE, instance="dead", now=FIRE)
     post = Recorder()

@@ -139,7 +139,9 @@ async def test_a_schedule_for_a_group_with_no_host_is_refused(slack_bot, service
 def test_a_report_with_no_host_has_one_rule_before_the_changes():
     """A scheduled group that lost its hosts still reports (it is not refused then), without two rules in a row."""
     now = utcnow()
-    blocks, thread = report_blocks(Report("Readiness report: group gone", "gone", now, FleetReport("gone", []), fire_time=now))
+    blocks, thread = report_blocks(
+        Report("Readiness report: group gone", "gone", now, FleetReport("gone", []), fire_time=now)
+    )
     validate_message(blocks, "report")
     kinds = [b["type"] for b in blocks]
     assert kinds.count("divider") == 1 and "no hosts to report on" in blocks_text(blocks) and thread == []
@@ -150,14 +152,47 @@ def _report(n_hosts: int) -> Report:
     reports_ = []
     for i in range(n_hosts):
         busy = i % 3 == 0
-        reasons = [Reason("gpu_busy", f"GPU {i % 8}: 81,920 MiB used by python3 (pid {4000 + i}) " + "x" * 60,
-                          Severity.BLOCKER)] if busy else []
-        reports_.append(StatusReport(f"node{i:03d}", "ssh", i, now, 800,
-                                     Assessment(Verdict.NOT_READY if busy else Verdict.READY, reasons), None))
-    changes = [HostChange(f"node{i:03d}", ["verdict ready → not ready", f"GPU {i % 8}: 0 → 81,920 MiB, new process python3 (pid {4000 + i})"])
-               for i in range(0, n_hosts, 3)]
-    return Report("Readiness report: all hosts", None, now, FleetReport("all", reports_), changes, [],
-                  previous_at=now - timedelta(days=1), fire_time=now, tz="Europe/Berlin", late_by_s=1800)
+        reasons = (
+            [
+                Reason(
+                    "gpu_busy",
+                    f"GPU {i % 8}: 81,920 MiB used by python3 (pid {4000 + i}) " + "x" * 60,
+                    Severity.BLOCKER,
+                )
+            ]
+            if busy
+            else []
+        )
+        reports_.append(
+            StatusReport(
+                f"node{i:03d}",
+                "ssh",
+                i,
+                now,
+                800,
+                Assessment(Verdict.NOT_READY if busy else Verdict.READY, reasons),
+                None,
+            )
+        )
+    changes = [
+        HostChange(
+            f"node{i:03d}",
+            ["verdict ready → not ready", f"GPU {i % 8}: 0 → 81,920 MiB, new process python3 (pid {4000 + i})"],
+        )
+        for i in range(0, n_hosts, 3)
+    ]
+    return Report(
+        "Readiness report: all hosts",
+        None,
+        now,
+        FleetReport("all", reports_),
+        changes,
+        [],
+        previous_at=now - timedelta(days=1),
+        fire_time=now,
+        tz="Europe/Berlin",
+        late_by_s=1800,
+    )
 
 
 @pytest.mark.parametrize("n_hosts", [300, 2000])
@@ -173,7 +208,9 @@ def test_a_report_of_many_hosts_fits_block_kit(n_hosts):
     assert all(f"node{i:03d} ·" in everything for i in range(n_hosts))
     assert all(f"pid {4000 + i})" in everything for i in range(0, n_hosts, 3))
     assert "late" in blocks_text(blocks)
-    if n_hosts >= 300:  # too many for one message (300 was 25,000 characters): problems first, every host and change in the thread
+    if (
+        n_hosts >= 300
+    ):  # too many for one message (300 was 25,000 characters): problems first, every host and change in the thread
         assert thread and f"{len(range(0, n_hosts, 3))} hosts — in the thread" in blocks_text(blocks)
         assert "more hosts with a problem, and every host with details, in the thread" in blocks_text(blocks)
 
@@ -196,7 +233,9 @@ async def test_a_report_slack_refuses_as_too_long_is_posted_smaller_with_every_h
     posted = [c for c in rec.calls_of("chat.postMessage") if c not in rec.refused]
     (message,) = [c for c in posted if c.body.get("thread_ts") is None]
     validate_message(message.body["blocks"], message.body["text"])
-    assert "100 not ready" in blocks_text(message.body["blocks"]) and "in the thread" in blocks_text(message.body["blocks"])
+    assert "100 not ready" in blocks_text(message.body["blocks"]) and "in the thread" in blocks_text(
+        message.body["blocks"]
+    )
     thread = [c for c in posted if c.body.get("thread_ts") == ts]
     everything = "\n".join(blocks_text(c.body["blocks"]) for c in thread)
     assert all(f"node{i:03d} ·" in everything for i in range(300))

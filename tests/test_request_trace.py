@@ -70,11 +70,14 @@ class Trace:
         return len(self._resolve_frames)
 
     def text(self) -> str:
-        lines = ["modules entered, in order:", *(f"  {m}" for m in self.modules),
-                 f"database sessions: {len(self.sessions)} ({self.transactions} transactions)",
-                 *(f"  session began after {where}" for where in self.sessions.values()),
-                 f"host look-ups (bot.hosts.service.resolve): {self.resolves}",
-                 f"Slack-layer code entered below the Slack layer: {self.slack_below or 'none'}"]
+        lines = [
+            "modules entered, in order:",
+            *(f"  {m}" for m in self.modules),
+            f"database sessions: {len(self.sessions)} ({self.transactions} transactions)",
+            *(f"  session began after {where}" for where in self.sessions.values()),
+            f"host look-ups (bot.hosts.service.resolve): {self.resolves}",
+            f"Slack-layer code entered below the Slack layer: {self.slack_below or 'none'}",
+        ]
         return "\n".join(lines)
 
 
@@ -84,7 +87,9 @@ async def _listeners_done() -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_status_of_one_host_uses_one_session_and_resolves_the_host_once(slack_bot, services, ssh_server, fake_hosts):
+async def test_status_of_one_host_uses_one_session_and_resolves_the_host_once(
+    slack_bot, services, ssh_server, fake_hosts
+):
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="node174", address="127.0.0.2", port=ssh_server.port)
     await slack_bot.command("help")  # warm: imports and the grant cache, so the trace is the request's own

@@ -38,7 +38,11 @@ async def test_an_idle_host_reads_ready_and_the_runner_saw_one_batch(services):
     report = await check_host(services=replace(services, runner=runner), host_name="node174")
     assert report.assessment.verdict is Verdict.READY, report.assessment.reasons
     (call,) = runner.calls
-    assert (call.target.address, call.target.port, call.timeout) == ("10.0.0.1", 2222, services.settings.batch_timeout_s)
+    assert (call.target.address, call.target.port, call.timeout) == (
+        "10.0.0.1",
+        2222,
+        services.settings.batch_timeout_s,
+    )
     snap = await _stored(services, report.snapshot_id)
     assert snap.verdict == "ready" and snap.gpu_used_mib == 0
 
@@ -46,7 +50,9 @@ async def test_an_idle_host_reads_ready_and_the_runner_saw_one_batch(services):
 async def test_missing_nvidia_smi_is_unknown_never_ready(services):
     await _register(services, "node174")
     answers = idle_h200() | {"gpus": out("", "sh: 1: nvidia-smi: not found\n", 127), "apps": out("", "", 127)}
-    report = await check_host(services=replace(services, runner=ScriptedRunner(probe_batch(answers))), host_name="node174")
+    report = await check_host(
+        services=replace(services, runner=ScriptedRunner(probe_batch(answers))), host_name="node174"
+    )
     assert report.assessment.verdict is Verdict.UNKNOWN
     assert any("nvidia-smi" in r.text for r in report.assessment.reasons)
 
@@ -84,7 +90,8 @@ async def test_a_batch_that_started_but_answered_nothing_in_time_is_unknown_not_
     report = await check_host(services=replace(services, runner=ScriptedRunner(slow)), host_name="node174")
     assert report.assessment.verdict is Verdict.UNKNOWN, report.assessment
     assert [r.text for r in report.assessment.reasons] == [
-        "node174: slow: no complete answer within 60 s (the connection worked; what arrived is kept)"]
+        "node174: slow: no complete answer within 60 s (the connection worked; what arrived is kept)"
+    ]
     snap = await _stored(services, report.snapshot_id)
     assert (snap.verdict, snap.error_kind) == ("unknown", "slow")
 
@@ -98,8 +105,12 @@ async def test_a_slow_local_batch_keeps_the_frames_that_arrived():
     answers = probe_batch(idle_h200())(HostTarget(name="x", address="x"), _script_of(plan))
     printed = answers.stdout.split(f"{plan.marker} BEGIN unit.0")[0]  # every frame before the unit's
     script = f"cat <<'EOF'\n{printed}\nEOF\nsleep 30\n"
-    result = await run_probe(target=HostTarget(name="here", address="localhost", transport="local"), plan=plan,
-                             runner=_Fixed(LocalRunner(), script), timeout=1)
+    result = await run_probe(
+        target=HostTarget(name="here", address="localhost", transport="local"),
+        plan=plan,
+        runner=_Fixed(LocalRunner(), script),
+        timeout=1,
+    )
     assert result.error_kind == "slow" and result.readings is not None
     assert result.readings.gpu.failure is None and len(result.readings.gpu.gpus) == 1
     assert result.readings.units[0].active_state is None  # never arrived: unknown
@@ -158,8 +169,12 @@ async def test_one_silent_host_does_not_sink_the_fleet(services):
     async def progress(done: int, total: int, report) -> None:
         seen.append(done)
 
-    fleet = await check_fleet(services=replace(services, runner=ScriptedRunner(handler)), names=["node1", "node2", "node3"],
-                              title="all hosts", on_progress=progress)
+    fleet = await check_fleet(
+        services=replace(services, runner=ScriptedRunner(handler)),
+        names=["node1", "node2", "node3"],
+        title="all hosts",
+        on_progress=progress,
+    )
     assert [r.host for r in fleet.reports] == ["node1", "node2", "node3"]
     assert fleet.counts[Verdict.READY] == 2 and fleet.counts[Verdict.UNREACHABLE] == 1
     assert seen == [1, 2, 3]

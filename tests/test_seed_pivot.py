@@ -53,43 +53,77 @@ def kimi_weights(shared: Path) -> Path:
     for n in names:
         sparse(folder / n, 135 * GB)
     (folder / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
-    (folder / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": 540 * GB}, "weight_map": {f"model.layers.{i}.weight": n for i, n in enumerate(names)}}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps(
+            {
+                "metadata": {"total_size": 540 * GB},
+                "weight_map": {f"model.layers.{i}.weight": n for i, n in enumerate(names)},
+            }
+        )
+    )
     return folder
 
 
-async def test_one_pivot_and_one_approval_take_node174_from_glm5_to_serving_kimi(slack_bot, services, ssh_server, fake_hosts,
-                                                                                  shared):
+async def test_one_pivot_and_one_approval_take_node174_from_glm5_to_serving_kimi(
+    slack_bot, services, ssh_server, fake_hosts, shared
+):
     old = shared / "glm5-gguf"
     sparse(old / "GLM-5-Q4_K_M.gguf", 402 * GB)
     kimi = kimi_weights(shared)
     port = free_port()
     fast(services, shared, unit_health_wait_s=60.0)
     operators(services, "U1", "U2")
-    await register(services, "node174", ADDR, ssh_server,
-                   probe={"units": {GLM5: "inactive", KIMI: "active"}, "model_volumes": [str(shared)]})
-    fake_hosts.update(ADDR, total_mib=97887, gpu_name="NVIDIA RTX PRO 6000 Blackwell Server Edition", units={
-        GLM5: unit(active=False),
-        KIMI: model_unit("/usr/bin/vllm", "serve", str(kimi), "--tensor-parallel-size", "8", "--port", str(port),
-                         gpus={str(g): 88000 for g in range(8)}, load_s=1.5, healthy_after_s=3)})
+    await register(
+        services,
+        "node174",
+        ADDR,
+        ssh_server,
+        probe={"units": {GLM5: "inactive", KIMI: "active"}, "model_volumes": [str(shared)]},
+    )
+    fake_hosts.update(
+        ADDR,
+        total_mib=97887,
+        gpu_name="NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        units={
+            GLM5: unit(active=False),
+            KIMI: model_unit(
+                "/usr/bin/vllm",
+                "serve",
+                str(kimi),
+                "--tensor-parallel-size",
+                "8",
+                "--port",
+                str(port),
+                gpus={str(g): 88000 for g in range(8)},
+                load_s=1.5,
+                healthy_after_s=3,
+            ),
+        },
+    )
     orphan = fake_hosts.orphan(ADDR, GLM5, gpu=3, used_mib=81920)
 
     # what the status says first: the orphan, and advice that runs
     await slack_bot.command("status node174 need=540G")
-    status = await slack_bot.recorder.wait_for("chat.update", lambda c: "node174: not ready" in c.body.get("text", ""), timeout=30)
+    status = await slack_bot.recorder.wait_for(
+        "chat.update", lambda c: "node174: not ready" in c.body.get("text", ""), timeout=30
+    )
     validate_message(status.body["blocks"], status.body["text"])
     text = blocks_text(status.body["blocks"])
     assert f"GPU 3: 81,920 MiB used by python3 (pid {orphan.pid}) of {GLM5}" in text
-    assert (f"`/gpu kill node174 pid={orphan.pid}` — python3 (pid {orphan.pid}) left in {GLM5}'s cgroup after it stopped "
-            f"(inactive): stopping it again frees nothing; or `/gpu pivot node174 from={GLM5} to={KIMI} kill=leftovers`") in text
+    assert (
+        f"`/gpu kill node174 pid={orphan.pid}` — python3 (pid {orphan.pid}) left in {GLM5}'s cgroup after it stopped "
+        f"(inactive): stopping it again frees nothing; or `/gpu pivot node174 from={GLM5} to={KIMI} kill=leftovers`"
+    ) in text
     assert f"/gpu stop node174 {GLM5}" not in text
 
     # one command …
     rid, ts, card = await ask(slack_bot, f"pivot node174 from={GLM5} to={KIMI} delete={old} need=540G")
     shown = blocks_text(card)
     assert f"pivot node174 from={GLM5} to={KIMI} delete={old} need=540G\n" in shown
-    assert (f"• end pid {orphan.pid} python3 on GPU 3 — 81,920 MiB — {GLM5}, user root — left in {GLM5}'s cgroup (inactive)"
-            in shown)
+    assert (
+        f"• end pid {orphan.pid} python3 on GPU 3 — 81,920 MiB — {GLM5}, user root — left in {GLM5}'s cgroup (inactive)"
+        in shown
+    )
     assert f"• delete {old} — 402 GB (directory)" in shown
     assert "ends 1 process (81,920 MiB on GPU 3); frees 402 GB; 1.7 TB free after on " in shown
     steps = [line.split(". ", 1)[1] for line in shown.splitlines() if line.startswith(":white_small_square: ")]

@@ -29,16 +29,34 @@ async def test_serve_http_mode_answers_a_signed_command(tmp_path, ssh_server, fa
     db = f"sqlite+aiosqlite:///{tmp_path / 's.db'}"
     port = free_port()
     async with SlackApiRecorder() as recorder:
-        env = {**os.environ, "GPUBOT_DATABASE_URL": db, "SLACK_BOT_TOKEN": "xoxb-serve", "SLACK_SIGNING_SECRET": "s3cret",
-               "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_HTTP_PORT": str(port),
-               "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-               "GPUBOT_SSH_USER": ssh_server.username}
+        env = {
+            **os.environ,
+            "GPUBOT_DATABASE_URL": db,
+            "SLACK_BOT_TOKEN": "xoxb-serve",
+            "SLACK_SIGNING_SECRET": "s3cret",
+            "GPUBOT_SLACK_API_URL": recorder.url,
+            "GPUBOT_HTTP_PORT": str(port),
+            "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+            "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+            "GPUBOT_SSH_USER": ssh_server.username,
+        }
         env.pop("SLACK_APP_TOKEN", None)
-        add = subprocess.run([sys.executable, "-m", "bot", "hosts", "add", "node174", "127.0.0.2", "--port", str(ssh_server.port)],
-                             env=env, cwd=ROOT, capture_output=True, text=True)
+        add = subprocess.run(
+            [sys.executable, "-m", "bot", "hosts", "add", "node174", "127.0.0.2", "--port", str(ssh_server.port)],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         assert add.returncode == 0, add.stderr
-        proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             url = f"http://127.0.0.1:{port}/slack/events"
             body = slash_command_body("status node174", response_url=recorder.response_url("x"))
@@ -80,8 +98,12 @@ async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh
         await ws.prepare(request)
         await ws.send_json({"type": "hello", "num_connections": 1})
         payload = dict(parse_qsl(slash_command_body("status node174", response_url=recorder.response_url("sm"))))
-        envelope = {"envelope_id": str(uuid.uuid4()), "type": "slash_commands", "payload": payload,
-                    "accepts_response_payload": True}
+        envelope = {
+            "envelope_id": str(uuid.uuid4()),
+            "type": "slash_commands",
+            "payload": payload,
+            "accepts_response_payload": True,
+        }
         await ws.send_json(envelope)
         await ws.send_json({**envelope, "envelope_id": str(uuid.uuid4())})  # redelivery
         sent.set()
@@ -99,16 +121,33 @@ async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh
     ws_port = site._server.sockets[0].getsockname()[1]
     async with SlackApiRecorder() as recorder:
         recorder.responses["apps.connections.open"] = {"ok": True, "url": f"ws://127.0.0.1:{ws_port}/link"}
-        env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'sm.db'}",
-               "SLACK_BOT_TOKEN": "xoxb-sm", "SLACK_APP_TOKEN": "xapp-sm", "GPUBOT_SLACK_API_URL": recorder.url,
-               "GPUBOT_HTTP_PORT": str(free_port()),
-               "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path, "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
-               "GPUBOT_SSH_USER": ssh_server.username}
+        env = {
+            **os.environ,
+            "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'sm.db'}",
+            "SLACK_BOT_TOKEN": "xoxb-sm",
+            "SLACK_APP_TOKEN": "xapp-sm",
+            "GPUBOT_SLACK_API_URL": recorder.url,
+            "GPUBOT_HTTP_PORT": str(free_port()),
+            "GPUBOT_KNOWN_HOSTS": ssh_server.known_hosts_path,
+            "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+            "GPUBOT_SSH_USER": ssh_server.username,
+        }
         env.pop("SLACK_SIGNING_SECRET", None)
-        subprocess.run([sys.executable, "-m", "bot", "hosts", "add", "node174", "127.0.0.2", "--port", str(ssh_server.port)],
-                       env=env, cwd=ROOT, check=True, capture_output=True)
-        proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=env, cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.run(
+            [sys.executable, "-m", "bot", "hosts", "add", "node174", "127.0.0.2", "--port", str(ssh_server.port)],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             try:
                 update = await recorder.wait_for("chat.update", timeout=120)  # start-up on a loaded machine
@@ -130,12 +169,19 @@ async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh
         assert "Socket Mode" in out and "xapp-sm" not in out, out
 
 
-
 async def _serve_until_sigterm(env: dict[str, str], ready_line: str) -> tuple[int, str]:
     """Start ``gpubot serve`` with ``env``, send SIGTERM once a line holding ``ready_line`` is logged,
     and return its exit status and everything it printed."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", "serve", env=env, cwd=ROOT,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "serve",
+        env=env,
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     assert proc.stdout is not None
     lines: list[str] = []
     try:
@@ -163,9 +209,14 @@ async def test_sigterm_while_socket_mode_cannot_connect_exits(tmp_path):
     attempt is one line, no traceback."""
     async with SlackApiRecorder() as recorder:
         recorder.responses["apps.connections.open"] = {"ok": True, "url": f"ws://127.0.0.1:{free_port()}/link"}
-        env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'down.db'}",
-               "SLACK_BOT_TOKEN": "xoxb-down", "SLACK_APP_TOKEN": "xapp-down",
-               "GPUBOT_SLACK_API_URL": recorder.url, "GPUBOT_HTTP_PORT": str(free_port())}
+        env = {
+            **os.environ,
+            "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'down.db'}",
+            "SLACK_BOT_TOKEN": "xoxb-down",
+            "SLACK_APP_TOKEN": "xapp-down",
+            "GPUBOT_SLACK_API_URL": recorder.url,
+            "GPUBOT_HTTP_PORT": str(free_port()),
+        }
         env.pop("SLACK_SIGNING_SECRET", None)
         rc, out = await _serve_until_sigterm(env, "connect")  # 'cannot connect to Slack' (before: 'Failed to connect')
     assert rc == 0, out
@@ -178,9 +229,14 @@ async def test_an_app_token_that_is_no_app_token_is_refused_at_start(tmp_path):
     """A bot token given as SLACK_APP_TOKEN is a configuration error named at start (the process
     stays up and unready, like the other credential errors of serve) and Slack is never asked."""
     async with SlackApiRecorder() as recorder:
-        env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
-               "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xoxb-wrong", "GPUBOT_SLACK_API_URL": recorder.url,
-               "GPUBOT_HTTP_PORT": str(free_port())}
+        env = {
+            **os.environ,
+            "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "SLACK_APP_TOKEN": "xoxb-wrong",
+            "GPUBOT_SLACK_API_URL": recorder.url,
+            "GPUBOT_HTTP_PORT": str(free_port()),
+        }
         env.pop("SLACK_SIGNING_SECRET", None)
         rc, out = await _serve_until_sigterm(env, "configuration error")
         assert recorder.calls_of("apps.connections.open") == [], out
@@ -196,11 +252,25 @@ async def test_serve_with_a_misspelt_setting_stays_up_unready_saying_why(tmp_pat
     call and no database made, and SIGTERM ends it with 0."""
     port = free_port()
     async with SlackApiRecorder() as recorder:
-        env = {**os.environ, "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'never.db'}",
-               "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", "GPUBOT_SLACK_API_URL": recorder.url,
-               "GPUBOT_HTTP_PORT": str(port), "GPUBOT_ALOWED_ROOTS": '{"*": ["/shared"]}'}
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "bot", "serve", env=env, cwd=ROOT,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        env = {
+            **os.environ,
+            "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'never.db'}",
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "SLACK_SIGNING_SECRET": "s",
+            "GPUBOT_SLACK_API_URL": recorder.url,
+            "GPUBOT_HTTP_PORT": str(port),
+            "GPUBOT_ALOWED_ROOTS": '{"*": ["/shared"]}',
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bot",
+            "serve",
+            env=env,
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         assert proc.stdout is not None
         lines: list[str] = []
         try:
@@ -225,6 +295,9 @@ async def test_serve_with_a_misspelt_setting_stays_up_unready_saying_why(tmp_pat
     assert rc == 0, out
     status, body = ready
     assert status == 503 and body["ready"] is False, body
-    assert "GPUBOT_ALOWED_ROOTS" in body["checks"]["configuration"] and "GPUBOT_ALLOWED_ROOTS" in body["checks"]["configuration"]
+    assert (
+        "GPUBOT_ALOWED_ROOTS" in body["checks"]["configuration"]
+        and "GPUBOT_ALLOWED_ROOTS" in body["checks"]["configuration"]
+    )
     assert "configuration error" in out and "Traceback" not in out, out
     assert not (tmp_path / "never.db").exists()

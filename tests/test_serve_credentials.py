@@ -22,13 +22,27 @@ pytestmark = pytest.mark.process
 def start(tmp_path: Path, api_url: str, port: int, **env: str) -> subprocess.Popen[str]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'g.db'}"
     full = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "GPUBOT_"))}
-    full.update(GPUBOT_DATABASE_URL=url, GPUBOT_SLACK_API_URL=api_url, GPUBOT_HTTP_PORT=str(port),
-                GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S="0", XDG_CONFIG_HOME=str(tmp_path / "xdg"), **env)
-    return subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=full, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    full.update(
+        GPUBOT_DATABASE_URL=url,
+        GPUBOT_SLACK_API_URL=api_url,
+        GPUBOT_HTTP_PORT=str(port),
+        GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S="0",
+        XDG_CONFIG_HOME=str(tmp_path / "xdg"),
+        **env,
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve"],
+        env=full,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
-async def readyz_when(http: aiohttp.ClientSession, port: int, proc: subprocess.Popen[str], want: str) -> tuple[int, dict]:
+async def readyz_when(
+    http: aiohttp.ClientSession, port: int, proc: subprocess.Popen[str], want: str
+) -> tuple[int, dict]:
     """Poll /readyz (every 0.1 s, up to 1,200 times) until its slack_credentials check reads ``want`` (a
     prefix); the process must stay up."""
     body: dict = {}
@@ -68,10 +82,16 @@ async def test_a_token_slack_refuses_keeps_serve_up_and_unready_saying_why(tmp_p
     assert "xoxb-replace-me" not in out and "Traceback" not in out
 
 
-@pytest.mark.parametrize(("env", "said"), [
-    ({"SLACK_BOT_TOKEN": "xoxb-1"}, "HTTP mode needs SLACK_SIGNING_SECRET"),
-    ({}, "SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, `gpubot console`"),
-])
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"SLACK_BOT_TOKEN": "xoxb-1"}, "HTTP mode needs SLACK_SIGNING_SECRET"),
+        (
+            {},
+            "SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, `gpubot console`",
+        ),
+    ],
+)
 async def test_a_missing_credential_keeps_serve_up_and_unready_saying_which(tmp_path, env, said):
     port = free_port()
     async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
@@ -85,8 +105,9 @@ async def test_a_missing_credential_keeps_serve_up_and_unready_saying_which(tmp_
 async def test_good_credentials_are_checked_and_reported_ready(tmp_path):
     port = free_port()
     async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
-        proc = start(tmp_path, recorder.url, port, SLACK_BOT_TOKEN="xoxb-1", SLACK_SIGNING_SECRET="s",
-                     GPUBOT_LOG_LEVEL="INFO")
+        proc = start(
+            tmp_path, recorder.url, port, SLACK_BOT_TOKEN="xoxb-1", SLACK_SIGNING_SECRET="s", GPUBOT_LOG_LEVEL="INFO"
+        )
         status, body = await readyz_when(http, port, proc, "ok")
         assert status == 200 and body["ready"] is True and body["checks"]["slack_credentials"] == "ok"
         assert recorder.calls_of("auth.test")
@@ -114,4 +135,6 @@ async def test_an_app_token_slack_refuses_keeps_socket_mode_serve_up_and_unready
         assert status == 503 and "invalid_auth (check SLACK_APP_TOKEN;" in body["checks"]["slack_credentials"]
         assert [c.method for c in recorder.calls] == ["auth.test", "apps.connections.open"]
         code, out = await stop(proc)
-    assert code == 0 and "configuration error: SLACK_APP_TOKEN refused by Slack" in out and "xapp-replace-me" not in out, out
+    assert (
+        code == 0 and "configuration error: SLACK_APP_TOKEN refused by Slack" in out and "xapp-replace-me" not in out
+    ), out

@@ -33,17 +33,34 @@ async def start_kimi(services, fake_hosts, name: str, addr: str, ssh_server, tmp
     fast(services, unit_health_wait_s=30.0)
     port = free_port()
     await register(services, name, addr, ssh_server, probe={"units": UNITS, **probe})
-    fake_hosts.update(addr, units={"vllm-glm5.service": model_unit(), KIMI: model_unit(
-        "/usr/bin/vllm", "serve", str(model_dir(tmp_path, "Kimi-K2.5-NVFP4")), "--tensor-parallel-size", "2", "--port", str(port),
-        gpus={"0": 90000, "1": 90000})})
-    view = await flows.request_action(services=services, spec=ActionSpec(ActionKind.START, name, unit=KIMI), requester="U1")
+    fake_hosts.update(
+        addr,
+        units={
+            "vllm-glm5.service": model_unit(),
+            KIMI: model_unit(
+                "/usr/bin/vllm",
+                "serve",
+                str(model_dir(tmp_path, "Kimi-K2.5-NVFP4")),
+                "--tensor-parallel-size",
+                "2",
+                "--port",
+                str(port),
+                gpus={"0": 90000, "1": 90000},
+            ),
+        },
+    )
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.START, name, unit=KIMI), requester="U1"
+    )
     outcome = await approve(services, view.id, user="U1")
     assert outcome.view.state is State.DONE, outcome.view.message
     assert outcome.view.result_lines[-1].startswith(f"{name} now: serving: {KIMI} (healthy) · snapshot #")
     return f"http://127.0.0.1:{port}/health"
 
 
-async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(services, ssh_server, fake_hosts, tmp_path):
+async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(
+    services, ssh_server, fake_hosts, tmp_path
+):
     url = await start_kimi(services, fake_hosts, "node174", "127.0.0.17", ssh_server, tmp_path)
     report = await check_host(services=services, host_name="node174")
     a = report.assessment
@@ -64,26 +81,39 @@ async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(s
     fleet = await check_fleet(services=services, names=["node174"], title="all hosts")
     fv = fleet_view("all hosts", fleet.reports)
     assert fv.counts == "0 ready · 1 serving · 0 unknown · 0 not ready · 0 unreachable"
-    assert fv.lines == [(Verdict.SERVING, f"node174 · serving: {KIMI} (healthy) · 2/8 GPUs in use · "
-                         f"{fv.lines[0][1].split(' · ')[3]}")]
+    assert fv.lines == [
+        (Verdict.SERVING, f"node174 · serving: {KIMI} (healthy) · 2/8 GPUs in use · {fv.lines[0][1].split(' · ')[3]}")
+    ]
     fb, _ = fleet_blocks(fv)
     assert f":large_blue_circle: node174 · serving: {KIMI} (healthy)" in blocks_text(fb)
 
     async with services.sessions() as db:
-        rows = (await db.execute(select(Snapshot).where(Snapshot.host_name == "node174").order_by(Snapshot.id))).scalars().all()
+        rows = (
+            (await db.execute(select(Snapshot).where(Snapshot.host_name == "node174").order_by(Snapshot.id)))
+            .scalars()
+            .all()
+        )
         assert [r.verdict for r in rows][-2:] == ["serving", "serving"]
         first = next(r for r in rows if r.verdict == "ready")  # the start's own plan probe, before it ran
-        d = await diff_snapshots(db_session=db, host_name="node174", snapshot_id=first.id, now=services.clock() + timedelta(seconds=1))
+        d = await diff_snapshots(
+            db_session=db, host_name="node174", snapshot_id=first.id, now=services.clock() + timedelta(seconds=1)
+        )
     assert d.lines[0] == f"verdict ready → serving: {KIMI} (healthy)"
     async with services.sessions() as db:  # the timeline names the unit too (it said only "ready → serving")
-        h = await load_history(db_session=db, host_name="node174", since=first.taken_at - timedelta(minutes=1),
-                               until=services.clock() + timedelta(seconds=1))
+        h = await load_history(
+            db_session=db,
+            host_name="node174",
+            since=first.taken_at - timedelta(minutes=1),
+            until=services.clock() + timedelta(seconds=1),
+        )
     lines = history_view(h).lines
     assert any(f"ready → serving: {KIMI} (healthy) · " in line for line in lines), lines
     assert f"now serving: {KIMI} (healthy) · " in lines[-1], lines
 
 
-async def test_need_for_another_deployment_stays_not_ready_naming_what_serves(services, ssh_server, fake_hosts, tmp_path):
+async def test_need_for_another_deployment_stays_not_ready_naming_what_serves(
+    services, ssh_server, fake_hosts, tmp_path
+):
     await start_kimi(services, fake_hosts, "node175", "127.0.0.18", ssh_server, tmp_path)
     report = await check_host(services=services, host_name="node175", need_bytes=10**9)
     a = report.assessment

@@ -64,11 +64,15 @@ async def test_a_delivery_claim_is_one_insert_that_wins_once(services):
 def idle_item(host: str, services) -> StoreItem:
     plan = ProbePlan()
     readings = parse_batch(plan, idle_h200())
-    result = ProbeResult(host, services.clock(), 1200, readings, {"gpus": {"stdout": "x", "stderr": "", "exit_status": 0}})
+    result = ProbeResult(
+        host, services.clock(), 1200, readings, {"gpus": {"stdout": "x", "stderr": "", "exit_status": 0}}
+    )
     return StoreItem(result, Assessment(Verdict.READY, []))
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)  # SQLite's write lock (PostgreSQL: test_history_rollup)
+@pytest.mark.parametrize(
+    "database_url", ["sqlite"], indirect=True
+)  # SQLite's write lock (PostgreSQL: test_history_rollup)
 async def test_a_sqlite_snapshot_batch_commits_while_the_fan_out_loop_is_blocked(services, database_url):
     batcher = SnapshotBatcher(services.sessions, max_items=2, max_wait_s=60)
     first, second = batcher.add(idle_item("n1", services)), batcher.add(idle_item("n2", services))
@@ -84,7 +88,10 @@ async def test_a_sqlite_snapshot_batch_commits_while_the_fan_out_loop_is_blocked
         assert rows == [("n1", "ready", 1), ("n2", "ready", 1)]
         assert other.execute("SELECT count(*) FROM snapshot_hours").fetchone() == (2,)
         gpus = len(idle_item("n1", services).result.readings.gpu.gpus)
-        assert gpus and other.execute("SELECT count(DISTINCT host_name), count(*) FROM gpu_inventory").fetchone() == (2, 2 * gpus)
+        assert gpus and other.execute("SELECT count(DISTINCT host_name), count(*) FROM gpu_inventory").fetchone() == (
+            2,
+            2 * gpus,
+        )
     await batcher.close()
     (id1, err1), (id2, err2) = await first, await second
     assert err1 is None and err2 is None and id2 == id1 + 1
@@ -116,8 +123,14 @@ def run_batch(tmp_path, commands, *, deadline_s, left_s: float | None = None) ->
     if left_s is not None:
         script = left_line(left_s) + script
     with open(out, "w") as f:
-        subprocess.run(["sh", "-c", script], stdout=f, stderr=subprocess.DEVNULL, env={**os.environ, "OUT": str(out)},
-                       check=True, timeout=120)
+        subprocess.run(
+            ["sh", "-c", script],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "OUT": str(out)},
+            check=True,
+            timeout=120,
+        )
     return out.read_text()
 
 
@@ -139,7 +152,9 @@ def test_a_batch_whose_deadline_passes_sends_what_it_read_then_the_rest(tmp_path
     dumped = int(frames["b"].stdout)
     head = text[:dumped]
     assert dumped > 0 and split_frames(head, "GPUBOT-m")["a"].stdout == "one\n"  # frame a left the host at the deadline
-    assert split_frames(head, "GPUBOT-m")["b"].exit_status is None  # b had begun, not finished: unknown if nothing more came
+    assert (
+        split_frames(head, "GPUBOT-m")["b"].exit_status is None
+    )  # b had begun, not finished: unknown if nothing more came
     assert frames["b"].exit_status == 0 and frames["c"].stdout == "three\n"
     assert text.count("GPUBOT-m BEGIN a") == 1 and text.count("GPUBOT-m BEGIN b") == 1  # the rest, not all again
 
@@ -161,7 +176,11 @@ async def test_the_report_chart_reads_every_hosts_points_in_two_statements(servi
     for host in ("n1", "n2", "n3", "n4"):
         for hours in (30, 5, 0.5):
             item = idle_item(host, services)
-            items.append(StoreItem(ProbeResult(host, now - timedelta(hours=hours), 900, item.result.readings, {}), item.assessment))
+            items.append(
+                StoreItem(
+                    ProbeResult(host, now - timedelta(hours=hours), 900, item.result.readings, {}), item.assessment
+                )
+            )
     async with services.sessions() as db, db.begin():
         await store_many(db_session=db, items=items)
     seen = statements_of(services)

@@ -50,8 +50,17 @@ async def _register(url: str, server: SshTestServer) -> dict[int, str]:
     sessions = make_session_factory(engine)
     async with sessions() as db, db.begin():
         for i, addr in enumerate(ADDRESSES):
-            await hosts.add(db_session=db, name=f"node{i:02d}", address=addr, port=server.port, user=None, key_file=None,
-                            group="train", transport="ssh", probe=None)
+            await hosts.add(
+                db_session=db,
+                name=f"node{i:02d}",
+                address=addr,
+                port=server.port,
+                user=None,
+                key_file=None,
+                group="train",
+                transport="ssh",
+                probe=None,
+            )
     async with sessions() as db:
         ids = {h.id: h.address for h in (await db.execute(select(Host))).scalars()}
     await engine.dispose()
@@ -77,14 +86,27 @@ async def test_sigterm_during_a_fan_out_keeps_every_started_probe_and_starts_no_
         host_ids = await _register(url, server)
         port = free_port()
         async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
-            proc = start_serve(database_url=url, api_url=recorder.url, port=port, ssh=server, token="xoxb-drain", secret="drain-secret",
-                               env={"GPUBOT_LOG_FORMAT": "json", "GPUBOT_MAX_CONCURRENT_PROBES": "3", "GPUBOT_SHUTDOWN_GRACE_S": "20",
-                                    "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0"})
+            proc = start_serve(
+                database_url=url,
+                api_url=recorder.url,
+                port=port,
+                ssh=server,
+                token="xoxb-drain",
+                secret="drain-secret",
+                env={
+                    "GPUBOT_LOG_FORMAT": "json",
+                    "GPUBOT_MAX_CONCURRENT_PROBES": "3",
+                    "GPUBOT_SHUTDOWN_GRACE_S": "20",
+                    "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0",
+                },
+            )
             try:
                 base = f"http://127.0.0.1:{port}"
                 await wait_ready(http, port)
                 body = slash_command_body("status group:train", response_url=recorder.response_url("fan"))
-                async with http.post(f"{base}/slack/events", data=body, headers=signed_headers(body, "drain-secret")) as r:
+                async with http.post(
+                    f"{base}/slack/events", data=body, headers=signed_headers(body, "drain-secret")
+                ) as r:
                     assert r.status == 200
                 for _ in range(300):  # until the first probes are inside nvidia-smi
                     if len(set(started_log.read_text().split())) >= 3:
@@ -135,14 +157,26 @@ async def test_sigterm_past_the_grace_period_finishes_the_message_and_stores_the
         host_ids = await _register(url, server)
         port = free_port()
         async with SlackApiRecorder() as recorder, aiohttp.ClientSession() as http:
-            proc = start_serve(database_url=url, api_url=recorder.url, port=port, ssh=server, token="xoxb-cut", secret="cut-secret",
-                               env={"GPUBOT_LOG_FORMAT": "json", "GPUBOT_MAX_CONCURRENT_PROBES": "3", "GPUBOT_SHUTDOWN_GRACE_S": "1",
-                                    "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0"})
+            proc = start_serve(
+                database_url=url,
+                api_url=recorder.url,
+                port=port,
+                ssh=server,
+                token="xoxb-cut",
+                secret="cut-secret",
+                env={
+                    "GPUBOT_LOG_FORMAT": "json",
+                    "GPUBOT_MAX_CONCURRENT_PROBES": "3",
+                    "GPUBOT_SHUTDOWN_GRACE_S": "1",
+                    "GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0",
+                },
+            )
             try:
                 await wait_ready(http, port)
                 body = slash_command_body("status group:train", response_url=recorder.response_url("cut"))
-                async with http.post(f"http://127.0.0.1:{port}/slack/events", data=body,
-                                     headers=signed_headers(body, "cut-secret")) as r:
+                async with http.post(
+                    f"http://127.0.0.1:{port}/slack/events", data=body, headers=signed_headers(body, "cut-secret")
+                ) as r:
                     assert r.status == 200
                 await recorder.wait_for("chat.postMessage", timeout=60)  # "probing group:train…"
                 for _ in range(600):  # until the first probes are inside nvidia-smi
@@ -163,12 +197,19 @@ async def test_sigterm_past_the_grace_period_finishes_the_message_and_stores_the
         cut_names = sorted(f"node{i:02d}" for i, a in enumerate(ADDRESSES) if a in started)
         never = sorted(f"node{i:02d}" for i, a in enumerate(ADDRESSES) if a not in started)
         assert 3 <= len(cut_names) < len(ADDRESSES)
-        assert f"The bot shut down during this check: {len(cut_names)} hosts were cut off (stored as interrupted: " in shown, shown
+        assert (
+            f"The bot shut down during this check: {len(cut_names)} hosts were cut off (stored as interrupted: "
+            in shown
+        ), shown
         assert all(n in shown for n in cut_names) and f"{len(never)} not probed" in shown, shown
         assert "Run `/gpu status group:train` again." in shown, shown
         snaps = await _snapshots(url)
-        assert sorted(host_ids[s.host_id] for s in snaps) == sorted(started)  # one each, and none for the hosts never started
-        assert all(s.error_kind == "interrupted" and s.verdict == "unknown" for s in snaps), [(s.error_kind, s.verdict) for s in snaps]
+        assert sorted(host_ids[s.host_id] for s in snaps) == sorted(
+            started
+        )  # one each, and none for the hosts never started
+        assert all(s.error_kind == "interrupted" and s.verdict == "unknown" for s in snaps), [
+            (s.error_kind, s.verdict) for s in snaps
+        ]
         assert all("interrupted: the bot shut down before the probe finished" in (s.error_message or "") for s in snaps)
         lines = [json.loads(line) for line in out[0].splitlines() if line.strip()]
         assert any("interrupted; each is stored as an interrupted snapshot" in line["event"] for line in lines)

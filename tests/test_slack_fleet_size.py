@@ -36,6 +36,7 @@ def _fleet_runner() -> ScriptedRunner:
         if n % 25 == 0:
             raise HostUnreachable(f"cannot connect to {target.address}:22: connection refused")
         return (busy if n % 10 == 0 else idle)(target, script)
+
     return ScriptedRunner(handler)
 
 
@@ -57,11 +58,15 @@ def _accepted(rec, method: str) -> list:
 async def _run_status_all(bot):
     await bot.command("status all")
     rec = bot.recorder
-    final = await rec.wait_for("chat.update", lambda c: "answered" not in c.body["text"] and c not in rec.refused,
-                               timeout=120)
+    final = await rec.wait_for(
+        "chat.update", lambda c: "answered" not in c.body["text"] and c not in rec.refused, timeout=120
+    )
     progress = rec.calls_of("chat.postMessage")[0]
-    threaded = await rec.wait_for("chat.postMessage", lambda c: f"{HOSTS:,} of {HOSTS:,}" in blocks_text(c.body.get("blocks"))
-                                  and c not in rec.refused, timeout=60)
+    threaded = await rec.wait_for(
+        "chat.postMessage",
+        lambda c: f"{HOSTS:,} of {HOSTS:,}" in blocks_text(c.body.get("blocks")) and c not in rec.refused,
+        timeout=60,
+    )
     return progress, final, threaded
 
 

@@ -28,7 +28,9 @@ async def answer_to(bot, text: str, user: str = "U1") -> dict:
 
 
 @pytest.mark.parametrize("command", ["status nod174", "clean nod174 weights=/shared/x", "kill nod174", "audit nod174"])
-async def test_an_unknown_host_is_answered_to_the_caller_alone_before_anything_is_posted(slack_bot, services, ssh_server, command):
+async def test_an_unknown_host_is_answered_to_the_caller_alone_before_anything_is_posted(
+    slack_bot, services, ssh_server, command
+):
     services.settings.operators = ["U1"]
     await add_host(services, "node174", "127.0.0.12", ssh_server.port)
     body = await answer_to(slack_bot, command)
@@ -46,16 +48,23 @@ async def test_a_typo_shows_the_guessed_commands_usage_and_where_to_find_the_res
     assert "`/gpu help` lists every command" in text
     assert len(text.splitlines()) <= 5, text
     text = (await answer_to(slack_bot, "hosts ad node1 10.0.0.1"))["text"]
-    assert "Did you mean `hosts add`?" in text and "/gpu hosts add NAME ADDRESS" in text and "/gpu hosts remove" not in text
+    assert (
+        "Did you mean `hosts add`?" in text
+        and "/gpu hosts add NAME ADDRESS" in text
+        and "/gpu hosts remove" not in text
+    )
 
 
-@pytest.mark.parametrize(("command", "usage"), [
-    ("history", "/gpu history HOST [7d] [need=SIZE]"),
-    ("diff", "/gpu diff HOST [since=1d|since=SNAPSHOT_ID]"),
-    ("report remove x", "/gpu report remove ID"),
-    ("clean node174", "/gpu clean HOST weights=PATH[,PATH...] | /gpu clean HOST hf-cache [repo=ORG/NAME]"),
-    ("help a b c d", "/gpu help [COMMAND]"),
-])
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        ("history", "/gpu history HOST [7d] [need=SIZE]"),
+        ("diff", "/gpu diff HOST [since=1d|since=SNAPSHOT_ID]"),
+        ("report remove x", "/gpu report remove ID"),
+        ("clean node174", "/gpu clean HOST weights=PATH[,PATH...] | /gpu clean HOST hf-cache [repo=ORG/NAME]"),
+        ("help a b c d", "/gpu help [COMMAND]"),
+    ],
+)
 async def test_usage_lines_carry_the_command_prefix(slack_bot, command, usage):
     text = (await answer_to(slack_bot, command))["text"]
     lines = text.split("Usage:\n", 1)[1].splitlines()
@@ -72,12 +81,15 @@ async def test_an_unbalanced_quote_says_so(slack_bot):
     assert "unbalanced quote" in text and "one target at a time" not in text, text
 
 
-@pytest.mark.parametrize(("command", "named"), [
-    ("hosts add b@d 10.0.0.1", "`@` is not allowed"),
-    ("hosts add node1 10.0.0.1/24", "`/` is not allowed"),
-    ("hosts add 'node 1' 10.0.0.1", "a space is not allowed"),
-    ("hosts add node1 10.0.0.1 user=ops;id", "`;` is not allowed"),
-])
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        ("hosts add b@d 10.0.0.1", "`@` is not allowed"),
+        ("hosts add node1 10.0.0.1/24", "`/` is not allowed"),
+        ("hosts add 'node 1' 10.0.0.1", "a space is not allowed"),
+        ("hosts add node1 10.0.0.1 user=ops;id", "`;` is not allowed"),
+    ],
+)
 async def test_hosts_add_names_the_bad_character(slack_bot, services, command, named):
     services.settings.admins = ["U1"]
     text = (await answer_to(slack_bot, command))["text"]
@@ -92,8 +104,17 @@ async def test_the_unreachable_hint_names_the_chat_command(services, ssh_server,
     from tests.support.slack_recorder import SlackApiRecorder
 
     known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.16": "absent"})
-    fresh = dataclasses.replace(services, runner=RoutingRunner(SshRunner(
-        known_hosts=known, default_user=ssh_server.username, default_key_file=ssh_server.client_key_path, connect_timeout=3.0)))
+    fresh = dataclasses.replace(
+        services,
+        runner=RoutingRunner(
+            SshRunner(
+                known_hosts=known,
+                default_user=ssh_server.username,
+                default_key_file=ssh_server.client_key_path,
+                connect_timeout=3.0,
+            )
+        ),
+    )
     await add_host(fresh, "fresh", "127.0.0.16", ssh_server.port)
     async with SlackApiRecorder() as recorder:
         bot, close = await start_bot(fresh, recorder)
@@ -124,12 +145,16 @@ def flat(text: str) -> str:
 
 
 async def thread_of(bot, ts: str, start: int = 0) -> str:
-    call = await bot.recorder.wait_for("chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=20, start=start)
+    call = await bot.recorder.wait_for(
+        "chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=20, start=start
+    )
     validate_message(call.body["blocks"], call.body["text"])
     return blocks_text(call.body["blocks"])
 
 
-async def test_a_long_path_is_shortened_in_the_middle_on_cards_and_given_in_full_in_the_thread(slack_bot, services, tmp_path):
+async def test_a_long_path_is_shortened_in_the_middle_on_cards_and_given_in_full_in_the_thread(
+    slack_bot, services, tmp_path
+):
     root = tmp_path / "shared"
     path = str(deep_folder(root))
     services.settings.operators = ["U1"]
@@ -144,7 +169,9 @@ async def test_a_long_path_is_shortened_in_the_middle_on_cards_and_given_in_full
 
     start = len(slack_bot.recorder.calls)
     await slack_bot.command(f"clean localhost weights={path}", user_id="U1")
-    card_call = await slack_bot.recorder.wait_for("chat.update", lambda c: "Approval needed" in c.body["text"], timeout=30, start=start)
+    card_call = await slack_bot.recorder.wait_for(
+        "chat.update", lambda c: "Approval needed" in c.body["text"], timeout=30, start=start
+    )
     validate_message(card_call.body["blocks"], card_call.body["text"])
     card = blocks_text(card_call.body["blocks"])
     assert card.count(path[-60:]) >= 3 and card.count(path[:50]) >= 3, card  # command, plan, step: both ends each
@@ -178,7 +205,9 @@ async def test_localhost_is_shown_as_the_built_in_host_and_never_suggested_for_i
         assert await hosts.near_names(db_session=db, name="localhost") == []
         assert await hosts.near_names(db_session=db, name="localhst") == ["localhost"]
     text = shown(await answer_to(slack_bot, "hosts show localhost"))
-    assert "`localhost` local · this machine, built in" in text and "never probed" in text and "Did you mean" not in text, text
+    assert (
+        "`localhost` local · this machine, built in" in text and "never probed" in text and "Did you mean" not in text
+    ), text
     await slack_bot.command("status localhost", user_id="U1")
     for _ in range(100):
         async with services.sessions() as db:
@@ -201,9 +230,13 @@ def test_an_error_keeps_channel_and_user_mentions_but_never_pings_everyone():
     error stays escaped otherwise: `<!channel>` or a user group never notifies."""
     from bot.slack.blocks import error_blocks
 
-    text = error_blocks("I cannot see <#G0PRIV> (asked by <@U0ALICE>): <!channel> <!subteam^S1> a<b & c>d")[0]["text"]["text"]
-    assert text == (":warning: I cannot see <#G0PRIV> (asked by <@U0ALICE>): &lt;!channel&gt; &lt;!subteam^S1&gt; "
-                    "a&lt;b &amp; c&gt;d")
+    text = error_blocks("I cannot see <#G0PRIV> (asked by <@U0ALICE>): <!channel> <!subteam^S1> a<b & c>d")[0]["text"][
+        "text"
+    ]
+    assert text == (
+        ":warning: I cannot see <#G0PRIV> (asked by <@U0ALICE>): &lt;!channel&gt; &lt;!subteam^S1&gt; "
+        "a&lt;b &amp; c&gt;d"
+    )
 
 
 async def test_a_long_refusal_is_shown_whole_never_cut_mid_sentence(slack_bot, services):
@@ -236,7 +269,9 @@ def test_an_error_longer_than_a_section_goes_on_in_the_next_at_a_sentence_bounda
 
 
 @pytest.mark.parametrize("typed", ["hosts add a\\b 10.0.0.1", "hosts add 'a\\b' 10.0.0.1", 'hosts add "a\\b" 10.0.0.1'])
-async def test_a_host_name_with_a_backslash_is_refused_naming_it_never_registered_without_it(slack_bot, services, typed):
+async def test_a_host_name_with_a_backslash_is_refused_naming_it_never_registered_without_it(
+    slack_bot, services, typed
+):
     """Unquoted, `a\\b` was read the shell's way (`\\b` → `b`) and registered as `ab`."""
     services.settings.admins = ["U1"]
     text = shown(await answer_to(slack_bot, typed))

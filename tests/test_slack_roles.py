@@ -58,8 +58,7 @@ async def test_help_differs_between_viewer_operator_group_and_admin(bot, service
 
 async def test_database_grant_makes_an_admin(bot, services):
     async with services.sessions() as db, db.begin():
-        await access.grant(db_session=db, subject="UNEW", role=Role.ADMIN, granted_by="UADMIN",
-                           now=services.clock())
+        await access.grant(db_session=db, subject="UNEW", role=Role.ADMIN, granted_by="UADMIN", now=services.clock())
     await bot.command("help", user_id="UNEW")
     answer = await bot.recorder.wait_for("response_url")
     assert "(admin)" in answer.body["text"]
@@ -83,13 +82,29 @@ async def test_trust_card_records_the_key_after_admin_confirms(bot, services, ss
     button = card.body["blocks"][1]["elements"][0]
     assert "SHA256:" in card.body["blocks"][0]["text"]["text"] and button.get("confirm")
     # a viewer's click does nothing
-    await bot.post(block_action_body(button["action_id"], button["value"], user_id="UVIEWER", channel_id="C1",
-                                     message_ts="1.0", response_url=bot.recorder.response_url("v")))
+    await bot.post(
+        block_action_body(
+            button["action_id"],
+            button["value"],
+            user_id="UVIEWER",
+            channel_id="C1",
+            message_ts="1.0",
+            response_url=bot.recorder.response_url("v"),
+        )
+    )
     refusal = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/v"))
     assert "admin" in refusal.body["text"]
     assert "127.0.0.3" not in open(known).read()
-    await bot.post(block_action_body(button["action_id"], button["value"], user_id="UADMIN", channel_id="C1",
-                                     message_ts="1.0", response_url=bot.recorder.response_url("ok")))
+    await bot.post(
+        block_action_body(
+            button["action_id"],
+            button["value"],
+            user_id="UADMIN",
+            channel_id="C1",
+            message_ts="1.0",
+            response_url=bot.recorder.response_url("ok"),
+        )
+    )
     done = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/ok"))
     assert "trusted" in done.body["text"]
     assert f"[127.0.0.3]:{ssh_server.port} ssh-ed25519" in open(known).read()
@@ -99,8 +114,12 @@ async def test_trust_card_records_the_key_after_admin_confirms(bot, services, ss
     assert os.path.getsize(known) > 0
 
 
-async def test_trust_card_warns_of_a_known_hosts_file_others_may_write_and_says_what_it_replaced(bot, services, ssh_server, fake_hosts, tmp_path):
-    known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.4": "wrong"})  # reinstalled: an old key is recorded
+async def test_trust_card_warns_of_a_known_hosts_file_others_may_write_and_says_what_it_replaced(
+    bot, services, ssh_server, fake_hosts, tmp_path
+):
+    known = ssh_server.write_known_hosts(
+        str(tmp_path / "kh"), {"127.0.0.4": "wrong"}
+    )  # reinstalled: an old key is recorded
     os.chmod(known, 0o666)
     services.runner.ssh.known_hosts = known
     async with services.sessions() as db, db.begin():
@@ -112,8 +131,16 @@ async def test_trust_card_warns_of_a_known_hosts_file_others_may_write_and_says_
     assert "The recorded key *differs*" in texts[0]
     assert f"{known} is writable by group and others (mode 0666)" in texts[1], texts
     button = next(b for b in card.body["blocks"] if b["type"] == "actions")["elements"][0]
-    await bot.post(block_action_body(button["action_id"], button["value"], user_id="UADMIN", channel_id="C1",
-                                     message_ts="1.0", response_url=bot.recorder.response_url("ok")))
+    await bot.post(
+        block_action_body(
+            button["action_id"],
+            button["value"],
+            user_id="UADMIN",
+            channel_id="C1",
+            message_ts="1.0",
+            response_url=bot.recorder.response_url("ok"),
+        )
+    )
     done = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/ok"))
     line = ssh_server.addresses.index("127.0.0.4") + 1
     assert f"replaced 1 older line for this host (line {line} of {known})" in done.body["text"], done.body["text"]

@@ -23,9 +23,16 @@ from tests.support.slack_requests import (
 SECRET = "test-signing-secret"
 BLOCKS = [
     {"type": "header", "text": {"type": "plain_text", "text": "GPU status"}},
-    {"type": "section", "text": {"type": "mrkdwn", "text": "*gpu0* idle"},
-     "accessory": {"type": "button", "action_id": "claim", "value": "gpu0",
-                   "text": {"type": "plain_text", "text": "Claim"}}},
+    {
+        "type": "section",
+        "text": {"type": "mrkdwn", "text": "*gpu0* idle"},
+        "accessory": {
+            "type": "button",
+            "action_id": "claim",
+            "value": "gpu0",
+            "text": {"type": "plain_text", "text": "Claim"},
+        },
+    },
 ]
 
 
@@ -152,8 +159,10 @@ def test_validate_message_limits():
     dup = BLOCKS + [{"type": "actions", "elements": [BLOCKS[1]["accessory"]]}]
     with pytest.raises(AssertionError, match="duplicate action_id 'claim'"):
         validate_message(dup)
-    long_button = {"type": "actions", "elements": [{"type": "button", "action_id": "a",
-                                                    "text": {"type": "plain_text", "text": "x" * 76}}]}
+    long_button = {
+        "type": "actions",
+        "elements": [{"type": "button", "action_id": "a", "text": {"type": "plain_text", "text": "x" * 76}}],
+    }
     with pytest.raises(AssertionError, match=r"blocks\[0\].elements\[0\].text.text"):
         validate_message([long_button])
     with pytest.raises(AssertionError, match="plain_text"):

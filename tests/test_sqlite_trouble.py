@@ -26,7 +26,9 @@ async def test_a_file_locked_past_the_busy_timeout_is_unavailable(tmp_path: Path
         finally:
             other.execute("ROLLBACK")
             other.close()
-        assert str(caught.value) == f"the database is unavailable (sqlite at {path}: locked by another writer for 0.3 s)"
+        assert (
+            str(caught.value) == f"the database is unavailable (sqlite at {path}: locked by another writer for 0.3 s)"
+        )
         async with engine.begin() as conn:  # once the lock is gone, the same engine works again
             await conn.execute(text("INSERT INTO t VALUES (2)"))
             assert (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one() == 1

@@ -31,16 +31,23 @@ from bot.ssh.target import HostTarget
 
 
 def runner_for(ssh_server, config: str, **kw) -> SshRunner:
-    return SshRunner(known_hosts=ssh_server.known_hosts_path, default_user=ssh_server.username,
-                     default_key_file=ssh_server.client_key_path, connect_timeout=5, ssh_config=config, **kw)
+    return SshRunner(
+        known_hosts=ssh_server.known_hosts_path,
+        default_user=ssh_server.username,
+        default_key_file=ssh_server.client_key_path,
+        connect_timeout=5,
+        ssh_config=config,
+        **kw,
+    )
 
 
 @pytest.fixture
 def agent(tmp_path, monkeypatch):
     """A real ssh-agent on a socket under tmp_path, named by SSH_AUTH_SOCK for this test."""
     sock = str(tmp_path / "agent.sock")
-    proc = subprocess.Popen(["ssh-agent", "-D", "-a", sock], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", sock], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         while not os.path.exists(sock) and proc.poll() is None:
             time.sleep(0.02)
@@ -57,7 +64,9 @@ async def test_forward_agent_in_ssh_config_never_reaches_the_host(ssh_server, ag
     config.write_text("Host *\n  ForwardAgent yes\n")
     script = 'echo "agent=${SSH_AUTH_SOCK:-none}"'
     # The control: the same file with asyncssh's defaults does forward the agent to this sshd.
-    async with asyncssh.connect(**ssh_server.connect_kwargs("127.0.0.3", config=[str(config)], agent_path=agent)) as conn:
+    async with asyncssh.connect(
+        **ssh_server.connect_kwargs("127.0.0.3", config=[str(config)], agent_path=agent)
+    ) as conn:
         forwarded = (await conn.run(script, check=True)).stdout
     assert forwarded.startswith("agent=/"), forwarded
     runner = runner_for(ssh_server, str(config))
@@ -68,18 +77,25 @@ async def test_forward_agent_in_ssh_config_never_reaches_the_host(ssh_server, ag
     assert res.exit_status == 0 and res.stdout == "agent=none\n", res.stdout
 
 
-@pytest.mark.parametrize(("line", "directive"), [
-    ("ProxyCommand sh -c 'touch {canary}; exec nc %h %p'", "ProxyCommand"),
-    ("LocalCommand touch {canary}", "LocalCommand"),
-    ("PermitLocalCommand yes", "PermitLocalCommand"),
-    ("KnownHostsCommand /bin/sh -c 'touch {canary}'", "KnownHostsCommand"),
-    ("proxycommand=touch {canary}", "proxycommand"),
-])
-async def test_a_directive_that_runs_a_command_here_is_refused_with_file_and_line(ssh_server, tmp_path, line, directive):
+@pytest.mark.parametrize(
+    ("line", "directive"),
+    [
+        ("ProxyCommand sh -c 'touch {canary}; exec nc %h %p'", "ProxyCommand"),
+        ("LocalCommand touch {canary}", "LocalCommand"),
+        ("PermitLocalCommand yes", "PermitLocalCommand"),
+        ("KnownHostsCommand /bin/sh -c 'touch {canary}'", "KnownHostsCommand"),
+        ("proxycommand=touch {canary}", "proxycommand"),
+    ],
+)
+async def test_a_directive_that_runs_a_command_here_is_refused_with_file_and_line(
+    ssh_server, tmp_path, line, directive
+):
     canary = tmp_path / "canary"
     config = tmp_path / "ssh_config"
-    config.write_text("# gpubot's hosts\nHost n4\n  HostName 127.0.0.4\n"
-                      f"Host *\n  User {ssh_server.username}\n  {line.format(canary=canary)}\n")
+    config.write_text(
+        "# gpubot's hosts\nHost n4\n  HostName 127.0.0.4\n"
+        f"Host *\n  User {ssh_server.username}\n  {line.format(canary=canary)}\n"
+    )
     runner = runner_for(ssh_server, str(config))
     try:
         with pytest.raises(SshConfigRefused) as refused:
@@ -115,8 +131,10 @@ async def test_match_exec_in_an_included_file_is_refused_before_it_runs(ssh_serv
 
 def test_lines_that_run_nothing_are_accepted(tmp_path):
     config = tmp_path / "ssh_config"
-    config.write_text("Host *\n  ProxyCommand none\n  PermitLocalCommand no\n  ForwardAgent yes\n"
-                      "  # ProxyCommand in a comment\nMatch host a,b user root\n  Port 2222\n")
+    config.write_text(
+        "Host *\n  ProxyCommand none\n  PermitLocalCommand no\n  ForwardAgent yes\n"
+        "  # ProxyCommand in a comment\nMatch host a,b user root\n  Port 2222\n"
+    )
     assert scan(str(config))[0] == []
     assert SshConfigFile(str(config)).checked() == str(config)
     assert SshConfigFile(None).checked() is None
@@ -134,7 +152,8 @@ async def test_allow_commands_lets_proxy_command_run(ssh_server, tmp_path):
         "    s.shutdown(socket.SHUT_WR)\n"
         "threading.Thread(target=up, daemon=True).start()\n"
         "while d := s.recv(65536):\n"
-        "    os.write(1, d)\n")
+        "    os.write(1, d)\n"
+    )
     config = tmp_path / "ssh_config"
     config.write_text(f"Host 127.0.0.6\n  ProxyCommand sh -c 'touch {canary}; exec python3 {relay} %h %p'\n")
     runner = runner_for(ssh_server, str(config), allow_config_commands=True)
@@ -147,13 +166,16 @@ async def test_allow_commands_lets_proxy_command_run(ssh_server, tmp_path):
 
 async def test_a_host_only_in_ssh_config_is_used_by_its_alias(services, ssh_server, fake_hosts, tmp_path):
     config = tmp_path / "ssh_config"
-    config.write_text(f"Host gpu-alias other-alias\n  HostName 127.0.0.7\n  Port {ssh_server.port}\n"
-                      f"  User {ssh_server.username}\n")
+    config.write_text(
+        f"Host gpu-alias other-alias\n  HostName 127.0.0.7\n  Port {ssh_server.port}\n  User {ssh_server.username}\n"
+    )
     svc = dataclasses.replace(services, runner=RoutingRunner(runner_for(ssh_server, str(config))))
     try:
         report = await check_host(services=svc, host_name="gpu-alias")
         assert report.assessment.verdict is Verdict.READY, report.error
-        assert report.host == "gpu-alias" and report.where == f"{ssh_server.username}@127.0.0.7:{ssh_server.port}", report.where
+        assert report.host == "gpu-alias" and report.where == f"{ssh_server.username}@127.0.0.7:{ssh_server.port}", (
+            report.where
+        )
         with pytest.raises(Exception, match="no host called `gpu-alia`"):
             await check_host(services=svc, host_name="gpu-alia")
         async with svc.sessions() as db, db.begin():
@@ -165,7 +187,9 @@ async def test_a_host_only_in_ssh_config_is_used_by_its_alias(services, ssh_serv
         await svc.runner.close()
 
 
-async def test_chat_probes_and_lists_a_host_by_its_ssh_config_alias(slack_bot, services, ssh_server, fake_hosts, tmp_path):
+async def test_chat_probes_and_lists_a_host_by_its_ssh_config_alias(
+    slack_bot, services, ssh_server, fake_hosts, tmp_path
+):
     from tests.support.blockkit import blocks_text
 
     config = tmp_path / "ssh_config"
@@ -176,8 +200,13 @@ async def test_chat_probes_and_lists_a_host_by_its_ssh_config_alias(slack_bot, s
     update = await slack_bot.recorder.wait_for("chat.update", timeout=30)
     assert "gpu-alias: ready" in blocks_text(update.body["blocks"]), blocks_text(update.body["blocks"])
     await slack_bot.command("hosts add aliased gpu-alias", user_id="UADMIN")
-    added = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: "Added" in c.body.get("text", ""), timeout=20)
-    assert f"Added `aliased` {ssh_server.username}@127.0.0.8:{ssh_server.port} (ssh_config Host gpu-alias)" in added.body["text"]
+    added = await slack_bot.recorder.wait_for(
+        "chat.postMessage", lambda c: "Added" in c.body.get("text", ""), timeout=20
+    )
+    assert (
+        f"Added `aliased` {ssh_server.username}@127.0.0.8:{ssh_server.port} (ssh_config Host gpu-alias)"
+        in added.body["text"]
+    )
 
 
 async def test_a_pooled_connection_to_an_alias_is_dropped_when_its_hostnames_key_changes(ssh_server, tmp_path):
@@ -186,8 +215,13 @@ async def test_a_pooled_connection_to_an_alias_is_dropped_when_its_hostnames_key
     config = tmp_path / "ssh_config"
     config.write_text(f"Host gpu-pooled\n  HostName 127.0.0.9\n  Port {ssh_server.port}\n")
     known = ssh_server.write_known_hosts(str(tmp_path / "kh"))
-    runner = SshRunner(known_hosts=known, default_user=ssh_server.username, default_key_file=ssh_server.client_key_path,
-                       connect_timeout=5, ssh_config=str(config))
+    runner = SshRunner(
+        known_hosts=known,
+        default_user=ssh_server.username,
+        default_key_file=ssh_server.client_key_path,
+        connect_timeout=5,
+        ssh_config=str(config),
+    )
     target = HostTarget("pooled", "gpu-pooled")
     try:
         assert (await runner.run(target, "echo one", timeout=15)).stdout == "one\n"

@@ -43,8 +43,11 @@ def trust(tmp_path, *servers: SshTestServer) -> str:
 def forwarded_to(bastion: SshTestServer, port: int) -> int:
     """How many direct-tcpip forwards to 127.0.0.1:port the bastion logged."""
     text = "".join(open(p).read() for p in bastion.log_paths)
-    return sum(1 for line in text.splitlines()
-               if "server_request_direct_tcpip" in line and line.endswith(f"target 127.0.0.1 port {port}"))
+    return sum(
+        1
+        for line in text.splitlines()
+        if "server_request_direct_tcpip" in line and line.endswith(f"target 127.0.0.1 port {port}")
+    )
 
 
 @pytest.mark.sshd  # bastion and target_server: sshds of their own
@@ -52,8 +55,14 @@ async def test_probe_through_a_jump_host(services, bastion, target_server, tmp_p
     services.runner.ssh.known_hosts = trust(tmp_path, bastion, target_server)
     before = forwarded_to(bastion, target_server.port)
     async with services.sessions() as db, db.begin():
-        h = await hosts.add(db_session=db, name="behind", address="127.0.0.1", port=target_server.port,
-                            key_file=target_server.client_key_path, jump=f"{bastion.username}@127.0.0.1:{bastion.port}")
+        h = await hosts.add(
+            db_session=db,
+            name="behind",
+            address="127.0.0.1",
+            port=target_server.port,
+            key_file=target_server.client_key_path,
+            jump=f"{bastion.username}@127.0.0.1:{bastion.port}",
+        )
     assert h.jump == f"{bastion.username}@127.0.0.1:{bastion.port}"
     report = await check_host(services=services, host_name="behind")
     assert report.assessment.verdict is Verdict.READY, report.error
@@ -67,8 +76,14 @@ async def test_probe_through_a_jump_host(services, bastion, target_server, tmp_p
 async def test_jump_host_not_in_known_hosts_is_refused(services, bastion, target_server, tmp_path):
     services.runner.ssh.known_hosts = trust(tmp_path, target_server)  # the target only
     async with services.sessions() as db, db.begin():
-        await hosts.add(db_session=db, name="behind2", address="127.0.0.1", port=target_server.port,
-                        key_file=target_server.client_key_path, jump=f"127.0.0.1:{bastion.port}")
+        await hosts.add(
+            db_session=db,
+            name="behind2",
+            address="127.0.0.1",
+            port=target_server.port,
+            key_file=target_server.client_key_path,
+            jump=f"127.0.0.1:{bastion.port}",
+        )
     report = await check_host(services=services, host_name="behind2")
     assert report.assessment.verdict is Verdict.UNREACHABLE
     assert f"(jump host 127.0.0.1:{bastion.port})" in report.error and "is not in" in report.error
@@ -88,21 +103,27 @@ async def test_ssh_config_alias_and_proxyjump(bastion, target_server, tmp_path):
         f"  IdentityFile {target_server.client_key_path}\n"
     )
     known = tmp_path / "known_hosts"
-    known.write_text("".join(line + "\n" for line in bastion.known_hosts_lines())
-                     + f"[gpu-behind]:{target_server.port} {target_server.host_key_pub}\n"
-                     + "".join(line + "\n" for line in target_server.known_hosts_lines()))
+    known.write_text(
+        "".join(line + "\n" for line in bastion.known_hosts_lines())
+        + f"[gpu-behind]:{target_server.port} {target_server.host_key_pub}\n"
+        + "".join(line + "\n" for line in target_server.known_hosts_lines())
+    )
     runner = SshRunner(known_hosts=str(known), connect_timeout=5, ssh_config=str(config))
     try:
         before = forwarded_to(bastion, target_server.port)
         res = await runner.run(HostTarget("aliased", "gpu-behind"), 'echo "$SSH_CONNECTION"', timeout=15)
         assert res.exit_status == 0 and res.stdout.split()[3] == str(target_server.port)
         assert forwarded_to(bastion, target_server.port) == before + 1
-        assert [str(h) for h in runner.hops(HostTarget("aliased", "gpu-behind"))] == [f"{bastion.username}@127.0.0.1:{bastion.port}"]
+        assert [str(h) for h in runner.hops(HostTarget("aliased", "gpu-behind"))] == [
+            f"{bastion.username}@127.0.0.1:{bastion.port}"
+        ]
         # registered by its alias, it is listed as the config reaches it (was `gpu-behind:22`, no user, no via)
         reached = runner.effective(HostTarget("aliased", "gpu-behind"))
         listed = hosts.reach_text(hosts.Host(name="aliased", address="gpu-behind", port=22, transport="ssh"), reached)
-        assert listed == (f"{target_server.username}@127.0.0.1:{target_server.port} via {bastion.username}@127.0.0.1:{bastion.port}"
-                          " (ssh_config Host gpu-behind)"), listed
+        assert listed == (
+            f"{target_server.username}@127.0.0.1:{target_server.port} via {bastion.username}@127.0.0.1:{bastion.port}"
+            " (ssh_config Host gpu-behind)"
+        ), listed
     finally:
         await runner.close()
 

@@ -111,7 +111,9 @@ async def test_known_hosts_entry_changed_drops_the_pooled_connection(services, s
     assert services.runner.ssh.trusted.reads == 2
 
 
-async def test_hosts_sharing_an_address_never_share_a_connection(services, ssh_server, second_server, fake_hosts, tmp_path):
+async def test_hosts_sharing_an_address_never_share_a_connection(
+    services, ssh_server, second_server, fake_hosts, tmp_path
+):
     trust_both(services, tmp_path, ssh_server, second_server)
     fakestate.write_state(second_server, "127.0.0.1", orphan_mib={3: 4096})  # only B holds VRAM
     await register(services, "hostA", "127.0.0.1", ssh_server.port)
@@ -135,8 +137,11 @@ async def test_changed_port_or_user_opens_a_new_connection(services, ssh_server,
     await register(services, "moved", "127.0.0.1", ssh_server.port)
     assert (await check_host(services=services, host_name="moved")).assessment.verdict is Verdict.READY
     async with services.sessions() as db, db.begin():
-        await db.execute(update(Host).where(Host.name == "moved").values(port=second_server.port,
-                                                                         key_file=second_server.client_key_path))
+        await db.execute(
+            update(Host)
+            .where(Host.name == "moved")
+            .values(port=second_server.port, key_file=second_server.client_key_path)
+        )
     moved = await check_host(services=services, host_name="moved")
     assert moved.assessment.verdict is Verdict.NOT_READY  # the new port's host, not the pooled one
     assert pool_of(services).stats.replaced == 1
@@ -151,7 +156,12 @@ async def test_pool_setting_off_keeps_nothing_open(database_url, ssh_server, fak
 
     settings = make_settings(database_url, ssh_server, ssh_pool=False)
     engine = make_engine(database_url)
-    svc = Services(settings=settings, sessions=make_session_factory(engine), runner=RoutingRunner(ssh_runner(settings)), engine=engine)
+    svc = Services(
+        settings=settings,
+        sessions=make_session_factory(engine),
+        runner=RoutingRunner(ssh_runner(settings)),
+        engine=engine,
+    )
     try:
         await register(svc, "nopool", "127.0.0.4", ssh_server.port)
         assert (await check_host(services=svc, host_name="nopool")).assessment.verdict is Verdict.READY

@@ -41,7 +41,9 @@ def fixture_text(name: str) -> str:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("addr", ["127.0.0.1", "127.0.0.3", "127.0.0.20"])
 async def test_connects_and_fakes_come_first_on_path(ssh_server, addr):
-    res = await ssh_run(ssh_server, addr, 'echo "$SSH_CONNECTION"; command -v nvidia-smi; command -v systemctl; echo "$PATH"')
+    res = await ssh_run(
+        ssh_server, addr, 'echo "$SSH_CONNECTION"; command -v nvidia-smi; command -v systemctl; echo "$PATH"'
+    )
     assert res.exit_status == 0, res.stderr
     conn, smi, systemctl, path = res.stdout.splitlines()
     assert conn.split()[2:] == [addr, str(ssh_server.port)]
@@ -127,8 +129,9 @@ async def test_systemctl_show_stop_start_round_trip(ssh_server, fake_hosts):
     show = "systemctl show -p ActiveState,SubState,MainPID vllm.service ghost.service"
     res = await ssh_run(ssh_server, "127.0.0.9", show)
     assert res.exit_status == 0
-    assert res.stdout == ("MainPID=4321\nActiveState=active\nSubState=running\n\n"
-                          "MainPID=0\nActiveState=inactive\nSubState=dead\n")
+    assert res.stdout == (
+        "MainPID=4321\nActiveState=active\nSubState=running\n\nMainPID=0\nActiveState=inactive\nSubState=dead\n"
+    )
 
     res = await ssh_run(ssh_server, "127.0.0.9", "systemctl stop vllm.service; systemctl is-active vllm")
     assert (res.exit_status, res.stdout) == (3, "inactive\n")
@@ -143,24 +146,45 @@ async def test_systemctl_show_stop_start_round_trip(ssh_server, fake_hosts):
 
 def test_query_formats_match_the_h200_capture(ssh_server, fake_hosts):
     """With the capture's identity and readings, the fake prints the captured bytes."""
-    fake_hosts.write("127.0.0.10", gpus=1, gpu_overrides={0: {
-        "uuid": "GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01", "serial": "1650000000001",
-        "temperature.gpu": "37", "power.draw": "125.26"}})
+    fake_hosts.write(
+        "127.0.0.10",
+        gpus=1,
+        gpu_overrides={
+            0: {
+                "uuid": "GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01",
+                "serial": "1650000000001",
+                "temperature.gpu": "37",
+                "power.draw": "125.26",
+            }
+        },
+    )
     out = fakestate.run_fake(ssh_server, "127.0.0.10", "nvidia-smi", f"--query-gpu={CAPTURE_FIELDS}", "--format=csv")
     assert (out.returncode, out.stdout) == (0, fixture_text("query_gpu_idle_csv.out"))
     bad = fakestate.run_fake(ssh_server, "127.0.0.10", "nvidia-smi", "--query-gpu=index,not.a.field", "--format=csv")
     assert (bad.returncode, bad.stdout) == (2, fixture_text("badfield.out"))
-    apps = fakestate.run_fake(ssh_server, "127.0.0.10", "nvidia-smi",
-                              "--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv")
+    apps = fakestate.run_fake(
+        ssh_server,
+        "127.0.0.10",
+        "nvidia-smi",
+        "--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
+        "--format=csv",
+    )
     assert apps.stdout == fixture_text("apps_idle_header.out")
 
 
 def test_orphan_memory_is_used_without_a_process(ssh_server, fake_hosts):
     fake_hosts.write("127.0.0.11", orphan_mib={1: 2048})
-    gpu = fakestate.run_fake(ssh_server, "127.0.0.11", "nvidia-smi",
-                             "--query-gpu=memory.used,memory.free,utilization.gpu", "--format=csv,noheader,nounits")
+    gpu = fakestate.run_fake(
+        ssh_server,
+        "127.0.0.11",
+        "nvidia-smi",
+        "--query-gpu=memory.used,memory.free,utilization.gpu",
+        "--format=csv,noheader,nounits",
+    )
     assert gpu.stdout.splitlines()[:2] == ["0, 143156, 0", "2048, 141108, 0"]
-    apps = fakestate.run_fake(ssh_server, "127.0.0.11", "nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader")
+    apps = fakestate.run_fake(
+        ssh_server, "127.0.0.11", "nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"
+    )
     assert apps.stdout == ""
 
 

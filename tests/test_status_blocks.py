@@ -13,14 +13,24 @@ from tests.support.blockkit import blocks_text, validate_message
 
 def test_a_huge_host_report_fits_and_says_what_was_cut():
     gpus = [Gpu(i, f"GPU-{i}", "NVIDIA H200 <&>", 143771, 1000, 616, 5, 40, 300.0, "Disabled") for i in range(64)]
-    procs = [GpuProcess(f"GPU-{i % 64}", 1000 + i, 10, "/usr/bin/python3 -m vllm.entrypoints " + "x" * 200) for i in range(300)]
+    procs = [
+        GpuProcess(f"GPU-{i % 64}", 1000 + i, 10, "/usr/bin/python3 -m vllm.entrypoints " + "x" * 200)
+        for i in range(300)
+    ]
     folders = [Folder(f"/shared/{'deep/' * 30}model-{i}", FolderState.PRESENT, 10**9 * i) for i in range(200)]
     units = [Unit(f"svc{i}.service", "loaded", "active", "running", i) for i in range(100)]
-    readings = Readings(GpuReport(gpus=gpus, processes=procs, driver_version="580.159.04"),
-                        [Disk("/", "/dev/vda", "/", 10**12, 10**11, 9 * 10**11, None)], folders,
-                        Folder("/root/.cache/huggingface", FolderState.PARTIAL, 5, "du: cannot read " + "y" * 5000), units, HostContext())
+    readings = Readings(
+        GpuReport(gpus=gpus, processes=procs, driver_version="580.159.04"),
+        [Disk("/", "/dev/vda", "/", 10**12, 10**11, 9 * 10**11, None)],
+        folders,
+        Folder("/root/.cache/huggingface", FolderState.PARTIAL, 5, "du: cannot read " + "y" * 5000),
+        units,
+        HostContext(),
+    )
     a = assess(readings, Requirements(units={u.name: "inactive" for u in units}))
-    report = StatusReport("node174", "ops@10.0.0.1:22", 42, datetime(2026, 11, 29, tzinfo=timezone.utc), 1234, a, readings)
+    report = StatusReport(
+        "node174", "ops@10.0.0.1:22", 42, datetime(2026, 11, 29, tzinfo=timezone.utc), 1234, a, readings
+    )
     view = status_view(report)
     blocks = status_blocks(view)
     validate_message(blocks, view.headline)
@@ -32,34 +42,62 @@ def test_a_huge_host_report_fits_and_says_what_was_cut():
 def test_the_trust_hint_names_the_command_of_the_place_it_is_read_in():
     from bot.readiness.verdict import unreachable
 
-    a = unreachable("node174: the SSH host key of 10.0.0.1:22 is not in /k. Refusing to connect; verify its fingerprint "
-                    "and trust it.", "host_key")
+    a = unreachable(
+        "node174: the SSH host key of 10.0.0.1:22 is not in /k. Refusing to connect; verify its fingerprint "
+        "and trust it.",
+        "host_key",
+    )
     report = StatusReport("node174", "ops@10.0.0.1:22", 7, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, a, None)
     terminal = status_text(status_view(report))
     chat = blocks_text(status_blocks(status_view(report, command="/gpu")))
     assert "Next: `gpubot hosts trust node174`" in terminal and "/gpu" not in terminal
     assert "Next: `/gpu hosts trust node174`" in chat and "gpubot hosts" not in chat
-    other = StatusReport("node174", "x", 8, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, unreachable("refused", "unreachable"), None)
+    other = StatusReport(
+        "node174", "x", 8, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, unreachable("refused", "unreachable"), None
+    )
     assert "hosts trust" not in status_text(status_view(other))
 
 
 def _busy_host(units: list[Unit], expected: dict[str, str]) -> StatusReport:
     """node1: GPU 3 held by python3 pid 31582 (its owner not read), ``units`` as read."""
-    gpus = [Gpu(i, f"GPU-{i}", "NVIDIA H200", 143771, 81920 if i == 3 else 0, 0, 0, 30, 70.0, "Disabled") for i in range(8)]
-    readings = Readings(GpuReport(gpus=gpus, processes=[GpuProcess("GPU-3", 31582, 81920, "python3")]),
-                        [Disk("/", "/dev/vda", "/", 10**12, 10**11, 9 * 10**11, None)], [], None, units, HostContext())
+    gpus = [
+        Gpu(i, f"GPU-{i}", "NVIDIA H200", 143771, 81920 if i == 3 else 0, 0, 0, 30, 70.0, "Disabled") for i in range(8)
+    ]
+    readings = Readings(
+        GpuReport(gpus=gpus, processes=[GpuProcess("GPU-3", 31582, 81920, "python3")]),
+        [Disk("/", "/dev/vda", "/", 10**12, 10**11, 9 * 10**11, None)],
+        [],
+        None,
+        units,
+        HostContext(),
+    )
     a = assess(readings, Requirements(units=expected))
-    return StatusReport("node1", "ops@10.0.0.1:22", 9, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, a, readings,
-                        units_expected=expected)
+    return StatusReport(
+        "node1",
+        "ops@10.0.0.1:22",
+        9,
+        datetime(2026, 11, 29, tzinfo=timezone.utc),
+        12,
+        a,
+        readings,
+        units_expected=expected,
+    )
 
 
 def test_next_step_stops_a_configured_unit_that_runs_while_expected_inactive():
     expected = {"vllm.service": "inactive", "sglang.service": "inactive"}
-    report = _busy_host([Unit("vllm.service", "loaded", "active", "running", 31582),
-                         Unit("sglang.service", "loaded", "inactive", "dead", 0)], expected)
+    report = _busy_host(
+        [
+            Unit("vllm.service", "loaded", "active", "running", 31582),
+            Unit("sglang.service", "loaded", "inactive", "dead", 0),
+        ],
+        expected,
+    )
     (steps,) = [s.lines for s in status_view(report, command="/gpu").sections if s.title == "Next step"]
-    assert steps == ["`/gpu stop node1 vllm.service` — vllm.service is active, expected inactive",
-                     "`/gpu kill node1 pid=31582` — python3 (pid 31582)"]
+    assert steps == [
+        "`/gpu stop node1 vllm.service` — vllm.service is active, expected inactive",
+        "`/gpu kill node1 pid=31582` — python3 (pid 31582)",
+    ]
     quiet = _busy_host([Unit("vllm.service", "loaded", "inactive", "dead", 0)], {"vllm.service": "inactive"})
     (steps,) = [s.lines for s in status_view(quiet, command="/gpu").sections if s.title == "Next step"]
     assert steps == ["`/gpu kill node1 pid=31582` — python3 (pid 31582)"]

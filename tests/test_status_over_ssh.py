@@ -25,7 +25,9 @@ async def test_clean_host_is_ready_and_stored(services, ssh_server, fake_hosts, 
     weights = tmp_path / "glm5"
     weights.mkdir()
     (weights / "model.gguf").write_bytes(b"\0" * 100_000)
-    report = await check_host(services=services, host_name="node174", need_bytes=1000, paths=(str(weights), "/no/such/folder"))
+    report = await check_host(
+        services=services, host_name="node174", need_bytes=1000, paths=(str(weights), "/no/such/folder")
+    )
     assert report.assessment.verdict is Verdict.READY, report.assessment.reasons
     assert len(report.readings.gpu.gpus) == 8
     assert report.readings.gpu.gpus[0].memory_total_mib == 143771
@@ -93,7 +95,10 @@ async def test_a_driver_failure_is_not_ready_and_a_missing_nvidia_smi_unknown(se
     fake_hosts.write("127.0.0.8", smi_mode="missing")
     nodrv = await check_host(services=services, host_name="nodrv")
     nosmi = await check_host(services=services, host_name="nosmi")
-    assert nodrv.assessment.verdict is Verdict.NOT_READY and "couldn't communicate with the NVIDIA driver" in nodrv.assessment.reasons[0].text
+    assert (
+        nodrv.assessment.verdict is Verdict.NOT_READY
+        and "couldn't communicate with the NVIDIA driver" in nodrv.assessment.reasons[0].text
+    )
     assert nodrv.assessment.reasons[0].text.startswith("the NVIDIA driver is not loaded — load it")
     assert nosmi.assessment.verdict is Verdict.UNKNOWN and "not installed" in nosmi.assessment.reasons[0].text
     assert (await stored(services, nodrv.snapshot_id)).raw["gpus"]["exit_status"] == 9
@@ -109,7 +114,9 @@ async def test_old_driver_without_memory_reserved_still_reads(services, ssh_serv
 
 async def test_units_expected_state(services, ssh_server, fake_hosts):
     await register(services, "svc", "127.0.0.11", ssh_server, probe={"units": {"vllm.service": "inactive"}})
-    fake_hosts.write("127.0.0.11", units={"vllm.service": {"ActiveState": "active", "SubState": "running", "MainPID": 4242}})
+    fake_hosts.write(
+        "127.0.0.11", units={"vllm.service": {"ActiveState": "active", "SubState": "running", "MainPID": 4242}}
+    )
     report = await check_host(services=services, host_name="svc")
     assert report.assessment.verdict is Verdict.NOT_READY
     assert "vllm.service is active, expected inactive" in [r.text for r in report.assessment.reasons]
@@ -151,7 +158,9 @@ async def test_a_refused_key_names_the_user_the_key_and_the_fix(services, ssh_se
     report = await check_host(services=services, host_name="node2")
     assert report.assessment.verdict is Verdict.UNREACHABLE
     text = report.assessment.reasons[0].text
-    assert text.startswith(f"node2: SSH authentication failed as {ssh_server.username} with the key {other} (the host’s key file)")
+    assert text.startswith(
+        f"node2: SSH authentication failed as {ssh_server.username} with the key {other} (the host’s key file)"
+    )
     assert "GPUBOT_SSH_KEY_FILE" in text and f"gpubot hosts add node2 127.0.0.16 --port {ssh_server.port}" in text
     assert one_line(report).startswith("node2 · unreachable · SSH authentication failed as ")  # the name once
 
@@ -160,13 +169,29 @@ async def test_no_key_at_all_says_so(tmp_path):
     from bot.ssh.auth import auth_failed_message
     from bot.ssh.target import HostTarget
 
-    text = auth_failed_message(HostTarget("node2", "127.0.0.77", 2222, user="root"), user="root", key_file=None,
-                               key_from_setting=True, ssh_config=None, agent=False, home_ssh=str(tmp_path))
-    assert text.startswith(f"node2: SSH authentication failed as root with no key: GPUBOT_SSH_KEY_FILE is not set, "
-                           f"no key in {tmp_path}, no SSH agent; ")
+    text = auth_failed_message(
+        HostTarget("node2", "127.0.0.77", 2222, user="root"),
+        user="root",
+        key_file=None,
+        key_from_setting=True,
+        ssh_config=None,
+        agent=False,
+        home_ssh=str(tmp_path),
+    )
+    assert text.startswith(
+        f"node2: SSH authentication failed as root with no key: GPUBOT_SSH_KEY_FILE is not set, "
+        f"no key in {tmp_path}, no SSH agent; "
+    )
     (tmp_path / "id_ed25519").write_text("k")
-    text = auth_failed_message(HostTarget("node2", "127.0.0.77", 2222, user="root"), user="root", key_file=None,
-                               key_from_setting=True, ssh_config=None, agent=True, home_ssh=str(tmp_path))
+    text = auth_failed_message(
+        HostTarget("node2", "127.0.0.77", 2222, user="root"),
+        user="root",
+        key_file=None,
+        key_from_setting=True,
+        ssh_config=None,
+        agent=True,
+        home_ssh=str(tmp_path),
+    )
     assert f"with no key configured; tried {tmp_path}/id_ed25519, the SSH agent's keys;" in text
 
 
@@ -205,5 +230,11 @@ async def test_registration_refuses_bad_settings_and_reserved_names(services):
             with pytest.raises(UsageError):
                 await hosts.add(db_session=db, **kw)
     async with services.sessions() as db, db.begin():
-        h = await hosts.add(db_session=db, name="n2", address="10.0.0.2", key_file="keys/id", probe={"units": {"vllm.service": "inactive"}})
+        h = await hosts.add(
+            db_session=db,
+            name="n2",
+            address="10.0.0.2",
+            key_file="keys/id",
+            probe={"units": {"vllm.service": "inactive"}},
+        )
     assert os.path.isabs(h.key_file)

@@ -48,8 +48,13 @@ def test_the_audit_shows_the_removal_the_script_runs(tmp_path: Path):
     assert 'cd -P -- "$parent"' in script and 'rm -rf --one-file-system -- "./$name"' in script
     assert f"delete_path self '{root}' '{root}/old one'" in script
     assert sh(script).returncode == 0 and not (root / "old one").exists()
-    sudo_display, sudo_script = remote.delete_script(item(root / "x", root / "x", root), helper="/usr/local/sbin/gpubot-priv")
-    assert sudo_display == f"sudo -n /usr/local/sbin/gpubot-priv delete '{root}' '{root}/x'" and sudo_display in sudo_script
+    sudo_display, sudo_script = remote.delete_script(
+        item(root / "x", root / "x", root), helper="/usr/local/sbin/gpubot-priv"
+    )
+    assert (
+        sudo_display == f"sudo -n /usr/local/sbin/gpubot-priv delete '{root}' '{root}/x'"
+        and sudo_display in sudo_script
+    )
 
 
 def test_resolve_and_proc_commands_say_gone(tmp_path: Path):
@@ -99,7 +104,9 @@ def test_deleting_itself_refuses_a_root_whose_folder_above_another_user_owns(tmp
     os.chown(above, 65534, 65534)
     try:
         res = sh(remote.delete_script(item(root / "old", root / "old", root))[1])
-        assert res.returncode == StepExit.REFUSED and res.stdout.startswith(f"refused: root {root} is not safe: {above} belongs to uid 65534")
+        assert res.returncode == StepExit.REFUSED and res.stdout.startswith(
+            f"refused: root {root} is not safe: {above} belongs to uid 65534"
+        )
         assert (root / "old").exists()
         os.chown(above, os.getuid(), os.getgid())
         os.chmod(above, 0o777)
@@ -149,8 +156,9 @@ def test_a_kill_without_the_helper_spares_a_system_daemon_that_took_the_planned_
         assert _planned(attacker) == planned  # same pid, start time and command line as planned
         res = sh(remote.kill_script([planned, _planned(other)], 1.0)[1])
         results = remote.kill_results(res.stdout)
-        assert results[attacker.pid] == (f"refused: pid {attacker.pid} is {daemon}, a system daemon "
-                                         "(never killed by gpubot: stop its unit instead)"), res
+        assert results[attacker.pid] == (
+            f"refused: pid {attacker.pid} is {daemon}, a system daemon (never killed by gpubot: stop its unit instead)"
+        ), res
         assert results[other.pid] == "terminated"
         assert res.returncode == StepExit.REFUSED
         assert attacker.poll() is None  # the canary lives

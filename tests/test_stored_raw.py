@@ -28,16 +28,20 @@ def test_the_stored_cap_is_the_read_cap_of_one_command():
 def test_under_the_cap_nothing_changes_and_over_it_each_stream_gets_a_fair_share_cut_in_the_middle():
     small = {"gpus": {"stdout": "0, GPU-1\n", "stderr": "", "exit_status": 0}}
     assert capped(small, cap=100) is small and capped(None) is None
-    raw = {"gpus": {"stdout": "g" * 50, "stderr": "", "exit_status": 0},
-           "hf": {"stdout": "", "stderr": "HEAD" + "d" * 5000 + "TAIL", "exit_status": 1},
-           "kernel_log": {"stdout": "k" * 3000, "stderr": "", "exit_status": 0},
-           "batch": "not a probe entry"}
+    raw = {
+        "gpus": {"stdout": "g" * 50, "stderr": "", "exit_status": 0},
+        "hf": {"stdout": "", "stderr": "HEAD" + "d" * 5000 + "TAIL", "exit_status": 1},
+        "kernel_log": {"stdout": "k" * 3000, "stderr": "", "exit_status": 0},
+        "batch": "not a probe entry",
+    }
     got = capped(raw, cap=2000)
     assert raw["hf"]["stderr"].startswith("HEAD") and len(raw["hf"]["stderr"]) == 5008  # the input is untouched
     assert got["gpus"] == raw["gpus"] and got["batch"] == "not a probe entry"  # a short stream keeps all of it
     hf, kl = got["hf"], got["kernel_log"]
     assert hf["stderr"].startswith("HEAD") and hf["stderr"].endswith("TAIL") and hf["stderr_chars"] == 5008
-    assert "characters of stderr not stored here; a snapshot stores at most 2,000 characters of raw output" in hf["stderr"]
+    assert (
+        "characters of stderr not stored here; a snapshot stores at most 2,000 characters of raw output" in hf["stderr"]
+    )
     assert kl["stdout_chars"] == 3000 and "characters of stdout not stored here" in kl["stdout"]
     assert "stdout_chars" not in hf and hf["exit_status"] == 1
     assert _chars(got) <= 2000

@@ -11,7 +11,17 @@ import pytest
 
 from bot.actions.health import HealthCheck
 from bot.actions.kinds import SPEC_SCHEMA_VERSION, ActionKind, ActionSpec
-from bot.actions.plan import PLAN_SCHEMA_VERSION, CheckDiskStep, DeleteStep, KillStep, Plan, ProcItem, Step, UnitStep, WaitGpusStep
+from bot.actions.plan import (
+    PLAN_SCHEMA_VERSION,
+    CheckDiskStep,
+    DeleteStep,
+    KillStep,
+    Plan,
+    ProcItem,
+    Step,
+    UnitStep,
+    WaitGpusStep,
+)
 from bot.db import versioned
 from bot.errors import StoredShapeError
 from bot.reports.models import RUN_SNAPSHOTS_VERSION, dump_run_snapshots, load_run_snapshots
@@ -63,9 +73,14 @@ class Shape:
 
 
 def test_an_upgrade_path_runs_one_version_at_a_time():
-    upgrades = {1: lambda d: {"host": d["name"], "size": d["size"]}, 2: lambda d: {"host": d["host"], "size_bytes": d["size"]}}
+    upgrades = {
+        1: lambda d: {"host": d["name"], "size": d["size"]},
+        2: lambda d: {"host": d["host"], "size_bytes": d["size"]},
+    }
     assert versioned.load({"name": "n1", "size": 5}, Shape, version=3, upgrades=upgrades, what="x") == Shape("n1", 5)
-    assert versioned.load({"schema_version": 2, "host": "n1", "size": 5}, Shape, version=3, upgrades=upgrades, what="x") == Shape("n1", 5)
+    assert versioned.load(
+        {"schema_version": 2, "host": "n1", "size": 5}, Shape, version=3, upgrades=upgrades, what="x"
+    ) == Shape("n1", 5)
     with pytest.raises(StoredShapeError, match="no upgrade from schema 1"):
         versioned.load({"name": "n1"}, Shape, version=3, upgrades={2: upgrades[2]}, what="x")
 
@@ -75,7 +90,9 @@ def test_report_run_snapshot_ids_of_both_versions_load():
     assert load_run_snapshots(v1) == v1
     assert load_run_snapshots(None) == {} and load_run_snapshots({}) == {}
     stored = dump_run_snapshots(v1)
-    assert stored["schema_version"] == RUN_SNAPSHOTS_VERSION and load_run_snapshots(json.loads(json.dumps(stored))) == v1
+    assert (
+        stored["schema_version"] == RUN_SNAPSHOTS_VERSION and load_run_snapshots(json.loads(json.dumps(stored))) == v1
+    )
     odd = {"schema_version": 7, "node1": 3}  # version 1 with a host called schema_version
     assert load_run_snapshots(odd) == odd
     with pytest.raises(StoredShapeError, match="snapshot ids"):
@@ -92,11 +109,20 @@ def v1_args(step: Step) -> dict[str, Any]:
         case DeleteStep(item=item, via=via):
             return {**asdict(item), "via": via}
         case KillStep(procs=procs, via=via):  # a process's owner and user came later: unset, they are left out
-            return {"procs": [{k: v for k, v in asdict(p).items() if v is not None or k not in LATER_PROC_FIELDS} for p in procs],
-                    "via": via}
+            return {
+                "procs": [
+                    {k: v for k, v in asdict(p).items() if v is not None or k not in LATER_PROC_FIELDS} for p in procs
+                ],
+                "via": via,
+            }
         case UnitStep():
-            return {"verb": step.verb, "unit": step.unit, "expect": list(step.expect), "via": step.via,
-                    "health": step.health.to_json() if step.health else None}
+            return {
+                "verb": step.verb,
+                "unit": step.unit,
+                "expect": list(step.expect),
+                "via": step.via,
+                "health": step.health.to_json() if step.health else None,
+            }
         case WaitGpusStep():
             return {}
         case CheckDiskStep(path=path, need_bytes=need):
@@ -107,9 +133,12 @@ def v1_args(step: Step) -> dict[str, Any]:
 
 def test_plan_steps_keep_their_arguments():
     health = HealthCheck("http://127.0.0.1:8000/health", "vLLM default", True, 60.0)
-    steps: list[Step] = [UnitStep("stop a.service", "stop", "a.service", ("inactive",), via="sudo"),
-                         WaitGpusStep("wait"), CheckDiskStep("check", "/models", 10**12),
-                         UnitStep("start b.service", "start", "b.service", ("active",), health)]
+    steps: list[Step] = [
+        UnitStep("stop a.service", "stop", "a.service", ("inactive",), via="sudo"),
+        WaitGpusStep("wait"),
+        CheckDiskStep("check", "/models", 10**12),
+        UnitStep("start b.service", "start", "b.service", ("active",), health),
+    ]
     plan = Plan(ActionSpec(ActionKind.PIVOT, "n1", from_unit="a.service", to_unit="b.service"), None, steps, [], "")
     assert Plan.from_json(json.loads(json.dumps(plan.to_json()))).steps == steps
 
@@ -118,14 +147,44 @@ def test_a_version_1_step_with_privilege_and_a_health_check_upgrades():
     """Version 1 rows written after ``via`` and ``health`` existed kept them inside ``args``; the health
     dict of the oldest ones lacks fields that now have defaults."""
     row = json.loads((STORED / "action_request_pivot.json").read_text())["plan"]
-    start = {"op": "unit", "title": "start b (check: up)", "args": {
-        "verb": "start", "unit": "model-b.service", "expect": ["active"], "via": "sudo",
-        "health": {"url": "http://127.0.0.1:8001/health", "wait_s": 30}}}
-    kill = {"op": "kill", "title": "end 1 process", "args": {"via": "user", "procs": [
-        {"pid": 7, "name": "python3", "gpu": 0, "used_mib": 10, "start_time": "5", "cmd_sha": "ab" * 32, "cmdline": "x"}]}}
+    start = {
+        "op": "unit",
+        "title": "start b (check: up)",
+        "args": {
+            "verb": "start",
+            "unit": "model-b.service",
+            "expect": ["active"],
+            "via": "sudo",
+            "health": {"url": "http://127.0.0.1:8001/health", "wait_s": 30},
+        },
+    }
+    kill = {
+        "op": "kill",
+        "title": "end 1 process",
+        "args": {
+            "via": "user",
+            "procs": [
+                {
+                    "pid": 7,
+                    "name": "python3",
+                    "gpu": 0,
+                    "used_mib": 10,
+                    "start_time": "5",
+                    "cmd_sha": "ab" * 32,
+                    "cmdline": "x",
+                }
+            ],
+        },
+    }
     plan = Plan.from_json({**row, "steps": [start, kill]})
-    assert plan.steps[0] == UnitStep("start b (check: up)", "start", "model-b.service", ("active",),
-                                     HealthCheck("http://127.0.0.1:8001/health", "", True, 30.0), via="sudo")
+    assert plan.steps[0] == UnitStep(
+        "start b (check: up)",
+        "start",
+        "model-b.service",
+        ("active",),
+        HealthCheck("http://127.0.0.1:8001/health", "", True, 30.0),
+        via="sudo",
+    )
     assert plan.steps[1] == KillStep("end 1 process", (ProcItem(7, "python3", 0, 10, "5", "ab" * 32, "x"),), via="user")
     with pytest.raises(StoredShapeError, match="steps.0"):
         Plan.from_json({**row, "steps": [{"op": "reboot", "title": "?", "args": {}}]})

@@ -44,7 +44,9 @@ def test_du_partial_total_is_a_value_with_a_warning():
 
 
 def test_systemctl_show_and_missing_systemctl():
-    u = parse_unit("vllm.service", ProbeOutput("u", "MainPID=0\nLoadState=loaded\nActiveState=inactive\nSubState=dead\n", "", 0))
+    u = parse_unit(
+        "vllm.service", ProbeOutput("u", "MainPID=0\nLoadState=loaded\nActiveState=inactive\nSubState=dead\n", "", 0)
+    )
     assert (u.active_state, u.sub_state, u.main_pid, u.load_state) == ("inactive", "dead", 0, "loaded")
     missing = parse_unit("vllm.service", captured("systemctl_isactive"))
     assert missing.active_state is None and "not available" in missing.error

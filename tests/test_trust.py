@@ -41,16 +41,23 @@ async def test_trust_replaces_hashed_and_multi_name_lines_and_the_old_key_is_ref
     server.restart()  # the right key, whatever an earlier test left
     port, old, other = server.port, server.wrong_host_key_pub, server.host_key_pub
     known = tmp_path / "known_hosts"
-    lines = ["# team hosts",
-             f"[127.0.0.1]:{port} {old}",
-             f"gpu-old,[127.0.0.1]:{port},10.9.9.9 {old}",
-             *hashed([f"[127.0.0.1]:{port} {old}"], tmp_path),
-             f"[127.0.0.2]:{port} {other}",  # another host: a canary that must survive
-             *hashed([f"[127.0.0.2]:{port} {other}"], tmp_path)]
+    lines = [
+        "# team hosts",
+        f"[127.0.0.1]:{port} {old}",
+        f"gpu-old,[127.0.0.1]:{port},10.9.9.9 {old}",
+        *hashed([f"[127.0.0.1]:{port} {old}"], tmp_path),
+        f"[127.0.0.2]:{port} {other}",  # another host: a canary that must survive
+        *hashed([f"[127.0.0.2]:{port} {other}"], tmp_path),
+    ]
     known.write_text("".join(line + "\n" for line in lines))
     os.chmod(known, 0o666)
-    runner = SshRunner(known_hosts=str(known), default_user=server.username, default_key_file=server.client_key_path,
-                       connect_timeout=5, ssh_config="none")
+    runner = SshRunner(
+        known_hosts=str(known),
+        default_user=server.username,
+        default_key_file=server.client_key_path,
+        connect_timeout=5,
+        ssh_config="none",
+    )
     target = HostTarget("n1", "127.0.0.1", port)
     try:
         warning = trust.file_warning(str(known))
@@ -79,8 +86,13 @@ async def test_trust_of_a_host_registered_by_dns_name(server, tmp_path):
     server.restart()
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.2]:{server.port} {server.host_key_pub}\n")  # a file exists: it used to crash here
-    runner = SshRunner(known_hosts=str(known), default_user=server.username, default_key_file=server.client_key_path,
-                       connect_timeout=5, ssh_config="none")
+    runner = SshRunner(
+        known_hosts=str(known),
+        default_user=server.username,
+        default_key_file=server.client_key_path,
+        connect_timeout=5,
+        ssh_config="none",
+    )
     target = HostTarget("dnsbox", "localhost", server.port)
     try:
         offered = await trust.fetch_host_key(target, str(known), runner=runner)
@@ -103,15 +115,17 @@ def test_replace_entries_finds_every_form_and_leaves_others():
     salt = b"0123456789abcdefghij"
     digest = hmac.new(salt, b"[10.0.0.174]:2222", hashlib.sha1).digest()
     hashed_line = f"|1|{base64.b64encode(salt).decode()}|{base64.b64encode(digest).decode()} ssh-ed25519 AAAAold"
-    text = "\n".join([
-        "NODE174:2222 ssh-ed25519 AAAAport-less-typo",  # not a form of [node174]:2222: stays
-        "[Node174]:2222,other ssh-ed25519 AAAAold",     # any case, among other names: goes whole
-        hashed_line,                                     # hashed: goes
-        "node174 ssh-ed25519 AAAAport22",               # port 22's key: stays
-        "@revoked [node174]:2222 ssh-ed25519 AAAAbad",   # a revocation only refuses: stays
-        "[10.0.0.*]:2222,![10.0.0.9]:2222 ssh-ed25519 AAAAwild",  # covers it and others: stays, reported
-        "[10.0.0.*]:2222,![10.0.0.174]:2222 ssh-ed25519 AAAAnegated",  # excludes it: stays, not reported
-    ])
+    text = "\n".join(
+        [
+            "NODE174:2222 ssh-ed25519 AAAAport-less-typo",  # not a form of [node174]:2222: stays
+            "[Node174]:2222,other ssh-ed25519 AAAAold",  # any case, among other names: goes whole
+            hashed_line,  # hashed: goes
+            "node174 ssh-ed25519 AAAAport22",  # port 22's key: stays
+            "@revoked [node174]:2222 ssh-ed25519 AAAAbad",  # a revocation only refuses: stays
+            "[10.0.0.*]:2222,![10.0.0.9]:2222 ssh-ed25519 AAAAwild",  # covers it and others: stays, reported
+            "[10.0.0.*]:2222,![10.0.0.174]:2222 ssh-ed25519 AAAAnegated",  # excludes it: stays, not reported
+        ]
+    )
     edit = replace_entries(text, forms, "[node174]:2222 ssh-ed25519 AAAAnew")
     assert edit.removed == [2, 3]
     assert edit.wildcards == [(6, "[10.0.0.*]:2222,![10.0.0.9]:2222")]

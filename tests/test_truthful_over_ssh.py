@@ -77,7 +77,9 @@ async def test_a_hung_mount_costs_only_its_own_probe(services, ssh_server, fake_
     assert len(report.readings.gpu.gpus) == 8 and report.readings.hf_cache is not None
 
 
-async def test_a_connection_lost_mid_batch_is_unreachable_and_keeps_what_arrived(services, ssh_server, fake_hosts, fake_df):
+async def test_a_connection_lost_mid_batch_is_unreachable_and_keeps_what_arrived(
+    services, ssh_server, fake_hosts, fake_df
+):
     await register(services, "flaky", "127.0.0.13", ssh_server, probe={"model_volumes": ["/gpubot-drop"]})
     report = await check_host(services=services, host_name="flaky")
     assert report.assessment.verdict is Verdict.UNREACHABLE
@@ -120,8 +122,7 @@ async def test_an_owner_with_a_long_user_name_is_named_in_full(services, ssh_ser
     os.chmod(tmp_path, 0o755)
     user = LoginUser().create(str(tmp_path))
     assert len(user.name) > 8
-    holder = subprocess.Popen(["sleep", "600"], user=user.uid,
-                              stdin=subprocess.DEVNULL, start_new_session=True)
+    holder = subprocess.Popen(["sleep", "600"], user=user.uid, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         fakestate.add_holder(ssh_server, "127.0.0.15", holder.pid, gpu=0, used_mib=2048)
         await register(services, "owned-long", "127.0.0.15", ssh_server)
@@ -133,7 +134,9 @@ async def test_an_owner_with_a_long_user_name_is_named_in_full(services, ssh_ser
     assert owner.pid == holder.pid and owner.user == user.name, owner
 
 
-async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists_the_inventory(slack_bot, services, ssh_server, fake_hosts):
+async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists_the_inventory(
+    slack_bot, services, ssh_server, fake_hosts
+):
     from tests.support.blockkit import blocks_text, validate_message
 
     bot = slack_bot
@@ -161,7 +164,13 @@ async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists
     start = len(bot.recorder.calls)
     await bot.command("status node202")
     await bot.recorder.wait_for("chat.update", timeout=30, start=start)
-    await bot.command("hosts forget-gpu node202 all", user_id="UADMIN", response_url=bot.recorder.response_url("forget"))
-    done = await bot.recorder.wait_for("chat.postMessage", lambda c: "GPU inventory" in c.body.get("text", ""), timeout=20)
-    assert done.body["text"].count("`GPU-") == 2 and "; they are no longer counted missing" in done.body["text"], done.body["text"]
+    await bot.command(
+        "hosts forget-gpu node202 all", user_id="UADMIN", response_url=bot.recorder.response_url("forget")
+    )
+    done = await bot.recorder.wait_for(
+        "chat.postMessage", lambda c: "GPU inventory" in c.body.get("text", ""), timeout=20
+    )
+    assert done.body["text"].count("`GPU-") == 2 and "; they are no longer counted missing" in done.body["text"], (
+        done.body["text"]
+    )
     assert "GPUs 0, 1, 2, 3, 4, 5, present now, stay." in done.body["text"], done.body["text"]

@@ -9,12 +9,21 @@ def gpu(i: int, used: int | None = 0) -> Gpu:
 
 
 def readings(gpus=None, procs=(), disk_free=10**12, units=(), failure=None) -> Readings:
-    report = GpuReport(failure=failure, message="nvidia-smi is not installed") if failure else GpuReport(gpus=gpus or [gpu(i) for i in range(8)], processes=list(procs))
-    return Readings(report, [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, disk_free)], [], None, list(units), HostContext())
+    report = (
+        GpuReport(failure=failure, message="nvidia-smi is not installed")
+        if failure
+        else GpuReport(gpus=gpus or [gpu(i) for i in range(8)], processes=list(procs))
+    )
+    return Readings(
+        report, [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, disk_free)], [], None, list(units), HostContext()
+    )
 
 
 def test_clean_host_is_ready():
-    a = assess(readings(units=[Unit("vllm.service", "loaded", "inactive", "dead", 0)]), Requirements(units={"vllm.service": "inactive"}))
+    a = assess(
+        readings(units=[Unit("vllm.service", "loaded", "inactive", "dead", 0)]),
+        Requirements(units={"vllm.service": "inactive"}),
+    )
     assert a.verdict is Verdict.READY and a.reasons == []
 
 
@@ -33,8 +42,10 @@ def test_a_process_makes_not_ready_with_pid_and_name():
 def test_a_process_holding_all_of_a_gpus_memory_is_not_given_the_figure_twice():
     a = assess(readings(gpus=[gpu(3, 81920)], procs=[GpuProcess("GPU-3", 31582, 81920, "python3")]), Requirements())
     assert a.reasons[0].text == "GPU 3: 81,920 MiB used by python3 (pid 31582)"
-    two = assess(readings(gpus=[gpu(3, 81920)], procs=[GpuProcess("GPU-3", 1, 40960, "a"), GpuProcess("GPU-3", 2, 40960, "b")]),
-                 Requirements())
+    two = assess(
+        readings(gpus=[gpu(3, 81920)], procs=[GpuProcess("GPU-3", 1, 40960, "a"), GpuProcess("GPU-3", 2, 40960, "b")]),
+        Requirements(),
+    )
     assert two.reasons[0].text == "GPU 3: 81,920 MiB used by a (pid 1, 40,960 MiB), b (pid 2, 40,960 MiB)"
 
 
@@ -46,9 +57,15 @@ def test_unknown_memory_is_unknown_never_ready():
 def test_disk_need_and_unit_state():
     short = assess(readings(disk_free=68_702_314_496), Requirements(need_bytes=540 * 10**9))
     assert short.verdict is Verdict.NOT_READY and "need 540 GB" in short.reasons[0].text
-    active = assess(readings(units=[Unit("vllm.service", "loaded", "active", "running", 99)]), Requirements(units={"vllm.service": "inactive"}))
+    active = assess(
+        readings(units=[Unit("vllm.service", "loaded", "active", "running", 99)]),
+        Requirements(units={"vllm.service": "inactive"}),
+    )
     assert active.verdict is Verdict.NOT_READY and "vllm.service is active" in active.reasons[0].text
-    no_systemd = assess(readings(units=[Unit("vllm.service", error="systemctl is not available")]), Requirements(units={"vllm.service": "inactive"}))
+    no_systemd = assess(
+        readings(units=[Unit("vllm.service", error="systemctl is not available")]),
+        Requirements(units={"vllm.service": "inactive"}),
+    )
     assert no_systemd.verdict is Verdict.UNKNOWN
 
 
@@ -59,8 +76,12 @@ def test_missing_gpu_is_not_ready():
 
 def test_a_blocker_outranks_an_unknown_as_the_readme_says():
     """README "The verdict": blocker > unknown > ready."""
-    no_gpu_short_disk = assess(readings(failure=ProbeFailure.MISSING, disk_free=80 * 10**9), Requirements(need_bytes=500 * 10**9))
+    no_gpu_short_disk = assess(
+        readings(failure=ProbeFailure.MISSING, disk_free=80 * 10**9), Requirements(need_bytes=500 * 10**9)
+    )
     assert no_gpu_short_disk.verdict is Verdict.NOT_READY
     assert {r.severity.value for r in no_gpu_short_disk.reasons} == {"blocker", "unknown"}
-    no_gpu_enough_disk = assess(readings(failure=ProbeFailure.MISSING, disk_free=800 * 10**9), Requirements(need_bytes=500 * 10**9))
+    no_gpu_enough_disk = assess(
+        readings(failure=ProbeFailure.MISSING, disk_free=800 * 10**9), Requirements(need_bytes=500 * 10**9)
+    )
     assert no_gpu_enough_disk.verdict is Verdict.UNKNOWN

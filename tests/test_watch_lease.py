@@ -45,7 +45,8 @@ async def _rows(svc):
 
 
 async def test_an_alert_claimed_by_a_replica_that_died_is_posted_once_by_another_after_the_lease(
-        slack_bot, services, ssh_server, fake_hosts):
+    slack_bot, services, ssh_server, fake_hosts
+):
     rec, clock, svc, client = await _two_hosts_lost(slack_bot, services, ssh_server, fake_hosts)
     assert svc.settings.watch_lease_s == LEASE
     doomed = make_watcher(svc, client, now=clock.now, instance="doomed")
@@ -81,7 +82,8 @@ async def test_an_alert_claimed_by_a_replica_that_died_is_posted_once_by_another
 
 
 async def test_an_alert_whose_post_began_and_never_finished_is_marked_failed_not_posted_again(
-        slack_bot, services, ssh_server, fake_hosts):
+    slack_bot, services, ssh_server, fake_hosts
+):
     rec, clock, svc, client = await _two_hosts_lost(slack_bot, services, ssh_server, fake_hosts)
     first = make_watcher(svc, client, now=clock.now, instance="first")
     assert len((await first.evaluate()).posted) == 2

@@ -47,6 +47,7 @@ def facts(i, verdict="ready", codes=(), disk=None):
 
 # -- pure -----------------------------------------------------------------------------------------
 
+
 def test_on_words_are_read_and_an_unknown_one_is_refused():
     assert cond.parse_on(None) == ("not-ready", "unreachable", "gpu-lost")
     assert cond.parse_on("gpu-lost,disk<500G,gpu-lost") == ("gpu-lost", "disk<500G")
@@ -70,7 +71,9 @@ def test_an_episode_needs_two_probes_either_way_and_starts_at_its_first_bad_snap
     lost = {"gpu_lost"}
     once = cond.episode([facts(3, codes=lost), facts(2), facts(1)], on)
     assert not once.confirmed_bad and not once.confirmed_clear
-    twice = cond.episode([facts(5, codes=lost), facts(4, codes=lost), facts(3, codes=lost), facts(2), facts(1, codes=lost)], on)
+    twice = cond.episode(
+        [facts(5, codes=lost), facts(4, codes=lost), facts(3, codes=lost), facts(2), facts(1, codes=lost)], on
+    )
     assert twice.confirmed_bad and twice.since.snapshot_id == 3 and twice.states == ("gpu-lost",)
     back = cond.episode([facts(8), facts(7), facts(6), facts(5, codes=lost)], on)
     assert back.confirmed_clear and not back.confirmed_bad and back.clear_since.snapshot_id == 6
@@ -87,6 +90,7 @@ def test_unknown_or_unreachable_probes_never_resolve_an_alert_that_does_not_watc
 
 # -- over sshd, through Slack ----------------------------------------------------------------------
 
+
 async def _setup(slack_bot, services, ssh_server, channel="C5", on=""):
     services.settings.operators = ["U1"]
     rec = slack_bot.recorder
@@ -100,13 +104,22 @@ async def _setup(slack_bot, services, ssh_server, channel="C5", on=""):
     clock = Clock()
     svc = dataclasses.replace(services, clock=clock.now)
     client = build_client(services)
-    sched = ReportScheduler(svc, make_poster(client), now=clock.now, instance="r1",
-                            watcher=make_watcher(svc, client, now=clock.now, instance="r1"))
+    sched = ReportScheduler(
+        svc,
+        make_poster(client),
+        now=clock.now,
+        instance="r1",
+        watcher=make_watcher(svc, client, now=clock.now, instance="r1"),
+    )
     return rec, clock, svc, sched
 
 
 def _alerts(rec, start=0):
-    return [c for c in rec.calls[start:] if c.method == "chat.postMessage" and c.body["text"].startswith(("train14", "train15", "2 hosts"))]
+    return [
+        c
+        for c in rec.calls[start:]
+        if c.method == "chat.postMessage" and c.body["text"].startswith(("train14", "train15", "2 hosts"))
+    ]
 
 
 async def _pass(sched, clock, minutes=21):
@@ -114,7 +127,9 @@ async def _pass(sched, clock, minutes=21):
     await sched.probe_groups(["train"])
 
 
-async def test_a_lost_gpu_is_posted_once_confirmed_then_resolved_in_place_with_the_thread(slack_bot, services, ssh_server, fake_hosts):
+async def test_a_lost_gpu_is_posted_once_confirmed_then_resolved_in_place_with_the_thread(
+    slack_bot, services, ssh_server, fake_hosts
+):
     rec, clock, svc, sched = await _setup(slack_bot, services, ssh_server)
     await _pass(sched, clock)
     await _pass(sched, clock)
@@ -167,7 +182,9 @@ async def test_a_change_seen_once_and_gone_posts_nothing(slack_bot, services, ss
     assert _alerts(rec) == [] and await _ts_of(svc) == []
 
 
-async def test_hosts_changing_together_are_one_message_and_two_replicas_post_it_once(slack_bot, services, ssh_server, fake_hosts):
+async def test_hosts_changing_together_are_one_message_and_two_replicas_post_it_once(
+    slack_bot, services, ssh_server, fake_hosts
+):
     rec, clock, svc, _ = await _setup(slack_bot, services, ssh_server)
     client = build_client(services)
     probes_only = ReportScheduler(svc, make_poster(client), now=clock.now)  # evaluation is left to the two replicas
@@ -212,6 +229,7 @@ async def test_a_silence_posts_nothing_and_shows_on_the_status_card(slack_bot, s
     # the silence ends: the host, still bad, is posted at the next pass
     async with svc.sessions() as db:
         from bot.watches import service as watches
+
         (s,) = await watches.active_silences(db_session=db, now=utcnow())
     await slack_bot.command(f"silence end {s.id}", channel_id="C5")
     await rec.wait_for("chat.postMessage", lambda c: c.body["text"].startswith("Ended silence"), timeout=10)
@@ -220,7 +238,9 @@ async def test_a_silence_posts_nothing_and_shows_on_the_status_card(slack_bot, s
     assert [c.body["text"] for c in _alerts(rec)] == ["train14: not ready, a GPU lost or missing"]
 
 
-async def test_im_on_it_records_the_taker_once_and_only_from_the_alerts_own_message(slack_bot, services, ssh_server, fake_hosts):
+async def test_im_on_it_records_the_taker_once_and_only_from_the_alerts_own_message(
+    slack_bot, services, ssh_server, fake_hosts
+):
     rec, clock, svc, sched = await _setup(slack_bot, services, ssh_server, on="repeat=1h")
     await _pass(sched, clock)
     fake_hosts.write(A, gpus=7)
@@ -233,8 +253,14 @@ async def test_im_on_it_records_the_taker_once_and_only_from_the_alerts_own_mess
 
     # a forged click: the alert's id from another message
     mark = len(rec.calls)
-    body = block_action_body(TAKE, str(alert.id), user_id="U7", channel_id="C5", message_ts="1699999999.000001",
-                             response_url=rec.response_url("forged"))
+    body = block_action_body(
+        TAKE,
+        str(alert.id),
+        user_id="U7",
+        channel_id="C5",
+        message_ts="1699999999.000001",
+        response_url=rec.response_url("forged"),
+    )
     assert (await slack_bot.post(body))[0] == 200
     refused = await rec.wait_for("response_url", timeout=10, start=mark)
     assert refused.body["text"].startswith(f"This button does not belong to alert #{alert.id}")
@@ -242,8 +268,15 @@ async def test_im_on_it_records_the_taker_once_and_only_from_the_alerts_own_mess
         assert (await db.get(WatchAlert, alert.id)).taken_by is None
 
     mark = len(rec.calls)
-    body = block_action_body(TAKE, str(alert.id), user_id="U7", channel_id="C5", message_ts=ts,
-                             response_url=rec.response_url("take"), message_blocks=post.body["blocks"])
+    body = block_action_body(
+        TAKE,
+        str(alert.id),
+        user_id="U7",
+        channel_id="C5",
+        message_ts=ts,
+        response_url=rec.response_url("take"),
+        message_blocks=post.body["blocks"],
+    )
     assert (await slack_bot.post(body))[0] == 200
     edit = await rec.wait_for("chat.update", timeout=10, start=mark)
     assert "<@U7> is on it (since" in blocks_text(edit.body["blocks"])
@@ -252,8 +285,9 @@ async def test_im_on_it_records_the_taker_once_and_only_from_the_alerts_own_mess
     assert note.body["text"] == "<@U7> is on train14."
 
     mark = len(rec.calls)
-    body = block_action_body(TAKE, str(alert.id), user_id="U8", channel_id="C5", message_ts=ts,
-                             response_url=rec.response_url("late"))
+    body = block_action_body(
+        TAKE, str(alert.id), user_id="U8", channel_id="C5", message_ts=ts, response_url=rec.response_url("late")
+    )
     await slack_bot.post(body)
     late = await rec.wait_for("response_url", timeout=10, start=mark)
     assert late.body["text"].startswith("<@U7> is already on train14")
@@ -265,12 +299,14 @@ async def test_im_on_it_records_the_taker_once_and_only_from_the_alerts_own_mess
     await _pass(sched, clock, minutes=31)
     (again,) = [c for c in rec.calls[mark:] if c.method == "chat.postMessage"]
     assert again.body["thread_ts"] == ts
-    assert again.body["text"].startswith("train14 is still not ready, a GPU lost or missing, for 82 min now") \
-        and again.body["text"].endswith("<@U7> is on it.")
+    assert again.body["text"].startswith(
+        "train14 is still not ready, a GPU lost or missing, for 82 min now"
+    ) and again.body["text"].endswith("<@U7> is on it.")
 
 
-async def test_a_watch_on_a_channel_the_bot_cannot_post_in_is_refused_and_a_later_refusal_is_dmd(slack_bot, services, ssh_server,
-                                                                                                    fake_hosts):
+async def test_a_watch_on_a_channel_the_bot_cannot_post_in_is_refused_and_a_later_refusal_is_dmd(
+    slack_bot, services, ssh_server, fake_hosts
+):
     services.settings.operators = ["U1"]
     rec = slack_bot.recorder
     rec.channels["C6"] = {"is_private": True, "is_member": False}
@@ -286,7 +322,9 @@ async def test_a_watch_on_a_channel_the_bot_cannot_post_in_is_refused_and_a_late
     rec.channels["C6"]["is_member"] = True
     await slack_bot.command("watch train14 on=gpu-lost", channel_id="C6")
     await rec.wait_for("chat.postMessage", lambda c: c.body["text"].startswith("Watch #"), timeout=10)
-    rec.responses["chat.postMessage"] = lambda c: {"ok": False, "error": "not_in_channel"} if c.body.get("channel") == "C6" else None
+    rec.responses["chat.postMessage"] = lambda c: (
+        {"ok": False, "error": "not_in_channel"} if c.body.get("channel") == "C6" else None
+    )
     clock = Clock()
     svc = dataclasses.replace(services, clock=clock.now)
     client = build_client(services)
@@ -297,8 +335,11 @@ async def test_a_watch_on_a_channel_the_bot_cannot_post_in_is_refused_and_a_late
     mark = len(rec.calls)
     await _pass(sched, clock)
     dm = await rec.wait_for("chat.postMessage", lambda c: c.body.get("channel") == "U1", timeout=10, start=mark)
-    assert re.match(r"Your watch \*#\d+\* \(train14 → <#C6>\) could not post an alert: Slack answered `not_in_channel`\.\n"
-                    r"I am not a member of <#C6>", dm.body["text"])
+    assert re.match(
+        r"Your watch \*#\d+\* \(train14 → <#C6>\) could not post an alert: Slack answered `not_in_channel`\.\n"
+        r"I am not a member of <#C6>",
+        dm.body["text"],
+    )
     mark = len(rec.calls)
     await _pass(sched, clock)  # the failed alert stays open: no DM at every pass
     assert [c for c in rec.calls[mark:] if c.body.get("channel") == "U1"] == []

@@ -22,7 +22,8 @@ from tests.support.workers import start_worker, stop
 
 
 async def test_a_fan_out_runs_in_the_local_worker_processes_and_reports_back_through_the_database(
-        database_url, ssh_server, fake_hosts):
+    database_url, ssh_server, fake_hosts
+):
     services = build_services(make_settings(database_url, ssh_server, fleet_processes=2), workers=True)
     assert isinstance(services.fleet_jobs, LocalPool) and services.fleet_loop is None
     try:
@@ -41,13 +42,16 @@ async def test_a_fan_out_runs_in_the_local_worker_processes_and_reports_back_thr
         names = [f"lw{i}" for i in range(6)]
         fleet = await check_fleet(services=services, names=names, title="t", on_progress=progress, on_stored=stored)
         assert {r.host: r.assessment.verdict for r in fleet.reports} == {
-            n: Verdict.NOT_READY if n == "lw1" else Verdict.READY for n in names}
+            n: Verdict.NOT_READY if n == "lw1" else Verdict.READY for n in names
+        }
         assert sorted(h for k, h, _ in seen if k == "answered") == names
         assert sorted(h for k, h, _ in seen if k == "stored") == names
         assert all(sid is not None for k, _, sid in seen if k == "stored")
         assert services.runner.ssh.pool.open_count() == 0  # nothing was probed from this process
         async with services.sessions() as db:
-            counts = dict((await db.execute(select(Snapshot.host_name, func.count()).group_by(Snapshot.host_name))).all())
+            counts = dict(
+                (await db.execute(select(Snapshot.host_name, func.count()).group_by(Snapshot.host_name))).all()
+            )
             workers = set((await db.scalars(select(FleetRunHost.worker))).all())
         assert counts == {n: 1 for n in names}
         pids = {w.split(":")[1] for w in workers}

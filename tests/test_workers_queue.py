@@ -31,8 +31,9 @@ async def _add(services, ssh_server, n: int, *, prefix: str = "q", groups: dict[
     names = [f"{prefix}{i}" for i in range(n)]
     async with services.sessions() as db, db.begin():
         for i, name in enumerate(names):
-            await hosts.add(db_session=db, name=name, address=f"127.0.0.{i + 2}", port=ssh_server.port,
-                            group=(groups or {}).get(i))
+            await hosts.add(
+                db_session=db, name=name, address=f"127.0.0.{i + 2}", port=ssh_server.port, group=(groups or {}).get(i)
+            )
     return names
 
 
@@ -46,9 +47,13 @@ async def _stored(services) -> tuple[dict[str, int], dict[str, str]]:
 
 async def test_two_workers_store_every_host_exactly_once(ssh_server, fake_hosts):
     async with own_database() as url:
-        services = build_services(make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), workers=True)
+        services = build_services(
+            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), workers=True
+        )
         assert isinstance(services.fleet_jobs, QueueJobs)
-        workers = [start_worker(database_url=url, ssh=ssh_server, env={"GPUBOT_WORKER_CONCURRENCY": "1"}) for _ in range(2)]
+        workers = [
+            start_worker(database_url=url, ssh=ssh_server, env={"GPUBOT_WORKER_CONCURRENCY": "1"}) for _ in range(2)
+        ]
         try:
             names = await _add(services, ssh_server, 10)
             for i in range(10):  # a job takes a second at least: the other worker takes the next one meanwhile
@@ -63,10 +68,12 @@ async def test_two_workers_store_every_host_exactly_once(ssh_server, fake_hosts)
             async def progress(done, total, report) -> None:
                 answered.append(report.host)
 
-            fleet = await asyncio.wait_for(check_fleet(services=services, names=names, title="t", on_progress=progress),
-                                           LIVENESS_S)
+            fleet = await asyncio.wait_for(
+                check_fleet(services=services, names=names, title="t", on_progress=progress), LIVENESS_S
+            )
             assert {r.host: r.assessment.verdict for r in fleet.reports} == {
-                n: Verdict.NOT_READY if n == "q1" else Verdict.READY for n in names}
+                n: Verdict.NOT_READY if n == "q1" else Verdict.READY for n in names
+            }
             assert sorted(answered) == names
             counts, by = await _stored(services)
             assert counts == {n: 1 for n in names}
@@ -85,8 +92,14 @@ async def test_two_workers_store_every_host_exactly_once(ssh_server, fake_hosts)
 async def test_a_killed_worker_s_job_is_retried_by_the_other_none_lost_none_doubled(ssh_server, fake_hosts):
     slow = "127.0.0.7"  # q5 answers only when the test lets it: the job is still running when its worker dies
     async with own_database() as url:
-        services = build_services(make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=10), workers=True)
-        patient = {"GPUBOT_PROBE_TIMEOUT_S": "300", "GPUBOT_GPU_PROBE_TIMEOUT_S": "300", "GPUBOT_BATCH_TIMEOUT_S": "300"}
+        services = build_services(
+            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=10), workers=True
+        )
+        patient = {
+            "GPUBOT_PROBE_TIMEOUT_S": "300",
+            "GPUBOT_GPU_PROBE_TIMEOUT_S": "300",
+            "GPUBOT_BATCH_TIMEOUT_S": "300",
+        }
         first = start_worker(database_url=url, ssh=ssh_server, env=patient)
         second = None
         try:
@@ -123,11 +136,15 @@ async def test_a_killed_worker_s_job_is_retried_by_the_other_none_lost_none_doub
 
 async def test_a_worker_pinned_to_a_group_takes_only_that_group_s_hosts(ssh_server, fake_hosts):
     async with own_database() as url:
-        services = build_services(make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), workers=True)
+        services = build_services(
+            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), workers=True
+        )
         pinned = start_worker(database_url=url, ssh=ssh_server, groups=("siteA",))
         other = None
         try:
-            names = await _add(services, ssh_server, 6, groups={0: "siteA", 1: "siteA", 2: "siteA", 3: "siteB", 4: "siteB"})
+            names = await _add(
+                services, ssh_server, 6, groups={0: "siteA", 1: "siteA", 2: "siteA", 3: "siteB", 4: "siteB"}
+            )
             fan_out = asyncio.create_task(check_fleet(services=services, names=names, title="t"))
             for _ in range(LIVENESS_S * 10):
                 if {"q0", "q1", "q2"} <= set((await _stored(services))[1]):
@@ -137,8 +154,14 @@ async def test_a_worker_pinned_to_a_group_takes_only_that_group_s_hosts(ssh_serv
             counts, by = await _stored(services)
             assert set(by) == {"q0", "q1", "q2"}, by
             async with services.sessions() as db:
-                waiting = (await db.execute(text("SELECT queue_name, status::text FROM procrastinate_jobs "
-                                                 "WHERE queue_name <> 'gpubot.group.siteA' ORDER BY 1"))).all()
+                waiting = (
+                    await db.execute(
+                        text(
+                            "SELECT queue_name, status::text FROM procrastinate_jobs "
+                            "WHERE queue_name <> 'gpubot.group.siteA' ORDER BY 1"
+                        )
+                    )
+                ).all()
             assert [tuple(w) for w in waiting] == [("gpubot", "todo"), ("gpubot.group.siteB", "todo")], waiting
             assert not fan_out.done()
             other = start_worker(database_url=url, ssh=ssh_server, groups=("siteB",))

@@ -66,7 +66,9 @@ async def test_serve_answers_help_while_a_fan_out_runs_in_the_workers(tmp_path, 
             await s.command("help", "help")
             reply = await s.recorder.wait_for("response_url", lambda c: c.path.endswith("/help"), timeout=120)
             assert "status" in str(reply.body)
-            assert not any("answered" not in c.body["text"] for c in s.recorder.calls_of("chat.update"))  # still running
+            assert not any(
+                "answered" not in c.body["text"] for c in s.recorder.calls_of("chat.update")
+            )  # still running
             gate.unlink()
             final = await s.recorder.wait_for("chat.update", lambda c: "answered" not in c.body["text"], timeout=180)
             assert s.recorder.calls.index(reply) < s.recorder.calls.index(final)

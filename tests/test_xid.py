@@ -39,13 +39,22 @@ def dmesg(uptime: float, *lines: tuple[float, str]) -> ProbeOutput:
 
 def gpus(n: int = 4) -> list[Gpu]:
     """GPUs on PCI 0000:00:06.0 ... as the fake hosts and the H200 number them."""
-    return [Gpu(i, f"GPU-{i}", "NVIDIA H200", 143771, 0, 616, 0, 36, 120.0, "Disabled", pci_bus_id=f"0000:00:{6 + i:02x}.0")
-            for i in range(n)]
+    return [
+        Gpu(i, f"GPU-{i}", "NVIDIA H200", 143771, 0, 616, 0, 36, 120.0, "Disabled", pci_bus_id=f"0000:00:{6 + i:02x}.0")
+        for i in range(n)
+    ]
 
 
 def verdict_of(log: KernelLog):
-    r = Readings(GpuReport(gpus=gpus()), [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, 10**12)], [], None, [], HostContext(),
-                 kernel_log=log)
+    r = Readings(
+        GpuReport(gpus=gpus()),
+        [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, 10**12)],
+        [],
+        None,
+        [],
+        HostContext(),
+        kernel_log=log,
+    )
     return assess(r, Requirements())
 
 
@@ -92,8 +101,12 @@ def test_an_xid_on_a_bus_no_gpu_is_listed_on_names_the_address():
 
 
 def test_unreadable_kernel_log_is_xid_not_checked_and_the_verdict_from_the_rest():
-    out = ProbeOutput("kernel_log", "# kernel-log: none\n# journalctl: not installed\n# dmesg: "
-                      + (H200 / "dmesg_denied.err").read_text(), "", 0)
+    out = ProbeOutput(
+        "kernel_log",
+        "# kernel-log: none\n# journalctl: not installed\n# dmesg: " + (H200 / "dmesg_denied.err").read_text(),
+        "",
+        0,
+    )
     log = parse_kernel_log(out)
     assert log.source is None
     assert log.error == "journalctl: not installed; dmesg: dmesg: read kernel buffer failed: Operation not permitted"
@@ -121,24 +134,51 @@ def test_a_storm_is_marked_truncated():
 # as gpubot judges it: RESET_GPU -> reset; RESTART_BM, RESTART_VM -> reboot; a workflow with a reset
 # among its outcomes -> reset; anything else -> a warning. Every row of the table, pinned.
 CATALOG_JUDGEMENT = {
-    8: None, 13: None, 31: None, 32: None, 38: None, 43: None,
-    45: None,      # WORKFLOW_XID_45: follow the other Xid, or restart the Fabric Manager
+    8: None,
+    13: None,
+    31: None,
+    32: None,
+    38: None,
+    43: None,
+    45: None,  # WORKFLOW_XID_45: follow the other Xid, or restart the Fabric Manager
     46: "reset",
-    48: "reset",   # WORKFLOW_XID_48: RESET_GPU alone, DRAIN_AND_RESET with 63/64
-    56: None, 57: None, 61: None,  # unused on Ampere and newer: CONTACT_SUPPORT
-    62: "reset", 63: None, 64: "reset", 68: None, 69: None,
-    74: "reset",   # WORKFLOW_NVLINK_ERR
-    79: "reboot", 92: None,
-    94: None,      # RESTART_APP (was a reset before the check against the catalog)
+    48: "reset",  # WORKFLOW_XID_48: RESET_GPU alone, DRAIN_AND_RESET with 63/64
+    56: None,
+    57: None,
+    61: None,  # unused on Ampere and newer: CONTACT_SUPPORT
+    62: "reset",
+    63: None,
+    64: "reset",
+    68: None,
+    69: None,
+    74: "reset",  # WORKFLOW_NVLINK_ERR
+    79: "reboot",
+    92: None,
+    94: None,  # RESTART_APP (was a reset before the check against the catalog)
     95: "reset",
     109: "reset",  # RESET_GPU (was a warning before the check against the catalog)
-    110: "reset", 119: "reset", 120: "reset", 121: None, 136: "reset", 140: "reset", 143: "reset",
-    144: "reset", 145: "reset", 146: "reset", 147: "reset", 148: "reset", 149: "reset", 150: "reset",  # WORKFLOW_NVLINK5_ERR
+    110: "reset",
+    119: "reset",
+    120: "reset",
+    121: None,
+    136: "reset",
+    140: "reset",
+    143: "reset",
+    144: "reset",
+    145: "reset",
+    146: "reset",
+    147: "reset",
+    148: "reset",
+    149: "reset",
+    150: "reset",  # WORKFLOW_NVLINK5_ERR
     151: "reboot",  # RESTART_VM
     154: None,
-    155: "reset", 156: "reset", 158: "reset",
+    155: "reset",
+    156: "reset",
+    158: "reset",
     159: "reset",  # CHECK_UVM
-    167: "reboot", 169: "reset",  # no immediate action in this revision (H100): nearest kin, 79 and 62
+    167: "reboot",
+    169: "reset",  # no immediate action in this revision (H100): nearest kin, 79 and 62
 }
 
 
@@ -159,7 +199,9 @@ def test_the_catalog_names_are_nvidias():
 
 
 def test_a_contained_memory_error_is_a_warning_the_application_restarts():
-    line = "NVRM: Xid (PCI:0000:00:07): 94, pid=4411, name=python3, Contained: CE User Channel (0x9). RST: No, D-RST: No"
+    line = (
+        "NVRM: Xid (PCI:0000:00:07): 94, pid=4411, name=python3, Contained: CE User Channel (0x9). RST: No, D-RST: No"
+    )
     a = verdict_of(parse_kernel_log(journal((NOW - 600, line))))
     assert a.verdict is Verdict.READY
     (r,) = a.reasons
@@ -188,11 +230,18 @@ def test_the_probe_command_as_a_user_who_may_read_nothing(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "journalctl").write_text("#!/bin/sh\nexit 0\n")
-    (bin_dir / "dmesg").write_text("#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n")
+    (bin_dir / "dmesg").write_text(
+        "#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\nexit 1\n"
+    )
     for f in bin_dir.iterdir():
         f.chmod(0o755)
-    res = subprocess.run(["sh", "-c", KERNEL_LOG_COMMAND], capture_output=True, text=True, timeout=30,
-                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"})
+    res = subprocess.run(
+        ["sh", "-c", KERNEL_LOG_COMMAND],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"},
+    )
     log = parse_kernel_log(ProbeOutput("kernel_log", res.stdout, res.stderr, res.returncode))
     assert log.source is None
     assert "journalctl: shows no kernel messages to this user" in (log.error or "")
@@ -204,11 +253,17 @@ def test_the_probe_command_reads_journald_when_it_shows_kernel_lines(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "journalctl").write_text(
         "#!/bin/sh\n"
-        f"echo \"$(($(date +%s) - 3600)).000001 node174 kernel: {XID79}\"\n"
-        "echo \"$(date +%s).000002 node174 kernel: usb 1-1: new device\"\n")
+        f'echo "$(($(date +%s) - 3600)).000001 node174 kernel: {XID79}"\n'
+        'echo "$(date +%s).000002 node174 kernel: usb 1-1: new device"\n'
+    )
     (bin_dir / "journalctl").chmod(0o755)
-    res = subprocess.run(["sh", "-c", KERNEL_LOG_COMMAND], capture_output=True, text=True, timeout=30,
-                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"})
+    res = subprocess.run(
+        ["sh", "-c", KERNEL_LOG_COMMAND],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LC_ALL": "C"},
+    )
     log = parse_kernel_log(ProbeOutput("kernel_log", res.stdout, res.stderr, res.returncode))
     assert log.source == "journalctl" and [e.xid for e in log.events] == [79]
 
@@ -227,8 +282,15 @@ XID154 = "NVRM: Xid (PCI:0000:00:07): 154, GPU recovery action changed from 0x0 
 
 def verdict_with_live(log: KernelLog, recovery_action: str | None):
     live = [replace(g, health=GpuHealth(recovery_action=recovery_action)) for g in gpus()]
-    r = Readings(GpuReport(gpus=live), [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, 10**12)], [], None, [], HostContext(),
-                 kernel_log=log)
+    r = Readings(
+        GpuReport(gpus=live),
+        [Disk("/", "/dev/vda", "/", 2 * 10**12, 10**12, 10**12)],
+        [],
+        None,
+        [],
+        HostContext(),
+        kernel_log=log,
+    )
     return assess(r, Requirements())
 
 
@@ -238,9 +300,13 @@ def test_xid_154_asking_for_a_reboot_blocks_when_the_live_recovery_action_cannot
     assert a.verdict is Verdict.NOT_READY
     (r,) = a.reasons
     assert r.code == "gpu_recovery_action" and needs_reset([r.code])
-    assert r.text == ('GPU 1: Xid 154 at 12:35 UTC, 10 min ago (GPU recovery action changed): the driver asked for '
-                      '"Node Reboot Required" and its recovery action cannot be read now — reboot the host before use')
-    reset = verdict_with_live(parse_kernel_log(journal((NOW - 600, XID154.format(code=1, name="GPU Reset Required")))), None)
+    assert r.text == (
+        "GPU 1: Xid 154 at 12:35 UTC, 10 min ago (GPU recovery action changed): the driver asked for "
+        '"Node Reboot Required" and its recovery action cannot be read now — reboot the host before use'
+    )
+    reset = verdict_with_live(
+        parse_kernel_log(journal((NOW - 600, XID154.format(code=1, name="GPU Reset Required")))), None
+    )
     assert reset.verdict is Verdict.NOT_READY and reset.reasons[0].text.endswith("— reset GPU 1 before use")
 
 
@@ -249,7 +315,13 @@ def test_xid_154_defers_to_the_live_recovery_action_when_it_can_be_read():
     cleared = verdict_with_live(log, "None")  # reset since: the driver says nothing is needed now
     assert cleared.verdict is Verdict.READY and [r.severity for r in cleared.reasons] == [Severity.NOTE]
     still = verdict_with_live(log, "Reset")
-    assert still.verdict is Verdict.NOT_READY and any("the driver asks for a GPU reset" in r.text for r in still.reasons)
-    back = parse_kernel_log(journal((NOW - 900, XID154.format(code=1, name="GPU Reset Required")),
-                                    (NOW - 600, XID154.format(code=0, name="None"))))
+    assert still.verdict is Verdict.NOT_READY and any(
+        "the driver asks for a GPU reset" in r.text for r in still.reasons
+    )
+    back = parse_kernel_log(
+        journal(
+            (NOW - 900, XID154.format(code=1, name="GPU Reset Required")),
+            (NOW - 600, XID154.format(code=0, name="None")),
+        )
+    )
     assert verdict_with_live(back, None).verdict is Verdict.READY  # the newest line says None again

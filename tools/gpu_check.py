@@ -40,8 +40,12 @@ from bot.ssh.target import HostTarget  # noqa: E402
 
 
 def smi_direct() -> dict[str, list[int]]:
-    out = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,memory.used,memory.total", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     rows = [[int(x) for x in line.split(",")] for line in out.strip().splitlines()]
     return {"used_mib": [r[1] for r in rows], "total_mib": [r[2] for r in rows]}
 
@@ -52,11 +56,15 @@ def summary(result) -> dict:
         return {"error": result.error}
     a = assess(r, Requirements())
     return {
-        "verdict": a.verdict.value, "reasons": [x.text for x in a.reasons], "duration_ms": result.duration_ms,
-        "gpu_source": r.gpu.source, "gpu_failure": r.gpu.message,
+        "verdict": a.verdict.value,
+        "reasons": [x.text for x in a.reasons],
+        "duration_ms": result.duration_ms,
+        "gpu_source": r.gpu.source,
+        "gpu_failure": r.gpu.message,
         "gpus": [(g.index, g.name, g.memory_used_mib, g.memory_reserved_mib, g.memory_total_mib) for g in r.gpu.gpus],
         "processes": [(p.pid, p.process_name, p.used_memory_mib) for p in r.gpu.processes],
-        "driver": r.gpu.driver_version, "disk_free": [d.avail_bytes for d in r.disks],
+        "driver": r.gpu.driver_version,
+        "disk_free": [d.avail_bytes for d in r.disks],
     }
 
 
@@ -76,7 +84,8 @@ def start_sshd(sshd: str, tmp: Path) -> tuple[subprocess.Popen, int, str, str]:
         f"ListenAddress 127.0.0.1:{port}\nHostKey {tmp / 'host'}\nAuthorizedKeysFile {tmp / 'authorized_keys'}\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         f"UsePAM no\nStrictModes no\nPidFile {tmp / 'sshd.pid'}\n"
-        f"SetEnv PATH={os.environ['PATH']}\n")
+        f"SetEnv PATH={os.environ['PATH']}\n"
+    )
     proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=open(tmp / "sshd.log", "w"))
     for _ in range(100):
         try:
@@ -101,7 +110,9 @@ async def main() -> int:
         res = await run_probe(target=local, plan=ProbePlan(gpu_backend=backend), runner=LocalRunner(), timeout=60)
         report[f"local_{backend}"] = summary(res)
         used = [g[2] for g in report[f"local_{backend}"].get("gpus", [])]
-        agree = all(abs(a - b) <= 1 for a, b in zip(used, report["direct"]["used_mib"])) and len(used) == len(report["direct"]["used_mib"])
+        agree = all(abs(a - b) <= 1 for a, b in zip(used, report["direct"]["used_mib"])) and len(used) == len(
+            report["direct"]["used_mib"]
+        )
         report[f"local_{backend}_agrees"] = agree
         ok &= agree
     tmp = Path(tempfile.mkdtemp())
@@ -119,8 +130,10 @@ async def main() -> int:
             proc.terminate()
             report["sshd_log_tail"] = (tmp / "sshd.log").read_text()[-500:]
     if args.hold_gib:
-        code = (f"import torch,time; x=torch.empty({args.hold_gib}*2**30, dtype=torch.uint8, device='cuda'); "
-                "print('held', flush=True); time.sleep(600)")
+        code = (
+            f"import torch,time; x=torch.empty({args.hold_gib}*2**30, dtype=torch.uint8, device='cuda'); "
+            "print('held', flush=True); time.sleep(600)"
+        )
         holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         holder.stdout.readline()
         res = await run_probe(target=local, plan=ProbePlan(), runner=LocalRunner(), timeout=60)
@@ -129,8 +142,15 @@ async def main() -> int:
         ok &= report["busy"]["verdict"] == "not_ready" and report["busy_names_holder"]
         # End it the way an approved kill step does (the typed step's script, pinned by start time and cmdline).
         stat = Path(f"/proc/{holder.pid}/stat").read_text()
-        planned = ProcItem(holder.pid, "python3", 0, None, stat.rsplit(")", 1)[1].split()[19],
-                           hashlib.sha256(Path(f"/proc/{holder.pid}/cmdline").read_bytes()).hexdigest(), "holder")
+        planned = ProcItem(
+            holder.pid,
+            "python3",
+            0,
+            None,
+            stat.rsplit(")", 1)[1].split()[19],
+            hashlib.sha256(Path(f"/proc/{holder.pid}/cmdline").read_bytes()).hexdigest(),
+            "holder",
+        )
         step = await LocalRunner().run(local, kill_script([planned], 5.0)[1], timeout=60)
         report["kill_step"] = {"exit_status": step.exit_status, "results": kill_results(step.stdout)}
         ok &= step.exit_status == 0 and report["kill_step"]["results"].get(holder.pid) in ("terminated", "killed")

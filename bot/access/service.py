@@ -34,7 +34,9 @@ def configured_role(settings: Settings, subjects: Iterable[str]) -> Role:
 async def role_of(*, db_session: AsyncSession, settings: Settings, user_id: str, group_ids: Iterable[str] = ()) -> Role:
     """Highest role from settings and the ``role_grants`` table for the user or its groups."""
     subjects = {user_id, *group_ids}
-    rows = (await db_session.execute(select(RoleGrant.subject, RoleGrant.role).where(RoleGrant.subject.in_(subjects)))).all()
+    rows = (
+        await db_session.execute(select(RoleGrant.subject, RoleGrant.role).where(RoleGrant.subject.in_(subjects)))
+    ).all()
     return role_from(settings, subjects, {r.subject: r.role for r in rows})
 
 
@@ -96,8 +98,13 @@ DELIVERY_KEEP = timedelta(days=7)
 
 async def forget_deliveries(*, db_session: AsyncSession, before: datetime, limit: int) -> int:
     """Delete up to ``limit`` delivery claims received before ``before``; returns how many."""
-    ids = list((await db_session.execute(select(Delivery.id).where(Delivery.received_at < before)
-                                         .order_by(Delivery.id).limit(limit))).scalars())
+    ids = list(
+        (
+            await db_session.execute(
+                select(Delivery.id).where(Delivery.received_at < before).order_by(Delivery.id).limit(limit)
+            )
+        ).scalars()
+    )
     if ids:
         await db_session.execute(delete(Delivery).where(Delivery.id.in_(ids)))
     return len(ids)
@@ -107,7 +114,9 @@ async def forget_deliveries(*, db_session: AsyncSession, before: datetime, limit
 def _claim(dialect: str) -> Any:
     """``INSERT INTO deliveries … ON CONFLICT (key) DO NOTHING`` (built once per dialect)."""
     table = cast(Table, Delivery.__table__)
-    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table).on_conflict_do_nothing(index_elements=[table.c.key])
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table).on_conflict_do_nothing(
+        index_elements=[table.c.key]
+    )
 
 
 async def claim_delivery(*, db_session: AsyncSession, key: str, now: datetime) -> bool:

@@ -29,8 +29,14 @@ async def trail(*, services: Services, host: str | None = None, limit: int = 20)
         reqs = await service.history(db_session=db, host=host, limit=limit)
         if host and not reqs:
             await hosts.resolve(db_session=db, name=host)
-        return [AuditEntry(r, await service.decisions(db_session=db, request_id=r.id),
-                           await service.steps(db_session=db, request_id=r.id)) for r in reqs]
+        return [
+            AuditEntry(
+                r,
+                await service.decisions(db_session=db, request_id=r.id),
+                await service.steps(db_session=db, request_id=r.id),
+            )
+            for r in reqs
+        ]
 
 
 def _t(value: object) -> str:
@@ -63,13 +69,19 @@ def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
     r = e.request
     plan = Plan.from_json(r.plan)
     needs = f"{r.approvals_needed} approval{'s' if r.approvals_needed != 1 else ''}"
-    lines = [f"#{r.id} {r.state.upper()} — {ActionSpec.from_json(r.spec).describe()}",
-             (f"  requested by {_at(r.requester)} at {_t(r.created_at)} · needs {needs} from "
-              f"{', '.join(_at(a) for a in r.approvers or []) or 'operators and admins'} · expires {_t(r.expires_at)}"),
-             *(f"  plan: {line}" for line in plan.lines),
-             f"  expected: {plan.expected}"]
-    lines += [f"  {_decided(d.decision, withdrawn=d.user_id == r.requester)} by {_at(d.user_id)} at {_t(d.decided_at)}"
-              for d in e.decisions]
+    lines = [
+        f"#{r.id} {r.state.upper()} — {ActionSpec.from_json(r.spec).describe()}",
+        (
+            f"  requested by {_at(r.requester)} at {_t(r.created_at)} · needs {needs} from "
+            f"{', '.join(_at(a) for a in r.approvers or []) or 'operators and admins'} · expires {_t(r.expires_at)}"
+        ),
+        *(f"  plan: {line}" for line in plan.lines),
+        f"  expected: {plan.expected}",
+    ]
+    lines += [
+        f"  {_decided(d.decision, withdrawn=d.user_id == r.requester)} by {_at(d.user_id)} at {_t(d.decided_at)}"
+        for d in e.decisions
+    ]
     for s in e.steps:
         took = f" ({(s.finished_at - s.started_at).total_seconds():.1f} s)" if s.finished_at else ""
         lines.append(f"  step {s.idx} {s.state}: {s.title} — `{s.command}` → exit {s.exit_status}{took}")
@@ -77,12 +89,16 @@ def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
             lines.append(f"    {mask_secrets(s.summary)}")
         if full:
             lines += [f"    | {ln}" for ln in _tail(s.stdout)] + [f"    ! {ln}" for ln in _tail(s.stderr)]
-    if r.message and r.state != State.REJECTED.value:  # a rejection's decisions say who (older rows also stored `rejected by <@U…>`)
+    if (
+        r.message and r.state != State.REJECTED.value
+    ):  # a rejection's decisions say who (older rows also stored `rejected by <@U…>`)
         lines += [f"  {ln}" for ln in mask_secrets(r.message).splitlines()]
     lines += [f"  result: {ln}" for ln in (r.result or {}).get("lines", [])]
-    snaps = [f"plan #{plan.snapshot_id}" if plan.snapshot_id else "",
-             f"before #{r.before_snapshot_id}" if r.before_snapshot_id else "",
-             f"after #{r.after_snapshot_id}" if r.after_snapshot_id else ""]
+    snaps = [
+        f"plan #{plan.snapshot_id}" if plan.snapshot_id else "",
+        f"before #{r.before_snapshot_id}" if r.before_snapshot_id else "",
+        f"after #{r.after_snapshot_id}" if r.after_snapshot_id else "",
+    ]
     if any(snaps):
         lines.append("  snapshots: " + ", ".join(s for s in snaps if s))
     if r.replaced_by:

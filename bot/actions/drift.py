@@ -47,16 +47,21 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
     for u in old.units:
         now_u = units.get(u.name)
         if now_u is not None and now_u.active_state != u.active_state:
-            reasons.append(f"{u.name} was {u.active_state or 'unknown'} at planning, now {now_u.active_state or 'unknown'}")
+            reasons.append(
+                f"{u.name} was {u.active_state or 'unknown'} at planning, now {now_u.active_state or 'unknown'}"
+            )
     fresh_urls = _health_urls(new)
     for unit, url in _health_urls(old).items():
         if unit in fresh_urls and fresh_urls[unit] != url:
-            reasons.append(f"{unit} would now be awaited at {fresh_urls[unit] or 'no health URL'}, not {url or 'no health URL'}")
+            reasons.append(
+                f"{unit} would now be awaited at {fresh_urls[unit] or 'no health URL'}, not {url or 'no health URL'}"
+            )
     for n, (was_step, now_step) in enumerate(zip(old.steps, new.steps), 1):
         was_via, now_via = _via(was_step), _via(now_step)
         if was_via and now_via and was_via != now_via:
-            reasons.append(f"step {n} ({was_step.title}) would now run {VIA_WORDS[now_via]}, "
-                           f"not {VIA_WORDS[was_via]} as approved")
+            reasons.append(
+                f"step {n} ({was_step.title}) would now run {VIA_WORDS[now_via]}, not {VIA_WORDS[was_via]} as approved"
+            )
     return reasons
 
 

@@ -44,6 +44,7 @@ from bot.sizes import human_bytes
 
 log = logging.getLogger("gpubot.actions")
 
+
 def executor_gone(executor: str | None, me: str) -> bool:
     """True only when ``executor`` provably stopped: it ran on this machine (same hostname as
     ``me``, this process's :func:`~bot.flows.context.process_identity`) and its PID is gone, or the
@@ -71,6 +72,7 @@ async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
     renewals. A renewal under way when the body ends is finished on its own (shielded: a cancel in
     the middle of a database call can leave a SQLite write transaction open on a lost connection),
     and the renewals end."""
+
     async def renew() -> None:
         async with services.sessions() as db, db.begin():
             await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
@@ -83,8 +85,12 @@ async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
             except Exception as exc:  # one failed renewal must not end the lease's renewals
                 if cancelled_meanwhile():  # the body ended during this renewal: the cancel came back as exc
                     raise asyncio.CancelledError from exc
-                log.warning("action #%s: renewing its lease failed (%s); trying again in %.0f s", request_id,
-                            type(exc).__name__, services.settings.action_heartbeat_s)
+                log.warning(
+                    "action #%s: renewing its lease failed (%s); trying again in %.0f s",
+                    request_id,
+                    type(exc).__name__,
+                    services.settings.action_heartbeat_s,
+                )
 
     task = asyncio.create_task(beat())
     try:
@@ -108,17 +114,31 @@ async def _step_runner(services: Services, host_name: str, progress: Progress | 
     async with services.sessions() as db:
         target, host = await hosts.resolve(db_session=db, name=host_name)
         probe_plan, req = plan_for(services.settings, host)
-    return StepRunner(runner=services.runner, target=target, settings=services.settings,
-                      gpu_backend=probe_plan.gpu_backend, gpu_free_mib=req.gpu_free_mib, progress=progress)
+    return StepRunner(
+        runner=services.runner,
+        target=target,
+        settings=services.settings,
+        gpu_backend=probe_plan.gpu_backend,
+        gpu_free_mib=req.gpu_free_mib,
+        progress=progress,
+    )
 
 
 async def _transition(services: Services, request_id: int, frm: list[State], to: State, **values: object) -> bool:
     async with services.sessions() as db, db.begin():
-        return await service.transition(db_session=db, request_id=request_id, from_states=frm, to=to, now=services.clock(), **values)
+        return await service.transition(
+            db_session=db, request_id=request_id, from_states=frm, to=to, now=services.clock(), **values
+        )
 
 
-async def execute_claimed(*, services: Services, request_id: int, notify: Callable[[RequestView], Awaitable[None]],
-                          load: Callable[[], Awaitable[RequestView]], progress: Progress | None = None) -> RequestView:
+async def execute_claimed(
+    *,
+    services: Services,
+    request_id: int,
+    notify: Callable[[RequestView], Awaitable[None]],
+    load: Callable[[], Awaitable[RequestView]],
+    progress: Progress | None = None,
+) -> RequestView:
     """Verify, then execute; returns the final view. Never raises: a host's failure is a failed
     step, and an unexpected error fails the request with an error id (the log has the traceback).
     ``progress`` is told every look of a start's health wait."""
@@ -132,37 +152,61 @@ async def execute_claimed(*, services: Services, request_id: int, notify: Callab
         except Exception:
             error_id = uuid.uuid4().hex[:8]
             log.exception("action #%s stopped by an unexpected error (error id %s)", request_id, error_id)
-            text = (f"Stopped by an internal error (error id {error_id}); later steps were not run. "
-                    "Check the host and the audit before re-planning.")
+            text = (
+                f"Stopped by an internal error (error id {error_id}); later steps were not run. "
+                "Check the host and the audit before re-planning."
+            )
             async with services.sessions() as db, db.begin():
-                if await service.transition(db_session=db, request_id=request_id, from_states=[State.APPROVED, State.EXECUTING],
-                                            to=State.FAILED, now=services.clock(), message=text):
-                    await service.mark_running_steps(db_session=db, request_id=request_id, state="failed",
-                                                     now=services.clock())
+                if await service.transition(
+                    db_session=db,
+                    request_id=request_id,
+                    from_states=[State.APPROVED, State.EXECUTING],
+                    to=State.FAILED,
+                    now=services.clock(),
+                    message=text,
+                ):
+                    await service.mark_running_steps(
+                        db_session=db, request_id=request_id, state="failed", now=services.clock()
+                    )
             view = await load()
             await notify(view)
             return view
 
 
-async def _verify_and_run(services: Services, request_id: int, plan: Plan, notify: Callable[[RequestView], Awaitable[None]],
-                          load: Callable[[], Awaitable[RequestView]], progress: Progress | None) -> RequestView:
+async def _verify_and_run(
+    services: Services,
+    request_id: int,
+    plan: Plan,
+    notify: Callable[[RequestView], Awaitable[None]],
+    load: Callable[[], Awaitable[RequestView]],
+    progress: Progress | None,
+) -> RequestView:
     await notify(await load())
     reasons, fresh_snapshot = await _verify(services, plan, request_id)
     if reasons:
         text = "Nothing was changed: the host is not as planned any more.\n" + "\n".join(f"• {r}" for r in reasons)
-        await _transition(services, request_id, [State.APPROVED], State.ABORTED, message=text,
-                          before_snapshot_id=fresh_snapshot)
+        await _transition(
+            services, request_id, [State.APPROVED], State.ABORTED, message=text, before_snapshot_id=fresh_snapshot
+        )
         view = await load()
         await notify(view)
         return view
-    if not await _transition(services, request_id, [State.APPROVED], State.EXECUTING, before_snapshot_id=fresh_snapshot):
+    if not await _transition(
+        services, request_id, [State.APPROVED], State.EXECUTING, before_snapshot_id=fresh_snapshot
+    ):
         return await load()
     await notify(await load())
     return await _steps(services, request_id, plan, notify, load, progress)
 
 
-async def _steps(services: Services, request_id: int, plan: Plan, notify: Callable[[RequestView], Awaitable[None]],
-                 load: Callable[[], Awaitable[RequestView]], progress: Progress | None) -> RequestView:
+async def _steps(
+    services: Services,
+    request_id: int,
+    plan: Plan,
+    notify: Callable[[RequestView], Awaitable[None]],
+    load: Callable[[], Awaitable[RequestView]],
+    progress: Progress | None,
+) -> RequestView:
     runner = await _step_runner(services, plan.spec.host, progress)
     done: list[str] = []
     failure: str | None = None
@@ -175,19 +219,36 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
             return await load()  # reported as interrupted elsewhere: never continue
         command, script = runner.describe(step)
         async with services.sessions() as db, db.begin():
-            row = await service.start_step(db_session=db, request_id=request_id, idx=idx, title=step.title,
-                                           command=command, script=script, now=services.clock())
+            row = await service.start_step(
+                db_session=db,
+                request_id=request_id,
+                idx=idx,
+                title=step.title,
+                command=command,
+                script=script,
+                now=services.clock(),
+            )
             step_id = row.id
         await notify(await load())
         outcome = await runner.run(step)
         async with services.sessions() as db, db.begin():
-            await service.finish_step(db_session=db, step_id=step_id, ok=outcome.ok, exit_status=outcome.exit_status,
-                                      stdout=outcome.stdout, stderr=outcome.stderr, summary=outcome.summary, now=services.clock())
+            await service.finish_step(
+                db_session=db,
+                step_id=step_id,
+                ok=outcome.ok,
+                exit_status=outcome.exit_status,
+                stdout=outcome.stdout,
+                stderr=outcome.stderr,
+                summary=outcome.summary,
+                now=services.clock(),
+            )
         summaries[idx] = outcome.summary
         if not outcome.ok:
             already = "; ".join(done) or "nothing"
-            failure = (f"Stopped at step {idx} of {len(plan.steps)} ({step.title}): {outcome.summary}\n"
-                       f"Already done: {already}. Later steps were not run.")
+            failure = (
+                f"Stopped at step {idx} of {len(plan.steps)} ({step.title}): {outcome.summary}\n"
+                f"Already done: {already}. Later steps were not run."
+            )
             if outcome.journal is not None:
                 extra["journal"] = outcome.journal.to_json()
             if outcome.health is not None:
@@ -204,18 +265,28 @@ async def _steps(services: Services, request_id: int, plan: Plan, notify: Callab
     after = await check_host(services=services, host_name=plan.spec.host, requested_by=f"action #{request_id}")
     verdict = after.assessment.verdict
     reasons = [r.text for r in after.assessment.reasons if r.severity is not Severity.NOTE]
-    lines.append(f"{plan.spec.host} now: {verdict_text(verdict, after.assessment.serving)}" + (f" ({reasons[0]})" if reasons else "")
-                 + f" · snapshot #{after.snapshot_id}")
-    await _transition(services, request_id, [State.EXECUTING], State.FAILED if failure else State.DONE,
-                      message=failure, after_snapshot_id=after.snapshot_id,
-                      result={"lines": lines, "verdict": verdict.value, **extra})
+    lines.append(
+        f"{plan.spec.host} now: {verdict_text(verdict, after.assessment.serving)}"
+        + (f" ({reasons[0]})" if reasons else "")
+        + f" · snapshot #{after.snapshot_id}"
+    )
+    await _transition(
+        services,
+        request_id,
+        [State.EXECUTING],
+        State.FAILED if failure else State.DONE,
+        message=failure,
+        after_snapshot_id=after.snapshot_id,
+        result={"lines": lines, "verdict": verdict.value, **extra},
+    )
     view = await load()
     await notify(view)
     return view
 
 
-async def _result_lines(services: Services, runner: StepRunner, plan: Plan, steps_done: int,
-                        summaries: dict[int, str]) -> list[str]:
+async def _result_lines(
+    services: Services, runner: StepRunner, plan: Plan, steps_done: int, summaries: dict[int, str]
+) -> list[str]:
     """What was achieved: bytes freed and free now, processes ended, unit states."""
     ran = list(enumerate(plan.steps[:steps_done], 1))
     deleted = [s.item for _, s in ran if isinstance(s, DeleteStep)]
@@ -225,9 +296,15 @@ async def _result_lines(services: Services, runner: StepRunner, plan: Plan, step
         mounts = sorted({it.mount for it in deleted if it.mount})
         free = await runner.free_bytes(mounts)
         now = ", ".join(f"{human_bytes(v)} free on {m}" for m, v in free.items() if v is not None)
-        lines.append(f"freed {human_bytes(freed)} ({len(deleted)} path{'s' if len(deleted) > 1 else ''})" + (f"; {now}" if now else ""))
+        lines.append(
+            f"freed {human_bytes(freed)} ({len(deleted)} path{'s' if len(deleted) > 1 else ''})"
+            + (f"; {now}" if now else "")
+        )
     lines += [summaries[i] for i, s in ran if isinstance(s, KillStep)]
     if plan.spec.kind is not ActionKind.KILL:
-        lines += [summaries.get(i, "") if s.health is not None else s.title.split(" (check")[0] + ": done"
-                  for i, s in ran if isinstance(s, UnitStep)]
+        lines += [
+            summaries.get(i, "") if s.health is not None else s.title.split(" (check")[0] + ": done"
+            for i, s in ran
+            if isinstance(s, UnitStep)
+        ]
     return lines

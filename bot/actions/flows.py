@@ -52,11 +52,16 @@ async def load_view(*, services: Services, request_id: int) -> RequestView:
         req = await service.get(db_session=db, request_id=request_id)
         if req is None:
             raise NotFoundError(f"no action request #{request_id}")
-        return view_of(req, await service.decisions(db_session=db, request_id=request_id),
-                       await service.steps(db_session=db, request_id=request_id))
+        return view_of(
+            req,
+            await service.decisions(db_session=db, request_id=request_id),
+            await service.steps(db_session=db, request_id=request_id),
+        )
 
 
-async def request_action(*, services: Services, spec: ActionSpec, requester: str, channel: str | None = None) -> RequestView:
+async def request_action(
+    *, services: Services, spec: ActionSpec, requester: str, channel: str | None = None
+) -> RequestView:
     """Plan ``spec`` from a fresh probe and store it as a pending request (nothing changes yet)."""
     plan = await build_plan(services=services, spec=spec, requested_by=requester)
     async with services.sessions() as db:
@@ -65,9 +70,18 @@ async def request_action(*, services: Services, spec: ActionSpec, requester: str
     rule = rule_for(services.settings, spec.kind, spec.host, group)
     expires = services.clock() + timedelta(seconds=expiry_s(services.settings, rule))
     async with services.sessions() as db, db.begin():
-        req = await service.create(db_session=db, spec=spec, plan=plan, requester=requester, host_group=group,
-                                   approvers=list(rule.approvers), approvals_needed=rule.approvals,
-                                   expires_at=expires, channel=channel, now=services.clock())
+        req = await service.create(
+            db_session=db,
+            spec=spec,
+            plan=plan,
+            requester=requester,
+            host_group=group,
+            approvers=list(rule.approvers),
+            approvals_needed=rule.approvals,
+            expires_at=expires,
+            channel=channel,
+            now=services.clock(),
+        )
         request_id = req.id
     return await load_view(services=services, request_id=request_id)
 
@@ -97,9 +111,18 @@ async def _notify(notify: Notify | None, view: RequestView) -> None:
         log.exception("notify failed for action #%s", view.id)
 
 
-async def decide(*, services: Services, request_id: int, user_id: str, decision: str, role: Role,
-                 user_groups: set[str] | None = None, notify: Notify | None = None,
-                 progress: Progress | None = None, proven: bool = True) -> Outcome:
+async def decide(
+    *,
+    services: Services,
+    request_id: int,
+    user_id: str,
+    decision: str,
+    role: Role,
+    user_groups: set[str] | None = None,
+    notify: Notify | None = None,
+    progress: Progress | None = None,
+    proven: bool = True,
+) -> Outcome:
     """Record ``user_id``'s ``decision`` (``approve`` or ``reject``) and act on it.
 
     The last approval needed claims the request and runs it here (re-probe, compare, execute)
@@ -116,50 +139,80 @@ async def decide(*, services: Services, request_id: int, user_id: str, decision:
         return await _expire(services, request_id, notify)
     rule = Rule(approvers=tuple(view.approvers), approvals=view.approvals_needed)
     if decision == "approve":
-        why = may_approve(rule, kind=view.kind, requester=view.requester, user_id=user_id, user_groups=groups, role=role,
-                          proven=proven)
+        why = may_approve(
+            rule,
+            kind=view.kind,
+            requester=view.requester,
+            user_id=user_id,
+            user_groups=groups,
+            role=role,
+            proven=proven,
+        )
     else:
         why = may_reject(rule, requester=view.requester, user_id=user_id, user_groups=groups, role=role, proven=proven)
     if why:
         return Outcome("denied", view, why)
     try:
         async with services.sessions() as db, db.begin():
-            stored = await service.record_decision(db_session=db, request_id=request_id, user_id=user_id,
-                                                   decision=decision, now=services.clock())
+            stored = await service.record_decision(
+                db_session=db, request_id=request_id, user_id=user_id, decision=decision, now=services.clock()
+            )
     except IntegrityError:
-        return Outcome("noop", await load_view(services=services, request_id=request_id),
-                       f"you already decided on request #{request_id}")
+        return Outcome(
+            "noop",
+            await load_view(services=services, request_id=request_id),
+            f"you already decided on request #{request_id}",
+        )
     if not stored:  # another approver (on this replica or another) got there first; nothing was stored
         view = await load_view(services=services, request_id=request_id)
         state = "approved" if view.pending else view.state.value
         return Outcome("noop", view, f"request #{request_id} is already {state}; your {decision} was not recorded")
     if decision == "reject":
         async with services.sessions() as db, db.begin():
-            did = await service.transition(db_session=db, request_id=request_id, from_states=[State.PENDING],
-                                           to=State.REJECTED, now=services.clock())
+            did = await service.transition(
+                db_session=db,
+                request_id=request_id,
+                from_states=[State.PENDING],
+                to=State.REJECTED,
+                now=services.clock(),
+            )
         view = await load_view(services=services, request_id=request_id)
         if did:
             await _notify(notify, view)
-            return Outcome("rejected", view, f"you {'withdrew' if view.withdrawn else 'rejected'} request #{request_id}")
+            return Outcome(
+                "rejected", view, f"you {'withdrew' if view.withdrawn else 'rejected'} request #{request_id}"
+            )
         return Outcome("noop", view, f"request #{request_id} is already {view.state.value}")
     async with services.sessions() as db, db.begin():
-        claimed = await service.claim_if_approved(db_session=db, request_id=request_id, executor=services.executor_id,
-                                                   now=services.clock())
+        claimed = await service.claim_if_approved(
+            db_session=db, request_id=request_id, executor=services.executor_id, now=services.clock()
+        )
     view = await load_view(services=services, request_id=request_id)
     if not claimed:
         if view.pending:
             await _notify(notify, view)
             return Outcome("recorded", view, f"approval recorded ({len(view.approved_by)} of {view.approvals_needed})")
         return Outcome("noop", view, f"request #{request_id} is already {view.state.value}")
-    final = await execute_claimed(services=services, request_id=request_id, notify=lambda v: _notify(notify, v),
-                                  load=lambda: load_view(services=services, request_id=request_id), progress=progress)
+    final = await execute_claimed(
+        services=services,
+        request_id=request_id,
+        notify=lambda v: _notify(notify, v),
+        load=lambda: load_view(services=services, request_id=request_id),
+        progress=progress,
+    )
     return Outcome("executed", final, f"request #{request_id} {final.state.value}")
 
 
 async def _expire(services: Services, request_id: int, notify: Notify | None) -> Outcome:
     async with services.sessions() as db, db.begin():
-        did = await service.transition(db_session=db, request_id=request_id, from_states=[State.PENDING],
-                                       to=State.EXPIRED, now=services.clock(), message="expired before enough approvals")
+        did = await service.transition(
+            db_session=db,
+            request_id=request_id,
+            from_states=[State.PENDING],
+            to=State.EXPIRED,
+            now=services.clock(),
+            message="expired before enough approvals",
+        )
     view = await load_view(services=services, request_id=request_id)
     if did:
         await _notify(notify, view)
@@ -169,8 +222,9 @@ async def _expire(services: Services, request_id: int, notify: Notify | None) ->
 def _may_replace(role: Role) -> None:
     """Re-plans and next steps are new requests: operators and admins only."""
     if role < Role.OPERATOR:
-        raise PermissionDenied("only operators and admins may re-plan actions or ask for next steps",
-                               needed_role=Role.OPERATOR.label)
+        raise PermissionDenied(
+            "only operators and admins may re-plan actions or ask for next steps", needed_role=Role.OPERATOR.label
+        )
 
 
 async def replan(*, services: Services, request_id: int, requester: str, role: Role) -> RequestView:
@@ -180,7 +234,10 @@ async def replan(*, services: Services, request_id: int, requester: str, role: R
     _may_replace(role)
     old = await load_view(services=services, request_id=request_id)
     if not old.replannable:
-        raise UsageError(f"request #{request_id} is {old.state.value}" + (f" and was re-planned as #{old.replaced_by}" if old.replaced_by else ""))
+        raise UsageError(
+            f"request #{request_id} is {old.state.value}"
+            + (f" and was re-planned as #{old.replaced_by}" if old.replaced_by else "")
+        )
     assert old.spec is not None
     return await _replace(services, old, old.spec, requester)
 
@@ -245,11 +302,19 @@ async def recover_interrupted(*, services: Services, stale_after_s: float | None
         view = await load_view(services=services, request_id=request_id)
         step = next((s for s in view.steps if s.state == "running"), None)
         where = f"during step {step.index} ({step.title})" if step else "before any step ran"
-        text = (f"The bot stopped {where}. It was not re-run: check the host (`/gpu status {view.host}`) "
-                "and re-plan if needed.")
+        text = (
+            f"The bot stopped {where}. It was not re-run: check the host (`/gpu status {view.host}`) "
+            "and re-plan if needed."
+        )
         async with services.sessions() as db, db.begin():
-            did = await service.interrupt(db_session=db, request_id=request_id, executor=executor, message=text,
-                                          now=services.clock(), stale_after_s=None if gone else stale)
+            did = await service.interrupt(
+                db_session=db,
+                request_id=request_id,
+                executor=executor,
+                message=text,
+                now=services.clock(),
+                stale_after_s=None if gone else stale,
+            )
         if did:
             out.append(await load_view(services=services, request_id=request_id))
     return out

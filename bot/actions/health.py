@@ -62,9 +62,14 @@ class HealthCheck:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> HealthCheck:
-        return cls(url=d.get("url"), source=d.get("source", ""), gpu=bool(d.get("gpu", True)),
-                   wait_s=float(d["wait_s"]), auto=bool(d.get("auto", False)),
-                   limit_from=d.get("limit_from", "GPUBOT_UNIT_HEALTH_WAIT_S"))
+        return cls(
+            url=d.get("url"),
+            source=d.get("source", ""),
+            gpu=bool(d.get("gpu", True)),
+            wait_s=float(d["wait_s"]),
+            auto=bool(d.get("auto", False)),
+            limit_from=d.get("limit_from", "GPUBOT_UNIT_HEALTH_WAIT_S"),
+        )
 
     def describe(self, *, source: bool = True) -> str:
         """``active, main process alive, GPU memory held, http://…/health → 200 (vLLM default); up to 30 min``."""
@@ -83,27 +88,31 @@ def unit_command(unit: str) -> str:
     ``Cuda`` (``CUDA_VISIBLE_DEVICES`` of the unit's Environment, nothing else of it), ``PidsFrom``
     (``cgroup`` or ``tree``), ``Pids`` (space separated), ``Cmd`` (hex of the main process's
     NUL-separated command line, first 4 KiB)."""
-    tree = ("ps -e -o pid= -o ppid= | awk -v root=\"$main\" '{p[NR]=$1; pp[NR]=$2} END {keep[root]=1; "
-            "out=root; n=1; while (n) {n=0; for (i=1; i<=NR; i++) if ((pp[i] in keep) && !(p[i] in keep)) "
-            "{keep[p[i]]=1; out=out \" \" p[i]; n=1}} print out}'")
-    return "\n".join([
-        f"u={q(unit)}",
-        f'systemctl show -p ActiveState,SubState,Result,MainPID -- "$u" || exit {StepExit.REFUSED:d}',
-        'main=$(systemctl show -p MainPID --value -- "$u"); case "$main" in ""|*[!0-9]*) main=0;; esac',
-        'cg=$(systemctl show -p ControlGroup --value -- "$u" 2>/dev/null)',
-        'if [ "$main" -gt 0 ] && s=$(cat /proc/$main/stat 2>/dev/null); then s=${s##*) }; set -- $s; echo "MainState=$1"; fi',
-        "printf 'Cuda=%s\\n' \"$(systemctl show -p Environment --value -- \"$u\" 2>/dev/null | tr ' ' '\\n' "
-        "| sed -n 's/^CUDA_VISIBLE_DEVICES=//p' | head -n 1)\"",
-        'pids=""',
-        'for b in /sys/fs/cgroup /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do',
-        '  if [ -n "$cg" ] && [ -d "$b$cg" ]; then',
-        '    pids=$(find "$b$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | tr "\\n" " "); echo PidsFrom=cgroup; break',
-        "  fi",
-        "done",
-        f'if [ -z "$pids" ] && [ "$main" -gt 0 ]; then pids=$({tree}); echo PidsFrom=tree; fi',
-        'echo "Pids=$pids"',
-        f'if [ "$main" -gt 0 ]; then printf "Cmd=%s\\n" "$(head -c 4096 /proc/$main/cmdline 2>/dev/null | {HEX})"; fi',
-    ])
+    tree = (
+        'ps -e -o pid= -o ppid= | awk -v root="$main" \'{p[NR]=$1; pp[NR]=$2} END {keep[root]=1; '
+        "out=root; n=1; while (n) {n=0; for (i=1; i<=NR; i++) if ((pp[i] in keep) && !(p[i] in keep)) "
+        '{keep[p[i]]=1; out=out " " p[i]; n=1}} print out}\''
+    )
+    return "\n".join(
+        [
+            f"u={q(unit)}",
+            f'systemctl show -p ActiveState,SubState,Result,MainPID -- "$u" || exit {StepExit.REFUSED:d}',
+            'main=$(systemctl show -p MainPID --value -- "$u"); case "$main" in ""|*[!0-9]*) main=0;; esac',
+            'cg=$(systemctl show -p ControlGroup --value -- "$u" 2>/dev/null)',
+            'if [ "$main" -gt 0 ] && s=$(cat /proc/$main/stat 2>/dev/null); then s=${s##*) }; set -- $s; echo "MainState=$1"; fi',
+            "printf 'Cuda=%s\\n' \"$(systemctl show -p Environment --value -- \"$u\" 2>/dev/null | tr ' ' '\\n' "
+            "| sed -n 's/^CUDA_VISIBLE_DEVICES=//p' | head -n 1)\"",
+            'pids=""',
+            "for b in /sys/fs/cgroup /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do",
+            '  if [ -n "$cg" ] && [ -d "$b$cg" ]; then',
+            '    pids=$(find "$b$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | tr "\\n" " "); echo PidsFrom=cgroup; break',
+            "  fi",
+            "done",
+            f'if [ -z "$pids" ] && [ "$main" -gt 0 ]; then pids=$({tree}); echo PidsFrom=tree; fi',
+            'echo "Pids=$pids"',
+            f'if [ "$main" -gt 0 ]; then printf "Cmd=%s\\n" "$(head -c 4096 /proc/$main/cmdline 2>/dev/null | {HEX})"; fi',
+        ]
+    )
 
 
 def health_command(url: str, timeout_s: float) -> str:
@@ -112,8 +121,12 @@ def health_command(url: str, timeout_s: float) -> str:
     return f"curl -sS -o /dev/null -w '%{{http_code}}' --max-time {max(1, int(timeout_s))} --url {q(url)}"
 
 
-def poll_commands(unit: str, url: str | None, gpu_commands: list[tuple[str, str]], http_timeout_s: float,
-                  ) -> list[tuple[str, str]]:
+def poll_commands(
+    unit: str,
+    url: str | None,
+    gpu_commands: list[tuple[str, str]],
+    http_timeout_s: float,
+) -> list[tuple[str, str]]:
     """The framed commands of one look: ``unit``, the GPU probe's (``gpus``/``apps`` or
     ``nvml``) and, with a URL, ``health``."""
     cmds = [("unit", unit_command(unit)), *gpu_commands]
@@ -164,8 +177,20 @@ def parse_look(outputs: dict[str, ProbeOutput], gpu: GpuReport | None) -> UnitLo
         text = h.stdout.strip()
         code = int(text) if text.isdecimal() and text != "000" else None
         err = h.stderr.strip().splitlines()[-1][:300] if h.stderr.strip() else None
-    return UnitLook(kv.get("ActiveState") or None, kv.get("SubState") or None, kv.get("Result") or None, main, alive,
-                    pids, cuda, argv, gpu, code, err, status)
+    return UnitLook(
+        kv.get("ActiveState") or None,
+        kv.get("SubState") or None,
+        kv.get("Result") or None,
+        main,
+        alive,
+        pids,
+        cuda,
+        argv,
+        gpu,
+        code,
+        err,
+        status,
+    )
 
 
 # --- Progress and verdict -------------------------------------------------------------------------
@@ -203,14 +228,20 @@ class HealthProgress:
         elif self.phase == "failed":
             head = f"{self.unit} on {self.host} did not come up ({duration(self.elapsed_s)}): {self.reason}"
         else:
-            head = f"waiting for {self.unit} on {self.host}: {duration(self.elapsed_s)} of up to {duration(self.limit_s)}"
+            head = (
+                f"waiting for {self.unit} on {self.host}: {duration(self.elapsed_s)} of up to {duration(self.limit_s)}"
+            )
         health = f"health {self.url}: {self.health}" if self.url else f"health: {self.health}"
         return [head, f"unit: {self.unit_state}", f"GPU memory: {self.gpu_text()}", health]
 
     def summary(self) -> str:
         """One sentence for the step: ``up after 7.3 s: active (running), pid 42; …; … → 200``."""
         what = f"up after {duration(self.elapsed_s)}" if self.phase == "up" else (self.reason or self.phase)
-        gpu = f"{sum(self.gpu_mib.values()):,} MiB on GPU {', '.join(map(str, sorted(self.gpu_mib)))}" if self.gpu_mib else self.gpu_text()
+        gpu = (
+            f"{sum(self.gpu_mib.values()):,} MiB on GPU {', '.join(map(str, sorted(self.gpu_mib)))}"
+            if self.gpu_mib
+            else self.gpu_text()
+        )
         health = f"{self.url} → {self.health}" if self.url else f"health {self.health}"
         return f"{self.unit} {what}: {self.unit_state}; {gpu}; {health}"
 
@@ -256,8 +287,17 @@ def _health_text(look: UnitLook, url: str | None, timeout_s: float) -> str:
     return "no answer" + (f" ({look.health_error})" if look.health_error else "")
 
 
-def judge(look: UnitLook, *, host: str, unit: str, check: HealthCheck, url: str | None, first_pid: int | None,
-          elapsed_s: float, http_timeout_s: float) -> HealthProgress:
+def judge(
+    look: UnitLook,
+    *,
+    host: str,
+    unit: str,
+    check: HealthCheck,
+    url: str | None,
+    first_pid: int | None,
+    elapsed_s: float,
+    http_timeout_s: float,
+) -> HealthProgress:
     """The verdict of one look. ``first_pid``: the main PID the first active look saw (None
     before). ``failed`` ends the wait at once: the unit failed, went inactive, was restarted by
     systemd, lost its main process, or the URL cannot be read on the host (no ``curl``)."""
@@ -266,8 +306,17 @@ def judge(look: UnitLook, *, host: str, unit: str, check: HealthCheck, url: str 
         state += f", main pid {look.main_pid} " + ("alive" if look.main_alive else "GONE")
     held, note = _gpu_held(look)
     health = _health_text(look, url, http_timeout_s)
-    base = dict(host=host, unit=unit, url=url, elapsed_s=elapsed_s, limit_s=check.wait_s, unit_state=state,
-                gpu_mib=held, gpu_note=note, health=health)
+    base = dict(
+        host=host,
+        unit=unit,
+        url=url,
+        elapsed_s=elapsed_s,
+        limit_s=check.wait_s,
+        unit_state=state,
+        gpu_mib=held,
+        gpu_note=note,
+        health=health,
+    )
 
     def failed(reason: str) -> HealthProgress:
         return HealthProgress(phase="failed", reason=reason, **base)  # type: ignore[arg-type]
@@ -312,5 +361,6 @@ def judge(look: UnitLook, *, host: str, unit: str, check: HealthCheck, url: str 
 def timed_out(last: HealthProgress, setting: str) -> HealthProgress:
     """The last look turned into the failure of a wait that reached its bound."""
     why = last.reason or "not up"
-    return replace(last, phase="failed",
-                   reason=f"not up within {duration(last.limit_s)} (the limit, {setting}); still {why}")
+    return replace(
+        last, phase="failed", reason=f"not up within {duration(last.limit_s)} (the limit, {setting}); still {why}"
+    )

@@ -16,7 +16,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from bot.actions import remote
-from bot.actions.health import HealthCheck, HealthProgress, UnitLook, default_url, judge, parse_look, poll_commands, timed_out
+from bot.actions.health import (
+    HealthCheck,
+    HealthProgress,
+    UnitLook,
+    default_url,
+    judge,
+    parse_look,
+    poll_commands,
+    timed_out,
+)
 from bot.actions.journal import JournalTail, fetch_journal
 from bot.config import Settings
 from bot.errors import ProbeError
@@ -48,8 +57,16 @@ async def _tell(progress: Progress | None, p: HealthProgress) -> None:
         log.exception("health progress of %s could not be shown", p.unit)
 
 
-async def wait_until_up(*, runner: Runner, target: HostTarget, unit: str, check: HealthCheck, settings: Settings,
-                        gpu_backend: str, progress: Progress | None = None) -> WaitResult:
+async def wait_until_up(
+    *,
+    runner: Runner,
+    target: HostTarget,
+    unit: str,
+    check: HealthCheck,
+    settings: Settings,
+    gpu_backend: str,
+    progress: Progress | None = None,
+) -> WaitResult:
     """Look at ``unit`` on ``target`` until it is up or failed (see :func:`bot.actions.health.judge`),
     at most ``check.wait_s`` seconds; never raises for the host's failures."""
     poll_s, http_s = settings.unit_health_poll_s, settings.unit_health_http_timeout_s
@@ -58,11 +75,14 @@ async def wait_until_up(*, runner: Runner, target: HostTarget, unit: str, check:
     url, first_pid, looks, lines = check.url, None, 0, []
     while True:
         try:
-            outs = await run_framed(runner, target, poll_commands(unit, url, gpu_cmds, http_s),
-                                           timeout=settings.probe_timeout_s + http_s)
+            outs = await run_framed(
+                runner, target, poll_commands(unit, url, gpu_cmds, http_s), timeout=settings.probe_timeout_s + http_s
+            )
             look = parse_look(outs, remote.parse_gpus(outs, gpu_backend))
         except ProbeError as exc:
-            look = UnitLook(None, None, None, 0, False, frozenset(), (), [], None, error=f"{target.name} did not answer: {exc}")
+            look = UnitLook(
+                None, None, None, 0, False, frozenset(), (), [], None, error=f"{target.name} did not answer: {exc}"
+            )
         looks += 1
         elapsed = time.monotonic() - started
         if url is None and check.auto and look.argv:
@@ -70,8 +90,19 @@ async def wait_until_up(*, runner: Runner, target: HostTarget, unit: str, check:
             url = found[0] if found else None
         if first_pid is None and look.active_state == "active" and look.main_pid:
             first_pid = look.main_pid
-        p = replace(judge(look, host=target.name, unit=unit, check=check, url=url, first_pid=first_pid,
-                          elapsed_s=elapsed, http_timeout_s=http_s), looks=looks)
+        p = replace(
+            judge(
+                look,
+                host=target.name,
+                unit=unit,
+                check=check,
+                url=url,
+                first_pid=first_pid,
+                elapsed_s=elapsed,
+                http_timeout_s=http_s,
+            ),
+            looks=looks,
+        )
         if p.phase == "waiting" and elapsed + poll_s > check.wait_s:
             p = timed_out(p, check.limit_from)
         lines.append(f"{elapsed:8.1f} s  {p.phase}: {p.summary()}")

@@ -46,8 +46,13 @@ class JournalTail:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> JournalTail:
-        return cls(host=d["host"], unit=d["unit"], lines=list(d.get("lines", [])), note=d.get("note"),
-                   asked=int(d.get("asked", 0)))
+        return cls(
+            host=d["host"],
+            unit=d["unit"],
+            lines=list(d.get("lines", [])),
+            note=d.get("note"),
+            asked=int(d.get("asked", 0)),
+        )
 
     def text(self) -> str:
         """The lines as one text (for a file), or the note."""
@@ -73,16 +78,28 @@ def parse_journal(host: str, unit: str, out: ProbeOutput, asked: int) -> Journal
     if out.exit_status == 127 or "journalctl: not found" in err or "journalctl: command not found" in err:
         return JournalTail(host, unit, note=f"{host} has no systemd journal: journalctl is not installed", asked=asked)
     if "No journal files were found" in err or "No journal files were found" in text:
-        return JournalTail(host, unit, note=f"{host} has no journal files: journald is not running or keeps nothing",
-                           asked=asked)
+        return JournalTail(
+            host, unit, note=f"{host} has no journal files: journald is not running or keeps nothing", asked=asked
+        )
     if out.exit_status not in (0, None) and not text.strip():
-        return JournalTail(host, unit, note=f"journalctl failed on {host} (exit {out.exit_status}): {err[:300]}", asked=asked)
-    lines = [mask_secrets(printable(line)) for line in text.splitlines() if line.strip() and line.strip() != "-- No entries --"]
+        return JournalTail(
+            host, unit, note=f"journalctl failed on {host} (exit {out.exit_status}): {err[:300]}", asked=asked
+        )
+    lines = [
+        mask_secrets(printable(line))
+        for line in text.splitlines()
+        if line.strip() and line.strip() != "-- No entries --"
+    ]
     if lines:
         return JournalTail(host, unit, lines=lines, asked=asked)
     if "systemd-journal" in err or "not seeing messages from other users" in err:
-        return JournalTail(host, unit, note=f"no entries visible: the SSH user on {host} may not read the system journal "
-                                            "(add it to the systemd-journal group)", asked=asked)
+        return JournalTail(
+            host,
+            unit,
+            note=f"no entries visible: the SSH user on {host} may not read the system journal "
+            "(add it to the systemd-journal group)",
+            asked=asked,
+        )
     return JournalTail(host, unit, note=f"no journal entries for {unit} on {host}", asked=asked)
 
 

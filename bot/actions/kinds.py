@@ -30,8 +30,16 @@ class ActionKind(str, enum.Enum):
         return {"clean_weights": "delete weights", "clean_hf": "clean HF cache"}.get(self.value, self.value)
 
 
-DESTRUCTIVE = frozenset({ActionKind.CLEAN_WEIGHTS, ActionKind.CLEAN_HF, ActionKind.KILL, ActionKind.STOP,
-                         ActionKind.RESTART, ActionKind.PIVOT})
+DESTRUCTIVE = frozenset(
+    {
+        ActionKind.CLEAN_WEIGHTS,
+        ActionKind.CLEAN_HF,
+        ActionKind.KILL,
+        ActionKind.STOP,
+        ActionKind.RESTART,
+        ActionKind.PIVOT,
+    }
+)
 """Kinds whose requester may not approve them (``start`` only adds)."""
 
 UNIT_KINDS = frozenset({ActionKind.STOP, ActionKind.START, ActionKind.RESTART})
@@ -40,13 +48,13 @@ UNIT_KINDS = frozenset({ActionKind.STOP, ActionKind.START, ActionKind.RESTART})
 class State(str, enum.Enum):
     """Life of a request. Transitions are claimed with a conditional UPDATE (see ``service``)::
 
-        pending ─┬─> approved ─┬─> executing ─┬─> done
-                 │             │              ├─> failed
-                 │             │              └─> interrupted   (crash; never re-run)
-                 │             ├─> aborted                       (drift found by the re-probe)
-                 │             └─> interrupted
-                 ├─> rejected
-                 └─> expired
+    pending ─┬─> approved ─┬─> executing ─┬─> done
+             │             │              ├─> failed
+             │             │              └─> interrupted   (crash; never re-run)
+             │             ├─> aborted                       (drift found by the re-probe)
+             │             └─> interrupted
+             ├─> rejected
+             └─> expired
     """
 
     PENDING = "pending"
@@ -127,6 +135,11 @@ class ActionSpec:
         kill = [] if self.kill_leftovers else ["kill=none"]
         if k in UNIT_KINDS:
             return " ".join([f"{k.value} {self.host} {self.unit}", *(kill if k is ActionKind.STOP else []), *health])
-        extra = ([f"delete={p}" for p in self.paths] + ([f"need={typed_size(self.need_bytes)}"] if self.need_bytes else [])
-                 + kill + [f"pid={p}" for p in self.pids] + health)
+        extra = (
+            [f"delete={p}" for p in self.paths]
+            + ([f"need={typed_size(self.need_bytes)}"] if self.need_bytes else [])
+            + kill
+            + [f"pid={p}" for p in self.pids]
+            + health
+        )
         return " ".join([f"pivot {self.host} from={self.from_unit} to={self.to_unit}", *extra])

@@ -134,19 +134,21 @@ def weights_commands(model: str, hub_dirs: list[str]) -> list[tuple[str, str]]:
         org, name = model.split("/", 1)
         repo = q(f"models--{org}--{name}")
         dirs = " ".join(q(d) for d in hub_dirs)
-        body = "\n".join([
-            f"for h in {dirs}; do",
-            f'  r="$h"/{repo}; [ -d "$r/snapshots" ] || continue',
-            '  printf \'hub=%s\\n\' "$(hx "$h")"',
-            '  c=$(cat "$r/refs/main" 2>/dev/null); s="$r/snapshots/$c"',
-            '  [ -n "$c" ] && [ -d "$s" ] || s="$r/snapshots/$(ls -t "$r/snapshots" | head -n 1)"',
-            '  printf \'snapshot=%s\\n\' "$(hx "$s")"',
-            '  check "$s"; find "$r/blobs" -name \'*.incomplete\' 2>/dev/null | head -n 20 | '
-            'while IFS= read -r f; do printf \'incomplete %s\\n\' "$(hx "$f")"; done',
-            "  exit 0",
-            "done",
-            "echo hub=none",
-        ])
+        body = "\n".join(
+            [
+                f"for h in {dirs}; do",
+                f'  r="$h"/{repo}; [ -d "$r/snapshots" ] || continue',
+                '  printf \'hub=%s\\n\' "$(hx "$h")"',
+                '  c=$(cat "$r/refs/main" 2>/dev/null); s="$r/snapshots/$c"',
+                '  [ -n "$c" ] && [ -d "$s" ] || s="$r/snapshots/$(ls -t "$r/snapshots" | head -n 1)"',
+                '  printf \'snapshot=%s\\n\' "$(hx "$s")"',
+                '  check "$s"; find "$r/blobs" -name \'*.incomplete\' 2>/dev/null | head -n 20 | '
+                'while IFS= read -r f; do printf \'incomplete %s\\n\' "$(hx "$f")"; done',
+                "  exit 0",
+                "done",
+                "echo hub=none",
+            ]
+        )
         target = q(hub_dirs[0]) if hub_dirs else "/"
     df = f'd={target}; while [ ! -e "$d" ] && [ "$d" != / ]; do d=$(dirname -- "$d"); done; df -P -B1 -- "$d"'
     return [("weights", f"{_CHECK_SH}\n{body}"), ("df", df)]
@@ -199,7 +201,9 @@ class Weights:
         name = (self.real or self.path or "").rsplit("/", 1)[-1]
         if not self.is_dir and name.endswith(".gguf"):
             m = _SPLIT_GGUF.match(name)
-            parts = [f for f in self.files if m and f.startswith(m["stem"] + "-") and f.endswith(f"-of-{m['parts']}.gguf")]
+            parts = [
+                f for f in self.files if m and f.startswith(m["stem"] + "-") and f.endswith(f"-of-{m['parts']}.gguf")
+            ]
             known = [s for f in (parts or [name]) if (s := self.files.get(f)) is not None]
             return sum(known) if known else None
         sizes = [s for s in self.files.values() if s is not None]
@@ -243,8 +247,19 @@ def parse_weights(model: str, outputs: dict[str, ProbeOutput]) -> Weights:
     path = _unhex(kv["snapshot"]) if hub is not None and "snapshot" in kv else model
     exists = {"yes": True, "no": False}.get(kv.get("exists", ""))
     total = int(kv["total"]) if kv.get("total", "").isdecimal() else None
-    return Weights(model, path, exists, _unhex(kv.get("real", "")) or None, kv.get("type") == "dir", hub, total,
-                   shards, files, incomplete, disk)
+    return Weights(
+        model,
+        path,
+        exists,
+        _unhex(kv.get("real", "")) or None,
+        kv.get("type") == "dir",
+        hub,
+        total,
+        shards,
+        files,
+        incomplete,
+        disk,
+    )
 
 
 def _unhex(text: str) -> str | None:
@@ -258,35 +273,54 @@ def weights_problems(w: Weights, *, where: str, host: str, need_bytes: int | Non
     """Why the weights refuse the plan (empty: they look whole). ``where`` says where the model
     argument came from (``--model of vllm-kimi.service's ExecStart``); each reason names the path,
     what is missing, the free disk there and the ``need=`` a download would take."""
-    free = (f"{w.disk.path}: {human_bytes(w.disk.avail_bytes)} free" if w.disk and w.disk.avail_bytes is not None
-            else "free disk unknown")
+    free = (
+        f"{w.disk.path}: {human_bytes(w.disk.avail_bytes)} free"
+        if w.disk and w.disk.avail_bytes is not None
+        else "free disk unknown"
+    )
     asked = f"; need={human_bytes(need_bytes)} was asked" if need_bytes is not None else ""
     if w.error:
         return [f"the weights of `{w.model}` ({where}) could not be checked on {host}: {w.error}"]
     if w.path is None:
-        return [f"`{w.model}` ({where}) is not in any Hugging Face cache on {host}: download it first "
-                f"({free}; give need=SIZE of the model so the pivot checks room for it{asked})"]
+        return [
+            f"`{w.model}` ({where}) is not in any Hugging Face cache on {host}: download it first "
+            f"({free}; give need=SIZE of the model so the pivot checks room for it{asked})"
+        ]
     if w.exists is False:
-        return [f"`{w.path}` ({where}) does not exist on {host}: download the weights first "
-                f"({free}; give need=SIZE of the model so the pivot checks room for it{asked})"]
+        return [
+            f"`{w.path}` ({where}) does not exist on {host}: download the weights first "
+            f"({free}; give need=SIZE of the model so the pivot checks room for it{asked})"
+        ]
     out = []
     missing = w.missing_shards
     if missing:
         named = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        of = f"{len(missing)} of {len(w.shards)} shards named in model.safetensors.index.json" if w.shards else \
-            f"{len(missing)} split GGUF part{'s' if len(missing) > 1 else ''}"
+        of = (
+            f"{len(missing)} of {len(w.shards)} shards named in model.safetensors.index.json"
+            if w.shards
+            else f"{len(missing)} split GGUF part{'s' if len(missing) > 1 else ''}"
+        )
         have = w.weights_bytes or 0
-        left = f"; the index says {human_bytes(w.index_total)} in all, {human_bytes(have)} present: about " \
-               f"{human_bytes(max(0, w.index_total - have))} to download (need={human_bytes(max(0, w.index_total - have))})" \
-            if w.index_total else ""
+        left = (
+            f"; the index says {human_bytes(w.index_total)} in all, {human_bytes(have)} present: about "
+            f"{human_bytes(max(0, w.index_total - have))} to download (need={human_bytes(max(0, w.index_total - have))})"
+            if w.index_total
+            else ""
+        )
         out.append(f"`{w.path}` ({where}) is incomplete: {of} missing ({named}){left}; {free}")
     if w.incomplete:
-        shown = ", ".join(p.rsplit("/", 1)[-1] for p in w.incomplete[:3]) + (f" and {len(w.incomplete) - 3} more" if len(w.incomplete) > 3 else "")
-        out.append(f"`{w.path}` ({where}): a download is still running or was cut: {len(w.incomplete)} .incomplete "
-                   f"file{'s' if len(w.incomplete) > 1 else ''} ({shown}); {free}")
+        shown = ", ".join(p.rsplit("/", 1)[-1] for p in w.incomplete[:3]) + (
+            f" and {len(w.incomplete) - 3} more" if len(w.incomplete) > 3 else ""
+        )
+        out.append(
+            f"`{w.path}` ({where}): a download is still running or was cut: {len(w.incomplete)} .incomplete "
+            f"file{'s' if len(w.incomplete) > 1 else ''} ({shown}); {free}"
+        )
     if not missing and not w.incomplete and w.weights_bytes is None:
-        out.append(f"`{w.path}` ({where}) holds no weight file (*.safetensors, *.gguf, *.bin, *.pt): download the "
-                   f"weights first ({free}{asked})")
+        out.append(
+            f"`{w.path}` ({where}) holds no weight file (*.safetensors, *.gguf, *.bin, *.pt): download the "
+            f"weights first ({free}{asked})"
+        )
     return out
 
 
@@ -294,8 +328,11 @@ def weights_line(w: Weights, where: str) -> str:
     """The card's line: ``model /shared/Kimi-K2.5-NVFP4 (--model of …) — 540 GB in 64 shards, all present``."""
     shown = w.path if w.hub is None else f"{w.model} (HF cache {w.path})"
     size = human_bytes(w.weights_bytes)
-    what = (f"{size} in {len(w.shards)} shard{'s' if len(w.shards) != 1 else ''}, all present" if w.shards
-            else f"{size} of weight files")
+    what = (
+        f"{size} in {len(w.shards)} shard{'s' if len(w.shards) != 1 else ''}, all present"
+        if w.shards
+        else f"{size} of weight files"
+    )
     return f"model {shown} ({where}) — {what}"
 
 
@@ -341,16 +378,23 @@ def fit(served: ServedModel, weights_bytes: int | None, cuda: tuple[str, ...] | 
         return Fit(None, "fit not judged: the weights' size is unknown")
     visible = visible_gpus(cuda, gpus)
     if visible is None:
-        return Fit(None, f"fit not judged: CUDA_VISIBLE_DEVICES={','.join(cuda or ())} names a GPU the probe did not list")
+        return Fit(
+            None, f"fit not judged: CUDA_VISIBLE_DEVICES={','.join(cuda or ())} names a GPU the probe did not list"
+        )
     if not visible:
-        return Fit(False, "no GPU is visible to the unit (" + ("CUDA_VISIBLE_DEVICES is empty)" if cuda is not None
-                                                              else "the probe listed no GPU)"))
+        return Fit(
+            False,
+            "no GPU is visible to the unit ("
+            + ("CUDA_VISIBLE_DEVICES is empty)" if cuda is not None else "the probe listed no GPU)"),
+        )
     if served.server in ("TGI", "llama.cpp"):
         n = served.tensor_parallel or len(visible)
         layout = f"--num-shard {n}" if served.tensor_parallel else f"all {n} visible GPUs"
     else:
         n = served.gpus_needed
-        layout = f"TP {served.tensor_parallel or 1}" + (f" × PP {served.pipeline_parallel}" if served.pipeline_parallel else "")
+        layout = f"TP {served.tensor_parallel or 1}" + (
+            f" × PP {served.pipeline_parallel}" if served.pipeline_parallel else ""
+        )
     where = f"CUDA_VISIBLE_DEVICES={','.join(cuda)}" if cuda is not None else f"{len(visible)} GPUs on the host"
     if n > len(visible):
         return Fit(False, f"{served.server} asks for {n} GPUs ({layout}) but {where} gives {len(visible)}", n)
@@ -362,13 +406,20 @@ def fit(served: ServedModel, weights_bytes: int | None, cuda: tuple[str, ...] | 
     usable = min(int(t * util) for t in totals if t is not None)
     per = -(-weights_bytes // MIB // n)
     kv = usable - per
-    knob = (f"--gpu-memory-utilization {util:.2f}" if served.server == "vLLM" else f"--mem-fraction-static {util:.2f}"
-            if served.server == "SGLang" else "all of each GPU's memory")
+    knob = (
+        f"--gpu-memory-utilization {util:.2f}"
+        if served.server == "vLLM"
+        else f"--mem-fraction-static {util:.2f}"
+        if served.server == "SGLang"
+        else "all of each GPU's memory"
+    )
     if not served.utilization_given and served.gpu_memory_utilization is not None:
         knob += " (default)"
     smallest = min(t for t in totals if t is not None)
-    head = (f"{human_bytes(weights_bytes)} of weights over {n} GPU{'s' if n > 1 else ''} ({layout}) with {knob}: "
-            f"{human_mib(per)} of weights per GPU of {human_mib(usable)} usable ({human_mib(smallest)} × {util:.2f})")
+    head = (
+        f"{human_bytes(weights_bytes)} of weights over {n} GPU{'s' if n > 1 else ''} ({layout}) with {knob}: "
+        f"{human_mib(per)} of weights per GPU of {human_mib(usable)} usable ({human_mib(smallest)} × {util:.2f})"
+    )
     if kv <= 0:
         return Fit(False, f"the weights do not fit: {head}, {human_mib(-kv)} short per GPU", n, per, kv)
     return Fit(True, f"fits: {head}; {human_mib(kv)} left for the KV cache per GPU", n, per, kv)

@@ -52,8 +52,17 @@ def hub_dirs(env: dict[str, str], readings: Readings | None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-async def check_model(*, runner: Runner, target: HostTarget, timeout: float, host: str, unit: str,
-                      readings: Readings | None, need_bytes: int | None, deleting: Sequence[PathItem] = ()) -> ModelGate:
+async def check_model(
+    *,
+    runner: Runner,
+    target: HostTarget,
+    timeout: float,
+    host: str,
+    unit: str,
+    readings: Readings | None,
+    need_bytes: int | None,
+    deleting: Sequence[PathItem] = (),
+) -> ModelGate:
     """Check ``unit``'s model on the host (see the module). ``deleting``: paths the same plan deletes
     first (a pivot's ``delete=``): weights under one of them would be gone when the unit starts.
     Raises only the runner's :class:`~bot.errors.ProbeError` for a host that stopped answering."""
@@ -65,17 +74,28 @@ async def check_model(*, runner: Runner, target: HostTarget, timeout: float, hos
         return ModelGate()  # systemd shows no command (a unit with none, or a stand-in): nothing to check
     served = served_model(cmd.argv)
     if served is None:
-        return ModelGate(warnings=[f"model not checked: {unit}'s ExecStart runs no server gpubot knows (vLLM, SGLang, TGI, "
-                                   "llama.cpp) or names no model"])
+        return ModelGate(
+            warnings=[
+                f"model not checked: {unit}'s ExecStart runs no server gpubot knows (vLLM, SGLang, TGI, "
+                "llama.cpp) or names no model"
+            ]
+        )
     where = f"{served.option if served.option != 'positional' else 'the model'} of {unit}'s ExecStart"
     if not served.local and not HUB_ID.match(served.model):
-        return ModelGate(warnings=[f"model not checked: `{served.model}` ({where}) is neither an absolute path nor a "
-                                   "Hugging Face repo id"])
+        return ModelGate(
+            warnings=[
+                f"model not checked: `{served.model}` ({where}) is neither an absolute path nor a Hugging Face repo id"
+            ]
+        )
     dirs = hub_dirs(cmd.env, readings)
     if not served.local and not dirs:
-        return ModelGate(warnings=[f"model not checked: no Hugging Face cache is known on {host} to look for `{served.model}`"])
+        return ModelGate(
+            warnings=[f"model not checked: no Hugging Face cache is known on {host} to look for `{served.model}`"]
+        )
     try:
-        w = parse_weights(served.model, await run_framed(runner, target, weights_commands(served.model, dirs), timeout=timeout))
+        w = parse_weights(
+            served.model, await run_framed(runner, target, weights_commands(served.model, dirs), timeout=timeout)
+        )
     except ProbeError as exc:
         return ModelGate(refusals=[f"the weights of `{served.model}` ({where}) could not be checked on {host}: {exc}"])
     refusals = weights_problems(w, where=where, host=host, need_bytes=need_bytes)
@@ -83,8 +103,10 @@ async def check_model(*, runner: Runner, target: HostTarget, timeout: float, hos
     for it in deleting:
         gone = it.real.rstrip("/")
         if real == gone or real.startswith(gone + "/"):
-            refusals.append(f"the pivot deletes {it.real} ({human_bytes(it.size_bytes)}), which holds `{w.path}` "
-                            f"({where}): {unit} would start without its weights")
+            refusals.append(
+                f"the pivot deletes {it.real} ({human_bytes(it.size_bytes)}), which holds `{w.path}` "
+                f"({where}): {unit} would start without its weights"
+            )
     if refusals:
         return ModelGate(refusals=refusals)
     lines = [weights_line(w, where)]

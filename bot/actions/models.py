@@ -27,8 +27,10 @@ class ActionRequest(Base):
     """
 
     __tablename__ = "action_requests"
-    __table_args__ = (Index("ix_action_requests_host_created", "host", "created_at"),
-                      Index("ix_action_requests_state", "state"))
+    __table_args__ = (
+        Index("ix_action_requests_host_created", "host", "created_at"),
+        Index("ix_action_requests_state", "state"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(32))

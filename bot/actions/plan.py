@@ -152,8 +152,13 @@ def _upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
             new |= {"procs": a.get("procs"), "via": via}
         elif op == "unit":
             health = a.get("health")
-            new |= {"verb": a.get("verb"), "unit": a.get("unit"), "expect": a.get("expect"), "via": via,
-                    "health": HealthCheck.from_json(health).to_json() if isinstance(health, dict) else None}
+            new |= {
+                "verb": a.get("verb"),
+                "unit": a.get("unit"),
+                "expect": a.get("expect"),
+                "via": via,
+                "health": HealthCheck.from_json(health).to_json() if isinstance(health, dict) else None,
+            }
         elif op == "check_disk":
             new |= {"path": a.get("path"), "need_bytes": a.get("need_bytes")}
         steps.append(new)
@@ -198,5 +203,6 @@ class Plan:
         :meth:`ActionSpec.from_json`); raises :class:`~bot.errors.StoredShapeError`."""
         doc = versioned.upgrade(d, version=PLAN_SCHEMA_VERSION, upgrades=PLAN_UPGRADES, what="a stored plan")
         spec = ActionSpec.from_json(doc.get("spec") or {})
-        return versioned.load({**doc, "spec": spec}, cls, version=PLAN_SCHEMA_VERSION, upgrades={}, what="a stored plan")
-
+        return versioned.load(
+            {**doc, "spec": spec}, cls, version=PLAN_SCHEMA_VERSION, upgrades={}, what="a stored plan"
+        )

@@ -18,7 +18,19 @@ from bot.actions.exits import StepExit
 from bot.actions.health import HealthCheck, default_url, exec_argv
 from bot.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
 from bot.actions.model_gate import ModelGate, check_model
-from bot.actions.plan import CheckDiskStep, DeleteStep, KillStep, PathItem, Plan, ProcItem, Step, UnitItem, UnitStep, Verb, WaitGpusStep
+from bot.actions.plan import (
+    CheckDiskStep,
+    DeleteStep,
+    KillStep,
+    PathItem,
+    Plan,
+    ProcItem,
+    Step,
+    UnitItem,
+    UnitStep,
+    Verb,
+    WaitGpusStep,
+)
 from bot.actions.policy import allowed_roots, configured_units
 from bot.config import UnitHealth
 from bot.errors import PlanRefused, ProbeError, UsageError
@@ -93,11 +105,15 @@ def no_roots_refusal(host: str, configured: dict[str, list[str]]) -> str:
     default), or none covers this host (``configured`` is ``GPUBOT_ALLOWED_ROOTS``)."""
     example = '`GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}` (or `allowed_roots` in gpubot.toml)'
     if not configured:
-        return (f"nothing may be deleted on {host}: no allowed roots are set, and gpubot deletes nowhere by default. "
-                f"Name the folders weights may be deleted under, e.g. {example}; README \"Approvals and actions\"")
+        return (
+            f"nothing may be deleted on {host}: no allowed roots are set, and gpubot deletes nowhere by default. "
+            f'Name the folders weights may be deleted under, e.g. {example}; README "Approvals and actions"'
+        )
     keys = ", ".join(sorted(configured))
-    return (f"no allowed roots cover {host} (`GPUBOT_ALLOWED_ROOTS` names {keys}): add `{host}`, its `group:NAME` "
-            f"or `*`, e.g. {example}")
+    return (
+        f"no allowed roots cover {host} (`GPUBOT_ALLOWED_ROOTS` names {keys}): add `{host}`, its `group:NAME` "
+        f"or `*`, e.g. {example}"
+    )
 
 
 async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[PathItem]:
@@ -108,10 +124,15 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
         raise PlanRefused(no_roots_refusal(ctx.spec.host, ctx.services.settings.allowed_roots))
     timeout = ctx.services.settings.batch_timeout_s
     out = await run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
-    resolved = [remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
-                for j in range(len(roots))]
-    reasons: list[str] = [f"allowed root {roots[j]} resolves to / on {ctx.spec.host}: it cannot be an allowed root"
-                          for j, r in enumerate(resolved) if r == "/"]
+    resolved = [
+        remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
+        for j in range(len(roots))
+    ]
+    reasons: list[str] = [
+        f"allowed root {roots[j]} resolves to / on {ctx.spec.host}: it cannot be an allowed root"
+        for j, r in enumerate(resolved)
+        if r == "/"
+    ]
     if reasons:
         raise _refuse(reasons)
     real_roots: list[str] = [r for r in resolved if r]
@@ -143,7 +164,9 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
             reasons.append(f"{p}:{via} outside the allowed roots ({', '.join(roots)}; setting `GPUBOT_ALLOWED_ROOTS`)")
         elif kv.get("mount") != "no":
             said = remote.unhex(kv.get("mount", "")) or f"{real}: the mount table could not be read"
-            reasons.append(f"{p}: {said} (a mount is never deleted through: `rm --one-file-system` would follow a bind mount)")
+            reasons.append(
+                f"{p}: {said} (a mount is never deleted through: `rm --one-file-system` would follow a bind mount)"
+            )
         else:
             best = max(under, key=len)
             found.setdefault(real, (p, best, kv.get("type", "?"), configured[best]))
@@ -170,14 +193,20 @@ def _hub(ctx: _Ctx) -> str:
 
 async def _hf_entries(ctx: _Ctx) -> list[str]:
     hub = _hub(ctx)
-    out = await run_framed(ctx.services.runner, ctx.target, remote.hf_entries_command(hub, ctx.spec.repo),
-                                  timeout=ctx.services.settings.batch_timeout_s)
+    out = await run_framed(
+        ctx.services.runner,
+        ctx.target,
+        remote.hf_entries_command(hub, ctx.spec.repo),
+        timeout=ctx.services.settings.batch_timeout_s,
+    )
     o = out.get("hf")
     if o is None or o.exit_status == StepExit.GONE:
         raise PlanRefused(f"no hub folder in the Hugging Face cache ({hub})")
     entries = [remote.unhex(line) for line in o.stdout.split()]
     if not entries or any(e is None for e in entries):
-        raise PlanRefused(f"`{ctx.spec.repo}` is not in the cache at {hub}" if ctx.spec.repo else f"the cache at {hub} holds no repos")
+        raise PlanRefused(
+            f"`{ctx.spec.repo}` is not in the cache at {hub}" if ctx.spec.repo else f"the cache at {hub} holds no repos"
+        )
     return [e for e in entries if e]
 
 
@@ -226,18 +255,32 @@ async def _kill(ctx: _Ctx) -> Plan:
     if spec.pids:
         listed = {p.pid for p in procs}
         # with no process listed, the probe names those holding /dev/nvidia* open (another PID namespace's view)
-        holders = {o.pid: o for o in _owners(ctx).values() if o.source == "device-file" and o.alive} if spec.gpu is None else {}
+        holders = (
+            {o.pid: o for o in _owners(ctx).values() if o.source == "device-file" and o.alive}
+            if spec.gpu is None
+            else {}
+        )
         stray = [str(pid) for pid in spec.pids if pid not in listed and pid not in holders]
         if stray:
             where = f"GPU {spec.gpu}" if spec.gpu is not None else spec.host
             raise PlanRefused(f"pid {', '.join(stray)} is not a GPU compute process on {where} in the latest probe")
-        procs = [p for p in procs if p.pid in spec.pids] + [GpuProcess("", pid, None, _program(holders[pid]))
-                                                             for pid in spec.pids if pid not in listed and pid in holders]
+        procs = [p for p in procs if p.pid in spec.pids] + [
+            GpuProcess("", pid, None, _program(holders[pid]))
+            for pid in spec.pids
+            if pid not in listed and pid in holders
+        ]
     if not procs:
         held = [r.text for r in ctx.report.assessment.reasons if r.code == "vram_no_owner"]
-        raise PlanRefused("no GPU compute process to end" + (f" on GPU {spec.gpu}" if spec.gpu is not None else "")
-                          + ("; " + "; ".join(held) + ": the memory is held by processes gpubot cannot see (another "
-                             "container or PID namespace), which must be ended on the host" if held else ""))
+        raise PlanRefused(
+            "no GPU compute process to end"
+            + (f" on GPU {spec.gpu}" if spec.gpu is not None else "")
+            + (
+                "; " + "; ".join(held) + ": the memory is held by processes gpubot cannot see (another "
+                "container or PID namespace), which must be ended on the host"
+                if held
+                else ""
+            )
+        )
     by_pid: dict[int, list[GpuProcess]] = {}
     for p in procs:
         by_pid.setdefault(p.pid, []).append(p)
@@ -245,12 +288,14 @@ async def _kill(ctx: _Ctx) -> Plan:
     if not items:
         raise PlanRefused("every listed process ended since the probe; nothing to kill")
     grace = ctx.services.settings.kill_grace_s
-    step = KillStep(f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s",
-                    tuple(items))
+    step = KillStep(
+        f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s", tuple(items)
+    )
     lines = [_proc_line(p) for p in items]
     gpus = sorted({p.gpu for p in items if p.gpu is not None})
     expected = f"ends {len(items)} process{'es' if len(items) > 1 else ''}" + (
-        f"; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}" if gpus else "")
+        f"; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}" if gpus else ""
+    )
     return Plan(spec, ctx.report.snapshot_id, [step], lines, expected, procs=items, warnings=warnings)
 
 
@@ -261,8 +306,12 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
     is a system daemon holding the GPUs (its ``/proc/PID/exe`` named in the helper's ``SYSTEM_DAEMONS``)."""
     if not by_pid:
         return [], []
-    out = await run_framed(ctx.services.runner, ctx.target, remote.proc_commands(list(by_pid)),
-                           timeout=ctx.services.settings.batch_timeout_s)
+    out = await run_framed(
+        ctx.services.runner,
+        ctx.target,
+        remote.proc_commands(list(by_pid)),
+        timeout=ctx.services.settings.batch_timeout_s,
+    )
     gpu = ctx.report.readings.gpu if ctx.report.readings else None
     index = {g.uuid: g.index for g in gpu.gpus} if gpu else {}
     owners = _owners(ctx)
@@ -270,8 +319,10 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
     for pid, entries in by_pid.items():
         o = out.get(f"proc.{pid}")
         if o is not None and o.exit_status == StepExit.REFUSED:
-            unreadable.append(f"pid {pid}: the bot user cannot read /proc/{pid} ({(o.stderr.strip() or 'permission denied')[:200]}), "
-                              "so the process cannot be pinned by start time and command line")
+            unreadable.append(
+                f"pid {pid}: the bot user cannot read /proc/{pid} ({(o.stderr.strip() or 'permission denied')[:200]}), "
+                "so the process cannot be pinned by start time and command line"
+            )
             continue
         kv = remote.keyvalues(o.stdout) if o and o.exit_status == 0 else {}
         if not kv.get("start", "").isdecimal() or len(kv.get("sha", "")) != 64:
@@ -279,15 +330,28 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
             continue
         exe = (remote.unhex(kv.get("exe", "")) or "").removesuffix(" (deleted)")
         if exe and exe.rsplit("/", 1)[-1] in system_daemons():
-            daemons.append(f"pid {pid} is {exe}, a system daemon that holds the GPUs: gpubot never kills it "
-                           "(stop its unit on the host if it must go)")
+            daemons.append(
+                f"pid {pid} is {exe}, a system daemon that holds the GPUs: gpubot never kills it "
+                "(stop its unit on the host if it must go)"
+            )
             continue
         raw = bytes.fromhex(kv.get("cmd", "")).replace(b"\0", b" ").decode("utf-8", "replace")
         cmdline = "".join(c for c in raw if c.isprintable()).strip()
         used = sum(e.used_memory_mib or 0 for e in entries)
         owner = owners.get(pid)
-        items.append(ProcItem(pid, entries[0].process_name, index.get(entries[0].gpu_uuid), used, kv["start"], kv["sha"], cmdline,
-                              user=owner.user if owner else None, owner=owner_words(owner)))
+        items.append(
+            ProcItem(
+                pid,
+                entries[0].process_name,
+                index.get(entries[0].gpu_uuid),
+                used,
+                kv["start"],
+                kv["sha"],
+                cmdline,
+                user=owner.user if owner else None,
+                owner=owner_words(owner),
+            )
+        )
     if unreadable or daemons:
         raise _refuse(unreadable + daemons)
     return items, warnings
@@ -309,8 +373,9 @@ def owner_words(o: ProcessOwner | None) -> str | None:
     if o is None:
         return None
     if o.pod_uid:
-        return f"Kubernetes pod {o.pod_uid[:8]}" + (f" ({o.runtime or 'container'} {o.container_name or o.container_id[:12]})"
-                                                      if o.container_id else "")
+        return f"Kubernetes pod {o.pod_uid[:8]}" + (
+            f" ({o.runtime or 'container'} {o.container_name or o.container_id[:12]})" if o.container_id else ""
+        )
     if o.container_id:
         return f"{o.runtime or 'container'} {o.container_name or o.container_id[:12]}"
     return o.unit
@@ -321,8 +386,7 @@ def _proc_line(p: ProcItem, why: str = "") -> str:
     step will end, as the card shows it (the command line in full up to 120 characters)."""
     who = ", ".join(x for x in [p.owner or "", f"user {p.user}" if p.user else ""] if x)
     where = f"on GPU {p.gpu} — {p.used_mib or 0:,} MiB" if p.gpu is not None else "holding /dev/nvidia* open"
-    return (f"pid {p.pid} {p.name} {where}" + (f" — {who}" if who else "") + why
-            + f" — `{p.cmdline[:120]}`")
+    return f"pid {p.pid} {p.name} {where}" + (f" — {who}" if who else "") + why + f" — `{p.cmdline[:120]}`"
 
 
 RUNNING_STATES = frozenset({"active", "activating", "reloading", "deactivating"})
@@ -376,16 +440,21 @@ async def _kill_mode(ctx: _Ctx, unit: UnitItem) -> str | None:
     if unit.active_state not in RUNNING_STATES or not any(o.unit == unit.name for o in _owners(ctx).values()):
         return None
     try:
-        out = await run_framed(ctx.services.runner, ctx.target,
-                               [("killmode", f"systemctl show -p KillMode --value -- {remote.q(unit.name)}")],
-                               timeout=ctx.services.settings.batch_timeout_s)
+        out = await run_framed(
+            ctx.services.runner,
+            ctx.target,
+            [("killmode", f"systemctl show -p KillMode --value -- {remote.q(unit.name)}")],
+            timeout=ctx.services.settings.batch_timeout_s,
+        )
     except ProbeError:
         return None
     o = out.get("killmode")
     return o.stdout.strip() or None if o and o.exit_status == 0 else None
 
 
-async def _leftover_kill(ctx: _Ctx, unit: UnitItem, *, others_too: bool) -> tuple[KillStep | None, list[ProcItem], list[str], list[str]]:
+async def _leftover_kill(
+    ctx: _Ctx, unit: UnitItem, *, others_too: bool
+) -> tuple[KillStep | None, list[ProcItem], list[str], list[str]]:
     """The pinned kill step of a stop or pivot: ``(step or None, items, lines, warnings)``. It ends the
     processes left in ``unit``'s cgroup (unless ``kill=none``) and those named with ``pid=``; with
     ``others_too`` (a pivot, which needs every GPU) the GPU processes it leaves running are warned about."""
@@ -395,39 +464,54 @@ async def _leftover_kill(ctx: _Ctx, unit: UnitItem, *, others_too: bool) -> tupl
     stray = [str(pid) for pid in spec.pids if pid not in known]
     if stray:
         raise PlanRefused(f"pid {', '.join(stray)} is not a GPU compute process on {spec.host} in the latest probe")
-    chosen = {pid: rows for pid, rows in known.items() if pid in spec.pids or (spec.kill_leftovers and pid in found.ours)}
+    chosen = {
+        pid: rows for pid, rows in known.items() if pid in spec.pids or (spec.kill_leftovers and pid in found.ours)
+    }
     items, warnings = await _pin(ctx, chosen)
     if found.ours and not spec.kill_leftovers:
         left = ", ".join(f"pid {pid}" for pid in found.ours if pid not in spec.pids)
         if left:
-            warnings.append(f"kill=none: {left} left in {unit.name}'s cgroup will not be ended"
-                            + (" and the GPU wait fails unless they end" if others_too else ""))
+            warnings.append(
+                f"kill=none: {left} left in {unit.name}'s cgroup will not be ended"
+                + (" and the GPU wait fails unless they end" if others_too else "")
+            )
     if others_too:
         for pid, rows in found.others.items():
             if pid in spec.pids:
                 continue
             o = _owners(ctx).get(pid)
             what = owner_words(o)
-            warnings.append(f"pid {pid} {rows[0].process_name} ({sum(r.used_memory_mib or 0 for r in rows):,} MiB"
-                            + (f", {what}" if what else "") + (f", user {o.user}" if o and o.user else "")
-                            + f") is not {unit.name}'s and will not be ended: the GPU wait fails unless it ends; "
-                            f"add pid={pid} to end it")
+            warnings.append(
+                f"pid {pid} {rows[0].process_name} ({sum(r.used_memory_mib or 0 for r in rows):,} MiB"
+                + (f", {what}" if what else "")
+                + (f", user {o.user}" if o and o.user else "")
+                + f") is not {unit.name}'s and will not be ended: the GPU wait fails unless it ends; "
+                f"add pid={pid} to end it"
+            )
     if not items:
         return None, [], [], warnings
     grace = ctx.services.settings.kill_grace_s
     n = len(items)
-    title = (f"end {n} leftover process{'es' if n > 1 else ''} ({', '.join(f'pid {p.pid}' for p in items)}): "
-             f"SIGTERM, SIGKILL after {grace:g} s")
-    left = (f" — in {unit.name}'s cgroup, which its stop leaves running (KillMode={kill_mode})"
-            if unit.active_state in RUNNING_STATES else f" — left in {unit.name}'s cgroup ({unit.active_state or 'state unknown'})")
+    title = (
+        f"end {n} leftover process{'es' if n > 1 else ''} ({', '.join(f'pid {p.pid}' for p in items)}): "
+        f"SIGTERM, SIGKILL after {grace:g} s"
+    )
+    left = (
+        f" — in {unit.name}'s cgroup, which its stop leaves running (KillMode={kill_mode})"
+        if unit.active_state in RUNNING_STATES
+        else f" — left in {unit.name}'s cgroup ({unit.active_state or 'state unknown'})"
+    )
     lines = [("end " + _proc_line(p, left if p.pid in found.ours else " — named with pid=")) for p in items]
     return KillStep(title, tuple(items)), items, lines, warnings
 
 
 def _ends(items: list[ProcItem]) -> str:
     gpus = sorted({p.gpu for p in items if p.gpu is not None})
-    return (f"ends {len(items)} process{'es' if len(items) > 1 else ''} ({sum(p.used_mib or 0 for p in items):,} MiB"
-            + (f" on GPU {', '.join(map(str, gpus))}" if gpus else "") + ")")
+    return (
+        f"ends {len(items)} process{'es' if len(items) > 1 else ''} ({sum(p.used_mib or 0 for p in items):,} MiB"
+        + (f" on GPU {', '.join(map(str, gpus))}" if gpus else "")
+        + ")"
+    )
 
 
 # --- units ---------------------------------------------------------------------------------------
@@ -439,8 +523,10 @@ def _unit(ctx: _Ctx, name: str) -> UnitItem:
     readings = ctx.report.readings
     u = next((u for u in (readings.units if readings else []) if u.name == name), None)
     if u is not None and u.load_state == "not-found":
-        raise PlanRefused(f"`{name}` does not exist on {ctx.spec.host} (systemd: LoadState=not-found); "
-                          "check the unit's name in the host's configuration (`GPUBOT_UNITS` or its `units`)")
+        raise PlanRefused(
+            f"`{name}` does not exist on {ctx.spec.host} (systemd: LoadState=not-found); "
+            "check the unit's name in the host's configuration (`GPUBOT_UNITS` or its `units`)"
+        )
     return UnitItem(name, u.active_state if u else None, u.sub_state if u else None)
 
 
@@ -454,9 +540,12 @@ def unit_step(verb: Verb, unit: str, health: HealthCheck | None = None) -> UnitS
 async def _exec_start(ctx: _Ctx, unit: str) -> list[str]:
     """The unit's ``ExecStart`` argv on the host (``[]`` when it cannot be read)."""
     try:
-        out = await run_framed(ctx.services.runner, ctx.target,
-                                      [("exec", f"systemctl show -p ExecStart --value -- {remote.q(unit)}")],
-                                      timeout=ctx.services.settings.batch_timeout_s)
+        out = await run_framed(
+            ctx.services.runner,
+            ctx.target,
+            [("exec", f"systemctl show -p ExecStart --value -- {remote.q(unit)}")],
+            timeout=ctx.services.settings.batch_timeout_s,
+        )
     except ProbeError:
         return []
     o = out.get("exec")
@@ -498,22 +587,43 @@ async def _unit_plan(ctx: _Ctx) -> Plan:
         kill, items, kill_lines, kill_warnings = await _leftover_kill(ctx, u, others_too=False)
         steps: list[Step] = [unit_step(verb, u.name), *([kill] if kill else [])]
         expected = f"{u.name}: {u.active_state or 'unknown'} → {goal}" + (f"; {_ends(items)}" if items else "")
-        return Plan(ctx.spec, ctx.report.snapshot_id, steps, [f"{verb} {u.name} — now {_state(u)}", *kill_lines],
-                    expected, procs=items, units=[u], warnings=warnings + kill_warnings)
+        return Plan(
+            ctx.spec,
+            ctx.report.snapshot_id,
+            steps,
+            [f"{verb} {u.name} — now {_state(u)}", *kill_lines],
+            expected,
+            procs=items,
+            units=[u],
+            warnings=warnings + kill_warnings,
+        )
     model = await _model(ctx, u.name) if verb == "start" else ModelGate()
     check = await health_check(ctx, u.name)
-    return Plan(ctx.spec, ctx.report.snapshot_id, [unit_step(verb, u.name, check)],
-                [f"{verb} {u.name} — now {_state(u)}", *model.lines, _up_line(check)],
-                f"{u.name}: {u.active_state or 'unknown'} → up", units=[u], warnings=warnings + model.warnings)
+    return Plan(
+        ctx.spec,
+        ctx.report.snapshot_id,
+        [unit_step(verb, u.name, check)],
+        [f"{verb} {u.name} — now {_state(u)}", *model.lines, _up_line(check)],
+        f"{u.name}: {u.active_state or 'unknown'} → up",
+        units=[u],
+        warnings=warnings + model.warnings,
+    )
 
 
 async def _model(ctx: _Ctx, unit: str, deleting: list[PathItem] | None = None) -> ModelGate:
     """The check of ``unit``'s model weights and their fit (:mod:`bot.actions.model_gate`); refuses
     the plan, before anything changes, when they are missing, incomplete, deleted by this very
     plan, or do not fit the unit's GPUs."""
-    gate = await check_model(runner=ctx.services.runner, target=ctx.target, timeout=ctx.services.settings.batch_timeout_s,
-                             host=ctx.spec.host, unit=unit, readings=ctx.report.readings, need_bytes=ctx.spec.need_bytes,
-                             deleting=deleting or [])
+    gate = await check_model(
+        runner=ctx.services.runner,
+        target=ctx.target,
+        timeout=ctx.services.settings.batch_timeout_s,
+        host=ctx.spec.host,
+        unit=unit,
+        readings=ctx.report.readings,
+        need_bytes=ctx.spec.need_bytes,
+        deleting=deleting or [],
+    )
     if gate.refusals:
         raise _refuse(gate.refusals)
     return gate
@@ -531,32 +641,62 @@ async def _pivot(ctx: _Ctx) -> Plan:
     readings = ctx.report.readings
     disk = readings.disks[0] if readings and readings.disks else None
     kill, procs, kill_lines, warnings = await _leftover_kill(ctx, a, others_too=True)
-    steps: list[Step] = [unit_step("stop", a.name), *([kill] if kill else []),
-             WaitGpusStep(f"wait until every GPU is free (≤ {s.gpu_free_mib} MiB, no process; up to {s.pivot_gpu_wait_s:g} s)")]
+    steps: list[Step] = [
+        unit_step("stop", a.name),
+        *([kill] if kill else []),
+        WaitGpusStep(
+            f"wait until every GPU is free (≤ {s.gpu_free_mib} MiB, no process; up to {s.pivot_gpu_wait_s:g} s)"
+        ),
+    ]
     steps += [_delete_step(it) for it in items]
-    lines = [f"stop {a.name} — now {_state(a)}", *kill_lines, f"wait until GPUs are free ({_busy(ctx)})",
-             *(_path_line(it) for it in items)]
-    expected = ([_ends(procs)] if procs else []) + ([f"frees {human_bytes(sum(it.size_bytes or 0 for it in items))}"] if items else [])
+    lines = [
+        f"stop {a.name} — now {_state(a)}",
+        *kill_lines,
+        f"wait until GPUs are free ({_busy(ctx)})",
+        *(_path_line(it) for it in items),
+    ]
+    expected = ([_ends(procs)] if procs else []) + (
+        [f"frees {human_bytes(sum(it.size_bytes or 0 for it in items))}"] if items else []
+    )
     if disk is not None and disk.avail_bytes is not None and (items or spec.need_bytes is not None):
         after = disk.avail_bytes + sum(it.size_bytes or 0 for it in items if it.mount == disk.mount)
         expected.append(f"{human_bytes(after)} free after on {disk.mount}")
         if spec.need_bytes is not None and after < spec.need_bytes:
             # Approved, it would stop the running model and then fail its disk check: refuse it now.
             short = human_bytes(spec.need_bytes - after)
-            raise _refuse([f"need {human_bytes(spec.need_bytes)} free on {disk.mount} but only {human_bytes(after)} would "
-                           f"be free after the deletions ({short} short): the pivot would stop {a.name} and then fail; "
-                           "add delete=PATH for more old weights, or lower need="])
+            raise _refuse(
+                [
+                    f"need {human_bytes(spec.need_bytes)} free on {disk.mount} but only {human_bytes(after)} would "
+                    f"be free after the deletions ({short} short): the pivot would stop {a.name} and then fail; "
+                    "add delete=PATH for more old weights, or lower need="
+                ]
+            )
     if spec.need_bytes is not None:
-        steps.append(CheckDiskStep(f"check free disk on {disk.path if disk else '/'} ≥ {human_bytes(spec.need_bytes)}",
-                                   disk.path if disk else "/", spec.need_bytes))
+        steps.append(
+            CheckDiskStep(
+                f"check free disk on {disk.path if disk else '/'} ≥ {human_bytes(spec.need_bytes)}",
+                disk.path if disk else "/",
+                spec.need_bytes,
+            )
+        )
         lines.append(f"check {human_bytes(spec.need_bytes)} free on {disk.path if disk else '/'}")
     check = await health_check(ctx, b.name)
     steps.append(unit_step("start", b.name, check))
     lines += [f"start {b.name} — now {_state(b)}", *model.lines, _up_line(check)]
     expected.append(f"{b.name} up" + (f" ({check.url} → 200)" if check.url else ""))
-    return Plan(spec, ctx.report.snapshot_id, steps, lines, "; ".join(expected), paths=items, procs=procs, units=[a, b],
-                volume=disk.path if disk else None, volume_avail_bytes=disk.avail_bytes if disk else None,
-                warnings=warnings + model.warnings)
+    return Plan(
+        spec,
+        ctx.report.snapshot_id,
+        steps,
+        lines,
+        "; ".join(expected),
+        paths=items,
+        procs=procs,
+        units=[a, b],
+        volume=disk.path if disk else None,
+        volume_avail_bytes=disk.avail_bytes if disk else None,
+        warnings=warnings + model.warnings,
+    )
 
 
 def _busy(ctx: _Ctx) -> str:

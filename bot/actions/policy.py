@@ -34,8 +34,11 @@ class Rule:
     expiry_s: int | None = None
 
     def matches(self, kind: ActionKind, host: str, group: str | None) -> bool:
-        kind_ok = "*" in self.kinds or kind.value in self.kinds or (
-            "clean" in self.kinds and kind in (ActionKind.CLEAN_WEIGHTS, ActionKind.CLEAN_HF))
+        kind_ok = (
+            "*" in self.kinds
+            or kind.value in self.kinds
+            or ("clean" in self.kinds and kind in (ActionKind.CLEAN_WEIGHTS, ActionKind.CLEAN_HF))
+        )
         return kind_ok and ("*" in self.groups or host in self.groups or (group is not None and group in self.groups))
 
     @property
@@ -52,8 +55,13 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
         if key in raw and not isinstance(raw[key], list):
             raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: `{key}` is a list, e.g. [{json.dumps(raw[key])}]")
     try:
-        rule = Rule(tuple(raw.get("kinds", ["*"])), tuple(raw.get("groups", ["*"])), tuple(raw.get("approvers", [])),
-                    int(raw.get("approvals", 1)), int(raw["expiry_s"]) if raw.get("expiry_s") is not None else None)
+        rule = Rule(
+            tuple(raw.get("kinds", ["*"])),
+            tuple(raw.get("groups", ["*"])),
+            tuple(raw.get("approvers", [])),
+            int(raw.get("approvals", 1)),
+            int(raw["expiry_s"]) if raw.get("expiry_s") is not None else None,
+        )
     except (TypeError, ValueError) as exc:
         raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: {exc}") from exc
     valid_kinds = {k.value for k in ActionKind} | {"clean", "*"}
@@ -62,8 +70,10 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
     if rule.approvals < 1:
         raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: approvals must be at least 1")
     if rule.expiry_s is not None and rule.expiry_s <= 0:
-        raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: expiry_s must be more than 0 seconds, not {rule.expiry_s} "
-                          "(its cards would be posted already expired)")
+        raise PolicyError(
+            f"GPUBOT_APPROVAL_POLICY rule {n}: expiry_s must be more than 0 seconds, not {rule.expiry_s} "
+            "(its cards would be posted already expired)"
+        )
     if any(not a[:1] in ("U", "W", "S") for a in rule.approvers):
         raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: approvers are Slack ids (U…, W…, S…)")
     return rule
@@ -77,8 +87,10 @@ def check_policy(settings: Settings) -> None:
         rule = _rule(raw, n)
         people = set(rule.approvers)
         if people and not rule.user_groups and len(people) < rule.approvals:
-            raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n} needs {rule.approvals} approvals but names only "
-                              f"{len(people)} approver{'s' if len(people) != 1 else ''}: it could never be met")
+            raise PolicyError(
+                f"GPUBOT_APPROVAL_POLICY rule {n} needs {rule.approvals} approvals but names only "
+                f"{len(people)} approver{'s' if len(people) != 1 else ''}: it could never be met"
+            )
 
 
 def rule_for(settings: Settings, kind: ActionKind, host: str, group: str | None) -> Rule:
@@ -94,13 +106,23 @@ def expiry_s(settings: Settings, rule: Rule) -> int:
     return rule.expiry_s or settings.approval_expiry_s
 
 
-NAMED_NOT_PROVEN = ("this action's approvers are named people, and a name typed in the console proves no one's identity; "
-                    "they approve it in Slack")
+NAMED_NOT_PROVEN = (
+    "this action's approvers are named people, and a name typed in the console proves no one's identity; "
+    "they approve it in Slack"
+)
 """Why a rule that names approvers is not met by an identity that was typed (``gpubot console``)."""
 
 
-def may_approve(rule: Rule, *, kind: ActionKind, requester: str, user_id: str, user_groups: set[str],
-                role: Role, proven: bool = True) -> str | None:
+def may_approve(
+    rule: Rule,
+    *,
+    kind: ActionKind,
+    requester: str,
+    user_id: str,
+    user_groups: set[str],
+    role: Role,
+    proven: bool = True,
+) -> str | None:
     """``None`` when ``user_id`` (member of ``user_groups``, with ``role``) may approve; else why not.
 
     ``proven``: whether ``user_id`` is who Slack says clicked (a signed request). ``gpubot console``
@@ -119,13 +141,15 @@ def may_approve(rule: Rule, *, kind: ActionKind, requester: str, user_id: str, u
     return "only operators and admins may approve actions"
 
 
-def may_reject(rule: Rule, *, requester: str, user_id: str, user_groups: set[str], role: Role,
-               proven: bool = True) -> str | None:
+def may_reject(
+    rule: Rule, *, requester: str, user_id: str, user_groups: set[str], role: Role, proven: bool = True
+) -> str | None:
     """The requester may withdraw; anyone who could approve may reject (``proven`` as for :func:`may_approve`)."""
     if user_id == requester:
         return None
-    return may_approve(rule, kind=ActionKind.START, requester="", user_id=user_id, user_groups=user_groups, role=role,
-                       proven=proven)
+    return may_approve(
+        rule, kind=ActionKind.START, requester="", user_id=user_id, user_groups=user_groups, role=role, proven=proven
+    )
 
 
 def allowed_roots(settings: Settings, host: str, group: str | None) -> list[str]:

@@ -51,21 +51,31 @@ def resolve_commands(paths: list[str], roots: list[str]) -> list[tuple[str, str]
     below it (the helper's ``mounts_near``). A path that does not exist exits 3; one the SSH user
     may not look at (a folder on the way it may not search) exits 4 with ``realpath``'s message on
     stderr (:class:`StepExit`)."""
-    cmds = [(f"root.{j}", f"r=$(realpath -e -- {q(r)}) || exit {StepExit.GONE:d}; printf '%s' \"$r\" | {HEX}")
-            for j, r in enumerate(roots)]
+    cmds = [
+        (f"root.{j}", f"r=$(realpath -e -- {q(r)}) || exit {StepExit.GONE:d}; printf '%s' \"$r\" | {HEX}")
+        for j, r in enumerate(roots)
+    ]
     listed = " ".join(q(r) for r in roots)
     for i, p in enumerate(paths):
-        cmds.append((f"path.{i}", helper_shared() + "; ".join([
-            f"r=$(realpath -e -- {q(p)} 2>&1) || {{ case \"$r\" in *'ermission denied'*) echo \"$r\" >&2; "
-            f"exit {StepExit.REFUSED:d};; esac; exit {StepExit.GONE:d}; }}",
-            f"printf 'real=%s\\n' \"$(printf '%s' \"$r\" | {HEX})\"",
-            "printf 'type=%s\\n' \"$(stat -c %F -- \"$r\")\"",
-            "best=",
-            f"for g in {listed}; do rr=$(realpath -e -- \"$g\" 2>/dev/null) || continue; "
-            "case $r in \"${rr%/}\"/?*) [ ${#rr} -gt ${#best} ] && best=$rr;; esac; done",
-            '[ -n "$best" ] || best=$r',
-            f"if m=$(mounts_near \"$best\" \"$r\"); then echo mount=no; else printf 'mount=%s\\n' \"$(printf '%s' \"$m\" | {HEX})\"; fi",
-        ])))
+        cmds.append(
+            (
+                f"path.{i}",
+                helper_shared()
+                + "; ".join(
+                    [
+                        f'r=$(realpath -e -- {q(p)} 2>&1) || {{ case "$r" in *\'ermission denied\'*) echo "$r" >&2; '
+                        f"exit {StepExit.REFUSED:d};; esac; exit {StepExit.GONE:d}; }}",
+                        f"printf 'real=%s\\n' \"$(printf '%s' \"$r\" | {HEX})\"",
+                        'printf \'type=%s\\n\' "$(stat -c %F -- "$r")"',
+                        "best=",
+                        f'for g in {listed}; do rr=$(realpath -e -- "$g" 2>/dev/null) || continue; '
+                        'case $r in "${rr%/}"/?*) [ ${#rr} -gt ${#best} ] && best=$rr;; esac; done',
+                        '[ -n "$best" ] || best=$r',
+                        f'if m=$(mounts_near "$best" "$r"); then echo mount=no; else printf \'mount=%s\\n\' "$(printf \'%s\' "$m" | {HEX})"; fi',
+                    ]
+                ),
+            )
+        )
     return cmds
 
 
@@ -86,8 +96,15 @@ def hf_entries_command(hub: str, repo: str | None) -> list[tuple[str, str]]:
         globs = " ".join(f'"$hub"/{q(f"{t}--{org}--{name}")}' for t in ("models", "datasets", "spaces"))
     else:
         globs = '"$hub"/models--* "$hub"/datasets--* "$hub"/spaces--*'
-    return [("hf", (f"hub={q(hub)}; [ -d \"$hub\" ] || exit {StepExit.GONE:d}; for e in {globs}; do "
-                    f"[ -e \"$e\" ] || [ -L \"$e\" ] || continue; printf '%s' \"$e\" | {HEX}; echo; done"))]
+    return [
+        (
+            "hf",
+            (
+                f'hub={q(hub)}; [ -d "$hub" ] || exit {StepExit.GONE:d}; for e in {globs}; do '
+                f'[ -e "$e" ] || [ -L "$e" ] || continue; printf \'%s\' "$e" | {HEX}; echo; done'
+            ),
+        )
+    ]
 
 
 def delete_script(item: PathItem, *, helper: str | None = None) -> tuple[str, str]:
@@ -117,7 +134,7 @@ def _resolves_still(p: str, real: str) -> list[str]:
     return [
         "export LC_ALL=C",
         f"r=$(realpath -e -- {q(p)}) || {{ echo {q(f'{p} no longer exists')}; {gone}; }}",
-        f"[ \"$r\" = {q(real)} ] || {{ echo {q(p + ' now resolves to ')}\"$r\"{q(', not ' + real)}; {refused}; }}",
+        f'[ "$r" = {q(real)} ] || {{ echo {q(p + " now resolves to ")}"$r"{q(", not " + real)}; {refused}; }}',
     ]
 
 
@@ -129,17 +146,26 @@ def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
     :attr:`StepExit.REFUSED`: the SSH user may not read it (``/proc`` mounted with ``hidepid``;
     the reason on stderr)."""
     gone, refused = f"exit {StepExit.GONE:d}", f"exit {StepExit.REFUSED:d}"
-    return [(f"proc.{int(pid)}", "; ".join([
-        f"[ -d /proc/{int(pid)} ] || {{ grep -qE '^proc /proc proc [^ ]*hidepid=(1|2|noaccess|invisible)' /proc/mounts "
-        f"&& {{ echo '/proc is mounted with hidepid: processes of other users are hidden from '\"$(id -un)\" >&2; {refused}; }}; {gone}; }}",
-        f"s=$(cat /proc/{int(pid)}/stat 2>&1) || {{ [ -d /proc/{int(pid)} ] || {gone}; echo \"$s\" >&2; {refused}; }}",
-        f"[ -r /proc/{int(pid)}/cmdline ] || {{ echo 'cannot read /proc/{int(pid)}/cmdline' >&2; {refused}; }}",
-        's=${s##*) }', "set -- $s",
-        "printf 'state=%s\\nstart=%s\\n' \"$1\" \"${20}\"",
-        f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
-        f"printf 'cmd=%s\\n' \"$(head -c 512 /proc/{int(pid)}/cmdline | {HEX})\"",
-        f"e=$(readlink -- /proc/{int(pid)}/exe 2>/dev/null); printf 'exe=%s\\n' \"$(printf '%s' \"$e\" | {HEX})\"",
-    ])) for pid in pids]
+    return [
+        (
+            f"proc.{int(pid)}",
+            "; ".join(
+                [
+                    f"[ -d /proc/{int(pid)} ] || {{ grep -qE '^proc /proc proc [^ ]*hidepid=(1|2|noaccess|invisible)' /proc/mounts "
+                    f"&& {{ echo '/proc is mounted with hidepid: processes of other users are hidden from '\"$(id -un)\" >&2; {refused}; }}; {gone}; }}",
+                    f's=$(cat /proc/{int(pid)}/stat 2>&1) || {{ [ -d /proc/{int(pid)} ] || {gone}; echo "$s" >&2; {refused}; }}',
+                    f"[ -r /proc/{int(pid)}/cmdline ] || {{ echo 'cannot read /proc/{int(pid)}/cmdline' >&2; {refused}; }}",
+                    "s=${s##*) }",
+                    "set -- $s",
+                    'printf \'state=%s\\nstart=%s\\n\' "$1" "${20}"',
+                    f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
+                    f"printf 'cmd=%s\\n' \"$(head -c 512 /proc/{int(pid)}/cmdline | {HEX})\"",
+                    f"e=$(readlink -- /proc/{int(pid)}/exe 2>/dev/null); printf 'exe=%s\\n' \"$(printf '%s' \"$e\" | {HEX})\"",
+                ]
+            ),
+        )
+        for pid in pids
+    ]
 
 
 CHECK_FN = """chk() {
@@ -173,35 +199,50 @@ def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None
     ids = [(int(p.pid), q(p.start_time), q(p.cmd_sha)) for p in procs]
     ticks = max(1, int(grace_s / 0.2))
     if helper:
-        sig = ("sig() { o=$(sudo -n " + q(helper) + " kill \"$1\" \"$2\" \"$3\" \"$4\" 2>&1); r=$?; "
-               "[ $r -gt 2 ] && printf '%s denied %s\\n' \"$2\" \"$(printf '%s' \"$o\" | tr '\\n' ' ')\"; return $r; }")
+        sig = (
+            "sig() { o=$(sudo -n " + q(helper) + ' kill "$1" "$2" "$3" "$4" 2>&1); r=$?; '
+            "[ $r -gt 2 ] && printf '%s denied %s\\n' \"$2\" \"$(printf '%s' \"$o\" | tr '\\n' ' ')\"; return $r; }"
+        )
         shared = ""
     else:
         # as root or as the bot user: the executable is read again right before each signal, with
         # the helper's own list and check (a system daemon that took a planned PID is never signalled)
-        sig = ("sig() { e=$(system_daemon \"$2\"); case $? in "
-               "0) echo \"$2 refused pid $2 is $e, a system daemon (never killed by gpubot: stop its unit instead)\"; return 3;; "
-               "2) [ -d /proc/$2 ] || return 1; echo \"$2 refused cannot read /proc/$2/exe\"; return 3;; esac; "
-               "kill -$1 $2 2>/dev/null; }")
+        sig = (
+            'sig() { e=$(system_daemon "$2"); case $? in '
+            '0) echo "$2 refused pid $2 is $e, a system daemon (never killed by gpubot: stop its unit instead)"; return 3;; '
+            '2) [ -d /proc/$2 ] || return 1; echo "$2 refused cannot read /proc/$2/exe"; return 3;; esac; '
+            "kill -$1 $2 2>/dev/null; }"
+        )
         shared = helper_shared()
     lines = [shared + "export LC_ALL=C", CHECK_FN, sig, "term=' '", "denied=", "refused="]
     for pid, start, sha in ids:
-        lines.append(f"chk {pid} {start} {sha}; case $? in "
-                     f"0) sig TERM {pid} {start} {sha}; case $? in 0) echo '{pid} term'; term=\"$term{pid} \";; "
-                     f"1) echo '{pid} gone';; 2) echo '{pid} spared';; 3) refused=1;; *) denied=1;; esac;; "
-                     f"1) echo '{pid} gone';; *) echo '{pid} spared';; esac")
+        lines.append(
+            f"chk {pid} {start} {sha}; case $? in "
+            f"0) sig TERM {pid} {start} {sha}; case $? in 0) echo '{pid} term'; term=\"$term{pid} \";; "
+            f"1) echo '{pid} gone';; 2) echo '{pid} spared';; 3) refused=1;; *) denied=1;; esac;; "
+            f"1) echo '{pid} gone';; *) echo '{pid} spared';; esac"
+        )
 
     def each_signalled(body: str) -> str:
-        return " ".join(f"case \"$term\" in *' {pid} '*) {body.format(pid=pid, start=start, sha=sha)};; esac;"
-                        for pid, start, sha in ids) or ":"
+        return (
+            " ".join(
+                f"case \"$term\" in *' {pid} '*) {body.format(pid=pid, start=start, sha=sha)};; esac;"
+                for pid, start, sha in ids
+            )
+            or ":"
+        )
 
     lines += [
-        "n=0", f"while [ $n -lt {ticks} ]; do alive=0; "
+        "n=0",
+        f"while [ $n -lt {ticks} ]; do alive=0; "
         + each_signalled("chk {pid} {start} {sha} && alive=1")
         + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
-        each_signalled("chk {pid} {start} {sha} && {{ sig KILL {pid} {start} {sha}; case $? in 0) echo '{pid} kill';; "
-                       "3) refused=1;; esac; }}"),
-        "n=0; while [ $n -lt 10 ]; do alive=0; " + each_signalled("chk {pid} {start} {sha} && alive=1")
+        each_signalled(
+            "chk {pid} {start} {sha} && {{ sig KILL {pid} {start} {sha}; case $? in 0) echo '{pid} kill';; "
+            "3) refused=1;; esac; }}"
+        ),
+        "n=0; while [ $n -lt 10 ]; do alive=0; "
+        + each_signalled("chk {pid} {start} {sha} && alive=1")
         + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
         "rc=0; " + each_signalled("chk {pid} {start} {sha} && {{ echo '{pid} alive'; rc=%d; }}" % StepExit.ALIVE),
         f'[ -n "$refused" ] && rc={StepExit.REFUSED:d}',
@@ -228,8 +269,9 @@ def kill_results(stdout: str) -> dict[int, str]:
 
 
 # --- Units, GPUs, disk ---------------------------------------------------------------------------
-def unit_script(verb: str, unit: str, expect: tuple[str, ...], wait_s: float, *,
-                systemctl: str | None = None) -> tuple[str, str]:
+def unit_script(
+    verb: str, unit: str, expect: tuple[str, ...], wait_s: float, *, systemctl: str | None = None
+) -> tuple[str, str]:
     """``(display, script)``: ``systemctl VERB -- UNIT``, then poll ``ActiveState`` until it is
     one of ``expect`` (exit 0) or ``wait_s`` passes (exit :attr:`StepExit.NOT_REACHED`). Prints
     ``ActiveState=…``; when systemctl itself fails, its exit status and ``systemctl exited N``. With
@@ -240,16 +282,20 @@ def unit_script(verb: str, unit: str, expect: tuple[str, ...], wait_s: float, *,
     u = q(unit)
     ticks = max(1, int(wait_s / 0.5))
     change = sudo_line(unit_argv(systemctl, verb, unit)) if systemctl else f"systemctl {verb} -- {u}"
-    script = "\n".join([
-        "export LC_ALL=C",
-        f"{change}; rc=$?",
-        "[ $rc -eq 0 ] || { echo \"systemctl exited $rc\"; exit $rc; }",
-        "n=0", "while :; do",
-        f"  st=$(systemctl show -p ActiveState --value -- {u})",
-        f"  case \"$st\" in {'|'.join(expect)}) echo \"ActiveState=$st\"; exit 0;; esac",
-        f"  n=$((n+1)); [ $n -ge {ticks} ] && {{ echo \"ActiveState=$st\"; exit {StepExit.NOT_REACHED:d}; }}",
-        "  sleep 0.5", "done",
-    ])
+    script = "\n".join(
+        [
+            "export LC_ALL=C",
+            f"{change}; rc=$?",
+            '[ $rc -eq 0 ] || { echo "systemctl exited $rc"; exit $rc; }',
+            "n=0",
+            "while :; do",
+            f"  st=$(systemctl show -p ActiveState --value -- {u})",
+            f'  case "$st" in {"|".join(expect)}) echo "ActiveState=$st"; exit 0;; esac',
+            f'  n=$((n+1)); [ $n -ge {ticks} ] && {{ echo "ActiveState=$st"; exit {StepExit.NOT_REACHED:d}; }}',
+            "  sleep 0.5",
+            "done",
+        ]
+    )
     return change, script
 
 

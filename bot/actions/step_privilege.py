@@ -29,15 +29,18 @@ def self_delete_check(real: str) -> str:
     """sh: exit 0 when the current user may delete ``real`` and all below it (else the first
     obstacle on stdout, exit 1)."""
     r = q(real)
-    return "; ".join([
-        f"r={r}", 'd=$(dirname -- "$r")',
-        '{ [ -w "$d" ] && [ -x "$d" ]; } || { echo "$d is not writable by $(id -un)"; exit 1; }',
-        'if [ -k "$d" ] && [ "$(stat -c %u -- "$r")" != "$(id -u)" ]; then echo "$d is sticky and $r belongs to another user"; exit 1; fi',
-        'if [ -d "$r" ] && [ ! -L "$r" ]; then b=$(find "$r" -xdev -type d '
-        '\\( ! -writable -o ! -executable -o ! -readable \\) -print -quit 2>&1 | head -n 1); '
-        '[ -z "$b" ] || { echo "$b is not writable by $(id -un)"; exit 1; }; fi',
-        "exit 0",
-    ])
+    return "; ".join(
+        [
+            f"r={r}",
+            'd=$(dirname -- "$r")',
+            '{ [ -w "$d" ] && [ -x "$d" ]; } || { echo "$d is not writable by $(id -un)"; exit 1; }',
+            'if [ -k "$d" ] && [ "$(stat -c %u -- "$r")" != "$(id -u)" ]; then echo "$d is sticky and $r belongs to another user"; exit 1; fi',
+            'if [ -d "$r" ] && [ ! -L "$r" ]; then b=$(find "$r" -xdev -type d '
+            "\\( ! -writable -o ! -executable -o ! -readable \\) -print -quit 2>&1 | head -n 1); "
+            '[ -z "$b" ] || { echo "$b is not writable by $(id -un)"; exit 1; }; fi',
+            "exit 0",
+        ]
+    )
 
 
 def delete_need(key: str, label: str, helper: str, root: str, real: str, self_check: str, *, host: str) -> Need:
@@ -47,14 +50,24 @@ def delete_need(key: str, label: str, helper: str, root: str, real: str, self_ch
     root and be writable by root only (sudoers pins the root's text, so whoever could change a
     folder on the way could point the helper anywhere); for the bot itself, the folders above
     ``root`` must belong to root or the bot user (else another user could swap ``root``)."""
-    return Need(key, label, delete_argv(helper, root, real), self_check,
-                fix=(f"make {root} group-writable for a group the bot user is in, or install the helper "
-                     f"{helper} and allow `{helper} delete {root} *` ({sudoers_command(host)})"),
-                guard=trust_command(root, "self", "above"), sudo_guard=trust_command(root, "root", "whole"),
-                guard_fix=(f"make the folders on the way to {root} belong to root and writable by root only ({root} "
-                           "itself too for deleting through sudo), or let the bot user delete without sudo: the group "
-                           f"alternative in {sudoers_command(host)}"),
-                rule=f"{helper} delete {root} *")
+    return Need(
+        key,
+        label,
+        delete_argv(helper, root, real),
+        self_check,
+        fix=(
+            f"make {root} group-writable for a group the bot user is in, or install the helper "
+            f"{helper} and allow `{helper} delete {root} *` ({sudoers_command(host)})"
+        ),
+        guard=trust_command(root, "self", "above"),
+        sudo_guard=trust_command(root, "root", "whole"),
+        guard_fix=(
+            f"make the folders on the way to {root} belong to root and writable by root only ({root} "
+            "itself too for deleting through sudo), or let the bot user delete without sudo: the group "
+            f"alternative in {sudoers_command(host)}"
+        ),
+        rule=f"{helper} delete {root} *",
+    )
 
 
 def own_process_check(pid: int) -> str:
@@ -70,12 +83,35 @@ def needs(plan: Plan, *, systemctl: str, helper: str, host: str) -> list[tuple[i
             case UnitStep(verb=verb, unit=unit):
                 out.append((i, Need(f"unit.{verb}.{unit}", f"{verb} {unit}", unit_argv(systemctl, verb, unit))))
             case KillStep(procs=procs):
-                out += [(i, Need(f"kill.{p.pid}", f"kill pid {p.pid}", kill_argv(helper, "TERM", p.pid, p.start_time, p.cmd_sha),
-                                 own_process_check(p.pid), rule=f"{helper} kill *")) for p in procs]
+                out += [
+                    (
+                        i,
+                        Need(
+                            f"kill.{p.pid}",
+                            f"kill pid {p.pid}",
+                            kill_argv(helper, "TERM", p.pid, p.start_time, p.cmd_sha),
+                            own_process_check(p.pid),
+                            rule=f"{helper} kill *",
+                        ),
+                    )
+                    for p in procs
+                ]
             case DeleteStep(item=it):
                 root = it.allowed_root or it.root
-                out.append((i, delete_need(f"delete.{it.real}", f"delete {it.real}", helper, root, it.real,
-                                           self_delete_check(it.real), host=host)))
+                out.append(
+                    (
+                        i,
+                        delete_need(
+                            f"delete.{it.real}",
+                            f"delete {it.real}",
+                            helper,
+                            root,
+                            it.real,
+                            self_delete_check(it.real),
+                            host=host,
+                        ),
+                    )
+                )
             case WaitGpusStep() | CheckDiskStep():
                 pass  # read-only
             case _:

@@ -67,8 +67,16 @@ class StepRunner:
     is the threshold under which a GPU without processes counts as free; ``progress`` is told
     every look of a health wait."""
 
-    def __init__(self, *, runner: Runner, target: HostTarget, settings: Settings, gpu_backend: str, gpu_free_mib: int,
-                 progress: Progress | None = None):
+    def __init__(
+        self,
+        *,
+        runner: Runner,
+        target: HostTarget,
+        settings: Settings,
+        gpu_backend: str,
+        gpu_free_mib: int,
+        progress: Progress | None = None,
+    ):
         self.runner, self.target, self.settings = runner, target, settings
         self.gpu_backend, self.gpu_free_mib = gpu_backend, gpu_free_mib
         self.progress = progress
@@ -82,8 +90,9 @@ class StepRunner:
             case KillStep(procs=procs, via=via):
                 return remote.kill_script(procs, s.kill_grace_s, helper=s.sudo_helper if via == "sudo" else None)
             case UnitStep(verb=verb, unit=unit, expect=expect, health=health, via=via):
-                display, script = remote.unit_script(verb, unit, expect, s.unit_wait_s,
-                                                     systemctl=s.sudo_systemctl if via == "sudo" else None)
+                display, script = remote.unit_script(
+                    verb, unit, expect, s.unit_wait_s, systemctl=s.sudo_systemctl if via == "sudo" else None
+                )
                 if health is not None:
                     display += f"; then every {s.unit_health_poll_s:g} s until up: {health.describe()}"
                 return display, script
@@ -111,22 +120,31 @@ class StepRunner:
         except ProbeError as exc:
             return StepOutcome(False, str(exc))
         ok = res.exit_status == ExitCode.OK
-        outcome = StepOutcome(ok, self._summary(step, res.stdout, res.stderr, res.exit_status), res.exit_status,
-                              res.stdout, res.stderr)
+        outcome = StepOutcome(
+            ok, self._summary(step, res.stdout, res.stderr, res.exit_status), res.exit_status, res.stdout, res.stderr
+        )
         if ok and isinstance(step, UnitStep) and step.health is not None:
             return await self._wait_up(step, step.health, outcome)
         return outcome
 
     async def _wait_up(self, step: UnitStep, check: HealthCheck, started: StepOutcome) -> StepOutcome:
         """After systemctl: the health wait; its looks and the journal tail join the step's output."""
-        res = await wait_until_up(runner=self.runner, target=self.target, unit=step.unit, check=check,
-                                  settings=self.settings, gpu_backend=self.gpu_backend, progress=self.progress)
+        res = await wait_until_up(
+            runner=self.runner,
+            target=self.target,
+            unit=step.unit,
+            check=check,
+            settings=self.settings,
+            gpu_backend=self.gpu_backend,
+            progress=self.progress,
+        )
         out = started.stdout + "\n--- health wait ---\n" + "\n".join(res.log)
         if res.journal is not None:
             out += f"\n--- journalctl -u {step.unit} ---\n" + res.journal.text()
         ok = res.last.phase == "up"
-        return StepOutcome(ok, res.last.summary(), ExitCode.OK if ok else StepExit.NOT_UP, out, started.stderr,
-                           res.last, res.journal)
+        return StepOutcome(
+            ok, res.last.summary(), ExitCode.OK if ok else StepExit.NOT_UP, out, started.stderr, res.last, res.journal
+        )
 
     def _timeout(self, step: DeleteStep | KillStep | UnitStep) -> float:
         s = self.settings
@@ -144,16 +162,27 @@ class StepRunner:
 
     def _summary(self, step: DeleteStep | KillStep | UnitStep, stdout: str, stderr: str, status: int | None) -> str:
         last = (stdout.strip().splitlines() or stderr.strip().splitlines() or [f"exit status {status}"])[-1]
-        said = sudo_said(stdout + "\n" + stderr, command=self.settings.command, host=self.target.name) if status else None
+        said = (
+            sudo_said(stdout + "\n" + stderr, command=self.settings.command, host=self.target.name) if status else None
+        )
         if said:
             return said
         match step:
             case KillStep():
                 results = remote.kill_results(stdout)
-                words = {"spared": "spared (PID reused by another process)", "gone": "already gone",
-                         "alive": "STILL RUNNING"}
-                results = {pid: "NOT signalled, sudo " + r if r.startswith("denied") else
-                           "NOT signalled, " + r if r.startswith("refused") else r for pid, r in results.items()}
+                words = {
+                    "spared": "spared (PID reused by another process)",
+                    "gone": "already gone",
+                    "alive": "STILL RUNNING",
+                }
+                results = {
+                    pid: "NOT signalled, sudo " + r
+                    if r.startswith("denied")
+                    else "NOT signalled, " + r
+                    if r.startswith("refused")
+                    else r
+                    for pid, r in results.items()
+                }
                 text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
                 return text or last
             case UnitStep(unit=unit, expect=expect) if status == StepExit.NOT_REACHED:
@@ -164,8 +193,9 @@ class StepRunner:
                 assert_never(step)
 
     async def gpus_now(self) -> GpuReport:
-        outs = await run_framed(self.runner, self.target, remote.gpu_commands(self.gpu_backend),
-                                       timeout=self.settings.probe_timeout_s)
+        outs = await run_framed(
+            self.runner, self.target, remote.gpu_commands(self.gpu_backend), timeout=self.settings.probe_timeout_s
+        )
         return remote.parse_gpus(outs, self.gpu_backend)
 
     def _busy_reasons(self, report: GpuReport) -> list[str]:
@@ -183,22 +213,35 @@ class StepRunner:
             reasons = self._busy_reasons(report)
             waited = time.monotonic() - started
             if not reasons:
-                return StepOutcome(True, f"every GPU is free (after {waited:.1f} s, {polls} check{'s' if polls != 1 else ''})", 0)
+                return StepOutcome(
+                    True, f"every GPU is free (after {waited:.1f} s, {polls} check{'s' if polls != 1 else ''})", 0
+                )
             if waited + s.pivot_gpu_poll_s > s.pivot_gpu_wait_s:
-                return StepOutcome(False, f"GPUs still not free after {waited:.1f} s: " + "; ".join(reasons), 1,
-                                   "\n".join(reasons), holders=tuple(dict.fromkeys(p.pid for p in report.processes)))
+                return StepOutcome(
+                    False,
+                    f"GPUs still not free after {waited:.1f} s: " + "; ".join(reasons),
+                    1,
+                    "\n".join(reasons),
+                    holders=tuple(dict.fromkeys(p.pid for p in report.processes)),
+                )
             await asyncio.sleep(s.pivot_gpu_poll_s)
 
     async def _check_disk(self, path: str, need: int) -> StepOutcome:
-        outs = await run_framed(self.runner, self.target, remote.df_command(path), timeout=self.settings.probe_timeout_s)
+        outs = await run_framed(
+            self.runner, self.target, remote.df_command(path), timeout=self.settings.probe_timeout_s
+        )
         out = outs.get("df")
         disk = parse_df(path, out) if out else None
         if disk is None or disk.avail_bytes is None:
             return StepOutcome(False, f"free disk on {path} unknown ({disk.error if disk else 'no answer'})", 1)
         ok = disk.avail_bytes >= need
         verb = "enough" if ok else "NOT enough"
-        return StepOutcome(ok, f"{human_bytes(disk.avail_bytes)} free on {disk.mount}, need {human_bytes(need)}: {verb}",
-                           0 if ok else 1, out.stdout if out else "")
+        return StepOutcome(
+            ok,
+            f"{human_bytes(disk.avail_bytes)} free on {disk.mount}, need {human_bytes(need)}: {verb}",
+            0 if ok else 1,
+            out.stdout if out else "",
+        )
 
     async def free_bytes(self, paths: list[str]) -> dict[str, int | None]:
         """Free bytes now on the filesystems of ``paths`` (by mount point), for the result."""

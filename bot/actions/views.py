@@ -124,15 +124,33 @@ def view_of(req: ActionRequest, decisions: list[Approval], rows: list[ActionStep
         else:
             steps.append(StepView(i, step.title, "skipped" if state.final else "pending"))
     return RequestView(
-        id=req.id, kind=ActionKind(req.kind), host=req.host, state=state, command=ActionSpec.from_json(req.spec).describe(),
-        lines=plan.lines, expected=plan.expected, requester=req.requester, approvers=list(req.approvers or []),
-        approvals_needed=req.approvals_needed, expires_at=req.expires_at, created_at=req.created_at,
-        warnings=plan.warnings, approved_by=[d.user_id for d in decisions if d.decision == "approve"],
-        rejected_by=[d.user_id for d in decisions if d.decision == "reject"], steps=steps,
-        message=None if state is State.REJECTED else req.message,  # who rejected is in the decisions (older rows: `rejected by <@U…>`)
-        result_lines=list((req.result or {}).get("lines", [])), before_snapshot_id=req.before_snapshot_id,
-        after_snapshot_id=req.after_snapshot_id, replaced_by=req.replaced_by, channel=req.channel,
-        message_ts=req.message_ts, spec=ActionSpec.from_json(req.spec),
+        id=req.id,
+        kind=ActionKind(req.kind),
+        host=req.host,
+        state=state,
+        command=ActionSpec.from_json(req.spec).describe(),
+        lines=plan.lines,
+        expected=plan.expected,
+        requester=req.requester,
+        approvers=list(req.approvers or []),
+        approvals_needed=req.approvals_needed,
+        expires_at=req.expires_at,
+        created_at=req.created_at,
+        warnings=plan.warnings,
+        approved_by=[d.user_id for d in decisions if d.decision == "approve"],
+        rejected_by=[d.user_id for d in decisions if d.decision == "reject"],
+        steps=steps,
+        message=None
+        if state is State.REJECTED
+        else req.message,  # who rejected is in the decisions (older rows: `rejected by <@U…>`)
+        result_lines=list((req.result or {}).get("lines", [])),
+        before_snapshot_id=req.before_snapshot_id,
+        after_snapshot_id=req.after_snapshot_id,
+        replaced_by=req.replaced_by,
+        channel=req.channel,
+        message_ts=req.message_ts,
+        spec=ActionSpec.from_json(req.spec),
         journal=JournalTail.from_json(result["journal"]) if (result := req.result or {}).get("journal") else None,
-        next_steps=list(result.get("next", [])), holders=[int(p) for p in result.get("holders", [])],
+        next_steps=list(result.get("next", [])),
+        holders=[int(p) for p in result.get("holders", [])],
     )

@@ -21,7 +21,9 @@ from bot.sizes import parse_bytes
 
 CLEAN_USAGE = "clean HOST weights=PATH[,PATH...] | clean HOST hf-cache [repo=ORG/NAME]"
 KILL_USAGE = "kill HOST [gpu=N] [pid=PID...]"
-PIVOT_USAGE = "pivot HOST from=UNIT to=UNIT [delete=PATH...] [need=SIZE] [kill=leftovers|none] [pid=PID...] [health=URL]"
+PIVOT_USAGE = (
+    "pivot HOST from=UNIT to=UNIT [delete=PATH...] [need=SIZE] [kill=leftovers|none] [pid=PID...] [health=URL]"
+)
 STOP_USAGE = "stop HOST UNIT [kill=leftovers|none]"
 KILL_CHOICES = {"leftovers": True, "none": False}
 """``kill=`` of ``stop`` and ``pivot``: end the GPU processes left in the stopped unit's cgroup (the
@@ -106,7 +108,9 @@ def parse_clean(args: list[str]) -> ActionSpec:
         raise UsageError("`repo=` goes with `hf-cache`", usage=CLEAN_USAGE)
     if not weights:
         raise UsageError("say what to clean: `weights=PATH` or `hf-cache`", usage=CLEAN_USAGE)
-    return ActionSpec(ActionKind.CLEAN_WEIGHTS, _host(words, CLEAN_USAGE, paths=True)[0], paths=_paths(weights, CLEAN_USAGE))
+    return ActionSpec(
+        ActionKind.CLEAN_WEIGHTS, _host(words, CLEAN_USAGE, paths=True)[0], paths=_paths(weights, CLEAN_USAGE)
+    )
 
 
 def _int(text: str, what: str, low: int, high: int, usage: str) -> int:
@@ -118,8 +122,9 @@ def _int(text: str, what: str, low: int, high: int, usage: str) -> int:
 def _pid(text: str, usage: str) -> int:
     """A PID to kill: 2 to :data:`MAX_PID`; PID 1 is refused by name (init, whose end stops the host)."""
     if text.isdigit() and int(text) == 1:
-        raise UsageError("PID 1 is init (systemd): gpubot never kills it, since every other process ends with it",
-                         usage=usage)
+        raise UsageError(
+            "PID 1 is init (systemd): gpubot never kills it, since every other process ends with it", usage=usage
+        )
     return _int(text, "PID", 2, MAX_PID, usage)
 
 
@@ -137,8 +142,11 @@ def _kill_choice(opts: dict[str, str], usage: str) -> bool:
     """``kill=leftovers`` (also the default) → True, ``kill=none`` → False; raises :class:`UsageError`."""
     value = opts.get("kill", "leftovers").lower()
     if value not in KILL_CHOICES:
-        raise UsageError(f"`kill={value[:40]}` is not a choice: `kill=leftovers` (the default: end the GPU processes left "
-                         "in the stopped unit's cgroup) or `kill=none`; other processes are named with `pid=`", usage=usage)
+        raise UsageError(
+            f"`kill={value[:40]}` is not a choice: `kill=leftovers` (the default: end the GPU processes left "
+            "in the stopped unit's cgroup) or `kill=none`; other processes are named with `pid=`",
+            usage=usage,
+        )
     return KILL_CHOICES[value]
 
 
@@ -150,7 +158,9 @@ def _unit_parser(kind: ActionKind) -> Callable[[list[str]], ActionSpec]:
         opts, words = split_options(args, keys, usage)
         host, unit = _host(words, usage, 2)
         health = validate_health_url(opts["health"], usage) if "health" in opts else None
-        return ActionSpec(kind, host, unit=validate_unit(unit), health_url=health, kill_leftovers=_kill_choice(opts, usage))
+        return ActionSpec(
+            kind, host, unit=validate_unit(unit), health_url=health, kill_leftovers=_kill_choice(opts, usage)
+        )
 
     return parse
 
@@ -173,9 +183,17 @@ def parse_pivot(args: list[str]) -> ActionSpec:
     if len(pids) > MAX_ITEMS:
         raise UsageError(f"at most {MAX_ITEMS} PIDs at a time", usage=PIVOT_USAGE)
     pid_values = tuple(dict.fromkeys(_pid(p, PIVOT_USAGE) for p in pids))
-    return ActionSpec(ActionKind.PIVOT, _host(words, PIVOT_USAGE, paths=bool(deletes))[0], paths=_paths(deletes, PIVOT_USAGE),
-                      from_unit=a, to_unit=b, need_bytes=need, health_url=health, pids=pid_values,
-                      kill_leftovers=_kill_choice(opts, PIVOT_USAGE))
+    return ActionSpec(
+        ActionKind.PIVOT,
+        _host(words, PIVOT_USAGE, paths=bool(deletes))[0],
+        paths=_paths(deletes, PIVOT_USAGE),
+        from_unit=a,
+        to_unit=b,
+        need_bytes=need,
+        health_url=health,
+        pids=pid_values,
+        kill_leftovers=_kill_choice(opts, PIVOT_USAGE),
+    )
 
 
 def parse_audit(args: list[str]) -> AuditCommand:
@@ -193,18 +211,50 @@ def parse_logs(args: list[str]) -> LogsCommand:
 
 
 SPECS = [
-    CommandSpec(("clean",), CLEAN_USAGE, "plan deleting weight folders or HF cache entries (needs approval)",
-                Role.OPERATOR, parse_clean),
+    CommandSpec(
+        ("clean",),
+        CLEAN_USAGE,
+        "plan deleting weight folders or HF cache entries (needs approval)",
+        Role.OPERATOR,
+        parse_clean,
+    ),
     CommandSpec(("kill",), KILL_USAGE, "plan ending GPU compute processes (needs approval)", Role.OPERATOR, parse_kill),
-    CommandSpec(("stop",), STOP_USAGE, "plan stopping a configured unit and ending what its cgroup leaves on the GPUs (needs approval)",
-                Role.OPERATOR, _unit_parser(ActionKind.STOP)),
-    CommandSpec(("start",), unit_usage(ActionKind.START), "plan starting a configured unit; done when it is up (needs approval)",
-                Role.OPERATOR, _unit_parser(ActionKind.START)),
-    CommandSpec(("restart",), unit_usage(ActionKind.RESTART), "plan restarting a configured unit; done when it is up (needs approval)",
-                Role.OPERATOR, _unit_parser(ActionKind.RESTART)),
-    CommandSpec(("pivot",), PIVOT_USAGE, "plan stop A → end its leftovers → GPUs free → delete → disk check → start B, done when B answers (needs approval)",
-                Role.OPERATOR, parse_pivot),
-    CommandSpec(("logs",), LOGS_USAGE, "a watched unit's recent journal, only to you (journals may hold secrets)",
-                Role.OPERATOR, parse_logs),
-    CommandSpec(("audit",), AUDIT_USAGE, "requests, approvals and executed steps (newest first)", Role.VIEWER, parse_audit),
+    CommandSpec(
+        ("stop",),
+        STOP_USAGE,
+        "plan stopping a configured unit and ending what its cgroup leaves on the GPUs (needs approval)",
+        Role.OPERATOR,
+        _unit_parser(ActionKind.STOP),
+    ),
+    CommandSpec(
+        ("start",),
+        unit_usage(ActionKind.START),
+        "plan starting a configured unit; done when it is up (needs approval)",
+        Role.OPERATOR,
+        _unit_parser(ActionKind.START),
+    ),
+    CommandSpec(
+        ("restart",),
+        unit_usage(ActionKind.RESTART),
+        "plan restarting a configured unit; done when it is up (needs approval)",
+        Role.OPERATOR,
+        _unit_parser(ActionKind.RESTART),
+    ),
+    CommandSpec(
+        ("pivot",),
+        PIVOT_USAGE,
+        "plan stop A → end its leftovers → GPUs free → delete → disk check → start B, done when B answers (needs approval)",
+        Role.OPERATOR,
+        parse_pivot,
+    ),
+    CommandSpec(
+        ("logs",),
+        LOGS_USAGE,
+        "a watched unit's recent journal, only to you (journals may hold secrets)",
+        Role.OPERATOR,
+        parse_logs,
+    ),
+    CommandSpec(
+        ("audit",), AUDIT_USAGE, "requests, approvals and executed steps (newest first)", Role.VIEWER, parse_audit
+    ),
 ]

@@ -28,12 +28,16 @@ def check_numbers(expr: str, usage: str) -> None:
             if not all(e.isdigit() for e in ends):
                 if name in ("minute", "hour") and span != "*":
                     article = "an" if name == "hour" else "a"
-                    raise UsageError(f"`{expr[:60]}`: `{part[:20]}` is not {article} {name} ({low}-{high}, a range such as "
-                                     f"`{low + 1}-{low + 5}`, a step such as `*/15`, or `*`)", usage=usage)
+                    raise UsageError(
+                        f"`{expr[:60]}`: `{part[:20]}` is not {article} {name} ({low}-{high}, a range such as "
+                        f"`{low + 1}-{low + 5}`, a step such as `*/15`, or `*`)",
+                        usage=usage,
+                    )
                 continue
             for end in ends:
                 if not low <= int(end) <= high:
                     raise UsageError(f"`{expr[:60]}`: {name} {int(end)} is out of range {low}-{high}", usage=usage)
             if len(ends) == 2 and int(ends[0]) > int(ends[1]):
-                raise UsageError(f"`{expr[:60]}`: the {name} range {span} runs backwards (e.g. `{ends[1]}-{ends[0]}`)",
-                                 usage=usage)
+                raise UsageError(
+                    f"`{expr[:60]}`: the {name} range {span} runs backwards (e.g. `{ends[1]}-{ends[0]}`)", usage=usage
+                )

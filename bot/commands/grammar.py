@@ -86,8 +86,10 @@ def tokens(text: str) -> list[str]:
             state = getattr(lexer, "state", None)  # the open quote character while inside quotes
             quote = state if state in ("'", '"') else None
         which = f" (a `{quote}` with no closing `{quote}`)" if quote else ""
-        raise UsageError(f"unbalanced quote{which}: close it, or put a word holding `{quote or chr(39)}` inside the other "
-                         "kind of quotes") from None
+        raise UsageError(
+            f"unbalanced quote{which}: close it, or put a word holding `{quote or chr(39)}` inside the other "
+            "kind of quotes"
+        ) from None
 
 
 def split_options(args: list[str], allowed: Iterable[str], usage: str) -> tuple[dict[str, str], list[str]]:
@@ -97,7 +99,9 @@ def split_options(args: list[str], allowed: Iterable[str], usage: str) -> tuple[
     words: list[str] = []
     for arg in args:
         key, eq, value = arg.partition("=")
-        if not eq or not key or "/" in key or any(c.isspace() for c in key):  # "10.0.0.5 -oX=y" is a word, not an option
+        if (
+            not eq or not key or "/" in key or any(c.isspace() for c in key)
+        ):  # "10.0.0.5 -oX=y" is a word, not an option
             words.append(arg)
             continue
         key = key.lower()
@@ -142,9 +146,11 @@ class Grammar:
                 if subs and len(words) > n and "=" not in words[n]:
                     guess = suggest(lowered[n], subs)
                     if guess:
-                        raise UsageError(f"unknown `{spec.name}` sub-command `{words[n][:40]}`",
-                                         usage=f"{self.usage_of((*spec.path, guess))}\n{self.more()}",
-                                         suggestion=f"{spec.name} {guess}")
+                        raise UsageError(
+                            f"unknown `{spec.name}` sub-command `{words[n][:40]}`",
+                            usage=f"{self.usage_of((*spec.path, guess))}\n{self.more()}",
+                            suggestion=f"{spec.name} {guess}",
+                        )
                 try:
                     return Parsed(spec, spec.parse(words[n:]))
                 except UsageError as exc:
@@ -154,12 +160,17 @@ class Grammar:
         if lowered[0] in verbs:  # a known verb with an unknown sub-command, or none
             subs = [p[1] for p in self.specs if p[0] == lowered[0] and len(p) > 1]
             if len(lowered) == 1:
-                raise UsageError(f"`{lowered[0]}` needs a sub-command: {', '.join(subs)}",
-                                 usage=f"{self.usage_for(lowered[0])}\n{self.more()}")
+                raise UsageError(
+                    f"`{lowered[0]}` needs a sub-command: {', '.join(subs)}",
+                    usage=f"{self.usage_for(lowered[0])}\n{self.more()}",
+                )
             guess = suggest(lowered[1], subs) if len(lowered) > 1 else None
             usage = self.usage_of((lowered[0], guess)) if guess else self.usage_for(lowered[0])
-            raise UsageError(f"unknown `{lowered[0]}` sub-command", usage=f"{usage}\n{self.more()}",
-                             suggestion=f"{lowered[0]} {guess}" if guess else None)
+            raise UsageError(
+                f"unknown `{lowered[0]}` sub-command",
+                usage=f"{usage}\n{self.more()}",
+                suggestion=f"{lowered[0]} {guess}" if guess else None,
+            )
         guess = suggest(lowered[0], verbs)
         usage = self.usage_for(guess) if guess else "commands: " + ", ".join(f"`{v}`" for v in verbs)
         raise UsageError(f"unknown command `{words[0][:40]}`", usage=f"{usage}\n{self.more()}", suggestion=guess)
@@ -204,8 +215,11 @@ class Grammar:
             if verb not in verbs:
                 guess = suggest(verb, verbs)
                 usage = self.usage_for(guess, role) if guess else "commands: " + ", ".join(f"`{v}`" for v in verbs)
-                raise UsageError(f"no command `{verb[:40]}`", usage=f"{usage}\n{self.more()}",
-                                 suggestion=f"help {guess}" if guess else None)
+                raise UsageError(
+                    f"no command `{verb[:40]}`",
+                    usage=f"{usage}\n{self.more()}",
+                    suggestion=f"help {guess}" if guess else None,
+                )
             spec = self.specs.get(path)
             if spec is not None and len(path) > 1:
                 return self.usage_of(path) if spec.role <= role else f"`{spec.name}` needs the {spec.role.label} role"

@@ -114,7 +114,7 @@ def parse_schedule(args: list[str]) -> ReportScheduleCommand:
     elif len(words) >= 5 and all(re.match(r"^[\d*/,a-zA-Z-]+$", w) for w in words[:5]) and "/" not in words[0][:1]:
         expr, words = " ".join(words[:5]), words[5:]  # an unquoted expression
     else:
-        raise UsageError("put the crontab expression in quotes, e.g. \"0 8 * * 1-5\"", usage=SCHEDULE_USAGE)
+        raise UsageError('put the crontab expression in quotes, e.g. "0 8 * * 1-5"', usage=SCHEDULE_USAGE)
     check_numbers(expr, SCHEDULE_USAGE)
     tz, group, all_hosts, channel = None, None, False, None
     for w in words:
@@ -160,14 +160,29 @@ def _no_args(args: list[str]) -> ReportListCommand:
 
 
 SPECS = [
-    CommandSpec(("history",), HISTORY_USAGE, "verdict changes, GPU memory and free disk over time, with a chart",
-                Role.VIEWER, parse_history),
+    CommandSpec(
+        ("history",),
+        HISTORY_USAGE,
+        "verdict changes, GPU memory and free disk over time, with a chart",
+        Role.VIEWER,
+        parse_history,
+    ),
     CommandSpec(("diff",), DIFF_USAGE, "what changed on a host since a time or a snapshot", Role.VIEWER, parse_diff),
-    CommandSpec(("report", "schedule"), SCHEDULE_USAGE, "post a readiness report on a cron schedule", Role.OPERATOR,
-                parse_schedule),
+    CommandSpec(
+        ("report", "schedule"),
+        SCHEDULE_USAGE,
+        "post a readiness report on a cron schedule",
+        Role.OPERATOR,
+        parse_schedule,
+    ),
     CommandSpec(("report", "list"), "report list", "scheduled reports and when they next run", Role.VIEWER, _no_args),
     CommandSpec(("report", "remove"), "report remove ID", "stop a scheduled report", Role.OPERATOR, parse_remove),
-    CommandSpec(("report", "resume"), "report resume ID", "resume a report paused because its channel refused it",
-                Role.OPERATOR, parse_resume),
+    CommandSpec(
+        ("report", "resume"),
+        "report resume ID",
+        "resume a report paused because its channel refused it",
+        Role.OPERATOR,
+        parse_resume,
+    ),
     CommandSpec(("report", "now"), NOW_USAGE, "post a readiness report here now", Role.VIEWER, parse_now),
 ]

@@ -107,8 +107,10 @@ def parse_add(args: list[str]) -> HostsAdd:
     address = words[1]
     bad = first_bad_char(address, _address_char)
     if bad:
-        raise UsageError(f"`{address[:80]}` is not a host address: {bad} is not allowed (a DNS name or an IP address)",
-                         usage=ADD_USAGE)
+        raise UsageError(
+            f"`{address[:80]}` is not a host address: {bad} is not allowed (a DNS name or an IP address)",
+            usage=ADD_USAGE,
+        )
     if len(words) > 2:  # `10.0.0.5 ;rm`, `10.0.0.5 > x`: name the word, and the character refused in an address
         extra = words[2]
         bad = first_bad_char(extra, _address_char)
@@ -124,7 +126,9 @@ def parse_add(args: list[str]) -> HostsAdd:
     user = opts.get("user")
     bad = first_bad_char(user or "", lambda c: c.isascii() and (c.isalnum() or c in "._-"))
     if bad:
-        raise UsageError(f"`{user[:40] if user else ''}` is not a plain user name: {bad} is not allowed", usage=ADD_USAGE)
+        raise UsageError(
+            f"`{user[:40] if user else ''}` is not a plain user name: {bad} is not allowed", usage=ADD_USAGE
+        )
     group = validate_host(opts["group"], "group name") if "group" in opts else None
     return HostsAdd(name, address, port, user, group, labels)
 
@@ -147,14 +151,32 @@ def parse_check(args: list[str]) -> HostsCheck:
 
 SPECS = [
     CommandSpec(("hosts",), "hosts [group=NAME]", "list registered hosts", Role.VIEWER, parse_list),
-    CommandSpec(("hosts", "show"), "hosts show NAME", "one host's registration and latest verdict", Role.VIEWER, parse_show),
+    CommandSpec(
+        ("hosts", "show"), "hosts show NAME", "one host's registration and latest verdict", Role.VIEWER, parse_show
+    ),
     CommandSpec(("hosts", "add"), ADD_USAGE, "register a host (then `hosts trust` it)", Role.ADMIN, parse_add),
-    CommandSpec(("hosts", "remove"), "hosts remove NAME", "unregister a host (its history stays)", Role.ADMIN, parse_remove),
-    CommandSpec(("hosts", "trust"), "hosts trust NAME", "show a host's SSH key fingerprint and ask an admin to trust it",
-                Role.ADMIN, parse_trust),
-    CommandSpec(("hosts", "forget-gpu"), FORGET_USAGE, "accept that a host no longer has a GPU it showed before (its inventory)",
-                Role.ADMIN, parse_forget_gpu),
-    CommandSpec(("hosts", "check"), "hosts check NAME",
-                "what the bot may do on a host (probe, sudo rules, writable roots) and how to fix what it may not",
-                Role.OPERATOR, parse_check),
+    CommandSpec(
+        ("hosts", "remove"), "hosts remove NAME", "unregister a host (its history stays)", Role.ADMIN, parse_remove
+    ),
+    CommandSpec(
+        ("hosts", "trust"),
+        "hosts trust NAME",
+        "show a host's SSH key fingerprint and ask an admin to trust it",
+        Role.ADMIN,
+        parse_trust,
+    ),
+    CommandSpec(
+        ("hosts", "forget-gpu"),
+        FORGET_USAGE,
+        "accept that a host no longer has a GPU it showed before (its inventory)",
+        Role.ADMIN,
+        parse_forget_gpu,
+    ),
+    CommandSpec(
+        ("hosts", "check"),
+        "hosts check NAME",
+        "what the bot may do on a host (probe, sudo rules, writable roots) and how to fix what it may not",
+        Role.OPERATOR,
+        parse_check,
+    ),
 ]

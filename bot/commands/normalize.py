@@ -13,7 +13,9 @@ import re
 import unicodedata
 
 _LINK = re.compile(r"<(?P<target>[^<>|]*)(?:\|(?P<label>[^<>]*))?>")
-_SMART = str.maketrans({"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\u00a0": " ", "\u2003": " ", "\u2002": " "})
+_SMART = str.maketrans(
+    {"\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\u00a0": " ", "\u2003": " ", "\u2002": " "}
+)
 
 
 def _unlink(match: re.Match[str]) -> str:

@@ -9,4 +9,6 @@ from bot.commands.grammar import Grammar
 
 def default_grammar(command: str = "/gpu") -> Grammar:
     """All ``/gpu`` commands. Domains add their ``SPECS`` list here."""
-    return Grammar([*status.SPECS, *hosts.SPECS, *actions.SPECS, *history.SPECS, *watches.SPECS, *help_cmd.SPECS], command=command)
+    return Grammar(
+        [*status.SPECS, *hosts.SPECS, *actions.SPECS, *history.SPECS, *watches.SPECS, *help_cmd.SPECS], command=command
+    )

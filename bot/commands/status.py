@@ -21,7 +21,9 @@ class Target:
     name: str | None = None
 
     def describe(self) -> str:
-        return {"host": f"{self.name}", "group": f"group {self.name}", "all": "all hosts"}.get(self.kind, "the default group")
+        return {"host": f"{self.name}", "group": f"group {self.name}", "all": "all hosts"}.get(
+            self.kind, "the default group"
+        )
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,11 @@ def parse_status(args: list[str]) -> StatusCommand:
 
 
 SPECS = [
-    CommandSpec(("status",), USAGE, "probe GPUs, processes, disk, weights, HF cache and units; verdict per host",
-                Role.VIEWER, parse_status),
+    CommandSpec(
+        ("status",),
+        USAGE,
+        "probe GPUs, processes, disk, weights, HF cache and units; verdict per host",
+        Role.VIEWER,
+        parse_status,
+    ),
 ]

@@ -12,7 +12,9 @@ from bot.names import validate_host
 from bot.roles import Role
 from bot.watches.conditions import parse_on
 
-WATCH_USAGE = "watch group:NAME|HOST|all [#channel] [on=not-ready,unreachable,gpu-lost,health,unit-failed,disk<SIZE] [repeat=4h]"
+WATCH_USAGE = (
+    "watch group:NAME|HOST|all [#channel] [on=not-ready,unreachable,gpu-lost,health,unit-failed,disk<SIZE] [repeat=4h]"
+)
 SILENCE_USAGE = "silence HOST|group:NAME 2h [reason]"
 MIN_REPEAT = timedelta(minutes=10)
 
@@ -112,12 +114,18 @@ def parse_silence_end(args: list[str]) -> SilenceEndCommand:
 
 
 SPECS = [
-    CommandSpec(("watch",), WATCH_USAGE, "post here when a host changes into a bad state, and when it recovers",
-                Role.OPERATOR, parse_watch),
+    CommandSpec(
+        ("watch",),
+        WATCH_USAGE,
+        "post here when a host changes into a bad state, and when it recovers",
+        Role.OPERATOR,
+        parse_watch,
+    ),
     CommandSpec(("watch", "list"), "watch list", "the watches and where they post", Role.VIEWER, parse_watch_list),
     CommandSpec(("watch", "remove"), "watch remove ID", "stop a watch", Role.OPERATOR, parse_watch_remove),
-    CommandSpec(("silence",), SILENCE_USAGE, "no new watch alerts for a host or group for a while", Role.OPERATOR,
-                parse_silence),
+    CommandSpec(
+        ("silence",), SILENCE_USAGE, "no new watch alerts for a host or group for a while", Role.OPERATOR, parse_silence
+    ),
     CommandSpec(("silence", "list"), "silence list", "silences in force", Role.VIEWER, parse_silence_list),
     CommandSpec(("silence", "end"), "silence end ID", "end a silence now", Role.OPERATOR, parse_silence_end),
 ]

@@ -108,7 +108,9 @@ def where(url: str | URL) -> str:
     return f"{backend} at {u.host or 'localhost'}{f':{port}' if port else ''}"
 
 
-def connect_args(url: str | URL, *, connect_timeout_s: float | None, statement_timeout_s: float | None) -> dict[str, Any]:
+def connect_args(
+    url: str | URL, *, connect_timeout_s: float | None, statement_timeout_s: float | None
+) -> dict[str, Any]:
     """Driver arguments for the timeouts: asyncpg's ``timeout`` (connect, seconds) and
     ``command_timeout`` (each statement, seconds); nothing for other drivers. ``None`` = no limit."""
     if make_url(url).get_driver_name() != "asyncpg":
@@ -164,8 +166,18 @@ def lost_reason(exc: BaseException, *, statement_timeout_s: float | None, is_dis
         if isinstance(e, OSError):
             return _os_reason(e)
         name = type(e).__name__
-        if name in ("ConnectionDoesNotExistError", "ConnectionFailureError", "CannotConnectNowError", "AdminShutdownError",
-                    "CrashShutdownError") or "connection is closed" in str(e) or "connection was closed" in str(e):
+        if (
+            name
+            in (
+                "ConnectionDoesNotExistError",
+                "ConnectionFailureError",
+                "CannotConnectNowError",
+                "AdminShutdownError",
+                "CrashShutdownError",
+            )
+            or "connection is closed" in str(e)
+            or "connection was closed" in str(e)
+        ):
             return "connection lost"
         if isinstance(e, sqlite3.OperationalError) and str(e) in SQLITE_TROUBLE:
             wait = f"{statement_timeout_s:g} s" if statement_timeout_s else "its busy timeout"
@@ -176,8 +188,13 @@ def lost_reason(exc: BaseException, *, statement_timeout_s: float | None, is_dis
     return "connection lost" if is_disconnect else None
 
 
-def guard(engine: AsyncEngine, url: str | URL, *, connect_timeout_s: float | None = None,
-          statement_timeout_s: float | None = None) -> AsyncEngine:
+def guard(
+    engine: AsyncEngine,
+    url: str | URL,
+    *,
+    connect_timeout_s: float | None = None,
+    statement_timeout_s: float | None = None,
+) -> AsyncEngine:
     """Make ``engine`` raise :class:`~bot.errors.DatabaseUnavailable` for every way the database
     can be out of reach (see the module docstring); returns ``engine``. The timeouts are only
     used in the messages: pass the same ones given to :func:`connect_args`."""
@@ -185,8 +202,9 @@ def guard(engine: AsyncEngine, url: str | URL, *, connect_timeout_s: float | Non
     return engine
 
 
-def guard_sync(engine: Engine, url: str | URL, *, connect_timeout_s: float | None = None,
-               statement_timeout_s: float | None = None) -> Engine:
+def guard_sync(
+    engine: Engine, url: str | URL, *, connect_timeout_s: float | None = None, statement_timeout_s: float | None = None
+) -> Engine:
     """:func:`guard` for a synchronous engine (the SQLite batch writer's, :func:`bot.db.session.sqlite_writer`),
     or the sync side of an async one; returns ``engine``."""
     place, masked = where(url), redacted(url)
@@ -196,13 +214,17 @@ def guard_sync(engine: Engine, url: str | URL, *, connect_timeout_s: float | Non
         try:
             return dialect.connect(*cargs, **cparams)
         except Exception as exc:
-            raise DatabaseUnavailable(place, connect_reason(exc, connect_timeout_s=connect_timeout_s), url=masked) from exc
+            raise DatabaseUnavailable(
+                place, connect_reason(exc, connect_timeout_s=connect_timeout_s), url=masked
+            ) from exc
 
     @event.listens_for(engine, "handle_error")
     def _error(ctx: ExceptionContext) -> None:
         if ctx.is_pre_ping or isinstance(ctx.original_exception, DatabaseUnavailable):
             return None  # the pool reconnects after a failed ping; a failed reconnect is already ours
-        reason = lost_reason(ctx.original_exception, statement_timeout_s=statement_timeout_s, is_disconnect=ctx.is_disconnect)
+        reason = lost_reason(
+            ctx.original_exception, statement_timeout_s=statement_timeout_s, is_disconnect=ctx.is_disconnect
+        )
         if reason is None:
             return None
         ctx.is_disconnect = True  # throw the connection away: a timed-out one may still be mid-statement

@@ -43,8 +43,9 @@ def upgrade(url: str, revision: str = "heads", *, create_folder: bool = False) -
     if create_folder:
         os.makedirs(folder, exist_ok=True)
     elif not os.path.isdir(folder):
-        raise DatabaseUnavailable(where(url), f"the folder {folder} does not exist; create it, or correct the path",
-                                  url=redacted(url))
+        raise DatabaseUnavailable(
+            where(url), f"the folder {folder} does not exist; create it, or correct the path", url=redacted(url)
+        )
     with open(path + ".migrate.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -112,9 +113,13 @@ async def current_revision(url: str, *, connect_timeout_s: float = 5.0) -> str |
 
     from bot.db.availability import connect_args, guard
 
-    engine = guard(create_async_engine(url, connect_args=connect_args(url, connect_timeout_s=connect_timeout_s,
-                                                                      statement_timeout_s=None)),
-                   url, connect_timeout_s=connect_timeout_s)
+    engine = guard(
+        create_async_engine(
+            url, connect_args=connect_args(url, connect_timeout_s=connect_timeout_s, statement_timeout_s=None)
+        ),
+        url,
+        connect_timeout_s=connect_timeout_s,
+    )
     try:
         async with engine.connect() as conn:
             heads = await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_heads())

@@ -14,8 +14,13 @@ from bot.db.availability import connect_args, guard, guard_sync
 SessionFactory = async_sessionmaker[AsyncSession]
 
 
-def make_engine(url: str, *, connect_timeout_s: float | None = 5.0, statement_timeout_s: float | None = 10.0,
-                sqlite_busy_timeout_s: float = 30.0) -> AsyncEngine:
+def make_engine(
+    url: str,
+    *,
+    connect_timeout_s: float | None = 5.0,
+    statement_timeout_s: float | None = 10.0,
+    sqlite_busy_timeout_s: float = 30.0,
+) -> AsyncEngine:
     """An async engine for ``url`` (``sqlite+aiosqlite:///file.db`` or ``postgresql+asyncpg://…``).
 
     SQLite gets foreign keys on and a busy timeout (``sqlite_busy_timeout_s``), so two writers wait
@@ -25,15 +30,21 @@ def make_engine(url: str, *, connect_timeout_s: float | None = 5.0, statement_ti
     reach raises :class:`~bot.errors.DatabaseUnavailable` (see :mod:`bot.db.availability`).
     """
     if url.startswith("sqlite"):
-        engine = guard(create_async_engine(url, connect_args={"timeout": sqlite_busy_timeout_s}), url,
-                       statement_timeout_s=sqlite_busy_timeout_s)
+        engine = guard(
+            create_async_engine(url, connect_args={"timeout": sqlite_busy_timeout_s}),
+            url,
+            statement_timeout_s=sqlite_busy_timeout_s,
+        )
 
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         _busy_s[engine.sync_engine] = sqlite_busy_timeout_s
         return engine
     args = connect_args(url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
-    engine = create_async_engine(url, connect_args=args,  # pinged on checkout by guard()
-                                 pool_timeout=(statement_timeout_s or 30.0) + (connect_timeout_s or 0.0))
+    engine = create_async_engine(
+        url,
+        connect_args=args,  # pinged on checkout by guard()
+        pool_timeout=(statement_timeout_s or 30.0) + (connect_timeout_s or 0.0),
+    )
     return guard(engine, url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
 
 
@@ -67,8 +78,11 @@ def sqlite_writer(engine: AsyncEngine) -> Engine | None:
         if writer is None:
             url = sync.url.set(drivername="sqlite")
             busy = _busy_s.get(sync, 30.0)
-            writer = guard_sync(create_engine(url, connect_args={"timeout": busy, "check_same_thread": False}), url,
-                                statement_timeout_s=busy)
+            writer = guard_sync(
+                create_engine(url, connect_args={"timeout": busy, "check_same_thread": False}),
+                url,
+                statement_timeout_s=busy,
+            )
             event.listen(writer, "connect", _sqlite_pragmas)
             _writers[sync] = writer
             event.listen(sync, "engine_disposed", lambda _engine: _drop_writer(sync))

@@ -71,12 +71,17 @@ async def hosts_of(*, services: Services, group: str | None) -> list[str]:
         rows = await hosts.list_all(db_session=db, group=group)
         if not rows:
             if group is None:
-                raise NotFoundError("no hosts are registered (`/gpu hosts add NAME ADDRESS`); localhost, this machine, is built in "
-                                    "and not counted: `/gpu status localhost`")
+                raise NotFoundError(
+                    "no hosts are registered (`/gpu hosts add NAME ADDRESS`); localhost, this machine, is built in "
+                    "and not counted: `/gpu status localhost`"
+                )
             groups = sorted({h.group for h in await hosts.list_all(db_session=db) if h.group})
             from difflib import get_close_matches
 
-            raise NotFoundError(f"no host in group `{group}`", near=[f"group:{g}" for g in get_close_matches(group, groups, n=3, cutoff=0.5)])
+            raise NotFoundError(
+                f"no host in group `{group}`",
+                near=[f"group:{g}" for g in get_close_matches(group, groups, n=3, cutoff=0.5)],
+            )
         return [h.name for h in rows]
 
 
@@ -88,8 +93,11 @@ async def _rows(services: Services, names: list[str]) -> tuple[dict[str, Host], 
     since = services.clock() - timedelta(days=services.settings.gpu_inventory_days)
     async with services.sessions() as db:
         for i in range(0, len(names), 500):
-            chunk = [n.lower() for n in names[i:i + 500]]  # host names are case-insensitive
-            found.update((h.name.lower(), h) for h in (await db.execute(select(Host).where(func.lower(Host.name).in_(chunk)))).scalars())
+            chunk = [n.lower() for n in names[i : i + 500]]  # host names are case-insensitive
+            found.update(
+                (h.name.lower(), h)
+                for h in (await db.execute(select(Host).where(func.lower(Host.name).in_(chunk)))).scalars()
+            )
             known.update(await inventory.known(db_session=db, host_names=chunk, since=since))
     return found, known
 
@@ -98,15 +106,30 @@ def failed_report(name: str, exc: Exception, now: datetime) -> StatusReport:
     """The *unknown* report of a host that gave no result (``exc`` why: its reason code is
     ``shutting_down`` for :class:`~bot.errors.ShuttingDown`, else ``error``)."""
     code = exc.kind if isinstance(exc, ShuttingDown) else "error"
-    return StatusReport(name, "?", None, now, 0,
-                        Assessment(Verdict.UNKNOWN, [Reason(code, f"{name}: {exc}", Severity.UNKNOWN)]), None, str(exc))
+    return StatusReport(
+        name,
+        "?",
+        None,
+        now,
+        0,
+        Assessment(Verdict.UNKNOWN, [Reason(code, f"{name}: {exc}", Severity.UNKNOWN)]),
+        None,
+        str(exc),
+    )
 
 
-async def check_fleet(*, services: Services, names: list[str], title: str, need_bytes: int | None = None,
-                      requested_by: str | None = None, on_progress: Progress | None = None,
-                      on_stored: Progress | None = None,
-                      in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
-                      limit: asyncio.Semaphore | None = None) -> FleetReport:
+async def check_fleet(
+    *,
+    services: Services,
+    names: list[str],
+    title: str,
+    need_bytes: int | None = None,
+    requested_by: str | None = None,
+    on_progress: Progress | None = None,
+    on_stored: Progress | None = None,
+    in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
+    limit: asyncio.Semaphore | None = None,
+) -> FleetReport:
     """Probe ``names`` with at most ``settings.max_concurrent_probes`` batches at once.
 
     ``on_progress(answered, total, report)`` is awaited after each host answers (its
@@ -124,18 +147,40 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
     ``limit`` replaces the fan-out's own semaphore (a worker shares one among its jobs).
     """
     if services.fleet_jobs is not None:
-        return cast(FleetReport, await services.fleet_jobs.run(
-            services=services, names=names, title=title, need_bytes=need_bytes, requested_by=requested_by,
-            on_progress=on_progress, on_stored=on_stored))
+        return cast(
+            FleetReport,
+            await services.fleet_jobs.run(
+                services=services,
+                names=names,
+                title=title,
+                need_bytes=need_bytes,
+                requested_by=requested_by,
+                on_progress=on_progress,
+                on_stored=on_stored,
+            ),
+        )
     if services.fleet_loop is not None and not services.fleet_loop.is_current():
         home = asyncio.get_running_loop()
         progress, stored_cb = relay(on_progress, home), relay(on_stored, home)
-        return cast(FleetReport, await services.fleet_loop.run(lambda svc: check_fleet(
-            services=replace(svc, clock=services.clock, gate=services.gate), names=names, title=title, need_bytes=need_bytes,
-            requested_by=requested_by, on_progress=progress, on_stored=stored_cb)))
+        return cast(
+            FleetReport,
+            await services.fleet_loop.run(
+                lambda svc: check_fleet(
+                    services=replace(svc, clock=services.clock, gate=services.gate),
+                    names=names,
+                    title=title,
+                    need_bytes=need_bytes,
+                    requested_by=requested_by,
+                    on_progress=progress,
+                    on_stored=stored_cb,
+                )
+            ),
+        )
     rows, known = await _rows(services, names)
     limit = limit or asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
-    batcher = SnapshotBatcher(services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store)
+    batcher = SnapshotBatcher(
+        services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store
+    )
     done = stored_count = 0
     lock = asyncio.Lock()
 
@@ -159,8 +204,9 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
                     target = HostTarget(name=name, address="localhost", transport="local")
                 else:
                     raise NotFoundError(f"no host called `{name}` (removed during the fan-out?)")
-                result, assessment, req = await probe_or_interrupted(services=services, target=target, host=host,
-                                                                     need_bytes=need_bytes, known=tuple(known.get(name, ())))
+                result, assessment, req = await probe_or_interrupted(
+                    services=services, target=target, host=host, need_bytes=need_bytes, known=tuple(known.get(name, ()))
+                )
                 report = make_report(services.reached(target), result, assessment, req, need_bytes=need_bytes)
                 stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by), tag=report)
             except ShuttingDown as exc:  # never started: no snapshot, no traceback
@@ -174,9 +220,17 @@ async def check_fleet(*, services: Services, names: list[str], title: str, need_
                 await on_progress(done, len(names), report)
         if stored is not None:
             snapshot_id, error = await stored
-            report = dataclasses.replace(report, snapshot_id=snapshot_id, store_error=(
-                store_error_text(error) if isinstance(error, SQLAlchemyError)
-                else f"the snapshot was not stored: {error}" if error else None))
+            report = dataclasses.replace(
+                report,
+                snapshot_id=snapshot_id,
+                store_error=(
+                    store_error_text(error)
+                    if isinstance(error, SQLAlchemyError)
+                    else f"the snapshot was not stored: {error}"
+                    if error
+                    else None
+                ),
+            )
         if on_stored is not None:
             async with lock:
                 stored_count += 1

@@ -77,8 +77,9 @@ class LoopThread:
         self._loop = self._thread = None
 
 
-def relay(callback: Callable[..., Awaitable[Any]] | None,
-          home: asyncio.AbstractEventLoop) -> Callable[..., Awaitable[None]] | None:
+def relay(
+    callback: Callable[..., Awaitable[Any]] | None, home: asyncio.AbstractEventLoop
+) -> Callable[..., Awaitable[None]] | None:
     """``callback`` made callable from another loop: each call runs on ``home`` and is awaited."""
     if callback is None:
         return None

@@ -25,7 +25,17 @@ from bot.observability.metrics import observe_probe
 from bot.probes.engine import ProbeResult, run_probe
 from bot.probes.readings import Readings
 from bot.probes.script import ProbePlan
-from bot.readiness.verdict import Assessment, KnownGpu, Reason, Requirements, Severity, Verdict, assess, not_probed, unreachable
+from bot.readiness.verdict import (
+    Assessment,
+    KnownGpu,
+    Reason,
+    Requirements,
+    Severity,
+    Verdict,
+    assess,
+    not_probed,
+    unreachable,
+)
 from bot.snapshots import inventory
 from bot.snapshots import service as snapshots
 from bot.ssh.target import HostTarget
@@ -72,8 +82,12 @@ def plan_for(settings: Settings, host: Host | None, paths: tuple[str, ...] = ())
         gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)),
         gpu_backend=o.get("gpu_backend", settings.gpu_backend),
     )
-    req = Requirements(gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)), units=units,
-                       expected_gpus=o.get("expected_gpus", settings.expected_gpus), slow_gpu_probe_s=settings.gpu_slow_s)
+    req = Requirements(
+        gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)),
+        units=units,
+        expected_gpus=o.get("expected_gpus", settings.expected_gpus),
+        slow_gpu_probe_s=settings.gpu_slow_s,
+    )
     return plan, req
 
 
@@ -94,8 +108,15 @@ def _where(target: HostTarget) -> str:
     return f"{target.user + '@' if target.user else ''}{endpoint(target.address, target.port)}{via}"
 
 
-async def probe_and_judge(*, services: Services, target: HostTarget, host: Host | None, need_bytes: int | None = None,
-                          paths: tuple[str, ...] = (), known: tuple[KnownGpu, ...] = ()) -> tuple[ProbeResult, Assessment, Requirements]:
+async def probe_and_judge(
+    *,
+    services: Services,
+    target: HostTarget,
+    host: Host | None,
+    need_bytes: int | None = None,
+    paths: tuple[str, ...] = (),
+    known: tuple[KnownGpu, ...] = (),
+) -> tuple[ProbeResult, Assessment, Requirements]:
     """Probe ``target`` once and judge it; no database. ``known`` are the GPUs the host showed
     before (:func:`bot.snapshots.inventory.known`). Never raises for the host's failures
     (invalid stored probe settings read *unknown*, an unreachable host *unreachable*). Counts the
@@ -106,20 +127,42 @@ async def probe_and_judge(*, services: Services, target: HostTarget, host: Host 
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
     req = replace(req, need_bytes=need_bytes, known_gpus=known)
-    result = await run_probe(target=target, plan=plan, runner=services.runner, timeout=services.settings.batch_timeout_s,
-                             clock=services.clock)
+    result = await run_probe(
+        target=target,
+        plan=plan,
+        runner=services.runner,
+        timeout=services.settings.batch_timeout_s,
+        clock=services.clock,
+    )
     assessment = judge(result, req)
     observe_probe(verdict=assessment.verdict.value, error_kind=result.error_kind, duration_ms=result.duration_ms)
     return result, assessment, req
 
 
-def make_report(target: HostTarget, result: ProbeResult, assessment: Assessment, req: Requirements, *,
-                need_bytes: int | None = None, snapshot_id: int | None = None,
-                store_error: str | None = None) -> StatusReport:
+def make_report(
+    target: HostTarget,
+    result: ProbeResult,
+    assessment: Assessment,
+    req: Requirements,
+    *,
+    need_bytes: int | None = None,
+    snapshot_id: int | None = None,
+    store_error: str | None = None,
+) -> StatusReport:
     """The :class:`StatusReport` of one judged probe."""
-    return StatusReport(host=target.name, where=_where(target), snapshot_id=snapshot_id, taken_at=result.taken_at,
-                        duration_ms=result.duration_ms, assessment=assessment, readings=result.readings,
-                        error=result.error, need_bytes=need_bytes, units_expected=req.units, store_error=store_error)
+    return StatusReport(
+        host=target.name,
+        where=_where(target),
+        snapshot_id=snapshot_id,
+        taken_at=result.taken_at,
+        duration_ms=result.duration_ms,
+        assessment=assessment,
+        readings=result.readings,
+        error=result.error,
+        need_bytes=need_bytes,
+        units_expected=req.units,
+        store_error=store_error,
+    )
 
 
 INTERRUPTED = "interrupted"
@@ -130,21 +173,35 @@ def interrupted_result(services: Services, target: HostTarget, taken_at: datetim
     """The stored result of a probe of ``target`` that the bot's shutdown cut off (``taken_at``: when it
     started): no readings, error kind :data:`INTERRUPTED`, and how to probe it again (``rerun``)."""
     ms = int((services.clock() - taken_at).total_seconds() * 1000)
-    return ProbeResult(target.name, taken_at, max(0, ms), None, {}, INTERRUPTED,
-                       f"{target.name}: interrupted: the bot shut down before the probe finished; run `{rerun}` again")
+    return ProbeResult(
+        target.name,
+        taken_at,
+        max(0, ms),
+        None,
+        {},
+        INTERRUPTED,
+        f"{target.name}: interrupted: the bot shut down before the probe finished; run `{rerun}` again",
+    )
 
 
-async def probe_or_interrupted(*, services: Services, target: HostTarget, host: Host | None, need_bytes: int | None = None,
-                               paths: tuple[str, ...] = (), known: tuple[KnownGpu, ...] = ()
-                               ) -> tuple[ProbeResult, Assessment, Requirements]:
+async def probe_or_interrupted(
+    *,
+    services: Services,
+    target: HostTarget,
+    host: Host | None,
+    need_bytes: int | None = None,
+    paths: tuple[str, ...] = (),
+    known: tuple[KnownGpu, ...] = (),
+) -> tuple[ProbeResult, Assessment, Requirements]:
     """:func:`probe_and_judge`, interruptible by the shutdown (:meth:`~bot.lifecycle.WorkGate.interrupt`):
     a probe cut off by it is an :func:`interrupted_result`, judged *unknown*, ready to be stored like any
     other; a cancellation that is not the shutdown's is raised."""
     taken_at = services.clock()
     try:
         with services.gate.interruptible():
-            return await probe_and_judge(services=services, target=target, host=host, need_bytes=need_bytes,
-                                         paths=paths, known=known)
+            return await probe_and_judge(
+                services=services, target=target, host=host, need_bytes=need_bytes, paths=paths, known=known
+            )
     except asyncio.CancelledError:
         if not services.gate.interrupted:
             raise
@@ -170,9 +227,16 @@ Resolved = tuple[HostTarget, Host | None]
 ``localhost`` or an ssh_config alias)."""
 
 
-async def check_host(*, services: Services, host_name: str, need_bytes: int | None = None,
-                     paths: tuple[str, ...] = (), requested_by: str | None = None,
-                     db_session: AsyncSession | None = None, resolved: Resolved | None = None) -> StatusReport:
+async def check_host(
+    *,
+    services: Services,
+    host_name: str,
+    need_bytes: int | None = None,
+    paths: tuple[str, ...] = (),
+    requested_by: str | None = None,
+    db_session: AsyncSession | None = None,
+    resolved: Resolved | None = None,
+) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot (see :func:`_probe_and_store`), inside the
     process's work gate: during a shutdown it raises :class:`~bot.errors.ShuttingDown` before
     touching the host, and a probe that started is waited for (``GPUBOT_SHUTDOWN_GRACE_S``), then
@@ -184,9 +248,15 @@ async def check_host(*, services: Services, host_name: str, need_bytes: int | No
     up again)."""
     async with services.gate.job("probe"):
         with log_context(host=host_name):
-            return await _probe_and_store(services=services, host_name=host_name, need_bytes=need_bytes,
-                                          paths=paths, requested_by=requested_by, db_session=db_session,
-                                          resolved=resolved)
+            return await _probe_and_store(
+                services=services,
+                host_name=host_name,
+                need_bytes=need_bytes,
+                paths=paths,
+                requested_by=requested_by,
+                db_session=db_session,
+                resolved=resolved,
+            )
 
 
 @asynccontextmanager
@@ -199,9 +269,16 @@ async def _session(services: Services, given: AsyncSession | None) -> AsyncItera
         yield db
 
 
-async def _probe_and_store(*, services: Services, host_name: str, need_bytes: int | None = None,
-                           paths: tuple[str, ...] = (), requested_by: str | None = None,
-                           db_session: AsyncSession | None = None, resolved: Resolved | None = None) -> StatusReport:
+async def _probe_and_store(
+    *,
+    services: Services,
+    host_name: str,
+    need_bytes: int | None = None,
+    paths: tuple[str, ...] = (),
+    requested_by: str | None = None,
+    db_session: AsyncSession | None = None,
+    resolved: Resolved | None = None,
+) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot.
 
     Raises :class:`~bot.errors.NotFoundError` for an unregistered name (other than
@@ -210,19 +287,28 @@ async def _probe_and_store(*, services: Services, host_name: str, need_bytes: in
     written, the report still carries the verdict and says so in ``store_error``.
     """
     async with _session(services, db_session) as db:
-        target, host = resolved or await hosts.resolve(db_session=db, name=host_name, ssh_aliases=services.ssh_aliases())
+        target, host = resolved or await hosts.resolve(
+            db_session=db, name=host_name, ssh_aliases=services.ssh_aliases()
+        )
         host_id = host.id if host else None
-        known = (await inventory.known(db_session=db, host_names=[target.name],
-                                       since=services.clock() - timedelta(days=services.settings.gpu_inventory_days)))[target.name]
+        known = (
+            await inventory.known(
+                db_session=db,
+                host_names=[target.name],
+                since=services.clock() - timedelta(days=services.settings.gpu_inventory_days),
+            )
+        )[target.name]
         await db.commit()  # end the read: no connection held during the probe
-    result, assessment, req = await probe_or_interrupted(services=services, target=target, host=host,
-                                                         need_bytes=need_bytes, paths=paths, known=tuple(known))
+    result, assessment, req = await probe_or_interrupted(
+        services=services, target=target, host=host, need_bytes=need_bytes, paths=paths, known=tuple(known)
+    )
     snapshot_id: int | None = None
     store_error: str | None = None
     try:
         async with _session(services, db_session) as db, db.begin():
-            snap = await snapshots.store(db_session=db, result=result, assessment=assessment, host_id=host_id,
-                                         requested_by=requested_by)
+            snap = await snapshots.store(
+                db_session=db, result=result, assessment=assessment, host_id=host_id, requested_by=requested_by
+            )
             snapshot_id = snap.id
     except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): said, no traceback
         log.warning("could not store the snapshot of %s: %s", target.name, exc)
@@ -230,5 +316,12 @@ async def _probe_and_store(*, services: Services, host_name: str, need_bytes: in
     except Exception as exc:  # any other failure to store keeps the verdict too
         log.exception("could not store the snapshot of %s", target.name)
         store_error = store_error_text(exc)
-    return make_report(services.reached(target), result, assessment, req, need_bytes=need_bytes, snapshot_id=snapshot_id,
-                       store_error=store_error)
+    return make_report(
+        services.reached(target),
+        result,
+        assessment,
+        req,
+        need_bytes=need_bytes,
+        snapshot_id=snapshot_id,
+        store_error=store_error,
+    )

@@ -50,8 +50,13 @@ VERDICT_COLOURS: dict[str, str] = {
     "unreachable": "#3b3b3b",
 }
 """The band's colour of each stored verdict; anything else is drawn as ``unknown``."""
-VERDICT_LABELS = {"ready": "ready", "serving": "serving", "not_ready": "not ready", "unknown": "unknown",
-                  "unreachable": "unreachable"}
+VERDICT_LABELS = {
+    "ready": "ready",
+    "serving": "serving",
+    "not_ready": "not ready",
+    "unknown": "unknown",
+    "unreachable": "unreachable",
+}
 MAX_MARKED = 200
 """Samples of a line drawn with a marker each; a denser line is drawn without (the markers would merge
 into a thick band, and cost most of the render time)."""
@@ -116,15 +121,33 @@ def _nan(values: list[int | None], scale: float) -> list[float]:
     return [float("nan") if v is None else v / scale for v in values]
 
 
-def render_png(title: str, series: list[ChartSeries], *, width_px: int = 1000, height_px: int = 560,
-               tz: str = "UTC", since: datetime | None = None, until: datetime | None = None,
-               marks: list[ChartMark] | None = None, need_bytes: int | None = None) -> bytes:
+def render_png(
+    title: str,
+    series: list[ChartSeries],
+    *,
+    width_px: int = 1000,
+    height_px: int = 560,
+    tz: str = "UTC",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    marks: list[ChartMark] | None = None,
+    need_bytes: int | None = None,
+) -> bytes:
     """A PNG of ``series`` (at most :data:`MAX_LINES` drawn; the rest are named in the legend
     as "+N more"), times shown in ``tz`` (an IANA name). An empty ``series`` still gives a valid
     PNG saying "no data in this window". ``since``/``until`` (UTC): the window asked for;
     ``marks``: actions; ``need_bytes``: the free disk asked for (bytes), a line on the disk panel."""
-    fig = chart_figure(title, series, width_px=width_px, height_px=height_px, tz=tz, since=since, until=until,
-                       marks=marks, need_bytes=need_bytes)
+    fig = chart_figure(
+        title,
+        series,
+        width_px=width_px,
+        height_px=height_px,
+        tz=tz,
+        since=since,
+        until=until,
+        marks=marks,
+        need_bytes=need_bytes,
+    )
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
@@ -146,25 +169,48 @@ def _gpu_panel(ax: Any, drawn: list[ChartSeries], zone: ZoneInfo) -> tuple[float
         totals = sorted({g.total_mib for g in s.gpus if g.total_mib})
         marked_lost = False
         for i, total in enumerate(totals):
-            ax.axhline(total, color=CAPACITY_COLOUR, linestyle="--", linewidth=1.1,
-                       label=f"capacity {total:,} MiB" if i == 0 else None)
+            ax.axhline(
+                total,
+                color=CAPACITY_COLOUR,
+                linestyle="--",
+                linewidth=1.1,
+                label=f"capacity {total:,} MiB" if i == 0 else None,
+            )
             top = max(top, float(total))
         for k, g in enumerate(s.gpus):
             colour = f"C{k % 10}"
             gone = g.missing_since
             label = g.label if gone is None else f"{g.label} lost {s.times[gone].astimezone(zone):%b %d %H:%M}"
-            ax.plot(s.times, _nan(g.used_mib, 1), linewidth=1.4, color=colour, label=label, drawstyle="steps-post",
-                    **_marker(s.times))
+            ax.plot(
+                s.times,
+                _nan(g.used_mib, 1),
+                linewidth=1.4,
+                color=colour,
+                label=label,
+                drawstyle="steps-post",
+                **_marker(s.times),
+            )
             lost = [t for t, p in zip(s.times, g.present, strict=False) if not p]
             if lost:
-                ax.plot(lost, [0.0] * len(lost), linestyle="none", marker="x", markersize=7, markeredgewidth=2,
-                        color=LOST_COLOUR, clip_on=False, label=None if marked_lost else "GPU absent")
+                ax.plot(
+                    lost,
+                    [0.0] * len(lost),
+                    linestyle="none",
+                    marker="x",
+                    markersize=7,
+                    markeredgewidth=2,
+                    color=LOST_COLOUR,
+                    clip_on=False,
+                    label=None if marked_lost else "GPU absent",
+                )
                 marked_lost = True
             top = max([top, *(float(v) for v in g.used_mib if v is not None)])
         known = any(v is not None for g in s.gpus for v in g.used_mib)
         return top, known
     for s in drawn:
-        ax.plot(s.times, _nan(s.gpu_used_mib, 1), linewidth=1.4, label=s.label, drawstyle="steps-post", **_marker(s.times))
+        ax.plot(
+            s.times, _nan(s.gpu_used_mib, 1), linewidth=1.4, label=s.label, drawstyle="steps-post", **_marker(s.times)
+        )
     values = [v for s in drawn for v in s.gpu_used_mib if v is not None]
     return float(max(values, default=0)), bool(values)
 
@@ -195,16 +241,35 @@ def _band(ax: Any, drawn: list[ChartSeries], until: datetime | None, span: timed
         ax.spines[side].set_visible(False)
     if seen:
         order = [w for w in VERDICT_COLOURS if w in seen]
-        ax.legend([Patch(color=VERDICT_COLOURS[w]) for w in order], [VERDICT_LABELS[w] for w in order], fontsize=7,
-                  loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, ncol=2, handlelength=1,
-                  columnspacing=0.8, labelspacing=0.2, borderaxespad=0.3)
+        ax.legend(
+            [Patch(color=VERDICT_COLOURS[w]) for w in order],
+            [VERDICT_LABELS[w] for w in order],
+            fontsize=7,
+            loc="center left",
+            bbox_to_anchor=(1.0, 0.5),
+            frameon=False,
+            ncol=2,
+            handlelength=1,
+            columnspacing=0.8,
+            labelspacing=0.2,
+            borderaxespad=0.3,
+        )
     elif not rows:
         ax.set_yticks([])
 
 
-def chart_figure(title: str, series: list[ChartSeries], *, width_px: int = 1000, height_px: int = 560,
-                 tz: str = "UTC", since: datetime | None = None, until: datetime | None = None,
-                 marks: list[ChartMark] | None = None, need_bytes: int | None = None) -> Figure:
+def chart_figure(
+    title: str,
+    series: list[ChartSeries],
+    *,
+    width_px: int = 1000,
+    height_px: int = 560,
+    tz: str = "UTC",
+    since: datetime | None = None,
+    until: datetime | None = None,
+    marks: list[ChartMark] | None = None,
+    need_bytes: int | None = None,
+) -> Figure:
     """The figure :func:`render_png` saves (Agg canvas attached): axes 0 GPU memory, 1 free disk,
     2 the verdict band (one row per host with ``verdicts``)."""
     # imported here: matplotlib costs about half a second of start-up that only a chart needs
@@ -226,18 +291,32 @@ def chart_figure(title: str, series: list[ChartSeries], *, width_px: int = 1000,
     fig.subplots_adjust(left=0.08, right=0.83, top=0.93, bottom=0.02)
     fig.suptitle(title, fontsize=11)
     times = [t for s in drawn for t in s.times]
-    first, last = (since, until) if since is not None and until is not None else (min(times), max(times)) if times else (None, None)
+    first, last = (
+        (since, until)
+        if since is not None and until is not None
+        else (min(times), max(times))
+        if times
+        else (None, None)
+    )
     span = (last - first) if first is not None and last is not None and last > first else timedelta(hours=1)
 
     gpu_top, gpu_known = _gpu_panel(gpu_ax, drawn, zone)
     for s in drawn:
-        disk_ax.plot(s.times, _nan(s.disk_free_bytes, 1e9), linewidth=1.4, label=s.label, drawstyle="steps-post",
-                     color="C0" if len(drawn) == 1 else None, **_marker(s.times))
+        disk_ax.plot(
+            s.times,
+            _nan(s.disk_free_bytes, 1e9),
+            linewidth=1.4,
+            label=s.label,
+            drawstyle="steps-post",
+            color="C0" if len(drawn) == 1 else None,
+            **_marker(s.times),
+        )
     disk_values = [v / 1e9 for s in drawn for v in s.disk_free_bytes if v is not None]
     disk_top = max(disk_values, default=0.0)
     if need_bytes is not None and times:
-        disk_ax.axhline(need_bytes / 1e9, color=NEED_COLOUR, linestyle="--", linewidth=1.2,
-                        label=f"need {need_bytes / 1e9:,.0f} GB")
+        disk_ax.axhline(
+            need_bytes / 1e9, color=NEED_COLOUR, linestyle="--", linewidth=1.2, label=f"need {need_bytes / 1e9:,.0f} GB"
+        )
         disk_top = max(disk_top, need_bytes / 1e9)
     gpu_ax.set_ylabel("GPU memory used (MiB)", fontsize=8)
     disk_ax.set_ylabel("free disk (GB)", fontsize=8)
@@ -251,35 +330,77 @@ def chart_figure(title: str, series: list[ChartSeries], *, width_px: int = 1000,
         gpu_ax.set_xlim(since, until)
     if not times:
         for ax in (gpu_ax, disk_ax):
-            ax.text(0.5, 0.5, "no data in this window", ha="center", va="center", transform=ax.transAxes, color="0.3",
-                    fontsize=12)
+            ax.text(
+                0.5,
+                0.5,
+                "no data in this window",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                color="0.3",
+                fontsize=12,
+            )
             ax.set_yticks([])
     else:
         if not gpu_known:
-            gpu_ax.text(0.5, 0.5, "GPU memory unknown in this window", ha="center", va="center", transform=gpu_ax.transAxes,
-                        color="0.4")
+            gpu_ax.text(
+                0.5,
+                0.5,
+                "GPU memory unknown in this window",
+                ha="center",
+                va="center",
+                transform=gpu_ax.transAxes,
+                color="0.4",
+            )
             gpu_ax.set_yticks([])
         if not disk_values:
-            disk_ax.text(0.5, 0.5, "free disk unknown in this window", ha="center", va="center", transform=disk_ax.transAxes,
-                         color="0.4")
+            disk_ax.text(
+                0.5,
+                0.5,
+                "free disk unknown in this window",
+                ha="center",
+                va="center",
+                transform=disk_ax.transAxes,
+                color="0.4",
+            )
             disk_ax.set_yticks([])
         _legend(gpu_ax, len(series) - MAX_LINES)
         if need_bytes is not None:
-            disk_ax.legend(*_need_only(disk_ax), fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
+            disk_ax.legend(
+                *_need_only(disk_ax), fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
+            )
         for m in marks or []:
             for ax in (gpu_ax, disk_ax):
                 ax.axvline(m.at, color=MARK_COLOUR, linestyle=":", linewidth=1.6)
-            gpu_ax.annotate(m.label, (m.at, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -3),
-                            textcoords="offset points", rotation=90, ha="left", va="top", fontsize=7, color=MARK_COLOUR,
-                            bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.85})
+            gpu_ax.annotate(
+                m.label,
+                (m.at, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(2, -3),
+                textcoords="offset points",
+                rotation=90,
+                ha="left",
+                va="top",
+                fontsize=7,
+                color=MARK_COLOUR,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.85},
+            )
     _band(band_ax, drawn, until, span)
     locator = AutoDateLocator(tz=zone)  # type: ignore[no-untyped-call]  # matplotlib leaves these unannotated
     disk_ax.xaxis.set_major_locator(locator)
-    disk_ax.xaxis.set_major_formatter(ConciseDateFormatter(  # type: ignore[no-untyped-call]
-        locator, tz=zone, formats=["%Y", "%b", "%b %d", "%H:%M", "%H:%M", "%H:%M:%S"],
-        zero_formats=["", "%Y", "%b", "%b %d", "%H:%M", "%H:%M"], show_offset=False))
+    disk_ax.xaxis.set_major_formatter(
+        ConciseDateFormatter(  # type: ignore[no-untyped-call]
+            locator,
+            tz=zone,
+            formats=["%Y", "%b", "%b %d", "%H:%M", "%H:%M", "%H:%M:%S"],
+            zero_formats=["", "%Y", "%b", "%b %d", "%H:%M", "%H:%M"],
+            show_offset=False,
+        )
+    )
     disk_ax.tick_params(axis="x", labelbottom=True)
-    spanned = f", {first.astimezone(zone):%Y-%m-%d %H:%M} to {last.astimezone(zone):%Y-%m-%d %H:%M}" if first and last else ""
+    spanned = (
+        f", {first.astimezone(zone):%Y-%m-%d %H:%M} to {last.astimezone(zone):%Y-%m-%d %H:%M}" if first and last else ""
+    )
     disk_ax.set_xlabel(f"time ({tz}){spanned}", fontsize=8)
     return fig
 

@@ -32,11 +32,24 @@ MAX_MARKS = 60
 """Actions drawn on one chart (the newest)."""
 
 RAN_STATES = ("done", "failed", "interrupted")
-KIND_WORDS = {"clean_weights": "clean", "clean_hf": "clean HF", "kill": "kill", "stop": "stop", "start": "start",
-              "restart": "restart", "pivot": "pivot"}
+KIND_WORDS = {
+    "clean_weights": "clean",
+    "clean_hf": "clean HF",
+    "kill": "kill",
+    "stop": "stop",
+    "start": "start",
+    "restart": "restart",
+    "pivot": "pivot",
+}
 
-_actions = table("action_requests", column("id"), column("kind"), column("host"), column("state"),
-                 column("updated_at", UTCDateTime()))
+_actions = table(
+    "action_requests",
+    column("id"),
+    column("kind"),
+    column("host"),
+    column("state"),
+    column("updated_at", UTCDateTime()),
+)
 """A read-only view of :class:`bot.actions.models.ActionRequest` (that package sits above this one in
 the layers; tests/test_chart_data.py checks these columns against the model)."""
 
@@ -56,15 +69,20 @@ def _gpus_of(readings: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     return [g for g in report["gpus"] if isinstance(g, dict)]
 
 
-async def gpu_lines(*, db_session: AsyncSession, host_name: str, points: list[Point]) -> tuple[list[datetime], list[GpuLine]]:
+async def gpu_lines(
+    *, db_session: AsyncSession, host_name: str, points: list[Point]
+) -> tuple[list[datetime], list[GpuLine]]:
     """``(times, lines)``: the time of each point's last snapshot (the points' ``end``) and one
     :class:`GpuLine` per GPU aligned with them, ordered by the index each GPU had when first seen."""
     ends = sorted({p.end for p in points})
     rows: dict[datetime, dict[str, Any] | None] = {}
     for i in range(0, len(ends), 500):
-        chunk = ends[i:i + 500]
-        q = (select(Snapshot.taken_at, Snapshot.readings)
-             .where(Snapshot.host_name == host_name, Snapshot.taken_at.in_(chunk)).order_by(Snapshot.taken_at, Snapshot.id))
+        chunk = ends[i : i + 500]
+        q = (
+            select(Snapshot.taken_at, Snapshot.readings)
+            .where(Snapshot.host_name == host_name, Snapshot.taken_at.in_(chunk))
+            .order_by(Snapshot.taken_at, Snapshot.id)
+        )
         for taken, readings in (await db_session.execute(q)).all():
             rows[_when(taken)] = readings  # the last of equal times wins
     times = sorted(rows)
@@ -77,7 +95,9 @@ async def gpu_lines(*, db_session: AsyncSession, host_name: str, points: list[Po
         for key, g in (sample or {}).items():
             order.setdefault(key, int(g.get("index") or 0))
     if times:
-        known = (await db_session.execute(select(GpuSeen.uuid, GpuSeen.gpu_index).where(GpuSeen.host_name == host_name))).all()
+        known = (
+            await db_session.execute(select(GpuSeen.uuid, GpuSeen.gpu_index).where(GpuSeen.host_name == host_name))
+        ).all()
         for uuid, index in known:
             order.setdefault(str(uuid), int(index or 0))
     lines = []
@@ -97,21 +117,28 @@ async def gpu_lines(*, db_session: AsyncSession, host_name: str, points: list[Po
     return times, lines
 
 
-async def verdict_changes(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime) -> list[tuple[datetime, str]]:
+async def verdict_changes(
+    *, db_session: AsyncSession, host_name: str, since: datetime, until: datetime
+) -> list[tuple[datetime, str]]:
     """Each verdict change in ``[since, until]`` (the first snapshot included), oldest first, as ``(time, verdict)``."""
-    found, _ = await marked_changes(db_session=db_session, host_name=host_name, since=since, until=until,
-                                    limit=MAX_BAND_CHANGES)
+    found, _ = await marked_changes(
+        db_session=db_session, host_name=host_name, since=since, until=until, limit=MAX_BAND_CHANGES
+    )
     return [(c.taken_at, c.verdict) for c in found]
 
 
-async def action_marks(*, db_session: AsyncSession, host_names: list[str], since: datetime, until: datetime,
-                       name_host: bool = False) -> list[ChartMark]:
+async def action_marks(
+    *, db_session: AsyncSession, host_names: list[str], since: datetime, until: datetime, name_host: bool = False
+) -> list[ChartMark]:
     """Actions on ``host_names`` that ran and ended in ``[since, until]`` (newest :data:`MAX_MARKS`),
     oldest first, labelled ``kill #12`` (``failed``/``interrupted`` added; the host first when ``name_host``)."""
     a = _actions.c
-    q = (select(a.id, a.kind, a.host, a.state, a.updated_at)
-         .where(a.host.in_(host_names), a.state.in_(RAN_STATES), a.updated_at >= since, a.updated_at <= until)
-         .order_by(a.updated_at.desc()).limit(MAX_MARKS))
+    q = (
+        select(a.id, a.kind, a.host, a.state, a.updated_at)
+        .where(a.host.in_(host_names), a.state.in_(RAN_STATES), a.updated_at >= since, a.updated_at <= until)
+        .order_by(a.updated_at.desc())
+        .limit(MAX_MARKS)
+    )
     out = []
     for rid, kind, host, state, at in reversed((await db_session.execute(q)).all()):
         label = f"{KIND_WORDS.get(kind, kind)} #{rid}" + ("" if state == "done" else f" {state}")
@@ -119,8 +146,9 @@ async def action_marks(*, db_session: AsyncSession, host_names: list[str], since
     return out
 
 
-async def host_series(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
-                      points: list[Point]) -> ChartSeries:
+async def host_series(
+    *, db_session: AsyncSession, host_name: str, since: datetime, until: datetime, points: list[Point]
+) -> ChartSeries:
     """The one-host chart's series: the points (summed GPU memory, lowest free disk, at each span's
     last snapshot), the per-GPU lines and the verdict band."""
     times, lines = await gpu_lines(db_session=db_session, host_name=host_name, points=points)
@@ -128,13 +156,19 @@ async def host_series(*, db_session: AsyncSession, host_name: str, since: dateti
     if len(times) != len(points) or any(t not in by_end for t in times):
         lines = []  # a snapshot removed between the two reads: the sum only
         times = [p.end for p in points]
-    return ChartSeries(host_name, times, [by_end[t].gpu_used_mib for t in times], [by_end[t].disk_free_bytes for t in times],
-                       verdicts=await verdict_changes(db_session=db_session, host_name=host_name, since=since, until=until),
-                       gpus=lines)
+    return ChartSeries(
+        host_name,
+        times,
+        [by_end[t].gpu_used_mib for t in times],
+        [by_end[t].disk_free_bytes for t in times],
+        verdicts=await verdict_changes(db_session=db_session, host_name=host_name, since=since, until=until),
+        gpus=lines,
+    )
 
 
-async def history_chart(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
-                        points: list[Point]) -> tuple[ChartSeries, list[ChartMark]]:
+async def history_chart(
+    *, db_session: AsyncSession, host_name: str, since: datetime, until: datetime, points: list[Point]
+) -> tuple[ChartSeries, list[ChartMark]]:
     """What ``history``'s PNG draws (``/gpu history`` and ``gpubot history --png``): the host's
     series and the actions in the window."""
     series = await host_series(db_session=db_session, host_name=host_name, since=since, until=until, points=points)

@@ -70,8 +70,10 @@ def _disks(a: Readings, b: Readings, min_bytes: int) -> list[str]:
         delta = d.avail_bytes - old.avail_bytes
         if abs(delta) >= min_bytes:
             way = "freed" if delta > 0 else "used"
-            out.append(f"{d.path}: {human_bytes(old.avail_bytes)} → {human_bytes(d.avail_bytes)} free "
-                       f"({human_bytes(abs(delta))} {way})")
+            out.append(
+                f"{d.path}: {human_bytes(old.avail_bytes)} → {human_bytes(d.avail_bytes)} free "
+                f"({human_bytes(abs(delta))} {way})"
+            )
     return out
 
 
@@ -88,8 +90,12 @@ def _folder(old: Folder | None, new: Folder | None, min_bytes: int) -> str | Non
         return f"{path} removed, {human_bytes(old.size_bytes)} freed"
     if not _present(old) and _present(new):
         return f"{path} appeared ({human_bytes(new.size_bytes)})"
-    if _present(new) and old.size_bytes is not None and new.size_bytes is not None \
-            and abs(new.size_bytes - old.size_bytes) >= min_bytes:
+    if (
+        _present(new)
+        and old.size_bytes is not None
+        and new.size_bytes is not None
+        and abs(new.size_bytes - old.size_bytes) >= min_bytes
+    ):
         return f"{path}: {human_bytes(old.size_bytes)} → {human_bytes(new.size_bytes)}"
     return None
 
@@ -113,8 +119,14 @@ def _units(a: Readings, b: Readings) -> list[str]:
     return out
 
 
-def diff_readings(a: Readings | None, b: Readings | None, *, min_mib: int = 16, min_disk_bytes: int = 10 * GB,
-                  min_folder_bytes: int = GB) -> list[str]:
+def diff_readings(
+    a: Readings | None,
+    b: Readings | None,
+    *,
+    min_mib: int = 16,
+    min_disk_bytes: int = 10 * GB,
+    min_folder_bytes: int = GB,
+) -> list[str]:
     """Sentences describing how ``b`` (later) differs from ``a`` (earlier); ``[]`` when nothing
     worth saying changed. Order: reachability, GPUs, driver, GPU health and Xid errors
     (:mod:`bot.history.health_diff`), disk, folders, units, reboot."""
@@ -124,7 +136,13 @@ def diff_readings(a: Readings | None, b: Readings | None, *, min_mib: int = 16, 
         return ["reachable again"]
     if b is None:
         return ["became unreachable"]
-    out = _gpus(a, b, min_mib) + health_lines(a, b) + _disks(a, b, min_disk_bytes) + _folders(a, b, min_folder_bytes) + _units(a, b)
+    out = (
+        _gpus(a, b, min_mib)
+        + health_lines(a, b)
+        + _disks(a, b, min_disk_bytes)
+        + _folders(a, b, min_folder_bytes)
+        + _units(a, b)
+    )
     ua, ub = a.context.uptime_s, b.context.uptime_s
     if ua is not None and ub is not None and ub < ua:
         out.append(f"rebooted (up {ub / 3600:.1f} h)")

@@ -31,11 +31,13 @@ def _gpu_lines(index: int, a: GpuHealth, b: GpuHealth) -> list[str]:
     out: list[str] = []
     if a.recovery_action is not None and b.recovery_action is not None and a.recovery_action != b.recovery_action:
         out.append(f"{name} recovery action {a.recovery_action} → {b.recovery_action}")
-    pairs = (("row remap pending", a.rows_pending, b.rows_pending, _yes),
-             ("row remapping failure", a.remap_failure, b.remap_failure, _yes),
-             ("pages pending retirement", a.retired_pages_pending, b.retired_pages_pending, _yes),
-             ("hardware slowdown", a.hw_slowdown, b.hw_slowdown, _on),
-             ("persistence mode", a.persistence_mode, b.persistence_mode, _on))
+    pairs = (
+        ("row remap pending", a.rows_pending, b.rows_pending, _yes),
+        ("row remapping failure", a.remap_failure, b.remap_failure, _yes),
+        ("pages pending retirement", a.retired_pages_pending, b.retired_pages_pending, _yes),
+        ("hardware slowdown", a.hw_slowdown, b.hw_slowdown, _on),
+        ("persistence mode", a.persistence_mode, b.persistence_mode, _on),
+    )
     for what, x, y, word in pairs:
         if x is not None and y is not None and x != y:
             out.append(f"{name} {what} {word(x)} → {word(y)}")

@@ -18,7 +18,11 @@ from bot.snapshots.models import Snapshot
 
 HISTORY_INDEX = Index(
     "ix_snapshots_history",
-    Snapshot.host_name, Snapshot.taken_at, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes,
+    Snapshot.host_name,
+    Snapshot.taken_at,
+    Snapshot.verdict,
+    Snapshot.gpu_used_mib,
+    Snapshot.disk_free_bytes,
 )
 RAW_INDEX = Index("ix_snapshots_taken_at", Snapshot.taken_at)
 """Retention scans by age across every host."""
@@ -28,7 +32,13 @@ CHANGED = Snapshot.verdict_changed == true()
 
 CHANGES_INDEX = Index(
     "ix_snapshots_changes",
-    Snapshot.host_name, Snapshot.taken_at, Snapshot.id, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes,
+    Snapshot.host_name,
+    Snapshot.taken_at,
+    Snapshot.id,
+    Snapshot.verdict,
+    Snapshot.gpu_used_mib,
+    Snapshot.disk_free_bytes,
     Snapshot.verdict_changed,  # always true here, but SQLite reads the table row for it otherwise
-    sqlite_where=CHANGED, postgresql_where=CHANGED,
+    sqlite_where=CHANGED,
+    postgresql_where=CHANGED,
 )

@@ -38,8 +38,9 @@ class Pruned:
     deliveries: int = 0
 
 
-async def prune(*, sessions: SessionFactory, now: datetime, readings_days: int = 400, raw_days: int = 30,
-                batch: int = 500) -> Pruned:
+async def prune(
+    *, sessions: SessionFactory, now: datetime, readings_days: int = 400, raw_days: int = 30, batch: int = 500
+) -> Pruned:
     """Prune once; returns the counts. ``readings_days``/``raw_days`` of 0 or less disable that
     part. Safe to run on two replicas at once (each batch re-selects what is still there)."""
     deleted = cleared = 0
@@ -47,8 +48,14 @@ async def prune(*, sessions: SessionFactory, now: datetime, readings_days: int =
         cut = now - timedelta(days=readings_days)
         while True:
             async with sessions() as db, db.begin():
-                rows = (await db.execute(select(Snapshot.id, Snapshot.host_name).where(Snapshot.taken_at < cut)
-                                         .order_by(Snapshot.id).limit(batch))).all()
+                rows = (
+                    await db.execute(
+                        select(Snapshot.id, Snapshot.host_name)
+                        .where(Snapshot.taken_at < cut)
+                        .order_by(Snapshot.id)
+                        .limit(batch)
+                    )
+                ).all()
                 if rows:
                     await db.execute(delete(Snapshot).where(Snapshot.id.in_([r.id for r in rows])))
                     await forget_before(db_session=db, hosts=sorted({r.host_name for r in rows}), before=cut)
@@ -61,9 +68,16 @@ async def prune(*, sessions: SessionFactory, now: datetime, readings_days: int =
         after = 0
         while True:
             async with sessions() as db, db.begin():
-                ids = list((await db.execute(select(Snapshot.id).where(Snapshot.taken_at < cut, Snapshot.id > after,
-                                                                       Snapshot.raw.is_not(None))
-                                             .order_by(Snapshot.id).limit(batch))).scalars())
+                ids = list(
+                    (
+                        await db.execute(
+                            select(Snapshot.id)
+                            .where(Snapshot.taken_at < cut, Snapshot.id > after, Snapshot.raw.is_not(None))
+                            .order_by(Snapshot.id)
+                            .limit(batch)
+                        )
+                    ).scalars()
+                )
                 if ids:
                     await db.execute(update(Snapshot).where(Snapshot.id.in_(ids)).values(raw=null()))
             cleared += len(ids)
@@ -80,6 +94,13 @@ async def prune(*, sessions: SessionFactory, now: datetime, readings_days: int =
             break
         await asyncio.sleep(0)
     if deleted or cleared or forgotten:
-        log.info("retention: deleted %d snapshots older than %d days, removed raw output of %d older than %d days, "
-                 "forgot %d delivery claims", deleted, readings_days, cleared, raw_days, forgotten)
+        log.info(
+            "retention: deleted %d snapshots older than %d days, removed raw output of %d older than %d days, "
+            "forgot %d delivery claims",
+            deleted,
+            readings_days,
+            cleared,
+            raw_days,
+            forgotten,
+        )
     return Pruned(deleted, cleared, forgotten)

@@ -77,41 +77,70 @@ def _readings(data: dict[str, Any] | None) -> Readings | None:
     return Readings.from_json(data) if data else None
 
 
-async def _readings_of(db_session: AsyncSession, ids: list[int]) -> tuple[dict[int, Readings | None], dict[int, tuple[str, ...]]]:
+async def _readings_of(
+    db_session: AsyncSession, ids: list[int]
+) -> tuple[dict[int, Readings | None], dict[int, tuple[str, ...]]]:
     """``(readings, serving units)`` of the snapshots ``ids``, by id."""
-    rows = (await db_session.execute(select(Snapshot.id, Snapshot.readings, Snapshot.reasons).where(Snapshot.id.in_(ids)))).all()
+    rows = (
+        await db_session.execute(select(Snapshot.id, Snapshot.readings, Snapshot.reasons).where(Snapshot.id.in_(ids)))
+    ).all()
     return {r.id: _readings(r.readings) for r in rows}, {r.id: stored_serving(r.reasons) for r in rows}
 
 
-async def load_history(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
-                       max_entries: int = 15, points: int = 300) -> History:
+async def load_history(
+    *,
+    db_session: AsyncSession,
+    host_name: str,
+    since: datetime,
+    until: datetime,
+    max_entries: int = 15,
+    points: int = 300,
+) -> History:
     """The history of ``host_name``; raises :class:`NotFoundError` when it has no snapshot at all
     in the window (the message says when it was last probed, if ever)."""
     quick = None
     if until - since <= SCAN_WINDOW:
-        quick = await scan(db_session=db_session, host_name=host_name, since=since, until=until,
-                           limit=max_entries + 1, points=points)
+        quick = await scan(
+            db_session=db_session, host_name=host_name, since=since, until=until, limit=max_entries + 1, points=points
+        )
     if quick is None:
-        pts, count = await hourly_series(db_session=db_session, host_name=host_name, since=since, until=until, points=points)
+        pts, count = await hourly_series(
+            db_session=db_session, host_name=host_name, since=since, until=until, points=points
+        )
         if count <= SCAN_ROWS:
-            quick = await scan(db_session=db_session, host_name=host_name, since=since, until=until,
-                               limit=max_entries + 1, points=points, max_rows=SCAN_ROWS)
+            quick = await scan(
+                db_session=db_session,
+                host_name=host_name,
+                since=since,
+                until=until,
+                limit=max_entries + 1,
+                points=points,
+                max_rows=SCAN_ROWS,
+            )
     newest: Change | None = None
     if quick is not None:
         found, total, pts, newest = quick
     else:
-        found, total = await marked_changes(db_session=db_session, host_name=host_name, since=since, until=until,
-                                            limit=max_entries + 1)
+        found, total = await marked_changes(
+            db_session=db_session, host_name=host_name, since=since, until=until, limit=max_entries + 1
+        )
     if not found:
-        last = await db_session.scalar(select(Snapshot.taken_at).where(Snapshot.host_name == host_name)
-                                       .order_by(Snapshot.taken_at.desc()).limit(1))
+        last = await db_session.scalar(
+            select(Snapshot.taken_at).where(Snapshot.host_name == host_name).order_by(Snapshot.taken_at.desc()).limit(1)
+        )
         when = f"; last probed {last:%Y-%m-%d %H:%M} UTC" if last else " (never probed)"
         raise NotFoundError(f"no snapshot of `{host_name}` since {since:%Y-%m-%d %H:%M} UTC{when}")
     if newest is None:
-        r = (await db_session.execute(
-            select(Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
-            .where(Snapshot.host_name == host_name, Snapshot.taken_at <= until)
-            .order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1))).one()
+        r = (
+            await db_session.execute(
+                select(
+                    Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes
+                )
+                .where(Snapshot.host_name == host_name, Snapshot.taken_at <= until)
+                .order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc(), Snapshot.id.desc())
+                .limit(1)
+            )
+        ).one()
         newest = Change(r.id, r.taken_at, r.verdict, r.verdict, r.gpu_used_mib, r.disk_free_bytes)
     chain = list(found)
     if newest.snapshot_id != chain[-1].snapshot_id:
@@ -120,9 +149,15 @@ async def load_history(*, db_session: AsyncSession, host_name: str, since: datet
     entries: list[Entry] = []
     for i, c in enumerate(chain):
         details = diff_readings(readings.get(chain[i - 1].snapshot_id), readings.get(c.snapshot_id)) if i else []
-        entries.append(Entry(c, details, latest=i == len(chain) - 1 and c.previous == c.verdict,
-                             serving=serving.get(c.snapshot_id, ()),
-                             previous_serving=serving.get(chain[i - 1].snapshot_id, ()) if i else ()))
+        entries.append(
+            Entry(
+                c,
+                details,
+                latest=i == len(chain) - 1 and c.previous == c.verdict,
+                serving=serving.get(c.snapshot_id, ()),
+                previous_serving=serving.get(chain[i - 1].snapshot_id, ()) if i else (),
+            )
+        )
     if len(found) > max_entries:  # the extra oldest one only served as the base of the first diff
         entries = entries[1:]
     return History(host_name, since, until, entries, total, pts)
@@ -154,8 +189,10 @@ def _too_young(host_name: str, cutoff: datetime, first: Snapshot, newest: Snapsh
     """Why a ``since=`` window finds nothing, and a ``since=`` that does: a span no longer than
     the first snapshot's age, or its id."""
     taken = first.taken_at  # aware UTC (bot.db.base.UTCDateTime)
-    head = (f"no snapshot of `{host_name}` from before {cutoff:%Y-%m-%d %H:%M} UTC; "
-            f"its first is #{first.id} ({taken:%Y-%m-%d %H:%M:%S} UTC)")
+    head = (
+        f"no snapshot of `{host_name}` from before {cutoff:%Y-%m-%d %H:%M} UTC; "
+        f"its first is #{first.id} ({taken:%Y-%m-%d %H:%M:%S} UTC)"
+    )
     if first.id == newest.id:
         return NothingToCompare(host_name, f"{head}, its only one", probe=True)
     span = span_within(now - taken)
@@ -166,23 +203,33 @@ async def _newest(db_session: AsyncSession, host_name: str, before: datetime | N
     q = select(Snapshot).where(Snapshot.host_name == host_name)
     if before is not None:
         q = q.where(Snapshot.taken_at <= before)
-    return (await db_session.execute(q.order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1))).scalar_one_or_none()
+    return (
+        await db_session.execute(q.order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1))
+    ).scalar_one_or_none()
 
 
 def describe(before: Snapshot, after: Snapshot) -> list[str]:
     """Sentences between two snapshot rows: the verdict change, then :func:`diff_readings`."""
     lines = []
     if before.verdict != after.verdict:
-        lines.append(f"verdict {verdict_text(before.verdict, stored_serving(before.reasons))} → "
-                     f"{verdict_text(after.verdict, stored_serving(after.reasons))}")
+        lines.append(
+            f"verdict {verdict_text(before.verdict, stored_serving(before.reasons))} → "
+            f"{verdict_text(after.verdict, stored_serving(after.reasons))}"
+        )
     lines += diff_readings(_readings(before.readings), _readings(after.readings))
     if after.readings is None and after.error_message and after.error_message != before.error_message:
         lines.append(f"error: {after.error_message}")  # an error both snapshots had is no change
     return lines
 
 
-async def diff_snapshots(*, db_session: AsyncSession, host_name: str, since: timedelta | None = None,
-                         snapshot_id: int | None = None, now: datetime) -> SnapshotDiff:
+async def diff_snapshots(
+    *,
+    db_session: AsyncSession,
+    host_name: str,
+    since: timedelta | None = None,
+    snapshot_id: int | None = None,
+    now: datetime,
+) -> SnapshotDiff:
     """Diff the host's newest snapshot against snapshot ``snapshot_id`` or against its newest
     snapshot at least ``since`` old (default one day). Raises :class:`NothingToCompare` when either
     side is missing and :class:`UsageError` for a snapshot of another host."""

@@ -63,39 +63,66 @@ def _window(host_name: str, since: datetime, until: datetime) -> ColumnElement[b
     return and_(Snapshot.host_name == host_name, Snapshot.taken_at >= since, Snapshot.taken_at <= until)
 
 
-async def changes(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
-                  limit: int = 200) -> tuple[list[Change], int]:
+async def changes(
+    *, db_session: AsyncSession, host_name: str, since: datetime, until: datetime, limit: int = 200
+) -> tuple[list[Change], int]:
     """``(changes, total)``: the newest ``limit`` verdict changes in ``[since, until]``, oldest
     first, and how many there were in all (a flapping host can change thousands of times)."""
     inner = (
-        select(Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes,
-               func.lag(Snapshot.verdict).over(order_by=Snapshot.taken_at).label("previous"))
+        select(
+            Snapshot.id,
+            Snapshot.taken_at,
+            Snapshot.verdict,
+            Snapshot.gpu_used_mib,
+            Snapshot.disk_free_bytes,
+            func.lag(Snapshot.verdict).over(order_by=Snapshot.taken_at).label("previous"),
+        )
         .where(_window(host_name, since, until))
         .subquery()
     )
     changed = (inner.c.previous.is_(None)) | (inner.c.previous != inner.c.verdict)
-    q = (select(inner, func.count().over().label("total")).where(changed)
-         .order_by(inner.c.taken_at.desc()).limit(limit))
+    q = select(inner, func.count().over().label("total")).where(changed).order_by(inner.c.taken_at.desc()).limit(limit)
     rows = (await db_session.execute(q)).all()
     total = rows[0].total if rows else 0
-    out = [Change(r.id, r.taken_at if r.taken_at.tzinfo else _utc(r.taken_at), r.verdict, r.previous,
-                  r.gpu_used_mib, r.disk_free_bytes) for r in reversed(rows)]
+    out = [
+        Change(
+            r.id,
+            r.taken_at if r.taken_at.tzinfo else _utc(r.taken_at),
+            r.verdict,
+            r.previous,
+            r.gpu_used_mib,
+            r.disk_free_bytes,
+        )
+        for r in reversed(rows)
+    ]
     return out, total
 
 
-async def series(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
-                 points: int = 300) -> list[Point]:
+async def series(
+    *, db_session: AsyncSession, host_name: str, since: datetime, until: datetime, points: int = 300
+) -> list[Point]:
     """At most ``points`` buckets over ``[since, until]``, oldest first (empty: no snapshot)."""
     inner = (
-        select(Snapshot.taken_at, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes,
-               func.ntile(max(1, points)).over(order_by=Snapshot.taken_at).label("bucket"))
+        select(
+            Snapshot.taken_at,
+            Snapshot.gpu_used_mib,
+            Snapshot.disk_free_bytes,
+            func.ntile(max(1, points)).over(order_by=Snapshot.taken_at).label("bucket"),
+        )
         .where(_window(host_name, since, until))
         .subquery()
     )
-    q = (select(func.min(inner.c.taken_at).label("start"), func.max(inner.c.taken_at).label("end"),
-                func.max(inner.c.gpu_used_mib).label("gpu"), func.min(inner.c.disk_free_bytes).label("disk"),
-                func.count().label("n"))
-         .group_by(inner.c.bucket).order_by(inner.c.bucket))
+    q = (
+        select(
+            func.min(inner.c.taken_at).label("start"),
+            func.max(inner.c.taken_at).label("end"),
+            func.max(inner.c.gpu_used_mib).label("gpu"),
+            func.min(inner.c.disk_free_bytes).label("disk"),
+            func.count().label("n"),
+        )
+        .group_by(inner.c.bucket)
+        .order_by(inner.c.bucket)
+    )
     rows = (await db_session.execute(q)).all()
     return [Point(_when(r.start), _when(r.end), r.gpu, r.disk, r.n) for r in rows]
 
@@ -111,13 +138,29 @@ def _bucketed(rows: list[tuple[Any, ...]], points: int) -> list[Point]:
         chunk = rows[start:end]
         gpu = [r[3] for r in chunk if r[3] is not None]
         disk = [r[4] for r in chunk if r[4] is not None]
-        out.append(Point(_when(chunk[0][1]), _when(chunk[-1][1]), max(gpu) if gpu else None, min(disk) if disk else None, len(chunk)))
+        out.append(
+            Point(
+                _when(chunk[0][1]),
+                _when(chunk[-1][1]),
+                max(gpu) if gpu else None,
+                min(disk) if disk else None,
+                len(chunk),
+            )
+        )
         start = end
     return out
 
 
-async def scan(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime, limit: int = 200,
-               points: int = 300, max_rows: int = 20_000) -> tuple[list[Change], int, list[Point], Change | None] | None:
+async def scan(
+    *,
+    db_session: AsyncSession,
+    host_name: str,
+    since: datetime,
+    until: datetime,
+    limit: int = 200,
+    points: int = 300,
+    max_rows: int = 20_000,
+) -> tuple[list[Change], int, list[Point], Change | None] | None:
     """``(changes, total, points, newest)`` as :func:`changes` and :func:`series` give them, plus
     the newest snapshot in the window, from one fetch of at most ``max_rows`` rows; ``None`` when
     the window holds more (use those two).
@@ -130,9 +173,12 @@ async def scan(*, db_session: AsyncSession, host_name: str, since: datetime, unt
     taken: Any = Snapshot.taken_at
     if conn.dialect.name == "sqlite":
         taken = type_coerce(Snapshot.taken_at, String)
-    q = (select(Snapshot.id, taken, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
-         .where(_window(host_name, since, until)).order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc())
-         .limit(max_rows + 1))
+    q = (
+        select(Snapshot.id, taken, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
+        .where(_window(host_name, since, until))
+        .order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc())
+        .limit(max_rows + 1)
+    )
     rows = [tuple(r) for r in (await conn.execute(q)).all()]
     if len(rows) > max_rows:
         return None
@@ -144,12 +190,15 @@ async def scan(*, db_session: AsyncSession, host_name: str, since: datetime, unt
             found.append((r, prev))
         prev = r[2]
     shown = [Change(r[0], _when(r[1]), r[2], p, r[3], r[4]) for r, p in found[-limit:]]
-    newest = Change(rows[-1][0], _when(rows[-1][1]), rows[-1][2], rows[-1][2], rows[-1][3], rows[-1][4]) if rows else None
+    newest = (
+        Change(rows[-1][0], _when(rows[-1][1]), rows[-1][2], rows[-1][2], rows[-1][3], rows[-1][4]) if rows else None
+    )
     return shown, len(found), _bucketed(rows, points) if rows else [], newest
 
 
-async def marked_changes(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
-                         limit: int = 200) -> tuple[list[Change], int]:
+async def marked_changes(
+    *, db_session: AsyncSession, host_name: str, since: datetime, until: datetime, limit: int = 200
+) -> tuple[list[Change], int]:
     """As :func:`changes`, from the snapshots flagged ``verdict_changed``: the window's first
     snapshot (always a change, ``previous`` ``None``) and the flagged ones after it. Each change's
     ``previous`` is the verdict of the change before it (the verdict holds in between). Reads
@@ -157,14 +206,25 @@ async def marked_changes(*, db_session: AsyncSession, host_name: str, since: dat
     cols = (Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
     window = _window(host_name, since, until)
     conn = await db_session.connection()
-    first = (await conn.execute(select(*cols, Snapshot.verdict_changed).where(window)  # host first: see scan
-                                .order_by(Snapshot.host_name, Snapshot.taken_at, Snapshot.id).limit(1))).first()
+    first = (
+        await conn.execute(
+            select(*cols, Snapshot.verdict_changed)
+            .where(window)  # host first: see scan
+            .order_by(Snapshot.host_name, Snapshot.taken_at, Snapshot.id)
+            .limit(1)
+        )
+    ).first()
     if first is None:
         return [], 0
     total = select(func.count()).where(window, CHANGED).scalar_subquery()  # once; an index-only count
-    marked = (await conn.execute(select(*cols, total.label("total")).where(window, CHANGED)
-                                 .order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc(), Snapshot.id.desc())
-                                 .limit(limit + 1))).all()
+    marked = (
+        await conn.execute(
+            select(*cols, total.label("total"))
+            .where(window, CHANGED)
+            .order_by(Snapshot.host_name.desc(), Snapshot.taken_at.desc(), Snapshot.id.desc())
+            .limit(limit + 1)
+        )
+    ).all()
     later = [tuple(r[:5]) for r in reversed(marked) if r[0] != first[0]]
     after_first = (marked[0].total if marked else 0) - (1 if first.verdict_changed else 0)
     chain = ([tuple(first[:5])] if len(later) == after_first else []) + later  # else later[0] is only a base
@@ -177,8 +237,9 @@ async def marked_changes(*, db_session: AsyncSession, host_name: str, since: dat
     return out[-limit:], after_first + 1
 
 
-async def hourly_series(*, db_session: AsyncSession, host_name: str, since: datetime, until: datetime,
-                        points: int = 300) -> tuple[list[Point], int]:
+async def hourly_series(
+    *, db_session: AsyncSession, host_name: str, since: datetime, until: datetime, points: int = 300
+) -> tuple[list[Point], int]:
     """``(points, snapshots)``: the window cut into at most ``points`` spans of ``w`` whole UTC
     hours each (counted from the hour of ``since``; spans without snapshots left out), and how
     many snapshots the window holds. The whole hours inside ``[since, until]`` come from the
@@ -203,8 +264,9 @@ def _hour_span(since: datetime, until: datetime, points: int) -> tuple[datetime,
     return base, width, lo, hour_of(until)
 
 
-async def hourly_rows(*, db_session: AsyncSession, host_names: list[str], since: datetime, until: datetime,
-                      points: int = 300) -> HourlyRows:
+async def hourly_rows(
+    *, db_session: AsyncSession, host_names: list[str], since: datetime, until: datetime, points: int = 300
+) -> HourlyRows:
     """The rows :func:`merge_hourly` needs for ``host_names`` (any number) over ``[since, until]``:
     two statements whatever the number of hosts (the roll-up grouped by host and bucket, and the
     part-hours at the window's two ends)."""
@@ -218,10 +280,19 @@ async def hourly_rows(*, db_session: AsyncSession, host_names: list[str], since:
         last: Any = func.max(h.last_at)
         if conn.dialect.name == "sqlite":  # parsed here, faster than by the column type
             first, last = type_coerce(first, String), type_coerce(last, String)
-        q = (select(h.host_name, bucket.label("b"), first, last, func.max(h.gpu_used_mib_max), func.min(h.disk_free_bytes_min),
-                    func.sum(h.snapshot_count))
-             .where(h.host_name.in_(host_names), h.epoch_hour >= epoch_hour(lo), h.epoch_hour < epoch_hour(hi))
-             .group_by(h.host_name, bucket))
+        q = (
+            select(
+                h.host_name,
+                bucket.label("b"),
+                first,
+                last,
+                func.max(h.gpu_used_mib_max),
+                func.min(h.disk_free_bytes_min),
+                func.sum(h.snapshot_count),
+            )
+            .where(h.host_name.in_(host_names), h.epoch_hour >= epoch_hour(lo), h.epoch_hour < epoch_hour(hi))
+            .group_by(h.host_name, bucket)
+        )
         hours = list((await conn.execute(q)).all())
     cols = (Snapshot.host_name, Snapshot.taken_at, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes)
     edges: Any
@@ -231,7 +302,8 @@ async def hourly_rows(*, db_session: AsyncSession, host_names: list[str], since:
     else:
         edges = union_all(
             select(*cols).where(mine, Snapshot.taken_at >= since, Snapshot.taken_at < lo),
-            select(*cols).where(mine, Snapshot.taken_at >= hi, Snapshot.taken_at <= until))
+            select(*cols).where(mine, Snapshot.taken_at >= hi, Snapshot.taken_at <= until),
+        )
     return hours, list((await conn.execute(edges)).all())
 
 
@@ -259,7 +331,10 @@ def merge_hourly(rows: HourlyRows, *, since: datetime, until: datetime, points: 
     for host, t, gpu, disk in edges:
         t = _when(t)
         add(host, int((hour_of(t) - base) / HOUR) // width, t, t, gpu, disk, 1)
-    return {host: [Point(p[0], p[1], p[2], p[3], p[4]) for _, p in sorted(buckets.items())] for host, buckets in per_host.items()}
+    return {
+        host: [Point(p[0], p[1], p[2], p[3], p[4]) for _, p in sorted(buckets.items())]
+        for host, buckets in per_host.items()
+    }
 
 
 def _utc(value: datetime) -> datetime:

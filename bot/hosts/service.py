@@ -40,10 +40,20 @@ async def list_all(*, db_session: AsyncSession, group: str | None = None) -> lis
     return list((await db_session.execute(q)).scalars())
 
 
-async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 22, user: str | None = None,
-              key_file: str | None = None, group: str | None = None, transport: str = "ssh",
-              labels: dict[str, Any] | None = None, probe: dict[str, Any] | None = None,
-              jump: str | None = None) -> Host:
+async def add(
+    *,
+    db_session: AsyncSession,
+    name: str,
+    address: str,
+    port: int = 22,
+    user: str | None = None,
+    key_file: str | None = None,
+    group: str | None = None,
+    transport: str = "ssh",
+    labels: dict[str, Any] | None = None,
+    probe: dict[str, Any] | None = None,
+    jump: str | None = None,
+) -> Host:
     """Register a host; raises :class:`UsageError` on bad input or a name already taken.
 
     ``probe`` is validated (:mod:`bot.hosts.probe_settings`); ``key_file`` is stored absolute;
@@ -53,7 +63,9 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
     if name in RESERVED_NAMES:
         raise UsageError(f"`{name}` is reserved (`status all` means every host)")
     if name in LOCAL_NAMES and transport != "local":
-        raise UsageError(f"`{name}` is this machine; register it with the local transport (`gpubot hosts add NAME ADDRESS --local`), or pick another name; `status localhost` works without registering it")
+        raise UsageError(
+            f"`{name}` is this machine; register it with the local transport (`gpubot hosts add NAME ADDRESS --local`), or pick another name; `status localhost` works without registering it"
+        )
     if group is not None:
         validate_host(group)
     if user is not None and not USER_RE.match(user):
@@ -75,8 +87,18 @@ async def add(*, db_session: AsyncSession, name: str, address: str, port: int = 
         jump = str(parse_hop(jump))
     if await get(db_session=db_session, name=name):
         raise UsageError(f"a host called `{name}` already exists")
-    host = Host(name=name, address=address, port=port, user=user, key_file=key_file, group=group, jump=jump,
-                transport=transport, labels=labels or {}, probe=probe or {})
+    host = Host(
+        name=name,
+        address=address,
+        port=port,
+        user=user,
+        key_file=key_file,
+        group=group,
+        jump=jump,
+        transport=transport,
+        labels=labels or {},
+        probe=probe or {},
+    )
     db_session.add(host)
     await db_session.flush()
     return host
@@ -86,7 +108,9 @@ async def remove(*, db_session: AsyncSession, name: str) -> None:
     """Unregister ``name`` (its snapshots stay); raises :class:`NotFoundError`."""
     host = await get(db_session=db_session, name=name)
     if host is None and name.lower() in LOCAL_NAMES:
-        raise NotFoundError(f"`{name.lower()}` is this machine, built in and not in the registry: there is nothing to remove")
+        raise NotFoundError(
+            f"`{name.lower()}` is this machine, built in and not in the registry: there is nothing to remove"
+        )
     if host is None:
         raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
     await db_session.delete(host)
@@ -95,7 +119,9 @@ async def remove(*, db_session: AsyncSession, name: str) -> None:
 async def near_names(*, db_session: AsyncSession, name: str, limit: int = 3) -> list[str]:
     """Registered names close to ``name`` (for "did you mean"), never ``name`` itself."""
     names = [h.name for h in await list_all(db_session=db_session)] + list(LOCAL_NAMES)
-    return [n for n in difflib.get_close_matches(name.lower(), names, n=limit + 1, cutoff=0.5) if n != name.lower()][:limit]
+    return [n for n in difflib.get_close_matches(name.lower(), names, n=limit + 1, cutoff=0.5) if n != name.lower()][
+        :limit
+    ]
 
 
 async def registered_or_built_in(*, db_session: AsyncSession, name: str) -> tuple[Host | None, str]:
@@ -110,8 +136,9 @@ async def registered_or_built_in(*, db_session: AsyncSession, name: str) -> tupl
     raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
 
 
-async def resolve(*, db_session: AsyncSession, name: str,
-                  ssh_aliases: Collection[str] = ()) -> tuple[HostTarget, Host | None]:
+async def resolve(
+    *, db_session: AsyncSession, name: str, ssh_aliases: Collection[str] = ()
+) -> tuple[HostTarget, Host | None]:
     """The target for ``name``: a registered host, the implicit local host ``localhost``, or a
     host the ssh_config file defines by that name (``ssh_aliases``, lower case: the runner's
     :meth:`~bot.ssh.runner.SshRunner.aliases`), reached with the file's settings.
@@ -130,8 +157,15 @@ async def resolve(*, db_session: AsyncSession, name: str,
 
 def to_target(host: Host) -> HostTarget:
     """Connection facts of a registered host."""
-    return HostTarget(name=host.name, address=host.address, port=host.port, user=host.user,
-                      key_file=host.key_file, transport=host.transport, jump=host.jump)
+    return HostTarget(
+        name=host.name,
+        address=host.address,
+        port=host.port,
+        user=host.user,
+        key_file=host.key_file,
+        transport=host.transport,
+        jump=host.jump,
+    )
 
 
 def reach_text(host: Host, reached: HostTarget | None = None) -> str:

@@ -71,8 +71,9 @@ def _connect_options(runner: Any) -> dict[str, Any]:
     return {"config": [path] if path else None, **({} if config.allow_commands else {"proxy_command": None})}
 
 
-async def fetch_host_key(target: HostTarget, known_hosts: str, *, timeout: float = 10.0,
-                         runner: Any = None) -> OfferedKey:
+async def fetch_host_key(
+    target: HostTarget, known_hosts: str, *, timeout: float = 10.0, runner: Any = None
+) -> OfferedKey:
     """Connect only far enough to read the host key; raises :class:`HostUnreachable` (and
     :class:`~bot.errors.SshConfigRefused` for a refused ssh_config).
 
@@ -84,10 +85,13 @@ async def fetch_host_key(target: HostTarget, known_hosts: str, *, timeout: float
     try:
         async with contextlib.AsyncExitStack() as stack, asyncio.timeout(timeout):
             tunnel = await runner.tunnel_to(target, stack) if hasattr(runner, "tunnel_to") else None
-            key = await asyncssh.get_server_host_key(where.address, where.port, tunnel=cast(Any, tunnel),
-                                                     **_connect_options(runner))
+            key = await asyncssh.get_server_host_key(
+                where.address, where.port, tunnel=cast(Any, tunnel), **_connect_options(runner)
+            )
     except (OSError, asyncssh.Error, TimeoutError) as exc:
-        raise HostUnreachable(f"{target.name}: cannot read the host key of {endpoint(where.address, where.port)}: {exc}") from exc
+        raise HostUnreachable(
+            f"{target.name}: cannot read the host key of {endpoint(where.address, where.port)}: {exc}"
+        ) from exc
     if key is None:
         raise HostUnreachable(f"{target.name}: the host offered no key")
     line = f"{host_pattern(where)} {key.export_public_key('openssh').decode().strip()}"
@@ -130,7 +134,9 @@ async def record(target: HostTarget, known_hosts: str, fingerprint: str, *, runn
     Raises :class:`UsageError` when the host now offers a different key."""
     offered = await fetch_host_key(target, known_hosts, runner=runner)
     if offered.fingerprint != fingerprint:
-        raise UsageError(f"{target.name} now offers {offered.fingerprint}, not the {fingerprint} that was confirmed; nothing recorded")
+        raise UsageError(
+            f"{target.name} now offers {offered.fingerprint}, not the {fingerprint} that was confirmed; nothing recorded"
+        )
     where = offered.where or target
     forms = host_forms({target.address, where.address, *(await _addresses(where.address))}, where.port)
     text, mode = "", 0o600
@@ -156,11 +162,15 @@ def recorded_text(done: Recorded, known_hosts: str) -> list[str]:
     lines = []
     if done.replaced:
         nums = ", ".join(str(n) for n in done.replaced)
-        lines.append(f"replaced {len(done.replaced)} older line{'s' if len(done.replaced) > 1 else ''} for this host "
-                     f"(line{'s' if len(done.replaced) > 1 else ''} {nums} of {known_hosts})")
+        lines.append(
+            f"replaced {len(done.replaced)} older line{'s' if len(done.replaced) > 1 else ''} for this host "
+            f"(line{'s' if len(done.replaced) > 1 else ''} {nums} of {known_hosts})"
+        )
     for number, names in done.still_covering:
-        lines.append(f"warning: line {number} of {known_hosts} (`{names[:80]}`) still covers this host and other hosts; "
-                     "left as it is: remove it if it holds the old key")
+        lines.append(
+            f"warning: line {number} of {known_hosts} (`{names[:80]}`) still covers this host and other hosts; "
+            "left as it is: remove it if it holds the old key"
+        )
     return lines
 
 
@@ -170,5 +180,7 @@ def file_warning(known_hosts: str) -> str | None:
     why = others_may_write(known_hosts)
     if why is None:
         return None
-    return (f"warning: {why}; whoever can write it can make gpubot trust their own key for any host "
-            f"(chmod go-w, and keep it in a folder only the bot's user can write)")
+    return (
+        f"warning: {why}; whoever can write it can make gpubot trust their own key for any host "
+        f"(chmod go-w, and keep it in a folder only the bot's user can write)"
+    )

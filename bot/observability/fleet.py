@@ -39,15 +39,18 @@ VERDICTS = ("ready", "serving", "not_ready", "unknown", "unreachable")
 SEVERITIES = ("blocker", "unknown", "note")
 HOST = ["host", "group"]
 
-HOST_VERDICT = Gauge("gpubot_host_verdict", "1 for the verdict of the host's newest snapshot, 0 for the others",
-                     [*HOST, "verdict"])
+HOST_VERDICT = Gauge(
+    "gpubot_host_verdict", "1 for the verdict of the host's newest snapshot, 0 for the others", [*HOST, "verdict"]
+)
 HOST_AGE = Gauge("gpubot_host_snapshot_age_seconds", "Seconds since the host's newest snapshot was taken", HOST)
 GPUS_PRESENT = Gauge("gpubot_host_gpus_present", "GPUs the host's newest snapshot lists", HOST)
 GPUS_EXPECTED = Gauge("gpubot_host_gpus_expected", "GPUs expected on the host (setting, else its inventory)", HOST)
 GPU_USED = Gauge("gpubot_gpu_memory_used_bytes", "GPU memory used (nvidia-smi memory.used), bytes", [*HOST, "gpu"])
 GPU_TOTAL = Gauge("gpubot_gpu_memory_total_bytes", "GPU memory total (nvidia-smi memory.total), bytes", [*HOST, "gpu"])
 DISK_FREE = Gauge("gpubot_host_disk_free_bytes", "Free bytes on the host's first model volume", HOST)
-UNIT_STATE = Gauge("gpubot_host_unit_state", "1 per configured unit, labelled with its ActiveState", [*HOST, "unit", "state"])
+UNIT_STATE = Gauge(
+    "gpubot_host_unit_state", "1 per configured unit, labelled with its ActiveState", [*HOST, "unit", "state"]
+)
 FINDINGS = Gauge("gpubot_host_findings", "The verdict's reasons, by severity", [*HOST, "severity"])
 
 GAUGES = (HOST_VERDICT, HOST_AGE, GPUS_PRESENT, GPUS_EXPECTED, GPU_USED, GPU_TOTAL, DISK_FREE, UNIT_STATE, FINDINGS)
@@ -71,7 +74,9 @@ class HostSample:
     findings: dict[str, int] = field(default_factory=dict)
 
 
-def sample(host: Host, snap: Snapshot | None, *, now: datetime, expected_setting: int | None, known_gpus: int) -> HostSample:
+def sample(
+    host: Host, snap: Snapshot | None, *, now: datetime, expected_setting: int | None, known_gpus: int
+) -> HostSample:
     """One host's sample from its newest snapshot (``None``: never probed). Pure."""
     probe = host.probe or {}
     expected = probe.get("expected_gpus") or expected_setting or (known_gpus or None)
@@ -91,24 +96,39 @@ def sample(host: Host, snap: Snapshot | None, *, now: datetime, expected_setting
         sev = str(r.get("severity")) if isinstance(r, dict) else ""
         if sev in findings:
             findings[sev] += 1
-    return HostSample(host.name, host.group or "", snap.verdict, max(0.0, (now - snap.taken_at).total_seconds()), present,
-                      expected, gpus, snap.disk_free_bytes, units, findings)
+    return HostSample(
+        host.name,
+        host.group or "",
+        snap.verdict,
+        max(0.0, (now - snap.taken_at).total_seconds()),
+        present,
+        expected,
+        gpus,
+        snap.disk_free_bytes,
+        units,
+        findings,
+    )
 
 
 async def read_fleet(db_session: AsyncSession, *, now: datetime, expected_gpus: int | None) -> list[HostSample]:
     """Every registered host's sample: the hosts, each one's newest snapshot (one query) and the
     number of GPUs its inventory knows (one query)."""
     hosts = list((await db_session.execute(select(Host).order_by(Host.name))).scalars())
-    newest = (select(Snapshot.host_name, func.max(Snapshot.taken_at).label("at")).group_by(Snapshot.host_name).subquery())
-    q = (select(Snapshot).join(newest, (Snapshot.host_name == newest.c.host_name) & (Snapshot.taken_at == newest.c.at))
-         .order_by(Snapshot.id))
+    newest = select(Snapshot.host_name, func.max(Snapshot.taken_at).label("at")).group_by(Snapshot.host_name).subquery()
+    q = (
+        select(Snapshot)
+        .join(newest, (Snapshot.host_name == newest.c.host_name) & (Snapshot.taken_at == newest.c.at))
+        .order_by(Snapshot.id)
+    )
     snaps: dict[str, Snapshot] = {}
     for s in (await db_session.execute(q)).scalars():
         snaps[s.host_name] = s  # two at the same instant: the later id
     rows = (await db_session.execute(select(GpuSeen.host_name, func.count()).group_by(GpuSeen.host_name))).all()
     known = {str(name): int(n) for name, n in rows}
-    return [sample(h, snaps.get(h.name), now=now, expected_setting=expected_gpus, known_gpus=int(known.get(h.name, 0)))
-            for h in hosts]
+    return [
+        sample(h, snaps.get(h.name), now=now, expected_setting=expected_gpus, known_gpus=int(known.get(h.name, 0)))
+        for h in hosts
+    ]
 
 
 def publish(samples: Sequence[HostSample]) -> None:

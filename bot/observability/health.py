@@ -46,8 +46,15 @@ class Readiness:
     that answers but cannot be written reads ``"not writable: the disk is full (0 KiB free on /data)"``
     (read with ``statvfs``, without writing: :func:`~bot.db.availability.sqlite_write_trouble`)."""
 
-    def __init__(self, *, sessions: Any, gate: Any, slack: SlackCheck | None = None, timeout_s: float = 3.0,
-                 database_url: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        sessions: Any,
+        gate: Any,
+        slack: SlackCheck | None = None,
+        timeout_s: float = 3.0,
+        database_url: str | None = None,
+    ) -> None:
         self.sessions = sessions
         self.database_url = database_url
         self.gate = gate
@@ -79,7 +86,10 @@ class Readiness:
         database = f"not writable: {trouble}" if trouble else "ok"
         current = set(rows)
         if current != self.heads:
-            return database, f"at {', '.join(sorted(current)) or 'no revision'}, the code needs {', '.join(sorted(self.heads))}"
+            return (
+                database,
+                f"at {', '.join(sorted(current)) or 'no revision'}, the code needs {', '.join(sorted(self.heads))}",
+            )
         return database, "ok"
 
     async def check(self) -> ReadyState:

@@ -61,8 +61,9 @@ def _drop_internal(logger: WrappedLogger, name: str, event_dict: EventDict) -> E
     return event_dict
 
 
-def configure_logging(*, fmt: str = "text", level: int | str = logging.INFO, secrets: Iterable[str] = (),
-                      stream: TextIO | None = None) -> None:
+def configure_logging(
+    *, fmt: str = "text", level: int | str = logging.INFO, secrets: Iterable[str] = (), stream: TextIO | None = None
+) -> None:
     """Route all logging to ``stream`` (stderr) as ``fmt`` (``"text"`` or ``"json"``) at ``level``.
 
     Replaces the root logger's handlers (calling it again reconfigures). ``secrets`` are masked by
@@ -85,8 +86,14 @@ def configure_logging(*, fmt: str = "text", level: int | str = logging.INFO, sec
         tail = []
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=pre_chain,
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tail, _drop_internal,
-                    _ExceptionText(fmt), Redactor(secrets), renderer],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            *tail,
+            _drop_internal,
+            _ExceptionText(fmt),
+            Redactor(secrets),
+            renderer,
+        ],
     )
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(formatter)

@@ -40,10 +40,15 @@ from bot.observability import fleet
 log = logging.getLogger("gpubot.metrics")
 
 PROBES = Counter("gpubot_probes", "Probes that finished, by verdict and error kind", ["verdict", "error_kind"])
-PROBE_SECONDS = Histogram("gpubot_probe_duration_seconds", "Wall time of one probe batch (connect + run), seconds",
-                          buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120))
+PROBE_SECONDS = Histogram(
+    "gpubot_probe_duration_seconds",
+    "Wall time of one probe batch (connect + run), seconds",
+    buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120),
+)
 PROBES_IN_FLIGHT = Gauge("gpubot_probes_in_flight", "Probes running now in this process")
-SLACK_API_ERRORS = Counter("gpubot_slack_api_errors", "Slack Web API calls that failed, by method and error", ["method", "error"])
+SLACK_API_ERRORS = Counter(
+    "gpubot_slack_api_errors", "Slack Web API calls that failed, by method and error", ["method", "error"]
+)
 SSH_POOLED = Gauge("gpubot_ssh_pooled_connections", "Open pooled SSH connections")
 ACTIONS = Gauge("gpubot_actions", "Action requests in the database, by state", ["state"])
 REPORT_RUNS = Gauge("gpubot_report_runs", "Report runs in the database, by outcome", ["outcome"])
@@ -111,8 +116,9 @@ CountRows = Callable[[AsyncSession], Awaitable[Sequence[tuple[str, int]]]]
 own their tables; metrics is below them and only receives the readers)."""
 
 
-async def refresh_from_database(services: Any, *, actions_by_state: CountRows, runs_by_outcome: CountRows,
-                                with_fleet: bool = True) -> None:
+async def refresh_from_database(
+    services: Any, *, actions_by_state: CountRows, runs_by_outcome: CountRows, with_fleet: bool = True
+) -> None:
     """Set the gauges read from the database and the engine's pool (called at each scrape):
     ``gpubot_actions`` from ``actions_by_state``, ``gpubot_report_runs`` from ``runs_by_outcome``,
     and (``with_fleet``) the per-host series of :mod:`bot.observability.fleet`.
@@ -127,14 +133,22 @@ async def refresh_from_database(services: Any, *, actions_by_state: CountRows, r
             async with services.sessions() as db:
                 actions = await actions_by_state(db)
                 runs = await runs_by_outcome(db)
-                hosts = (await fleet.read_fleet(db, now=services.clock(), expected_gpus=services.settings.expected_gpus)
-                         if with_fleet else None)
+                hosts = (
+                    await fleet.read_fleet(db, now=services.clock(), expected_gpus=services.settings.expected_gpus)
+                    if with_fleet
+                    else None
+                )
     except (SQLAlchemyError, OSError, TimeoutError, DatabaseUnavailable) as exc:
-        reason = exc.reason if isinstance(exc, DatabaseUnavailable) else (
-            f"no answer within {DATABASE_READ_S:g} s" if isinstance(exc, TimeoutError) else type(exc).__name__)
+        reason = (
+            exc.reason
+            if isinstance(exc, DatabaseUnavailable)
+            else (f"no answer within {DATABASE_READ_S:g} s" if isinstance(exc, TimeoutError) else type(exc).__name__)
+        )
         if _database_down_reason is None:
-            log.warning("metrics: the database could not be read (%s); serving this process's metrics, "
-                        "gpubot_database_up 0", reason)
+            log.warning(
+                "metrics: the database could not be read (%s); serving this process's metrics, gpubot_database_up 0",
+                reason,
+            )
         _database_down_reason = reason
         DATABASE_UP.set(0)
     else:

@@ -100,11 +100,21 @@ class Access:
 def access_commands(needs: list[Need]) -> list[tuple[str, str]]:
     """The read-only batch: ``id``, ``sudo`` (``sudo -n -l -l``), per need ``sudo.I``, ``self.I``,
     ``guard.I`` and ``sguard.I`` (those the need has)."""
-    cmds = [("id", "printf 'uid=%s\\nuser=%s\\ngroups=%s\\n' \"$(id -u)\" \"$(id -un)\" \"$(id -Gn)\""),
-            ("sudo", "[ \"$(id -u)\" = 0 ] && exit 0; command -v sudo >/dev/null 2>&1 || exit 127; COLUMNS=4096 sudo -n -l -l")]
+    cmds = [
+        ("id", 'printf \'uid=%s\\nuser=%s\\ngroups=%s\\n\' "$(id -u)" "$(id -un)" "$(id -Gn)"'),
+        (
+            "sudo",
+            '[ "$(id -u)" = 0 ] && exit 0; command -v sudo >/dev/null 2>&1 || exit 127; COLUMNS=4096 sudo -n -l -l',
+        ),
+    ]
     for i, n in enumerate(needs):
-        cmds.append((f"sudo.{i}", "[ \"$(id -u)\" = 0 ] && exit 0; command -v sudo >/dev/null 2>&1 || exit 127; "
-                                  "sudo -n -l " + " ".join(q(a) for a in n.argv)))
+        cmds.append(
+            (
+                f"sudo.{i}",
+                '[ "$(id -u)" = 0 ] && exit 0; command -v sudo >/dev/null 2>&1 || exit 127; '
+                "sudo -n -l " + " ".join(q(a) for a in n.argv),
+            )
+        )
         if n.self_check:
             cmds.append((f"self.{i}", n.self_check))
         if n.guard:
@@ -123,9 +133,13 @@ async def read_access(runner: Runner, target: HostTarget, needs: list[Need], *, 
         idv = dict(line.split("=", 1) for line in o.stdout.splitlines() if "=" in line)
     uid = int(idv["uid"]) if idv.get("uid", "").isdecimal() else None
     s = out.get("sudo")
-    listing = (SudoListing("ok") if uid == 0 else
-               parse_sudo_list(s.stdout, s.stderr, s.exit_status) if s is not None else
-               SudoListing("error", message="sudo -l did not answer"))
+    listing = (
+        SudoListing("ok")
+        if uid == 0
+        else parse_sudo_list(s.stdout, s.stderr, s.exit_status)
+        if s is not None
+        else SudoListing("error", message="sudo -l did not answer")
+    )
     return Access(uid, idv.get("user") or None, tuple(idv.get("groups", "").split()), listing, out)
 
 
@@ -163,19 +177,27 @@ def grant(access: Access, index: int, need: Need, *, host: str, sudoers_hint: st
     line = need.sudoers_rule
     rule = f"{me} ALL=(root) NOPASSWD: {line}" if not sudoers_hint else sudoers_hint
     fix = need.fix or f"allow it in sudoers: `{rule}` (all rules: {sudoers_command(host)})"
-    not_self = (f"{_first_line(own)}; " if own.exit_status != 0 else f"not safe as {me}: {unsafe}; ") \
-        if need.self_check and own is not None else ""
+    not_self = (
+        (f"{_first_line(own)}; " if own.exit_status != 0 else f"not safe as {me}: {unsafe}; ")
+        if need.self_check and own is not None
+        else ""
+    )
     sudo_unsafe = _guard_said(access, f"sguard.{index}", need.sudo_guard)
     if sudo_unsafe:
-        return Grant(need, None, f"{not_self}not safe through sudo: {sudo_unsafe} (the helper refuses it)",
-                     need.guard_fix or fix)
+        return Grant(
+            need, None, f"{not_self}not safe through sudo: {sudo_unsafe} (the helper refuses it)", need.guard_fix or fix
+        )
     listing = access.listing
     if listing.state == "missing":
         return Grant(need, None, f"{not_self}sudo is not installed", f"install sudo, then {fix}")
     if listing.state == "password":
-        return Grant(need, None, f"{not_self}sudo asks {me} for a password even to list its rules, so {me} has no "
-                                 "NOPASSWD rule (no rule at all, or only rules that ask for a password; sudo -n never prompts)",
-                     f"add the NOPASSWD rule `{me} ALL=(root) NOPASSWD: {line}` (all rules: {sudoers_command(host)})")
+        return Grant(
+            need,
+            None,
+            f"{not_self}sudo asks {me} for a password even to list its rules, so {me} has no "
+            "NOPASSWD rule (no rule at all, or only rules that ask for a password; sudo -n never prompts)",
+            f"add the NOPASSWD rule `{me} ALL=(root) NOPASSWD: {line}` (all rules: {sudoers_command(host)})",
+        )
     s = access.outputs.get(f"sudo.{index}")
     if s is None or s.exit_status is None:
         return Grant(need, None, f"{not_self}sudo did not answer", fix)
@@ -187,8 +209,12 @@ def grant(access: Access, index: int, need: Need, *, host: str, sudoers_hint: st
             return Grant(need, None, f"{not_self}no sudo rule allows `{line}`", fix)
         return Grant(need, None, f"{not_self}sudo said: {said}", fix)
     if not listing.nopasswd_for(need.argv):
-        return Grant(need, None, f"{not_self}the sudo rule for `{line}` asks for a password (sudo -n never prompts)",
-                     f"make the rule NOPASSWD: `{me} ALL=(root) NOPASSWD: {line}`")
+        return Grant(
+            need,
+            None,
+            f"{not_self}the sudo rule for `{line}` asks for a password (sudo -n never prompts)",
+            f"make the rule NOPASSWD: `{me} ALL=(root) NOPASSWD: {line}`",
+        )
     return Grant(need, "sudo", "via sudo")
 
 

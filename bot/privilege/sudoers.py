@@ -49,7 +49,7 @@ def helper_shared() -> str:
     ``/proc/self/mountinfo``), ``delete_path`` (the deletion), and ``SYSTEM_DAEMONS``."""
     text = helper_source()
     start, end = text.index(SHARED_BEGIN), text.index(SHARED_END)
-    return text[text.index("\n", start) + 1:end]
+    return text[text.index("\n", start) + 1 : end]
 
 
 def system_daemons() -> tuple[str, ...]:
@@ -64,7 +64,10 @@ def trust_command(path: str, mode: str, extent: str) -> str:
     be walked) with the reasons on stdout."""
     if mode not in ("root", "self") or extent not in ("whole", "above"):
         raise ValueError(f"trust {mode} {extent}")
-    return helper_shared() + f'trusted {shlex.quote(path)} {mode} {extent}; rc=$?; [ $rc -eq 0 ] || echo "$why"; exit $rc\n'
+    return (
+        helper_shared()
+        + f'trusted {shlex.quote(path)} {mode} {extent}; rc=$?; [ $rc -eq 0 ] || echo "$why"; exit $rc\n'
+    )
 
 
 def unit_argv(systemctl: str, verb: str, unit: str) -> tuple[str, ...]:
@@ -91,7 +94,9 @@ def sudo_line(argv: tuple[str, ...]) -> str:
 
 def _safe(word: str, what: str) -> str:
     if not SAFE_ARG.match(word) or word.startswith("-"):
-        raise UnsafeSudoersWord(f"{what} `{word}` cannot be written safely in sudoers (allowed: letters, digits, @ . _ / + -)")
+        raise UnsafeSudoersWord(
+            f"{what} `{word}` cannot be written safely in sudoers (allowed: letters, digits, @ . _ / + -)"
+        )
     return word
 
 
@@ -117,8 +122,11 @@ class SudoersSpec:
 
     def rules(self) -> list[str]:
         """The commands to allow, as sudoers ``Cmnd`` text (one per entry)."""
-        out = [" ".join(unit_argv(_safe(self.systemctl, "systemctl path"), v, _safe(u, "unit")))
-               for u in self.units for v in UNIT_VERBS]
+        out = [
+            " ".join(unit_argv(_safe(self.systemctl, "systemctl path"), v, _safe(u, "unit")))
+            for u in self.units
+            for v in UNIT_VERBS
+        ]
         helper = _safe(self.helper, "helper path")
         out.append(f"{helper} kill *")
         for root in self.roots:
@@ -142,8 +150,11 @@ def render_sudoers(spec: SudoersSpec, *, group: str = "gpubot-models") -> str:
     lines = []
     if user == "root":
         user = "gpubot"
-        lines += [f"# The bot logs in{where} as root, which needs no rules. Recommended instead: an ordinary user",
-                  f"# (here `{user}`: register the host with user={user}) with exactly these rules.", "#"]
+        lines += [
+            f"# The bot logs in{where} as root, which needs no rules. Recommended instead: an ordinary user",
+            f"# (here `{user}`: register the host with user={user}) with exactly these rules.",
+            "#",
+        ]
     lines += [
         f"# gpubot{where}: the only commands user {user} may run as root, all without a password (sudo -n).",
         "# Install:  visudo -cf gpubot.sudoers && install -m 0440 -o root -g root gpubot.sudoers /etc/sudoers.d/gpubot",
@@ -227,7 +238,7 @@ def command_matches(pattern: str, argv: tuple[str, ...]) -> bool:
     path, _, args = pattern.partition(" ")
     path, args = _unescape(path), args.strip()
     if path.endswith("/"):
-        path_ok = argv[0].startswith(path) and "/" not in argv[0][len(path):]
+        path_ok = argv[0].startswith(path) and "/" not in argv[0][len(path) :]
     else:
         path_ok = fnmatch.fnmatchcase(_merged(argv[0]), _merged(path))
     if not path_ok:

@@ -45,8 +45,9 @@ def _raw(outputs: dict[str, ProbeOutput]) -> dict[str, Any]:
     return {n: {"stdout": o.stdout, "stderr": o.stderr, "exit_status": o.exit_status} for n, o in outputs.items()}
 
 
-async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, timeout: float,
-                    clock: Callable[[], datetime] = utcnow) -> ProbeResult:
+async def run_probe(
+    *, target: HostTarget, plan: ProbePlan, runner: Runner, timeout: float, clock: Callable[[], datetime] = utcnow
+) -> ProbeResult:
     """Probe ``target`` in one round trip. Never raises for a host's failure: an unreachable
     host, a refused key or a timeout is a :class:`ProbeResult` with ``error_kind`` set.
     ``taken_at`` is ``clock()`` (timezone-aware UTC) when the batch starts.
@@ -70,20 +71,37 @@ async def run_probe(*, target: HostTarget, plan: ProbePlan, runner: Runner, time
         return ProbeResult(target.name, taken_at, ms(), readings, _raw(outputs), exc.kind, str(exc))
     except Exception as exc:  # a runner bug or an unforeseen library error: still a stored, honest snapshot
         log.exception("probe of %s failed unexpectedly", target.name)
-        return ProbeResult(target.name, taken_at, ms(), None, {}, "probe_failed",
-                           f"{target.name}: the probe failed unexpectedly ({type(exc).__name__}: {exc})")
+        return ProbeResult(
+            target.name,
+            taken_at,
+            ms(),
+            None,
+            {},
+            "probe_failed",
+            f"{target.name}: the probe failed unexpectedly ({type(exc).__name__}: {exc})",
+        )
     outputs = split_frames(res.stdout, plan.marker)
     duration = ms()
     raw = _raw(outputs)
     if not outputs:
         raw["batch"] = {"stdout": res.stdout[-4000:], "stderr": res.stderr[-4000:], "exit_status": res.exit_status}
         msg = (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
-        return ProbeResult(target.name, taken_at, duration, None, raw, "batch_failed", f"{target.name}: the probe batch printed nothing usable ({msg})")
+        return ProbeResult(
+            target.name,
+            taken_at,
+            duration,
+            None,
+            raw,
+            "batch_failed",
+            f"{target.name}: the probe batch printed nothing usable ({msg})",
+        )
     missing = unfinished(plan, outputs)
     cut = None
     if missing and res.dropped_bytes:  # the runner stopped keeping output at its cap
-        cut = (f"the probe batch printed more than {cap_words(BATCH_OUTPUT_CAP_BYTES)}; {res.dropped_bytes:,} bytes past that were "
-               f"dropped, so {', '.join(missing)} could not be read")
+        cut = (
+            f"the probe batch printed more than {cap_words(BATCH_OUTPUT_CAP_BYTES)}; {res.dropped_bytes:,} bytes past that were "
+            f"dropped, so {', '.join(missing)} could not be read"
+        )
     elif missing:  # the script stopped early without the connection dropping: what did not finish is unknown
         how = f"exit status {res.exit_status}" if res.exit_status is not None else "no exit status"
         cut = f"the probe batch stopped before {', '.join(missing)} finished ({how})"
@@ -97,8 +115,9 @@ def framed_script(commands: list[tuple[str, str]], marker: str, timeout_s: float
     return frame_script(commands, marker, timeout_s=max(1, int(timeout_s)), kill_after_s=5)
 
 
-async def run_framed(runner: Runner, target: HostTarget, commands: list[tuple[str, str]], *,
-                     timeout: float) -> dict[str, ProbeOutput]:
+async def run_framed(
+    runner: Runner, target: HostTarget, commands: list[tuple[str, str]], *, timeout: float
+) -> dict[str, ProbeOutput]:
     """Run ``commands`` (``(name, sh command)`` pairs) in one round trip; outputs by name (a missing
     name: the batch died). Used by actions and the privilege check. Raises the runner's
     :class:`~bot.errors.ProbeError` subclasses."""

@@ -101,9 +101,17 @@ def cap_words(cap: int = OUTPUT_CAP_BYTES) -> str:
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
-def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: float, deadline_s: float | None = None,
-                 kill_after_s: int = 2, timeouts: dict[str, float] | None = None, cap: int = OUTPUT_CAP_BYTES,
-                 send_after: Collection[str] = ()) -> str:
+def frame_script(
+    commands: list[tuple[str, str]],
+    marker: str,
+    *,
+    timeout_s: float,
+    deadline_s: float | None = None,
+    kill_after_s: int = 2,
+    timeouts: dict[str, float] | None = None,
+    cap: int = OUTPUT_CAP_BYTES,
+    send_after: Collection[str] = (),
+) -> str:
     """One POSIX ``sh`` script running each ``(name, command)`` in order, framed with ``marker``.
 
     ``timeout_s`` is the per-command timeout (``timeouts`` may give some commands their own);
@@ -183,7 +191,7 @@ def frame_script(commands: list[tuple[str, str]], marker: str, *, timeout_s: flo
     per = timeouts or {}
     for name, cmd in commands:
         t = max(1, int(per.get(name, timeout_s)))
-        lines.append(f"gpubot_run {q(name)} {q(cmd)} {t} >>\"$gpubot_f\"")
+        lines.append(f'gpubot_run {q(name)} {q(cmd)} {t} >>"$gpubot_f"')
         if name in send_after:
             lines.append("gpubot_send")
     if deadline_s is not None:  # the watcher stops (never in the middle of a send: the lock), then the rest goes
@@ -233,7 +241,7 @@ def _frame(text: str, marker: str, name: str, start: int, nxt: int) -> ProbeOutp
     stderr_line = f"\n{marker} STDERR {name}\n"
     sep = text.find(stderr_line, start) if nxt < 0 else text.find(stderr_line, start, nxt + len(stderr_line))
     if sep < 0:
-        return ProbeOutput(name, text[start:nxt if nxt >= 0 else len(text)].removesuffix("\n"), "", None)
+        return ProbeOutput(name, text[start : nxt if nxt >= 0 else len(text)].removesuffix("\n"), "", None)
     stdout, err_start = text[start:sep], sep + len(stderr_line)
     end_line = f"\n{marker} END {name} "
     at = text.find(end_line, err_start)
@@ -247,4 +255,4 @@ def _frame(text: str, marker: str, name: str, start: int, nxt: int) -> ProbeOutp
             return ProbeOutput(name, stdout, text[err_start:at], status)
         at = text.find(end_line, at + 1)
     cut = text.find(f"{marker} BEGIN ", err_start)
-    return ProbeOutput(name, stdout, text[err_start:cut if cut >= 0 else len(text)], None)
+    return ProbeOutput(name, stdout, text[err_start : cut if cut >= 0 else len(text)], None)

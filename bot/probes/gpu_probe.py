@@ -55,8 +55,11 @@ def gpu_query_command() -> str:
     the first client and tears them down when the last one exits, which takes ~25-30 s on an 8-GPU
     host (public Azure ND and forum measurements), so two calls one after the other would pay it
     twice. Run together they share one initialization."""
-    query = retry_query_command(dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS]),
-                                optional=OPTIONAL_GPU_FIELDS, fallbacks=FIELD_FALLBACKS)
+    query = retry_query_command(
+        dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS]),
+        optional=OPTIONAL_GPU_FIELDS,
+        fallbacks=FIELD_FALLBACKS,
+    )
     return (
         "gpubot_t0=$(date +%s)\n"
         f'( {APPS_QUERY} >"$GPUBOT_D/apps.pre" 2>"$GPUBOT_D/apps.perr"; echo $? >"$GPUBOT_D/apps.prc" ) </dev/null &\n'
@@ -93,8 +96,10 @@ class NvidiaSmiProbe(Probe):
         return plan.gpu_backend != "nvml"
 
     def frames(self, plan: ProbePlan) -> list[Frame]:
-        return [Frame("gpus", gpu_query_command(), timeout_s=max(plan.gpu_timeout_s, plan.probe_timeout_s)),
-                Frame("apps", APPS_COMMAND, send_after=True)]
+        return [
+            Frame("gpus", gpu_query_command(), timeout_s=max(plan.gpu_timeout_s, plan.probe_timeout_s)),
+            Frame("apps", APPS_COMMAND, send_after=True),
+        ]
 
     def names(self, plan: ProbePlan) -> list[str]:
         return ["gpus", "apps"]
@@ -103,7 +108,9 @@ class NvidiaSmiProbe(Probe):
         gpus = outputs.get("gpus")
         gpu = truncated_report(outputs, ("gpus", "apps"))
         if gpu is None and gpus is not None:
-            gpu = replace(parse_gpu_report(gpus, outputs.get("apps")), unsupported_fields=unsupported_fields(gpus.stdout))
+            gpu = replace(
+                parse_gpu_report(gpus, outputs.get("apps")), unsupported_fields=unsupported_fields(gpus.stdout)
+            )
         elif gpu is None:
             gpu = GpuReport(failure=ProbeFailure.FAILED, message="the GPU probe did not run")
         return {"gpu": gpu, "gpu_probe_s": query_seconds(gpus)}

@@ -38,21 +38,21 @@ def retry_query_command(fields: Iterable[str], *, optional: Iterable[str], fallb
     return (
         f"f={q(','.join(names))}; miss=''; n=0\n"
         "while :; do\n"
-        f"  out=$({SMI_QUERY}\"$f\"); rc=$?\n"
+        f'  out=$({SMI_QUERY}"$f"); rc=$?\n'
         "  bad=$(printf '%s\\n' \"$out\" | sed -n 's/^Field \"\\(.*\\)\" is not a valid field to query\\..*/\\1/p' | head -n 1)\n"
-        f"  [ $rc -eq 2 ] && [ -n \"$bad\" ] && [ $n -lt {len(drop) + 1} ] || break\n"
-        f"  case \" {' '.join(drop)} \" in *\" $bad \"*) ;; *) break;; esac\n"
-        "  case \",$f,\" in *\",$bad,\"*) ;; *) break;; esac\n"
+        f'  [ $rc -eq 2 ] && [ -n "$bad" ] && [ $n -lt {len(drop) + 1} ] || break\n'
+        f'  case " {" ".join(drop)} " in *" $bad "*) ;; *) break;; esac\n'
+        '  case ",$f," in *",$bad,"*) ;; *) break;; esac\n'
         f"  alt=''; case $bad in {alt_cases} *) ;; esac\n"
         "  nf=''\n"
         "  for x in $(printf '%s' \"$f\" | tr ',' ' '); do\n"
-        "    [ \"$x\" = \"$bad\" ] && x=$alt\n"
-        "    [ -n \"$x\" ] && nf=\"$nf${nf:+,}$x\"\n"
+        '    [ "$x" = "$bad" ] && x=$alt\n'
+        '    [ -n "$x" ] && nf="$nf${nf:+,}$x"\n'
         "  done\n"
-        "  f=$nf; miss=\"$miss${miss:+,}$bad\"; n=$((n + 1))\n"
+        '  f=$nf; miss="$miss${miss:+,}$bad"; n=$((n + 1))\n'
         "done\n"
-        "echo \"# fields: $f\"\n"
-        "[ -z \"$miss\" ] || echo \"# unsupported: $miss\"\n"
+        'echo "# fields: $f"\n'
+        '[ -z "$miss" ] || echo "# unsupported: $miss"\n'
         "printf '%s\\n' \"$out\"\n"
         "exit $rc\n"
     )

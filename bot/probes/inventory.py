@@ -96,8 +96,14 @@ def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
 
     def close() -> None:
         if current is not None:
-            kernel.append(KernelGpu(bus_id=current["bus"], uuid=current.get("GPU UUID"), model=current.get("Model"),
-                                    excluded=current.get("GPU Excluded", "No").strip().lower() == "yes"))
+            kernel.append(
+                KernelGpu(
+                    bus_id=current["bus"],
+                    uuid=current.get("GPU UUID"),
+                    model=current.get("Model"),
+                    excluded=current.get("GPU Excluded", "No").strip().lower() == "yes",
+                )
+            )
 
     for line in out.stdout.splitlines():
         if line.startswith("proc "):
@@ -120,8 +126,12 @@ def parse_witnesses(out: ProbeOutput | None) -> Witnesses:
             current[key.strip()] = value.strip()
     close()
     # /proc lists nothing when the driver is not loaded: then the kernel witness is unknown, not "0 GPUs".
-    return Witnesses(kernel=kernel or None, pci=pci if pci_scanned else None, pci_drivers=drivers,
-                     nvswitches=switches if pci_scanned else None)
+    return Witnesses(
+        kernel=kernel or None,
+        pci=pci if pci_scanned else None,
+        pci_drivers=drivers,
+        nvswitches=switches if pci_scanned else None,
+    )
 
 
 def parse_fabric(out: ProbeOutput | None) -> FabricReport | None:
@@ -131,7 +141,9 @@ def parse_fabric(out: ProbeOutput | None) -> FabricReport | None:
     if out is None or (out.exit_status == 0 and not out.stdout.strip()):
         return None
     if out.timed_out or out.exit_status != 0:
-        return FabricReport(error=out.no_answer("the fabric probe") if out.timed_out else f"the fabric probe exited {out.exit_status}")
+        return FabricReport(
+            error=out.no_answer("the fabric probe") if out.timed_out else f"the fabric probe exited {out.exit_status}"
+        )
     unit_lines: list[str] = []
     unit_rc = 0
     states: dict[str, list[str]] = {}

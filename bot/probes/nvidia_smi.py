@@ -51,25 +51,52 @@ class DriverFailure:
 
 
 DRIVER_FAILURES: dict[int, DriverFailure] = {
-    4: DriverFailure(ProbeFailure.PERMISSION, "the SSH user may not query the GPUs (insufficient permissions)",
-                     "run the probe as a user that may open /dev/nvidia*"),
-    6: DriverFailure(ProbeFailure.NO_DEVICES, "the NVIDIA driver found no GPU",
-                     "check that the GPUs are seated and bound (lspci -d 10de:, dmesg | grep NVRM)"),
-    8: DriverFailure(ProbeFailure.HARDWARE, "a GPU's external power cables are not attached", "check the GPU power cables"),
-    9: DriverFailure(ProbeFailure.DRIVER, "the NVIDIA driver is not loaded",
-                     "load it (modprobe nvidia) or reinstall the driver; check dmesg for why it failed"),
-    10: DriverFailure(ProbeFailure.HARDWARE, "the kernel reports an interrupt problem with a GPU", "check dmesg for NVRM errors; reboot"),
-    12: DriverFailure(ProbeFailure.DRIVER_LIBRARY, "NVIDIA driver library (NVML) not found",
-                      "reinstall the driver's user-space libraries (libnvidia-ml.so.1) or fix the library path"),
+    4: DriverFailure(
+        ProbeFailure.PERMISSION,
+        "the SSH user may not query the GPUs (insufficient permissions)",
+        "run the probe as a user that may open /dev/nvidia*",
+    ),
+    6: DriverFailure(
+        ProbeFailure.NO_DEVICES,
+        "the NVIDIA driver found no GPU",
+        "check that the GPUs are seated and bound (lspci -d 10de:, dmesg | grep NVRM)",
+    ),
+    8: DriverFailure(
+        ProbeFailure.HARDWARE, "a GPU's external power cables are not attached", "check the GPU power cables"
+    ),
+    9: DriverFailure(
+        ProbeFailure.DRIVER,
+        "the NVIDIA driver is not loaded",
+        "load it (modprobe nvidia) or reinstall the driver; check dmesg for why it failed",
+    ),
+    10: DriverFailure(
+        ProbeFailure.HARDWARE,
+        "the kernel reports an interrupt problem with a GPU",
+        "check dmesg for NVRM errors; reboot",
+    ),
+    12: DriverFailure(
+        ProbeFailure.DRIVER_LIBRARY,
+        "NVIDIA driver library (NVML) not found",
+        "reinstall the driver's user-space libraries (libnvidia-ml.so.1) or fix the library path",
+    ),
     14: DriverFailure(ProbeFailure.HARDWARE, "a GPU's infoROM is corrupted", "the GPU needs service by its vendor"),
-    15: DriverFailure(ProbeFailure.GPU_LOST, "a GPU has fallen off the bus or is inaccessible",
-                      "reset the GPU or reboot the host; check dmesg for Xid 79"),
+    15: DriverFailure(
+        ProbeFailure.GPU_LOST,
+        "a GPU has fallen off the bus or is inaccessible",
+        "reset the GPU or reboot the host; check dmesg for Xid 79",
+    ),
     16: DriverFailure(ProbeFailure.HARDWARE, "a GPU needs a reset", "reset the GPU (nvidia-smi -r) or reboot the host"),
-    17: DriverFailure(ProbeFailure.DRIVER, "the operating system blocks access to the GPUs (NVML: GPU access blocked by the operating system)",
-                      "in a VM or WSL the host has not handed this guest the GPU (check the passthrough / GPU-P setup); on bare "
-                      "metal check that the nvidia module may load (Secure Boot: mokutil --sb-state; dmesg | grep -i nvidia)"),
-    18: DriverFailure(ProbeFailure.VERSION_MISMATCH, "NVIDIA driver/library version mismatch",
-                      "reboot, or reload the NVIDIA kernel modules after the driver upgrade"),
+    17: DriverFailure(
+        ProbeFailure.DRIVER,
+        "the operating system blocks access to the GPUs (NVML: GPU access blocked by the operating system)",
+        "in a VM or WSL the host has not handed this guest the GPU (check the passthrough / GPU-P setup); on bare "
+        "metal check that the nvidia module may load (Secure Boot: mokutil --sb-state; dmesg | grep -i nvidia)",
+    ),
+    18: DriverFailure(
+        ProbeFailure.VERSION_MISMATCH,
+        "NVIDIA driver/library version mismatch",
+        "reboot, or reload the NVIDIA kernel modules after the driver upgrade",
+    ),
 }
 """Driver failures by NVML return code (``nvmlReturn_t`` in nvml.h). nvidia-smi exits with the
 same numbers (its man page, RETURN VALUE: 6 query unsuccessful, 8 power cables, 9 driver not
@@ -83,13 +110,16 @@ CGROUP_LOST = DriverFailure(
     "files, as a container does when its device cgroup is rewritten (a `systemctl daemon-reload` on the host; "
     "NVIDIA/nvidia-container-toolkit#48)",
     "restart the container (and give it the devices by CDI or the toolkit's cgroup fix); on the host itself check "
-    "`ls -l /dev/nvidia*` and dmesg, then reload the NVIDIA modules or reboot")
+    "`ls -l /dev/nvidia*` and dmesg, then reload the NVIDIA modules or reboot",
+)
 """``Failed to initialize NVML: Unknown Error`` (exit 255): the driver is there, its devices are not reachable."""
 
 UNSUPPORTED_GPUS = DriverFailure(
-    ProbeFailure.NO_DEVICES, "the installed NVIDIA driver supports none of this host's GPUs (nvidia-smi: No supported GPUs were found)",
+    ProbeFailure.NO_DEVICES,
+    "the installed NVIDIA driver supports none of this host's GPUs (nvidia-smi: No supported GPUs were found)",
     "install a driver branch that supports these GPUs (dmesg | grep NVRM names the device it refused; a GPU newer than the "
-    "driver, or a legacy GPU dropped by it)")
+    "driver, or a legacy GPU dropped by it)",
+)
 """``No supported GPUs were found``: GPUs on the bus, none of them supported by this driver."""
 
 _TEXT_CODES = (
@@ -143,8 +173,10 @@ def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
     if status is None:
         return ProbeFailure.TIMEOUT, "the probe batch was cut short before nvidia-smi finished"
     if status in (124, 137):
-        return ProbeFailure.TIMEOUT, (f"{out.no_answer('nvidia-smi')} (with persistence mode off its first call can take "
-                                      "~30 s on an 8-GPU host: enable nvidia-persistenced, or raise GPUBOT_GPU_PROBE_TIMEOUT_S)")
+        return ProbeFailure.TIMEOUT, (
+            f"{out.no_answer('nvidia-smi')} (with persistence mode off its first call can take "
+            "~30 s on an 8-GPU host: enable nvidia-persistenced, or raise GPUBOT_GPU_PROBE_TIMEOUT_S)"
+        )
     if status == 127:
         return ProbeFailure.MISSING, "nvidia-smi is not installed on this host (or not on PATH)"
     named = driver_failure(status, text)
@@ -202,7 +234,9 @@ def _mig_mode(value: str) -> str | None:
     return None if v.lower() in NOT_APPLICABLE else v
 
 
-_NO_HANDLE = re.compile(r"^Unable to (?:determine|detect) the device handle for GPU ?([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]): *(.*)$")
+_NO_HANDLE = re.compile(
+    r"^Unable to (?:determine|detect) the device handle for GPU ?([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]): *(.*)$"
+)
 """nvidia-smi's line for a GPU it cannot open, printed in place of that GPU's row (the others
 still print): ``Unable to determine the device handle for GPU0000:4F:00.0: Unknown Error`` (the
 wording of NVIDIA/open-gpu-kernel-modules#387, NVIDIA/nvidia-container-toolkit#69)."""
@@ -214,13 +248,19 @@ def lost_gpus(stdout: str) -> list[LostGpu]:
     for line in stdout.splitlines():
         m = _NO_HANDLE.match(line.strip())
         if m:
-            out.append(LostGpu(bus_id=kernel_bus_id(m.group(1)) or m.group(1).lower(), error=m.group(2).strip() or "no message"))
+            out.append(
+                LostGpu(
+                    bus_id=kernel_bus_id(m.group(1)) or m.group(1).lower(), error=m.group(2).strip() or "no message"
+                )
+            )
     return out
 
 
 def _unreadable(row: dict[str, str]) -> dict[str, str]:
     """The fields of ``row`` the driver answered with an error placeholder (not ``[N/A]``)."""
-    return {k: v.strip() for k, v in row.items() if v.strip().startswith("[") and v.strip().lower() not in NOT_APPLICABLE}
+    return {
+        k: v.strip() for k, v in row.items() if v.strip().startswith("[") and v.strip().lower() not in NOT_APPLICABLE
+    }
 
 
 def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
@@ -301,7 +341,9 @@ def parse_apps(stdout: str) -> list[GpuProcess]:
         pid_value = _int(pid)
         if pid_value is None:
             raise ValueError(f"compute app without a pid: {line!r}")
-        procs.append(GpuProcess(gpu_uuid=uuid, pid=pid_value, used_memory_mib=_int(mem.removesuffix("MiB")), process_name=name))
+        procs.append(
+            GpuProcess(gpu_uuid=uuid, pid=pid_value, used_memory_mib=_int(mem.removesuffix("MiB")), process_name=name)
+        )
     return procs
 
 
@@ -314,15 +356,22 @@ def parse_gpu_report(gpus_out: ProbeOutput, apps_out: ProbeOutput | None) -> Gpu
     rows it printed, so the verdict names the lost bus ids and still judges the healthy GPUs.
     When it could open none, the report is a ``GPU_LOST`` failure naming them.
     """
-    lost = lost_gpus(gpus_out.stdout) if gpus_out.exit_status is not None and gpus_out.exit_status not in (124, 137) else []
+    lost = (
+        lost_gpus(gpus_out.stdout)
+        if gpus_out.exit_status is not None and gpus_out.exit_status not in (124, 137)
+        else []
+    )
     if lost:
         gpus_out = ProbeOutput(gpus_out.name, gpus_out.stdout, gpus_out.stderr, 0)
         if apps_out is not None and apps_out.exit_status not in (0, None, 124, 137, 127) and lost_gpus(apps_out.stdout):
             apps_out = ProbeOutput(apps_out.name, apps_out.stdout, apps_out.stderr, 0)
     failed = classify_failure(gpus_out)
     if failed:
-        named = driver_failure(gpus_out.exit_status, gpus_out.stdout + "\n" + gpus_out.stderr) if failed[0] not in (
-            ProbeFailure.TIMEOUT, ProbeFailure.MISSING, ProbeFailure.FAILED) else None
+        named = (
+            driver_failure(gpus_out.exit_status, gpus_out.stdout + "\n" + gpus_out.stderr)
+            if failed[0] not in (ProbeFailure.TIMEOUT, ProbeFailure.MISSING, ProbeFailure.FAILED)
+            else None
+        )
         return GpuReport(failure=failed[0], message=failed[1], hint=named.hint if named else None)
     try:
         gpus, driver = parse_gpus(gpus_out.stdout)
@@ -331,16 +380,30 @@ def parse_gpu_report(gpus_out: ProbeOutput, apps_out: ProbeOutput | None) -> Gpu
     if not gpus and lost:
         f = DRIVER_FAILURES[15]
         where = ", ".join(f"{g.bus_id} ({g.error})" for g in lost)
-        return GpuReport(failure=f.kind, message=f"{f.message}: nvidia-smi could open no GPU: {where} — {f.hint}", hint=f.hint, lost=lost)
+        return GpuReport(
+            failure=f.kind,
+            message=f"{f.message}: nvidia-smi could open no GPU: {where} — {f.hint}",
+            hint=f.hint,
+            lost=lost,
+        )
     if not gpus:
         return GpuReport(failure=ProbeFailure.NO_DEVICES, message="nvidia-smi listed no GPU")
     if apps_out is None:
-        return GpuReport(gpus=gpus, driver_version=driver, failure=ProbeFailure.FAILED, message="the compute-process probe did not run")
+        return GpuReport(
+            gpus=gpus,
+            driver_version=driver,
+            failure=ProbeFailure.FAILED,
+            message="the compute-process probe did not run",
+        )
     app_failed = classify_failure(apps_out)
     if app_failed:
-        return GpuReport(gpus=gpus, driver_version=driver, failure=app_failed[0], message=f"process list: {app_failed[1]}")
+        return GpuReport(
+            gpus=gpus, driver_version=driver, failure=app_failed[0], message=f"process list: {app_failed[1]}"
+        )
     try:
         procs = parse_apps(apps_out.stdout)
     except ValueError as exc:
-        return GpuReport(gpus=gpus, driver_version=driver, failure=ProbeFailure.UNPARSABLE, message=f"unexpected process list: {exc}")
+        return GpuReport(
+            gpus=gpus, driver_version=driver, failure=ProbeFailure.UNPARSABLE, message=f"unexpected process list: {exc}"
+        )
     return GpuReport(gpus=gpus, processes=procs, driver_version=driver, lost=lost)

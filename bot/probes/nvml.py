@@ -42,12 +42,20 @@ def _procs(doc: dict[str, Any], gpu_uuid: str, procs: list[GpuProcess], unread: 
         unread.append(f"{what} ({doc.get('compute_procs_error') or 'NVML did not list them'})")
         return 0
     for p in listed:
-        procs.append(GpuProcess(gpu_uuid=gpu_uuid, pid=int(p["pid"]), used_memory_mib=_mib(p.get("usedGpuMemory")),
-                                process_name=p.get("name", "[unknown]")))
+        procs.append(
+            GpuProcess(
+                gpu_uuid=gpu_uuid,
+                pid=int(p["pid"]),
+                used_memory_mib=_mib(p.get("usedGpuMemory")),
+                process_name=p.get("name", "[unknown]"),
+            )
+        )
     return len(listed)
 
 
-def _mig(devices: list[dict[str, Any]] | None, parent: str, procs: list[GpuProcess], unread: list[str]) -> list[MigDevice] | None:
+def _mig(
+    devices: list[dict[str, Any]] | None, parent: str, procs: list[GpuProcess], unread: list[str]
+) -> list[MigDevice] | None:
     """MIG instances (memory in MiB); their processes join ``procs`` under the parent GPU's UUID."""
     if devices is None:
         return None
@@ -56,14 +64,20 @@ def _mig(devices: list[dict[str, Any]] | None, parent: str, procs: list[GpuProce
         mem = d.get("memory") or {}
         uuid = d.get("uuid") or "?"
         n = _procs(d, parent, procs, unread, f"MIG {uuid}")
-        out.append(MigDevice(uuid=uuid, memory_total_mib=_mib(mem.get("total")), memory_used_mib=_mib(mem.get("used")), processes=n))
+        out.append(
+            MigDevice(
+                uuid=uuid, memory_total_mib=_mib(mem.get("total")), memory_used_mib=_mib(mem.get("used")), processes=n
+            )
+        )
     return out
 
 
 def parse_nvml(out: ProbeOutput) -> GpuReport:
     """A :class:`GpuReport` from the NVML probe; failures classified like nvidia-smi's."""
     if out.exit_status == 127:
-        return GpuReport(failure=ProbeFailure.MISSING, message="python3 with nvidia-ml-py is not available", source="nvml")
+        return GpuReport(
+            failure=ProbeFailure.MISSING, message="python3 with nvidia-ml-py is not available", source="nvml"
+        )
     if out.exit_status in (124, 137) or out.exit_status is None:
         return GpuReport(failure=ProbeFailure.TIMEOUT, message="the NVML probe did not finish", source="nvml")
     if out.exit_status != 0:
@@ -71,7 +85,9 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
         code = re.match(r"NVML error (\d+)", msg)
         named = driver_failure(int(code.group(1)) if code else None, msg)
         if named is not None:
-            return GpuReport(failure=named.kind, message=f"{named.message} — {named.hint} ({msg})", source="nvml", hint=named.hint)
+            return GpuReport(
+                failure=named.kind, message=f"{named.message} — {named.hint} ({msg})", source="nvml", hint=named.hint
+            )
         return GpuReport(failure=ProbeFailure.FAILED, message=f"the NVML probe failed: {msg}", source="nvml")
     try:
         doc = json.loads(out.stdout)
@@ -92,12 +108,19 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
                     utilization_pct=(g.get("utilization") or {}).get("gpu"),
                     temperature_c=g.get("temperature_c"),
                     power_w=None if g.get("power_mw") is None else g["power_mw"] / 1000,
-                    mig_mode=(f"[{g['mig_mode_error']}]" if g.get("mig_mode_error")  # unreadable: judged unknown
-                              else None if not mig else ("Enabled" if mig[0] else "Disabled")),
+                    mig_mode=(
+                        f"[{g['mig_mode_error']}]"
+                        if g.get("mig_mode_error")  # unreadable: judged unknown
+                        else None
+                        if not mig
+                        else ("Enabled" if mig[0] else "Disabled")
+                    ),
                     pci_bus_id=kernel_bus_id(g.get("pci_bus_id") or ""),
                     mig_devices=_mig(g.get("mig_devices"), g["uuid"], procs, unread),
                     health=health_from_nvml(g.get("health")),
-                    compute_mode=None if g.get("compute_mode") is None else COMPUTE_MODES.get(g["compute_mode"], str(g["compute_mode"])),
+                    compute_mode=None
+                    if g.get("compute_mode") is None
+                    else COMPUTE_MODES.get(g["compute_mode"], str(g["compute_mode"])),
                 )
             )
             _procs(g, g["uuid"], procs, unread, f"GPU {g['index']}")
@@ -106,8 +129,13 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
     if not gpus:
         return GpuReport(failure=ProbeFailure.NO_DEVICES, message="NVML listed no GPU", source="nvml")
     if unread:  # as with nvidia-smi's process list: without it, a GPU cannot be called free
-        return GpuReport(gpus=gpus, driver_version=doc.get("driver"), source="nvml", failure=ProbeFailure.FAILED,
-                         message="process list: NVML could not list the compute processes of " + "; ".join(unread))
+        return GpuReport(
+            gpus=gpus,
+            driver_version=doc.get("driver"),
+            source="nvml",
+            failure=ProbeFailure.FAILED,
+            message="process list: NVML could not list the compute processes of " + "; ".join(unread),
+        )
     return GpuReport(gpus=gpus, processes=procs, driver_version=doc.get("driver"), source="nvml")
 
 
@@ -139,5 +167,7 @@ class NvmlProbe(Probe):
     def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
         out = outputs.get("nvml")
         took = _TOOK.search(out.stdout) if out else None
-        return {"gpu": truncated_report(outputs, ("nvml",)) or parse_nvml(out or LOST),
-                "gpu_probe_s": int(took.group(1)) if took else None}
+        return {
+            "gpu": truncated_report(outputs, ("nvml",)) or parse_nvml(out or LOST),
+            "gpu_probe_s": int(took.group(1)) if took else None,
+        }

@@ -20,8 +20,14 @@ from bot.probes.readings import OwnerReport, ProcessOwner
 
 _CONTAINER = re.compile(r"(?:^|[/-])(docker|cri-containerd|containerd|libpod|crio|cri-o)?-?([0-9a-f]{64})(?:\.scope)?$")
 _POD = re.compile(r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
-_RUNTIMES = {"docker": "docker", "cri-containerd": "containerd", "containerd": "containerd", "libpod": "podman",
-             "crio": "cri-o", "cri-o": "cri-o"}
+_RUNTIMES = {
+    "docker": "docker",
+    "cri-containerd": "containerd",
+    "containerd": "containerd",
+    "libpod": "podman",
+    "crio": "cri-o",
+    "cri-o": "cri-o",
+}
 
 
 def owner_from_cgroup(path: str) -> dict[str, str | None]:
@@ -36,7 +42,9 @@ def owner_from_cgroup(path: str) -> dict[str, str | None]:
         if m:
             found["container_id"] = m.group(2)
             prefix = m.group(1) or (parts[i - 1] if i > 0 else "")
-            found["runtime"] = _RUNTIMES.get(prefix, "kubernetes" if pod else ("docker" if prefix == "docker" else None))
+            found["runtime"] = _RUNTIMES.get(
+                prefix, "kubernetes" if pod else ("docker" if prefix == "docker" else None)
+            )
     if found["container_id"] is None and parts and parts[0] in ("system.slice", "user.slice", "machine.slice"):
         last = next((p for p in reversed(parts) if p.endswith((".service", ".scope"))), None)
         found["unit"] = last
@@ -82,9 +90,21 @@ def parse_owners(out: ProbeOutput | None) -> OwnerReport:
             found = {k: found[k] or got[k] for k in found}
         user, elapsed, command = ps.get(pid) or (None, None, None)
         cid = found["container_id"]
-        owners.append(ProcessOwner(pid=pid, source=source, user=user, elapsed_s=elapsed, command=command or None,
-                                   unit=found["unit"], container_id=cid, runtime=found["runtime"], pod_uid=found["pod_uid"],
-                                   container_name=containers.get(cid) if cid else None, alive=pid in ps))
+        owners.append(
+            ProcessOwner(
+                pid=pid,
+                source=source,
+                user=user,
+                elapsed_s=elapsed,
+                command=command or None,
+                unit=found["unit"],
+                container_id=cid,
+                runtime=found["runtime"],
+                pod_uid=found["pod_uid"],
+                container_name=containers.get(cid) if cid else None,
+                alive=pid in ps,
+            )
+        )
     return OwnerReport(owners=owners, scan_limited=limited)
 
 
@@ -128,9 +148,11 @@ def owners_command(plan: ProbePlan) -> str:
         held = """grep -Eq '"used": ([1-9][0-9]{6}|[0-9]{8,})' "$GPUBOT_D/nvml.out" 2>/dev/null"""
     else:
         pids = r"""pids=$(sed -n 's/^[^,]*, *\([0-9][0-9]*\),.*/\1/p' "$GPUBOT_D/apps.out" 2>/dev/null | sort -un)"""
-        held = ("awk -F', *' -v t=" + str(int(plan.gpu_free_mib)) + r""" '/^# fields:/ {sub(/^# fields: */, ""); """
-                r"""n = split($0, f, ","); for (i = 1; i <= n; i++) if (f[i] == "memory.used") c = i; next} """
-                r"""c && $c + 0 > t {x = 1} END {exit !x}' "$GPUBOT_D/gpus.out" 2>/dev/null""")
+        held = (
+            "awk -F', *' -v t=" + str(int(plan.gpu_free_mib)) + r""" '/^# fields:/ {sub(/^# fields: */, ""); """
+            r"""n = split($0, f, ","); for (i = 1; i <= n; i++) if (f[i] == "memory.used") c = i; next} """
+            r"""c && $c + 0 > t {x = 1} END {exit !x}' "$GPUBOT_D/gpus.out" 2>/dev/null"""
+        )
     return _OWNERS.replace("PIDS", pids, 1).replace("HELD", held, 1)
 
 

@@ -64,9 +64,14 @@ def build_script(plan: ProbePlan) -> str:
     deadline, if it passes)."""
     frames = [f for p in probes_for(plan) for f in p.frames(plan)]
     probe_commands(plan)  # the same frames: refuses a name claimed twice
-    return frame_script([(f.name, f.command) for f in frames], plan.marker, timeout_s=plan.probe_timeout_s,
-                        deadline_s=plan.deadline_s, timeouts={f.name: f.timeout_s for f in frames if f.timeout_s is not None},
-                        send_after=[f.name for f in frames if f.send_after])
+    return frame_script(
+        [(f.name, f.command) for f in frames],
+        plan.marker,
+        timeout_s=plan.probe_timeout_s,
+        deadline_s=plan.deadline_s,
+        timeouts={f.name: f.timeout_s for f in frames if f.timeout_s is not None},
+        send_after=[f.name for f in frames if f.send_after],
+    )
 
 
 def unread(out: ProbeOutput) -> ProbeOutput:
@@ -85,8 +90,12 @@ def unfinished(plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> list[str]
 
     The batch script prints a frame for every command, even one it did not run (exit 124), so any
     name here means the batch itself stopped early (its shell was killed, the session ended)."""
-    return [name for p in probes_for(plan) for name in p.names(plan)
-            if name not in outputs or outputs[name].exit_status is None]
+    return [
+        name
+        for p in probes_for(plan)
+        for name in p.names(plan)
+        if name not in outputs or outputs[name].exit_status is None
+    ]
 
 
 def parse_batch(plan: ProbePlan, outputs: Mapping[str, ProbeOutput], *, cut: str | None = None) -> Readings:

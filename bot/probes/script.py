@@ -26,7 +26,20 @@ from bot.probes.probe import ProbePlan
 from bot.probes.registry import build_script, probe_commands
 
 __all__ = [
-    "APPS_COMMAND", "APPS_QUERY", "APP_FIELDS", "FABRIC_COMMAND", "FABRIC_FIELDS", "FABRIC_UNIT", "FENCE_FIELDS",
-    "GPU_FIELDS", "INVENTORY_COMMAND", "OPTIONAL_GPU_FIELDS", "ProbePlan", "build_script", "gpu_query_command",
-    "nvml_command", "owners_command", "probe_commands",
+    "APPS_COMMAND",
+    "APPS_QUERY",
+    "APP_FIELDS",
+    "FABRIC_COMMAND",
+    "FABRIC_FIELDS",
+    "FABRIC_UNIT",
+    "FENCE_FIELDS",
+    "GPU_FIELDS",
+    "INVENTORY_COMMAND",
+    "OPTIONAL_GPU_FIELDS",
+    "ProbePlan",
+    "build_script",
+    "gpu_query_command",
+    "nvml_command",
+    "owners_command",
+    "probe_commands",
 ]

@@ -93,19 +93,21 @@ def url_awk() -> str:
     for _, marks, port in SERVERS:
         cond = " || ".join(f'index(j, " {m} ") || index(j, "/{m} ")' for m in marks)
         checks.append(f"if (!d && ({cond})) d = {port}")
-    return ("{ s = $0; k = index(s, \"argv[]=\"); if (k) { s = substr(s, k + 7); k = index(s, \" ; \"); if (k) s = substr(s, 1, k - 1) } "
-            "n = split(s, a, \" \"); j = \" \"; "
-            "for (i = 1; i <= n; i++) { w = a[i]; if (i == 1 || w ~ /\\//) sub(/.*\\//, \"\", w); j = j w \" \" } "
-            "d = 0; " + "; ".join(checks) + "; if (!d) exit; "
-            "p = \"\"; h = \"\"; gp = 0; gh = 0; "
-            "for (i = 1; i <= n; i++) { "
-            "if (!gp && a[i] == \"--port\" && i < n) { p = a[i + 1]; gp = 1 } else if (!gp && substr(a[i], 1, 7) == \"--port=\") { p = substr(a[i], 8); gp = 1 } "
-            "if (!gh && a[i] == \"--host\" && i < n) { h = a[i + 1]; gh = 1 } else if (!gh && substr(a[i], 1, 7) == \"--host=\") { h = substr(a[i], 8); gh = 1 } } "
-            "if (gp && !(p ~ /^[0-9]+$/ && p + 0 > 0 && p + 0 < 65536)) exit; "
-            "if (h == \"\" || h == \"0.0.0.0\" || h == \"::\" || h == \"[::]\" || h == \"*\") h = \"127.0.0.1\"; "
-            "if (index(h, \":\") && substr(h, 1, 1) != \"[\") h = \"[\" h \"]\"; "
-            "if (h !~ /^[][A-Za-z0-9.:-]+$/) exit; "
-            "print \"http://\" h \":\" (gp ? p : d) \"/health\"; exit }")
+    return (
+        '{ s = $0; k = index(s, "argv[]="); if (k) { s = substr(s, k + 7); k = index(s, " ; "); if (k) s = substr(s, 1, k - 1) } '
+        'n = split(s, a, " "); j = " "; '
+        'for (i = 1; i <= n; i++) { w = a[i]; if (i == 1 || w ~ /\\//) sub(/.*\\//, "", w); j = j w " " } '
+        "d = 0; " + "; ".join(checks) + "; if (!d) exit; "
+        'p = ""; h = ""; gp = 0; gh = 0; '
+        "for (i = 1; i <= n; i++) { "
+        'if (!gp && a[i] == "--port" && i < n) { p = a[i + 1]; gp = 1 } else if (!gp && substr(a[i], 1, 7) == "--port=") { p = substr(a[i], 8); gp = 1 } '
+        'if (!gh && a[i] == "--host" && i < n) { h = a[i + 1]; gh = 1 } else if (!gh && substr(a[i], 1, 7) == "--host=") { h = substr(a[i], 8); gh = 1 } } '
+        "if (gp && !(p ~ /^[0-9]+$/ && p + 0 > 0 && p + 0 < 65536)) exit; "
+        'if (h == "" || h == "0.0.0.0" || h == "::" || h == "[::]" || h == "*") h = "127.0.0.1"; '
+        'if (index(h, ":") && substr(h, 1, 1) != "[") h = "[" h "]"; '
+        "if (h !~ /^[][A-Za-z0-9.:-]+$/) exit; "
+        'print "http://" h ":" (gp ? p : d) "/health"; exit }'
+    )
 
 
 # --- The model a server loads, and how it spreads over GPUs ------------------------------------------
@@ -117,9 +119,26 @@ MODEL_OPTIONS: dict[str, tuple[str, ...]] = {
 }
 """Per server, the options that name the model (vLLM's ``serve`` also takes it as its first positional)."""
 
-_VLLM_VALUE_FLAGS = frozenset({"--host", "--port", "--config", "--served-model-name", "--tensor-parallel-size", "-tp",
-                               "--pipeline-parallel-size", "-pp", "--gpu-memory-utilization", "--max-model-len",
-                               "--dtype", "--quantization", "-q", "--download-dir", "--tokenizer", "--revision"})
+_VLLM_VALUE_FLAGS = frozenset(
+    {
+        "--host",
+        "--port",
+        "--config",
+        "--served-model-name",
+        "--tensor-parallel-size",
+        "-tp",
+        "--pipeline-parallel-size",
+        "-pp",
+        "--gpu-memory-utilization",
+        "--max-model-len",
+        "--dtype",
+        "--quantization",
+        "-q",
+        "--download-dir",
+        "--tokenizer",
+        "--revision",
+    }
+)
 """vLLM options that take a value: a positional after ``vllm serve`` is the model only when it is
 not one of these options' values (``vllm serve --port 8000 /models/x``)."""
 
@@ -186,7 +205,7 @@ def served_model(argv: list[str]) -> ServedModel | None:
     if model is None and server == "vLLM":
         words = [os.path.basename(a) if i == 0 else a for i, a in enumerate(argv)]
         if "serve" in words:
-            rest = argv[words.index("serve") + 1:]
+            rest = argv[words.index("serve") + 1 :]
             i = 0
             while i < len(rest):
                 a = rest[i]
@@ -202,12 +221,22 @@ def served_model(argv: list[str]) -> ServedModel | None:
         util = option(argv, "--gpu-memory-utilization")
         default: float | None = 0.9
     elif server == "SGLang":
-        tp, pp = option(argv, "--tp-size", "--tp", "--tensor-parallel-size"), option(argv, "--pp-size", "--pipeline-parallel-size")
+        tp, pp = (
+            option(argv, "--tp-size", "--tp", "--tensor-parallel-size"),
+            option(argv, "--pp-size", "--pipeline-parallel-size"),
+        )
         util, default = option(argv, "--mem-fraction-static"), 0.9
     elif server == "TGI":
         tp, pp, util, default = option(argv, "--num-shard"), None, None, None
     else:
         tp, pp, util, default = None, None, None, None
     fraction = _fraction(util)
-    return ServedModel(server, model, how, _positive_int(tp), _positive_int(pp),
-                       fraction if fraction is not None else default, utilization_given=fraction is not None)
+    return ServedModel(
+        server,
+        model,
+        how,
+        _positive_int(tp),
+        _positive_int(pp),
+        fraction if fraction is not None else default,
+        utilization_given=fraction is not None,
+    )

@@ -25,7 +25,9 @@ def _stderr_line(out: ProbeOutput) -> str:
     return lines[0] if lines else f"exit status {out.exit_status}"
 
 
-_DF_ROW = re.compile(r"^(?P<fs>.*?)\s+(?P<size>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+(?P<pct>\d+%|-)\s+(?P<mount>/.*)$")
+_DF_ROW = re.compile(
+    r"^(?P<fs>.*?)\s+(?P<size>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+(?P<pct>\d+%|-)\s+(?P<mount>/.*)$"
+)
 
 
 def parse_df(path: str, out: ProbeOutput) -> Disk:
@@ -54,8 +56,14 @@ def parse_df(path: str, out: ProbeOutput) -> Disk:
             m, pending = row, ""
     if m is None:
         return Disk(path=path, error=f"unexpected df output: {out.stdout.strip()[:200]!r}")
-    return Disk(path=path, filesystem=m["fs"].strip() or None, mount=m["mount"], size_bytes=int(m["size"]),
-                used_bytes=int(m["used"]), avail_bytes=int(m["avail"]))
+    return Disk(
+        path=path,
+        filesystem=m["fs"].strip() or None,
+        mount=m["mount"],
+        size_bytes=int(m["size"]),
+        used_bytes=int(m["used"]),
+        avail_bytes=int(m["avail"]),
+    )
 
 
 def parse_du(path: str, out: ProbeOutput) -> Folder:
@@ -202,8 +210,10 @@ class UnitsProbe(Probe):
     fields = ("units",)
 
     def frames(self, plan: ProbePlan) -> list[Frame]:
-        return [Frame(f"unit.{i}", f"systemctl show -p {UNIT_PROPERTIES} -- {shlex.quote(unit)}")
-                for i, unit in enumerate(plan.units)]
+        return [
+            Frame(f"unit.{i}", f"systemctl show -p {UNIT_PROPERTIES} -- {shlex.quote(unit)}")
+            for i, unit in enumerate(plan.units)
+        ]
 
     def names(self, plan: ProbePlan) -> list[str]:
         return [f"unit.{i}" for i in range(len(plan.units))]
@@ -219,8 +229,11 @@ class ContextProbe(Probe):
     fields = ("context",)
 
     def frames(self, plan: ProbePlan) -> list[Frame]:
-        return [Frame("driver", "cat /proc/driver/nvidia/version"), Frame("uptime", "cat /proc/uptime"),
-                Frame("hostname", "hostname")]
+        return [
+            Frame("driver", "cat /proc/driver/nvidia/version"),
+            Frame("uptime", "cat /proc/uptime"),
+            Frame("hostname", "hostname"),
+        ]
 
     def names(self, plan: ProbePlan) -> list[str]:
         return ["driver", "uptime", "hostname"]

@@ -48,10 +48,25 @@ def lost_findings(readings: Readings) -> list[Finding]:
     report = readings.gpu
     if report.failure is not None:
         return []
-    out = [Finding("gpu_lost", f"{_where(g)} is lost: the driver reads [GPU is lost] for it — "
-                   + LOST_FIX.replace("BUS", g.pci_bus_id or str(g.index)), BLOCKER) for g in report.gpus if g.lost]
-    out += [Finding("gpu_lost", f"GPU at {lost.bus_id} is lost: nvidia-smi cannot get a handle to it ({lost.error}) — "
-                    + LOST_FIX.replace("BUS", lost.bus_id), BLOCKER) for lost in report.lost]
+    out = [
+        Finding(
+            "gpu_lost",
+            f"{_where(g)} is lost: the driver reads [GPU is lost] for it — "
+            + LOST_FIX.replace("BUS", g.pci_bus_id or str(g.index)),
+            BLOCKER,
+        )
+        for g in report.gpus
+        if g.lost
+    ]
+    out += [
+        Finding(
+            "gpu_lost",
+            f"GPU at {lost.bus_id} is lost: nvidia-smi cannot get a handle to it ({lost.error}) — "
+            + LOST_FIX.replace("BUS", lost.bus_id),
+            BLOCKER,
+        )
+        for lost in report.lost
+    ]
     return out
 
 
@@ -65,11 +80,23 @@ def device_findings(readings: Readings) -> list[Finding]:
             continue
         for name, value in g.unreadable.items():
             if name not in JUDGED_ELSEWHERE:
-                out.append(Finding("gpu_field_unreadable", f"GPU {g.index}: {FIELD_WORDS.get(name, name)} could not be read "
-                                   f"({value}); the driver failed to answer for it", NOTE))
+                out.append(
+                    Finding(
+                        "gpu_field_unreadable",
+                        f"GPU {g.index}: {FIELD_WORDS.get(name, name)} could not be read "
+                        f"({value}); the driver failed to answer for it",
+                        NOTE,
+                    )
+                )
         mode = (g.compute_mode or "").lower()
         if mode in ("exclusive_process", "exclusive_thread"):
-            out.append(Finding("gpu_exclusive", f"GPU {g.index}: compute mode is {g.compute_mode}: one process at a time may "
-                               f"use it, so a deployment that shares GPUs fails on it (`nvidia-smi -i {g.index} -c DEFAULT` "
-                               "allows several)", NOTE))
+            out.append(
+                Finding(
+                    "gpu_exclusive",
+                    f"GPU {g.index}: compute mode is {g.compute_mode}: one process at a time may "
+                    f"use it, so a deployment that shares GPUs fails on it (`nvidia-smi -i {g.index} -c DEFAULT` "
+                    "allows several)",
+                    NOTE,
+                )
+            )
     return out

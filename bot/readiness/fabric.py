@@ -59,8 +59,10 @@ def fabric_findings(readings: Readings) -> list[Finding]:
     states = _states(readings)
     if not switches and not states:
         return []
-    fix = (f"start the Fabric Manager (`systemctl start nvidia-fabricmanager`); its version must match {_driver(readings)}, "
-           "see `journalctl -u nvidia-fabricmanager`")
+    fix = (
+        f"start the Fabric Manager (`systemctl start nvidia-fabricmanager`); its version must match {_driver(readings)}, "
+        "see `journalctl -u nvidia-fabricmanager`"
+    )
     manager = _manager_findings(readings, switches, fix) if switches else []
     stopped = any(f.severity == BLOCKER for f in manager)
     pending = [(g, st) for g, st, _ in states if st.lower() != "completed"]
@@ -68,18 +70,36 @@ def fabric_findings(readings: Readings) -> list[Finding]:
     out: list[Finding] = []
     if pending:
         words = sorted({st for _, st in pending})
-        out.append(Finding("fabric_not_ready", f"NVLink fabric not initialized on GPU {_indexes([g for g, _ in pending])} "
-                           f"(fabric state {' / '.join(words)}): {ERROR_802}"
-                           + (" (the Fabric Manager is not running: below)" if stopped else f" — {fix}"), BLOCKER))
+        out.append(
+            Finding(
+                "fabric_not_ready",
+                f"NVLink fabric not initialized on GPU {_indexes([g for g, _ in pending])} "
+                f"(fabric state {' / '.join(words)}): {ERROR_802}"
+                + (" (the Fabric Manager is not running: below)" if stopped else f" — {fix}"),
+                BLOCKER,
+            )
+        )
     for g, status in failed:
-        out.append(Finding("fabric_not_ready", f"GPU {g.index}: NVLink fabric registration completed with an error ({status}): "
-                           f"{ERROR_802} — restart nvidia-fabricmanager; if it persists, reset the GPUs or reboot", BLOCKER))
+        out.append(
+            Finding(
+                "fabric_not_ready",
+                f"GPU {g.index}: NVLink fabric registration completed with an error ({status}): "
+                f"{ERROR_802} — restart nvidia-fabricmanager; if it persists, reset the GPUs or reboot",
+                BLOCKER,
+            )
+        )
     out += manager
     if switches and not states and not manager:
         fabric = readings.fabric
         why = fabric.error if fabric and fabric.error else "the fabric probe did not run"
-        out.append(Finding("fabric_unknown", f"{_switches(switches)} and the GPUs' NVLink fabric state could not be read "
-                           f"({why}): a model may fail with CUDA error 802", UNKNOWN))
+        out.append(
+            Finding(
+                "fabric_unknown",
+                f"{_switches(switches)} and the GPUs' NVLink fabric state could not be read "
+                f"({why}): a model may fail with CUDA error 802",
+                UNKNOWN,
+            )
+        )
     return out
 
 
@@ -95,20 +115,42 @@ def _manager_findings(readings: Readings, switches: list[str], fix: str) -> list
     where = _switches(switches)
     if unit is not None and unit.active_state is not None:
         if unit.load_state == "not-found":
-            return [Finding("fabric_manager", f"nvidia-fabricmanager is not installed and {where}: {ERROR_802} — install "
-                            f"nvidia-fabricmanager of {_driver(readings)} branch and version, then start it", BLOCKER)]
+            return [
+                Finding(
+                    "fabric_manager",
+                    f"nvidia-fabricmanager is not installed and {where}: {ERROR_802} — install "
+                    f"nvidia-fabricmanager of {_driver(readings)} branch and version, then start it",
+                    BLOCKER,
+                )
+            ]
         if unit.active_state != "active":
-            return [Finding("fabric_manager", f"nvidia-fabricmanager.service is {unit.active_state} and {where}: "
-                            f"{ERROR_802} — {fix}", BLOCKER)]
+            return [
+                Finding(
+                    "fabric_manager",
+                    f"nvidia-fabricmanager.service is {unit.active_state} and {where}: {ERROR_802} — {fix}",
+                    BLOCKER,
+                )
+            ]
         return []
     if unit is None:
         return []
     states = _states(readings)
     why = unit.error or "not read"
     if states and all(st.lower() == "completed" for _, st, _ in states):
-        return [Finding("fabric_manager_unread", f"nvidia-fabricmanager.service not read ({why}); every GPU's fabric "
-                        "registration reads Completed", NOTE)]
+        return [
+            Finding(
+                "fabric_manager_unread",
+                f"nvidia-fabricmanager.service not read ({why}); every GPU's fabric registration reads Completed",
+                NOTE,
+            )
+        ]
     if not states:
-        return [Finding("fabric_unknown", f"{where} and neither the GPUs' NVLink fabric state nor nvidia-fabricmanager.service "
-                        f"could be read ({why}): a model may fail with CUDA error 802", UNKNOWN)]
+        return [
+            Finding(
+                "fabric_unknown",
+                f"{where} and neither the GPUs' NVLink fabric state nor nvidia-fabricmanager.service "
+                f"could be read ({why}): a model may fail with CUDA error 802",
+                UNKNOWN,
+            )
+        ]
     return []

@@ -36,7 +36,9 @@ from bot.readiness.xid_catalog import REBOOT, meaning
 BLOCKER = "blocker"
 NOTE = "note"
 
-NEEDS_RESET_CODES = frozenset({"gpu_recovery_action", "gpu_rows_pending", "gpu_pages_pending", "gpu_xid_fatal", "gpu_lost"})
+NEEDS_RESET_CODES = frozenset(
+    {"gpu_recovery_action", "gpu_rows_pending", "gpu_pages_pending", "gpu_xid_fatal", "gpu_lost"}
+)
 """Reason codes that mean "a GPU needs a reset or the host a reboot" (the morning report counts them)."""
 BUSY_CODES = frozenset({"gpu_busy", "vram_no_owner"})
 """Reason codes that mean "a GPU is in use"."""
@@ -83,8 +85,11 @@ def _gpu_findings(g: Gpu, h: GpuHealth, idle: bool) -> Iterable[Finding]:
         yield Finding("gpu_pages_pending", f"{name}: pages pending retirement — reboot to retire pages", BLOCKER)
     if h.ecc_uncorrected_volatile and not h.rows_pending:
         n = h.ecc_uncorrected_volatile
-        yield Finding("gpu_ecc_uncorrected",
-                      f"{name}: {n:,} uncorrectable ECC error{'s' if n != 1 else ''} since the driver loaded", NOTE)
+        yield Finding(
+            "gpu_ecc_uncorrected",
+            f"{name}: {n:,} uncorrectable ECC error{'s' if n != 1 else ''} since the driver loaded",
+            NOTE,
+        )
     if h.hw_slowdown and idle:
         yield Finding("gpu_hw_slowdown", f"{name}: hardware slowdown active while idle (thermal or power brake)", NOTE)
     if h.persistence_mode is False:
@@ -143,8 +148,11 @@ def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
         if asked and last.at is not None and (live is None or live.recovery_action is None):
             # The driver logged that it needs a recovery action and cannot be asked now: the line is the only witness.
             fix = "reboot the host" if "reboot" in asked.lower() else f"reset {gpu if index is not None else 'the GPU'}"
-            yield Finding("gpu_recovery_action", f"{what}: the driver asked for \"{asked}\" and its recovery action "
-                          f"cannot be read now — {fix} before use", BLOCKER)
+            yield Finding(
+                "gpu_recovery_action",
+                f'{what}: the driver asked for "{asked}" and its recovery action cannot be read now — {fix} before use',
+                BLOCKER,
+            )
         elif m.unusable and any(e.at is not None for e in events):
             fix = "reboot the host" if m.fix == REBOOT else f"reset {gpu if index is not None else 'the GPU'}"
             yield Finding("gpu_xid_fatal", f"{what} — {fix} before use", BLOCKER)
@@ -164,12 +172,21 @@ def _slow_probe(readings: Readings, slow_s: float | None) -> Finding | None:
     if any(m is False for m in modes):
         off = [g.index for g in readings.gpu.gpus if g.health is not None and g.health.persistence_mode is False]
         which = "" if len(off) == len(readings.gpu.gpus) else f" on GPU {', '.join(map(str, off))}"
-        return Finding("gpu_probe_slow", f"{tool} took {took} s: persistence mode is off{which} (enable nvidia-persistenced)", NOTE)
+        return Finding(
+            "gpu_probe_slow", f"{tool} took {took} s: persistence mode is off{which} (enable nvidia-persistenced)", NOTE
+        )
     if modes and all(modes):
-        return Finding("gpu_probe_slow", f"{tool} took {took} s with persistence mode on: the driver is slow to answer "
-                       "(check dmesg for NVRM errors)", NOTE)
-    return Finding("gpu_probe_slow", f"{tool} took {took} s (persistence mode not read; nvidia-persistenced keeps the driver "
-                   "initialized)", NOTE)
+        return Finding(
+            "gpu_probe_slow",
+            f"{tool} took {took} s with persistence mode on: the driver is slow to answer "
+            "(check dmesg for NVRM errors)",
+            NOTE,
+        )
+    return Finding(
+        "gpu_probe_slow",
+        f"{tool} took {took} s (persistence mode not read; nvidia-persistenced keeps the driver initialized)",
+        NOTE,
+    )
 
 
 def health_findings(readings: Readings, *, gpu_free_mib: int, slow_s: float | None = None) -> list[Finding]:
@@ -188,8 +205,11 @@ def health_findings(readings: Readings, *, gpu_free_mib: int, slow_s: float | No
             out.append(slow)
         for g in readings.gpu.gpus:
             if g.health is not None:
-                out += [f for f in _gpu_findings(g, g.health, _idle(g, readings, gpu_free_mib))
-                        if not (slow and f.code == "gpu_persistence_off")]
+                out += [
+                    f
+                    for f in _gpu_findings(g, g.health, _idle(g, readings, gpu_free_mib))
+                    if not (slow and f.code == "gpu_persistence_off")
+                ]
     if readings.kernel_log is not None:
         out += _xid_findings(readings.kernel_log, readings.gpu.gpus)
     return out

@@ -90,8 +90,16 @@ class Assessment:
 # A unit expected "inactive" is also fine when it failed: nothing of it runs (a warning says so).
 _EQUIVALENT = {"inactive": {"inactive", "failed"}}
 
-BLOCKING_FAILURES = frozenset({ProbeFailure.DRIVER, ProbeFailure.DRIVER_LIBRARY, ProbeFailure.VERSION_MISMATCH,
-                               ProbeFailure.GPU_LOST, ProbeFailure.HARDWARE, ProbeFailure.NO_DEVICES})
+BLOCKING_FAILURES = frozenset(
+    {
+        ProbeFailure.DRIVER,
+        ProbeFailure.DRIVER_LIBRARY,
+        ProbeFailure.VERSION_MISMATCH,
+        ProbeFailure.GPU_LOST,
+        ProbeFailure.HARDWARE,
+        ProbeFailure.NO_DEVICES,
+    }
+)
 """GPU probe failures that name a driver or hardware fault: the host is *not ready* (it cannot run
 a model until someone acts), not merely unknown. Timeouts and unclassified failures stay unknown."""
 
@@ -108,10 +116,15 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
     _judge_disk(readings, req, reasons)
     _judge_units(readings, req, reasons, serving)
     reasons += _serving_reasons(readings, req, serving)
-    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib,
-                                                                                            slow_s=req.slow_gpu_probe_s)]
-    reasons += [Reason(f.code, f.text, Severity(f.severity)) for f in device_findings(readings) + fabric_findings(readings)
-                if not (f.code == "fabric_manager" and FABRIC_UNIT in req.units)]  # a configured unit is judged once, as configured
+    reasons += [
+        Reason(f.code, f.text, Severity(f.severity))
+        for f in health_findings(readings, gpu_free_mib=req.gpu_free_mib, slow_s=req.slow_gpu_probe_s)
+    ]
+    reasons += [
+        Reason(f.code, f.text, Severity(f.severity))
+        for f in device_findings(readings) + fabric_findings(readings)
+        if not (f.code == "fabric_manager" and FABRIC_UNIT in req.units)
+    ]  # a configured unit is judged once, as configured
     for f in readings.folders:
         if f.warning:
             reasons.append(Reason("folder_warning", f"{f.path}: {f.warning}", Severity.NOTE))
@@ -159,11 +172,21 @@ def _serving_reasons(readings: Readings, req: Requirements, serving: dict[str, f
         on = f"GPU {', '.join(map(str, gpus))}" if gpus else "its GPUs"
         how = "its health setting" if s.url_source == "setting" else "its command line's server default"
         if req.need_bytes is not None:
-            out.append(Reason("gpus_serving", f"the GPUs are serving {unit} (healthy, {on}): another deployment needs it "
-                              "stopped first", Severity.BLOCKER))
+            out.append(
+                Reason(
+                    "gpus_serving",
+                    f"the GPUs are serving {unit} (healthy, {on}): another deployment needs it stopped first",
+                    Severity.BLOCKER,
+                )
+            )
         else:
-            out.append(Reason("serving", f"{unit} is serving on {on}: {s.url} → 200 ({how}); no other process "
-                              "holds those GPUs", Severity.NOTE))
+            out.append(
+                Reason(
+                    "serving",
+                    f"{unit} is serving on {on}: {s.url} → 200 ({how}); no other process holds those GPUs",
+                    Severity.NOTE,
+                )
+            )
     return out
 
 
@@ -182,11 +205,16 @@ def _processes_text(readings: Readings, procs: list[GpuProcess], gpu_used_mib: i
     """``python3 (pid 4411, 40,960 MiB), …`` with each owner; a lone process holding all the memory
     the GPU has used is ``python3 (pid 4411)``: the figure is said once, by the GPU."""
     alone = len(procs) == 1 and procs[0].used_memory_mib == gpu_used_mib
-    return ", ".join(f"{p.process_name} (pid {p.pid}{'' if alone else ', ' + human_mib(p.used_memory_mib)})"
-                     f"{_owner_text(readings, p.pid)}" for p in procs)
+    return ", ".join(
+        f"{p.process_name} (pid {p.pid}{'' if alone else ', ' + human_mib(p.used_memory_mib)})"
+        f"{_owner_text(readings, p.pid)}"
+        for p in procs
+    )
 
 
-def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason], serving: dict[str, frozenset[int]]) -> None:
+def _judge_gpus(
+    readings: Readings, req: Requirements, reasons: list[Reason], serving: dict[str, frozenset[int]]
+) -> None:
     add = reasons.append
     gpu = readings.gpu
     if gpu.failure is not None:
@@ -204,34 +232,64 @@ def _judge_gpus(readings: Readings, req: Requirements, reasons: list[Reason], se
         server = next((u for u, pids in serving.items() if procs and all(p.pid in pids for p in procs)), None)
         if server is not None:
             held = ", ".join(f"{p.process_name} (pid {p.pid})" for p in procs)
-            add(Reason("gpu_serving", f"GPU {g.index}: {human_mib(g.memory_used_mib)} held by {server}: {held}",
-                       Severity.BLOCKER if req.need_bytes is not None else Severity.NOTE))
+            add(
+                Reason(
+                    "gpu_serving",
+                    f"GPU {g.index}: {human_mib(g.memory_used_mib)} held by {server}: {held}",
+                    Severity.BLOCKER if req.need_bytes is not None else Severity.NOTE,
+                )
+            )
         elif procs:
             who = _processes_text(readings, procs, g.memory_used_mib)
             add(Reason("gpu_busy", f"GPU {g.index}: {human_mib(g.memory_used_mib)} used by {who}", Severity.BLOCKER))
         elif (g.mig_mode or "").lower() == "enabled":
             _judge_mig(g, req, reasons, source=gpu.source)
         elif (g.mig_mode or "").startswith("["):
-            add(Reason("mig_unknown", f"GPU {g.index}: MIG mode could not be read ({g.mig_mode}); in MIG mode its memory "
-                       "and process readings would not cover its MIG instances", Severity.UNKNOWN))
+            add(
+                Reason(
+                    "mig_unknown",
+                    f"GPU {g.index}: MIG mode could not be read ({g.mig_mode}); in MIG mode its memory "
+                    "and process readings would not cover its MIG instances",
+                    Severity.UNKNOWN,
+                )
+            )
         elif g.memory_used_mib is None:
             add(Reason("gpu_memory_unknown", f"GPU {g.index}: memory used is unknown", Severity.UNKNOWN))
         elif g.memory_used_mib > req.gpu_free_mib:
-            add(Reason("vram_no_owner", f"GPU {g.index}: {human_mib(g.memory_used_mib)} VRAM held, no visible owner"
-                       + _device_holders(readings), Severity.BLOCKER))
+            add(
+                Reason(
+                    "vram_no_owner",
+                    f"GPU {g.index}: {human_mib(g.memory_used_mib)} VRAM held, no visible owner"
+                    + _device_holders(readings),
+                    Severity.BLOCKER,
+                )
+            )
         if (g.compute_mode or "").lower() == "prohibited":
-            add(Reason("gpu_prohibited", f"GPU {g.index}: compute mode is Prohibited, so no CUDA process may use it (someone fenced "
-                       f"it; `nvidia-smi -i {g.index} -c DEFAULT` lifts the fence)", Severity.BLOCKER))
+            add(
+                Reason(
+                    "gpu_prohibited",
+                    f"GPU {g.index}: compute mode is Prohibited, so no CUDA process may use it (someone fenced "
+                    f"it; `nvidia-smi -i {g.index} -c DEFAULT` lifts the fence)",
+                    Severity.BLOCKER,
+                )
+            )
     for p in gpu.processes:
         if p.gpu_uuid not in by_uuid:
-            add(Reason("gpu_busy", f"process {p.process_name} (pid {p.pid}) on unlisted GPU {p.gpu_uuid}", Severity.BLOCKER))
+            add(
+                Reason(
+                    "gpu_busy", f"process {p.process_name} (pid {p.pid}) on unlisted GPU {p.gpu_uuid}", Severity.BLOCKER
+                )
+            )
 
 
 def _device_holders(readings: Readings) -> str:
     held = [o for o in (readings.owners.owners if readings.owners else []) if o.source == "device-file"]
     if not held:
         return ""
-    names = ", ".join(f"{(o.command or '?').split()[0].rsplit('/', 1)[-1]} (pid {o.pid}{', ' + o.user if o.user else ''})" for o in held[:5])
+    names = ", ".join(
+        f"{(o.command or '?').split()[0].rsplit('/', 1)[-1]} (pid {o.pid}{', ' + o.user if o.user else ''})"
+        for o in held[:5]
+    )
     return f"; /dev/nvidia* is open in {names}"
 
 
@@ -239,21 +297,42 @@ def _judge_mig(g: Gpu, req: Requirements, reasons: list[Reason], *, source: str)
     """A GPU in MIG mode: the parent's numbers alone never make it ready; its instances decide, and
     a GPU in MIG mode with no instance at all has nowhere a model could run."""
     if g.mig_devices is None:
-        why = ("(NVML could not list them)" if source == "nvml"
-               else "(nvidia-smi's GPU row covers only the parent); set gpu_backend=nvml for this host")
-        reasons.append(Reason("mig_unread", f"GPU {g.index} is in MIG mode and its MIG instances were not read {why}",
-                              Severity.UNKNOWN))
+        why = (
+            "(NVML could not list them)"
+            if source == "nvml"
+            else "(nvidia-smi's GPU row covers only the parent); set gpu_backend=nvml for this host"
+        )
+        reasons.append(
+            Reason(
+                "mig_unread",
+                f"GPU {g.index} is in MIG mode and its MIG instances were not read {why}",
+                Severity.UNKNOWN,
+            )
+        )
         return
     if not g.mig_devices:
-        reasons.append(Reason("mig_no_instances", f"GPU {g.index} is in MIG mode with no MIG instance: nothing can run on it "
-                              "(create GPU instances, or turn MIG mode off)", Severity.BLOCKER))
+        reasons.append(
+            Reason(
+                "mig_no_instances",
+                f"GPU {g.index} is in MIG mode with no MIG instance: nothing can run on it "
+                "(create GPU instances, or turn MIG mode off)",
+                Severity.BLOCKER,
+            )
+        )
         return
     for m in g.mig_devices:
         if m.memory_used_mib is None:
-            reasons.append(Reason("gpu_memory_unknown", f"GPU {g.index} MIG {m.uuid}: memory used is unknown", Severity.UNKNOWN))
+            reasons.append(
+                Reason("gpu_memory_unknown", f"GPU {g.index} MIG {m.uuid}: memory used is unknown", Severity.UNKNOWN)
+            )
         elif m.processes == 0 and m.memory_used_mib > req.gpu_free_mib:
-            reasons.append(Reason("vram_no_owner", f"GPU {g.index} MIG {m.uuid}: {human_mib(m.memory_used_mib)} VRAM held, no visible owner",
-                                  Severity.BLOCKER))
+            reasons.append(
+                Reason(
+                    "vram_no_owner",
+                    f"GPU {g.index} MIG {m.uuid}: {human_mib(m.memory_used_mib)} VRAM held, no visible owner",
+                    Severity.BLOCKER,
+                )
+            )
 
 
 def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason]) -> None:
@@ -273,30 +352,68 @@ def _judge_inventory(readings: Readings, req: Requirements, reasons: list[Reason
             idx = f"GPU {k.index} " if k.index is not None else ""
             missing.append(f"{idx}{k.uuid}{f' (bus {k.bus_id})' if k.bus_id else ''} last seen in {snap}{when}")
     if w and w.error:
-        reasons.append(Reason("gpu_witnesses_unread", f"GPU inventory not cross-checked with the kernel driver and the PCI bus: "
-                              f"{w.error}", Severity.NOTE))
-    kernel_missing = [kg for kg in (w.kernel or []) if not kg.excluded and kg.uuid and kg.uuid not in present
-                      and kg.bus_id not in listed_buses] if w else []
+        reasons.append(
+            Reason(
+                "gpu_witnesses_unread",
+                f"GPU inventory not cross-checked with the kernel driver and the PCI bus: {w.error}",
+                Severity.NOTE,
+            )
+        )
+    kernel_missing = (
+        [
+            kg
+            for kg in (w.kernel or [])
+            if not kg.excluded and kg.uuid and kg.uuid not in present and kg.bus_id not in listed_buses
+        ]
+        if w
+        else []
+    )
     for kg in kernel_missing:
         if kg.uuid not in {k.uuid for k in req.known_gpus if k.uuid not in present}:
             missing.append(f"{kg.uuid} (bus {kg.bus_id}) is bound by the NVIDIA kernel driver but not listed")
-    pci_missing = sorted(set(w.pci) - listed_buses - {kg.bus_id for kg in kernel_missing} - buses - set(foreign)) if w and w.pci is not None and listed_buses else []
+    pci_missing = (
+        sorted(set(w.pci) - listed_buses - {kg.bus_id for kg in kernel_missing} - buses - set(foreign))
+        if w and w.pci is not None and listed_buses
+        else []
+    )
     expected = len(gpus) + len(missing) + len(pci_missing)
     if req.expected_gpus is not None:
         if len(gpus) + len(readings.gpu.lost) < req.expected_gpus:
-            reasons.append(Reason("gpu_missing", f"{len(gpus)} of {req.expected_gpus} GPUs present"
-                                  + (": " + "; ".join(missing + [f"bus {b} on the PCI bus but not listed" for b in pci_missing])
-                                     if missing or pci_missing else ""), Severity.BLOCKER))
+            reasons.append(
+                Reason(
+                    "gpu_missing",
+                    f"{len(gpus)} of {req.expected_gpus} GPUs present"
+                    + (
+                        ": " + "; ".join(missing + [f"bus {b} on the PCI bus but not listed" for b in pci_missing])
+                        if missing or pci_missing
+                        else ""
+                    ),
+                    Severity.BLOCKER,
+                )
+            )
         elif missing or pci_missing:
-            reasons.append(Reason("gpu_witnesses", "the GPU witnesses disagree: " + "; ".join(
-                missing + [f"bus {b} on the PCI bus but not listed" for b in pci_missing]), Severity.NOTE))
+            reasons.append(
+                Reason(
+                    "gpu_witnesses",
+                    "the GPU witnesses disagree: "
+                    + "; ".join(missing + [f"bus {b} on the PCI bus but not listed" for b in pci_missing]),
+                    Severity.NOTE,
+                )
+            )
         return
     if missing or pci_missing:
         what = missing + [f"bus {b} is an NVIDIA GPU on the PCI bus but not listed" for b in pci_missing]
-        reasons.append(Reason("gpu_missing", f"{len(gpus)} of {expected} GPUs present: " + "; ".join(what), Severity.BLOCKER))
+        reasons.append(
+            Reason("gpu_missing", f"{len(gpus)} of {expected} GPUs present: " + "; ".join(what), Severity.BLOCKER)
+        )
     elif w and w.kernel is not None and len([k for k in w.kernel if not k.excluded]) < len(gpus):
-        reasons.append(Reason("gpu_witnesses", f"the GPU witnesses disagree: the kernel driver lists {len(w.kernel)}, "
-                              f"the GPU probe {len(gpus)}", Severity.NOTE))
+        reasons.append(
+            Reason(
+                "gpu_witnesses",
+                f"the GPU witnesses disagree: the kernel driver lists {len(w.kernel)}, the GPU probe {len(gpus)}",
+                Severity.NOTE,
+            )
+        )
 
 
 def _judge_foreign(foreign: dict[str, str], req: Requirements, present: set[str], reasons: list[Reason]) -> None:
@@ -321,13 +438,21 @@ def _judge_disk(readings: Readings, req: Requirements, reasons: list[Reason]) ->
             why = disk.error if disk and disk.error else "not measured"
             add(Reason("disk_unknown", f"free disk unknown: {why}", Severity.UNKNOWN))
         elif disk.avail_bytes < req.need_bytes:
-            add(Reason("disk_short", f"{disk.path}: {human_bytes(disk.avail_bytes)} free, need {human_bytes(req.need_bytes)}", Severity.BLOCKER))
+            add(
+                Reason(
+                    "disk_short",
+                    f"{disk.path}: {human_bytes(disk.avail_bytes)} free, need {human_bytes(req.need_bytes)}",
+                    Severity.BLOCKER,
+                )
+            )
     for d in readings.disks:
         if d.error and req.need_bytes is None:
             add(Reason("disk_error", f"{d.path}: {d.error}", Severity.NOTE))
 
 
-def _judge_units(readings: Readings, req: Requirements, reasons: list[Reason], serving: dict[str, frozenset[int]]) -> None:
+def _judge_units(
+    readings: Readings, req: Requirements, reasons: list[Reason], serving: dict[str, frozenset[int]]
+) -> None:
     add = reasons.append
     units = {u.name: u for u in readings.units}
     for name, expected in req.units.items():
@@ -335,14 +460,27 @@ def _judge_units(readings: Readings, req: Requirements, reasons: list[Reason], s
         if u is None or u.active_state is None:
             add(Reason("unit_unknown", f"{name}: state unknown ({u.error if u else 'not probed'})", Severity.UNKNOWN))
         elif u.load_state == "not-found":
-            add(Reason("unit_not_found", f"{name}: no such unit on this host (LoadState=not-found); check the name",
-                       Severity.UNKNOWN))
+            add(
+                Reason(
+                    "unit_not_found",
+                    f"{name}: no such unit on this host (LoadState=not-found); check the name",
+                    Severity.UNKNOWN,
+                )
+            )
         elif u.active_state not in _EQUIVALENT.get(expected, {expected}) and name in serving and req.need_bytes is None:
-            add(Reason("unit_serving", f"{name} is {u.active_state} (expected {expected}): it is serving", Severity.NOTE))
+            add(
+                Reason(
+                    "unit_serving", f"{name} is {u.active_state} (expected {expected}): it is serving", Severity.NOTE
+                )
+            )
         elif u.active_state not in _EQUIVALENT.get(expected, {expected}):
             add(Reason("unit_state", f"{name} is {u.active_state}, expected {expected}", Severity.BLOCKER))
         elif u.active_state == "failed" and expected != "failed":
-            add(Reason("unit_failed", f"{name} failed: its last run crashed (see `journalctl -u {name}`)", Severity.NOTE))
+            add(
+                Reason(
+                    "unit_failed", f"{name} failed: its last run crashed (see `journalctl -u {name}`)", Severity.NOTE
+                )
+            )
 
 
 def unreachable(message: str, kind: str) -> Assessment:

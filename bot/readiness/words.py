@@ -30,5 +30,8 @@ def verdict_text(verdict: str, serving: Sequence[str] = ()) -> str:
 def stored_serving(reasons: Sequence[Mapping[str, Any]] | None) -> tuple[str, ...]:
     """The serving units of a stored snapshot's ``reasons`` (``[{"code", "text", "severity"}]``):
     each ``serving`` reason's text starts with the unit's name (``vllm-kimi.service is serving on …``)."""
-    return tuple(str(r.get("text", "")).split(" is serving", 1)[0] for r in reasons or ()
-                 if r.get("code") == "serving" and " is serving" in str(r.get("text", "")))
+    return tuple(
+        str(r.get("text", "")).split(" is serving", 1)[0]
+        for r in reasons or ()
+        if r.get("code") == "serving" and " is serving" in str(r.get("text", ""))
+    )

@@ -58,9 +58,11 @@ def history_view(h: History) -> HistoryView:
     peak = max((p.gpu_used_mib for p in h.points if p.gpu_used_mib is not None), default=None)
     low = min((p.disk_free_bytes for p in h.points if p.disk_free_bytes is not None), default=None)
     count = h.total_changes - 1 if h.total_changes else 0  # the first snapshot is not a change
-    summary = (f"{count} verdict change{'s' if count != 1 else ''}{more} · "
-               f"peak GPU memory used {human_mib(peak)} · lowest free disk {human_bytes(low)} · "
-               f"{sum(p.count for p in h.points):,} snapshots")
+    summary = (
+        f"{count} verdict change{'s' if count != 1 else ''}{more} · "
+        f"peak GPU memory used {human_mib(peak)} · lowest free disk {human_bytes(low)} · "
+        f"{sum(p.count for p in h.points):,} snapshots"
+    )
     return HistoryView(f"{h.host}: last {span_words(h.until - h.since)}", summary, lines)
 
 

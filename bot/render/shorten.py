@@ -35,8 +35,10 @@ def split_at_clauses(text: str, limit: int) -> list[str]:
     Joined again, the pieces give back ``text`` but for the blanks at the cuts."""
     pieces: list[str] = []
     while len(text) > limit:
-        cut = next((at + len(mark) for mark in BOUNDARIES
-                    if (at := text.rfind(mark, limit // 2, limit - len(mark) + 1)) >= 0), limit)
+        cut = next(
+            (at + len(mark) for mark in BOUNDARIES if (at := text.rfind(mark, limit // 2, limit - len(mark) + 1)) >= 0),
+            limit,
+        )
         pieces.append(text[:cut].rstrip())
         text = text[cut:].lstrip(" ")
     return [*pieces, text] if text or not pieces else pieces

@@ -71,7 +71,9 @@ def _owner(r: Readings, pid: int) -> str:
     parts = []
     if o.container_id:
         kind = o.runtime or "container"
-        parts.append(f"{kind} {o.container_name or o.container_id[:12]}" + (f" (pod {o.pod_uid[:8]})" if o.pod_uid else ""))
+        parts.append(
+            f"{kind} {o.container_name or o.container_id[:12]}" + (f" (pod {o.pod_uid[:8]})" if o.pod_uid else "")
+        )
     elif o.unit:
         parts.append(o.unit)
     if o.user:
@@ -94,8 +96,11 @@ def _container_advice(host: str, pid: int, o: ProcessOwner) -> str:
     """A container's own stop, or for a Kubernetes pod why killing it would not help."""
     name = o.container_name or (o.container_id or "")[:12]
     if o.pod_uid:
-        return (f"pid {pid} runs in Kubernetes pod {o.pod_uid[:8]}" + (f" (container {name})" if name else "")
-                + ": its controller restarts a killed pod, so scale its workload down with kubectl (gpubot does not)")
+        return (
+            f"pid {pid} runs in Kubernetes pod {o.pod_uid[:8]}"
+            + (f" (container {name})" if name else "")
+            + ": its controller restarts a killed pod, so scale its workload down with kubectl (gpubot does not)"
+        )
     if o.runtime in ("docker", "podman"):
         return f"`{o.runtime} stop {name}` on {host} — pid {pid} runs in {o.runtime} container {name}"
     return f"pid {pid} runs in {o.runtime or 'a'} container {name}: stop the container with its runtime on {host}"
@@ -122,8 +127,11 @@ def next_steps(report: StatusReport, *, chat: str = CHAT) -> list[str]:
     host = report.host
     owners = {o.pid: o for o in (r.owners.owners if r.owners else [])}
     units = {u.name: u for u in r.units}
-    steps = [f"`{chat} stop {host} {u.name}` — {u.name} is {u.active_state}, expected inactive" for u in r.units
-             if report.units_expected.get(u.name) == "inactive" and u.active_state in RUNNING_STATES]
+    steps = [
+        f"`{chat} stop {host} {u.name}` — {u.name} is {u.active_state}, expected inactive"
+        for u in r.units
+        if report.units_expected.get(u.name) == "inactive" and u.active_state in RUNNING_STATES
+    ]
     names = {p.pid: p.process_name for p in r.gpu.processes}
     pids = [p.pid for p in r.gpu.processes] + [o.pid for o in owners.values() if o.source == "device-file"]
     left: dict[str, list[int]] = {}
@@ -143,17 +151,24 @@ def next_steps(report: StatusReport, *, chat: str = CHAT) -> list[str]:
                 continue
         else:
             whose = f", user {o.user}" if o is not None and o.user else ""
-            step = f"`{chat} kill {host} pid={pid}` — {what}{whose}" + (" holds /dev/nvidia* open" if o and o.source == "device-file" else "")
+            step = f"`{chat} kill {host} pid={pid}` — {what}{whose}" + (
+                " holds /dev/nvidia* open" if o and o.source == "device-file" else ""
+            )
         if not any(x.split(" — ")[0] == step.split(" — ")[0] for x in steps):
             steps.append(step)
     for name, held in left.items():
         state = units[name].active_state
-        targets = [u for u, want in report.units_expected.items()
-                   if want == "active" and u != name and (units.get(u) is None or units[u].active_state not in RUNNING_STATES)]
+        targets = [
+            u
+            for u, want in report.units_expected.items()
+            if want == "active" and u != name and (units.get(u) is None or units[u].active_state not in RUNNING_STATES)
+        ]
         pivot = f"; or `{chat} pivot {host} from={name} to={targets[0]} kill=leftovers`" if targets else ""
-        steps.append(f"`{chat} kill {host} {' '.join(f'pid={p}' for p in held)}` — "
-                     f"{', '.join(f'{names.get(p, chr(63))} (pid {p})' for p in held)} left in {name}'s cgroup after it "
-                     f"stopped ({state}): stopping it again frees nothing{pivot}")
+        steps.append(
+            f"`{chat} kill {host} {' '.join(f'pid={p}' for p in held)}` — "
+            f"{', '.join(f'{names.get(p, chr(63))} (pid {p})' for p in held)} left in {name}'s cgroup after it "
+            f"stopped ({state}): stopping it again frees nothing{pivot}"
+        )
     return steps
 
 
@@ -169,8 +184,11 @@ def status_view(report: StatusReport, *, command: str = TERMINAL, chat: str = CH
     a = report.assessment
     words = verdict_text(a.verdict, a.serving)
     headline = f"{report.host}: {words}"
-    reasons = [r.text + (f" Next: `{command} hosts trust {report.host}`." if r.code == "host_key" else "")
-               for r in a.reasons if r.severity is not Severity.NOTE or r.code in SERVING_CODES]
+    reasons = [
+        r.text + (f" Next: `{command} hosts trust {report.host}`." if r.code == "host_key" else "")
+        for r in a.reasons
+        if r.severity is not Severity.NOTE or r.code in SERVING_CODES
+    ]
     notes = [r.text for r in a.reasons if r.severity is Severity.NOTE and r.code not in SERVING_CODES]
     sections: list[Section] = []
     r = report.readings
@@ -181,20 +199,29 @@ def status_view(report: StatusReport, *, command: str = TERMINAL, chat: str = CH
             lines = []
             for g in r.gpu.gpus:
                 procs = [p for p in r.gpu.processes if p.gpu_uuid == g.uuid]
-                who = ", ".join(f"{p.process_name} pid {p.pid} ({human_mib(p.used_memory_mib)}){_owner(r, p.pid)}"
-                                for p in procs) or "no processes"
+                who = (
+                    ", ".join(
+                        f"{p.process_name} pid {p.pid} ({human_mib(p.used_memory_mib)}){_owner(r, p.pid)}"
+                        for p in procs
+                    )
+                    or "no processes"
+                )
                 total = f"{g.memory_total_mib:,}" if g.memory_total_mib is not None else "?"
                 used = f"{g.memory_used_mib:,}" if g.memory_used_mib is not None else "unknown"
                 util = f"{g.utilization_pct}%" if g.utilization_pct is not None else "util unknown"
                 lines.append(f"GPU {g.index} · {used} / {total} MiB · {util} · {who}")
-            sections.append(Section(f"GPUs ({len(r.gpu.gpus)} × {r.gpu.gpus[0].name})" if r.gpu.gpus else "GPUs", lines))
+            sections.append(
+                Section(f"GPUs ({len(r.gpu.gpus)} × {r.gpu.gpus[0].name})" if r.gpu.gpus else "GPUs", lines)
+            )
         disk_lines = []
         for d in r.disks:
             if d.avail_bytes is None:
                 disk_lines.append(f"{d.path} — unknown ({d.error})")
             else:
                 need = f" (need {human_bytes(report.need_bytes)})" if report.need_bytes and d is r.disks[0] else ""
-                disk_lines.append(f"{d.path} — {human_bytes(d.avail_bytes)} free of {human_bytes(d.size_bytes)} on {d.mount}{need}")
+                disk_lines.append(
+                    f"{d.path} — {human_bytes(d.avail_bytes)} free of {human_bytes(d.size_bytes)} on {d.mount}{need}"
+                )
         sections.append(Section("Disk", disk_lines))
         if r.folders:
             sections.append(Section("Weight folders", [_folder_line(f) for f in r.folders]))
@@ -212,19 +239,31 @@ def status_view(report: StatusReport, *, command: str = TERMINAL, chat: str = CH
             sections.append(Section("Units", unit_lines))
         holders = [o for o in (r.owners.owners if r.owners else []) if o.source == "device-file"]
         if holders:
-            sections.append(Section("Holding /dev/nvidia*", [f"pid {o.pid}{_owner(r, o.pid)}" for o in holders]
-                                    + (["(only the SSH user's processes could be read)"] if r.owners and r.owners.scan_limited else [])))
+            sections.append(
+                Section(
+                    "Holding /dev/nvidia*",
+                    [f"pid {o.pid}{_owner(r, o.pid)}" for o in holders]
+                    + (["(only the SSH user's processes could be read)"] if r.owners and r.owners.scan_limited else []),
+                )
+            )
         in_chat = command != TERMINAL
         steps = next_steps(report, chat=command if in_chat else chat)
         if steps:
             typed_elsewhere = not in_chat and any(f"`{chat} " in x for x in steps)
-            sections.append(Section("Next step" + (f" (in Slack or `{TERMINAL} console`)" if typed_elsewhere else ""), steps))
+            sections.append(
+                Section("Next step" + (f" (in Slack or `{TERMINAL} console`)" if typed_elsewhere else ""), steps)
+            )
         if notes:
             sections.append(Section("Notes", notes))
     if report.store_error:
         sections.append(Section("Storage", [report.store_error]))
     stored = f"snapshot #{report.snapshot_id}" if report.snapshot_id is not None else "NOT STORED"
-    ctx = [f"probed {report.taken_at:%Y-%m-%d %H:%M:%S} UTC", f"{report.duration_ms / 1000:.1f} s", stored, report.where]
+    ctx = [
+        f"probed {report.taken_at:%Y-%m-%d %H:%M:%S} UTC",
+        f"{report.duration_ms / 1000:.1f} s",
+        stored,
+        report.where,
+    ]
     if r is not None:
         driver = r.gpu.driver_version or r.context.kernel_driver
         if driver:
@@ -240,13 +279,18 @@ def one_line(report: StatusReport) -> str:
     r = report.readings
     parts = [f"{report.host}", verdict_text(report.assessment.verdict, report.assessment.serving)]
     if r is not None and r.gpu.failure is None:
-        busy = sum(1 for g in r.gpu.gpus if (g.memory_used_mib or 0) > 0 or any(p.gpu_uuid == g.uuid for p in r.gpu.processes))
+        busy = sum(
+            1 for g in r.gpu.gpus if (g.memory_used_mib or 0) > 0 or any(p.gpu_uuid == g.uuid for p in r.gpu.processes)
+        )
         parts.append(f"{busy}/{len(r.gpu.gpus)} GPUs in use")
     if r is not None and r.disks and r.disks[0].avail_bytes is not None:
         parts.append(f"{human_bytes(r.disks[0].avail_bytes)} free")
     # the line starts with the host's name: a reason that starts with it too ("node2: SSH …") drops it
-    reasons = [x.text.removeprefix(f"{report.host}: ") for x in report.assessment.reasons
-               if x.severity is not Severity.NOTE and x.code not in SERVING_CODES]
+    reasons = [
+        x.text.removeprefix(f"{report.host}: ")
+        for x in report.assessment.reasons
+        if x.severity is not Severity.NOTE and x.code not in SERVING_CODES
+    ]
     if reasons:
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
         parts.append(reasons[0] + more)
@@ -266,7 +310,9 @@ class FleetView:
 ORDER = [Verdict.UNREACHABLE, Verdict.NOT_READY, Verdict.UNKNOWN, Verdict.SERVING, Verdict.READY]
 
 
-def fleet_view(title: str, reports: list[StatusReport], total: int | None = None, *, rerun: str | None = None) -> FleetView:
+def fleet_view(
+    title: str, reports: list[StatusReport], total: int | None = None, *, rerun: str | None = None
+) -> FleetView:
     """Summary of many hosts; problem hosts first. ``total`` > answered shows progress. ``rerun`` is
     the command that probes the fan-out again (``/gpu status group:train``), named in the note on
     hosts the bot's shutdown cut off (:func:`shutdown_note`)."""
@@ -274,20 +320,26 @@ def fleet_view(title: str, reports: list[StatusReport], total: int | None = None
 
     counts = Counter(r.assessment.verdict for r in reports)
     answered = len(reports)
-    count_text = " · ".join(f"{counts.get(v, 0)} {VERDICT_WORDS[v]}" for v in reversed(ORDER)
-                            if v is not Verdict.SERVING or counts.get(v))  # "serving" only where a host serves
+    count_text = " · ".join(
+        f"{counts.get(v, 0)} {VERDICT_WORDS[v]}" for v in reversed(ORDER) if v is not Verdict.SERVING or counts.get(v)
+    )  # "serving" only where a host serves
     if total is not None and answered < total:
         count_text = f"{answered}/{total} answered · " + count_text
     ordered = sorted(reports, key=lambda r: (ORDER.index(r.assessment.verdict), r.host))
     n = total if total is not None else answered
-    return FleetView(f"{title}: {n} host{'s' if n != 1 else ''}", count_text,
-                     [(r.assessment.verdict, one_line(r)) for r in ordered], shutdown_note(reports, rerun))
+    return FleetView(
+        f"{title}: {n} host{'s' if n != 1 else ''}",
+        count_text,
+        [(r.assessment.verdict, one_line(r)) for r in ordered],
+        shutdown_note(reports, rerun),
+    )
 
 
 def shutdown_note(reports: list[StatusReport], rerun: str | None) -> str:
     """``"The bot shut down during this check: 3 hosts were cut off (stored as interrupted: node01, …)
     and 9 not probed (node04, …). Run `/gpu status group:train` again."`` or ``""`` when no
     report is an interrupted (``interrupted``) or never started (``shutting_down``) probe."""
+
     def named(code: str) -> list[str]:
         return sorted(r.host for r in reports if any(x.code == code for x in r.assessment.reasons))
 
@@ -301,7 +353,9 @@ def shutdown_note(reports: list[StatusReport], rerun: str | None) -> str:
 
     parts = []
     if cut:
-        parts.append(f"{len(cut):,} host{'s were' if len(cut) != 1 else ' was'} cut off (stored as interrupted: {names(cut)})")
+        parts.append(
+            f"{len(cut):,} host{'s were' if len(cut) != 1 else ' was'} cut off (stored as interrupted: {names(cut)})"
+        )
     if skipped:
         parts.append(f"{len(skipped):,} not probed ({names(skipped)})")
     again = f" Run `{rerun}` again." if rerun else " Run the status again."

@@ -25,7 +25,9 @@ def status_text(view: StatusView) -> str:
 
 def fleet_text(view: FleetView) -> str:
     """A fleet summary as terminal text."""
-    return "\n".join([view.headline, view.counts, *([view.note] if view.note else []), "", *(f"  {line}" for _, line in view.lines)])
+    return "\n".join(
+        [view.headline, view.counts, *([view.note] if view.note else []), "", *(f"  {line}" for _, line in view.lines)]
+    )
 
 
 def inventory_lines(gpus: Sequence[GpuSeen], elsewhere: Mapping[str, str] | None = None) -> list[str]:
@@ -38,10 +40,19 @@ def inventory_lines(gpus: Sequence[GpuSeen], elsewhere: Mapping[str, str] | None
     for g in gpus:
         bus = f" · bus {g.bus_id}" if g.bus_id else ""
         drv = (elsewhere or {}).get(g.bus_id or "")
-        now = "" if not drv else (f" · passed through to a VM ({drv}) now" if drv.startswith("vfio") or drv == "pci-stub"
-                                  else f" · bound to {drv} now, not the NVIDIA driver")
-        lines.append(f"GPU {g.gpu_index if g.gpu_index is not None else '?'} · {g.uuid}{bus} · {g.name or '?'} · "
-                     f"last seen {g.last_seen:%Y-%m-%d %H:%M} UTC (snapshot #{g.last_snapshot_id}){now}")
+        now = (
+            ""
+            if not drv
+            else (
+                f" · passed through to a VM ({drv}) now"
+                if drv.startswith("vfio") or drv == "pci-stub"
+                else f" · bound to {drv} now, not the NVIDIA driver"
+            )
+        )
+        lines.append(
+            f"GPU {g.gpu_index if g.gpu_index is not None else '?'} · {g.uuid}{bus} · {g.name or '?'} · "
+            f"last seen {g.last_seen:%Y-%m-%d %H:%M} UTC (snapshot #{g.last_snapshot_id}){now}"
+        )
     return lines
 
 
@@ -59,10 +70,15 @@ def forgotten_text(done: Forgotten, *, host: str, gpu: str, show_command: str) -
         return False, f"{host} has no GPU `{gpu}` in its inventory (see `{show_command}`)."
     kept = done.kept
     if not done.gone:
-        which = (f"every GPU {host} has shown is" if gpu == "all" and len(kept) > 1
-                 else f"{_gpus(kept)} {'is' if len(kept) == 1 else 'are'}")
+        which = (
+            f"every GPU {host} has shown is"
+            if gpu == "all" and len(kept) > 1
+            else f"{_gpus(kept)} {'is' if len(kept) == 1 else 'are'}"
+        )
         return False, f"{which} present now (snapshot #{done.snapshot_id or '?'}); nothing to forget."
     they = "it is" if len(done.gone) == 1 else "they are"
     stay = f" {_gpus(kept)}, present now, {'stays' if len(kept) == 1 else 'stay'}." if kept else ""
-    return True, (f"removed {', '.join(f'`{u}`' for u in done.gone)} from {host}'s GPU inventory; {they} no longer "
-                  f"counted missing.{stay}")
+    return True, (
+        f"removed {', '.join(f'`{u}`' for u in done.gone)} from {host}'s GPU inventory; {they} no longer "
+        f"counted missing.{stay}"
+    )

@@ -48,7 +48,9 @@ def owners(report: StatusReport | None) -> list[str]:
     if r is None or r.owners is None:
         return []
     gpu_pids = {p.pid for p in r.gpu.processes}
-    return list(dict.fromkeys(o.user for o in r.owners.owners if o.user and (o.pid in gpu_pids or o.source == "device-file")))
+    return list(
+        dict.fromkeys(o.user for o in r.owners.owners if o.user and (o.pid in gpu_pids or o.source == "device-file"))
+    )
 
 
 def headline(msg: WatchMessage) -> str:
@@ -76,7 +78,9 @@ def line_texts(x: AlertLine, *, chat: str = CHAT) -> list[str]:
     out = [head]
     rep = x.report
     if rep is not None:
-        out.append(f"verdict: {verdict_text(rep.assessment.verdict, rep.assessment.serving)} (snapshot #{rep.snapshot_id})")
+        out.append(
+            f"verdict: {verdict_text(rep.assessment.verdict, rep.assessment.serving)} (snapshot #{rep.snapshot_id})"
+        )
         blockers = [r.text for r in rep.assessment.reasons if r.severity is not Severity.NOTE]
         out += [f"• {t}" for t in blockers[:MAX_REASONS]]
         if len(blockers) > MAX_REASONS:
@@ -96,8 +100,11 @@ def line_texts(x: AlertLine, *, chat: str = CHAT) -> list[str]:
 def resolution_text(x: AlertLine, now_report: StatusReport | None) -> str:
     """The thread reply when a host recovers."""
     took = duration_words((x.resolved_at or x.started_at) - x.started_at)
-    now = f": now {verdict_text(now_report.assessment.verdict, now_report.assessment.serving)} (snapshot #{now_report.snapshot_id})" \
-        if now_report is not None else ""
+    now = (
+        f": now {verdict_text(now_report.assessment.verdict, now_report.assessment.serving)} (snapshot #{now_report.snapshot_id})"
+        if now_report is not None
+        else ""
+    )
     return f"{x.host} resolved after {took}{now}. It was {states_words(x.states)} since {utc(x.started_at)}."
 
 
@@ -125,5 +132,7 @@ def silenced_note(s: Silence, now: datetime) -> str:
     """The line a status card shows for a silenced host."""
     reason = f" ({s.reason})" if s.reason else ""
     by = f" by <@{s.created_by}>" if s.created_by else ""
-    return (f"🔕 Watches are silenced for {s.target} until {utc(s.ends_at)} ({duration_words(s.ends_at - now)} left){by}{reason}: "
-            f"silence #{s.id}")
+    return (
+        f"🔕 Watches are silenced for {s.target} until {utc(s.ends_at)} ({duration_words(s.ends_at - now)} left){by}{reason}: "
+        f"silence #{s.id}"
+    )

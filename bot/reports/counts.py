@@ -33,8 +33,13 @@ class NotReadyCounts:
     def line(self) -> str:
         """``"not ready: 1 needs a GPU reset or reboot · 2 busy · 1 other"``, causes with no host left
         out (``""`` when none)."""
-        parts = [f"{self.need_reset} need{'s' if self.need_reset == 1 else ''} a GPU reset or reboot" if self.need_reset else "",
-                 f"{self.busy} busy" if self.busy else "", f"{self.other} other" if self.other else ""]
+        parts = [
+            f"{self.need_reset} need{'s' if self.need_reset == 1 else ''} a GPU reset or reboot"
+            if self.need_reset
+            else "",
+            f"{self.busy} busy" if self.busy else "",
+            f"{self.other} other" if self.other else "",
+        ]
         shown = [p for p in parts if p]
         return "not ready: " + " · ".join(shown) if shown else ""
 

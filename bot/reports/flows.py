@@ -65,10 +65,14 @@ def title_for(group: str | None) -> str:
     return f"Readiness report: group {group}" if group else "Readiness report: all hosts"
 
 
-async def _changes(services: Services, now_ids: dict[str, int], before_ids: dict[str, int]) -> tuple[list[HostChange], list[str]]:
+async def _changes(
+    services: Services, now_ids: dict[str, int], before_ids: dict[str, int]
+) -> tuple[list[HostChange], list[str]]:
     ids = [*now_ids.values(), *(int(v) for v in before_ids.values())]
     async with services.sessions() as db:
-        rows = {s.id: s for s in (await db.execute(select(Snapshot).where(Snapshot.id.in_(ids)))).scalars()} if ids else {}
+        rows = (
+            {s.id: s for s in (await db.execute(select(Snapshot).where(Snapshot.id.in_(ids)))).scalars()} if ids else {}
+        )
     out, new = [], []
     for host, sid in sorted(now_ids.items()):
         old = rows.get(int(before_ids[host])) if host in before_ids else None
@@ -108,7 +112,9 @@ def chart_title(title: str, hosts: list[str], days: int) -> str:
     return f"{title} ({names}) — last {days} day{'s' if days != 1 else ''}"
 
 
-async def chart(services: Services, hosts: list[str], title: str, *, until: datetime, days: int, tz: str = "UTC") -> bytes:
+async def chart(
+    services: Services, hosts: list[str], title: str, *, until: datetime, days: int, tz: str = "UTC"
+) -> bytes:
     """PNG of GPU memory used and free disk of ``hosts`` over ``days`` days before ``until``:
     one line per host up to :data:`~bot.history.chart.MAX_LINES` (one line per GPU for a single
     host), each host's verdict band and the actions that ran, else the group's sum; times in
@@ -123,21 +129,40 @@ async def chart(services: Services, hosts: list[str], title: str, *, until: date
             found = merge_hourly(rows, since=since, until=until, points=CHART_POINTS)
             for h in hosts:
                 if len(hosts) == 1:
-                    extras[h] = await host_series(db_session=db, host_name=h, since=since, until=until, points=found.get(h, []))
+                    extras[h] = await host_series(
+                        db_session=db, host_name=h, since=since, until=until, points=found.get(h, [])
+                    )
                 else:
-                    extras[h] = ChartSeries(h, [], [], [], verdicts=await verdict_changes(db_session=db, host_name=h, since=since,
-                                                                                           until=until))
-            marks = await action_marks(db_session=db, host_names=hosts, since=since, until=until, name_host=len(hosts) > 1)
-    return await asyncio.to_thread(_draw, rows, hosts, chart_title(title, hosts, days), since=since, until=until, tz=tz,
-                                   extras=extras, marks=marks)
+                    extras[h] = ChartSeries(
+                        h,
+                        [],
+                        [],
+                        [],
+                        verdicts=await verdict_changes(db_session=db, host_name=h, since=since, until=until),
+                    )
+            marks = await action_marks(
+                db_session=db, host_names=hosts, since=since, until=until, name_host=len(hosts) > 1
+            )
+    return await asyncio.to_thread(
+        _draw, rows, hosts, chart_title(title, hosts, days), since=since, until=until, tz=tz, extras=extras, marks=marks
+    )
 
 
 CHART_POINTS = 200
 """Most points of a host's line (spans of whole hours: 168 of one hour over 7 days)."""
 
 
-def _draw(rows: HourlyRows, hosts: list[str], title: str, *, since: datetime, until: datetime, tz: str,
-          extras: dict[str, ChartSeries] | None = None, marks: list[ChartMark] | None = None) -> bytes:
+def _draw(
+    rows: HourlyRows,
+    hosts: list[str],
+    title: str,
+    *,
+    since: datetime,
+    until: datetime,
+    tz: str,
+    extras: dict[str, ChartSeries] | None = None,
+    marks: list[ChartMark] | None = None,
+) -> bytes:
     """Merge the rows into lines and draw them: CPU only, run in a thread (0.4 s for 300 hosts on the
     Slack loop before). ``extras``: a host's ready series (one host: per-GPU lines) or its verdicts."""
     found = merge_hourly(rows, since=since, until=until, points=CHART_POINTS)
@@ -150,16 +175,31 @@ def _draw(rows: HourlyRows, hosts: list[str], title: str, *, since: datetime, un
             if ready is not None and ready.times:
                 lines.append(ready)
                 continue
-            lines.append(ChartSeries(h, [p.start for p in pts], [p.gpu_used_mib for p in pts], [p.disk_free_bytes for p in pts],
-                                     verdicts=ready.verdicts if ready is not None else []))
+            lines.append(
+                ChartSeries(
+                    h,
+                    [p.start for p in pts],
+                    [p.gpu_used_mib for p in pts],
+                    [p.disk_free_bytes for p in pts],
+                    verdicts=ready.verdicts if ready is not None else [],
+                )
+            )
     else:
         lines = [_total(per_host, since, until)]
     return render_png(title, lines, tz=tz, since=since, until=until, marks=marks)
 
 
-async def build_report(*, services: Services, group: str | None, now: datetime, fire_time: datetime | None = None,
-                       tz: str = "UTC", late_by_s: int | None = None, schedule_id: int | None = None,
-                       with_chart: bool = True) -> Report:
+async def build_report(
+    *,
+    services: Services,
+    group: str | None,
+    now: datetime,
+    fire_time: datetime | None = None,
+    tz: str = "UTC",
+    late_by_s: int | None = None,
+    schedule_id: int | None = None,
+    with_chart: bool = True,
+) -> Report:
     """Probe the group (bounded concurrency, every host a stored snapshot), compare each host with
     the previous report's snapshot, and draw the chart. A group with no host gives an empty
     report (never raises for it)."""
@@ -168,11 +208,20 @@ async def build_report(*, services: Services, group: str | None, now: datetime, 
         names = await hosts_of(services=services, group=group)
     except NotFoundError:
         names = []
-    fleet = await check_fleet(services=services, names=names, title=title, requested_by="report") if names else FleetReport(title, [])
+    fleet = (
+        await check_fleet(services=services, names=names, title=title, requested_by="report")
+        if names
+        else FleetReport(title, [])
+    )
     async with services.sessions() as db:
-        previous_at, before_ids = await reports.previous_snapshots(db_session=db, group=group, schedule_id=schedule_id,
-                                                                   before=fire_time)
+        previous_at, before_ids = await reports.previous_snapshots(
+            db_session=db, group=group, schedule_id=schedule_id, before=fire_time
+        )
     now_ids = {r.host: r.snapshot_id for r in fleet.reports if r.snapshot_id is not None}
     changes, new = await _changes(services, now_ids, before_ids) if previous_at else ([], [])
-    png = await chart(services, names, title, until=now, days=services.settings.report_chart_days, tz=tz) if with_chart and names else None
+    png = (
+        await chart(services, names, title, until=now, days=services.settings.report_chart_days, tz=tz)
+        if with_chart and names
+        else None
+    )
     return Report(title, group, now, fleet, changes, new, previous_at, fire_time, tz, late_by_s, png, schedule_id)

@@ -102,8 +102,9 @@ def load_run_snapshots(doc: dict[str, Any] | None) -> dict[str, int]:
     if not _is_v2(doc):  # version 1: the bare map (a host may even be called "schema_version")
         doc = {versioned.VERSION_KEY: 1, "v1": doc}
     upgrades: dict[int, versioned.Upgrade] = {1: lambda d: {"snapshot_ids": d["v1"]}}
-    return versioned.load(doc, RunSnapshots, version=RUN_SNAPSHOTS_VERSION, upgrades=upgrades,
-                          what="a report run's snapshot ids").snapshot_ids
+    return versioned.load(
+        doc, RunSnapshots, version=RUN_SNAPSHOTS_VERSION, upgrades=upgrades, what="a report run's snapshot ids"
+    ).snapshot_ids
 
 
 class ReportRun(Base):

@@ -98,8 +98,16 @@ class ReportScheduler:
     """Owns the ``AsyncIOScheduler``; ``post`` and ``notify`` are the Slack layer's callbacks;
     ``now`` the clock (default: the services' clock)."""
 
-    def __init__(self, services: Services, post: Post, *, now: Clock | None = None, instance: str | None = None,
-                 notify: Notify | None = None, watcher: Watcher | None = None):
+    def __init__(
+        self,
+        services: Services,
+        post: Post,
+        *,
+        now: Clock | None = None,
+        instance: str | None = None,
+        notify: Notify | None = None,
+        watcher: Watcher | None = None,
+    ):
         self.services = services
         self.watcher = watcher
         """Evaluates watches after each background pass and every ``watch_eval_s`` (``None``: no watches)."""
@@ -145,7 +153,9 @@ class ReportScheduler:
         newest = due[-1]
         age = (now - newest).total_seconds()
         if age > s.report_grace_s:
-            out.append(await self._skip(sched, newest, f"{age:.0f} s late, beyond the {s.report_grace_s} s grace period"))
+            out.append(
+                await self._skip(sched, newest, f"{age:.0f} s late, beyond the {s.report_grace_s} s grace period")
+            )
         else:
             out.append(await self._send(sched, newest, late_by_s=self._late_by(age)))
         return out
@@ -163,22 +173,32 @@ class ReportScheduler:
         age = (now - run.fire_time).total_seconds()
         who = run.claimed_by or "another instance"
         if run.status == RunStatus.POSTING.value:
-            status, why = RunStatus.FAILED, f"{who} stopped while posting; the report may be incomplete and is not re-sent"
+            status, why = (
+                RunStatus.FAILED,
+                f"{who} stopped while posting; the report may be incomplete and is not re-sent",
+            )
         elif newer_due:
             status, why = RunStatus.SKIPPED, f"{who} stopped before posting, and a newer fire time is due"
         elif age > self.services.settings.report_grace_s:
             status, why = RunStatus.SKIPPED, f"{who} stopped before posting; {age:.0f} s late, beyond the grace period"
         else:
             async with self.services.sessions() as db, db.begin():
-                mine = await reports.take_over(db_session=db, run_id=run.id, instance=self.instance, now=now, before=cut)
+                mine = await reports.take_over(
+                    db_session=db, run_id=run.id, instance=self.instance, now=now, before=cut
+                )
             if not mine:
                 return Outcome(sched.id, run.fire_time, "lost")
-            log.warning("report schedule #%d at %s: %s stopped before posting; sending it now", sched.id,
-                        run.fire_time.isoformat(), who)
+            log.warning(
+                "report schedule #%d at %s: %s stopped before posting; sending it now",
+                sched.id,
+                run.fire_time.isoformat(),
+                who,
+            )
             return await self._send(sched, run.fire_time, late_by_s=self._late_by(age), run_id=run.id)
         async with self.services.sessions() as db, db.begin():
-            closed = await reports.abandon(db_session=db, run_id=run.id, status=status, error=why, before=cut,
-                                           now=self.now())
+            closed = await reports.abandon(
+                db_session=db, run_id=run.id, status=status, error=why, before=cut, now=self.now()
+            )
         if not closed:
             return Outcome(sched.id, run.fire_time, "lost")
         log.warning("report schedule #%d at %s: %s", sched.id, run.fire_time.isoformat(), why)
@@ -186,8 +206,14 @@ class ReportScheduler:
 
     async def _skip(self, sched: ReportSchedule, fire: datetime, why: str) -> Outcome:
         async with self.services.sessions() as db, db.begin():
-            run = await reports.claim(db_session=db, schedule_id=sched.id, fire_time=fire, instance=self.instance,
-                                      status=RunStatus.SKIPPED, now=self.now())
+            run = await reports.claim(
+                db_session=db,
+                schedule_id=sched.id,
+                fire_time=fire,
+                instance=self.instance,
+                status=RunStatus.SKIPPED,
+                now=self.now(),
+            )
         if run is None:
             return Outcome(sched.id, fire, "lost")
         log.warning("report schedule #%d: skipped the report due at %s (%s)", sched.id, fire.isoformat(), why)
@@ -213,19 +239,29 @@ class ReportScheduler:
             if not held:
                 return
 
-    async def _send(self, sched: ReportSchedule, fire: datetime, late_by_s: int | None, run_id: int | None = None) -> Outcome:
+    async def _send(
+        self, sched: ReportSchedule, fire: datetime, late_by_s: int | None, run_id: int | None = None
+    ) -> Outcome:
         if run_id is None:
             async with self.services.sessions() as db, db.begin():
-                run = await reports.claim(db_session=db, schedule_id=sched.id, fire_time=fire, instance=self.instance,
-                                          now=self.now())
+                run = await reports.claim(
+                    db_session=db, schedule_id=sched.id, fire_time=fire, instance=self.instance, now=self.now()
+                )
             if run is None:
                 return Outcome(sched.id, fire, "lost")
             run_id = run.id
         status = RunStatus.LATE if late_by_s is not None else RunStatus.SENT
         lease = asyncio.create_task(self._keep_lease(run_id))
         try:
-            report = await build_report(services=self.services, group=sched.group_name, now=self.now(), fire_time=fire,
-                                        tz=sched.tz, late_by_s=late_by_s, schedule_id=sched.id)
+            report = await build_report(
+                services=self.services,
+                group=sched.group_name,
+                now=self.now(),
+                fire_time=fire,
+                tz=sched.tz,
+                late_by_s=late_by_s,
+                schedule_id=sched.id,
+            )
         except Exception as exc:
             return await self._failed(sched, fire, run_id, exc)
         finally:
@@ -244,8 +280,15 @@ class ReportScheduler:
         except Exception as exc:
             return await self._failed(sched, fire, run_id, exc)
         async with self.services.sessions() as db, db.begin():
-            await reports.finish(db_session=db, run_id=run_id, status=status, snapshot_ids=report.snapshot_ids, message_ts=ts,
-                                 instance=self.instance, now=self.now())
+            await reports.finish(
+                db_session=db,
+                run_id=run_id,
+                status=status,
+                snapshot_ids=report.snapshot_ids,
+                message_ts=ts,
+                instance=self.instance,
+                now=self.now(),
+            )
             await reports.record_success(db_session=db, schedule_id=sched.id)
         log.info("report schedule #%d at %s: %s to %s", sched.id, fire.isoformat(), status.value, sched.channel)
         return Outcome(sched.id, fire, status.value, ts)
@@ -253,23 +296,57 @@ class ReportScheduler:
     async def _failed(self, sched: ReportSchedule, fire: datetime, run_id: int, exc: BaseException) -> Outcome:
         log.error("report schedule #%d at %s failed", sched.id, fire.isoformat(), exc_info=exc)  # the traceback
         async with self.services.sessions() as db, db.begin():
-            await reports.finish(db_session=db, run_id=run_id, status=RunStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000],
-                                 instance=self.instance, now=self.now())
+            await reports.finish(
+                db_session=db,
+                run_id=run_id,
+                status=RunStatus.FAILED,
+                error=f"{type(exc).__name__}: {exc}"[:2000],
+                instance=self.instance,
+                now=self.now(),
+            )
         return Outcome(sched.id, fire, RunStatus.FAILED.value)
 
-    async def _channel_failed(self, sched: ReportSchedule, fire: datetime, run_id: int, exc: ChannelUnavailable) -> Outcome:
+    async def _channel_failed(
+        self, sched: ReportSchedule, fire: datetime, run_id: int, exc: ChannelUnavailable
+    ) -> Outcome:
         """Slack refused the channel: fail the run, count it, pause at PAUSE_AFTER, tell the creator."""
         async with self.services.sessions() as db, db.begin():
-            await reports.finish(db_session=db, run_id=run_id, status=RunStatus.FAILED, error=f"{exc.reason}: {exc}"[:2000],
-                                 instance=self.instance, now=self.now())
-            row = await reports.record_channel_failure(db_session=db, schedule_id=sched.id, reason=exc.reason, now=self.now())
+            await reports.finish(
+                db_session=db,
+                run_id=run_id,
+                status=RunStatus.FAILED,
+                error=f"{exc.reason}: {exc}"[:2000],
+                instance=self.instance,
+                now=self.now(),
+            )
+            row = await reports.record_channel_failure(
+                db_session=db, schedule_id=sched.id, reason=exc.reason, now=self.now()
+            )
         failures = row.consecutive_failures if row else 1
         paused = bool(row and row.paused_at is not None and failures == PAUSE_AFTER)
-        log.warning("report schedule #%d at %s: Slack refused %s (%s), %d in a row%s", sched.id, fire.isoformat(),
-                    sched.channel, exc.reason, failures, "; schedule paused" if paused else "")
+        log.warning(
+            "report schedule #%d at %s: Slack refused %s (%s), %d in a row%s",
+            sched.id,
+            fire.isoformat(),
+            sched.channel,
+            exc.reason,
+            failures,
+            "; schedule paused" if paused else "",
+        )
         if self.notify is not None:
-            problem = ChannelProblem(sched.id, sched.cron, sched.tz, sched.group_name, sched.channel, sched.created_by, fire,
-                                     exc.reason, str(exc), failures, paused)
+            problem = ChannelProblem(
+                sched.id,
+                sched.cron,
+                sched.tz,
+                sched.group_name,
+                sched.channel,
+                sched.created_by,
+                fire,
+                exc.reason,
+                str(exc),
+                failures,
+                paused,
+            )
             try:
                 await self.notify(problem)
             except Exception:
@@ -284,18 +361,39 @@ class ReportScheduler:
         s = self.services.settings
         self.aps = AsyncIOScheduler(timezone=timezone.utc)
         first = datetime.now(timezone.utc)
-        self.aps.add_job(self.sync, IntervalTrigger(seconds=max(5, s.report_sync_s)), id="reports:sync",
-                         next_run_time=first, coalesce=True, max_instances=1)
-        self.aps.add_job(self.prune, cron.trigger(s.retention_cron, "UTC"), id="retention", coalesce=True, max_instances=1)
+        self.aps.add_job(
+            self.sync,
+            IntervalTrigger(seconds=max(5, s.report_sync_s)),
+            id="reports:sync",
+            next_run_time=first,
+            coalesce=True,
+            max_instances=1,
+        )
+        self.aps.add_job(
+            self.prune, cron.trigger(s.retention_cron, "UTC"), id="retention", coalesce=True, max_instances=1
+        )
         for group, every in s.background_probe_groups.items():
             if every > 0:
-                self.aps.add_job(self.probe_groups, IntervalTrigger(seconds=every), args=[[group]],
-                                 id=f"probe:{group}", coalesce=True, max_instances=1)
+                self.aps.add_job(
+                    self.probe_groups,
+                    IntervalTrigger(seconds=every),
+                    args=[[group]],
+                    id=f"probe:{group}",
+                    coalesce=True,
+                    max_instances=1,
+                )
         if s.background_probe_report_hosts_s > 0:
-            self.aps.add_job(self.probe_report_hosts, IntervalTrigger(seconds=s.background_probe_report_hosts_s),
-                             id="probe:reports", coalesce=True, max_instances=1)
+            self.aps.add_job(
+                self.probe_report_hosts,
+                IntervalTrigger(seconds=s.background_probe_report_hosts_s),
+                id="probe:reports",
+                coalesce=True,
+                max_instances=1,
+            )
         if self.watcher is not None:
-            self.aps.add_job(self.watch, IntervalTrigger(seconds=s.watch_eval_s), id="watches", coalesce=True, max_instances=1)
+            self.aps.add_job(
+                self.watch, IntervalTrigger(seconds=s.watch_eval_s), id="watches", coalesce=True, max_instances=1
+            )
         self.aps.start()
 
     async def sync(self) -> None:
@@ -309,8 +407,16 @@ class ReportScheduler:
                 del self._jobs[sid]
             for r in rows:
                 if r.id in wanted and self._jobs.get(r.id) != wanted[r.id]:
-                    self.aps.add_job(self.run_due, cron.trigger(r.cron, r.tz), args=[r.id], id=f"report:{r.id}",
-                                     replace_existing=True, coalesce=True, misfire_grace_time=None, max_instances=3)
+                    self.aps.add_job(
+                        self.run_due,
+                        cron.trigger(r.cron, r.tz),
+                        args=[r.id],
+                        id=f"report:{r.id}",
+                        replace_existing=True,
+                        coalesce=True,
+                        misfire_grace_time=None,
+                        max_instances=3,
+                    )
                     self._jobs[r.id] = wanted[r.id]
         try:
             await self.run_due()
@@ -341,8 +447,13 @@ class ReportScheduler:
     async def prune(self) -> retention.Pruned:
         """One retention pass with the settings' periods."""
         s = self.services.settings
-        return await retention.prune(sessions=self.services.sessions, now=self.now(), readings_days=s.retention_readings_days,
-                                     raw_days=s.retention_raw_days, batch=s.retention_batch)
+        return await retention.prune(
+            sessions=self.services.sessions,
+            now=self.now(),
+            readings_days=s.retention_readings_days,
+            raw_days=s.retention_raw_days,
+            batch=s.retention_batch,
+        )
 
     def next_fire(self, schedule_id: int) -> datetime | None:
         """When APScheduler will next wake this schedule's job (``None`` if it has none)."""

@@ -29,8 +29,11 @@ from bot.render.shorten import shorten_middle
 from bot.slack.blocks import HEADER_LIMIT, LINE_CAP, SECTION_LIMIT, escape, fit_lines
 from bot.slack.ids import ActionId
 
-FOLLOW_UP_IDS = {"restart": ActionId.ACTION_RESTART_UNIT, "pivot_back": ActionId.ACTION_PIVOT_BACK,
-                 "kill_continue": ActionId.ACTION_KILL_CONTINUE}
+FOLLOW_UP_IDS = {
+    "restart": ActionId.ACTION_RESTART_UNIT,
+    "pivot_back": ActionId.ACTION_PIVOT_BACK,
+    "kill_continue": ActionId.ACTION_KILL_CONTINUE,
+}
 
 STATE = {
     State.PENDING: (":raised_hand:", "Approval needed"),
@@ -43,8 +46,14 @@ STATE = {
     State.EXPIRED: (":hourglass:", "Expired"),
     State.INTERRUPTED: (":warning:", "Interrupted"),
 }
-STEP_ICON = {"pending": ":white_small_square:", "running": ":hourglass_flowing_sand:", "ok": ":white_check_mark:",
-             "failed": ":x:", "interrupted": ":warning:", "skipped": ":heavy_minus_sign:"}
+STEP_ICON = {
+    "pending": ":white_small_square:",
+    "running": ":hourglass_flowing_sand:",
+    "ok": ":white_check_mark:",
+    "failed": ":x:",
+    "interrupted": ":warning:",
+    "skipped": ":heavy_minus_sign:",
+}
 
 
 def mention(subject: str) -> str:
@@ -71,8 +80,14 @@ def card_text(view: RequestView) -> str:
 def card_lines(view: RequestView) -> list[str]:
     """The plain lines a card shows (command, plan, warnings, steps, message, result), for
     :meth:`bot.slack.context.CommandContext.full_text`."""
-    return [view.command, *view.lines, *view.warnings, *(s.title + (f" — {s.summary}" if s.summary else "") for s in view.steps),
-            *(view.message or "").splitlines(), *view.result_lines]
+    return [
+        view.command,
+        *view.lines,
+        *view.warnings,
+        *(s.title + (f" — {s.summary}" if s.summary else "") for s in view.steps),
+        *(view.message or "").splitlines(),
+        *view.result_lines,
+    ]
 
 
 def _md(text: str) -> SectionBlock:
@@ -85,12 +100,15 @@ def card_blocks(view: RequestView) -> list[dict[str, Any]]:
     blocks: list[Block] = [HeaderBlock(text=f"{emoji} {words}: {view.title} (#{view.id})"[:HEADER_LIMIT])]
     # What will be touched, exactly as it is: plain text, so a path holding * _ ~ ` or :name: is shown
     # as it is on the host (mrkdwn would format it: an approver could see another path than the one deleted).
-    blocks.append(SectionBlock(text=PlainTextObject(text=fit_lines([view.command, *(f"• {x}" for x in view.lines)]),
-                                                    emoji=False)))
+    blocks.append(
+        SectionBlock(text=PlainTextObject(text=fit_lines([view.command, *(f"• {x}" for x in view.lines)]), emoji=False))
+    )
     expected = [f"*Expected:* {escape(view.expected)}", *(f":warning: {escape(w)}" for w in view.warnings)]
     blocks.append(_md(fit_lines(expected)))
-    steps = [f"{STEP_ICON.get(s.state, '')} {s.index}. {escape(s.title)}" + (f" — {escape(s.summary)}" if s.summary else "")
-             for s in view.steps]
+    steps = [
+        f"{STEP_ICON.get(s.state, '')} {s.index}. {escape(s.title)}" + (f" — {escape(s.summary)}" if s.summary else "")
+        for s in view.steps
+    ]
     blocks.append(_md(fit_lines(["*Steps*", *steps])))
     if view.message:
         blocks.append(_md(fit_lines([escape(line) for line in view.message.splitlines()])))
@@ -105,16 +123,23 @@ def card_blocks(view: RequestView) -> list[dict[str, Any]]:
 
 def _context(view: RequestView) -> str:
     who = ", ".join(mention(a) for a in view.approvers) or "operators and admins"
-    parts = [f"requested by {mention(view.requester)}", f"approvers: {who}",
-             f"{len(view.approved_by)} of {view.approvals_needed} approval{'s' if view.approvals_needed > 1 else ''}"]
+    parts = [
+        f"requested by {mention(view.requester)}",
+        f"approvers: {who}",
+        f"{len(view.approved_by)} of {view.approvals_needed} approval{'s' if view.approvals_needed > 1 else ''}",
+    ]
     if view.approved_by:
         parts[-1] += " (" + ", ".join(mention(u) for u in view.approved_by) + ")"
     if view.rejected_by:
-        parts.append(("withdrawn by " if view.withdrawn else "rejected by ") + ", ".join(mention(u) for u in view.rejected_by))
+        parts.append(
+            ("withdrawn by " if view.withdrawn else "rejected by ") + ", ".join(mention(u) for u in view.rejected_by)
+        )
     if view.pending:
         parts.append(f"expires {_date(view.expires_at)}")
-    snaps = [f"before #{view.before_snapshot_id}" if view.before_snapshot_id else "",
-             f"after #{view.after_snapshot_id}" if view.after_snapshot_id else ""]
+    snaps = [
+        f"before #{view.before_snapshot_id}" if view.before_snapshot_id else "",
+        f"after #{view.after_snapshot_id}" if view.after_snapshot_id else "",
+    ]
     if any(snaps):
         parts.append("snapshots " + ", ".join(s for s in snaps if s))
     if view.replaced_by:
@@ -125,16 +150,29 @@ def _context(view: RequestView) -> str:
 def _buttons(view: RequestView) -> list[ButtonElement]:
     value = str(view.id)
     if view.pending:
-        confirm = ConfirmObject(title="Approve this action?",
-                                text=f"{view.title}: {view.expected}"[:280] or "Run it?",
-                                confirm="Approve", deny="Cancel")
-        return [ButtonElement(text="Approve", action_id=ActionId.ACTION_APPROVE.value, value=value, style="primary",
-                              confirm=confirm),
-                ButtonElement(text="Reject", action_id=ActionId.ACTION_REJECT.value, value=value, style="danger")]
+        confirm = ConfirmObject(
+            title="Approve this action?",
+            text=f"{view.title}: {view.expected}"[:280] or "Run it?",
+            confirm="Approve",
+            deny="Cancel",
+        )
+        return [
+            ButtonElement(
+                text="Approve", action_id=ActionId.ACTION_APPROVE.value, value=value, style="primary", confirm=confirm
+            ),
+            ButtonElement(text="Reject", action_id=ActionId.ACTION_REJECT.value, value=value, style="danger"),
+        ]
     if view.replannable:
-        follow = [ButtonElement(text=view.follow_up_label(what)[:75], action_id=FOLLOW_UP_IDS[what].value, value=value,
-                                style="primary" if what in ("restart", "kill_continue") else None)
-                  for what in view.follow_ups if what in FOLLOW_UP_IDS]
+        follow = [
+            ButtonElement(
+                text=view.follow_up_label(what)[:75],
+                action_id=FOLLOW_UP_IDS[what].value,
+                value=value,
+                style="primary" if what in ("restart", "kill_continue") else None,
+            )
+            for what in view.follow_ups
+            if what in FOLLOW_UP_IDS
+        ]
         return [*follow, ButtonElement(text="Re-plan", action_id=ActionId.ACTION_REPLAN.value, value=value)]
     return []
 
@@ -189,7 +227,11 @@ def journal_blocks(tail: JournalTail, *, all_lines_hint: str | None = None) -> l
         lines = lines[1:]
         body = "\n".join(escape(x) for x in lines)
     cut = len(lines) < len(tail.lines)
-    what = f"last {len(lines)} of {len(tail.lines)} lines" if cut else f"last {len(lines)} line{'s' if len(lines) > 1 else ''}"
+    what = (
+        f"last {len(lines)} of {len(tail.lines)} lines"
+        if cut
+        else f"last {len(lines)} line{'s' if len(lines) > 1 else ''}"
+    )
     blocks: list[Block] = [_md(f"{head} — {what}:"), _md(f"```{body[: SECTION_LIMIT - 10]}```")]
     if cut and all_lines_hint:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=all_lines_hint)]))
@@ -206,8 +248,16 @@ def journal_note_blocks(tail: JournalTail, *, sent_to: list[str], command: str) 
 def journal_note(tail: JournalTail, *, sent_to: list[str], command: str) -> str:
     """The text of :func:`journal_note_blocks`."""
     unit, host = escape(tail.unit), escape(tail.host)
-    sent = (f"The last {len(tail.lines)} line{'s' if len(tail.lines) != 1 else ''} went privately to "
-            f"{', '.join(mention(u) for u in sent_to)}. ") if sent_to and tail.lines else ""
-    return (f":scroll: *{unit}* did not come up on *{host}*. Its journal is not posted here (journals may hold secrets). "
-            f"{sent}Operators read it with `{escape(command)} logs {host} {unit}`, or `gpubot logs {host} {unit}` "
-            "on the bot's machine.")
+    sent = (
+        (
+            f"The last {len(tail.lines)} line{'s' if len(tail.lines) != 1 else ''} went privately to "
+            f"{', '.join(mention(u) for u in sent_to)}. "
+        )
+        if sent_to and tail.lines
+        else ""
+    )
+    return (
+        f":scroll: *{unit}* did not come up on *{host}*. Its journal is not posted here (journals may hold secrets). "
+        f"{sent}Operators read it with `{escape(command)} logs {host} {unit}`, or `gpubot logs {host} {unit}` "
+        "on the bot's machine."
+    )

@@ -19,12 +19,17 @@ DEFAULT_API_URL = "https://slack.com/api/"
 def build_client(services: Services) -> AsyncWebClient:
     """A Web API client with the bot token, retrying on rate limits and server errors, counting
     failed calls in the metrics (:class:`~bot.slack.metered.MeteredWebClient`)."""
-    from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler, AsyncServerErrorRetryHandler
+    from slack_sdk.http_retry.builtin_async_handlers import (
+        AsyncRateLimitErrorRetryHandler,
+        AsyncServerErrorRetryHandler,
+    )
 
     s = services.settings
     token = s.slack_bot_token.get_secret_value() if s.slack_bot_token else None
     client = MeteredWebClient(token=token, base_url=s.slack_api_url or DEFAULT_API_URL)
-    client.retry_handlers.extend([AsyncRateLimitErrorRetryHandler(max_retry_count=2), AsyncServerErrorRetryHandler(max_retry_count=2)])
+    client.retry_handlers.extend(
+        [AsyncRateLimitErrorRetryHandler(max_retry_count=2), AsyncServerErrorRetryHandler(max_retry_count=2)]
+    )
     return client
 
 
@@ -40,8 +45,13 @@ class _OwnClientTokenUnused(logging.Filter):
 _TOKEN_UNUSED = _OwnClientTokenUnused()
 
 
-def build_app(services: Services, *, client: AsyncWebClient | None = None, process_before_response: bool = False,
-              console_role: Role | None = None) -> AsyncApp:
+def build_app(
+    services: Services,
+    *,
+    client: AsyncWebClient | None = None,
+    process_before_response: bool = False,
+    console_role: Role | None = None,
+) -> AsyncApp:
     """The Bolt app with gpubot's listeners. ``console_role`` (``gpubot console`` only): user ids
     are typed there, so none gets more than that role and none is a named approver.
 

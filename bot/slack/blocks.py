@@ -77,7 +77,13 @@ def status_blocks(view: StatusView) -> list[dict[str, Any]]:
     blocks: list[Block] = [HeaderBlock(text=head)]
     emoji = VERDICT_EMOJI[view.verdict]
     reasons = [f"• {escape(r)}" for r in view.reasons] or ["• every check passed"]
-    blocks.append(SectionBlock(text=MarkdownTextObject(text=fit_lines([f"{emoji} *{escape(view.words or VERDICT_WORDS[view.verdict])}*", *reasons]))))
+    blocks.append(
+        SectionBlock(
+            text=MarkdownTextObject(
+                text=fit_lines([f"{emoji} *{escape(view.words or VERDICT_WORDS[view.verdict])}*", *reasons])
+            )
+        )
+    )
     blocks.append(DividerBlock())
     for sec in view.sections:
         body = fit_lines([f"*{escape(sec.title)}*", *(escape(x) for x in sec.lines)])
@@ -102,8 +108,10 @@ def error_blocks(message: str, error_id: str | None = None) -> list[dict[str, An
     in the middle; text longer than a section goes on in the next one, cut at a line, sentence or
     clause boundary (:func:`~bot.render.shorten.split_at_clauses`), at most
     :data:`ERROR_SECTIONS` sections (past them, a last line says the rest was left out)."""
-    lines = [_LONG_WORD.sub(lambda m: shorten_middle(m.group(), LINE_CAP), escape_keeping_mentions(x))
-             for x in message.splitlines()] or [""]
+    lines = [
+        _LONG_WORD.sub(lambda m: shorten_middle(m.group(), LINE_CAP), escape_keeping_mentions(x))
+        for x in message.splitlines()
+    ] or [""]
     lines[0] = f":warning: {lines[0]}"
     pieces = split_at_clauses("\n".join(lines), SECTION_LIMIT - 100)
     if len(pieces) > ERROR_SECTIONS:
@@ -178,7 +186,9 @@ def _fitting(lines: list[str], budget: int) -> list[str]:
     return out
 
 
-def fleet_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+def fleet_blocks(
+    view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET
+) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """``(message blocks, thread messages)`` for a fleet summary.
 
     When every host's line fits in one message (``budget`` characters of text, 50 blocks), that is
@@ -188,8 +198,10 @@ def fleet_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple
     characters each (:func:`fleet_thread_blocks`). ``budget`` 0 gives the smallest message:
     headline, counts and the note (the last retry when Slack refuses a larger one).
     """
-    head: list[Block] = [HeaderBlock(text=view.headline[:HEADER_LIMIT]),
-                         SectionBlock(text=MarkdownTextObject(text=escape(view.counts)))]
+    head: list[Block] = [
+        HeaderBlock(text=view.headline[:HEADER_LIMIT]),
+        SectionBlock(text=MarkdownTextObject(text=escape(view.counts))),
+    ]
     if view.note:  # a shutdown cut the fan-out short: which hosts, and how to probe them again
         head.append(SectionBlock(text=MarkdownTextObject(text=f":warning: {escape(view.note)}")))
     head_size = len(view.headline[:HEADER_LIMIT]) + len(escape(view.counts)) + len(escape(view.note))
@@ -203,13 +215,18 @@ def fleet_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple
     shown_sections = [SectionBlock(text=MarkdownTextObject(text="\n".join(g))) for g in groups]
     more = len(problems) - sum(len(g) for g in groups)
     if more:
-        hosts = f"{more:,} more host{'s' if more != 1 else ''} with a problem" if groups else \
-            f"{more:,} host{'s' if more != 1 else ''} with a problem"
+        hosts = (
+            f"{more:,} more host{'s' if more != 1 else ''} with a problem"
+            if groups
+            else f"{more:,} host{'s' if more != 1 else ''} with a problem"
+        )
         note = f"_{hosts}, and every host with details, in the thread._"
     else:
         note = "_Every host, with details, is in the thread._"
-    return (_dicts([*head, DividerBlock(), *shown_sections, SectionBlock(text=MarkdownTextObject(text=note))]),
-            fleet_thread_blocks(view, budget=budget or MESSAGE_TEXT_BUDGET))
+    return (
+        _dicts([*head, DividerBlock(), *shown_sections, SectionBlock(text=MarkdownTextObject(text=note))]),
+        fleet_thread_blocks(view, budget=budget or MESSAGE_TEXT_BUDGET),
+    )
 
 
 def fleet_thread_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> list[list[dict[str, Any]]]:
@@ -223,7 +240,9 @@ def fleet_thread_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -
     return out
 
 
-def fleet_thread_message(view: FleetView, *, start: int, budget: int = MESSAGE_TEXT_BUDGET) -> tuple[list[dict[str, Any]], int]:
+def fleet_thread_message(
+    view: FleetView, *, start: int, budget: int = MESSAGE_TEXT_BUDGET
+) -> tuple[list[dict[str, Any]], int]:
     """``(blocks, end)``: one thread message holding ``view.lines[start:end]``, as many as fit in
     ``budget`` characters of text and 45 sections (at least one), under a first line saying which
     hosts it holds (``*all hosts: 1000 hosts* 1-143 of 1,000``)."""
@@ -260,7 +279,15 @@ def _packed(lines: list[str]) -> list[list[str]]:
 
 def progress_blocks(view: FleetView) -> list[dict[str, Any]]:
     """While a fleet probe runs: the counts so far."""
-    return _dicts([SectionBlock(text=MarkdownTextObject(text=f":hourglass_flowing_sand: *{escape(view.headline)}*\n{escape(view.counts)}"))])
+    return _dicts(
+        [
+            SectionBlock(
+                text=MarkdownTextObject(
+                    text=f":hourglass_flowing_sand: *{escape(view.headline)}*\n{escape(view.counts)}"
+                )
+            )
+        ]
+    )
 
 
 def text_blocks(text: str) -> list[dict[str, Any]]:
@@ -272,16 +299,35 @@ def trust_card_blocks(host: str, address: str, fingerprint: str, key_type: str, 
     """Ask an admin to confirm a host key fingerprint before it is recorded (never silent TOFU).
 
     ``state``: "new" (not in known_hosts) or "changed" (a different key is recorded)."""
-    warn = ":rotating_light: The recorded key *differs*: accept only if the host was reinstalled.\n" if state == "changed" else ""
-    text = (f"{warn}*{escape(host)}* ({escape(address)}) offers this {escape(key_type)} host key:\n`{escape(fingerprint)}`\n"
-            "Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host itself.")
+    warn = (
+        ":rotating_light: The recorded key *differs*: accept only if the host was reinstalled.\n"
+        if state == "changed"
+        else ""
+    )
+    text = (
+        f"{warn}*{escape(host)}* ({escape(address)}) offers this {escape(key_type)} host key:\n`{escape(fingerprint)}`\n"
+        "Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host itself."
+    )
     value = f"{host}|{fingerprint}"
-    return _dicts([
-        SectionBlock(text=MarkdownTextObject(text=text)),
-        ActionsBlock(elements=[
-            ButtonElement(text="Trust this key", action_id=ActionId.TRUST_HOST_KEY.value, value=value, style="primary",
-                          confirm=ConfirmObject(title="Trust host key?", text=f"Record {fingerprint[:200]} for {host[:40]}?",
-                                                confirm="Trust", deny="Cancel")),
-            ButtonElement(text="Cancel", action_id=ActionId.TRUST_CANCEL.value, value=host),
-        ]),
-    ])
+    return _dicts(
+        [
+            SectionBlock(text=MarkdownTextObject(text=text)),
+            ActionsBlock(
+                elements=[
+                    ButtonElement(
+                        text="Trust this key",
+                        action_id=ActionId.TRUST_HOST_KEY.value,
+                        value=value,
+                        style="primary",
+                        confirm=ConfirmObject(
+                            title="Trust host key?",
+                            text=f"Record {fingerprint[:200]} for {host[:40]}?",
+                            confirm="Trust",
+                            deny="Cancel",
+                        ),
+                    ),
+                    ButtonElement(text="Cancel", action_id=ActionId.TRUST_CANCEL.value, value=host),
+                ]
+            ),
+        ]
+    )

@@ -54,24 +54,35 @@ class Click:
         if not (request_bound(action_id) or alert_bound(action_id)):
             return None
         container = body.get("container") or {}
-        return cls(user=str((body.get("user") or {}).get("id") or ""), action_id=str(act["action_id"]),
-                   value=str(act.get("value") or ""),
-                   channel=container.get("channel_id") or (body.get("channel") or {}).get("id"),
-                   ts=container.get("message_ts"), message=body.get("message") or {})
+        return cls(
+            user=str((body.get("user") or {}).get("id") or ""),
+            action_id=str(act["action_id"]),
+            value=str(act.get("value") or ""),
+            channel=container.get("channel_id") or (body.get("channel") or {}).get("id"),
+            ts=container.get("message_ts"),
+            message=body.get("message") or {},
+        )
 
     def shows(self, request_id: int) -> bool:
         """Whether the message clicked (as Slack sent it) has this button with ``request_id`` as value."""
-        return any(el.get("action_id") == self.action_id and el.get("value") == str(request_id)
-                   for block in self.message.get("blocks") or [] if block.get("type") == "actions"
-                   for el in block.get("elements") or [])
+        return any(
+            el.get("action_id") == self.action_id and el.get("value") == str(request_id)
+            for block in self.message.get("blocks") or []
+            if block.get("type") == "actions"
+            for el in block.get("elements") or []
+        )
 
 
-REFUSED = ("This button does not belong to request #{id}: the card you clicked is another request's, or none. "
-           "Nothing was done; use the buttons on the request's own card.")
+REFUSED = (
+    "This button does not belong to request #{id}: the card you clicked is another request's, or none. "
+    "Nothing was done; use the buttons on the request's own card."
+)
 """The clicker's answer to a click whose ``value`` names another request than its card's."""
 NOT_A_REQUEST = "This button names no action request (`{value}`); nothing was done."
-ALERT_REFUSED = ("This button does not belong to alert #{id}: the message you clicked is another alert's, or none. "
-                 "Nothing was done; use the buttons on the alert's own message.")
+ALERT_REFUSED = (
+    "This button does not belong to alert #{id}: the message you clicked is another alert's, or none. "
+    "Nothing was done; use the buttons on the alert's own message."
+)
 
 
 async def alert_mismatch(services: Services, click: Click) -> str | None:
@@ -82,8 +93,13 @@ async def alert_mismatch(services: Services, click: Click) -> str | None:
     alert_id = int(click.value)
     async with services.sessions() as db:
         alert = await watches.get_alert(db_session=db, alert_id=alert_id)
-    if (alert is None or click.channel is None or click.ts is None or alert.message_ts is None
-            or (alert.channel, alert.message_ts) != (click.channel, click.ts)):
+    if (
+        alert is None
+        or click.channel is None
+        or click.ts is None
+        or alert.message_ts is None
+        or (alert.channel, alert.message_ts) != (click.channel, click.ts)
+    ):
         return ALERT_REFUSED.format(id=alert_id)
     return None
 
@@ -104,8 +120,11 @@ async def mismatch(services: Services, click: Click) -> str | None:
     if click.channel is None or click.ts is None:
         return REFUSED.format(id=request_id)
     if view.message_ts is None:
-        if view.channel in (None, click.channel) and click.shows(request_id) and await flows.pin_card(
-                services=services, request_id=request_id, channel=click.channel, ts=click.ts):
+        if (
+            view.channel in (None, click.channel)
+            and click.shows(request_id)
+            and await flows.pin_card(services=services, request_id=request_id, channel=click.channel, ts=click.ts)
+        ):
             return None
         view = await flows.load_view(services=services, request_id=request_id)  # pinned by a click racing this one?
     if view.channel == click.channel and view.message_ts == click.ts:
@@ -127,8 +146,14 @@ class CardGuard:
         why = await check(self.services, click)
         if why is None:
             return await next()
-        log.warning("refused a click of %s by %s on the message %s/%s: its value %r names another request than the "
-                    "card's", click.action_id, click.user, click.channel, click.ts, click.value[:40])
+        log.warning(
+            "refused a click of %s by %s on the message %s/%s: its value %r names another request than the card's",
+            click.action_id,
+            click.user,
+            click.channel,
+            click.ts,
+            click.value[:40],
+        )
         try:
             await respond(text=why, response_type="ephemeral", replace_original=False)
         except Exception:

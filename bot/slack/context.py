@@ -97,7 +97,9 @@ class CommandContext:
         """Post in the channel (``chat.postMessage``); falls back to ``response_url`` when the bot
         may not post there."""
         try:
-            resp = await self.client.chat_postMessage(channel=self.channel_id, text=text, blocks=blocks, thread_ts=thread_ts)
+            resp = await self.client.chat_postMessage(
+                channel=self.channel_id, text=text, blocks=blocks, thread_ts=thread_ts
+            )
             return MessageRef(resp["channel"], resp["ts"])
         except SlackApiError as exc:
             if too_long(exc):  # the caller retries it smaller; response_url would not take it either
@@ -125,8 +127,11 @@ class CommandContext:
             except SlackApiError as exc:
                 if not too_long(exc) or i == len(candidates) - 1:
                     raise
-                log.warning("Slack refused a message of %d blocks as too long (%s); sending a smaller one",
-                            len(blocks), exc.response.get("error"))
+                log.warning(
+                    "Slack refused a message of %d blocks as too long (%s); sending a smaller one",
+                    len(blocks),
+                    exc.response.get("error"),
+                )
         raise ValueError("no candidate message")
 
     async def retract(self, ref: MessageRef) -> None:

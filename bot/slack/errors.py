@@ -51,7 +51,9 @@ def user_message(exc: BaseException) -> tuple[str, str | None]:
     return "Something went wrong on our side; an admin can look it up by this id.", error_id
 
 
-async def answer_command_error(exc: BaseException, *, respond: Any, ctx: CommandContext | None, grammar: Grammar) -> None:
+async def answer_command_error(
+    exc: BaseException, *, respond: Any, ctx: CommandContext | None, grammar: Grammar
+) -> None:
     """Tell the user of a ``/gpu`` command what went wrong. Before the handler posted anything: only
     the caller, through ``respond``. After it posted its placeholder (``ctx.placeholder``): a
     :class:`~bot.errors.UsageError` (the caller's to fix) takes the placeholder back and tells the
@@ -75,8 +77,9 @@ async def answer_command_error(exc: BaseException, *, respond: Any, ctx: Command
 async def answer_click_error(exc: BaseException, *, respond: Any) -> None:
     """Tell the person who pressed a button what went wrong, only them (the card stays)."""
     text, error_id = user_message(exc)
-    await respond(text=text + (f" (error id {error_id})" if error_id else ""), response_type="ephemeral",
-                  replace_original=False)
+    await respond(
+        text=text + (f" (error id {error_id})" if error_id else ""), response_type="ephemeral", replace_original=False
+    )
 
 
 def register_error_handler(app: AsyncApp, grammar: Grammar, *, command_key: str) -> None:
@@ -85,7 +88,9 @@ def register_error_handler(app: AsyncApp, grammar: Grammar, *, command_key: str)
     (an event) is only logged (by :func:`user_message`, with its error id)."""
 
     @app.error
-    async def on_error(error: Exception, body: dict[str, Any], context: dict[str, Any], respond: Any) -> BoltResponse | None:
+    async def on_error(
+        error: Exception, body: dict[str, Any], context: dict[str, Any], respond: Any
+    ) -> BoltResponse | None:
         if respond is None or not (body.get("command") or body.get("type") == "block_actions"):
             user_message(error)
             return None

@@ -37,8 +37,9 @@ def add_health_routes(web_app: web.Application, *, readiness: Readiness | None =
 
     async def metrics_page(_: web.Request) -> web.Response:
         if services is not None:
-            await metrics.refresh_from_database(services, actions_by_state=action_service.count_by_state,
-                                                runs_by_outcome=report_service.count_by_status)
+            await metrics.refresh_from_database(
+                services, actions_by_state=action_service.count_by_state, runs_by_outcome=report_service.count_by_status
+            )
         return web.Response(body=metrics.render(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
     web_app.router.add_get(HEALTH_PATH, healthz)
@@ -47,8 +48,14 @@ def add_health_routes(web_app: web.Application, *, readiness: Readiness | None =
     web_app.router.add_get(METRICS_PATH, metrics_page)
 
 
-async def start_http(app: AsyncApp | None, *, host: str = "0.0.0.0", port: int = 3000, readiness: Readiness | None = None,
-                     services: Any = None) -> tuple[web.AppRunner, int]:
+async def start_http(
+    app: AsyncApp | None,
+    *,
+    host: str = "0.0.0.0",
+    port: int = 3000,
+    readiness: Readiness | None = None,
+    services: Any = None,
+) -> tuple[web.AppRunner, int]:
     """Serve ``app`` at :data:`EVENTS_PATH` (``None``: only the health and metrics routes, for
     Socket Mode) and return the runner (call ``cleanup()`` to stop) and the bound port.
 

@@ -30,7 +30,7 @@ class ActionId(str, enum.Enum):
 
 NOT_REQUEST_BOUND = {
     ActionId.TRUST_HOST_KEY: "admins only, checked at the click; the fingerprint in the value is compared with the one "
-                             "the host offers at that moment (an admin could ask `/gpu hosts trust HOST` for any host)",
+    "the host offers at that moment (an admin could ask `/gpu hosts trust HOST` for any host)",
     ActionId.TRUST_CANCEL: "changes nothing: it only replaces the clicker's own ephemeral card",
 }
 """Buttons whose ``value`` names no request, and why a forged value grants nothing."""

@@ -47,9 +47,15 @@ def _dicts(blocks: list[Block]) -> list[dict[str, Any]]:
 def history_blocks(view: HistoryView) -> list[dict[str, Any]]:
     """The timeline message (the chart follows in its thread)."""
     lines = [f"• {escape(x)}" for x in view.lines]
-    return _dicts([HeaderBlock(text=view.headline[:HEADER_LIMIT]), _md(escape(view.summary)), DividerBlock(),
-                   *pack_sections(lines)[: MAX_BLOCKS - 4],
-                   ContextBlock(elements=[MarkdownTextObject(text="The chart of GPU memory and free disk is in the thread.")])])
+    return _dicts(
+        [
+            HeaderBlock(text=view.headline[:HEADER_LIMIT]),
+            _md(escape(view.summary)),
+            DividerBlock(),
+            *pack_sections(lines)[: MAX_BLOCKS - 4],
+            ContextBlock(elements=[MarkdownTextObject(text="The chart of GPU memory and free disk is in the thread.")]),
+        ]
+    )
 
 
 def diff_blocks(d: SnapshotDiff) -> list[dict[str, Any]]:
@@ -69,8 +75,14 @@ def schedule_line(s: ReportSchedule, next_at: datetime | None) -> str:
     channel = f"<#{s.channel}>" if not s.channel.startswith("#") else escape(s.channel)
     nxt = f" · next {_when(next_at, s.tz)}" if next_at else ""
     by = f" · by <@{s.created_by}>" if s.created_by else ""
-    paused = (f"\n    *paused* since {_when(s.paused_at, s.tz)} ({escape(s.paused_reason or 'channel refused')}) — "
-              f"fix the channel, then `/gpu report resume {s.id}`") if s.paused_at else ""
+    paused = (
+        (
+            f"\n    *paused* since {_when(s.paused_at, s.tz)} ({escape(s.paused_reason or 'channel refused')}) — "
+            f"fix the channel, then `/gpu report resume {s.id}`"
+        )
+        if s.paused_at
+        else ""
+    )
     return f"*#{s.id}* · `{escape(s.cron)}` {escape(s.tz)} · {escape(target)} → {channel}{nxt}{by}{paused}"
 
 
@@ -94,7 +106,9 @@ def report_text(report: Report, view: FleetView) -> str:
     return f"{report.title}{late}: {view.counts}" + (f" ({causes})" if causes else "")
 
 
-def report_blocks(report: Report, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+def report_blocks(
+    report: Report, *, budget: int = MESSAGE_TEXT_BUDGET
+) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """``(message blocks, thread messages)``; both within Block Kit limits for any fleet size.
     ``budget``: characters of text for the hosts and changes in the message (as
     :func:`~bot.slack.blocks.fleet_blocks`; 0 puts every host and change in the thread), the
@@ -120,7 +134,9 @@ def report_blocks(report: Report, *, budget: int = MESSAGE_TEXT_BUDGET) -> tuple
     if len(changes) <= room and not thread and block_text_length(blocks) + block_text_length(changes) <= budget:
         blocks += [DividerBlock().to_dict(), *changes]
     else:
-        blocks += _dicts([DividerBlock(), _md(f"*Changed since the last report*: {len(report.changes)} hosts — in the thread.")])
+        blocks += _dicts(
+            [DividerBlock(), _md(f"*Changed since the last report*: {len(report.changes)} hosts — in the thread.")]
+        )
         thread += _budgeted(changes)
     return blocks, thread
 

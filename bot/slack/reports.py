@@ -46,8 +46,10 @@ def channel_hint(channel: str, reason: str) -> str:
         return f"{where} is archived, so I cannot post there: unarchive it, or pick another channel."
     if reason == "not_in_channel":
         return f"I am not a member of {where}, so I cannot post there: invite @gpubot to it ({INVITE} in that channel)."
-    return (f"I cannot see {where} (a private channel I am not in, or one that was deleted): "
-            f"invite @gpubot to it ({INVITE} in that channel).")
+    return (
+        f"I cannot see {where} (a private channel I am not in, or one that was deleted): "
+        f"invite @gpubot to it ({INVITE} in that channel)."
+    )
 
 
 def refused(channel: str, exc: SlackApiError) -> ChannelUnavailable | None:
@@ -84,25 +86,31 @@ async def check_channel(client: AsyncWebClient, channel: str) -> None:
 def problem_text(p: ChannelProblem) -> str:
     """The direct message to a schedule's creator when Slack refused its report."""
     target = f"group {p.group}" if p.group else "all hosts"
-    head = (f"Your scheduled report *#{p.schedule_id}* (`{escape(p.cron)}` {escape(p.tz)}, {escape(target)} → "
-            f"{channel_ref(p.channel)}) could not be posted: Slack answered `{p.reason}`.")
+    head = (
+        f"Your scheduled report *#{p.schedule_id}* (`{escape(p.cron)}` {escape(p.tz)}, {escape(target)} → "
+        f"{channel_ref(p.channel)}) could not be posted: Slack answered `{p.reason}`."
+    )
     if p.paused:
-        tail = (f"That is {p.failures} failures in a row, so the schedule is *paused*. Once the channel is fixed, "
-                f"`/gpu report resume {p.schedule_id}`; or `/gpu report remove {p.schedule_id}`.")
+        tail = (
+            f"That is {p.failures} failures in a row, so the schedule is *paused*. Once the channel is fixed, "
+            f"`/gpu report resume {p.schedule_id}`; or `/gpu report remove {p.schedule_id}`."
+        )
     else:
         tail = f"Failures in a row: {p.failures} of {p.pause_after}; at {p.pause_after} the schedule pauses."
     return f"{head}\n{p.message}\n{tail}"
 
 
-async def upload_png(client: AsyncWebClient, *, channel: str, thread_ts: str | None, png: bytes, filename: str,
-                     title: str) -> None:
+async def upload_png(
+    client: AsyncWebClient, *, channel: str, thread_ts: str | None, png: bytes, filename: str, title: str
+) -> None:
     """Upload a chart into a thread (``files.getUploadURLExternal`` + upload +
     ``files.completeUploadExternal``, which is what ``files_upload_v2`` does)."""
     await client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=png, filename=filename, title=title)
 
 
-async def post_halving(client: AsyncWebClient, *, channel: str, thread_ts: str, text: str,
-                       blocks: list[dict[str, Any]]) -> None:
+async def post_halving(
+    client: AsyncWebClient, *, channel: str, thread_ts: str, text: str, blocks: list[dict[str, Any]]
+) -> None:
     """Post ``blocks`` in a thread; a message Slack refuses as too long is sent again as two
     messages of half the blocks each (down to one block a message, which Block Kit's 3,000
     characters a section keep within Slack's limit). Raises the refusal of a single block, or any
@@ -134,15 +142,24 @@ def make_poster(client: AsyncWebClient) -> Post:
                     raise problem from exc
                 if not too_long(exc) or i == len(REPORT_BUDGETS) - 1:
                     raise
-                log.warning("Slack refused a report of %d blocks as too long (%s); sending a smaller one",
-                            len(blocks), exc.response.get("error"))
+                log.warning(
+                    "Slack refused a report of %d blocks as too long (%s); sending a smaller one",
+                    len(blocks),
+                    exc.response.get("error"),
+                )
         channel_id, ts = resp["channel"], resp["ts"]
         for chunk in thread:
             await post_halving(client, channel=channel_id, thread_ts=ts, text=report.title, blocks=chunk)
         if report.chart_png:
             stamp = report.generated_at.strftime("%Y%m%d-%H%M")
-            await upload_png(client, channel=channel_id, thread_ts=ts, png=report.chart_png,
-                             filename=f"report-{report.group or 'all'}-{stamp}.png", title=f"{report.title}: GPU memory and free disk")
+            await upload_png(
+                client,
+                channel=channel_id,
+                thread_ts=ts,
+                png=report.chart_png,
+                filename=f"report-{report.group or 'all'}-{stamp}.png",
+                title=f"{report.title}: GPU memory and free disk",
+            )
         return str(ts)
 
     return post
@@ -160,13 +177,20 @@ def make_notifier(client: AsyncWebClient) -> Notify:
     return notify
 
 
-async def start_scheduler(services: Services, client: AsyncWebClient, *, now: Clock | None = None,
-                          instance: str | None = None) -> ReportScheduler:
+async def start_scheduler(
+    services: Services, client: AsyncWebClient, *, now: Clock | None = None, instance: str | None = None
+) -> ReportScheduler:
     """Start report schedules, retention and background probes on the running event loop;
     call ``.shutdown()`` on the result to stop."""
     from bot.slack.watches import make_watcher  # watches post with the same client
 
-    sched = ReportScheduler(services, make_poster(client), instance=instance, notify=make_notifier(client), now=now,
-                            watcher=make_watcher(services, client, now=now, instance=instance))
+    sched = ReportScheduler(
+        services,
+        make_poster(client),
+        instance=instance,
+        notify=make_notifier(client),
+        now=now,
+        watcher=make_watcher(services, client, now=now, instance=instance),
+    )
     sched.start()
     return sched

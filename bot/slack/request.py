@@ -56,8 +56,11 @@ async def claim(services: Services, db: AsyncSession, body: dict[str, Any]) -> b
     except DatabaseUnavailable as exc:
         if not not_writable(exc):
             raise
-        log.warning("the delivery of %s was not recorded (%s); answering without the duplicate check",
-                    delivery_key(body), exc.reason)
+        log.warning(
+            "the delivery of %s was not recorded (%s); answering without the duplicate check",
+            delivery_key(body),
+            exc.reason,
+        )
         return True
 
 
@@ -65,8 +68,14 @@ def command_context(services: Services, grammar: Grammar, resolver: RoleResolver
     """The listener middleware of the ``/gpu`` command (see the module's doc). A duplicate delivery
     is answered with an empty 200 and goes no further."""
 
-    async def gpu_request(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any,
-                          context: dict[str, Any], next: Callable[[], Awaitable[None]]) -> BoltResponse | None:
+    async def gpu_request(
+        ack: Any,
+        body: dict[str, Any],
+        client: AsyncWebClient,
+        respond: Any,
+        context: dict[str, Any],
+        next: Callable[[], Awaitable[None]],
+    ) -> BoltResponse | None:
         await ack()
         db = services.sessions()
         try:
@@ -80,9 +89,17 @@ def command_context(services: Services, grammar: Grammar, resolver: RoleResolver
         except BaseException:
             await db.close()
             raise
-        context[COMMAND] = CommandContext(services=services, grammar=grammar, client=client, respond=respond,
-                                          user_id=user, channel_id=body.get("channel_id", ""), role=role,
-                                          team_id=body.get("team_id"), db=db)
+        context[COMMAND] = CommandContext(
+            services=services,
+            grammar=grammar,
+            client=client,
+            respond=respond,
+            user_id=user,
+            channel_id=body.get("channel_id", ""),
+            role=role,
+            team_id=body.get("team_id"),
+            db=db,
+        )
         await next()
         return None
 

@@ -27,8 +27,9 @@ class RoleResolver:
     the ``role_grants`` table give a real user of that id), and no id is a member of any user group.
     :attr:`proven` tells the flows whether the ids they get are Slack's word."""
 
-    def __init__(self, services: Services, ttl: float = 300.0, *, console_role: Role | None = None,
-                 grants_ttl: float = 10.0):
+    def __init__(
+        self, services: Services, ttl: float = 300.0, *, console_role: Role | None = None, grants_ttl: float = 10.0
+    ):
         self.services = services
         self.ttl = ttl
         self.console_role = console_role

@@ -65,26 +65,40 @@ def serve(settings: Settings) -> int:
 def credentials_missing(settings: Settings) -> str | None:
     """What Slack credential the settings lack for ``serve``, or ``None``."""
     if settings.slack_bot_token is None:
-        return ("SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, "
-                "`gpubot console` answers every /gpu command in the terminal")
+        return (
+            "SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, "
+            "`gpubot console` answers every /gpu command in the terminal"
+        )
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
         return "HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN, xapp-…, for Socket Mode)"
     app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token is not None else None
     if app_token is not None and not app_token.startswith("xapp-"):
-        return (f"SLACK_APP_TOKEN must be an app-level token (xapp-…; this one starts with {app_token[:5]!r}): make one "
-                "under Basic Information > App-Level Tokens with the connections:write scope, or unset it for HTTP mode")
+        return (
+            f"SLACK_APP_TOKEN must be an app-level token (xapp-…; this one starts with {app_token[:5]!r}): make one "
+            "under Basic Information > App-Level Tokens with the connections:write scope, or unset it for HTTP mode"
+        )
     return None
 
 
-REFUSED_CREDENTIALS = {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
-                       "not_allowed_token_type", "missing_scope", "team_access_not_granted", "no_permission"}
+REFUSED_CREDENTIALS = {
+    "invalid_auth",
+    "not_authed",
+    "account_inactive",
+    "token_revoked",
+    "token_expired",
+    "not_allowed_token_type",
+    "missing_scope",
+    "team_access_not_granted",
+    "no_permission",
+}
 """``auth.test`` / ``apps.connections.open`` errors that no retry fixes: the credential itself is wrong."""
 SLACK_RETRY_S = 15.0
 """Seconds between two credential checks while Slack cannot be reached at start."""
 
 
-async def check_credentials(call: Callable[[], Awaitable[Any]], *, stop: asyncio.Event, readiness: Readiness,
-                            variable: str = "SLACK_BOT_TOKEN") -> bool:
+async def check_credentials(
+    call: Callable[[], Awaitable[Any]], *, stop: asyncio.Event, readiness: Readiness, variable: str = "SLACK_BOT_TOKEN"
+) -> bool:
     """Ask Slack whether the credential works (``call()``: ``client.auth_test``, or Socket Mode's
     ``apps_connections_open`` with the app token);
     ``True`` once it does (``readiness`` gets ``slack_credentials: ok`` and the bot's identity is
@@ -105,12 +119,21 @@ async def check_credentials(call: Callable[[], Awaitable[Any]], *, stop: asyncio
                 log.error("configuration error: %s %s", variable, why)
                 return False
             reason = f"Slack answered {error}"
-        except (aiohttp.ClientError, OSError, TimeoutError, SlackClientError) as exc:  # out of reach: not a configuration error
+        except (
+            aiohttp.ClientError,
+            OSError,
+            TimeoutError,
+            SlackClientError,
+        ) as exc:  # out of reach: not a configuration error
             reason = f"Slack could not be reached ({type(exc).__name__}: {str(exc)[:200]})"
         else:
             if variable == "SLACK_BOT_TOKEN":
-                log.info("Slack credentials ok: bot %s (%s) in workspace %s", answer.get("user"), answer.get("user_id"),
-                         answer.get("team"))
+                log.info(
+                    "Slack credentials ok: bot %s (%s) in workspace %s",
+                    answer.get("user"),
+                    answer.get("user_id"),
+                    answer.get("team"),
+                )
             readiness.states["slack_credentials"] = "ok"
             return True
         readiness.states["slack_credentials"] = f"not checked: {reason}; retrying every {SLACK_RETRY_S:g} s"
@@ -129,8 +152,11 @@ async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[An
     user_id = user.get("id") if isinstance(user, dict) else body.get("user_id")
     actions = body.get("actions") or [{}]
     value = str(actions[0].get("value") or "") if isinstance(actions[0], dict) else ""
-    with log_context(slack_user=user_id, slack_action=actions[0].get("action_id") if isinstance(actions[0], dict) else None,
-                     action_request=int(value) if value.isdigit() else None):
+    with log_context(
+        slack_user=user_id,
+        slack_action=actions[0].get("action_id") if isinstance(actions[0], dict) else None,
+        action_request=int(value) if value.isdigit() else None,
+    ):
         return await next()
 
 
@@ -147,30 +173,45 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp | None, m
         from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 
         # The handler's aiohttp session needs the running loop: build it inside.
-        handler = AsyncSocketModeHandler(app, settings.slack_app_token.get_secret_value(), logger=socket_mode_log(),
-                                         ping_interval=SOCKET_MODE_RETRY_S)
+        handler = AsyncSocketModeHandler(
+            app,
+            settings.slack_app_token.get_secret_value(),
+            logger=socket_mode_log(),
+            ping_interval=SOCKET_MODE_RETRY_S,
+        )
 
         async def slack_check() -> bool:
             return bool(await handler.client.is_connected())
 
     metrics.track_gate(services.gate)
     metrics.track_ssh_pool(metrics.ssh_pool_counter(services))
-    readiness = Readiness(sessions=services.sessions, gate=services.gate, slack=slack_check,
-                          database_url=settings.database_url)
+    readiness = Readiness(
+        sessions=services.sessions, gate=services.gate, slack=slack_check, database_url=settings.database_url
+    )
     readiness.states["slack_credentials"] = missing or "not checked yet"
-    runner, port = await start_http(None if handler else app, port=settings.http_port, readiness=readiness, services=services)
+    runner, port = await start_http(
+        None if handler else app, port=settings.http_port, readiness=readiness, services=services
+    )
     sched = sweeper = None
     stopping: list[float] = []
     try:
         usable = app is not None and await check_credentials(app.client.auth_test, stop=stop, readiness=readiness)
         if usable and app is not None and handler is not None and settings.slack_app_token is not None:
             app_token = settings.slack_app_token.get_secret_value()
-            usable = await check_credentials(lambda: app.client.apps_connections_open(app_token=app_token), stop=stop,
-                                             readiness=readiness, variable="SLACK_APP_TOKEN")
+            usable = await check_credentials(
+                lambda: app.client.apps_connections_open(app_token=app_token),
+                stop=stop,
+                readiness=readiness,
+                variable="SLACK_APP_TOKEN",
+            )
         if not usable:
             if missing is not None:
-                log.error("configuration error: %s. The process stays up, unready (/readyz on port %d says why), "
-                          "until it is fixed and restarted", missing, port)
+                log.error(
+                    "configuration error: %s. The process stays up, unready (/readyz on port %d says why), "
+                    "until it is fixed and restarted",
+                    missing,
+                    port,
+                )
             await stop.wait()
             log.info("stopped (Slack was never started: %s)", readiness.states["slack_credentials"])
             return 0
@@ -209,19 +250,30 @@ async def _drain(settings: Settings, services: Services, handler: Any, sched: An
     """Steps 1–3 of the module docstring; returns 0."""
     started = time.monotonic()
     services.gate.close()
-    log.info("shutting down: no new work; waiting up to %.0f s for %d probe(s) in flight",
-             settings.shutdown_grace_s, services.gate.in_flight)
+    log.info(
+        "shutting down: no new work; waiting up to %.0f s for %d probe(s) in flight",
+        settings.shutdown_grace_s,
+        services.gate.in_flight,
+    )
     sched.shutdown()
     sweeper.cancel()
     if handler is not None:
         await close_socket_mode(handler.client)  # Slack delivers new events to the other connections
     if not await services.gate.wait_idle(settings.shutdown_grace_s):
         cut = services.gate.interrupt()
-        log.warning("shutting down with %d probe(s) still running after %.0f s: interrupted; each is stored as an interrupted "
-                    "snapshot and its message finished", cut, settings.shutdown_grace_s)
+        log.warning(
+            "shutting down with %d probe(s) still running after %.0f s: interrupted; each is stored as an interrupted "
+            "snapshot and its message finished",
+            cut,
+            settings.shutdown_grace_s,
+        )
         if not await services.gate.wait_idle(FINISH_S):
-            log.warning("%d probe(s) and %d message(s) still unfinished %.0f s after the interruption; exiting without them",
-                        services.gate.in_flight, services.gate.tasks, FINISH_S)
+            log.warning(
+                "%d probe(s) and %d message(s) still unfinished %.0f s after the interruption; exiting without them",
+                services.gate.in_flight,
+                services.gate.tasks,
+                FINISH_S,
+            )
     await asyncio.sleep(0.2)  # let the last progress updates reach Slack
     log.info("drained in %.1f s", time.monotonic() - started)
     return 0
@@ -262,7 +314,10 @@ class _OneLinePerAttempt(logging.Filter):
             return False
         if message.startswith("Failed to connect (error: "):
             error = message.removeprefix("Failed to connect (error: ").removesuffix("); Retrying...")
-            record.msg, record.args = "cannot connect to Slack in Socket Mode (%s); trying again in %.0f s", (error, self.retry_s)
+            record.msg, record.args = (
+                "cannot connect to Slack in Socket Mode (%s); trying again in %.0f s",
+                (error, self.retry_s),
+            )
             record.exc_info = record.exc_text = None
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True

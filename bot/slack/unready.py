@@ -59,8 +59,12 @@ async def _serve_unready(reason: str, *, port: int, host: str) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await web.TCPSite(runner, host, port).start()
-        log.error("configuration error: %s. The process stays up, unready (/readyz on port %d says why), until the "
-                  "setting is fixed and the process restarted", reason, port)
+        log.error(
+            "configuration error: %s. The process stays up, unready (/readyz on port %d says why), until the "
+            "setting is fixed and the process restarted",
+            reason,
+            port,
+        )
         await stop.wait()
     finally:
         await runner.cleanup()

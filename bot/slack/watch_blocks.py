@@ -22,11 +22,34 @@ def watch_blocks(msg: WatchMessage, *, chat: str = "/gpu") -> list[dict[str, Any
     for x in msg.lines[:MAX_HOSTS_SHOWN]:
         text = fit_lines([escape_keeping_mentions(t) for t in line_texts(x, chat=chat)])
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
-        if x.status in (AlertStatus.POSTING.value, AlertStatus.SENDING.value, AlertStatus.FIRING.value) and not x.taken_by:
-            blocks.append({"type": "actions", "block_id": f"watch_alert_{x.alert_id}", "elements": [
-                {"type": "button", "action_id": ActionId.WATCH_TAKE.value, "value": str(x.alert_id),
-                 "text": {"type": "plain_text", "text": f"I'm on it ({x.host})"[:75]}}]})
+        if (
+            x.status in (AlertStatus.POSTING.value, AlertStatus.SENDING.value, AlertStatus.FIRING.value)
+            and not x.taken_by
+        ):
+            blocks.append(
+                {
+                    "type": "actions",
+                    "block_id": f"watch_alert_{x.alert_id}",
+                    "elements": [
+                        {
+                            "type": "button",
+                            "action_id": ActionId.WATCH_TAKE.value,
+                            "value": str(x.alert_id),
+                            "text": {"type": "plain_text", "text": f"I'm on it ({x.host})"[:75]},
+                        }
+                    ],
+                }
+            )
     if len(msg.lines) > MAX_HOSTS_SHOWN:
-        blocks.append({"type": "context", "elements": [
-            {"type": "mrkdwn", "text": f"…and {len(msg.lines) - MAX_HOSTS_SHOWN} more hosts: `{chat} status all`"}]})
+        blocks.append(
+            {
+                "type": "context",
+                "elements": [
+                    {
+                        "type": "mrkdwn",
+                        "text": f"…and {len(msg.lines) - MAX_HOSTS_SHOWN} more hosts: `{chat} status all`",
+                    }
+                ],
+            }
+        )
     return blocks

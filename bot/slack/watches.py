@@ -37,8 +37,9 @@ class SlackOutlet:
 
     async def post(self, channel: str, message: WatchMessage) -> tuple[str, str]:
         try:
-            resp = await self.client.chat_postMessage(channel=channel, text=headline(message),
-                                                      blocks=watch_blocks(message, chat=self.chat))
+            resp = await self.client.chat_postMessage(
+                channel=channel, text=headline(message), blocks=watch_blocks(message, chat=self.chat)
+            )
         except SlackApiError as exc:
             problem = refused(channel, exc)
             if problem is not None:
@@ -47,7 +48,9 @@ class SlackOutlet:
         return str(resp["channel"]), str(resp["ts"])
 
     async def update(self, channel: str, ts: str, message: WatchMessage) -> None:
-        await self.client.chat_update(channel=channel, ts=ts, text=headline(message), blocks=watch_blocks(message, chat=self.chat))
+        await self.client.chat_update(
+            channel=channel, ts=ts, text=headline(message), blocks=watch_blocks(message, chat=self.chat)
+        )
 
     async def resolved(self, channel: str, ts: str, line: AlertLine, now_report: StatusReport | None) -> None:
         text = resolution_text(line, now_report)
@@ -55,18 +58,22 @@ class SlackOutlet:
 
     async def reminder(self, channel: str, ts: str, line: AlertLine, now: datetime) -> None:
         text = reminder_text(line, now)
-        await self.client.chat_postMessage(channel=channel, thread_ts=ts, text=text,
-                                           blocks=text_blocks(escape_keeping_mentions(text)))
+        await self.client.chat_postMessage(
+            channel=channel, thread_ts=ts, text=text, blocks=text_blocks(escape_keeping_mentions(text))
+        )
 
     async def refused(self, watch: Watch, problem: ChannelUnavailable) -> None:
         if not watch.created_by:
             return
-        text = (f"Your watch *#{watch.id}* ({escape(watch.target)} → {channel_ref(watch.channel)}) could not post an alert: "
-                f"Slack answered `{problem.reason}`.\n{problem}\nFix the channel, or `/gpu watch remove {watch.id}`.")
+        text = (
+            f"Your watch *#{watch.id}* ({escape(watch.target)} → {channel_ref(watch.channel)}) could not post an alert: "
+            f"Slack answered `{problem.reason}`.\n{problem}\nFix the channel, or `/gpu watch remove {watch.id}`."
+        )
         await self.client.chat_postMessage(channel=watch.created_by, text=text, blocks=text_blocks(text))
 
 
-def make_watcher(services: Services, client: AsyncWebClient, *, now: Clock | None = None,
-                 instance: str | None = None) -> Watcher:
+def make_watcher(
+    services: Services, client: AsyncWebClient, *, now: Clock | None = None, instance: str | None = None
+) -> Watcher:
     """A :class:`Watcher` posting with ``client``."""
     return Watcher(services, SlackOutlet(client, services.settings.command), now=now, instance=instance)

@@ -44,9 +44,15 @@ class SnapshotBatcher:
     so a snapshot and its progress row commit together); an error it raises fails the batch.
     """
 
-    def __init__(self, sessions: SessionFactory, *, max_items: int = 50, max_wait_s: float = 0.5,
-                 on_batch: Callable[[int], None] | None = None,
-                 in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None):
+    def __init__(
+        self,
+        sessions: SessionFactory,
+        *,
+        max_items: int = 50,
+        max_wait_s: float = 0.5,
+        on_batch: Callable[[int], None] | None = None,
+        in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
+    ):
         self.sessions = sessions
         self.max_items = max(1, max_items)
         self.max_wait_s = max_wait_s

@@ -30,14 +30,17 @@ def _upsert(dialect: str) -> Any:
     stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(cast(Table, GpuSeen.__table__))
     new = stmt.excluded
     later = new.last_seen >= t.last_seen
-    return stmt.on_conflict_do_update(index_elements=[t.host_name, t.uuid], set_={
-        "gpu_index": case((later, new.gpu_index), else_=t.gpu_index),
-        "bus_id": case((later, new.bus_id), else_=t.bus_id),
-        "name": case((later, new.name), else_=t.name),
-        "last_snapshot_id": case((later, new.last_snapshot_id), else_=t.last_snapshot_id),
-        "last_seen": case((later, new.last_seen), else_=t.last_seen),
-        "first_seen": case((new.first_seen < t.first_seen, new.first_seen), else_=t.first_seen),
-    })
+    return stmt.on_conflict_do_update(
+        index_elements=[t.host_name, t.uuid],
+        set_={
+            "gpu_index": case((later, new.gpu_index), else_=t.gpu_index),
+            "bus_id": case((later, new.bus_id), else_=t.bus_id),
+            "name": case((later, new.name), else_=t.name),
+            "last_snapshot_id": case((later, new.last_snapshot_id), else_=t.last_snapshot_id),
+            "last_seen": case((later, new.last_seen), else_=t.last_seen),
+            "first_seen": case((new.first_seen < t.first_seen, new.first_seen), else_=t.first_seen),
+        },
+    )
 
 
 def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
@@ -57,22 +60,38 @@ def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequen
             key = (host, uuid)
             old = found.get(key)
             if old is None or at >= old["last_seen"]:
-                found[key] = {"host_name": host, "uuid": uuid, "gpu_index": g.get("index"), "bus_id": g.get("pci_bus_id"),
-                              "name": g.get("name"), "first_seen": min(at, old["first_seen"]) if old else at,
-                              "last_seen": at, "last_snapshot_id": snapshot_id}
+                found[key] = {
+                    "host_name": host,
+                    "uuid": uuid,
+                    "gpu_index": g.get("index"),
+                    "bus_id": g.get("pci_bus_id"),
+                    "name": g.get("name"),
+                    "first_seen": min(at, old["first_seen"]) if old else at,
+                    "last_seen": at,
+                    "last_snapshot_id": snapshot_id,
+                }
     if found:
         conn.execute(_upsert(conn.dialect.name), list(found.values()))
 
 
-async def known(*, db_session: AsyncSession, host_names: Sequence[str], since: datetime | None = None) -> dict[str, list[KnownGpu]]:
+async def known(
+    *, db_session: AsyncSession, host_names: Sequence[str], since: datetime | None = None
+) -> dict[str, list[KnownGpu]]:
     """The GPUs each host showed (seen at or after ``since``, when given), by host name."""
     q = select(GpuSeen).where(GpuSeen.host_name.in_(list(host_names))).order_by(GpuSeen.host_name, GpuSeen.gpu_index)
     if since is not None:
         q = q.where(GpuSeen.last_seen >= since)
     out: dict[str, list[KnownGpu]] = {h: [] for h in host_names}
     for g in (await db_session.execute(q)).scalars():
-        out.setdefault(g.host_name, []).append(KnownGpu(uuid=g.uuid, index=g.gpu_index, bus_id=g.bus_id,
-                                                        last_snapshot_id=g.last_snapshot_id, last_seen=g.last_seen))
+        out.setdefault(g.host_name, []).append(
+            KnownGpu(
+                uuid=g.uuid,
+                index=g.gpu_index,
+                bus_id=g.bus_id,
+                last_snapshot_id=g.last_snapshot_id,
+                last_seen=g.last_seen,
+            )
+        )
     return out
 
 
@@ -117,7 +136,9 @@ async def forget(*, db_session: AsyncSession, host_name: str, gpu: str, keep: Co
     rows = await listing(db_session=db_session, host_name=host_name)
     hit = [r for r in matching(rows, gpu) if r.uuid not in keep]
     if hit:
-        await db_session.execute(delete(GpuSeen).where(GpuSeen.host_name == host_name, GpuSeen.uuid.in_([r.uuid for r in hit])))
+        await db_session.execute(
+            delete(GpuSeen).where(GpuSeen.host_name == host_name, GpuSeen.uuid.in_([r.uuid for r in hit]))
+        )
     return [r.uuid for r in hit]
 
 
@@ -145,5 +166,9 @@ async def forget_missing(*, db_session: AsyncSession, host_name: str, gpu: str) 
     here = present_now(snap)
     named = matching(await listing(db_session=db_session, host_name=host_name), gpu)
     gone = await forget(db_session=db_session, host_name=host_name, gpu=gpu, keep=here)
-    return Forgotten(named=named, gone=gone, kept=[g for g in named if g.uuid in here],
-                     snapshot_id=snap.id if snap is not None else None)
+    return Forgotten(
+        named=named,
+        gone=gone,
+        kept=[g for g in named if g.uuid in here],
+        snapshot_id=snap.id if snap is not None else None,
+    )

@@ -24,8 +24,10 @@ STREAMS = ("stdout", "stderr")
 
 def cut_note(dropped: int, stream: str, cap: int) -> str:
     """The line put where a stored stream was cut (``…`` between its head and its tail)."""
-    return (f"\n[gpubot: {dropped:,} characters of {stream} not stored here; a snapshot stores at most "
-            f"{cap:,} characters of raw output]\n")
+    return (
+        f"\n[gpubot: {dropped:,} characters of {stream} not stored here; a snapshot stores at most "
+        f"{cap:,} characters of raw output]\n"
+    )
 
 
 def capped(raw: dict[str, Any] | None, cap: int = RAW_CAP_CHARS) -> dict[str, Any] | None:
@@ -38,8 +40,13 @@ def capped(raw: dict[str, Any] | None, cap: int = RAW_CAP_CHARS) -> dict[str, An
     ``raw`` is not changed."""
     if not raw:
         return raw
-    sizes = {(name, s): len(v[s]) for name, v in raw.items() if isinstance(v, dict)
-             for s in STREAMS if isinstance(v.get(s), str)}
+    sizes = {
+        (name, s): len(v[s])
+        for name, v in raw.items()
+        if isinstance(v, dict)
+        for s in STREAMS
+        if isinstance(v.get(s), str)
+    }
     if sum(sizes.values()) <= cap:
         return raw
     share: dict[tuple[str, str], int] = {}

@@ -29,7 +29,22 @@ from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Connection, String, Table, and_, bindparam, case, delete, func, insert, literal_column, select, text, tuple_, update
+from sqlalchemy import (
+    Connection,
+    String,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -107,8 +122,14 @@ def epoch_hour(when: datetime) -> int:
     return int(when.timestamp() // 3600)
 
 
-async def store(*, db_session: AsyncSession, result: ProbeResult, assessment: Assessment,
-                host_id: int | None = None, requested_by: str | None = None) -> StoredSnapshot:
+async def store(
+    *,
+    db_session: AsyncSession,
+    result: ProbeResult,
+    assessment: Assessment,
+    host_id: int | None = None,
+    requested_by: str | None = None,
+) -> StoredSnapshot:
     """Insert one snapshot row for ``result`` and its verdict; returns it with its id."""
     snaps = await store_many(db_session=db_session, items=[StoreItem(result, assessment, host_id, requested_by)])
     return snaps[0]
@@ -149,11 +170,15 @@ def write_rows(conn: Connection, rows: list[dict[str, Any]]) -> list[StoredSnaps
         fixed = [i for i, f in fixes.items() if f is flag]
         if fixed:
             conn.execute(update(table).where(table.c.id.in_(fixed)).values(verdict_changed=flag))
-    return [StoredSnapshot(i, r["host_name"], r["taken_at"], r["verdict"], r["verdict_changed"]) for i, r in zip(ids, rows)]
+    return [
+        StoredSnapshot(i, r["host_name"], r["taken_at"], r["verdict"], r["verdict_changed"]) for i, r in zip(ids, rows)
+    ]
 
 
-_PG_LOCK = text("SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT hashtext('gpubot.snapshots:' || h) AS k"
-                " FROM unnest(CAST(:hosts AS text[])) AS h ORDER BY 1) AS keys")
+_PG_LOCK = text(
+    "SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT hashtext('gpubot.snapshots:' || h) AS k"
+    " FROM unnest(CAST(:hosts AS text[])) AS h ORDER BY 1) AS keys"
+)
 _SQLITE_LOCK = text("DELETE FROM snapshot_hours WHERE 0")
 
 
@@ -173,7 +198,9 @@ def _host_list(dialect: str) -> Any:
     any number of hosts): ``unnest`` of an array on PostgreSQL, ``json_each`` on SQLite."""
     if dialect == "postgresql":
         return select(func.unnest(bindparam("hosts", type_=postgresql.ARRAY(String))).label("host_name"))
-    return select(literal_column("value").label("host_name")).select_from(func.json_each(bindparam("hosts", type_=String)))
+    return select(literal_column("value").label("host_name")).select_from(
+        func.json_each(bindparam("hosts", type_=String))
+    )
 
 
 def _hosts_param(dialect: str, hosts: Sequence[str]) -> dict[str, Any]:
@@ -192,8 +219,9 @@ def _hour_rows(dialect: str, newest: bool) -> Any:
     pick = func.max(y.c.epoch_hour) if newest else func.min(y.c.epoch_hour)
     hour = select(pick).where(y.c.host_name == h.c.host_name).correlate(h).scalar_subquery()
     t = SnapshotHour.__table__.c
-    return (select(t.host_name, t.first_at, t.last_at, t.last_verdict)
-            .where(tuple_(t.host_name, t.epoch_hour).in_(select(h.c.host_name, hour).select_from(h))))
+    return select(t.host_name, t.first_at, t.last_at, t.last_verdict).where(
+        tuple_(t.host_name, t.epoch_hour).in_(select(h.c.host_name, hour).select_from(h))
+    )
 
 
 def _mark_changes(conn: Connection, dialect: str, hosts: list[str], rows: list[dict[str, Any]]) -> dict[int, bool]:
@@ -223,18 +251,30 @@ def _merge_out_of_order(conn: Connection, host: str, new: list[dict[str, Any]]) 
     start = new[0]["taken_at"]
     # the snapshot before new[0]: in new[0]'s own hour (a bounded range), else the last of an earlier hour
     before = conn.execute(
-        select(Snapshot.verdict).where(Snapshot.host_name == host, Snapshot.taken_at >= hour_of(start), Snapshot.taken_at < start)
-        .order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1)).scalar_one_or_none()
+        select(Snapshot.verdict)
+        .where(Snapshot.host_name == host, Snapshot.taken_at >= hour_of(start), Snapshot.taken_at < start)
+        .order_by(Snapshot.taken_at.desc(), Snapshot.id.desc())
+        .limit(1)
+    ).scalar_one_or_none()
     if before is None:
         y = SnapshotHour.__table__.alias("y")
-        hour = select(func.max(y.c.epoch_hour)).where(y.c.host_name == host, y.c.epoch_hour < epoch_hour(start)).scalar_subquery()
-        before = conn.execute(select(SnapshotHour.last_verdict).where(SnapshotHour.host_name == host,
-                                                                      SnapshotHour.epoch_hour == hour)).scalar_one_or_none()
+        hour = (
+            select(func.max(y.c.epoch_hour))
+            .where(y.c.host_name == host, y.c.epoch_hour < epoch_hour(start))
+            .scalar_subquery()
+        )
+        before = conn.execute(
+            select(SnapshotHour.last_verdict).where(SnapshotHour.host_name == host, SnapshotHour.epoch_hour == hour)
+        ).scalar_one_or_none()
     stored = conn.execute(
         select(Snapshot.id, Snapshot.taken_at, Snapshot.verdict, Snapshot.verdict_changed)
-        .where(Snapshot.host_name == host, Snapshot.taken_at >= start).order_by(Snapshot.taken_at, Snapshot.id)).all()
+        .where(Snapshot.host_name == host, Snapshot.taken_at >= start)
+        .order_by(Snapshot.taken_at, Snapshot.id)
+    ).all()
     # stored ids are below the new ones, so at equal times the stored snapshot comes first
-    merged: list[tuple[datetime, int, Any]] = [(r.taken_at, 0, r) for r in stored] + [(r["taken_at"], 1, r) for r in new]
+    merged: list[tuple[datetime, int, Any]] = [(r.taken_at, 0, r) for r in stored] + [
+        (r["taken_at"], 1, r) for r in new
+    ]
     merged.sort(key=lambda m: (m[0], m[1]))  # stable within each kind
     prev, fixes = before, {}
     for _, is_new, x in merged:
@@ -257,18 +297,35 @@ def _upsert(dialect: str) -> Any:
     table = cast(Table, SnapshotHour.__table__)
     stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
     new = stmt.excluded
-    return stmt.on_conflict_do_update(index_elements=[t.host_name, t.epoch_hour], set_={
-        "snapshot_count": t.snapshot_count + new.snapshot_count,
-        "gpu_used_mib_max": case((and_(new.gpu_used_mib_max.is_not(None),
-                                       t.gpu_used_mib_max.is_(None) | (new.gpu_used_mib_max > t.gpu_used_mib_max)),
-                                  new.gpu_used_mib_max), else_=t.gpu_used_mib_max),
-        "disk_free_bytes_min": case((and_(new.disk_free_bytes_min.is_not(None),
-                                          t.disk_free_bytes_min.is_(None) | (new.disk_free_bytes_min < t.disk_free_bytes_min)),
-                                     new.disk_free_bytes_min), else_=t.disk_free_bytes_min),
-        "first_at": case((new.first_at < t.first_at, new.first_at), else_=t.first_at),
-        "last_verdict": case((new.last_at >= t.last_at, new.last_verdict), else_=t.last_verdict),
-        "last_at": case((new.last_at >= t.last_at, new.last_at), else_=t.last_at),
-    })
+    return stmt.on_conflict_do_update(
+        index_elements=[t.host_name, t.epoch_hour],
+        set_={
+            "snapshot_count": t.snapshot_count + new.snapshot_count,
+            "gpu_used_mib_max": case(
+                (
+                    and_(
+                        new.gpu_used_mib_max.is_not(None),
+                        t.gpu_used_mib_max.is_(None) | (new.gpu_used_mib_max > t.gpu_used_mib_max),
+                    ),
+                    new.gpu_used_mib_max,
+                ),
+                else_=t.gpu_used_mib_max,
+            ),
+            "disk_free_bytes_min": case(
+                (
+                    and_(
+                        new.disk_free_bytes_min.is_not(None),
+                        t.disk_free_bytes_min.is_(None) | (new.disk_free_bytes_min < t.disk_free_bytes_min),
+                    ),
+                    new.disk_free_bytes_min,
+                ),
+                else_=t.disk_free_bytes_min,
+            ),
+            "first_at": case((new.first_at < t.first_at, new.first_at), else_=t.first_at),
+            "last_verdict": case((new.last_at >= t.last_at, new.last_verdict), else_=t.last_verdict),
+            "last_at": case((new.last_at >= t.last_at, new.last_at), else_=t.last_at),
+        },
+    )
 
 
 def _roll_up(conn: Connection, dialect: str, rows: Sequence[Mapping[str, Any]]) -> None:
@@ -281,9 +338,16 @@ def _roll_up(conn: Connection, dialect: str, rows: Sequence[Mapping[str, Any]]) 
         key = (s["host_name"], epoch_hour(at))
         h = hours.get(key)
         if h is None:
-            hours[key] = {"host_name": key[0], "epoch_hour": key[1], "snapshot_count": 1,
-                          "gpu_used_mib_max": used, "disk_free_bytes_min": free,
-                          "first_at": at, "last_at": at, "last_verdict": s["verdict"]}
+            hours[key] = {
+                "host_name": key[0],
+                "epoch_hour": key[1],
+                "snapshot_count": 1,
+                "gpu_used_mib_max": used,
+                "disk_free_bytes_min": free,
+                "first_at": at,
+                "last_at": at,
+                "last_verdict": s["verdict"],
+            }
             continue
         h["snapshot_count"] += 1
         if used is not None and (h["gpu_used_mib_max"] is None or used > h["gpu_used_mib_max"]):
@@ -296,14 +360,20 @@ def _roll_up(conn: Connection, dialect: str, rows: Sequence[Mapping[str, Any]]) 
     conn.execute(_upsert(dialect), list(hours.values()))
 
 
-async def rebuild_hours(*, db_session: AsyncSession, start: datetime, end: datetime,
-                        hosts: Sequence[str] | None = None) -> None:
+async def rebuild_hours(
+    *, db_session: AsyncSession, start: datetime, end: datetime, hosts: Sequence[str] | None = None
+) -> None:
     """Recompute the ``snapshot_hours`` rows for the whole hours in ``[hour_of(start),
     hour_of(end))`` from the snapshots, of ``hosts`` or of every host."""
     start, end = hour_of(start), hour_of(end)
-    gone = delete(SnapshotHour).where(SnapshotHour.epoch_hour >= epoch_hour(start), SnapshotHour.epoch_hour < epoch_hour(end))
-    q = (select(Snapshot.host_name, Snapshot.taken_at, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes, Snapshot.verdict)
-         .where(Snapshot.taken_at >= start, Snapshot.taken_at < end).order_by(Snapshot.taken_at, Snapshot.id))
+    gone = delete(SnapshotHour).where(
+        SnapshotHour.epoch_hour >= epoch_hour(start), SnapshotHour.epoch_hour < epoch_hour(end)
+    )
+    q = (
+        select(Snapshot.host_name, Snapshot.taken_at, Snapshot.gpu_used_mib, Snapshot.disk_free_bytes, Snapshot.verdict)
+        .where(Snapshot.taken_at >= start, Snapshot.taken_at < end)
+        .order_by(Snapshot.taken_at, Snapshot.id)
+    )
     if hosts is not None:
         gone, q = gone.where(SnapshotHour.host_name.in_(hosts)), q.where(Snapshot.host_name.in_(hosts))
     await db_session.execute(gone)
@@ -319,17 +389,23 @@ async def forget_before(*, db_session: AsyncSession, hosts: Sequence[str], befor
     snapshot left ``verdict_changed`` (it has no previous one now)."""
     if not hosts:
         return
-    await db_session.execute(delete(SnapshotHour).where(SnapshotHour.host_name.in_(hosts),
-                                                        SnapshotHour.epoch_hour < epoch_hour(before)))
+    await db_session.execute(
+        delete(SnapshotHour).where(SnapshotHour.host_name.in_(hosts), SnapshotHour.epoch_hour < epoch_hour(before))
+    )
     if hour_of(before) != before:
         await rebuild_hours(db_session=db_session, start=before, end=before + HOUR, hosts=hosts)
     conn = await db_session.connection()
-    firsts = [(r.host_name, r.first_at) for r in await conn.execute(_hour_rows(conn.dialect.name, False),
-                                                                     _hosts_param(conn.dialect.name, hosts))]
+    firsts = [
+        (r.host_name, r.first_at)
+        for r in await conn.execute(_hour_rows(conn.dialect.name, False), _hosts_param(conn.dialect.name, hosts))
+    ]
     if not firsts:
         return
-    rows = await conn.execute(select(Snapshot.id, Snapshot.host_name, Snapshot.verdict_changed)
-                              .where(tuple_(Snapshot.host_name, Snapshot.taken_at).in_(firsts)))
+    rows = await conn.execute(
+        select(Snapshot.id, Snapshot.host_name, Snapshot.verdict_changed).where(
+            tuple_(Snapshot.host_name, Snapshot.taken_at).in_(firsts)
+        )
+    )
     oldest: dict[str, Any] = {}
     for r in rows:  # the lowest id at a host's first time
         if r.host_name not in oldest or r.id < oldest[r.host_name].id:
@@ -346,5 +422,10 @@ async def get(*, db_session: AsyncSession, snapshot_id: int) -> Snapshot | None:
 
 async def latest(*, db_session: AsyncSession, host_name: str) -> Snapshot | None:
     """The newest snapshot of ``host_name``, or ``None``."""
-    q = select(Snapshot).where(Snapshot.host_name == host_name).order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1)
+    q = (
+        select(Snapshot)
+        .where(Snapshot.host_name == host_name)
+        .order_by(Snapshot.taken_at.desc(), Snapshot.id.desc())
+        .limit(1)
+    )
     return (await db_session.execute(q)).scalar_one_or_none()

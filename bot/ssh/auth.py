@@ -17,8 +17,16 @@ def default_keys(home_ssh: str = "~/.ssh") -> list[str]:
     return [p for p in (os.path.join(folder, k) for k in DEFAULT_KEYS) if os.path.isfile(p)]
 
 
-def auth_failed_message(target: HostTarget, *, user: str | None, key_file: str | None, key_from_setting: bool,
-                        ssh_config: str | None, agent: bool | None = None, home_ssh: str = "~/.ssh") -> str:
+def auth_failed_message(
+    target: HostTarget,
+    *,
+    user: str | None,
+    key_file: str | None,
+    key_from_setting: bool,
+    ssh_config: str | None,
+    agent: bool | None = None,
+    home_ssh: str = "~/.ssh",
+) -> str:
     """``node2: SSH authentication failed as root with …; …`` naming the user (``None``: the local
     user name, as asyncssh uses), the key offered (``key_file``, from ``GPUBOT_SSH_KEY_FILE`` when
     ``key_from_setting``, else the host's own) or the default keys and the SSH agent, and the fix."""
@@ -29,8 +37,11 @@ def auth_failed_message(target: HostTarget, *, user: str | None, key_file: str |
         found = default_keys(home_ssh)
         agent = bool(os.environ.get("SSH_AUTH_SOCK")) if agent is None else agent
         offered = [*found, *(["the SSH agent's keys"] if agent else [])]
-        keys = ("with no key configured; tried " + ", ".join(offered) if offered
-                else f"with no key: GPUBOT_SSH_KEY_FILE is not set, no key in {home_ssh}, no SSH agent")
+        keys = (
+            "with no key configured; tried " + ", ".join(offered)
+            if offered
+            else f"with no key: GPUBOT_SSH_KEY_FILE is not set, no key in {home_ssh}, no SSH agent"
+        )
         if ssh_config:
             keys += f" (and any IdentityFile in {ssh_config})"
     accepts = f"check that the host accepts the key (its public half in ~{user or getpass.getuser()}/.ssh/authorized_keys there)"
@@ -39,6 +50,8 @@ def auth_failed_message(target: HostTarget, *, user: str | None, key_file: str |
     else:
         port = f" --port {target.port}" if target.port != 22 else ""
         as_user = f" --user {user}" if user else ""
-        fix = (f"{accepts}, or give the right one: GPUBOT_SSH_KEY_FILE for every host, or for this one `gpubot hosts "
-               f"remove {target.name}` then `gpubot hosts add {target.name} {target.address}{port}{as_user} --key-file FILE`")
+        fix = (
+            f"{accepts}, or give the right one: GPUBOT_SSH_KEY_FILE for every host, or for this one `gpubot hosts "
+            f"remove {target.name}` then `gpubot hosts add {target.name} {target.address}{port}{as_user} --key-file FILE`"
+        )
     return f"{target.name}: SSH authentication failed {who} {keys}; {fix}"

@@ -41,7 +41,12 @@ RUNS_HERE: dict[str, str] = {
 }
 """Directives refused unless ``GPUBOT_SSH_CONFIG_ALLOW_COMMANDS`` is true (lower case -> why).
 ``ProxyCommand none`` and ``PermitLocalCommand no`` run nothing and are accepted."""
-HARMLESS_VALUES = {"proxycommand": "none", "permitlocalcommand": "no", "knownhostscommand": "none", "pkcs11provider": "none"}
+HARMLESS_VALUES = {
+    "proxycommand": "none",
+    "permitlocalcommand": "no",
+    "knownhostscommand": "none",
+    "pkcs11provider": "none",
+}
 MAX_DEPTH = 16
 """Include depth at which OpenSSH gives up (READCONF_MAX_DEPTH)."""
 ALLOW_SETTING = "GPUBOT_SSH_CONFIG_ALLOW_COMMANDS"
@@ -130,9 +135,11 @@ def scan(path: str) -> tuple[list[Refusal], list[str]]:
 def refusal_message(path: str, refusals: list[Refusal]) -> str:
     """The error for a refused file: every refused line, then the ways out."""
     lines = "; ".join(str(r) for r in refusals[:5]) + (f"; and {len(refusals) - 5} more" if len(refusals) > 5 else "")
-    return (f"the ssh_config file {path} is refused: {lines}. gpubot runs nothing on this machine from ssh_config; "
-            f"remove the line, give gpubot a file of its own (GPUBOT_SSH_CONFIG=/path, or GPUBOT_SSH_CONFIG=none for "
-            f"no file), or allow it with {ALLOW_SETTING}=true")
+    return (
+        f"the ssh_config file {path} is refused: {lines}. gpubot runs nothing on this machine from ssh_config; "
+        f"remove the line, give gpubot a file of its own (GPUBOT_SSH_CONFIG=/path, or GPUBOT_SSH_CONFIG=none for "
+        f"no file), or allow it with {ALLOW_SETTING}=true"
+    )
 
 
 class SshConfigFile:
@@ -186,7 +193,9 @@ class SshConfigFile:
         if key not in self._found:
             from asyncssh.config import SSHClientConfig
 
-            cfg = SSHClientConfig.load(None, [path], False, False, False, getpass.getuser(), user or (), host, port or ())
+            cfg = SSHClientConfig.load(
+                None, [path], False, False, False, getpass.getuser(), user or (), host, port or ()
+            )
             names = ("Hostname", "Port", "User", "ProxyJump", "IdentityFile")
             self._found[key] = {k: cfg.get(k) for k in names if cfg.get(k) is not None}
         return self._found[key]
@@ -203,7 +212,9 @@ class SshConfigFile:
         try:
             for _, _, words in _lines(path, 0, []):
                 if words[0].lower() == "host":
-                    names.update(n.lower() for w in words[1:] for n in w.split(",") if n and not any(c in n for c in "*?!"))
+                    names.update(
+                        n.lower() for w in words[1:] for n in w.split(",") if n and not any(c in n for c in "*?!")
+                    )
         except OSError:
             return frozenset()
         self._aliases = frozenset(names)

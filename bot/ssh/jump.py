@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from bot.errors import UsageError
 from bot.ssh.target import HostTarget
 
-_HOP = re.compile(r"^(?:(?P<user>[A-Za-z_][A-Za-z0-9._-]{0,63})@)?"
-                  r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,253}|\[[0-9A-Fa-f:.]{2,45}\])"
-                  r"(?::(?P<port>[0-9]{1,5}))?$")
+_HOP = re.compile(
+    r"^(?:(?P<user>[A-Za-z_][A-Za-z0-9._-]{0,63})@)?"
+    r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,253}|\[[0-9A-Fa-f:.]{2,45}\])"
+    r"(?::(?P<port>[0-9]{1,5}))?$"
+)
 
 
 @dataclass(frozen=True)
@@ -54,5 +56,10 @@ def hop_target(target: HostTarget, hops: list[Hop], i: int) -> HostTarget:
     the target's user), the target's key file; named so errors say which hop failed."""
     hop = hops[i]
     chain = ",".join(str(h) for h in hops[: i + 1])
-    return HostTarget(name=f"{target.name} (jump host {chain})", address=hop.host, port=hop.port,
-                      user=hop.user or target.user, key_file=target.key_file)
+    return HostTarget(
+        name=f"{target.name} (jump host {chain})",
+        address=hop.host,
+        port=hop.port,
+        user=hop.user or target.user,
+        key_file=target.key_file,
+    )

@@ -87,8 +87,9 @@ def replace_entries(text: str, forms: set[str], new_line: str) -> Edit:
         entries = names.split(",")
         negated = any(e.startswith("!") and _glob(e[1:], f) for e in entries for f in forms)
         exact = any(e.lower() in forms or (e.startswith("|") and _hashed_matches(e, forms)) for e in entries)
-        wild = any(any(c in e for c in "*?") and not e.startswith("!") and
-                   any(_glob(e, f) for f in forms) for e in entries)
+        wild = any(
+            any(c in e for c in "*?") and not e.startswith("!") and any(_glob(e, f) for f in forms) for e in entries
+        )
         if exact and not negated:
             edit.removed.append(number)
             continue

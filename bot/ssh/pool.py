@@ -61,8 +61,7 @@ class PoolStats:
 class ConnectionPool(Generic[C]):
     """Reusable connections by key. ``max_open`` >= 1; ``idle_s`` seconds; ``clock`` for tests."""
 
-    def __init__(self, *, max_open: int = 1024, idle_s: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, *, max_open: int = 1024, idle_s: float = 300.0, clock: Callable[[], float] = time.monotonic):
         self.max_open = max(1, max_open)
         self.idle_s = idle_s
         self.clock = clock
@@ -79,8 +78,9 @@ class ConnectionPool(Generic[C]):
         return sum(1 for e in self._entries.values() if not e.conn.is_closed())
 
     @contextlib.asynccontextmanager
-    async def lease(self, key: str, identity: Hashable,
-                    opener: Callable[[], Awaitable[C]]) -> AsyncIterator[tuple[C, bool]]:
+    async def lease(
+        self, key: str, identity: Hashable, opener: Callable[[], Awaitable[C]]
+    ) -> AsyncIterator[tuple[C, bool]]:
         """``(connection, reused)`` for ``key``: the pooled one when it is open, not idle too
         long and was opened for ``identity``; else a new one from ``opener()`` (its errors
         propagate; nothing is pooled then)."""

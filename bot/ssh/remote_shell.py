@@ -44,7 +44,7 @@ def strip_sentinel(stderr: str, sentinel: str) -> tuple[bool, str]:
     at = stderr.find(line)
     if at < 0:
         return False, stderr
-    return True, stderr[:at] + stderr[at + len(line):]
+    return True, stderr[:at] + stderr[at + len(line) :]
 
 
 async def start_script(conn: asyncssh.SSHClientConnection, payload: str) -> asyncssh.SSHClientProcess[str]:
@@ -80,8 +80,10 @@ async def login_shell(conn: asyncssh.SSHClientConnection) -> str | None:
     return lines[-1] if res.exit_status == 0 and lines and _SHELL_PATH.fullmatch(lines[-1]) else None
 
 
-LOGIN_NOISE = re.compile(r"Could not chdir to home directory |Warning: Permanently added |"
-                         r"Pseudo-terminal will not be allocated")
+LOGIN_NOISE = re.compile(
+    r"Could not chdir to home directory |Warning: Permanently added |"
+    r"Pseudo-terminal will not be allocated"
+)
 """Lines sshd or the login itself prints whatever happens next: never the reason a script did not start."""
 
 
@@ -98,12 +100,15 @@ def _cause(stdout: str, stderr: str) -> str:
     return (err or out or [""])[-1].strip()
 
 
-def not_started_message(target: HostTarget, exit_status: int | None, stdout: str, stderr: str,
-                        shell: str | None) -> str:
+def not_started_message(
+    target: HostTarget, exit_status: int | None, stdout: str, stderr: str, shell: str | None
+) -> str:
     """Why a script did not start: the remote side's words that name the cause (:func:`_cause`),
     the exit status, the shell."""
     said = _cause(stdout, stderr)[:200]
     what = f"{said!r}, exit status {exit_status}" if said else f"nothing printed, exit status {exit_status}"
     who = f"; the login shell is {shell}" if shell else "; the login shell could not be read"
-    return (f"{target.name}: connected over SSH, but the remote side did not run the script ({what}){who}. "
-            f"gpubot only needs the login shell to run `{RUN_COMMAND}`")
+    return (
+        f"{target.name}: connected over SSH, but the remote side did not run the script ({what}){who}. "
+        f"gpubot only needs the login shell to run `{RUN_COMMAND}`"
+    )

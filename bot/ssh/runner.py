@@ -31,7 +31,16 @@ from typing import Protocol, TypeVar
 
 import asyncssh
 
-from bot.errors import ConnectionLost, GpubotError, HostKeyRejected, HostUnreachable, ProbeTimeout, RemoteShellError, SlowAnswer, UsageError
+from bot.errors import (
+    ConnectionLost,
+    GpubotError,
+    HostKeyRejected,
+    HostUnreachable,
+    ProbeTimeout,
+    RemoteShellError,
+    SlowAnswer,
+    UsageError,
+)
 from bot.names import endpoint
 from bot.sizes import BATCH_OUTPUT_CAP_BYTES
 from bot.ssh.auth import auth_failed_message
@@ -44,11 +53,16 @@ from bot.ssh.target import HostTarget, RunResult
 
 log = logging.getLogger("gpubot.ssh")
 
-ENCRYPTION_ALGS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
-                   "aes128-ctr", "aes192-ctr", "aes256-ctr")
+ENCRYPTION_ALGS = (
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes128-ctr",
+    "aes192-ctr",
+    "aes256-ctr",
+)
 """Ciphers offered, AES-GCM first: OpenSSH's default prefers ChaCha20-Poly1305, which asyncssh
 runs with a new cipher context per packet (about 1 ms more client CPU per probed host)."""
-
 
 
 class Runner(Protocol):
@@ -63,8 +77,12 @@ class LocalRunner:
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         started = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            "sh", "-c", left_line(timeout) + script, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            "sh",
+            "-c",
+            left_line(timeout) + script,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         out: list[bytes] = []
         err: list[bytes] = []
@@ -81,10 +99,18 @@ class LocalRunner:
         except TimeoutError as exc:
             proc.kill()
             await proc.wait()
-            raise SlowAnswer(slow_message(target, timeout), partial_stdout=b"".join(out).decode(errors="replace"),
-                             elapsed_s=time.monotonic() - started) from exc
-        return RunResult(b"".join(out).decode(errors="replace"), b"".join(err).decode(errors="replace"), proc.returncode,
-                         time.monotonic() - started, kept.dropped)
+            raise SlowAnswer(
+                slow_message(target, timeout),
+                partial_stdout=b"".join(out).decode(errors="replace"),
+                elapsed_s=time.monotonic() - started,
+            ) from exc
+        return RunResult(
+            b"".join(out).decode(errors="replace"),
+            b"".join(err).decode(errors="replace"),
+            proc.returncode,
+            time.monotonic() - started,
+            kept.dropped,
+        )
 
 
 class SshRunner:
@@ -107,10 +133,20 @@ class SshRunner:
     ``allow_config_commands``; agent forwarding is off on every connection whatever the file says.
     """
 
-    def __init__(self, *, known_hosts: str, default_user: str | None = None,
-                 default_key_file: str | None = None, connect_timeout: float = 10.0,
-                 pool: bool = True, pool_max: int = 1024, pool_idle_s: float = 300.0,
-                 keepalive_s: float = 30.0, ssh_config: str | None = None, allow_config_commands: bool = False):
+    def __init__(
+        self,
+        *,
+        known_hosts: str,
+        default_user: str | None = None,
+        default_key_file: str | None = None,
+        connect_timeout: float = 10.0,
+        pool: bool = True,
+        pool_max: int = 1024,
+        pool_idle_s: float = 300.0,
+        keepalive_s: float = 30.0,
+        ssh_config: str | None = None,
+        allow_config_commands: bool = False,
+    ):
         self.known_hosts = known_hosts
         self.default_user = default_user
         self.default_key_file = os.path.expanduser(default_key_file) if default_key_file else None
@@ -118,7 +154,8 @@ class SshRunner:
         self.keepalive_s = keepalive_s
         self.keys = ClientKeys()
         self.pool: ConnectionPool[asyncssh.SSHClientConnection] | None = (
-            ConnectionPool(max_open=pool_max, idle_s=pool_idle_s) if pool else None)
+            ConnectionPool(max_open=pool_max, idle_s=pool_idle_s) if pool else None
+        )
         self.config = SshConfigFile(config_path(ssh_config), allow_commands=allow_config_commands)
 
     @property
@@ -159,7 +196,9 @@ class SshRunner:
         try:
             trust = self.trusted.trust()
         except (ValueError, asyncssh.Error) as exc:
-            raise HostUnreachable(f"{target.name}: cannot parse the known_hosts file {self.known_hosts}: {exc}") from exc
+            raise HostUnreachable(
+                f"{target.name}: cannot parse the known_hosts file {self.known_hosts}: {exc}"
+            ) from exc
         opts: dict[str, object] = {
             "host": target.address,
             "port": target.port if target.port != 22 else (),  # (): the config's Port, else 22
@@ -212,10 +251,12 @@ class SshRunner:
             return target
         host, port, jump, user = (found.get(k) for k in ("Hostname", "Port", "ProxyJump", "User"))
         return dataclasses.replace(
-            target, address=host if isinstance(host, str) else target.address,
+            target,
+            address=host if isinstance(host, str) else target.address,
             port=port if isinstance(port, int) and target.port == 22 else target.port,
             user=target.user or (user if isinstance(user, str) else None),
-            jump=target.jump or (jump if isinstance(jump, str) and jump.lower() != "none" else None))
+            jump=target.jump or (jump if isinstance(jump, str) and jump.lower() != "none" else None),
+        )
 
     def identity(self, target: HostTarget) -> tuple[object, ...]:
         """What a pooled connection to ``target`` was opened for: a change of any part (address,
@@ -226,12 +267,19 @@ class SshRunner:
     def _endpoint(self, target: HostTarget) -> tuple[object, ...]:
         key = self._key_path(target)
         reached = self.effective(target)  # an alias's entry is its HostName's
-        return (target.address, target.port, self.user_of(target), key,
-                stamp(key) if key else None, self.trusted.entry_of(reached.address, reached.port),
-                stamp(self.ssh_config) if self.ssh_config else None)
+        return (
+            target.address,
+            target.port,
+            self.user_of(target),
+            key,
+            stamp(key) if key else None,
+            self.trusted.entry_of(reached.address, reached.port),
+            stamp(self.ssh_config) if self.ssh_config else None,
+        )
 
-    async def connect(self, target: HostTarget, *,
-                      tunnel: asyncssh.SSHClientConnection | None = None) -> asyncssh.SSHClientConnection:
+    async def connect(
+        self, target: HostTarget, *, tunnel: asyncssh.SSHClientConnection | None = None
+    ) -> asyncssh.SSHClientConnection:
         """Open one verified connection to ``target`` itself (over ``tunnel`` if given; no jump
         hosts are opened here); raises the errors listed in the module docstring."""
         try:
@@ -243,16 +291,28 @@ class SshRunner:
         except FileNotFoundError as exc:
             raise HostUnreachable(f"{target.name}: cannot read {exc.filename or 'a file'}: {exc.strerror}") from exc
         except asyncssh.PermissionDenied as exc:
-            raise HostUnreachable(auth_failed_message(
-                target, user=self.user_of(target), key_file=self._key_path(target),
-                key_from_setting=not target.key_file, ssh_config=self.ssh_config)) from exc
+            raise HostUnreachable(
+                auth_failed_message(
+                    target,
+                    user=self.user_of(target),
+                    key_file=self._key_path(target),
+                    key_from_setting=not target.key_file,
+                    ssh_config=self.ssh_config,
+                )
+            ) from exc
         except (asyncio.TimeoutError, TimeoutError) as exc:
-            raise HostUnreachable(f"{target.name}: no SSH answer from {endpoint(target.address, target.port)} within {self.connect_timeout:.0f} s") from exc
+            raise HostUnreachable(
+                f"{target.name}: no SSH answer from {endpoint(target.address, target.port)} within {self.connect_timeout:.0f} s"
+            ) from exc
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-            raise HostUnreachable(f"{target.name}: cannot connect to {endpoint(target.address, target.port)}: {reason}") from exc
+            raise HostUnreachable(
+                f"{target.name}: cannot connect to {endpoint(target.address, target.port)}: {reason}"
+            ) from exc
 
-    async def open(self, target: HostTarget, stack: contextlib.AsyncExitStack | None = None) -> asyncssh.SSHClientConnection:
+    async def open(
+        self, target: HostTarget, stack: contextlib.AsyncExitStack | None = None
+    ) -> asyncssh.SSHClientConnection:
         """A new connection to ``target`` through its jump hosts, each verified. The jump
         connections are pooled (when the pool is on) or closed by ``stack``."""
         tunnel = await self.tunnel_to(target, stack)
@@ -261,8 +321,9 @@ class SshRunner:
             stack.callback(conn.close)
         return conn
 
-    async def tunnel_to(self, target: HostTarget,
-                        stack: contextlib.AsyncExitStack | None = None) -> asyncssh.SSHClientConnection | None:
+    async def tunnel_to(
+        self, target: HostTarget, stack: contextlib.AsyncExitStack | None = None
+    ) -> asyncssh.SSHClientConnection | None:
         """The connection to ``target``'s last jump host (``None``: direct), every hop verified;
         pooled when the pool is on and ``stack`` is ``None``, else closed by ``stack``."""
         hops = self.hops(target)
@@ -271,8 +332,9 @@ class SshRunner:
             tunnel = await self._hop(hop_target(target, hops, i), tunnel, stack)
         return tunnel
 
-    async def _hop(self, hop: HostTarget, tunnel: asyncssh.SSHClientConnection | None,
-                   stack: contextlib.AsyncExitStack | None) -> asyncssh.SSHClientConnection:
+    async def _hop(
+        self, hop: HostTarget, tunnel: asyncssh.SSHClientConnection | None, stack: contextlib.AsyncExitStack | None
+    ) -> asyncssh.SSHClientConnection:
         if self.pool is None or stack is not None:
             conn = await self.connect(hop, tunnel=tunnel)
             if stack is not None:
@@ -307,26 +369,37 @@ class SshRunner:
                         proc = await start_script(conn, left_line(timeout - elapsed()) + payload)
                         status, out, err = await self._finish(proc, conn, target, sentinel, cap)
                 else:
-                    status, out, err = await self._run_pooled(target, payload, sentinel, cap,
-                                                              lambda: left_line(timeout - elapsed()))
+                    status, out, err = await self._run_pooled(
+                        target, payload, sentinel, cap, lambda: left_line(timeout - elapsed())
+                    )
         except TimeoutError as exc:
             if cap.connected:  # the SSH connection worked: the host is up, only slow
                 raise SlowAnswer(slow_message(target, timeout), partial_stdout=cap.stdout, elapsed_s=elapsed()) from exc
-            raise ProbeTimeout(f"{target.name}: no SSH session within {timeout:.0f} s (connecting and starting the probe "
-                               "batch took longer than the batch's deadline)", elapsed_s=elapsed()) from exc
+            raise ProbeTimeout(
+                f"{target.name}: no SSH session within {timeout:.0f} s (connecting and starting the probe "
+                "batch took longer than the batch's deadline)",
+                elapsed_s=elapsed(),
+            ) from exc
         except (asyncssh.Error, OSError) as exc:
             reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
             if cap.reading:
-                raise ConnectionLost(f"{target.name}: connection lost after {elapsed():.0f} s ({reason})",
-                                     partial_stdout=cap.stdout, elapsed_s=elapsed()) from exc
+                raise ConnectionLost(
+                    f"{target.name}: connection lost after {elapsed():.0f} s ({reason})",
+                    partial_stdout=cap.stdout,
+                    elapsed_s=elapsed(),
+                ) from exc
             raise HostUnreachable(f"{target.name}: the SSH session failed: {reason}") from exc
         if status is None and cap.lost:
-            raise ConnectionLost(f"{target.name}: connection lost after {elapsed():.0f} s (the session closed without an exit status)",
-                                 partial_stdout=out, elapsed_s=elapsed())
+            raise ConnectionLost(
+                f"{target.name}: connection lost after {elapsed():.0f} s (the session closed without an exit status)",
+                partial_stdout=out,
+                elapsed_s=elapsed(),
+            )
         return RunResult(out, err, status, elapsed(), cap.kept.dropped)
 
-    async def _run_pooled(self, target: HostTarget, payload: str, sentinel: str, cap: _Capture,
-                          left: Callable[[], str]) -> tuple[int | None, str, str]:
+    async def _run_pooled(
+        self, target: HostTarget, payload: str, sentinel: str, cap: _Capture, left: Callable[[], str]
+    ) -> tuple[int | None, str, str]:
         assert self.pool is not None
         identity = self.identity(target)
         for attempt in (1, 2):
@@ -342,13 +415,21 @@ class SshRunner:
                     if reused and attempt == 1:
                         log.info("pooled connection to %s was dead (%s); reconnecting", target.name, exc)
                         continue
-                    raise HostUnreachable(f"{target.name}: the SSH session failed: {getattr(exc, 'reason', None) or exc or type(exc).__name__}") from exc
+                    raise HostUnreachable(
+                        f"{target.name}: the SSH session failed: {getattr(exc, 'reason', None) or exc or type(exc).__name__}"
+                    ) from exc
                 cap.connected = True
                 return await self._finish(proc, conn, target, sentinel, cap)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _finish(self, proc: asyncssh.SSHClientProcess[str], conn: asyncssh.SSHClientConnection,
-                      target: HostTarget, sentinel: str, cap: _Capture) -> tuple[int | None, str, str]:
+    async def _finish(
+        self,
+        proc: asyncssh.SSHClientProcess[str],
+        conn: asyncssh.SSHClientConnection,
+        target: HostTarget,
+        sentinel: str,
+        cap: _Capture,
+    ) -> tuple[int | None, str, str]:
         """Read the script's output as it comes (``cap`` keeps it if the read fails midway) and
         wait for its end; the channel is closed whatever happens."""
         cap.reading = True
@@ -436,7 +517,9 @@ async def _pump(stream: _Stream[_Chunk], sink: list[_Chunk], kept: _Kept, cap: i
 def slow_message(target: HostTarget, timeout: float) -> str:
     """What a batch that started but did not finish within ``timeout`` seconds says (its host
     reads *unknown*: the connection worked)."""
-    return f"{target.name}: slow: no complete answer within {timeout:.0f} s (the connection worked; what arrived is kept)"
+    return (
+        f"{target.name}: slow: no complete answer within {timeout:.0f} s (the connection worked; what arrived is kept)"
+    )
 
 
 def host_key_message(target: HostTarget, known_hosts: str) -> str:
@@ -447,15 +530,21 @@ def host_key_message(target: HostTarget, known_hosts: str) -> str:
     known = False
     if os.path.exists(known_hosts):
         try:
-            trusted = asyncssh.read_known_hosts(known_hosts).match(target.address, ip_or_empty(target.address), target.port)
+            trusted = asyncssh.read_known_hosts(known_hosts).match(
+                target.address, ip_or_empty(target.address), target.port
+            )
             known = bool(trusted[0] or trusted[1])
         except (OSError, ValueError, asyncssh.Error):
             known = False
     if known:
-        return (f"{target.name}: the SSH host key of {where} CHANGED since it was recorded in {known_hosts}. "
-                "Refusing to connect; if the host was reinstalled, verify the new fingerprint and trust it again.")
-    return (f"{target.name}: the SSH host key of {where} is not in {known_hosts}. "
-            "Refusing to connect; verify its fingerprint and trust it.")
+        return (
+            f"{target.name}: the SSH host key of {where} CHANGED since it was recorded in {known_hosts}. "
+            "Refusing to connect; if the host was reinstalled, verify the new fingerprint and trust it again."
+        )
+    return (
+        f"{target.name}: the SSH host key of {where} is not in {known_hosts}. "
+        "Refusing to connect; verify its fingerprint and trust it."
+    )
 
 
 class RoutingRunner:

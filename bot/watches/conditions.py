@@ -31,8 +31,18 @@ DEFAULT_ON = ("not-ready", "unreachable", "gpu-lost")
 
 GPU_LOST_CODES = frozenset({"gpu_lost", "gpu_missing"})
 """Reason codes of a GPU that fell off the bus or is missing from the inventory."""
-HEALTH_CODES = frozenset({"gpu_recovery_action", "gpu_rows_pending", "gpu_remap_failure", "gpu_pages_pending",
-                          "gpu_ecc_uncorrected", "gpu_xid_fatal", "fabric_not_ready", "fabric_manager"})
+HEALTH_CODES = frozenset(
+    {
+        "gpu_recovery_action",
+        "gpu_rows_pending",
+        "gpu_remap_failure",
+        "gpu_pages_pending",
+        "gpu_ecc_uncorrected",
+        "gpu_xid_fatal",
+        "fabric_not_ready",
+        "fabric_manager",
+    }
+)
 """Blocker reason codes of :mod:`bot.readiness.health` and :mod:`bot.readiness.fabric`."""
 UNIT_FAILED_CODES = frozenset({"unit_failed"})
 
@@ -51,11 +61,16 @@ class SnapshotFacts:
     disk_free_bytes: int | None
 
     @classmethod
-    def of(cls, snapshot_id: int, verdict: str, reasons: Iterable[dict[str, Any]] | None,
-           disk_free_bytes: int | None) -> SnapshotFacts:
+    def of(
+        cls, snapshot_id: int, verdict: str, reasons: Iterable[dict[str, Any]] | None, disk_free_bytes: int | None
+    ) -> SnapshotFacts:
         """From a ``snapshots`` row's columns (``reasons`` as stored: ``[{"code", "text", "severity"}]``)."""
-        return cls(snapshot_id, verdict, frozenset(str(r.get("code")) for r in reasons or [] if isinstance(r, dict)),
-                   disk_free_bytes)
+        return cls(
+            snapshot_id,
+            verdict,
+            frozenset(str(r.get("code")) for r in reasons or [] if isinstance(r, dict)),
+            disk_free_bytes,
+        )
 
 
 def disk_limit(word: str) -> int | None:

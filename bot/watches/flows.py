@@ -103,12 +103,24 @@ class Outcome:
 def report_of(snap: Snapshot, host: Host | None, services: Services) -> StatusReport:
     """The :class:`StatusReport` a stored snapshot held (verdict, reasons, readings), for the words
     of a message; the host's configured units give its next steps."""
-    reasons = [Reason(str(r.get("code")), str(r.get("text")), Severity(r.get("severity", "note")))
-               for r in snap.reasons or [] if isinstance(r, dict)]
+    reasons = [
+        Reason(str(r.get("code")), str(r.get("text")), Severity(r.get("severity", "note")))
+        for r in snap.reasons or []
+        if isinstance(r, dict)
+    ]
     readings = Readings.from_json(snap.readings) if snap.readings else None
     _, req = plan_for(services.settings, host)
-    return StatusReport(snap.host_name, "", snap.id, snap.taken_at, snap.duration_ms, Assessment(Verdict(snap.verdict), reasons),
-                        readings, error=snap.error_message, units_expected=dict(req.units))
+    return StatusReport(
+        snap.host_name,
+        "",
+        snap.id,
+        snap.taken_at,
+        snap.duration_ms,
+        Assessment(Verdict(snap.verdict), reasons),
+        readings,
+        error=snap.error_message,
+        units_expected=dict(req.units),
+    )
 
 
 class Watcher:
@@ -124,7 +136,11 @@ class Watcher:
         async with self.services.sessions() as db:
             snaps = list((await db.execute(select(Snapshot).where(Snapshot.id.in_(ids)))).scalars()) if ids else []
             names = {s.host_name for s in snaps}
-            hosts = {h.name: h for h in (await db.execute(select(Host).where(Host.name.in_(names)))).scalars()} if names else {}
+            hosts = (
+                {h.name: h for h in (await db.execute(select(Host).where(Host.name.in_(names)))).scalars()}
+                if names
+                else {}
+            )
         out = {}
         for s in snaps:
             try:
@@ -134,13 +150,24 @@ class Watcher:
         return out
 
     def _line(self, a: WatchAlert, reports: dict[int, StatusReport]) -> AlertLine:
-        return AlertLine(a.id, a.host_name, tuple(a.states or ()), a.started_at, a.status, reports.get(a.confirmed_snapshot_id),
-                         a.resolved_at, a.taken_by, a.taken_at)
+        return AlertLine(
+            a.id,
+            a.host_name,
+            tuple(a.states or ()),
+            a.started_at,
+            a.status,
+            reports.get(a.confirmed_snapshot_id),
+            a.resolved_at,
+            a.taken_by,
+            a.taken_at,
+        )
 
     async def message(self, watch: Watch, alerts: list[WatchAlert]) -> WatchMessage:
         """The message of ``alerts`` (all of one watch's message)."""
         reports = await self._reports([a.confirmed_snapshot_id for a in alerts])
-        return WatchMessage(watch.id, watch.target, watch.channel, watch.created_by, [self._line(a, reports) for a in alerts])
+        return WatchMessage(
+            watch.id, watch.target, watch.channel, watch.created_by, [self._line(a, reports) for a in alerts]
+        )
 
     async def evaluate(self) -> Outcome:
         """One pass over every watch (see the module's description)."""
@@ -190,8 +217,9 @@ class Watcher:
         if claimed:
             await self._post(w, claimed, out)
 
-    async def _claim(self, w: Watch, due: list[tuple[str, Episode]], now: datetime,
-                     stale: list[WatchAlert] | None = None) -> list[WatchAlert]:
+    async def _claim(
+        self, w: Watch, due: list[tuple[str, Episode]], now: datetime, stale: list[WatchAlert] | None = None
+    ) -> list[WatchAlert]:
         """Claim the due hosts of one watch, and take over its ``stale`` claims, in one transaction
         holding the watch's lock: another replica doing the same waits, then finds them open (or
         their claim changed) and claims none of them."""
@@ -202,17 +230,30 @@ class Watcher:
             for old in stale or []:
                 row = await watches.take_over(db_session=db, alert=old, instance=self.instance, now=now)
                 if row is not None:
-                    log.warning("watch #%d: took over the alert of %s claimed by %s at %s (lease expired)", w.id,
-                                old.host_name, old.claimed_by, old.claimed_at.isoformat())
+                    log.warning(
+                        "watch #%d: took over the alert of %s claimed by %s at %s (lease expired)",
+                        w.id,
+                        old.host_name,
+                        old.claimed_by,
+                        old.claimed_at.isoformat(),
+                    )
                     claimed.append(row)
             for host, ep in due:
                 assert ep.since is not None and ep.newest is not None
                 if await watches.open_alert(db_session=db, watch_id=w.id, host_name=host) is not None:
                     continue
                 started = await db.scalar(select(Snapshot.taken_at).where(Snapshot.id == ep.since.snapshot_id)) or now
-                row = await watches.claim(db_session=db, watch_id=w.id, host_name=host, since_snapshot_id=ep.since.snapshot_id,
-                                          confirmed_snapshot_id=ep.newest.snapshot_id, states=ep.states, started_at=started,
-                                          instance=self.instance, now=now)
+                row = await watches.claim(
+                    db_session=db,
+                    watch_id=w.id,
+                    host_name=host,
+                    since_snapshot_id=ep.since.snapshot_id,
+                    confirmed_snapshot_id=ep.newest.snapshot_id,
+                    states=ep.states,
+                    started_at=started,
+                    instance=self.instance,
+                    now=now,
+                )
                 if row is not None:
                     claimed.append(row)
         return claimed
@@ -222,12 +263,18 @@ class Watcher:
             mine = await watches.expire_sending(db_session=db, alert=alert)
         if mine:
             out.failed.append(alert.id)
-            log.warning("watch #%d: the alert of %s was being posted by %s, which stopped; marked failed, not posted again",
-                        w.id, alert.host_name, alert.claimed_by)
+            log.warning(
+                "watch #%d: the alert of %s was being posted by %s, which stopped; marked failed, not posted again",
+                w.id,
+                alert.host_name,
+                alert.claimed_by,
+            )
 
     async def _post(self, w: Watch, claimed: list[WatchAlert], out: Outcome) -> None:
         async with self.services.sessions() as db, db.begin():
-            mine = set(await watches.begin_send(db_session=db, alert_ids=[a.id for a in claimed], instance=self.instance))
+            mine = set(
+                await watches.begin_send(db_session=db, alert_ids=[a.id for a in claimed], instance=self.instance)
+            )
         lost = [a.host_name for a in claimed if a.id not in mine]
         if lost:  # this instance's claim expired and another took it over: that one posts them
             log.warning("watch #%d: claim of %s taken over by another instance; not posting it", w.id, ", ".join(lost))

@@ -41,7 +41,12 @@ class AlertStatus(str, enum.Enum):
     FAILED = "failed"  # Slack refused the post; the creator was told
 
 
-OPEN_STATUSES = (AlertStatus.POSTING.value, AlertStatus.SENDING.value, AlertStatus.FIRING.value, AlertStatus.FAILED.value)
+OPEN_STATUSES = (
+    AlertStatus.POSTING.value,
+    AlertStatus.SENDING.value,
+    AlertStatus.FIRING.value,
+    AlertStatus.FAILED.value,
+)
 """An alert in one of these blocks a new alert of the same watch and host until it is resolved."""
 
 

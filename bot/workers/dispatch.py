@@ -67,8 +67,9 @@ class FleetJobs:
 
     poll_s = POLL_S
 
-    async def submit(self, services: Services, jobs: list[Job], *, need_bytes: int | None,
-                     requested_by: str | None) -> Submitted:
+    async def submit(
+        self, services: Services, jobs: list[Job], *, need_bytes: int | None, requested_by: str | None
+    ) -> Submitted:
         raise NotImplementedError
 
     def split(self, run_id: int, names: list[str], groups: dict[str, str | None]) -> list[Job]:
@@ -78,17 +79,30 @@ class FleetJobs:
     async def close(self) -> None:
         """Release the executor (its processes, its connections)."""
 
-    async def run(self, *, services: Services, names: Sequence[str], title: str, need_bytes: int | None = None,
-                  requested_by: str | None = None, on_progress: Progress | None = None,
-                  on_stored: Progress | None = None) -> FleetReport:
+    async def run(
+        self,
+        *,
+        services: Services,
+        names: Sequence[str],
+        title: str,
+        need_bytes: int | None = None,
+        requested_by: str | None = None,
+        on_progress: Progress | None = None,
+        on_stored: Progress | None = None,
+    ) -> FleetReport:
         """:func:`~bot.flows.fleet.check_fleet` through workers: same callbacks, same report (every host
         one report, none raises; a host whose job ended without recording it reads *unknown*, why)."""
         names = list(dict.fromkeys(names))
         if not names:
             return FleetReport(title, [])
         async with services.sessions() as db, db.begin():
-            run = FleetRun(title=title[:200], total=len(names), requested_by=requested_by, need_bytes=need_bytes,
-                           created_at=services.clock())
+            run = FleetRun(
+                title=title[:200],
+                total=len(names),
+                requested_by=requested_by,
+                need_bytes=need_bytes,
+                created_at=services.clock(),
+            )
             db.add(run)
             await db.flush()
             run_id = run.id
@@ -113,9 +127,13 @@ class FleetJobs:
             submitted.follow(services.gate)
             ended = await submitted.ended()  # read before the rows: a job that ended has written all of its own
             async with services.sessions() as db:
-                rows = (await db.execute(select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
-                                         .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
-                                         .order_by(FleetRunHost.id))).all()
+                rows = (
+                    await db.execute(
+                        select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
+                        .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
+                        .order_by(FleetRunHost.id)
+                    )
+                ).all()
             fresh = [(host, doc) for _, host, doc in rows if host in wanted and host not in seen]
             last = max([last, *(row_id for row_id, _, _ in rows)])
             # Decoding reports (readings through pydantic) is CPU: done in a thread, so the loop that

@@ -48,14 +48,23 @@ def _insert(conn: Connection, rows: list[dict[str, Any]]) -> int:
     stmt = dialect.insert(_TABLE).values(rows).on_conflict_do_nothing(index_elements=["run_id", "host_name"])
     new = len(list(conn.execute(stmt.returning(_TABLE.c.host_name)).scalars()))
     if new < len(rows):
-        log.warning("%d of %d hosts were already recorded for fleet run %s by another worker", len(rows) - new, len(rows),
-                    rows[0]["run_id"])
+        log.warning(
+            "%d of %d hosts were already recorded for fleet run %s by another worker",
+            len(rows) - new,
+            len(rows),
+            rows[0]["run_id"],
+        )
     return new
 
 
 def _row(run_id: int, worker: str, report: StatusReport) -> dict[str, Any]:
-    return {"run_id": run_id, "host_name": report.host, "snapshot_id": report.snapshot_id, "report": dump(report),
-            "worker": worker[:80]}
+    return {
+        "run_id": run_id,
+        "host_name": report.host,
+        "snapshot_id": report.snapshot_id,
+        "report": dump(report),
+        "worker": worker[:80],
+    }
 
 
 async def recorded(services: Services, run_id: int, names: list[str]) -> set[str]:
@@ -63,14 +72,23 @@ async def recorded(services: Services, run_id: int, names: list[str]) -> set[str
     async with services.sessions() as db:
         found: set[str] = set()
         for i in range(0, len(names), 500):
-            q = select(FleetRunHost.host_name).where(FleetRunHost.run_id == run_id, FleetRunHost.host_name.in_(names[i:i + 500]))
+            q = select(FleetRunHost.host_name).where(
+                FleetRunHost.run_id == run_id, FleetRunHost.host_name.in_(names[i : i + 500])
+            )
             found.update((await db.execute(q)).scalars())
         return found
 
 
-async def run_job(services: Services, *, run_id: int, names: list[str], need_bytes: int | None = None,
-                  requested_by: str | None = None, limit: asyncio.Semaphore | None = None,
-                  leave_not_started: bool = False) -> JobOutcome:
+async def run_job(
+    services: Services,
+    *,
+    run_id: int,
+    names: list[str],
+    need_bytes: int | None = None,
+    requested_by: str | None = None,
+    limit: asyncio.Semaphore | None = None,
+    leave_not_started: bool = False,
+) -> JobOutcome:
     """Probe the hosts of ``names`` that run ``run_id`` has no row for yet (a retried job skips what
     an earlier attempt stored) and record each: a stored snapshot and its row in one transaction, a
     host with nothing stored (its probe raised, its batch failed) in a row of its own. A host this
@@ -85,7 +103,9 @@ async def run_job(services: Services, *, run_id: int, names: list[str], need_byt
     not_started: list[str] = []
 
     def in_store(conn: Connection, pairs: list[tuple[StoredSnapshot, Any]]) -> None:
-        _insert(conn, [_row(run_id, me, dataclasses.replace(report, snapshot_id=stored.id)) for stored, report in pairs])
+        _insert(
+            conn, [_row(run_id, me, dataclasses.replace(report, snapshot_id=stored.id)) for stored, report in pairs]
+        )
 
     async def on_stored(_n: int, _total: int, report: StatusReport) -> None:
         if report.snapshot_id is not None:
@@ -100,6 +120,14 @@ async def run_job(services: Services, *, run_id: int, names: list[str], need_byt
         except (SQLAlchemyError, DatabaseUnavailable) as exc:
             log.warning("could not record %s for fleet run %s: %s", report.host, run_id, exc)
 
-    await check_fleet(services=services, names=todo, title=f"run {run_id}", need_bytes=need_bytes, requested_by=requested_by,
-                      on_stored=on_stored, in_store=in_store, limit=limit)
+    await check_fleet(
+        services=services,
+        names=todo,
+        title=f"run {run_id}",
+        need_bytes=need_bytes,
+        requested_by=requested_by,
+        on_stored=on_stored,
+        in_store=in_store,
+        limit=limit,
+    )
     return JobOutcome(len(todo) - len(not_started), len(done), tuple(not_started))

@@ -81,8 +81,11 @@ class _Futures(Submitted):
         for job, future in self.futures:
             if future.done() and future.exception() is not None:
                 exc = future.exception()
-                why = (f"its worker process died ({type(exc).__name__}: {exc})" if isinstance(exc, concurrent.futures.BrokenExecutor)
-                       else f"its worker failed ({type(exc).__name__}: {exc})")
+                why = (
+                    f"its worker process died ({type(exc).__name__}: {exc})"
+                    if isinstance(exc, concurrent.futures.BrokenExecutor)
+                    else f"its worker failed ({type(exc).__name__}: {exc})"
+                )
                 lost.update((n, why) for n in job.names)
                 if isinstance(exc, concurrent.futures.BrokenExecutor):
                     self.pool.broken()
@@ -112,8 +115,11 @@ class LocalPool(FleetJobs):
         """The pool, started if it is not yet; its processes start as jobs come."""
         if self._pool is None:
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=self.processes, mp_context=self._ctx, initializer=_init,
-                initargs=(self.settings, self.make_services, self.closing, self.interrupting))
+                max_workers=self.processes,
+                mp_context=self._ctx,
+                initializer=_init,
+                initargs=(self.settings, self.make_services, self.closing, self.interrupting),
+            )
         return self._pool
 
     def broken(self) -> None:
@@ -127,12 +133,15 @@ class LocalPool(FleetJobs):
         n = min(self.processes, len(names))
         return [Job(run_id, names[i::n]) for i in range(n)]
 
-    async def submit(self, services: Services, jobs: list[Job], *, need_bytes: int | None,
-                     requested_by: str | None) -> Submitted:
+    async def submit(
+        self, services: Services, jobs: list[Job], *, need_bytes: int | None, requested_by: str | None
+    ) -> Submitted:
         pool = self.start()
         loop = asyncio.get_running_loop()
-        futures = [(job, asyncio.wrap_future(pool.submit(_run, job.run_id, job.names, need_bytes, requested_by), loop=loop))
-                   for job in jobs]
+        futures = [
+            (job, asyncio.wrap_future(pool.submit(_run, job.run_id, job.names, need_bytes, requested_by), loop=loop))
+            for job in jobs
+        ]
         return _Futures(self, futures)
 
     async def close(self) -> None:

@@ -47,16 +47,26 @@ def conninfo(database_url: str) -> str:
     """libpq's form of a SQLAlchemy PostgreSQL URL (``postgresql+asyncpg://…`` -> ``postgresql://…``)."""
     url = make_url(database_url)
     if url.get_backend_name() != "postgresql":
-        raise ValueError("the procrastinate queue needs PostgreSQL (GPUBOT_DATABASE_URL is "
-                         f"{url.get_backend_name()}); with SQLite use GPUBOT_FLEET_WORKERS=local")
+        raise ValueError(
+            "the procrastinate queue needs PostgreSQL (GPUBOT_DATABASE_URL is "
+            f"{url.get_backend_name()}); with SQLite use GPUBOT_FLEET_WORKERS=local"
+        )
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-async def probe_hosts(run_id: int, names: list[str], need_bytes: int | None = None,
-                      requested_by: str | None = None) -> dict[str, int]:
+async def probe_hosts(
+    run_id: int, names: list[str], need_bytes: int | None = None, requested_by: str | None = None
+) -> dict[str, int]:
     """The task: :func:`~bot.workers.job.run_job` on this worker's services."""
-    outcome = await run_job(_worker["services"], run_id=run_id, names=names, need_bytes=need_bytes,
-                            requested_by=requested_by, limit=_worker["limit"], leave_not_started=True)
+    outcome = await run_job(
+        _worker["services"],
+        run_id=run_id,
+        names=names,
+        need_bytes=need_bytes,
+        requested_by=requested_by,
+        limit=_worker["limit"],
+        leave_not_started=True,
+    )
     if outcome.not_started:
         raise JobIncomplete(f"{len(outcome.not_started)} hosts not started (this worker is stopping)")
     return {"probed": outcome.probed, "skipped": outcome.skipped}
@@ -75,7 +85,9 @@ class _Jobs(Submitted):
         self.ids = ids
 
     async def ended(self) -> dict[str, str]:
-        q = text("SELECT id, status::text FROM procrastinate_jobs WHERE id IN :ids").bindparams(bindparam("ids", expanding=True))
+        q = text("SELECT id, status::text FROM procrastinate_jobs WHERE id IN :ids").bindparams(
+            bindparam("ids", expanding=True)
+        )
         async with self.services.sessions() as db:
             rows = (await db.execute(q, {"ids": list(self.ids)})).all()
         lost: dict[str, str] = {}
@@ -99,18 +111,24 @@ class QueueJobs(FleetJobs):
         by_queue: dict[str, list[str]] = {}
         for n in names:
             by_queue.setdefault(queue_of(groups.get(n)), []).append(n)
-        return [Job(run_id, hosts[i:i + size], queue) for queue, hosts in by_queue.items() for i in range(0, len(hosts), size)]
+        return [
+            Job(run_id, hosts[i : i + size], queue)
+            for queue, hosts in by_queue.items()
+            for i in range(0, len(hosts), size)
+        ]
 
-    async def submit(self, services: Services, jobs: list[Job], *, need_bytes: int | None,
-                     requested_by: str | None) -> Submitted:
+    async def submit(
+        self, services: Services, jobs: list[Job], *, need_bytes: int | None, requested_by: str | None
+    ) -> Submitted:
         if not self._open:
             await self.app.open_async()
             self._open = True
         ids: dict[int, Job] = {}
         for job in jobs:
             task = self.app.configure_task(TASK, queue=job.queue or QUEUE)
-            job_id = await task.defer_async(run_id=job.run_id, names=list[Any](job.names), need_bytes=need_bytes,
-                                            requested_by=requested_by)
+            job_id = await task.defer_async(
+                run_id=job.run_id, names=list[Any](job.names), need_bytes=need_bytes, requested_by=requested_by
+            )
             ids[job_id] = job
         return _Jobs(services, ids)
 
@@ -126,16 +144,21 @@ async def _recover(app: App, queues: Sequence[str] | None, stalled_s: float) -> 
     while True:
         await asyncio.sleep(max(0.5, stalled_s / 2))
         try:
-            for queue in (list[str | None](queues) if queues else [None]):
-                for job in await app.job_manager.get_stalled_jobs(queue=queue, task_name=TASK, seconds_since_heartbeat=stalled_s):
-                    log.warning("job %s (%s) was left by a worker that stopped answering; retrying it", job.id, job.queue)
+            for queue in list[str | None](queues) if queues else [None]:
+                for job in await app.job_manager.get_stalled_jobs(
+                    queue=queue, task_name=TASK, seconds_since_heartbeat=stalled_s
+                ):
+                    log.warning(
+                        "job %s (%s) was left by a worker that stopped answering; retrying it", job.id, job.queue
+                    )
                     await app.job_manager.retry_job(job)
         except Exception:  # the database away: try again next round
             log.exception("could not look for stalled jobs")
 
 
-async def run_worker(settings: Settings, services: Services, *, groups: Sequence[str] = (),
-                     concurrency: int | None = None) -> None:
+async def run_worker(
+    settings: Settings, services: Services, *, groups: Sequence[str] = (), concurrency: int | None = None
+) -> None:
     """``gpubot worker``: take probe jobs (of ``groups``' queues only, when given) until SIGTERM/SIGINT,
     at most ``settings.max_concurrent_probes`` probes at once over all of them."""
     queues: list[str] | None = [queue_of(g) for g in groups] or None
@@ -147,9 +170,13 @@ async def run_worker(settings: Settings, services: Services, *, groups: Sequence
         log.info("worker %s taking %s", services.executor_id, ", ".join(queues) if queues else "every queue")
         try:
             options: dict[str, Any] = {"queues": queues} if queues else {}  # none given: every queue
-            await app.run_worker_async(name=services.executor_id[:80], concurrency=concurrency or settings.worker_concurrency,
-                                       update_heartbeat_interval=settings.worker_heartbeat_s,
-                                       stalled_worker_timeout=settings.worker_stalled_s,
-                                       shutdown_graceful_timeout=settings.shutdown_grace_s, **options)
+            await app.run_worker_async(
+                name=services.executor_id[:80],
+                concurrency=concurrency or settings.worker_concurrency,
+                update_heartbeat_interval=settings.worker_heartbeat_s,
+                stalled_worker_timeout=settings.worker_stalled_s,
+                shutdown_graceful_timeout=settings.shutdown_grace_s,
+                **options,
+            )
         finally:
             recovery.cancel()

@@ -18,22 +18,41 @@ def dump(report: StatusReport) -> dict[str, Any]:
     :meth:`~bot.probes.readings.Readings.to_json`), ``v`` its shape's version."""
     a = report.assessment
     return {
-        "v": VERSION, "host": report.host, "where": report.where, "snapshot_id": report.snapshot_id,
-        "taken_at": report.taken_at.isoformat(), "duration_ms": report.duration_ms,
-        "verdict": a.verdict.value, "serving": list(a.serving),
+        "v": VERSION,
+        "host": report.host,
+        "where": report.where,
+        "snapshot_id": report.snapshot_id,
+        "taken_at": report.taken_at.isoformat(),
+        "duration_ms": report.duration_ms,
+        "verdict": a.verdict.value,
+        "serving": list(a.serving),
         "reasons": [{"code": r.code, "text": r.text, "severity": r.severity.value} for r in a.reasons],
         "readings": report.readings.to_json() if report.readings is not None else None,
-        "error": report.error, "need_bytes": report.need_bytes, "units_expected": dict(report.units_expected),
+        "error": report.error,
+        "need_bytes": report.need_bytes,
+        "units_expected": dict(report.units_expected),
         "store_error": report.store_error,
     }
 
 
 def load(data: dict[str, Any]) -> StatusReport:
     """Inverse of :func:`dump`; raises ``ValueError``/``KeyError`` for a dict of another shape."""
-    assessment = Assessment(Verdict(data["verdict"]),
-                            [Reason(r["code"], r["text"], Severity(r["severity"])) for r in data["reasons"]],
-                            tuple(data.get("serving") or ()))
+    assessment = Assessment(
+        Verdict(data["verdict"]),
+        [Reason(r["code"], r["text"], Severity(r["severity"])) for r in data["reasons"]],
+        tuple(data.get("serving") or ()),
+    )
     readings = Readings.from_json(data["readings"]) if data.get("readings") is not None else None
-    return StatusReport(data["host"], data["where"], data["snapshot_id"], datetime.fromisoformat(data["taken_at"]),
-                        int(data["duration_ms"]), assessment, readings, data.get("error"), data.get("need_bytes"),
-                        dict(data.get("units_expected") or {}), data.get("store_error"))
+    return StatusReport(
+        data["host"],
+        data["where"],
+        data["snapshot_id"],
+        datetime.fromisoformat(data["taken_at"]),
+        int(data["duration_ms"]),
+        assessment,
+        readings,
+        data.get("error"),
+        data.get("need_bytes"),
+        dict(data.get("units_expected") or {}),
+        data.get("store_error"),
+    )

@@ -37,8 +37,11 @@ MARKER = "GPUBOT-devcheck"
 def plan_json(plan: ProbePlan) -> dict[str, Any]:
     """The fields of ``plan`` that differ from the defaults (marker left out), tuples as lists."""
     default = ProbePlan(marker=plan.marker)
-    return {f.name: list(v) if isinstance(v, tuple) else v for f in fields(ProbePlan)
-            if f.name != "marker" and (v := getattr(plan, f.name)) != getattr(default, f.name)}
+    return {
+        f.name: list(v) if isinstance(v, tuple) else v
+        for f in fields(ProbePlan)
+        if f.name != "marker" and (v := getattr(plan, f.name)) != getattr(default, f.name)
+    }
 
 
 def frame_json(out: ProbeOutput) -> dict[str, Any]:
@@ -61,8 +64,12 @@ def probe_case(source: str, plan: ProbePlan, probe_name: str, outputs: dict[str,
     (probe,) = [p for p in probes_for(plan) if type(p).__name__ == probe_name]
     mine = {n: outputs[n] for n in probe.names(plan) if n in outputs}
     read = probe.read(plan, {n: unread(o) for n, o in mine.items()})
-    return {"source": source, "plan": plan_json(plan), "frames": {n: frame_json(o) for n, o in mine.items()},
-            "readings": _jsonable(read)}
+    return {
+        "source": source,
+        "plan": plan_json(plan),
+        "frames": {n: frame_json(o) for n, o in mine.items()},
+        "readings": _jsonable(read),
+    }
 
 
 def main() -> None:
@@ -75,8 +82,12 @@ def main() -> None:
         plan = batch_plan(path.stem)
         outputs = split_frames(path.read_text(), MARKER)
         source = f"h200/{path.name}"
-        batch = {"source": source, "marker": MARKER, "plan": plan_json(plan),
-                 "readings": parse_batch(plan, outputs).to_json()}
+        batch = {
+            "source": source,
+            "marker": MARKER,
+            "plan": plan_json(plan),
+            "readings": parse_batch(plan, outputs).to_json(),
+        }
         if write(CASES / "batch" / f"{path.stem}.json", batch, force):
             written.append(f"batch/{path.stem}")
         for probe in probes_for(plan):
@@ -95,12 +106,19 @@ def main() -> None:
     ]
     for name in ("nvml_idle", "nvml_busy"):
         text = (H200 / f"{name}.json").read_text()
-        singles.append(("NvmlProbe", name.removeprefix("nvml_") + "_dump", ProbePlan(gpu_backend="nvml"),
-                        {"nvml": ProbeOutput("nvml", text, "", 0)}))
+        singles.append(
+            (
+                "NvmlProbe",
+                name.removeprefix("nvml_") + "_dump",
+                ProbePlan(gpu_backend="nvml"),
+                {"nvml": ProbeOutput("nvml", text, "", 0)},
+            )
+        )
     for probe_name, stem, plan, outs in singles:
         outs = {n: ProbeOutput(n, o.stdout, o.stderr, o.exit_status) for n, o in outs.items()}
         source = "h200/" + {"FoldersProbe": "du_missing.{out,err}", "ContextProbe": "driver_version.out"}.get(
-            probe_name, f"nvml_{stem.removesuffix('_dump')}.json")
+            probe_name, f"nvml_{stem.removesuffix('_dump')}.json"
+        )
         if write(CASES / probe_name / f"{stem}.json", probe_case(source, plan, probe_name, outs), force):
             written.append(f"{probe_name}/{stem}")
     print(f"{len(written)} case(s) written: {', '.join(written) or 'none'}")

@@ -14,13 +14,47 @@ from typing import Any, Iterable, Optional
 
 MAX_BLOCKS = 50
 MAX_FALLBACK_TEXT = 40000
-KNOWN_BLOCKS = {"actions", "context", "context_actions", "divider", "file", "header", "image", "input",
-                "markdown", "rich_text", "section", "table", "video"}
-_INTERACTIVE = {"button", "checkboxes", "datepicker", "datetimepicker", "timepicker", "overflow", "radio_buttons",
-                "static_select", "external_select", "users_select", "conversations_select", "channels_select",
-                "multi_static_select", "multi_external_select", "multi_users_select",
-                "multi_conversations_select", "multi_channels_select", "plain_text_input", "email_text_input",
-                "url_text_input", "number_input", "rich_text_input", "file_input", "workflow_button"}
+KNOWN_BLOCKS = {
+    "actions",
+    "context",
+    "context_actions",
+    "divider",
+    "file",
+    "header",
+    "image",
+    "input",
+    "markdown",
+    "rich_text",
+    "section",
+    "table",
+    "video",
+}
+_INTERACTIVE = {
+    "button",
+    "checkboxes",
+    "datepicker",
+    "datetimepicker",
+    "timepicker",
+    "overflow",
+    "radio_buttons",
+    "static_select",
+    "external_select",
+    "users_select",
+    "conversations_select",
+    "channels_select",
+    "multi_static_select",
+    "multi_external_select",
+    "multi_users_select",
+    "multi_conversations_select",
+    "multi_channels_select",
+    "plain_text_input",
+    "email_text_input",
+    "url_text_input",
+    "number_input",
+    "rich_text_input",
+    "file_input",
+    "workflow_button",
+}
 
 
 def _to_dicts(blocks: Optional[Iterable[Any]]) -> list:

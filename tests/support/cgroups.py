@@ -57,8 +57,10 @@ class UnitCgroups:
             except OSError as exc:
                 errors.append(f"{mount}: {exc}")
         if not joined:
-            raise CgroupUnavailable("cannot place a process in a unit's cgroup here (needs root and a writable cgroup "
-                                    f"mount): {'; '.join(errors) or 'no name=systemd or cgroup2 mount'}")
+            raise CgroupUnavailable(
+                "cannot place a process in a unit's cgroup here (needs root and a writable cgroup "
+                f"mount): {'; '.join(errors) or 'no name=systemd or cgroup2 mount'}"
+            )
         return joined
 
     def close(self) -> None:

@@ -87,12 +87,23 @@ class ComposeStack:
         os.chown(key, IMAGE_UID, IMAGE_UID)
         key.chmod(0o400)
 
-    def compose(self, *args: str, check: bool = True, timeout: float = 300, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    def compose(
+        self, *args: str, check: bool = True, timeout: float = 300, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``docker-compose -p PROJECT ARGS`` in the project folder (Compose picks the files, as for users)."""
         cmd = ["docker-compose", "--no-ansi", "-p", self.project, *args]
-        env = {k: v for k, v in os.environ.items() if k not in ("COMPOSE_FILE", "GPUBOT_DATABASE_URL", "POSTGRES_PASSWORD")}
-        res = subprocess.run(cmd, cwd=self.folder, capture_output=True, text=True, timeout=timeout, input=input,
-                             env={**env, "COMPOSE_INTERACTIVE_NO_CLI": "1"})
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("COMPOSE_FILE", "GPUBOT_DATABASE_URL", "POSTGRES_PASSWORD")
+        }
+        res = subprocess.run(
+            cmd,
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input,
+            env={**env, "COMPOSE_INTERACTIVE_NO_CLI": "1"},
+        )
         if check and res.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
         return res
@@ -111,7 +122,9 @@ class ComposeStack:
 
     def logs(self) -> str:
         """Everything the bot container wrote."""
-        return docker("logs", self.container(), check=False).stdout + docker("logs", self.container(), check=False).stderr
+        return (
+            docker("logs", self.container(), check=False).stdout + docker("logs", self.container(), check=False).stderr
+        )
 
     def down(self) -> None:
         """Remove the containers and the project's volumes."""

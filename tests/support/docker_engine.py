@@ -67,7 +67,10 @@ class NetworkState:
         """The links and iptables lines (per table) that are Docker's, whoever made them, and the
         chains' policies (``-P``: dockerd sets FORWARD's to DROP)."""
         links = {name for name in self.links if DOCKER_LINK.match(name)}
-        rules = {table: {line for line in lines if _dockers(line) or line.startswith("-P ")} for table, lines in self.rules.items()}
+        rules = {
+            table: {line for line in lines if _dockers(line) or line.startswith("-P ")}
+            for table, lines in self.rules.items()
+        }
         return links, rules
 
 
@@ -78,8 +81,11 @@ def _dockers(line: str) -> bool:
 
 def network_state() -> NetworkState:
     """This machine's links, iptables rules (filter and nat) and ip_forward, now (root; empty without iptables)."""
-    links = frozenset(line.split(":")[1].strip().split("@")[0] for line in _run("ip", "-o", "link", "show").stdout.splitlines()
-                      if line.count(":") >= 2)
+    links = frozenset(
+        line.split(":")[1].strip().split("@")[0]
+        for line in _run("ip", "-o", "link", "show").stdout.splitlines()
+        if line.count(":") >= 2
+    )
     rules = {}
     for table in TABLES:
         res = _run("iptables", "-w", "10", "-t", table, "-S") if shutil.which("iptables") else None
@@ -202,8 +208,12 @@ def ensure_base_image(tag: str = BASE_IMAGE) -> float:
     suite, mirror = _suite_and_mirror()
     root = tempfile.mkdtemp(prefix="gpubot-rootfs-")
     try:
-        subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates",
-                        suite, root, mirror], check=True, capture_output=True, timeout=900)
+        subprocess.run(
+            ["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates", suite, root, mirror],
+            check=True,
+            capture_output=True,
+            timeout=900,
+        )
         if os.path.exists(HOST_CA):
             shutil.copy(HOST_CA, os.path.join(root, "etc/ssl/certs/ca-certificates.crt"))
         for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
@@ -211,8 +221,16 @@ def ensure_base_image(tag: str = BASE_IMAGE) -> float:
             os.makedirs(os.path.join(root, cache), exist_ok=True)
         tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
         try:
-            docker("import", "--change", "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt", "--change", 'CMD ["python3"]',
-                   "-", tag, stdin=tar.stdout)
+            docker(
+                "import",
+                "--change",
+                "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
+                "--change",
+                'CMD ["python3"]',
+                "-",
+                tag,
+                stdin=tar.stdout,
+            )
         finally:
             try:
                 tar.wait(timeout=120)  # done once the import read everything

@@ -88,16 +88,17 @@ def unit(active: bool = True, main_pid: int = 1234, **extra: Any) -> dict:
 
 def exec_start(*argv: str) -> str:
     """An ``ExecStart`` value as ``systemctl show`` prints it (the fake starts this argv)."""
-    return (f"{{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; start_time=[n/a] ; "
-            "stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }")
+    return (
+        f"{{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; start_time=[n/a] ; "
+        "stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }"
+    )
 
 
 def model_unit(*argv: str, **behaviour: Any) -> dict:
     """An inactive unit whose start runs ``argv`` as a fake model server (see fake-unit):
     ``gpus={"0": MiB}``, ``load_s``, ``port``, ``healthy_after_s``, ``log``, ``fail_after_s``,
     ``fail_lines``, ``exit_status``."""
-    return {**unit(active=False), "ExecStart": exec_start(*(argv or ("/usr/bin/fake-server",))),
-            "_fake": behaviour}
+    return {**unit(active=False), "ExecStart": exec_start(*(argv or ("/usr/bin/fake-server",))), "_fake": behaviour}
 
 
 def stop_units(server: Any, addrs: list[str] | tuple[str, ...] | None = None) -> None:
@@ -187,7 +188,11 @@ def write_sysfs(server: Any, addr: str, devices: list[tuple[str, str, str | None
     for bus, cls, driver in devices:
         d = os.path.join(root, "bus", "pci", "devices", bus)
         os.makedirs(d)
-        for name, value in (("vendor", "0x10de"), ("class", cls), ("device", "0x2335" if cls.startswith("0x03") else "0x22a3")):
+        for name, value in (
+            ("vendor", "0x10de"),
+            ("class", cls),
+            ("device", "0x2335" if cls.startswith("0x03") else "0x22a3"),
+        ):
             with open(os.path.join(d, name), "w") as f:
                 f.write(value + "\n")
         if driver:
@@ -206,5 +211,4 @@ def run_fake(server: Any, addr: str, command: str, *args: str) -> subprocess.Com
     env = {**os.environ, "GPUBOT_FAKE_ADDR": addr, "GPUBOT_FAKE_STATE_DIR": _dir(server)}
     env.pop("SSH_CONNECTION", None)
     bin_dir = getattr(server, "bin_dir", FAKEHOST_DIR)
-    return subprocess.run([os.path.join(bin_dir, command), *args], env=env,
-                          capture_output=True, text=True, timeout=30)
+    return subprocess.run([os.path.join(bin_dir, command), *args], env=env, capture_output=True, text=True, timeout=30)

@@ -22,9 +22,18 @@ SLOW_S = 30
 
 def install(server: SshTestServer) -> None:
     """Wrap ``nvidia-smi`` and ``systemctl`` in ``server.bin_dir`` (once per server)."""
-    for tool, body in (("nvidia-smi", f"""case "$fault $*" in
+    for tool, body in (
+        (
+            "nvidia-smi",
+            f"""case "$fault $*" in
   "huge "*--query-gpu*) yes 'GPU-00000000-0000-0000-0000-000000000000, NVIDIA H200, 0, 143771, [N/A]' | head -c {HUGE_BYTES}; exit 0;;
-esac"""), ("systemctl", f"""if [ "$fault" = slow-unit ]; then : >"$GPUBOT_FAKE_STATE_DIR/$addr.slow-started"; sleep {SLOW_S}; fi""")):
+esac""",
+        ),
+        (
+            "systemctl",
+            f"""if [ "$fault" = slow-unit ]; then : >"$GPUBOT_FAKE_STATE_DIR/$addr.slow-started"; sleep {SLOW_S}; fi""",
+        ),
+    ):
         path = os.path.join(server.bin_dir, tool)
         real = f"{path}.real"
         if os.path.exists(real):

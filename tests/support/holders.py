@@ -26,8 +26,13 @@ _CODE = (
 
 def spawn_holder(name: str = "python3") -> subprocess.Popen:
     """Start a sleeping process (up to an hour) whose comm is ``name``; reap with :func:`reap`."""
-    return subprocess.Popen([sys.executable, "-S", "-c", _CODE, name], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-S", "-c", _CODE, name],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def reap(proc: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 5.0) -> int:

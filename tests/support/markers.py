@@ -79,7 +79,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Generator[None, object, object]:
+def pytest_fixture_setup(
+    fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest
+) -> Generator[None, object, object]:
     """Learns which fixtures start an sshd (a module- or session-scoped one starts it once, for the first
     test that uses it: the others are caught by the fixture's name)."""
     global _started
@@ -103,14 +105,21 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         _started = None
     sshd = starts_sshd(started) or _sshd_fixtures.intersection(getattr(item, "fixturenames", ()))
     if sshd and item.get_closest_marker("sshd") is None:
-        pytest.fail("it starts an sshd: mark it @pytest.mark.sshd (make test-fast leaves those out; tests/support/markers.py)",
-                    pytrace=False)
+        pytest.fail(
+            "it starts an sshd: mark it @pytest.mark.sshd (make test-fast leaves those out; tests/support/markers.py)",
+            pytrace=False,
+        )
     why = programs_started(started)
     marked = item.get_closest_marker("process") is not None
     if why and not marked:
-        pytest.fail(f"{why}: mark it @pytest.mark.process (make test-fast leaves those out; tests/support/markers.py)",
-                    pytrace=False)
+        pytest.fail(
+            f"{why}: mark it @pytest.mark.process (make test-fast leaves those out; tests/support/markers.py)",
+            pytrace=False,
+        )
     if marked and not why:
-        pytest.fail(f"marked process but starts no program that makes it one ({len(started)} started): remove the marker, "
-                    "the fast loop runs it (tests/support/markers.py)", pytrace=False)
+        pytest.fail(
+            f"marked process but starts no program that makes it one ({len(started)} started): remove the marker, "
+            "the fast loop runs it (tests/support/markers.py)",
+            pytrace=False,
+        )
     return result

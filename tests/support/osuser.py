@@ -31,7 +31,11 @@ SUDOERS_PREFIX = "gpubot-test-"
 
 
 def sudo_available() -> bool:
-    return os.geteuid() == 0 and bool(shutil.which("sudo")) and bool(shutil.which("visudo") or os.path.exists("/usr/sbin/visudo"))
+    return (
+        os.geteuid() == 0
+        and bool(shutil.which("sudo"))
+        and bool(shutil.which("visudo") or os.path.exists("/usr/sbin/visudo"))
+    )
 
 
 def _visudo() -> str:
@@ -49,7 +53,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _owner_pid(name: str, prefix: str) -> int | None:
-    rest = name[len(prefix):].split("-", 1)[0]
+    rest = name[len(prefix) :].split("-", 1)[0]
     return int(rest) if rest.isdigit() else None
 
 
@@ -77,8 +81,11 @@ class LoginUser:
     def create(self, parent: str) -> "LoginUser":
         """Create the user with its home ``<parent>/home`` (``parent`` must be searchable by it)."""
         self.home = os.path.join(parent, "home")
-        subprocess.run(["useradd", "--no-create-home", "--user-group", "--home-dir", self.home, "--shell", "/bin/sh",
-                        self.name], check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--no-create-home", "--user-group", "--home-dir", self.home, "--shell", "/bin/sh", self.name],
+            check=True,
+            capture_output=True,
+        )
         atexit.register(self.remove)
         subprocess.run(["usermod", "-p", "*", self.name], check=True, capture_output=True)
         entry = pwd.getpwnam(self.name)
@@ -92,7 +99,9 @@ class LoginUser:
             pwd.getpwnam(self.name)
         except KeyError:
             return
-        subprocess.run(["userdel", "--force", self.name], capture_output=True)  # --force: a session may still be closing
+        subprocess.run(
+            ["userdel", "--force", self.name], capture_output=True
+        )  # --force: a session may still be closing
         atexit.unregister(self.remove)
 
 
@@ -118,7 +127,9 @@ class SudoersDropIn:
             whole = subprocess.run([_visudo(), "-c"], capture_output=True, text=True)
             if whole.returncode != 0:
                 self.remove()
-                raise ValueError(f"the sudoers configuration failed with this file; removed it: {whole.stdout}{whole.stderr}")
+                raise ValueError(
+                    f"the sudoers configuration failed with this file; removed it: {whole.stdout}{whole.stderr}"
+                )
         finally:
             if os.path.exists(candidate):
                 os.unlink(candidate)

@@ -30,7 +30,10 @@ OS_USER = "postgres"
 
 def pg_bin() -> str | None:
     """The newest ``/usr/lib/postgresql/<version>/bin`` holding ``initdb`` and ``pg_ctl``, or ``None``."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+        key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0,
+    )
     return os.path.dirname(found[-1]) if found else None
 
 
@@ -63,15 +66,25 @@ class PrivatePostgres:
         self.dir = tempfile.mkdtemp(prefix="gpubot-pg-")
         user = pwd.getpwnam(OS_USER)
         os.chown(self.dir, user.pw_uid, user.pw_gid)
-        self._as_postgres(f"{self.bin}/initdb", "-D", f"{self.dir}/data", "-U", "postgres", "--auth=trust",
-                          "--no-sync", "-E", "UTF8")
+        self._as_postgres(
+            f"{self.bin}/initdb", "-D", f"{self.dir}/data", "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"
+        )
         self.start()
         return self
 
     def start(self) -> None:
         """Start the server (and wait until it accepts connections)."""
-        self._as_postgres(f"{self.bin}/pg_ctl", "-D", f"{self.dir}/data", "-w", "-l", f"{self.dir}/log",
-                          "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        self._as_postgres(
+            f"{self.bin}/pg_ctl",
+            "-D",
+            f"{self.dir}/data",
+            "-w",
+            "-l",
+            f"{self.dir}/log",
+            "-o",
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        )
 
     def stop(self) -> None:
         """Shut the server down (``-m fast``: sessions are ended, as a restart or an outage does)."""

@@ -14,7 +14,9 @@ from bot.wiring import build_services
 
 
 async def _main(url: str, instance: str, now: datetime) -> None:
-    services = build_services(Settings(_env_file=None, database_url=url, ssh_connect_timeout_s=120, batch_timeout_s=300))
+    services = build_services(
+        Settings(_env_file=None, database_url=url, ssh_connect_timeout_s=120, batch_timeout_s=300)
+    )
 
     async def post(channel, report):  # never reached: the process is killed while probing
         raise AssertionError("the doomed instance must not post")

@@ -15,10 +15,12 @@ from bot.probes.frames import ProbeOutput
 from bot.ssh.target import HostTarget, RunResult
 from tests.fixtures_h200 import captured
 
-CAPTURE_FIELDS = ("index,uuid,name,pci.bus_id,driver_version,pstate,persistence_mode,memory.total,memory.used,"
-                  "memory.free,memory.reserved,utilization.gpu,utilization.memory,temperature.gpu,power.draw,"
-                  "power.limit,clocks.sm,mig.mode.current,ecc.errors.uncorrected.volatile.total,compute_mode,"
-                  "fan.speed,serial")
+CAPTURE_FIELDS = (
+    "index,uuid,name,pci.bus_id,driver_version,pstate,persistence_mode,memory.total,memory.used,"
+    "memory.free,memory.reserved,utilization.gpu,utilization.memory,temperature.gpu,power.draw,"
+    "power.limit,clocks.sm,mig.mode.current,ecc.errors.uncorrected.volatile.total,compute_mode,"
+    "fan.speed,serial"
+)
 """The field list the H200 captures were taken with (tests/fixtures/README.md)."""
 
 
@@ -32,10 +34,15 @@ def idle_h200() -> dict[str, ProbeOutput]:
     return {
         "gpus": captured("query_gpu_idle_nounits", prefix=f"# fields: {CAPTURE_FIELDS}\n"),
         "apps": captured("apps_idle"),
-        "df.0": out("Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/vda 270553174016 17286623232 68702314496 21% /\n"),
+        "df.0": out(
+            "Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/vda 270553174016 17286623232 68702314496 21% /\n"
+        ),
         "hf": out("", "du: cannot access '/root/.cache/huggingface': No such file or directory\n", 1),
-        "inventory": out("proc /proc/driver/nvidia/gpus/0000:00:06.0\n" + captured("proc_gpus_info").stdout.split("\n", 1)[1]
-                         + "pci-scanned\npci 0000:00:06.0 0x030200 nvidia\n"),
+        "inventory": out(
+            "proc /proc/driver/nvidia/gpus/0000:00:06.0\n"
+            + captured("proc_gpus_info").stdout.split("\n", 1)[1]
+            + "pci-scanned\npci 0000:00:06.0 0x030200 nvidia\n"
+        ),
         "fabric": out(),
         "owners": out(),
         "kernel_log": out("# kernel-log: journalctl now=1796042735\n"),
@@ -51,14 +58,17 @@ def framed(marker: str, name: str, answer: ProbeOutput) -> str:
     return f"{marker} BEGIN {name}\n{answer.stdout}\n{marker} STDERR {name}\n{answer.stderr}{end}"
 
 
-def probe_batch(answers: Mapping[str, ProbeOutput], *, banner: str = "",
-                exit_status: int | None = 0) -> Callable[[HostTarget, str], RunResult]:
+def probe_batch(
+    answers: Mapping[str, ProbeOutput], *, banner: str = "", exit_status: int | None = 0
+) -> Callable[[HostTarget, str], RunResult]:
     """A ScriptedRunner handler answering each probe of the batch from ``answers`` (by probe name);
     the batch's own ``exit_status`` (``None``: its shell was killed by a signal)."""
+
     def handler(target: HostTarget, script: str) -> RunResult:
         marker = re.search(r"GPUBOT-[0-9a-f]{32}", script)
         assert marker, "not a probe batch script"
         names = re.findall(r"^gpubot_run (\S+) ", script, re.M)
         body = "".join(framed(marker.group(0), n, answers[n]) for n in names if n in answers)
         return RunResult(banner + body, "", exit_status, 0.01)
+
     return handler

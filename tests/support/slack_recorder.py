@@ -217,8 +217,11 @@ class SlackApiRecorder:
         await self._record(call)
         if self.require_auth and not call.token:
             return web.json_response({"ok": False, "error": "not_authed"})
-        if (self.max_block_text is not None and method in ("chat.postMessage", "chat.update")
-                and block_text_length(call.body.get("blocks")) > self.max_block_text):
+        if (
+            self.max_block_text is not None
+            and method in ("chat.postMessage", "chat.update")
+            and block_text_length(call.body.get("blocks")) > self.max_block_text
+        ):
             self.refused.append(call)
             return web.json_response({"ok": False, "error": "msg_blocks_too_long"})
         responder = self.responses.get(method) or getattr(self, "_m_" + method.replace(".", "_"), None)
@@ -235,8 +238,11 @@ class SlackApiRecorder:
     async def _upload(self, request: web.Request) -> web.Response:
         file_id = request.match_info["file_id"]
         data = await request.read()
-        await self._record(RecordedCall("file_upload", {"file_id": file_id, "content": data},
-                                        CIMultiDict(request.headers), request.path))
+        await self._record(
+            RecordedCall(
+                "file_upload", {"file_id": file_id, "content": data}, CIMultiDict(request.headers), request.path
+            )
+        )
         if file_id not in self.files:
             return web.Response(status=404, text="file_not_found")
         self.uploads[file_id] = data
@@ -254,15 +260,30 @@ class SlackApiRecorder:
         return f"{1700000000 + micros // 1_000_000}.{micros % 1_000_000:06d}"
 
     def _message(self, b: dict, ts: str) -> dict:
-        msg = {"type": "message", "user": "UBOT", "bot_id": "BBOT", "team": "T0001", "ts": ts, "text": b.get("text", "")}
+        msg = {
+            "type": "message",
+            "user": "UBOT",
+            "bot_id": "BBOT",
+            "team": "T0001",
+            "ts": ts,
+            "text": b.get("text", ""),
+        }
         for key in ("blocks", "attachments", "thread_ts", "metadata"):
             if key in b:
                 msg[key] = b[key]
         return msg
 
     def _m_auth_test(self, c: RecordedCall) -> dict:
-        return {"ok": True, "url": "https://gpubot-test.slack.com/", "team": "gpubot-test", "user": "gpubot",
-                "team_id": "T0001", "user_id": "UBOT", "bot_id": "BBOT", "is_enterprise_install": False}
+        return {
+            "ok": True,
+            "url": "https://gpubot-test.slack.com/",
+            "team": "gpubot-test",
+            "user": "gpubot",
+            "team_id": "T0001",
+            "user_id": "UBOT",
+            "bot_id": "BBOT",
+            "is_enterprise_install": False,
+        }
 
     def _m_chat_postMessage(self, c: RecordedCall) -> dict:
         ts = self._next_ts()
@@ -270,8 +291,13 @@ class SlackApiRecorder:
 
     def _m_chat_update(self, c: RecordedCall) -> dict:
         ts = c.body.get("ts")
-        return {"ok": True, "channel": c.body.get("channel"), "ts": ts, "text": c.body.get("text", ""),
-                "message": self._message(c.body, ts)}
+        return {
+            "ok": True,
+            "channel": c.body.get("channel"),
+            "ts": ts,
+            "text": c.body.get("text", ""),
+            "message": self._message(c.body, ts),
+        }
 
     def _m_chat_postEphemeral(self, c: RecordedCall) -> dict:
         return {"ok": True, "message_ts": self._next_ts()}
@@ -287,8 +313,16 @@ class SlackApiRecorder:
     def _m_users_info(self, c: RecordedCall) -> dict:
         uid = c.body.get("user", "")
         name = f"user_{uid.lower()}"
-        user = {"id": uid, "team_id": "T0001", "name": name, "real_name": name, "deleted": False,
-                "is_bot": False, "tz": "UTC", "profile": {"real_name": name, "display_name": name}}
+        user = {
+            "id": uid,
+            "team_id": "T0001",
+            "name": name,
+            "real_name": name,
+            "deleted": False,
+            "is_bot": False,
+            "tz": "UTC",
+            "profile": {"real_name": name, "display_name": name},
+        }
         user.update(self.users.get(uid, {}))
         return {"ok": True, "user": user}
 
@@ -300,8 +334,15 @@ class SlackApiRecorder:
 
     def _m_conversations_info(self, c: RecordedCall) -> dict:
         cid = c.body.get("channel", "")
-        channel = {"id": cid, "name": f"chan-{cid.lower()}", "is_channel": True, "is_private": False,
-                   "is_im": False, "is_member": True, "is_archived": False}
+        channel = {
+            "id": cid,
+            "name": f"chan-{cid.lower()}",
+            "is_channel": True,
+            "is_private": False,
+            "is_im": False,
+            "is_member": True,
+            "is_archived": False,
+        }
         channel.update(self.channels.get(cid, {}))
         return {"ok": True, "channel": channel}
 

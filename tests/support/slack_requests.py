@@ -81,15 +81,29 @@ def block_action_payload(
     team_id: str = "T0001",
 ) -> dict:
     """The decoded ``block_actions`` payload for a button click on a bot message."""
-    button = {"type": "button", "action_id": action_id, "block_id": block_id, "value": value,
-              "text": {"type": "plain_text", "text": button_text, "emoji": True}}
+    button = {
+        "type": "button",
+        "action_id": action_id,
+        "block_id": block_id,
+        "value": value,
+        "text": {"type": "plain_text", "text": button_text, "emoji": True},
+    }
     if message_blocks is None:
-        message_blocks = [{"type": "actions", "block_id": block_id,
-                           "elements": [{k: v for k, v in button.items() if k != "block_id"}]}]
+        message_blocks = [
+            {
+                "type": "actions",
+                "block_id": block_id,
+                "elements": [{k: v for k, v in button.items() if k != "block_id"}],
+            }
+        ]
     return {
         "type": "block_actions",
-        "user": {"id": user_id, "username": f"user_{user_id.lower()}", "name": f"user_{user_id.lower()}",
-                 "team_id": team_id},
+        "user": {
+            "id": user_id,
+            "username": f"user_{user_id.lower()}",
+            "name": f"user_{user_id.lower()}",
+            "team_id": team_id,
+        },
         "api_app_id": "A0001",
         "token": "verification-token",
         "container": {"type": "message", "message_ts": message_ts, "channel_id": channel_id, "is_ephemeral": False},
@@ -98,8 +112,15 @@ def block_action_payload(
         "enterprise": None,
         "is_enterprise_install": False,
         "channel": {"id": channel_id, "name": f"chan-{channel_id.lower()}"},
-        "message": {"type": "message", "user": "UBOT", "bot_id": "BBOT", "team": team_id, "ts": message_ts,
-                    "text": message_text, "blocks": message_blocks},
+        "message": {
+            "type": "message",
+            "user": "UBOT",
+            "bot_id": "BBOT",
+            "team": team_id,
+            "ts": message_ts,
+            "text": message_text,
+            "blocks": message_blocks,
+        },
         "state": {"values": {}},
         "response_url": response_url,
         "actions": [{**button, "action_ts": f"{time.time():.6f}"}],

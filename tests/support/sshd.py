@@ -74,8 +74,9 @@ def ensure_user(name: str, shell: str) -> pwd.struct_passwd:
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
-            done = subprocess.run(["useradd", "-M", "-d", home, "-s", shell, "-p", "*", name],
-                                  capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                ["useradd", "-M", "-d", home, "-s", shell, "-p", "*", name], capture_output=True, text=True, check=False
+            )
             if done.returncode not in (0, 9):  # 9: made by another run meanwhile
                 time.sleep(0.1 * (attempt + 1))  # 10: /etc/passwd locked by another run
             continue
@@ -114,10 +115,18 @@ class SshTestServer:
     ``log_paths``, ``tmp``.
     """
 
-    def __init__(self, addresses: Iterable[str] = ("127.0.0.1",), *, sshd: str = SSHD,
-                 start_timeout: float = 15.0, attempts: int = 5, extra_config: Iterable[str] = (),
-                 users: dict[str, str] | None = None, login_user: str | None = None,
-                 extra_bin: dict[str, str] | None = None):
+    def __init__(
+        self,
+        addresses: Iterable[str] = ("127.0.0.1",),
+        *,
+        sshd: str = SSHD,
+        start_timeout: float = 15.0,
+        attempts: int = 5,
+        extra_config: Iterable[str] = (),
+        users: dict[str, str] | None = None,
+        login_user: str | None = None,
+        extra_bin: dict[str, str] | None = None,
+    ):
         addrs = [_loopback(a) for a in addresses]
         self.addresses = ["127.0.0.1"] + [a for a in dict.fromkeys(addrs) if a != "127.0.0.1"]
         self.sshd = sshd
@@ -161,7 +170,7 @@ class SshTestServer:
         return [self._p(f"sshd-{i}.log") for i in range(len(self._groups()))]
 
     def _groups(self) -> list[list[str]]:
-        return [self.addresses[i:i + MAX_LISTEN] for i in range(0, len(self.addresses), MAX_LISTEN)]
+        return [self.addresses[i : i + MAX_LISTEN] for i in range(0, len(self.addresses), MAX_LISTEN)]
 
     def state_path(self, addr: str) -> str:
         return os.path.join(self.state_dir, f"{addr}.json")
@@ -252,20 +261,46 @@ class SshTestServer:
 
     def connect_kwargs(self, addr: str = "127.0.0.1", **extra: object) -> dict:
         """Keyword arguments for ``asyncssh.connect(**kw)`` to host ``addr`` (strict host keys)."""
-        return {"host": addr, "port": self.port, "username": self.username,
-                "client_keys": [self.client_key_path], "known_hosts": self.known_hosts_path,
-                "agent_path": None, "config": None, **extra}
+        return {
+            "host": addr,
+            "port": self.port,
+            "username": self.username,
+            "client_keys": [self.client_key_path],
+            "known_hosts": self.known_hosts_path,
+            "agent_path": None,
+            "config": None,
+            **extra,
+        }
 
     def ssh_argv(self, addr: str = "127.0.0.1") -> list[str]:
         """An OpenSSH client command line (append the remote command) for host ``addr``."""
-        return ["ssh", "-F", "/dev/null", "-p", str(self.port), "-i", self.client_key_path,
-                "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
-                "-o", f"UserKnownHostsFile={self.known_hosts_path}", f"{self.username}@{addr}"]
+        return [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-p",
+            str(self.port),
+            "-i",
+            self.client_key_path,
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts_path}",
+            f"{self.username}@{addr}",
+        ]
 
     # -- internals --------------------------------------------------------------------------
     def _keygen(self, path: str, comment: str) -> str:
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path],
-                       check=True, stdin=subprocess.DEVNULL, capture_output=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
         with open(path + ".pub") as f:
             return " ".join(f.read().split()[:2])
 
@@ -309,9 +344,15 @@ class SshTestServer:
         env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "GPUBOT_FAKE_STATE_DIR": self.state_dir, "SHLVL": "1"}
         # One SetEnv per address (sshd takes the first SetEnv that applies, so there is none outside the
         # Match blocks, and the blocks come last): each host reads its own fake sysfs (GPUBOT_SYSFS).
-        per_address = [line for a in addresses for line in (
-            f"Match LocalAddress {a}",
-            "  SetEnv " + " ".join(f"{k}={v}" for k, v in {**env, "GPUBOT_SYSFS": fakestate.sysfs_root(self, a)}.items()))]
+        per_address = [
+            line
+            for a in addresses
+            for line in (
+                f"Match LocalAddress {a}",
+                "  SetEnv "
+                + " ".join(f"{k}={v}" for k, v in {**env, "GPUBOT_SYSFS": fakestate.sysfs_root(self, a)}.items()),
+            )
+        ]
         lines = [f"ListenAddress {a}:{self.port}" for a in addresses] + [
             f"HostKey {self._p(self.host_key_file)}",
             f"PidFile {self._p(f'sshd-{group}.pid')}",
@@ -342,9 +383,15 @@ class SshTestServer:
         groups = self._groups()
         for g, addrs in enumerate(groups):
             with open(self.log_paths[g], "w") as log:
-                self.procs.append(subprocess.Popen(
-                    [self.sshd, "-D", "-e", "-f", self._config(g, addrs)], stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+                self.procs.append(
+                    subprocess.Popen(
+                        [self.sshd, "-D", "-e", "-f", self._config(g, addrs)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
         deadline = time.monotonic() + self.start_timeout
         while True:
             texts, ready = [], True
@@ -352,7 +399,9 @@ class SshTestServer:
                 with open(self.log_paths[g]) as f:
                     text = f.read()
                 texts.append(text)
-                bind_failed = any(f"Bind to port {self.port} on" in line and "failed" in line for line in text.splitlines())
+                bind_failed = any(
+                    f"Bind to port {self.port} on" in line and "failed" in line for line in text.splitlines()
+                )
                 if proc.poll() is not None or bind_failed:
                     self._terminate()
                     return text or f"sshd exited with status {proc.returncode}"

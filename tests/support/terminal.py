@@ -29,8 +29,17 @@ class Terminal:
         self.master, slave = pty.openpty()
         if size is not None:
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT, close_fds=True,
-                                     start_new_session=True, preexec_fn=_take_terminal)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=ROOT,
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=_take_terminal,
+        )
         os.close(slave)
         self.buffer = ""
         self.screen = ""

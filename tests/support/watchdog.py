@@ -25,8 +25,11 @@ WARN_BEFORE_S = 30.0
 def dump_tasks(nodeid: str) -> None:
     """Print every unfinished asyncio task's stack (any loop) to stderr, headed by ``nodeid``."""
     tasks = [t for t in list(asyncio.tasks._all_tasks) if not t.done()]  # type: ignore[attr-defined]
-    print(f"\n=== {nodeid}: still running near its timeout; {len(tasks)} unfinished asyncio task(s) ===",
-          file=sys.stderr, flush=True)
+    print(
+        f"\n=== {nodeid}: still running near its timeout; {len(tasks)} unfinished asyncio task(s) ===",
+        file=sys.stderr,
+        flush=True,
+    )
     for task in tasks:
         try:
             task.print_stack(file=sys.stderr)

@@ -44,15 +44,29 @@ async def own_database() -> AsyncIterator[str]:
         await _admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def start_worker(*, database_url: str, ssh: SshTestServer, groups: tuple[str, ...] = (),
-                 env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start_worker(
+    *, database_url: str, ssh: SshTestServer, groups: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     """Start ``python -m bot worker [--group G …]`` reaching hosts through ``ssh``'s key and
     known_hosts; ``env`` adds settings. stdout and stderr together, as text."""
-    full = {**os.environ, "GPUBOT_DATABASE_URL": database_url, "GPUBOT_KNOWN_HOSTS": ssh.known_hosts_path,
-            "GPUBOT_SSH_KEY_FILE": ssh.client_key_path, "GPUBOT_SSH_USER": ssh.username, **QUICK, **(env or {})}
+    full = {
+        **os.environ,
+        "GPUBOT_DATABASE_URL": database_url,
+        "GPUBOT_KNOWN_HOSTS": ssh.known_hosts_path,
+        "GPUBOT_SSH_KEY_FILE": ssh.client_key_path,
+        "GPUBOT_SSH_USER": ssh.username,
+        **QUICK,
+        **(env or {}),
+    }
     args = [a for g in groups for a in ("--group", g)]
-    return subprocess.Popen([sys.executable, "-m", "bot", "worker", *args], env=full, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bot", "worker", *args],
+        env=full,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def stop(proc: subprocess.Popen[str]) -> str:

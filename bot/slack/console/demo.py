@@ -18,8 +18,11 @@ from bot.config import Settings, default_data_dir
 from bot.hosts.service import LOCAL_NAMES
 
 DEMO_FOLDER = "old-model"
-DEMO_FILES = {"model-00001-of-00002.safetensors": 3 * 1024 * 1024, "model-00002-of-00002.safetensors": 2 * 1024 * 1024,
-              "config.json": 512}
+DEMO_FILES = {
+    "model-00001-of-00002.safetensors": 3 * 1024 * 1024,
+    "model-00002-of-00002.safetensors": 2 * 1024 * 1024,
+    "config.json": 512,
+}
 """File name -> size in bytes of the sample weight folder (5 MiB in all)."""
 
 
@@ -38,22 +41,34 @@ class Demo:
         """Why the demo does not let ``command`` (a parsed ``/gpu`` command) be planned, or ``None``:
         cleaning ``localhost``'s Hugging Face cache, which lies outside the demo root (the HF clean
         would use the cache's own ``hub`` as its root, and the cache is the user's real one)."""
-        if isinstance(command, ActionSpec) and command.kind is ActionKind.CLEAN_HF and command.host.lower() in LOCAL_NAMES:
-            return (f"the console's demo deletes only under {self.root} on localhost, so it does not clean localhost's "
-                    "Hugging Face cache (your own downloads). Set GPUBOT_ALLOWED_ROOTS to use real roots; then the demo "
-                    "is off and `clean localhost hf-cache` is planned as in Slack.")
+        if (
+            isinstance(command, ActionSpec)
+            and command.kind is ActionKind.CLEAN_HF
+            and command.host.lower() in LOCAL_NAMES
+        ):
+            return (
+                f"the console's demo deletes only under {self.root} on localhost, so it does not clean localhost's "
+                "Hugging Face cache (your own downloads). Set GPUBOT_ALLOWED_ROOTS to use real roots; then the demo "
+                "is off and `clean localhost hf-cache` is planned as in Slack."
+            )
         return None
 
     def banner(self, command: str, *, may_clean: bool = True) -> str:
         """What the console says at start, so the user knows the demo root exists and why; the
         clean to try only when the user ``may_clean`` (an operator or admin), else how to get it."""
-        head = (f"GPUBOT_ALLOWED_ROOTS is not set, so this console allows deleting under {self.root} on localhost only\n"
-                "(a demo; it put a 5 MiB sample folder there).")
+        head = (
+            f"GPUBOT_ALLOWED_ROOTS is not set, so this console allows deleting under {self.root} on localhost only\n"
+            "(a demo; it put a 5 MiB sample folder there)."
+        )
         if not may_clean:
-            return (f"{head} You are a viewer here: `{command} status localhost` and `{command} audit` work,\n"
-                    "but not clean; `gpubot console --role operator` tries a clean and its approval.")
-        return (f"{head} Try `{command} clean localhost weights={self.folder}`,\n"
-                "then `as alice` and press Approve. Real roots: set GPUBOT_ALLOWED_ROOTS (README, \"Approvals and actions\").")
+            return (
+                f"{head} You are a viewer here: `{command} status localhost` and `{command} audit` work,\n"
+                "but not clean; `gpubot console --role operator` tries a clean and its approval."
+            )
+        return (
+            f"{head} Try `{command} clean localhost weights={self.folder}`,\n"
+            'then `as alice` and press Approve. Real roots: set GPUBOT_ALLOWED_ROOTS (README, "Approvals and actions").'
+        )
 
 
 def enable_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:

@@ -10,13 +10,25 @@ from typing import Any
 
 EMOJI = {
     # verdicts (bot.render.status_view.VERDICT_EMOJI) and warnings
-    ":large_green_circle:": "[ok]", ":large_blue_circle:": "[on]", ":red_circle:": "[!!]", ":white_circle:": "[??]", ":warning:": "[!]",
+    ":large_green_circle:": "[ok]",
+    ":large_blue_circle:": "[on]",
+    ":red_circle:": "[!!]",
+    ":white_circle:": "[??]",
+    ":warning:": "[!]",
     ":rotating_light:": "[!!]",
     # waiting, late, expired
-    ":hourglass_flowing_sand:": "[..]", ":hourglass:": "[..]",
+    ":hourglass_flowing_sand:": "[..]",
+    ":hourglass:": "[..]",
     # approval card states and steps (bot.slack.action_blocks)
-    ":raised_hand:": "[?]", ":mag:": "[..]", ":gear:": "[..]", ":white_check_mark:": "[ok]", ":x:": "[x]",
-    ":octagonal_sign:": "[stop]", ":no_entry_sign:": "[no]", ":white_small_square:": "[ ]", ":heavy_minus_sign:": "[-]",
+    ":raised_hand:": "[?]",
+    ":mag:": "[..]",
+    ":gear:": "[..]",
+    ":white_check_mark:": "[ok]",
+    ":x:": "[x]",
+    ":octagonal_sign:": "[stop]",
+    ":no_entry_sign:": "[no]",
+    ":white_small_square:": "[ ]",
+    ":heavy_minus_sign:": "[-]",
     ":scroll:": "[log]",
 }
 """Every emoji code gpubot's messages use, as terminal text. Only these are replaced: any other
@@ -67,8 +79,12 @@ def plain(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def render_message(blocks: list[dict[str, Any]] | None, text: str | None, first_number: int = 1,
-                   keep: Mapping[tuple[str, str, str], int] | None = None) -> tuple[str, list[Choice]]:
+def render_message(
+    blocks: list[dict[str, Any]] | None,
+    text: str | None,
+    first_number: int = 1,
+    keep: Mapping[tuple[str, str, str], int] | None = None,
+) -> tuple[str, list[Choice]]:
     """``(text, choices)``. A button whose :func:`button_key` is in ``keep`` keeps that number (the
     same button of a message shown before); the others are numbered from ``first_number`` up."""
     if not blocks:

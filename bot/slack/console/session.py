@@ -40,9 +40,11 @@ CONSOLE_CHANNEL = "CCONSOLE"
 ROLE_FIELDS = {"admin": "admins", "operator": "operators", "viewer": "viewers"}
 """Role label -> the settings field listing its Slack ids."""
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
-BANNER = ("gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave,\n"
-          "`as NAME` to act as another person (with your role, never more; e.g. to approve your own request), `as me` to be yourself.\n"
-          "Messages are what Slack would show; nothing is sent to Slack. An update shows only the lines that changed.")
+BANNER = (
+    "gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave,\n"
+    "`as NAME` to act as another person (with your role, never more; e.g. to approve your own request), `as me` to be yourself.\n"
+    "Messages are what Slack would show; nothing is sent to Slack. An update shows only the lines that changed."
+)
 
 
 def changed_lines(before: str, after: str, buttons_gone: Collection[str] = ()) -> str:
@@ -61,8 +63,8 @@ def changed_lines(before: str, after: str, buttons_gone: Collection[str] = ()) -
         if op == "equal":
             continue
         out += [f"  {new[j].strip()}" for j in range(max(j1, 1), j2) if not _rule(new[j])]
-        paired = [x for x in old[i1:i1 + (j2 - j1)] if x.strip() in must]
-        out += [f"  (gone) {x.strip()}" for x in [*paired, *old[i1 + (j2 - j1):i2]] if not _rule(x)]
+        paired = [x for x in old[i1 : i1 + (j2 - j1)] if x.strip() in must]
+        out += [f"  (gone) {x.strip()}" for x in [*paired, *old[i1 + (j2 - j1) : i2]] if not _rule(x)]
     if len(out) == 1:
         out.append("  (nothing visible changed)")
     return "\n".join(out)
@@ -105,8 +107,15 @@ class Console:
     the settings or the database make that Slack id an admin, and an approval rule that names
     people (or user groups) is met by no one typed here (the app is built with ``console_role``)."""
 
-    def __init__(self, services: Services, *, user_id: str = CONSOLE_USER, write: Callable[[str], None] = print,
-                 files_dir: str | None = None, demo: Demo | None = None):
+    def __init__(
+        self,
+        services: Services,
+        *,
+        user_id: str = CONSOLE_USER,
+        write: Callable[[str], None] = print,
+        files_dir: str | None = None,
+        demo: Demo | None = None,
+    ):
         self.home_services = services
         self.services = services
         self.home_id = user_id
@@ -136,8 +145,12 @@ class Console:
     async def start(self) -> None:
         await self.standin.start()
         self.client = AsyncWebClient(token="xoxb-console", base_url=self.standin.api_url)
-        self.app = build_app(self.services, client=self.client, process_before_response=True, console_role=self.home_role)
-        await sweep_once(self.services, self.client)  # as `gpubot serve` does before it listens: due cards, cut-off actions
+        self.app = build_app(
+            self.services, client=self.client, process_before_response=True, console_role=self.home_role
+        )
+        await sweep_once(
+            self.services, self.client
+        )  # as `gpubot serve` does before it listens: due cards, cut-off actions
 
     async def stop(self) -> None:
         await self.standin.stop()
@@ -208,8 +221,14 @@ class Console:
 
     def _listed_role(self, user_id: str) -> Role:
         s = self.services.settings
-        return next((role for role, ids in ((Role.ADMIN, s.admins), (Role.OPERATOR, s.operators), (Role.VIEWER, s.viewers))
-                     if user_id in ids), Role.VIEWER if not s.viewers else Role.NONE)
+        return next(
+            (
+                role
+                for role, ids in ((Role.ADMIN, s.admins), (Role.OPERATOR, s.operators), (Role.VIEWER, s.viewers))
+                if user_id in ids
+            ),
+            Role.VIEWER if not s.viewers else Role.NONE,
+        )
 
     def who(self) -> str:
         """``UCONSOLE (admin)``: the person typing and their role from the settings lists."""
@@ -233,8 +252,9 @@ class Console:
             if settings is not self.services.settings:
                 self.services = replace(self.home_services, settings=settings)
                 if self.client is not None:
-                    self.app = build_app(self.services, client=self.client, process_before_response=True,
-                                         console_role=self.home_role)
+                    self.app = build_app(
+                        self.services, client=self.client, process_before_response=True, console_role=self.home_role
+                    )
         self.user_id = new_id
         if new_id == self.home_id:
             self.write(f"now acting as yourself, {self.who()}\n")
@@ -242,12 +262,22 @@ class Console:
             self.write(f"now acting as {self.who()}; `as me` goes back to {self.home_id}\n")
 
     def _slash_body(self, text: str) -> str:
-        return urlencode({
-            "token": "console", "team_id": "TCONSOLE", "team_domain": "console", "channel_id": CONSOLE_CHANNEL,
-            "channel_name": "console", "user_id": self.user_id, "user_name": "console", "command": self.services.settings.command,
-            "text": text, "api_app_id": "ACONSOLE", "response_url": self.standin.response_url(uuid.uuid4().hex),
-            "trigger_id": f"console.{uuid.uuid4().hex}",
-        })
+        return urlencode(
+            {
+                "token": "console",
+                "team_id": "TCONSOLE",
+                "team_domain": "console",
+                "channel_id": CONSOLE_CHANNEL,
+                "channel_name": "console",
+                "user_id": self.user_id,
+                "user_name": "console",
+                "command": self.services.settings.command,
+                "text": text,
+                "api_app_id": "ACONSOLE",
+                "response_url": self.standin.response_url(uuid.uuid4().hex),
+                "trigger_id": f"console.{uuid.uuid4().hex}",
+            }
+        )
 
     def _click_body(self, choice: Choice, message: dict[str, Any], key: str | None) -> str:
         ts = message.get("ts") or message.get("message_ts") or ""
@@ -255,15 +285,26 @@ class Console:
         if key:
             self._clicked[response_key] = key
         payload = {
-            "type": "block_actions", "user": {"id": self.user_id, "username": "console", "team_id": "TCONSOLE"},
-            "api_app_id": "ACONSOLE", "token": "console", "team": {"id": "TCONSOLE", "domain": "console"},
+            "type": "block_actions",
+            "user": {"id": self.user_id, "username": "console", "team_id": "TCONSOLE"},
+            "api_app_id": "ACONSOLE",
+            "token": "console",
+            "team": {"id": "TCONSOLE", "domain": "console"},
             "container": {"type": "message", "message_ts": ts, "channel_id": CONSOLE_CHANNEL, "is_ephemeral": not ts},
-            "channel": {"id": CONSOLE_CHANNEL, "name": "console"}, "trigger_id": f"console.{uuid.uuid4().hex}",
+            "channel": {"id": CONSOLE_CHANNEL, "name": "console"},
+            "trigger_id": f"console.{uuid.uuid4().hex}",
             "message": {"ts": ts, "text": message.get("text", ""), "blocks": message.get("blocks", [])},
             "response_url": self.standin.response_url(response_key),
-            "actions": [{"type": "button", "action_id": choice.action_id, "block_id": choice.block_id or "b",
-                         "value": choice.value, "text": {"type": "plain_text", "text": choice.label},
-                         "action_ts": f"{time.time():.6f}"}],
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": choice.action_id,
+                    "block_id": choice.block_id or "b",
+                    "value": choice.value,
+                    "text": {"type": "plain_text", "text": choice.label},
+                    "action_ts": f"{time.time():.6f}",
+                }
+            ],
         }
         return urlencode({"payload": json.dumps(payload)})
 
@@ -321,7 +362,7 @@ class Console:
         cmd = self.services.settings.command
         for prefix in (cmd, cmd.lstrip("/")):
             if line == prefix or line.startswith(prefix + " "):
-                line = line[len(prefix):].strip()
+                line = line[len(prefix) :].strip()
                 break
         text = line
         await self.command(text)

@@ -76,7 +76,9 @@ class WebApiStandIn:
         args = await self._args(request)
         answer: dict[str, Any] = {"ok": True}
         if method == "auth.test":
-            answer.update(user_id="UCONSOLEBOT", bot_id="BCONSOLE", team_id="TCONSOLE", team="console", url="http://console/")
+            answer.update(
+                user_id="UCONSOLEBOT", bot_id="BCONSOLE", team_id="TCONSOLE", team="console", url="http://console/"
+            )
         elif method == "chat.postMessage":
             ts = self._new_ts()
             answer.update(channel=args.get("channel"), ts=ts, message={"ts": ts})
@@ -101,9 +103,20 @@ class WebApiStandIn:
         elif method == "files.completeUploadExternal":
             files = args.get("files") or []
             answer.update(files=[{"id": f.get("id"), "title": f.get("title")} for f in files])
-            await self.on_message("file", {**args, "files": [
-                {**f, "filename": self.filenames.get(f.get("id"), ""), "content": self.uploads.get(f.get("id"), b"")}
-                for f in files]})
+            await self.on_message(
+                "file",
+                {
+                    **args,
+                    "files": [
+                        {
+                            **f,
+                            "filename": self.filenames.get(f.get("id"), ""),
+                            "content": self.uploads.get(f.get("id"), b""),
+                        }
+                        for f in files
+                    ],
+                },
+            )
         elif method == "files.info":
             answer.update(file={"id": args.get("file")})
         else:

@@ -63,7 +63,9 @@ async def request_action(ctx: CommandContext, spec: ActionSpec) -> None:
     # A refusal as asked (a UsageError: a path outside the roots) is the caller's to fix: the message goes and
     # only they are told; any other failure replaces the message (the channel saw the request, it sees the outcome).
     async with ctx.working_in(ref):
-        view = await flows.request_action(services=ctx.services, spec=spec, requester=ctx.user_id, channel=ctx.channel_id)
+        view = await flows.request_action(
+            services=ctx.services, spec=spec, requester=ctx.user_id, channel=ctx.channel_id
+        )
     await flows.attach_message(services=ctx.services, request_id=view.id, channel=ref.channel, ts=ref.ts)
     await ctx.update(ref, card_text(view), card_blocks(view))
     await ctx.full_text(ref, card_lines(view))
@@ -84,7 +86,9 @@ async def show_logs(ctx: CommandContext, cmd: LogsCommand) -> None:
 HANDLERS = {ActionSpec: request_action, AuditCommand: show_audit, LogsCommand: show_logs}
 
 
-def _progress_poster(client: AsyncWebClient, channel: str | None, thread_ts: str | None) -> Callable[[HealthProgress], Awaitable[None]]:
+def _progress_poster(
+    client: AsyncWebClient, channel: str | None, thread_ts: str | None
+) -> Callable[[HealthProgress], Awaitable[None]]:
     """Post the health wait's progress in the card's thread once, then edit that message."""
     posted: dict[str, str] = {}
 
@@ -97,11 +101,13 @@ def _progress_poster(client: AsyncWebClient, channel: str | None, thread_ts: str
             return
         resp = await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
         posted.update(channel=resp["channel"], ts=resp["ts"])
+
     return progress
 
 
-async def send_journal(client: AsyncWebClient, channel: str, thread_ts: str | None, tail: JournalTail,
-                       readers: list[str], command: str) -> list[str]:
+async def send_journal(
+    client: AsyncWebClient, channel: str, thread_ts: str | None, tail: JournalTail, readers: list[str], command: str
+) -> list[str]:
     """After a start that did not come up: the tail goes privately (``chat.postEphemeral`` in the
     card's thread) to each of ``readers`` (the requester and approvers who may read logs), and the
     thread, which anyone in the channel reads, gets only that the start failed and how to read the
@@ -111,14 +117,28 @@ async def send_journal(client: AsyncWebClient, channel: str, thread_ts: str | No
     sent: list[str] = []
     for user in readers:
         try:
-            await client.chat_postEphemeral(channel=channel, user=user, thread_ts=thread_ts, text=f"journal of {tail.unit}",
-                                            blocks=journal_blocks(tail, all_lines_hint=hint))
+            await client.chat_postEphemeral(
+                channel=channel,
+                user=user,
+                thread_ts=thread_ts,
+                text=f"journal of {tail.unit}",
+                blocks=journal_blocks(tail, all_lines_hint=hint),
+            )
             sent.append(user)
         except SlackApiError as exc:
-            log.warning("the journal of %s on %s could not be sent to %s: %s", tail.unit, tail.host, user,
-                        exc.response.get("error"))
-    await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=f"{tail.unit} did not come up on {tail.host}",
-                                  blocks=journal_note_blocks(tail, sent_to=sent, command=command))
+            log.warning(
+                "the journal of %s on %s could not be sent to %s: %s",
+                tail.unit,
+                tail.host,
+                user,
+                exc.response.get("error"),
+            )
+    await client.chat_postMessage(
+        channel=channel,
+        thread_ts=thread_ts,
+        text=f"{tail.unit} did not come up on {tail.host}",
+        blocks=journal_note_blocks(tail, sent_to=sent, command=command),
+    )
     return sent
 
 
@@ -132,21 +152,28 @@ async def post_result(client: AsyncWebClient, respond: Any, channel: str, ts: st
         return True
     except SlackApiError as exc:
         error = exc.response.get("error") or f"HTTP {exc.response.status_code}"
-        log.warning("action #%s %s, but its result could not be posted in %s: %s", view.id, view.state.value, channel, error)
+        log.warning(
+            "action #%s %s, but its result could not be posted in %s: %s", view.id, view.state.value, channel, error
+        )
         ended = "succeeded" if view.state is State.DONE else f"ended {view.state.value}"
         lines = "".join(f"\n• {x}" for x in view.result_lines[:6])
-        text = (f"Action #{view.id} ({view.title}) {ended}, but its result could not be posted in the thread "
-                f"(Slack answered `{error}`).{lines}\n`/gpu audit {view.host}` shows every step.")
+        text = (
+            f"Action #{view.id} ({view.title}) {ended}, but its result could not be posted in the thread "
+            f"(Slack answered `{error}`).{lines}\n`/gpu audit {view.host}` shows every step."
+        )
         await respond(text=text, response_type="ephemeral", replace_original=False)
         return False
 
 
-def _card_updater(client: AsyncWebClient, channel: str | None, ts: str | None, respond: Any) -> Callable[[RequestView], Awaitable[None]]:
+def _card_updater(
+    client: AsyncWebClient, channel: str | None, ts: str | None, respond: Any
+) -> Callable[[RequestView], Awaitable[None]]:
     async def notify(view: RequestView) -> None:
         if channel and ts:
             await client.chat_update(channel=channel, ts=ts, text=card_text(view), blocks=card_blocks(view))
         elif respond is not None:
             await respond(text=card_text(view), blocks=card_blocks(view), replace_original=True)
+
     return notify
 
 
@@ -176,8 +203,9 @@ async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None
         try:
             await _card_updater(client, view.channel, view.message_ts, None)(view)
             if view.channel and view.message_ts and view.state is State.INTERRUPTED:
-                await client.chat_postMessage(channel=view.channel, thread_ts=view.message_ts,
-                                              text=card_text(view), blocks=result_blocks(view))
+                await client.chat_postMessage(
+                    channel=view.channel, thread_ts=view.message_ts, text=card_text(view), blocks=result_blocks(view)
+                )
         except Exception:
             log.exception("could not update the card of action #%s", view.id)
 
@@ -208,13 +236,24 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
         role = await resolver.role(client, user)
         notify = _card_updater(client, channel, ts, respond)
         progress = _progress_poster(client, channel, ts or view.message_ts)
-        outcome = await flows.decide(services=services, request_id=request_id, user_id=user, decision=decision,
-                                     role=role, user_groups=await resolver.groups_of(client, user, view.approvers), notify=notify,
-                                     progress=progress, proven=resolver.proven)
+        outcome = await flows.decide(
+            services=services,
+            request_id=request_id,
+            user_id=user,
+            decision=decision,
+            role=role,
+            user_groups=await resolver.groups_of(client, user, view.approvers),
+            notify=notify,
+            progress=progress,
+            proven=resolver.proven,
+        )
         if outcome.status == "executed" and channel:
             if await post_result(client, respond, channel, ts, outcome.view) and outcome.view.journal is not None:
-                readers = [u for u in dict.fromkeys([outcome.view.requester, *outcome.view.approved_by])
-                           if await resolver.role(client, u) >= logs_role]
+                readers = [
+                    u
+                    for u in dict.fromkeys([outcome.view.requester, *outcome.view.approved_by])
+                    if await resolver.role(client, u) >= logs_role
+                ]
                 await send_journal(client, channel, ts, outcome.view.journal, readers, services.settings.command)
             return
         if outcome.status == "noop" and outcome.view.state.final:
@@ -241,13 +280,19 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
             if what == "replan":
                 new = await flows.replan(services=services, request_id=request_id, requester=user, role=role)
             else:
-                new = await flows.follow_up(services=services, request_id=request_id, what=what, requester=user, role=role)
+                new = await flows.follow_up(
+                    services=services, request_id=request_id, what=what, requester=user, role=role
+                )
         except PermissionDenied as exc:
             await respond(text=str(exc), response_type="ephemeral", replace_original=False)
             return
-        posted = await client.chat_postMessage(channel=channel or new.channel or "", text=card_text(new), blocks=card_blocks(new))
+        posted = await client.chat_postMessage(
+            channel=channel or new.channel or "", text=card_text(new), blocks=card_blocks(new)
+        )
         await flows.attach_message(services=services, request_id=new.id, channel=posted["channel"], ts=posted["ts"])
-        await _card_updater(client, channel, ts, respond)(await flows.load_view(services=services, request_id=request_id))
+        await _card_updater(client, channel, ts, respond)(
+            await flows.load_view(services=services, request_id=request_id)
+        )
 
     @app.action(ActionId.ACTION_REPLAN.value)
     async def on_replan(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
@@ -255,9 +300,12 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
         await replan(body, client, respond)
 
     for what, action_id in FOLLOW_UP_IDS.items():
+
         def listener(what: str) -> Callable[..., Awaitable[None]]:
             async def on_follow_up(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
                 await ack()
                 await replan(body, client, respond, what)
+
             return on_follow_up
+
         app.action(action_id.value)(listener(what))

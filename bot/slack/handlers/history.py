@@ -37,18 +37,31 @@ async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
     until = ctx.services.clock()
     async with ctx.session() as db:
         h = await load_history(db_session=db, host_name=cmd.host, since=until - cmd.window, until=until)
-        series, marks = await history_chart(db_session=db, host_name=h.host, since=h.since, until=h.until, points=h.points)
+        series, marks = await history_chart(
+            db_session=db, host_name=h.host, since=h.since, until=h.until, points=h.points
+        )
     view = history_view(h)
     ref = await ctx.post(view.headline, history_blocks(view))
-    png = await asyncio.to_thread(partial(render_png, view.headline, [series], since=h.since, until=h.until, marks=marks,
-                                          need_bytes=cmd.need_bytes))
-    await upload_png(ctx.client, channel=ref.channel, thread_ts=ref.ts, png=png,
-                     filename=f"history-{h.host}-{until:%Y%m%d-%H%M}.png", title=view.headline)
+    png = await asyncio.to_thread(
+        partial(
+            render_png, view.headline, [series], since=h.since, until=h.until, marks=marks, need_bytes=cmd.need_bytes
+        )
+    )
+    await upload_png(
+        ctx.client,
+        channel=ref.channel,
+        thread_ts=ref.ts,
+        png=png,
+        filename=f"history-{h.host}-{until:%Y%m%d-%H%M}.png",
+        title=view.headline,
+    )
 
 
 async def diff(ctx: CommandContext, cmd: DiffCommand) -> None:
     async with ctx.session() as db:
-        d = await diff_snapshots(db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id, now=ctx.services.clock())
+        d = await diff_snapshots(
+            db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id, now=ctx.services.clock()
+        )
     await ctx.post(f"{d.host}: {len(d.lines)} changes", diff_blocks(d))
 
 
@@ -69,12 +82,21 @@ async def _channel(ctx: CommandContext, wanted: str | None) -> str:
 async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
     group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
     if group is not None:
-        await hosts_of(services=ctx.services, group=group)  # a mistyped group is refused now, not posted empty every day
+        await hosts_of(
+            services=ctx.services, group=group
+        )  # a mistyped group is refused now, not posted empty every day
     channel = await _channel(ctx, cmd.channel)
     await check_channel(ctx.client, channel)  # refused with how to fix it, instead of failing at every run
     async with ctx.session() as db:
-        row = await reports.create(db_session=db, expr=cmd.cron, tz=cmd.tz, group=group, channel=channel,
-                                   created_by=ctx.user_id, now=ctx.services.clock())
+        row = await reports.create(
+            db_session=db,
+            expr=cmd.cron,
+            tz=cmd.tz,
+            group=group,
+            channel=channel,
+            created_by=ctx.user_id,
+            now=ctx.services.clock(),
+        )
     line = schedule_line(row, cron.next_fire(row.cron, row.tz, ctx.services.clock()))
     await ctx.post(f"Scheduled report #{row.id}", text_blocks(f"Scheduled a readiness report:\n{line}"))
 
@@ -114,6 +136,12 @@ async def report_now(ctx: CommandContext, cmd: ReportNowCommand) -> None:
     await make_poster(ctx.client)(ctx.channel_id, report)
 
 
-HANDLERS = {HistoryCommand: history, DiffCommand: diff, ReportScheduleCommand: schedule,
-            ReportListCommand: list_schedules, ReportRemoveCommand: remove, ReportResumeCommand: resume,
-            ReportNowCommand: report_now}
+HANDLERS = {
+    HistoryCommand: history,
+    DiffCommand: diff,
+    ReportScheduleCommand: schedule,
+    ReportListCommand: list_schedules,
+    ReportRemoveCommand: remove,
+    ReportResumeCommand: resume,
+    ReportNowCommand: report_now,
+}

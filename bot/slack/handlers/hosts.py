@@ -40,8 +40,12 @@ async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
     async with ctx.session() as db:
         rows = await hosts.list_all(db_session=db, group=cmd.group)
     title = f"{len(rows)} host{'s' if len(rows) != 1 else ''}" + (f" in group {cmd.group}" if cmd.group else "")
-    built_in = [] if cmd.group else [BUILT_IN.format(name=n) for n in hosts.LOCAL_NAMES if n not in {h.name for h in rows}]
-    text = "\n".join([f"*{escape(title)}*", *(escape(_line(h, ctx.services)) for h in rows), *(escape(x) for x in built_in)])
+    built_in = (
+        [] if cmd.group else [BUILT_IN.format(name=n) for n in hosts.LOCAL_NAMES if n not in {h.name for h in rows}]
+    )
+    text = "\n".join(
+        [f"*{escape(title)}*", *(escape(_line(h, ctx.services)) for h in rows), *(escape(x) for x in built_in)]
+    )
     await ctx.reply_ephemeral(title, text_blocks(text))
 
 
@@ -51,8 +55,11 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
         snap = await snapshots.latest(db_session=db, host_name=name)
         gpus = await inventory.listing(db_session=db, host_name=name)
     head = _line(h, ctx.services) if h is not None else BUILT_IN.format(name=name)
-    last = (f"last verdict *{snap.verdict.replace('_', ' ')}* at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
-            if snap else "never probed")
+    last = (
+        f"last verdict *{snap.verdict.replace('_', ' ')}* at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
+        if snap
+        else "never probed"
+    )
     lines = [escape(x) for x in inventory_lines(gpus, inventory.held_elsewhere(snap))]
     await ctx.reply_ephemeral(head, text_blocks("\n".join([escape(head), last, *lines])))
 
@@ -71,8 +78,15 @@ async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
 
 async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
     async with ctx.session() as db:
-        h = await hosts.add(db_session=db, name=cmd.name, address=cmd.address, port=cmd.port, user=cmd.user,
-                            group=cmd.group, labels=cmd.labels)
+        h = await hosts.add(
+            db_session=db,
+            name=cmd.name,
+            address=cmd.address,
+            port=cmd.port,
+            user=cmd.user,
+            group=cmd.group,
+            labels=cmd.labels,
+        )
     text = f"Added {_line(h, ctx.services)} (by <@{ctx.user_id}>). Next: `/gpu hosts trust {h.name}` to confirm its SSH key."
     await ctx.post(text, text_blocks(text))
 
@@ -87,15 +101,20 @@ async def remove_host(ctx: CommandContext, cmd: HostsRemove) -> None:
 async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
     async with ctx.session() as db:
         target, _ = await hosts.resolve(db_session=db, name=cmd.name, ssh_aliases=ctx.services.ssh_aliases())
-    offered = await trust.fetch_host_key(target, ctx.services.runner_known_hosts(),
-                                         runner=getattr(ctx.services.runner, "ssh", None))
+    offered = await trust.fetch_host_key(
+        target, ctx.services.runner_known_hosts(), runner=getattr(ctx.services.runner, "ssh", None)
+    )
     warning = trust.file_warning(ctx.services.runner_known_hosts())
     if offered.state == "trusted":
-        text = f"{cmd.name}: its key {offered.fingerprint} is already trusted." + (f"\n{escape(warning)}" if warning else "")
+        text = f"{cmd.name}: its key {offered.fingerprint} is already trusted." + (
+            f"\n{escape(warning)}" if warning else ""
+        )
         await ctx.reply_ephemeral(text)
         return
     where = offered.where or target
-    blocks = trust_card_blocks(cmd.name, endpoint(where.address, where.port), offered.fingerprint, offered.key_type, offered.state)
+    blocks = trust_card_blocks(
+        cmd.name, endpoint(where.address, where.port), offered.fingerprint, offered.key_type, offered.state
+    )
     if warning:
         blocks.insert(1, text_blocks(f":warning: {escape(warning)}")[0])
     await ctx.reply_ephemeral(f"Confirm the host key of {cmd.name}", blocks)
@@ -107,8 +126,15 @@ async def check_host_access(ctx: CommandContext, cmd: HostsCheck) -> None:
     await ctx.reply_ephemeral(lines[0], text_blocks("\n".join(escape(line) for line in lines)))
 
 
-HANDLERS = {HostsList: list_hosts, HostsShow: show_host, HostsAdd: add_host, HostsRemove: remove_host, HostsTrust: trust_host,
-            HostsForgetGpu: forget_gpu, HostsCheck: check_host_access}
+HANDLERS = {
+    HostsList: list_hosts,
+    HostsShow: show_host,
+    HostsAdd: add_host,
+    HostsRemove: remove_host,
+    HostsTrust: trust_host,
+    HostsForgetGpu: forget_gpu,
+    HostsCheck: check_host_access,
+}
 
 
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:

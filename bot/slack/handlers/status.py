@@ -39,9 +39,10 @@ async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
     if target.kind == "default":
         group = fleet_group(ctx.services.settings)
         if not group:
-            raise UsageError("name a host, `group:NAME` or `all`: no default group is configured (setting "
-                             "`GPUBOT_DEFAULT_GROUP`)",
-                             usage=ctx.grammar.usage_for("status"))
+            raise UsageError(
+                "name a host, `group:NAME` or `all`: no default group is configured (setting `GPUBOT_DEFAULT_GROUP`)",
+                usage=ctx.grammar.usage_for("status"),
+            )
         target = type(target)("group", group)
     async with ctx.services.gate.task("status message"):  # a shutdown waits for the message to be finished
         if target.kind == "host":
@@ -55,8 +56,15 @@ async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
     resolved = await ctx.known_host(host)  # an unknown name is answered to the caller alone, before anything is posted
     ref = await ctx.post(f"probing {host}…", probing_blocks(host))
     async with ctx.working_in(ref):  # an error from here on is shown in that message
-        report = await check_host(services=ctx.services, host_name=host, need_bytes=cmd.need_bytes, paths=cmd.paths,
-                                  requested_by=ctx.user_id, db_session=ctx.db, resolved=resolved)
+        report = await check_host(
+            services=ctx.services,
+            host_name=host,
+            need_bytes=cmd.need_bytes,
+            paths=cmd.paths,
+            requested_by=ctx.user_id,
+            db_session=ctx.db,
+            resolved=resolved,
+        )
     view = status_view(report, command=ctx.services.settings.command)
     blocks = status_blocks(view)
     now = ctx.services.clock()
@@ -67,7 +75,12 @@ async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
         log.warning("silence of %s not read: %s", host, exc)
         muted = None
     if muted is not None:  # the card says why no watch will post about this host
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": escape_keeping_mentions(silenced_note(muted, now))}]})
+        blocks.append(
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": escape_keeping_mentions(silenced_note(muted, now))}],
+            }
+        )
     await ctx.update(ref, view.headline, blocks)
     await ctx.full_text(ref, [*view.reasons, *(line for sec in view.sections for line in sec.lines)])
 
@@ -92,8 +105,14 @@ async def _fleet(ctx: CommandContext, cmd: StatusCommand, group: str | None, tit
             except SlackApiError as exc:  # a missed progress step is harmless: the summary replaces it
                 log.info("progress update of %s failed (%s)", title, exc.response.get("error"))
 
-    fleet = await check_fleet(services=ctx.services, names=names, title=title, need_bytes=cmd.need_bytes,
-                              requested_by=ctx.user_id, on_progress=progress)
+    fleet = await check_fleet(
+        services=ctx.services,
+        names=names,
+        title=title,
+        need_bytes=cmd.need_bytes,
+        requested_by=ctx.user_id,
+        on_progress=progress,
+    )
     rerun = f"{ctx.services.settings.command} status {'all' if group is None else f'group:{group}'}"
     view = fleet_view(title, fleet.reports, rerun=rerun)
     shapes = [fleet_blocks(view, budget=b) for b in FLEET_BUDGETS]
@@ -114,8 +133,12 @@ async def _thread_every_host(ctx: CommandContext, ref: MessageRef, view: FleetVi
             if not too_long(exc) or end - start <= 1:
                 raise
             budget //= 2
-            log.warning("Slack refused a thread message of hosts %d-%d as too long; sending %d characters a message",
-                        start + 1, end, budget)
+            log.warning(
+                "Slack refused a thread message of hosts %d-%d as too long; sending %d characters a message",
+                start + 1,
+                end,
+                budget,
+            )
             continue
         start = end
 

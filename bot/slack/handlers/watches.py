@@ -40,18 +40,29 @@ async def watch(ctx: CommandContext, cmd: WatchCommand) -> None:
     channel = await _channel(ctx, cmd.channel)
     await check_channel(ctx.client, channel)  # refused with how to fix it, not at the first alert
     async with ctx.session() as db:
-        row = await watches.create(db_session=db, host=cmd.host, group=cmd.group, channel=channel, conditions=cmd.conditions,
-                                   repeat_s=int(cmd.repeat.total_seconds()) if cmd.repeat else None,
-                                   created_by=ctx.user_id, now=ctx.services.clock())
-    text = (f"Watching: {escape_keeping_mentions(watch_line(row, channel_ref=channel_ref(row.channel)))}\n"
-            "A change is posted once a second probe confirms it, and again when the host recovers.")
+        row = await watches.create(
+            db_session=db,
+            host=cmd.host,
+            group=cmd.group,
+            channel=channel,
+            conditions=cmd.conditions,
+            repeat_s=int(cmd.repeat.total_seconds()) if cmd.repeat else None,
+            created_by=ctx.user_id,
+            now=ctx.services.clock(),
+        )
+    text = (
+        f"Watching: {escape_keeping_mentions(watch_line(row, channel_ref=channel_ref(row.channel)))}\n"
+        "A change is posted once a second probe confirms it, and again when the host recovers."
+    )
     await ctx.post(f"Watch #{row.id}", text_blocks(text))
 
 
 async def watch_list(ctx: CommandContext, cmd: WatchListCommand) -> None:
     async with ctx.session() as db:
         rows = await watches.list_all(db_session=db)
-    lines = [escape_keeping_mentions(watch_line(w, channel_ref=channel_ref(w.channel))) for w in rows] or ["No watches."]
+    lines = [escape_keeping_mentions(watch_line(w, channel_ref=channel_ref(w.channel))) for w in rows] or [
+        "No watches."
+    ]
     await ctx.reply_ephemeral(f"{len(rows)} watches", text_blocks("\n".join(lines)))
 
 
@@ -69,11 +80,20 @@ async def silence(ctx: CommandContext, cmd: SilenceCommand) -> None:
         await hosts_of(services=ctx.services, group=cmd.group)
     now = ctx.services.clock()
     async with ctx.session() as db:
-        row = await watches.silence(db_session=db, host=cmd.host, group=cmd.group, ends_at=now + cmd.span, reason=cmd.reason,
-                                    created_by=ctx.user_id, now=now)
-    text = (f"Silenced {escape(row.target)} for {duration_words(cmd.span)}, until {utc(row.ends_at)}, by <@{ctx.user_id}>"
-            f"{': ' + escape(row.reason) if row.reason else ''}. No watch posts a new alert for it until then "
-            f"(`/gpu silence end {row.id}` ends it sooner).")
+        row = await watches.silence(
+            db_session=db,
+            host=cmd.host,
+            group=cmd.group,
+            ends_at=now + cmd.span,
+            reason=cmd.reason,
+            created_by=ctx.user_id,
+            now=now,
+        )
+    text = (
+        f"Silenced {escape(row.target)} for {duration_words(cmd.span)}, until {utc(row.ends_at)}, by <@{ctx.user_id}>"
+        f"{': ' + escape(row.reason) if row.reason else ''}. No watch posts a new alert for it until then "
+        f"(`/gpu silence end {row.id}` ends it sooner)."
+    )
     await ctx.post(f"Silence #{row.id}", text_blocks(text))
 
 
@@ -92,8 +112,14 @@ async def silence_end(ctx: CommandContext, cmd: SilenceEndCommand) -> None:
     await ctx.post(text, text_blocks(text))
 
 
-HANDLERS = {WatchCommand: watch, WatchListCommand: watch_list, WatchRemoveCommand: watch_remove,
-            SilenceCommand: silence, SilenceListCommand: silence_list, SilenceEndCommand: silence_end}
+HANDLERS = {
+    WatchCommand: watch,
+    WatchListCommand: watch_list,
+    WatchRemoveCommand: watch_remove,
+    SilenceCommand: silence,
+    SilenceListCommand: silence_list,
+    SilenceEndCommand: silence_end,
+}
 
 
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
@@ -106,8 +132,11 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
         await ack()
         user = body["user"]["id"]
         if await resolver.role(client, user) < Role.VIEWER:
-            await respond(text="Only people who may view hosts can take an alert.", replace_original=False,
-                          response_type="ephemeral")
+            await respond(
+                text="Only people who may view hosts can take an alert.",
+                replace_original=False,
+                response_type="ephemeral",
+            )
             return
         alert_id = int(body["actions"][0]["value"])
         async with services.sessions() as db, db.begin():
@@ -115,17 +144,29 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
         async with services.sessions() as db:
             alert = await watches.get_alert(db_session=db, alert_id=alert_id)
             row = await watches.get(db_session=db, watch_id=alert.watch_id) if alert else None
-            alerts = (await watches.alerts_of_message(db_session=db, channel=alert.channel, ts=alert.message_ts)
-                      if alert and alert.channel and alert.message_ts else [])
+            alerts = (
+                await watches.alerts_of_message(db_session=db, channel=alert.channel, ts=alert.message_ts)
+                if alert and alert.channel and alert.message_ts
+                else []
+            )
         if alert is None or row is None:
             return
         if not mine:
-            await respond(text=f"<@{alert.taken_by}> is already on {escape(alert.host_name)} (since {utc(alert.taken_at or alert.claimed_at)}).",
-                          replace_original=False, response_type="ephemeral")
+            await respond(
+                text=f"<@{alert.taken_by}> is already on {escape(alert.host_name)} (since {utc(alert.taken_at or alert.claimed_at)}).",
+                replace_original=False,
+                response_type="ephemeral",
+            )
             return
         watcher = make_watcher(services, client)
         msg = await watcher.message(row, alerts)
-        await client.chat_update(channel=alert.channel, ts=alert.message_ts, text=headline(msg),
-                                 blocks=watch_blocks(msg, chat=services.settings.command))
+        await client.chat_update(
+            channel=alert.channel,
+            ts=alert.message_ts,
+            text=headline(msg),
+            blocks=watch_blocks(msg, chat=services.settings.command),
+        )
         text = f"<@{user}> is on {escape(alert.host_name)}."
-        await client.chat_postMessage(channel=alert.channel, thread_ts=alert.message_ts, text=text, blocks=text_blocks(text))
+        await client.chat_postMessage(
+            channel=alert.channel, thread_ts=alert.message_ts, text=text, blocks=text_blocks(text)
+        )

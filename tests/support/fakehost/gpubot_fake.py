@@ -60,17 +60,36 @@ STATIC = {
     "retired_pages.pending": "[N/A]",
     "clocks_event_reasons.hw_slowdown": "Not Active",
 }
-IDLE = {"utilization.gpu": "0", "utilization.memory": "0", "temperature.gpu": "36",
-        "power.draw": "122.41", "clocks.current.sm": "465"}
-BUSY = {"utilization.gpu": "100", "utilization.memory": "7", "temperature.gpu": "60",
-        "power.draw": "688.51", "clocks.current.sm": "1980"}
+IDLE = {
+    "utilization.gpu": "0",
+    "utilization.memory": "0",
+    "temperature.gpu": "36",
+    "power.draw": "122.41",
+    "clocks.current.sm": "465",
+}
+BUSY = {
+    "utilization.gpu": "100",
+    "utilization.memory": "7",
+    "temperature.gpu": "60",
+    "power.draw": "688.51",
+    "clocks.current.sm": "1980",
+}
 
 
 def default_state() -> dict:
     """A healthy, idle 8-GPU host with no systemd units."""
-    return {"gpus": 8, "holders": [], "orphan_mib": {}, "smi_mode": "ok", "units": {},
-            "gpu_overrides": {}, "journal_mode": "ok", "unknown_fields": [],
-            "kernel_log": {"readable": "dmesg", "xids": []}, "init_delay_s": 0}
+    return {
+        "gpus": 8,
+        "holders": [],
+        "orphan_mib": {},
+        "smi_mode": "ok",
+        "units": {},
+        "gpu_overrides": {},
+        "journal_mode": "ok",
+        "unknown_fields": [],
+        "kernel_log": {"readable": "dmesg", "xids": []},
+        "init_delay_s": 0,
+    }
 
 
 # --- Where things are ---------------------------------------------------------------------------
@@ -129,8 +148,11 @@ def state_dir() -> str:
 
 def fixtures_dir() -> str:
     """Folder of the captured outputs (help texts); default: the repository's tests/fixtures/h200."""
-    return (os.environ.get("GPUBOT_FAKE_FIXTURES") or _config().get("fixtures_dir")
-            or os.path.join(HERE, "..", "..", "fixtures", "h200"))
+    return (
+        os.environ.get("GPUBOT_FAKE_FIXTURES")
+        or _config().get("fixtures_dir")
+        or os.path.join(HERE, "..", "..", "fixtures", "h200")
+    )
 
 
 def read_fixture(name: str) -> str | None:
@@ -245,12 +267,14 @@ def gpu_values(addr: str, state: dict) -> list[dict]:
         row = {"index": str(i), **gpu_identity(addr, i), **STATIC, **(BUSY if mine else IDLE)}
         if state.get("gpu_name"):
             row["name"] = str(state["gpu_name"])
-        row.update({
-            "memory.total": str(total_b // MIB),
-            "memory.used": str(round(used_b / MIB)),
-            "memory.free": str(round(free_b / MIB)),
-            "memory.reserved": str(-(-RESERVED_BYTES // MIB)),
-        })
+        row.update(
+            {
+                "memory.total": str(total_b // MIB),
+                "memory.used": str(round(used_b / MIB)),
+                "memory.free": str(round(free_b / MIB)),
+                "memory.reserved": str(-(-RESERVED_BYTES // MIB)),
+            }
+        )
         row.update({k: str(v) for k, v in overrides.get(i, {}).items()})
         rows.append(row)
     return rows

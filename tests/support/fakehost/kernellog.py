@@ -55,7 +55,7 @@ def journalctl_output(argv: list[str]) -> tuple[str, str, int]:
     now = time.time()
     lines = _lines(now)
     if "-n" in argv:
-        lines = lines[-int(argv[argv.index("-n") + 1]):]
+        lines = lines[-int(argv[argv.index("-n") + 1]) :]
     host = socket.gethostname()
     return "".join(f"{at:.6f} {host} kernel: {text}\n" for at, text in lines), "", 0
 
