@@ -49,6 +49,7 @@ deps-system:
 
 test: deps-system setup
 	$(BIN)/ruff check bot tests bench tools
+	$(BIN)/ruff format --check bot tests bench tools
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q
