@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -169,9 +170,12 @@ async def test_serve_socket_mode_acks_and_answers_over_a_websocket(tmp_path, ssh
         assert "Socket Mode" in out and "xapp-sm" not in out, out
 
 
-async def _serve_until_sigterm(env: dict[str, str], ready_line: str) -> tuple[int, str]:
-    """Start ``gpubot serve`` with ``env``, send SIGTERM once a line holding ``ready_line`` is logged,
-    and return its exit status and everything it printed."""
+async def _serve_until_sigterm(
+    env: dict[str, str], ready_line: str, before_sigterm: Callable[[], Awaitable[None]] | None = None
+) -> tuple[int, str]:
+    """Start ``gpubot serve`` with ``env``, send SIGTERM once a line holding ``ready_line`` is logged
+    (after awaiting ``before_sigterm()``, if given: what the test asks the live process), and return its
+    exit status and everything it printed."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -189,6 +193,8 @@ async def _serve_until_sigterm(env: dict[str, str], ready_line: str) -> tuple[in
             line = (await proc.stdout.readline()).decode()
             assert line, "".join(lines)  # it exited before
             lines.append(line)
+        if before_sigterm is not None:
+            await before_sigterm()
         proc.send_signal(signal.SIGTERM)
         try:  # a hang guard like the 120 s of the other starts here, not a measure of the shutdown
             lines.append((await asyncio.wait_for(proc.stdout.read(), 120)).decode())  # to EOF: the process ended
@@ -261,39 +267,20 @@ async def test_serve_with_a_misspelt_setting_stays_up_unready_saying_why(tmp_pat
             "GPUBOT_HTTP_PORT": str(port),
             "GPUBOT_ALOWED_ROOTS": '{"*": ["/shared"]}',
         }
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
-            "serve",
-            env=env,
-            cwd=ROOT,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        assert proc.stdout is not None
-        lines: list[str] = []
-        try:
-            while not any("stays up, unready" in line for line in lines):
-                line = (await proc.stdout.readline()).decode()
-                assert line, "".join(lines)  # it exited before (it used to: exit 78)
-                lines.append(line)
+        ready: list[tuple[int, dict]] = []
+
+        async def ask_health() -> None:
             async with aiohttp.ClientSession() as http:
                 async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
-                    ready = (r.status, await r.json())
+                    ready.append((r.status, await r.json()))
                 async with http.get(f"http://127.0.0.1:{port}/healthz") as r:
                     assert r.status == 200
-            proc.send_signal(signal.SIGTERM)
-            rest = (await asyncio.wait_for(proc.stdout.read(), 120)).decode()  # a hang guard, not a measure
-            rc = await proc.wait()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+
+        # it used to exit 78 before the line: _serve_until_sigterm then fails saying it exited
+        rc, out = await _serve_until_sigterm(env, "stays up, unready", ask_health)
         assert recorder.calls == [], recorder.calls
-    out = "".join(lines) + rest
     assert rc == 0, out
-    status, body = ready
+    status, body = ready[0]
     assert status == 503 and body["ready"] is False, body
     assert (
         "GPUBOT_ALOWED_ROOTS" in body["checks"]["configuration"]
