@@ -13,7 +13,7 @@ def test_the_policy_is_checked_at_start_naming_the_variable(monkeypatch, capsys,
 
     from bot.actions.policy import check_policy
     from bot.cli import main
-    from bot.cli_errors import EX_CONFIG
+    from bot.cli.errors import EX_CONFIG
     from bot.config import Settings
     from bot.errors import PolicyError
 
@@ -49,7 +49,7 @@ def test_an_expiry_of_zero_or_less_stops_at_start_with_exit_78(monkeypatch, caps
 
     from bot.actions.policy import check_policy
     from bot.cli import main
-    from bot.cli_errors import EX_CONFIG
+    from bot.cli.errors import EX_CONFIG
     from bot.config import Settings
     from bot.errors import PolicyError
 

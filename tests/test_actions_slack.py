@@ -360,7 +360,7 @@ async def test_audit_in_slack_and_in_the_terminal(
 
 
 async def test_gpubot_serve_reports_interrupted_actions_before_it_listens(services, ssh_server, fake_hosts, tmp_path):
-    from bot.cli_actions import startup
+    from bot.cli.actions import startup
 
     root = tmp_path / "shared"
     fast(services, root)

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from bot.cli import _build_parser, version_text
-from bot.cli_shell import SHELLS, script
+from bot.cli.shell import SHELLS, script
 from tests.test_cli import gpubot
 
 

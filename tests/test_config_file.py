@@ -11,7 +11,7 @@ import pytest
 
 from bot.actions.planner import no_roots_refusal
 from bot.cli import main
-from bot.cli_errors import EX_CONFIG
+from bot.cli.errors import EX_CONFIG
 from bot.config import Settings, config_file, load_settings
 from bot.errors import ConfigError
 

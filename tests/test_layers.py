@@ -15,6 +15,7 @@ def test_import_contracts_hold():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Layers, top to bottom KEPT" in proc.stdout
     assert "Domain code never imports Slack KEPT" in proc.stdout
+    assert "The command line's parts are independent KEPT" in proc.stdout
 
 
 def test_every_package_is_in_a_layer():

@@ -5,8 +5,8 @@ Conventions shared by every document: times are ISO 8601 with their UTC offset
 (``"2026-12-01T10:00:00+00:00"``), sizes carry their unit in the key (``gpu_used_mib`` MiB,
 ``disk_free_bytes`` bytes), a value nobody knows is ``null`` (never 0), verdicts are the stored
 words (``ready``, ``not_ready``, ``unknown``, ``unreachable``, ``serving``). The shape of each
-document is given by the function that builds it (:mod:`bot.cli_hosts`, :mod:`bot.cli_history`,
-:mod:`bot.cli_actions`) and docs/commands.md.
+document is given by the function that builds it (:mod:`bot.cli.hosts`, :mod:`bot.cli.history`,
+:mod:`bot.cli.actions`) and docs/commands.md.
 """
 
 from __future__ import annotations

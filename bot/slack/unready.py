@@ -5,7 +5,7 @@ exits again and again, so ``serve`` never exits on a configuration error (a miss
 variable, an invalid value, a malformed approval policy, a refused ssh_config): the error is logged,
 and the HTTP port answers ``/healthz`` 200 and ``/readyz`` 503 with ``{"ready": false, "checks":
 {"configuration": "<why>"}}`` until SIGTERM or SIGINT (exit 0). Nothing else starts: no Slack, no
-database, no probe. Every other command exits 78 on the same error (:mod:`bot.cli_errors`).
+database, no probe. Every other command exits 78 on the same error (:mod:`bot.cli.errors`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Exit statuses of ``gpubot status``: 0 ready (a fleet: every host), 1 not ready, 2 unknown or unreachable,
 64 usage error (``EX_USAGE``), 69 host not registered, 74 database or file error, 78 configuration
 error (``EX_CONFIG``), 130 interrupted (Ctrl-C), 141 output pipe closed. ``gpubot diff`` of a registered
-host with nothing to compare yet: 66 (:data:`bot.cli_history.EX_NOTHING_TO_COMPARE`).
+host with nothing to compare yet: 66 (:data:`bot.cli.history.EX_NOTHING_TO_COMPARE`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,14 @@ from typing import Any, NoReturn, TextIO, cast
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from bot import cli_actions, cli_errors, cli_history, cli_hosts, cli_progress, cli_shell
 from bot.actions.policy import check_policy
-from bot.cli_errors import EX_CONFIG, EX_IOERR, EX_USAGE
+from bot.cli import actions as cli_actions
+from bot.cli import errors as cli_errors
+from bot.cli import history as cli_history
+from bot.cli import hosts as cli_hosts
+from bot.cli import progress as cli_progress
+from bot.cli import shell as cli_shell
+from bot.cli.errors import EX_CONFIG, EX_IOERR, EX_USAGE
 from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand
 from bot.config import Settings, default_data_dir, load_settings
@@ -173,7 +178,7 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
 
 async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -> int:
     """``status group:NAME|all``: probe every host of the group. On a terminal a live view
-    (:mod:`bot.cli_progress`) prints each host as it answers, then the summary with problems
+    (:mod:`bot.cli.progress`) prints each host as it answers, then the summary with problems
     first, coloured; piped, the plain summary only. With ``--json`` one JSON line
     per host as its snapshot is stored (ids included), then ``{"summary": ...}``. Exit 0 only
     when every host is ready, else the worst host's status (3 serving, 1 not ready, 2 unknown or unreachable)."""
@@ -324,7 +329,7 @@ def _main(argv: list[str] | None) -> int:
             logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return _run(args, settings)
-    except Exception as exc:  # said in one line with its exit status (bot/cli_errors.py), or raised again
+    except Exception as exc:  # said in one line with its exit status (bot/cli/errors.py), or raised again
         return cli_errors.exit_status(exc, database_url=settings.database_url)
 
 
