@@ -82,6 +82,15 @@ def background_hosts(pids: list[int]) -> str:
     return "fake hosts in a cpu cgroup with cpu.shares 2 (and reniced to 19)"
 
 
+def remove_hosts_cgroup() -> None:
+    """Remove the cgroup :func:`background_hosts` made, once its processes are gone (``rmdir`` only
+    succeeds on an empty group: one still holding a process, or none made, is left as it is)."""
+    try:
+        HOSTS_CGROUP.rmdir()
+    except OSError:
+        pass
+
+
 def addresses(n: int) -> list[str]:
     """``n`` loopback addresses 127.1.x.y (apart from the tests' 127.0.0.x)."""
     return [f"127.1.{i // 250}.{i % 250 + 1}" for i in range(n)]
@@ -556,6 +565,7 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
         if drop is not None:
             await drop()  # type: ignore[operator]
         await asyncio.to_thread(server.stop)
+        remove_hosts_cgroup()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -53,7 +53,8 @@ async def run_probe(
     ``taken_at`` is ``clock()`` (timezone-aware UTC) when the batch starts.
 
     When the batch stopped early (client timeout, connection lost) the frames that arrived are
-    kept: ``readings`` holds them (the rest unknown, ``Readings.cut`` says why) next to the error.
+    kept: ``readings`` holds them (the rest unknown, ``Readings.cut`` says why and names the frames
+    that did not finish) next to the error.
     A batch that ended without an error but before every probe printed a whole frame (its shell
     killed on the host) is cut short too: ``Readings.cut`` names the probes that did not finish.
     """
@@ -67,7 +68,11 @@ async def run_probe(
         res = await runner.run(target, build_script(plan), timeout=timeout)
     except ProbeError as exc:
         outputs = split_frames(exc.partial_stdout, plan.marker) if exc.partial_stdout else {}
-        readings = parse_batch(plan, outputs, cut=str(exc)) if outputs else None
+        # What arrived is parsed (the partial dump: the frames the host finished before the deadline);
+        # the probes that did not finish are named, so the *unknown* says what is missing.
+        missing = unfinished(plan, outputs) if outputs else []
+        cut = f"{exc}; {', '.join(missing)} did not finish" if missing else str(exc)
+        readings = parse_batch(plan, outputs, cut=cut) if outputs else None
         return ProbeResult(target.name, taken_at, ms(), readings, _raw(outputs), exc.kind, str(exc))
     except Exception as exc:  # a runner bug or an unforeseen library error: still a stored, honest snapshot
         log.exception("probe of %s failed unexpectedly", target.name)

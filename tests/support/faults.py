@@ -6,6 +6,8 @@
 * ``huge``: ``nvidia-smi --query-gpu=…`` prints :data:`HUGE_BYTES` (50 MB) of lines and exits 0;
 * ``slow-unit``: ``systemctl`` notes its start in ``<state_dir>/<addr>.slow-started`` and sleeps
   :data:`SLOW_S` seconds before answering (the batch deadline, not the probe's, is what ends it);
+* ``slow-df``: ``df`` (a wrapper of the system's, first on the fake hosts' PATH) notes its start in
+  ``<state_dir>/<addr>.slow-started`` and sleeps :data:`SLOW_S` seconds before answering;
 
 with no fault file they run the plain fakes. :func:`set_fault` writes or removes that file.
 """
@@ -13,15 +15,19 @@ with no fault file they run the plain fakes. :func:`set_fault` writes or removes
 from __future__ import annotations
 
 import os
+import shutil
 
-from tests.support.sshd import SshTestServer
+from tests.support.sshd import STD_PATH, SshTestServer
 
 HUGE_BYTES = 50 * 1000 * 1000
 SLOW_S = 30
 
 
 def install(server: SshTestServer) -> None:
-    """Wrap ``nvidia-smi`` and ``systemctl`` in ``server.bin_dir`` (once per server)."""
+    """Wrap ``nvidia-smi``, ``systemctl`` and ``df`` in ``server.bin_dir`` (once per server)."""
+    df = os.path.join(server.bin_dir, "df")
+    if not os.path.exists(df):  # the system's df, reached through a wrapper of the same name
+        os.symlink(shutil.which("df", path=STD_PATH) or "/bin/df", df)
     for tool, body in (
         (
             "nvidia-smi",
@@ -32,6 +38,10 @@ esac""",
         (
             "systemctl",
             f"""if [ "$fault" = slow-unit ]; then : >"$GPUBOT_FAKE_STATE_DIR/$addr.slow-started"; sleep {SLOW_S}; fi""",
+        ),
+        (
+            "df",
+            f"""if [ "$fault" = slow-df ]; then : >"$GPUBOT_FAKE_STATE_DIR/$addr.slow-started"; sleep {SLOW_S}; fi""",
         ),
     ):
         path = os.path.join(server.bin_dir, tool)
@@ -50,7 +60,7 @@ exec {real} "$@"
 
 
 def set_fault(server: SshTestServer, addr: str, fault: str | None) -> None:
-    """Give host ``addr`` a fault (``"huge"``, ``"slow-unit"``) or none."""
+    """Give host ``addr`` a fault (``"huge"``, ``"slow-unit"``, ``"slow-df"``) or none."""
     path = os.path.join(server.state_dir, f"{addr}.fault")
     if fault is None:
         if os.path.exists(path):
