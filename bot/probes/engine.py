@@ -70,9 +70,9 @@ async def run_probe(
         outputs = split_frames(exc.partial_stdout, plan.marker) if exc.partial_stdout else {}
         # What arrived is parsed (the partial dump: the frames the host finished before the deadline);
         # the probes that did not finish are named, so the *unknown* says what is missing.
-        missing = unfinished(plan, outputs) if outputs else []
-        cut = f"{exc}; {', '.join(missing)} did not finish" if missing else str(exc)
-        readings = parse_batch(plan, outputs, cut=cut) if outputs else None
+        left = unfinished(plan, outputs) if outputs else []
+        why = f"{exc}; {', '.join(left)} did not finish" if left else str(exc)
+        readings = parse_batch(plan, outputs, cut=why) if outputs else None
         return ProbeResult(target.name, taken_at, ms(), readings, _raw(outputs), exc.kind, str(exc))
     except Exception as exc:  # a runner bug or an unforeseen library error: still a stored, honest snapshot
         log.exception("probe of %s failed unexpectedly", target.name)
