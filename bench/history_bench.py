@@ -30,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -172,7 +172,7 @@ async def main(args: argparse.Namespace) -> None:
         await upgrade_async(url, "0005")
         engine = make_engine(url, statement_timeout_s=None)  # seeding a year: no per-statement limit
         sessions = make_session_factory(engine)
-        end = datetime.now(timezone.utc).replace(microsecond=0)
+        end = datetime.now(UTC).replace(microsecond=0)
         rng = random.Random(174)
         t = time.perf_counter()
         rows = year_of_rows(end, rng)

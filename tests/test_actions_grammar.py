@@ -2,7 +2,7 @@
 
 import re
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
@@ -240,7 +240,7 @@ def test_drift_finds_what_matters_and_ignores_what_does_not():
 
 
 def _view(state: State, **kw) -> RequestView:
-    now = datetime(2026, 11, 29, 16, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 29, 16, 0, tzinfo=UTC)
     base = dict(
         id=7,
         kind=ActionKind.CLEAN_WEIGHTS,

@@ -8,7 +8,7 @@ Approval cards (their command line and their follow-up buttons' requests) go thr
 
 import re
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -35,7 +35,7 @@ from tests.support.blockkit import blocks_text
 from tests.support.scripted import idle_h200, out, probe_batch
 
 G = default_grammar()
-NOW = datetime(2026, 11, 29, 16, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 16, 0, tzinfo=UTC)
 SEED_UNITS = {"vllm-glm5.service": "inactive", "vllm-kimi.service": "active"}
 CID = "c0ffee" + "0" * 58
 

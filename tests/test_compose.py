@@ -65,7 +65,7 @@ def test_compose_bot_uses_only_real_settings_and_reaches_the_db():
     assert bot["command"] == ["gpubot", "serve"]
     assert bot["ports"][0].endswith(f":{env['GPUBOT_HTTP_PORT']}")
     assert bot["depends_on"]["db"]["condition"] == "service_healthy"
-    assert Settings(_env_file=None, **{"database_url": url}).database_url == url
+    assert Settings(_env_file=None, database_url=url).database_url == url
     # the key read-only, known_hosts in a writable volume (hosts trust renames a temp file there)
     key = next(v for v in bot["volumes"] if v.split(":")[1] == env["GPUBOT_SSH_KEY_FILE"])
     assert key.endswith(":ro")

@@ -1,7 +1,7 @@
 """Fleet summaries stay within Block Kit limits; what does not fit goes to the thread."""
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,7 +12,7 @@ from bot.render.status_view import fleet_view
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length, fleet_blocks
 from tests.support.blockkit import blocks_text, validate_message
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
 
 def report(i: int) -> StatusReport:

@@ -9,7 +9,7 @@ import secrets
 import shutil
 import sqlite3
 from contextlib import closing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -47,7 +47,7 @@ def _copy_pre_0008(tmp_path: Path) -> str:
 def _days_since_the_fixture_was_made() -> int:
     with closing(sqlite3.connect(PRE_0008)) as db:
         first = datetime.fromisoformat(db.execute("SELECT min(taken_at) FROM snapshots").fetchone()[0])
-    return (datetime.now(timezone.utc) - first.replace(tzinfo=timezone.utc)).days + 2
+    return (datetime.now(UTC) - first.replace(tzinfo=UTC)).days + 2
 
 
 def _inventory(path: str) -> list[tuple]:
@@ -143,7 +143,7 @@ async def _insert_snapshots(url: str, rows: list[dict]) -> None:
                 ),
                 {
                     **r,
-                    "taken_at": datetime.fromisoformat(r["taken_at"]).replace(tzinfo=timezone.utc),
+                    "taken_at": datetime.fromisoformat(r["taken_at"]).replace(tzinfo=UTC),
                     "verdict_changed": bool(r["verdict_changed"]),
                 },
             )

@@ -377,7 +377,7 @@ async def test_a_bind_mount_at_on_the_way_or_below_is_refused_at_planning_in_the
             os.chown(p, uid, gid)
     name = await host(svc, box, [root])
     if route == "helper":
-        box.sudoers.install((await sudoers_for(services=svc, host_name=name)))
+        box.sudoers.install(await sudoers_for(services=svc, host_name=name))
     with pytest.raises(PlanRefused) as refused:
         await build_plan(services=svc, spec=clean(name, target))
     said = {

@@ -2,7 +2,7 @@
 bot instances on one database, late sends inside the grace period and skips outside it."""
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import update
@@ -16,7 +16,7 @@ from bot.reports import service as reports
 from bot.reports.models import ReportSchedule, load_run_snapshots
 from bot.reports.scheduler import ReportScheduler
 
-UTC = timezone.utc
+UTC = UTC
 BERLIN_WEEKDAYS_8 = "0 8 * * 1-5"
 
 

@@ -1,6 +1,6 @@
 """The status message stays within Block Kit limits whatever the host reports."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from bot.flows.status import StatusReport
 from bot.probes.readings import Disk, Folder, FolderState, Gpu, GpuProcess, GpuReport, HostContext, Readings, Unit
@@ -28,9 +28,7 @@ def test_a_huge_host_report_fits_and_says_what_was_cut():
         HostContext(),
     )
     a = assess(readings, Requirements(units={u.name: "inactive" for u in units}))
-    report = StatusReport(
-        "node174", "ops@10.0.0.1:22", 42, datetime(2026, 11, 29, tzinfo=timezone.utc), 1234, a, readings
-    )
+    report = StatusReport("node174", "ops@10.0.0.1:22", 42, datetime(2026, 11, 29, tzinfo=UTC), 1234, a, readings)
     view = status_view(report)
     blocks = status_blocks(view)
     validate_message(blocks, view.headline)
@@ -47,13 +45,13 @@ def test_the_trust_hint_names_the_command_of_the_place_it_is_read_in():
         "and trust it.",
         "host_key",
     )
-    report = StatusReport("node174", "ops@10.0.0.1:22", 7, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, a, None)
+    report = StatusReport("node174", "ops@10.0.0.1:22", 7, datetime(2026, 11, 29, tzinfo=UTC), 12, a, None)
     terminal = status_text(status_view(report))
     chat = blocks_text(status_blocks(status_view(report, command="/gpu")))
     assert "Next: `gpubot hosts trust node174`" in terminal and "/gpu" not in terminal
     assert "Next: `/gpu hosts trust node174`" in chat and "gpubot hosts" not in chat
     other = StatusReport(
-        "node174", "x", 8, datetime(2026, 11, 29, tzinfo=timezone.utc), 12, unreachable("refused", "unreachable"), None
+        "node174", "x", 8, datetime(2026, 11, 29, tzinfo=UTC), 12, unreachable("refused", "unreachable"), None
     )
     assert "hosts trust" not in status_text(status_view(other))
 
@@ -76,7 +74,7 @@ def _busy_host(units: list[Unit], expected: dict[str, str]) -> StatusReport:
         "node1",
         "ops@10.0.0.1:22",
         9,
-        datetime(2026, 11, 29, tzinfo=timezone.utc),
+        datetime(2026, 11, 29, tzinfo=UTC),
         12,
         a,
         readings,

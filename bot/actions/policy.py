@@ -74,7 +74,7 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
             f"GPUBOT_APPROVAL_POLICY rule {n}: expiry_s must be more than 0 seconds, not {rule.expiry_s} "
             "(its cards would be posted already expired)"
         )
-    if any(not a[:1] in ("U", "W", "S") for a in rule.approvers):
+    if any(a[:1] not in ("U", "W", "S") for a in rule.approvers):
         raise PolicyError(f"GPUBOT_APPROVAL_POLICY rule {n}: approvers are Slack ids (U…, W…, S…)")
     return rule
 

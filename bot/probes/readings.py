@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -355,7 +355,7 @@ def _adapter() -> TypeAdapter[Readings]:
     return TypeAdapter(Readings)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 

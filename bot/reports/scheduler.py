@@ -36,7 +36,7 @@ import secrets
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -359,8 +359,8 @@ class ReportScheduler:
         """Start APScheduler on the running event loop: the sync job (first run right away, which
         sends missed reports late or records them skipped), retention, background probes."""
         s = self.services.settings
-        self.aps = AsyncIOScheduler(timezone=timezone.utc)
-        first = datetime.now(timezone.utc)
+        self.aps = AsyncIOScheduler(timezone=UTC)
+        first = datetime.now(UTC)
         self.aps.add_job(
             self.sync,
             IntervalTrigger(seconds=max(5, s.report_sync_s)),

@@ -300,7 +300,7 @@ class SshRunner:
                     ssh_config=self.ssh_config,
                 )
             ) from exc
-        except (asyncio.TimeoutError, TimeoutError) as exc:
+        except TimeoutError as exc:
             raise HostUnreachable(
                 f"{target.name}: no SSH answer from {endpoint(target.address, target.port)} within {self.connect_timeout:.0f} s"
             ) from exc

@@ -10,7 +10,8 @@ assertions.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 MAX_BLOCKS = 50
 MAX_FALLBACK_TEXT = 40000
@@ -57,7 +58,7 @@ _INTERACTIVE = {
 }
 
 
-def _to_dicts(blocks: Optional[Iterable[Any]]) -> list:
+def _to_dicts(blocks: Iterable[Any] | None) -> list:
     """Accept dicts or slack_sdk.models Block objects."""
     return [b.to_dict() if hasattr(b, "to_dict") else b for b in (blocks or [])]
 
@@ -178,7 +179,7 @@ class _Checker:
             self.max_len(path + ".text", b.get("text"), 12000)
 
 
-def validate_message(blocks: Optional[Iterable[Any]], text: Optional[str] = None) -> None:
+def validate_message(blocks: Iterable[Any] | None, text: str | None = None) -> None:
     """Assert that ``blocks`` (+ fallback ``text``) respect Slack's message limits."""
     blocks = _to_dicts(blocks)
     if not blocks and not text:
@@ -194,7 +195,7 @@ def validate_message(blocks: Optional[Iterable[Any]], text: Optional[str] = None
         checker.block(f"blocks[{i}]", b)
 
 
-def blocks_text(blocks: Optional[Iterable[Any]]) -> str:
+def blocks_text(blocks: Iterable[Any] | None) -> str:
     """All strings under ``text`` keys (text objects, rich_text, fields...), newline-joined in order."""
     out: list[str] = []
 

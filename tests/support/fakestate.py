@@ -68,7 +68,7 @@ class HostState:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "HostState":
+    def from_json(cls, d: dict) -> HostState:
         d = {k: v for k, v in d.items() if k in {f.name for f in dataclasses.fields(cls)}}
         d["orphan_mib"] = {int(k): v for k, v in d.get("orphan_mib", {}).items()}
         d["gpu_overrides"] = {int(k): v for k, v in d.get("gpu_overrides", {}).items()}

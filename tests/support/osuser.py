@@ -78,7 +78,7 @@ class LoginUser:
         self.home = ""
         self.uid = self.gid = -1
 
-    def create(self, parent: str) -> "LoginUser":
+    def create(self, parent: str) -> LoginUser:
         """Create the user with its home ``<parent>/home`` (``parent`` must be searchable by it)."""
         self.home = os.path.join(parent, "home")
         subprocess.run(

@@ -61,7 +61,7 @@ class PrivatePostgres:
     def _as_postgres(self, *args: str) -> None:
         subprocess.run(["runuser", "-u", OS_USER, "--", *args], check=True, capture_output=True, text=True, timeout=120)
 
-    def __enter__(self) -> "PrivatePostgres":
+    def __enter__(self) -> PrivatePostgres:
         assert self.bin is not None, "initdb/pg_ctl are not installed"
         self.dir = tempfile.mkdtemp(prefix="gpubot-pg-")
         user = pwd.getpwnam(OS_USER)

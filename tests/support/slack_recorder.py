@@ -40,8 +40,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -70,7 +71,7 @@ class RecordedCall:
     path: str = ""
 
     @property
-    def token(self) -> Optional[str]:
+    def token(self) -> str | None:
         """Bearer token from the Authorization header, or ``token`` in the body."""
         auth = self.headers.get("Authorization", "")
         if auth.startswith("Bearer "):
@@ -78,7 +79,7 @@ class RecordedCall:
         return self.body.get("token")
 
 
-Responder = Union[dict, Callable[[RecordedCall], Optional[dict]]]
+Responder = dict | Callable[[RecordedCall], dict | None]
 HTTP_STATUS = "__status__"
 
 
@@ -102,18 +103,18 @@ class SlackApiRecorder:
         #: file id -> metadata from ``files.getUploadURLExternal``.
         self.files: dict[str, dict] = {}
         #: refuse chat.postMessage/chat.update whose blocks hold more text than this (None: no limit).
-        self.max_block_text: Optional[int] = None
+        self.max_block_text: int | None = None
         #: the calls refused for ``max_block_text``.
         self.refused: list[RecordedCall] = []
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
-        self._changed: Optional[asyncio.Condition] = None
-        self._runner: Optional[web.AppRunner] = None
+        self._changed: asyncio.Condition | None = None
+        self._runner: web.AppRunner | None = None
         self.base = ""
 
     # -- lifecycle -----------------------------------------------------------
 
-    async def start(self) -> "SlackApiRecorder":
+    async def start(self) -> SlackApiRecorder:
         app = web.Application(client_max_size=100 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/upload/{file_id}", self._upload)
@@ -132,7 +133,7 @@ class SlackApiRecorder:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> "SlackApiRecorder":
+    async def __aenter__(self) -> SlackApiRecorder:
         return await self.start()
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -155,7 +156,7 @@ class SlackApiRecorder:
     async def wait_for(
         self,
         method: str,
-        predicate: Optional[Callable[[RecordedCall], bool]] = None,
+        predicate: Callable[[RecordedCall], bool] | None = None,
         timeout: float = 5.0,
         *,
         start: int = 0,
@@ -166,7 +167,7 @@ class SlackApiRecorder:
         call.  Raises AssertionError (listing what *was* recorded) on timeout.
         """
 
-        def find() -> Optional[RecordedCall]:
+        def find() -> RecordedCall | None:
             for c in self.calls[start:]:
                 if c.method == method and (predicate is None or predicate(c)):
                     return c
@@ -176,7 +177,7 @@ class SlackApiRecorder:
         try:
             async with self._changed:
                 await asyncio.wait_for(self._changed.wait_for(find), timeout)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             seen = [c.method for c in self.calls]
             raise AssertionError(f"no {method!r} call matched within {timeout}s; recorded: {seen}") from None
         found = find()

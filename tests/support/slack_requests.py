@@ -19,7 +19,6 @@ import itertools
 import json
 import time
 import uuid
-from typing import Optional, Union
 from urllib.parse import parse_qsl, urlencode
 
 from slack_sdk.signature import SignatureVerifier
@@ -37,14 +36,14 @@ def slash_command_body(
     *,
     command: str = "/gpu",
     user_id: str = "U1",
-    user_name: Optional[str] = None,
+    user_name: str | None = None,
     channel_id: str = "C1",
-    channel_name: Optional[str] = None,
+    channel_name: str | None = None,
     team_id: str = "T0001",
     team_domain: str = "gpubot-test",
     api_app_id: str = "A0001",
     response_url: str = DEFAULT_RESPONSE_URL,
-    trigger_id: Optional[str] = None,
+    trigger_id: str | None = None,
 ) -> str:
     """Form-encoded body of a slash command invocation, with every field Slack sends."""
     return urlencode(
@@ -76,7 +75,7 @@ def block_action_payload(
     response_url: str = DEFAULT_RESPONSE_URL,
     block_id: str = "actions",
     button_text: str = "Button",
-    message_blocks: Optional[list] = None,
+    message_blocks: list | None = None,
     message_text: str = "",
     team_id: str = "T0001",
 ) -> dict:
@@ -132,7 +131,7 @@ def block_action_body(action_id: str, value: str, **kwargs) -> str:
     return urlencode({"payload": json.dumps(block_action_payload(action_id, value, **kwargs))})
 
 
-def signed_headers(body: Union[str, bytes], secret: str, timestamp: Optional[Union[int, str]] = None) -> dict:
+def signed_headers(body: str | bytes, secret: str, timestamp: int | str | None = None) -> dict:
     """Headers Slack sends with ``body``: timestamp, v0 signature and content-type."""
     ts = str(int(time.time()) if timestamp is None else timestamp)
     text = body.decode() if isinstance(body, bytes) else body
@@ -144,7 +143,7 @@ def signed_headers(body: Union[str, bytes], secret: str, timestamp: Optional[Uni
     }
 
 
-def socket_mode_envelope(kind: str, body: Union[str, dict]) -> dict:
+def socket_mode_envelope(kind: str, body: str | dict) -> dict:
     """A Socket Mode message as ``SocketModeRequest.from_dict`` receives it.
 
     ``kind`` is ``"slash_commands"``, ``"interactive"`` or ``"events_api"``.

@@ -46,7 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from tests.support import fakestate
 
@@ -176,7 +176,7 @@ class SshTestServer:
         return os.path.join(self.state_dir, f"{addr}.json")
 
     # -- lifecycle --------------------------------------------------------------------------
-    def start(self) -> "SshTestServer":
+    def start(self) -> SshTestServer:
         if self.procs:
             return self
         if not os.path.exists(self.sshd):
@@ -227,13 +227,13 @@ class SshTestServer:
             time.sleep(0.5)
         raise SshServerError(f"sshd did not restart (port {self.port}):\n{error}")
 
-    def __enter__(self) -> "SshTestServer":
+    def __enter__(self) -> SshTestServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    async def __aenter__(self) -> "SshTestServer":
+    async def __aenter__(self) -> SshTestServer:
         return await asyncio.to_thread(self.start)
 
     async def __aexit__(self, *exc: object) -> None:
