@@ -13,15 +13,15 @@ from bot.actions.plan import DeleteStep, PathItem, Plan, ProcItem, UnitItem, Uni
 from bot.actions.policy import allowed_roots, may_approve, may_reject, rule_for
 from bot.actions.views import RequestView, StepView
 from bot.commands.actions import AuditCommand
-from bot.commands.registry import default_grammar
 from bot.config import Settings
 from bot.errors import PolicyError, UsageError
 from bot.roles import Role
 from bot.slack.action_blocks import card_blocks, result_blocks
 from bot.slack.ids import ActionId
+from bot.slack.routes import command_grammar
 from tests.support.blockkit import blocks_text, validate_message
 
-G = default_grammar()
+G = command_grammar()
 
 
 @pytest.mark.parametrize(
@@ -319,7 +319,7 @@ def test_plan_round_trips_through_json():
 
 
 def test_health_urls_on_start_restart_and_pivot():
-    g = default_grammar()
+    g = command_grammar()
     linked = g.parse("pivot n1 from=a.service to=b.service health=<http://127.0.0.1:8000/health>").command
     assert linked.health_url == "http://127.0.0.1:8000/health"
     assert linked.describe() == "pivot n1 from=a.service to=b.service health=http://127.0.0.1:8000/health"
@@ -340,7 +340,7 @@ def test_health_urls_on_start_restart_and_pivot():
 def test_logs_takes_a_host_a_unit_and_a_line_count():
     from bot.commands.actions import LogsCommand
 
-    g = default_grammar()
+    g = command_grammar()
     parsed = g.parse("logs node174 vllm.service lines=200")
     assert parsed.command == LogsCommand("node174", "vllm.service", 200) and parsed.spec.role is Role.OPERATOR
     assert g.parse("logs node174 vllm.service").command.lines is None
@@ -415,7 +415,7 @@ def test_a_failed_gpu_wait_offers_to_kill_what_held_the_gpus_and_continue():
 
 
 def test_a_size_is_echoed_as_typed():
-    g = default_grammar()
+    g = command_grammar()
     for typed, shown in (
         ("540G", "need=540G"),
         ("10T", "need=10T"),

@@ -19,7 +19,6 @@ from bot.actions.plan import KillStep, ProcItem
 from bot.actions.step_runner import StepRunner, sudo_said
 from bot.actions.views import RequestView, StepView
 from bot.cli import _build_parser
-from bot.commands.registry import default_grammar
 from bot.errors import PlanRefused, UsageError
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
@@ -29,12 +28,13 @@ from bot.render.status_view import status_view
 from bot.render.text import status_text
 from bot.slack.action_blocks import card_blocks
 from bot.slack.blocks import status_blocks
+from bot.slack.routes import command_grammar
 from bot.ssh.scripted import ScriptedRunner
 from bot.ssh.target import HostTarget, RunResult
 from tests.support.blockkit import blocks_text
 from tests.support.scripted import idle_h200, out, probe_batch
 
-G = default_grammar()
+G = command_grammar()
 NOW = datetime(2026, 11, 29, 16, 0, tzinfo=UTC)
 SEED_UNITS = {"vllm-glm5.service": "inactive", "vllm-kimi.service": "active"}
 CID = "c0ffee" + "0" * 58

@@ -10,12 +10,12 @@ from bot.commands.grammar import Grammar
 from bot.commands.help import HelpCommand
 from bot.commands.hosts import HostsAdd, HostsList, HostsRemove, HostsShow, HostsTrust
 from bot.commands.normalize import normalize
-from bot.commands.registry import default_grammar
 from bot.commands.status import StatusCommand, Target
 from bot.errors import UsageError
 from bot.roles import Role
+from bot.slack.routes import command_grammar
 
-G = default_grammar()
+G = command_grammar()
 
 
 @pytest.mark.parametrize(
@@ -258,9 +258,9 @@ def test_a_refusal_names_what_was_given():
 def test_watch_and_report_share_their_words_and_each_refuses_with_its_own_usage():
     """`watch` and `report schedule` parse spans, channels, `group:NAME` and item numbers with one set of
     functions (bot/commands/words.py); a bad channel in `watch` was refused with `report schedule`'s usage."""
-    from bot.commands.registry import default_grammar
+    from bot.slack.routes import command_grammar
 
-    g = default_grammar()
+    g = command_grammar()
     with pytest.raises(UsageError) as err:
         g.parse("watch all #Not-A-Channel!")
     assert str(err.value) == "`#Not-A-Channel!` is not a channel name" and err.value.usage.startswith("/gpu watch ")

@@ -31,8 +31,8 @@ from bot.cli import hosts as cli_hosts
 from bot.cli import progress as cli_progress
 from bot.cli import shell as cli_shell
 from bot.cli.errors import EX_CONFIG, EX_IOERR, EX_USAGE
-from bot.commands.registry import default_grammar
-from bot.commands.status import StatusCommand
+from bot.commands.grammar import Grammar
+from bot.commands.status import STATUS, StatusCommand
 from bot.config import Settings, default_data_dir, load_settings
 from bot.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
 from bot.errors import ConfigError, PolicyError, SshConfigRefused, UsageError
@@ -158,7 +158,7 @@ def report_json(report: StatusReport) -> dict[str, Any]:
 
 
 async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
-    cmd = default_grammar().parse("status " + " ".join(_quote(w) for w in words)).command
+    cmd = Grammar([STATUS]).parse("status " + " ".join(_quote(w) for w in words)).command
     assert isinstance(cmd, StatusCommand)
     if cmd.target.kind != "host" or not cmd.target.name:
         return await _fleet_status(settings, cmd, as_json)

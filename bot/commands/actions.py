@@ -210,51 +210,58 @@ def parse_logs(args: list[str]) -> LogsCommand:
     return LogsCommand(host, validate_unit(unit), lines)
 
 
-SPECS = [
-    CommandSpec(
-        ("clean",),
-        CLEAN_USAGE,
-        "plan deleting weight folders or HF cache entries (needs approval)",
-        Role.OPERATOR,
-        parse_clean,
-    ),
-    CommandSpec(("kill",), KILL_USAGE, "plan ending GPU compute processes (needs approval)", Role.OPERATOR, parse_kill),
-    CommandSpec(
-        ("stop",),
-        STOP_USAGE,
-        "plan stopping a configured unit and ending what its cgroup leaves on the GPUs (needs approval)",
-        Role.OPERATOR,
-        _unit_parser(ActionKind.STOP),
-    ),
-    CommandSpec(
-        ("start",),
-        unit_usage(ActionKind.START),
-        "plan starting a configured unit; done when it is up (needs approval)",
-        Role.OPERATOR,
-        _unit_parser(ActionKind.START),
-    ),
-    CommandSpec(
-        ("restart",),
-        unit_usage(ActionKind.RESTART),
-        "plan restarting a configured unit; done when it is up (needs approval)",
-        Role.OPERATOR,
-        _unit_parser(ActionKind.RESTART),
-    ),
-    CommandSpec(
-        ("pivot",),
-        PIVOT_USAGE,
-        "plan stop A → end its leftovers → GPUs free → delete → disk check → start B, done when B answers (needs approval)",
-        Role.OPERATOR,
-        parse_pivot,
-    ),
-    CommandSpec(
-        ("logs",),
-        LOGS_USAGE,
-        "a watched unit's recent journal, only to you (journals may hold secrets)",
-        Role.OPERATOR,
-        parse_logs,
-    ),
-    CommandSpec(
-        ("audit",), AUDIT_USAGE, "requests, approvals and executed steps (newest first)", Role.VIEWER, parse_audit
-    ),
-]
+CLEAN = CommandSpec(
+    ("clean",),
+    CLEAN_USAGE,
+    "plan deleting weight folders or HF cache entries (needs approval)",
+    Role.OPERATOR,
+    parse_clean,
+)
+
+KILL = CommandSpec(
+    ("kill",), KILL_USAGE, "plan ending GPU compute processes (needs approval)", Role.OPERATOR, parse_kill
+)
+
+STOP = CommandSpec(
+    ("stop",),
+    STOP_USAGE,
+    "plan stopping a configured unit and ending what its cgroup leaves on the GPUs (needs approval)",
+    Role.OPERATOR,
+    _unit_parser(ActionKind.STOP),
+)
+
+START = CommandSpec(
+    ("start",),
+    unit_usage(ActionKind.START),
+    "plan starting a configured unit; done when it is up (needs approval)",
+    Role.OPERATOR,
+    _unit_parser(ActionKind.START),
+)
+
+RESTART = CommandSpec(
+    ("restart",),
+    unit_usage(ActionKind.RESTART),
+    "plan restarting a configured unit; done when it is up (needs approval)",
+    Role.OPERATOR,
+    _unit_parser(ActionKind.RESTART),
+)
+
+PIVOT = CommandSpec(
+    ("pivot",),
+    PIVOT_USAGE,
+    "plan stop A → end its leftovers → GPUs free → delete → disk check → start B, done when B answers (needs approval)",
+    Role.OPERATOR,
+    parse_pivot,
+)
+
+LOGS = CommandSpec(
+    ("logs",),
+    LOGS_USAGE,
+    "a watched unit's recent journal, only to you (journals may hold secrets)",
+    Role.OPERATOR,
+    parse_logs,
+)
+
+AUDIT = CommandSpec(
+    ("audit",), AUDIT_USAGE, "requests, approvals and executed steps (newest first)", Role.VIEWER, parse_audit
+)

@@ -1,7 +1,8 @@
 """The ``/gpu`` grammar: one parser for Slack, the console and the terminal CLI.
 
-A :class:`Grammar` is built from :class:`CommandSpec` lists (one list per domain module, see
-:func:`bot.commands.registry.default_grammar`). ``Grammar.parse(text)`` returns a
+A :class:`Grammar` is built from :class:`CommandSpec` objects: each domain module here defines its
+specs (``STATUS``, ``HOSTS_ADD``…) and each Slack handler module declares them on their handlers
+(``bot.slack.routes`` lists those routers and builds the grammar from them). ``Grammar.parse(text)`` returns a
 :class:`Parsed` or raises :class:`~bot.errors.UsageError` (with usage and a "did you mean") —
 for *any* text, never another exception. Help is generated from the specs.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import difflib
 import shlex
-import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -37,19 +37,12 @@ class CommandSpec:
     def name(self) -> str:
         return " ".join(self.path)
 
-    @property
-    def command_type(self) -> type:
-        """The class ``parse`` returns, read from its return annotation: the key of the command's
-        handler (see ``bot.slack.listeners``). Raises :class:`TypeError` when ``parse`` has no class
-        as its return annotation (a lambda, say), so a spec without one fails the handler test."""
-        returned = typing.get_type_hints(self.parse).get("return")
-        if not isinstance(returned, type):
-            raise TypeError(f"the parser of `{self.name}` has no class as its return annotation")
-        return returned
-
 
 @dataclass(frozen=True)
 class Parsed:
+    """What :meth:`Grammar.parse` returns: the command's spec (the key of its handler) and what its
+    parser made of the words."""
+
     spec: CommandSpec
     command: Any
 

@@ -159,30 +159,38 @@ def _no_args(args: list[str]) -> ReportListCommand:
     return ReportListCommand()
 
 
-SPECS = [
-    CommandSpec(
-        ("history",),
-        HISTORY_USAGE,
-        "verdict changes, GPU memory and free disk over time, with a chart",
-        Role.VIEWER,
-        parse_history,
-    ),
-    CommandSpec(("diff",), DIFF_USAGE, "what changed on a host since a time or a snapshot", Role.VIEWER, parse_diff),
-    CommandSpec(
-        ("report", "schedule"),
-        SCHEDULE_USAGE,
-        "post a readiness report on a cron schedule",
-        Role.OPERATOR,
-        parse_schedule,
-    ),
-    CommandSpec(("report", "list"), "report list", "scheduled reports and when they next run", Role.VIEWER, _no_args),
-    CommandSpec(("report", "remove"), "report remove ID", "stop a scheduled report", Role.OPERATOR, parse_remove),
-    CommandSpec(
-        ("report", "resume"),
-        "report resume ID",
-        "resume a report paused because its channel refused it",
-        Role.OPERATOR,
-        parse_resume,
-    ),
-    CommandSpec(("report", "now"), NOW_USAGE, "post a readiness report here now", Role.VIEWER, parse_now),
-]
+HISTORY = CommandSpec(
+    ("history",),
+    HISTORY_USAGE,
+    "verdict changes, GPU memory and free disk over time, with a chart",
+    Role.VIEWER,
+    parse_history,
+)
+
+DIFF = CommandSpec(("diff",), DIFF_USAGE, "what changed on a host since a time or a snapshot", Role.VIEWER, parse_diff)
+
+REPORT_SCHEDULE = CommandSpec(
+    ("report", "schedule"),
+    SCHEDULE_USAGE,
+    "post a readiness report on a cron schedule",
+    Role.OPERATOR,
+    parse_schedule,
+)
+
+REPORT_LIST = CommandSpec(
+    ("report", "list"), "report list", "scheduled reports and when they next run", Role.VIEWER, _no_args
+)
+
+REPORT_REMOVE = CommandSpec(
+    ("report", "remove"), "report remove ID", "stop a scheduled report", Role.OPERATOR, parse_remove
+)
+
+REPORT_RESUME = CommandSpec(
+    ("report", "resume"),
+    "report resume ID",
+    "resume a report paused because its channel refused it",
+    Role.OPERATOR,
+    parse_resume,
+)
+
+REPORT_NOW = CommandSpec(("report", "now"), NOW_USAGE, "post a readiness report here now", Role.VIEWER, parse_now)

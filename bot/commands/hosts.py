@@ -149,34 +149,38 @@ def parse_check(args: list[str]) -> HostsCheck:
     return HostsCheck(_one(args, "hosts check NAME"))
 
 
-SPECS = [
-    CommandSpec(("hosts",), "hosts [group=NAME]", "list registered hosts", Role.VIEWER, parse_list),
-    CommandSpec(
-        ("hosts", "show"), "hosts show NAME", "one host's registration and latest verdict", Role.VIEWER, parse_show
-    ),
-    CommandSpec(("hosts", "add"), ADD_USAGE, "register a host (then `hosts trust` it)", Role.ADMIN, parse_add),
-    CommandSpec(
-        ("hosts", "remove"), "hosts remove NAME", "unregister a host (its history stays)", Role.ADMIN, parse_remove
-    ),
-    CommandSpec(
-        ("hosts", "trust"),
-        "hosts trust NAME",
-        "show a host's SSH key fingerprint and ask an admin to trust it",
-        Role.ADMIN,
-        parse_trust,
-    ),
-    CommandSpec(
-        ("hosts", "forget-gpu"),
-        FORGET_USAGE,
-        "accept that a host no longer has a GPU it showed before (its inventory)",
-        Role.ADMIN,
-        parse_forget_gpu,
-    ),
-    CommandSpec(
-        ("hosts", "check"),
-        "hosts check NAME",
-        "what the bot may do on a host (probe, sudo rules, writable roots) and how to fix what it may not",
-        Role.OPERATOR,
-        parse_check,
-    ),
-]
+HOSTS_LIST = CommandSpec(("hosts",), "hosts [group=NAME]", "list registered hosts", Role.VIEWER, parse_list)
+
+HOSTS_SHOW = CommandSpec(
+    ("hosts", "show"), "hosts show NAME", "one host's registration and latest verdict", Role.VIEWER, parse_show
+)
+
+HOSTS_ADD = CommandSpec(("hosts", "add"), ADD_USAGE, "register a host (then `hosts trust` it)", Role.ADMIN, parse_add)
+
+HOSTS_REMOVE = CommandSpec(
+    ("hosts", "remove"), "hosts remove NAME", "unregister a host (its history stays)", Role.ADMIN, parse_remove
+)
+
+HOSTS_TRUST = CommandSpec(
+    ("hosts", "trust"),
+    "hosts trust NAME",
+    "show a host's SSH key fingerprint and ask an admin to trust it",
+    Role.ADMIN,
+    parse_trust,
+)
+
+HOSTS_FORGET_GPU = CommandSpec(
+    ("hosts", "forget-gpu"),
+    FORGET_USAGE,
+    "accept that a host no longer has a GPU it showed before (its inventory)",
+    Role.ADMIN,
+    parse_forget_gpu,
+)
+
+HOSTS_CHECK = CommandSpec(
+    ("hosts", "check"),
+    "hosts check NAME",
+    "what the bot may do on a host (probe, sudo rules, writable roots) and how to fix what it may not",
+    Role.OPERATOR,
+    parse_check,
+)

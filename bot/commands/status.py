@@ -65,12 +65,10 @@ def parse_status(args: list[str]) -> StatusCommand:
     return StatusCommand(target or Target("default"), need, tuple(paths))
 
 
-SPECS = [
-    CommandSpec(
-        ("status",),
-        USAGE,
-        "probe GPUs, processes, disk, weights, HF cache and units; verdict per host",
-        Role.VIEWER,
-        parse_status,
-    ),
-]
+STATUS = CommandSpec(
+    ("status",),
+    USAGE,
+    "probe GPUs, processes, disk, weights, HF cache and units; verdict per host",
+    Role.VIEWER,
+    parse_status,
+)

@@ -113,19 +113,24 @@ def parse_silence_end(args: list[str]) -> SilenceEndCommand:
     return SilenceEndCommand(item_number(args, "silence end ID", "the silence's number"))
 
 
-SPECS = [
-    CommandSpec(
-        ("watch",),
-        WATCH_USAGE,
-        "post here when a host changes into a bad state, and when it recovers",
-        Role.OPERATOR,
-        parse_watch,
-    ),
-    CommandSpec(("watch", "list"), "watch list", "the watches and where they post", Role.VIEWER, parse_watch_list),
-    CommandSpec(("watch", "remove"), "watch remove ID", "stop a watch", Role.OPERATOR, parse_watch_remove),
-    CommandSpec(
-        ("silence",), SILENCE_USAGE, "no new watch alerts for a host or group for a while", Role.OPERATOR, parse_silence
-    ),
-    CommandSpec(("silence", "list"), "silence list", "silences in force", Role.VIEWER, parse_silence_list),
-    CommandSpec(("silence", "end"), "silence end ID", "end a silence now", Role.OPERATOR, parse_silence_end),
-]
+WATCH = CommandSpec(
+    ("watch",),
+    WATCH_USAGE,
+    "post here when a host changes into a bad state, and when it recovers",
+    Role.OPERATOR,
+    parse_watch,
+)
+
+WATCH_LIST = CommandSpec(
+    ("watch", "list"), "watch list", "the watches and where they post", Role.VIEWER, parse_watch_list
+)
+
+WATCH_REMOVE = CommandSpec(("watch", "remove"), "watch remove ID", "stop a watch", Role.OPERATOR, parse_watch_remove)
+
+SILENCE = CommandSpec(
+    ("silence",), SILENCE_USAGE, "no new watch alerts for a host or group for a while", Role.OPERATOR, parse_silence
+)
+
+SILENCE_LIST = CommandSpec(("silence", "list"), "silence list", "silences in force", Role.VIEWER, parse_silence_list)
+
+SILENCE_END = CommandSpec(("silence", "end"), "silence end ID", "end a silence now", Role.OPERATOR, parse_silence_end)

@@ -24,7 +24,6 @@ from urllib.parse import urlencode
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.commands.registry import default_grammar
 from bot.config import Settings, default_data_dir
 from bot.errors import UsageError
 from bot.flows.context import Services
@@ -34,6 +33,7 @@ from bot.slack.console.demo import Demo, active_demo
 from bot.slack.console.render import Choice, button_key, button_line, render_message
 from bot.slack.console.standin import WebApiStandIn
 from bot.slack.handlers.actions import sweep_once
+from bot.slack.routes import command_grammar
 
 CONSOLE_USER = "UCONSOLE"
 CONSOLE_CHANNEL = "CCONSOLE"
@@ -316,7 +316,7 @@ class Console:
         """Run ``/gpu text`` as if typed in Slack (unless the demo refuses it: then say why, only to you)."""
         if self.demo is not None:
             try:
-                parsed = default_grammar(self.services.settings.command).parse(text)
+                parsed = command_grammar(self.services.settings.command).parse(text)
             except UsageError:
                 pass  # the app answers it
             else:

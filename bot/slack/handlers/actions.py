@@ -33,8 +33,7 @@ from bot.actions.health import HealthProgress
 from bot.actions.journal import JournalTail, read_journal
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
-from bot.commands.actions import AuditCommand, LogsCommand
-from bot.commands.registry import default_grammar
+from bot.commands.actions import AUDIT, CLEAN, KILL, LOGS, PIVOT, RESTART, START, STOP, AuditCommand, LogsCommand
 from bot.errors import PermissionDenied
 from bot.flows.context import Services
 from bot.slack.action_blocks import (
@@ -53,10 +52,16 @@ from bot.slack.blocks import escape, text_blocks
 from bot.slack.context import CommandContext
 from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
+from bot.slack.router import Router
 
 log = logging.getLogger("gpubot.slack")
 
 
+router = Router()
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
+
+
+@router.command(CLEAN, KILL, STOP, START, RESTART, PIVOT)
 async def request_action(ctx: CommandContext, spec: ActionSpec) -> None:
     await ctx.known_host(spec.host)  # an unknown name is answered to the caller alone, before anything is posted
     ref = await ctx.post(f"planning {spec.describe()}…", planning_blocks(spec))
@@ -71,19 +76,18 @@ async def request_action(ctx: CommandContext, spec: ActionSpec) -> None:
     await ctx.full_text(ref, card_lines(view))
 
 
-async def show_audit(ctx: CommandContext, cmd: AuditCommand) -> None:
-    entries = await audit.trail(services=ctx.services, host=cmd.host, limit=10)
-    text = audit.audit_text(entries, host=cmd.host, full=False)
-    await ctx.reply_ephemeral(f"audit of {cmd.host or 'all hosts'}", text_blocks(escape(text)))
-
-
+@router.command(LOGS)
 async def show_logs(ctx: CommandContext, cmd: LogsCommand) -> None:
     """Only the caller sees it: journals may hold secrets."""
     tail = await read_journal(services=ctx.services, host=cmd.host, unit=cmd.unit, lines=cmd.lines)
     await ctx.reply_ephemeral(f"journal of {cmd.unit} on {cmd.host}", journal_blocks(tail))
 
 
-HANDLERS = {ActionSpec: request_action, AuditCommand: show_audit, LogsCommand: show_logs}
+@router.command(AUDIT)
+async def show_audit(ctx: CommandContext, cmd: AuditCommand) -> None:
+    entries = await audit.trail(services=ctx.services, host=cmd.host, limit=10)
+    text = audit.audit_text(entries, host=cmd.host, full=False)
+    await ctx.reply_ephemeral(f"audit of {cmd.host or 'all hosts'}", text_blocks(escape(text)))
 
 
 def _progress_poster(
@@ -210,11 +214,12 @@ async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None
             log.exception("could not update the card of action #%s", view.id)
 
 
+@router.buttons
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     """Listeners for Approve / Reject / Re-plan / the follow-ups. Every click reaching them was checked
     to be on its request's own card (:mod:`bot.slack.card_guard`); they raise, and the app's one error
     handler tells the clicker (:func:`bot.slack.errors.answer_click_error`)."""
-    logs_role = default_grammar(services.settings.command).specs[("logs",)].role  # who may read a journal
+    logs_role = LOGS.role  # who may read a journal
 
     async def first_delivery(body: dict[str, Any]) -> bool:
         act = body["actions"][0]

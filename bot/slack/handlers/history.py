@@ -9,6 +9,13 @@ from functools import partial
 from slack_sdk.errors import SlackApiError
 
 from bot.commands.history import (
+    DIFF,
+    HISTORY,
+    REPORT_LIST,
+    REPORT_NOW,
+    REPORT_REMOVE,
+    REPORT_RESUME,
+    REPORT_SCHEDULE,
     DiffCommand,
     HistoryCommand,
     ReportListCommand,
@@ -29,10 +36,16 @@ from bot.slack.blocks import escape, text_blocks
 from bot.slack.context import CommandContext
 from bot.slack.report_blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks
 from bot.slack.reports import check_channel, make_poster, upload_png
+from bot.slack.router import Router
 
 log = logging.getLogger("gpubot.slack")
 
 
+router = Router()
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
+
+
+@router.command(HISTORY)
 async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
     until = ctx.services.clock()
     async with ctx.session() as db:
@@ -57,6 +70,7 @@ async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
     )
 
 
+@router.command(DIFF)
 async def diff(ctx: CommandContext, cmd: DiffCommand) -> None:
     async with ctx.session() as db:
         d = await diff_snapshots(
@@ -79,6 +93,7 @@ async def _channel(ctx: CommandContext, wanted: str | None) -> str:
     return wanted
 
 
+@router.command(REPORT_SCHEDULE)
 async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
     group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
     if group is not None:
@@ -101,6 +116,7 @@ async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
     await ctx.post(f"Scheduled report #{row.id}", text_blocks(f"Scheduled a readiness report:\n{line}"))
 
 
+@router.command(REPORT_LIST)
 async def list_schedules(ctx: CommandContext, cmd: ReportListCommand) -> None:
     async with ctx.session() as db:
         rows = await reports.list_all(db_session=db)
@@ -109,6 +125,7 @@ async def list_schedules(ctx: CommandContext, cmd: ReportListCommand) -> None:
     await ctx.reply_ephemeral(f"{len(rows)} scheduled reports", schedules_blocks(lines))
 
 
+@router.command(REPORT_REMOVE)
 async def remove(ctx: CommandContext, cmd: ReportRemoveCommand) -> None:
     async with ctx.session() as db:
         row = await reports.remove(db_session=db, schedule_id=cmd.schedule_id)
@@ -116,6 +133,7 @@ async def remove(ctx: CommandContext, cmd: ReportRemoveCommand) -> None:
     await ctx.post(text, text_blocks(text))
 
 
+@router.command(REPORT_RESUME)
 async def resume(ctx: CommandContext, cmd: ReportResumeCommand) -> None:
     async with ctx.session() as db:
         row = await reports.get(db_session=db, schedule_id=cmd.schedule_id)
@@ -128,20 +146,10 @@ async def resume(ctx: CommandContext, cmd: ReportResumeCommand) -> None:
     await ctx.post(f"Resumed scheduled report #{row.id}", text_blocks(text))
 
 
+@router.command(REPORT_NOW)
 async def report_now(ctx: CommandContext, cmd: ReportNowCommand) -> None:
     group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
     await hosts_of(services=ctx.services, group=group)  # no host: answered to the caller alone, like status
     await ctx.reply_ephemeral(f"Building the report of {'group ' + group if group else 'all hosts'}…")
     report = await build_report(services=ctx.services, group=group, now=ctx.services.clock())
     await make_poster(ctx.client)(ctx.channel_id, report)
-
-
-HANDLERS = {
-    HistoryCommand: history,
-    DiffCommand: diff,
-    ReportScheduleCommand: schedule,
-    ReportListCommand: list_schedules,
-    ReportRemoveCommand: remove,
-    ReportResumeCommand: resume,
-    ReportNowCommand: report_now,
-}

@@ -8,7 +8,22 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 
 from bot.actions.access_check import check_access, check_text
-from bot.commands.hosts import HostsAdd, HostsCheck, HostsForgetGpu, HostsList, HostsRemove, HostsShow, HostsTrust
+from bot.commands.hosts import (
+    HOSTS_ADD,
+    HOSTS_CHECK,
+    HOSTS_FORGET_GPU,
+    HOSTS_LIST,
+    HOSTS_REMOVE,
+    HOSTS_SHOW,
+    HOSTS_TRUST,
+    HostsAdd,
+    HostsCheck,
+    HostsForgetGpu,
+    HostsList,
+    HostsRemove,
+    HostsShow,
+    HostsTrust,
+)
 from bot.errors import PermissionDenied
 from bot.flows.context import Services
 from bot.hosts import service as hosts
@@ -20,10 +35,15 @@ from bot.slack.blocks import escape, text_blocks, trust_card_blocks
 from bot.slack.context import CommandContext
 from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
+from bot.slack.router import Router
 from bot.snapshots import inventory
 from bot.snapshots import service as snapshots
 
 log = logging.getLogger("gpubot.slack")
+
+
+router = Router()
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
 
 
 def _line(h: Any, services: Services) -> str:
@@ -36,6 +56,7 @@ BUILT_IN = "`{name}` local · this machine, built in (not in the registry; `/gpu
 """The line of the built-in local host (:data:`bot.hosts.service.LOCAL_NAMES`) where hosts are listed."""
 
 
+@router.command(HOSTS_LIST)
 async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
     async with ctx.session() as db:
         rows = await hosts.list_all(db_session=db, group=cmd.group)
@@ -49,6 +70,7 @@ async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
     await ctx.reply_ephemeral(title, text_blocks(text))
 
 
+@router.command(HOSTS_SHOW)
 async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
     async with ctx.session() as db:
         h, name = await hosts.registered_or_built_in(db_session=db, name=cmd.name)
@@ -64,18 +86,7 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
     await ctx.reply_ephemeral(head, text_blocks("\n".join([escape(head), last, *lines])))
 
 
-async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
-    async with ctx.session() as db:
-        _, name = await hosts.registered_or_built_in(db_session=db, name=cmd.name)
-        done = await inventory.forget_missing(db_session=db, host_name=name, gpu=cmd.gpu)
-    removed, text = forgotten_text(done, host=name, gpu=cmd.gpu, show_command=f"/gpu hosts show {name}")
-    if not removed:
-        await ctx.reply_ephemeral(text)
-        return
-    text = f"<@{ctx.user_id}> {text}"
-    await ctx.post(text, text_blocks(text))
-
-
+@router.command(HOSTS_ADD)
 async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
     async with ctx.session() as db:
         h = await hosts.add(
@@ -91,6 +102,7 @@ async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
     await ctx.post(text, text_blocks(text))
 
 
+@router.command(HOSTS_REMOVE)
 async def remove_host(ctx: CommandContext, cmd: HostsRemove) -> None:
     async with ctx.session() as db:
         await hosts.remove(db_session=db, name=cmd.name)
@@ -98,6 +110,7 @@ async def remove_host(ctx: CommandContext, cmd: HostsRemove) -> None:
     await ctx.post(text, text_blocks(text))
 
 
+@router.command(HOSTS_TRUST)
 async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
     async with ctx.session() as db:
         target, _ = await hosts.resolve(db_session=db, name=cmd.name, ssh_aliases=ctx.services.ssh_aliases())
@@ -120,23 +133,27 @@ async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
     await ctx.reply_ephemeral(f"Confirm the host key of {cmd.name}", blocks)
 
 
+@router.command(HOSTS_FORGET_GPU)
+async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
+    async with ctx.session() as db:
+        _, name = await hosts.registered_or_built_in(db_session=db, name=cmd.name)
+        done = await inventory.forget_missing(db_session=db, host_name=name, gpu=cmd.gpu)
+    removed, text = forgotten_text(done, host=name, gpu=cmd.gpu, show_command=f"/gpu hosts show {name}")
+    if not removed:
+        await ctx.reply_ephemeral(text)
+        return
+    text = f"<@{ctx.user_id}> {text}"
+    await ctx.post(text, text_blocks(text))
+
+
+@router.command(HOSTS_CHECK)
 async def check_host_access(ctx: CommandContext, cmd: HostsCheck) -> None:
     result = await check_access(services=ctx.services, host_name=cmd.name, requested_by=ctx.user_id)
     lines = check_text(result)
     await ctx.reply_ephemeral(lines[0], text_blocks("\n".join(escape(line) for line in lines)))
 
 
-HANDLERS = {
-    HostsList: list_hosts,
-    HostsShow: show_host,
-    HostsAdd: add_host,
-    HostsRemove: remove_host,
-    HostsTrust: trust_host,
-    HostsForgetGpu: forget_gpu,
-    HostsCheck: check_host_access,
-}
-
-
+@router.buttons
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     """Listeners for the trust card's buttons (admins only; re-checked at click time)."""
 

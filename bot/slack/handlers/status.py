@@ -8,7 +8,7 @@ import time
 
 from slack_sdk.errors import SlackApiError
 
-from bot.commands.status import StatusCommand
+from bot.commands.status import STATUS, StatusCommand
 from bot.errors import DatabaseUnavailable, UsageError
 from bot.flows.fleet import check_fleet, fleet_group, hosts_of
 from bot.flows.status import StatusReport, check_host
@@ -24,6 +24,7 @@ from bot.slack.blocks import (
     status_blocks,
 )
 from bot.slack.context import CommandContext, MessageRef, too_long
+from bot.slack.router import Router
 from bot.watches import service as watches
 
 PROGRESS_EVERY_S = 1.0
@@ -34,6 +35,11 @@ counts and a pointer to the thread)."""
 log = logging.getLogger("gpubot.slack")
 
 
+router = Router()
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
+
+
+@router.command(STATUS)
 async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
     target = cmd.target
     if target.kind == "default":
@@ -141,6 +147,3 @@ async def _thread_every_host(ctx: CommandContext, ref: MessageRef, view: FleetVi
             )
             continue
         start = end
-
-
-HANDLERS = {StatusCommand: status}

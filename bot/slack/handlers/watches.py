@@ -8,6 +8,12 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 
 from bot.commands.watches import (
+    SILENCE,
+    SILENCE_END,
+    SILENCE_LIST,
+    WATCH,
+    WATCH_LIST,
+    WATCH_REMOVE,
     SilenceCommand,
     SilenceEndCommand,
     SilenceListCommand,
@@ -25,6 +31,7 @@ from bot.slack.handlers.history import _channel
 from bot.slack.ids import ActionId
 from bot.slack.reports import channel_ref, check_channel
 from bot.slack.roles import RoleResolver
+from bot.slack.router import Router
 from bot.slack.watch_blocks import watch_blocks
 from bot.slack.watches import make_watcher
 from bot.watches import service as watches
@@ -32,6 +39,11 @@ from bot.watches import service as watches
 log = logging.getLogger("gpubot.slack")
 
 
+router = Router()
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
+
+
+@router.command(WATCH)
 async def watch(ctx: CommandContext, cmd: WatchCommand) -> None:
     if cmd.host:
         await ctx.known_host(cmd.host)
@@ -57,6 +69,7 @@ async def watch(ctx: CommandContext, cmd: WatchCommand) -> None:
     await ctx.post(f"Watch #{row.id}", text_blocks(text))
 
 
+@router.command(WATCH_LIST)
 async def watch_list(ctx: CommandContext, cmd: WatchListCommand) -> None:
     async with ctx.session() as db:
         rows = await watches.list_all(db_session=db)
@@ -66,6 +79,7 @@ async def watch_list(ctx: CommandContext, cmd: WatchListCommand) -> None:
     await ctx.reply_ephemeral(f"{len(rows)} watches", text_blocks("\n".join(lines)))
 
 
+@router.command(WATCH_REMOVE)
 async def watch_remove(ctx: CommandContext, cmd: WatchRemoveCommand) -> None:
     async with ctx.session() as db:
         row = await watches.remove(db_session=db, watch_id=cmd.watch_id)
@@ -73,6 +87,7 @@ async def watch_remove(ctx: CommandContext, cmd: WatchRemoveCommand) -> None:
     await ctx.post(text, text_blocks(text))
 
 
+@router.command(SILENCE)
 async def silence(ctx: CommandContext, cmd: SilenceCommand) -> None:
     if cmd.host:
         await ctx.known_host(cmd.host)
@@ -97,6 +112,7 @@ async def silence(ctx: CommandContext, cmd: SilenceCommand) -> None:
     await ctx.post(f"Silence #{row.id}", text_blocks(text))
 
 
+@router.command(SILENCE_LIST)
 async def silence_list(ctx: CommandContext, cmd: SilenceListCommand) -> None:
     now = ctx.services.clock()
     async with ctx.session() as db:
@@ -105,6 +121,7 @@ async def silence_list(ctx: CommandContext, cmd: SilenceListCommand) -> None:
     await ctx.reply_ephemeral(f"{len(rows)} silences", text_blocks("\n".join(lines)))
 
 
+@router.command(SILENCE_END)
 async def silence_end(ctx: CommandContext, cmd: SilenceEndCommand) -> None:
     async with ctx.session() as db:
         row = await watches.unsilence(db_session=db, silence_id=cmd.silence_id, now=ctx.services.clock())
@@ -112,16 +129,7 @@ async def silence_end(ctx: CommandContext, cmd: SilenceEndCommand) -> None:
     await ctx.post(text, text_blocks(text))
 
 
-HANDLERS = {
-    WatchCommand: watch,
-    WatchListCommand: watch_list,
-    WatchRemoveCommand: watch_remove,
-    SilenceCommand: silence,
-    SilenceListCommand: silence_list,
-    SilenceEndCommand: silence_end,
-}
-
-
+@router.buttons
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     """The "I'm on it" button (its click already passed :mod:`bot.slack.card_guard`: it was pressed
     on the message its alert was posted in). Records the first taker, edits the message, says so
