@@ -97,6 +97,24 @@ async def test_a_sqlite_snapshot_batch_commits_while_the_fan_out_loop_is_blocked
     assert err1 is None and err2 is None and id2 == id1 + 1
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_only_the_snapshot_writer_commits_without_a_log_flush(services, database_url):
+    """The snapshot writer's connections run ``synchronous=NORMAL`` (1); the app's own, which commit action
+    claims and approvals, keep FULL (2). Both in WAL mode."""
+    from sqlalchemy import text
+
+    from bot.db.session import sqlite_writer
+
+    writer = sqlite_writer(services.engine)
+    assert writer is not None
+    with writer.connect() as conn:
+        assert conn.execute(text("PRAGMA synchronous")).scalar() == 1
+        assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    async with services.engine.connect() as conn:
+        assert (await conn.execute(text("PRAGMA synchronous"))).scalar() == 2
+        assert (await conn.execute(text("PRAGMA journal_mode"))).scalar() == "wal"
+
+
 async def test_role_grants_are_read_once_per_ttl_and_again_after_a_grant(services):
     now = [0.0]
     cache = access.GrantCache(ttl_s=10, clock=lambda: now[0])

@@ -55,6 +55,21 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def _sqlite_writer_pragmas(dbapi_conn: Any, record: Any) -> None:
+    """The pragmas of every connection, and ``synchronous=NORMAL`` for the snapshot writer's connections only.
+
+    In WAL mode NORMAL commits without an fsync of the log (it is synced at checkpoints): a committed batch
+    survives gpubot crashing, only an operating-system crash or power loss can take the last batches back, and
+    the database is never corrupted (https://www.sqlite.org/pragma.html#pragma_synchronous). For snapshots and
+    fan-out progress, which the next probe writes again, that is a fair trade for a write lock held without a
+    disk flush. ``synchronous`` is a per-connection setting: the app's own connections (action claims,
+    approvals) keep the default FULL."""
+    _sqlite_pragmas(dbapi_conn, record)
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
 _busy_s: weakref.WeakKeyDictionary[Engine, float] = weakref.WeakKeyDictionary()
 _writers: weakref.WeakKeyDictionary[Engine, Engine] = weakref.WeakKeyDictionary()
 _writers_lock = threading.Lock()
@@ -69,7 +84,7 @@ def sqlite_writer(engine: AsyncEngine) -> Engine | None:
     the whole transaction, SQLite's write lock taken to commit, then runs without a turn of any event loop,
     so a busy fan-out loop never stretches the time the lock is held (through aiosqlite each statement
     waits for its loop to come round while every other writer, a request's delivery claim among them, waits
-    for the lock)."""
+    for the lock). Its connections commit with ``synchronous=NORMAL`` (:func:`_sqlite_writer_pragmas`)."""
     sync = engine.sync_engine
     if sync.dialect.name != "sqlite":
         return None
@@ -83,7 +98,7 @@ def sqlite_writer(engine: AsyncEngine) -> Engine | None:
                 url,
                 statement_timeout_s=busy,
             )
-            event.listen(writer, "connect", _sqlite_pragmas)
+            event.listen(writer, "connect", _sqlite_writer_pragmas)
             _writers[sync] = writer
             event.listen(sync, "engine_disposed", lambda _engine: _drop_writer(sync))
         return writer
