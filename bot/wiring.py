@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.config import Settings
+from bot.config import Settings, SshSettings
 from bot.db.session import make_engine, make_session_factory
 from bot.flows.context import Services
 from bot.flows.loop_thread import LoopThread
@@ -11,19 +11,19 @@ from bot.workers.dispatch import FleetJobs
 from bot.workers.local import LocalPool
 
 
-def ssh_runner(settings: Settings) -> SshRunner:
-    """The SSH runner the settings describe (pool, keepalive, ssh_config, defaults)."""
+def ssh_runner(ssh: SshSettings) -> SshRunner:
+    """The SSH runner the SSH settings (``settings.ssh``) describe (pool, keepalive, ssh_config, defaults)."""
     return SshRunner(
-        known_hosts=settings.known_hosts,
-        default_user=settings.ssh_user,
-        default_key_file=settings.ssh_key_file,
-        connect_timeout=settings.ssh_connect_timeout_s,
-        pool=settings.ssh_pool,
-        pool_max=settings.ssh_pool_max,
-        pool_idle_s=settings.ssh_pool_idle_s,
-        keepalive_s=settings.ssh_keepalive_s,
-        ssh_config=settings.ssh_config,
-        allow_config_commands=settings.ssh_config_allow_commands,
+        known_hosts=ssh.known_hosts,
+        default_user=ssh.ssh_user,
+        default_key_file=ssh.ssh_key_file,
+        connect_timeout=ssh.ssh_connect_timeout_s,
+        pool=ssh.ssh_pool,
+        pool_max=ssh.ssh_pool_max,
+        pool_idle_s=ssh.ssh_pool_idle_s,
+        keepalive_s=ssh.ssh_keepalive_s,
+        ssh_config=ssh.ssh_config,
+        allow_config_commands=ssh.ssh_config_allow_commands,
     )
 
 
@@ -40,12 +40,13 @@ def build_services(settings: Settings, *, fleet_thread: bool | None = None, work
     (:class:`~bot.flows.loop_thread.LoopThread`). ``workers`` (``gpubot serve``) runs them in worker
     processes instead, as ``settings.fleet_workers`` says (:mod:`bot.workers`): a local process pool,
     or procrastinate jobs for ``gpubot worker``."""
+    database = settings.database
     engine = make_engine(
-        settings.database_url,
-        connect_timeout_s=settings.db_connect_timeout_s,
-        statement_timeout_s=settings.db_statement_timeout_s,
+        database.database_url,
+        connect_timeout_s=database.db_connect_timeout_s,
+        statement_timeout_s=database.db_statement_timeout_s,
     )
-    runner = RoutingRunner(ssh_runner(settings))
+    runner = RoutingRunner(ssh_runner(settings.ssh))
     fleet_jobs: FleetJobs | None = None
     if workers and settings.fleet_workers == "local":
         fleet_jobs = LocalPool(settings, worker_services, processes=settings.fleet_processes)

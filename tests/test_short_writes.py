@@ -130,7 +130,7 @@ async def test_role_grants_are_read_once_per_ttl_and_again_after_a_grant(service
         now[0] = 10.0
         assert await cache.get(db_session=db) == {"U1": "operator"}
         assert seen == ["SELECT", "SELECT"]  # past the TTL: read again (a grant by another replica shows)
-    assert access.role_from(services.settings, {"U1", "S0"}, {"U1": "operator"}) is Role.OPERATOR
+    assert access.role_from(services.settings.roles, {"U1", "S0"}, {"U1": "operator"}) is Role.OPERATOR
 
 
 def run_batch(tmp_path, commands, *, deadline_s, left_s: float | None = None) -> str:

@@ -159,7 +159,7 @@ async def test_pool_setting_off_keeps_nothing_open(database_url, ssh_server, fak
     svc = Services(
         settings=settings,
         sessions=make_session_factory(engine),
-        runner=RoutingRunner(ssh_runner(settings)),
+        runner=RoutingRunner(ssh_runner(settings.ssh)),
         engine=engine,
     )
     try:

@@ -12,39 +12,43 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.access.models import Delivery, RoleGrant
-from bot.config import Settings
+from bot.config import RoleSettings
 from bot.roles import Role
 
 
-def configured_role(settings: Settings, subjects: Iterable[str]) -> Role:
-    """The highest role ``settings`` gives any of ``subjects`` (a user id and its group ids).
+def configured_role(roles: RoleSettings, subjects: Iterable[str]) -> Role:
+    """The highest role the role settings (``settings.roles``) give any of ``subjects`` (a user id and its
+    group ids).
 
     With no viewers configured, everyone is a viewer (reading is open); changes are deny-by-default.
     """
     subjects = set(subjects)
-    if subjects & set(settings.admins):
+    if subjects & set(roles.admins):
         return Role.ADMIN
-    if subjects & set(settings.operators):
+    if subjects & set(roles.operators):
         return Role.OPERATOR
-    if not settings.viewers or subjects & set(settings.viewers):
+    if not roles.viewers or subjects & set(roles.viewers):
         return Role.VIEWER
     return Role.NONE
 
 
-async def role_of(*, db_session: AsyncSession, settings: Settings, user_id: str, group_ids: Iterable[str] = ()) -> Role:
-    """Highest role from settings and the ``role_grants`` table for the user or its groups."""
+async def role_of(
+    *, db_session: AsyncSession, roles: RoleSettings, user_id: str, group_ids: Iterable[str] = ()
+) -> Role:
+    """Highest role from the role settings (``settings.roles``) and the ``role_grants`` table for the user or
+    its groups."""
     subjects = {user_id, *group_ids}
     rows = (
         await db_session.execute(select(RoleGrant.subject, RoleGrant.role).where(RoleGrant.subject.in_(subjects)))
     ).all()
-    return role_from(settings, subjects, {r.subject: r.role for r in rows})
+    return role_from(roles, subjects, {r.subject: r.role for r in rows})
 
 
-def role_from(settings: Settings, subjects: Iterable[str], granted: dict[str, str]) -> Role:
-    """The highest role ``settings`` and the grants ``granted`` (subject -> role label, as in
+def role_from(roles: RoleSettings, subjects: Iterable[str], granted: dict[str, str]) -> Role:
+    """The highest role the role settings ``roles`` and the grants ``granted`` (subject -> role label, as in
     ``role_grants``) give any of ``subjects``."""
     subjects = set(subjects)
-    best = configured_role(settings, subjects)
+    best = configured_role(roles, subjects)
     for subject in subjects & granted.keys():
         best = max(best, Role[granted[subject].upper()])
     return best

@@ -313,7 +313,8 @@ def _main(argv: list[str] | None) -> int:
     try:
         settings = load_settings(args.config)
         check_policy(settings)
-        SshConfigFile(config_path(settings.ssh_config), allow_commands=settings.ssh_config_allow_commands).checked()
+        ssh = settings.ssh
+        SshConfigFile(config_path(ssh.ssh_config), allow_commands=ssh.ssh_config_allow_commands).checked()
     except (ConfigError, ValidationError, SettingsError, PolicyError, SshConfigRefused) as exc:
         status = cli_errors.configuration_error(exc)
         if args.cmd != "serve":
@@ -321,10 +322,11 @@ def _main(argv: list[str] | None) -> int:
         from bot.slack.unready import serve_unready  # a restart policy would start an exiting serve again and again
 
         return serve_unready(cli_errors.configuration_reason(exc))
+    service = settings.service
     configure_logging(
-        fmt=settings.log_format, level=logging.WARNING if quiet else settings.log_level, secrets=secrets_of(settings)
+        fmt=service.log_format, level=logging.WARNING if quiet else service.log_level, secrets=secrets_of(settings)
     )
-    if settings.log_level != "DEBUG":
+    if service.log_level != "DEBUG":
         for noisy in ("asyncssh", "alembic", "apscheduler"):  # apscheduler: an INFO line per job run, every minute
             logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

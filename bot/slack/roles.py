@@ -66,7 +66,7 @@ class RoleResolver:
         return found if self.console_role is None else min(found, self.console_role)
 
     async def _role(self, client: AsyncWebClient, user_id: str, db_session: AsyncSession | None) -> Role:
-        s = self.services.settings
+        s = self.services.settings.roles
         if db_session is not None:
             granted = await self.grants.get(db_session=db_session)
         else:

@@ -36,10 +36,11 @@ def _init(settings: Settings, make_services: Callable[[Settings], Services], clo
     """Pool process start: ignore Ctrl-C (the parent shuts the pool down), set up logging, build the
     services on a loop of this process's own."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.nice(settings.fleet_nice)  # batch work: the chat process gets the CPU first
+    os.nice(settings.fleet.fleet_nice)  # batch work: the chat process gets the CPU first
     from bot.observability.logs import configure_logging, secrets_of
 
-    configure_logging(fmt=settings.log_format, level=settings.log_level, secrets=secrets_of(settings))
+    service = settings.service
+    configure_logging(fmt=service.log_format, level=service.log_level, secrets=secrets_of(settings))
     for noisy in ("asyncssh", "alembic", "apscheduler"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     loop = asyncio.new_event_loop()

@@ -162,20 +162,21 @@ async def run_worker(
     """``gpubot worker``: take probe jobs (of ``groups``' queues only, when given) until SIGTERM/SIGINT,
     at most ``settings.max_concurrent_probes`` probes at once over all of them."""
     queues: list[str] | None = [queue_of(g) for g in groups] or None
-    os.nice(settings.fleet_nice)  # batch work: a chat process on the same machine gets the CPU first
-    _worker.update(services=services, limit=asyncio.Semaphore(max(1, settings.max_concurrent_probes)))
+    fleet = settings.fleet
+    os.nice(fleet.fleet_nice)  # batch work: a chat process on the same machine gets the CPU first
+    _worker.update(services=services, limit=asyncio.Semaphore(max(1, settings.probes.max_concurrent_probes)))
     app = make_app(settings)
     async with app.open_async():
-        recovery = asyncio.create_task(_recover(app, queues, settings.worker_stalled_s))
+        recovery = asyncio.create_task(_recover(app, queues, fleet.worker_stalled_s))
         log.info("worker %s taking %s", services.executor_id, ", ".join(queues) if queues else "every queue")
         try:
             options: dict[str, Any] = {"queues": queues} if queues else {}  # none given: every queue
             await app.run_worker_async(
                 name=services.executor_id[:80],
-                concurrency=concurrency or settings.worker_concurrency,
-                update_heartbeat_interval=settings.worker_heartbeat_s,
-                stalled_worker_timeout=settings.worker_stalled_s,
-                shutdown_graceful_timeout=settings.shutdown_grace_s,
+                concurrency=concurrency or fleet.worker_concurrency,
+                update_heartbeat_interval=fleet.worker_heartbeat_s,
+                stalled_worker_timeout=fleet.worker_stalled_s,
+                shutdown_graceful_timeout=settings.service.shutdown_grace_s,
                 **options,
             )
         finally:
