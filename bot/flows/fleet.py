@@ -128,6 +128,7 @@ async def check_fleet(
     on_progress: Progress | None = None,
     on_stored: Progress | None = None,
     in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
+    claim: Callable[[Connection, list[Any]], set[int]] | None = None,
     limit: asyncio.Semaphore | None = None,
 ) -> FleetReport:
     """Probe ``names`` with at most ``settings.max_concurrent_probes`` batches at once.
@@ -143,7 +144,9 @@ async def check_fleet(
     With ``services.fleet_jobs`` set (``gpubot serve``: :mod:`bot.workers`) the fan-out runs in worker
     processes and this process reads its progress from the database; the callbacks are called the same
     way, ``on_progress`` right before ``on_stored`` of each host. ``in_store(conn, [(stored snapshot,
-    report), …])`` runs inside each snapshot batch's transaction (the worker's own progress rows);
+    report), …])`` runs inside each snapshot batch's transaction (the worker's own progress rows), after
+    ``claim(conn, [report, …])`` (the positions to store; a host not claimed is not stored and its
+    report has neither a snapshot id nor a store error: :class:`~bot.snapshots.batcher.SnapshotBatcher`);
     ``limit`` replaces the fan-out's own semaphore (a worker shares one among its jobs).
     """
     if services.fleet_jobs is not None:
@@ -179,7 +182,7 @@ async def check_fleet(
     rows, known = await _rows(services, names)
     limit = limit or asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
     batcher = SnapshotBatcher(
-        services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store
+        services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store, claim=claim
     )
     done = stored_count = 0
     lock = asyncio.Lock()

@@ -30,7 +30,8 @@ from bot.snapshots.service import StoredSnapshot, StoreItem, snapshot_row, write
 log = logging.getLogger("gpubot.snapshots")
 
 Stored = tuple[int | None, Exception | None]
-"""``(snapshot id, None)``, or ``(None, the error)`` when its batch could not be written."""
+"""``(snapshot id, None)``, ``(None, the error)`` when its batch could not be written, or ``(None, None)``
+when the batch's ``claim`` declined it (another writer stored it)."""
 
 
 class SnapshotBatcher:
@@ -42,6 +43,11 @@ class SnapshotBatcher:
     ``in_store(conn, [(stored, tag), …])`` runs inside each batch's transaction after its rows are
     written, with the ``tag`` each item was added with (a worker records its per-host progress there,
     so a snapshot and its progress row commit together); an error it raises fails the batch.
+
+    ``claim(conn, [tag, …])`` runs first in each batch's transaction and returns the positions of the
+    items to store: the others are not written (nor given to ``in_store``) and their futures read
+    ``(None, None)``. A worker claims its hosts' progress rows there (``INSERT … ON CONFLICT DO
+    NOTHING``), so a host another writer already stored for the same fan-out is not stored twice.
     """
 
     def __init__(
@@ -52,12 +58,14 @@ class SnapshotBatcher:
         max_wait_s: float = 0.5,
         on_batch: Callable[[int], None] | None = None,
         in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
+        claim: Callable[[Connection, list[Any]], set[int]] | None = None,
     ):
         self.sessions = sessions
         self.max_items = max(1, max_items)
         self.max_wait_s = max_wait_s
         self.on_batch = on_batch
         self.in_store = in_store
+        self.claim = claim
         self.batches = 0
         self._pending: list[tuple[dict[str, Any], asyncio.Future[Stored], Any]] = []
         self._timer: asyncio.Task[None] | None = None
@@ -98,13 +106,18 @@ class SnapshotBatcher:
             self._writing.add(task)
             task.add_done_callback(self._writing.discard)
 
-    def _in_transaction(self, conn: Connection, rows: list[dict[str, Any]], tags: list[Any]) -> list[StoredSnapshot]:
-        snaps = write_rows(conn, rows)
+    def _in_transaction(
+        self, conn: Connection, rows: list[dict[str, Any]], tags: list[Any]
+    ) -> list[StoredSnapshot | None]:
+        """The batch's statements: the claim, the rows kept, ``in_store``; ``None`` for a row not claimed."""
+        keep = self.claim(conn, tags) if self.claim is not None else set(range(len(rows)))
+        written = iter(write_rows(conn, [r for i, r in enumerate(rows) if i in keep]))
+        snaps = [next(written) if i in keep else None for i in range(len(rows))]
         if self.in_store is not None:
-            self.in_store(conn, list(zip(snaps, tags)))
+            self.in_store(conn, [(snap, tag) for snap, tag in zip(snaps, tags) if snap is not None])
         return snaps
 
-    def _write_here(self, rows: list[dict[str, Any]], tags: list[Any]) -> list[StoredSnapshot]:
+    def _write_here(self, rows: list[dict[str, Any]], tags: list[Any]) -> list[StoredSnapshot | None]:
         """The whole transaction on the SQLite writer, in the calling thread."""
         assert self._writer is not None
         with self._writer.begin() as conn:
@@ -121,7 +134,7 @@ class SnapshotBatcher:
                     async with self.sessions() as db, db.begin():
                         conn = await db.connection()
                         snaps = await conn.run_sync(self._in_transaction, rows, tags)
-                results: list[Stored] = [(s.id, None) for s in snaps]
+                results: list[Stored] = [(s.id if s is not None else None, None) for s in snaps]
             except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): no traceback
                 log.warning("could not store a batch of %d snapshots: %s", len(batch), exc)
                 results = [(None, exc)] * len(batch)

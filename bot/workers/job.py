@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -40,17 +40,18 @@ class JobOutcome:
     not_started: tuple[str, ...] = ()
 
 
-def _insert(conn: Connection, rows: list[dict[str, Any]]) -> int:
-    """Insert progress rows, a host already recorded for the run left as it is; returns how many were new."""
+def _insert(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
+    """Insert progress rows, a host already recorded for the run left as it is (on PostgreSQL a row
+    another transaction is inserting waits for it to end); returns the hosts whose rows are new."""
     if not rows:
-        return 0
+        return set()
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(_TABLE).values(rows).on_conflict_do_nothing(index_elements=["run_id", "host_name"])
-    new = len(list(conn.execute(stmt.returning(_TABLE.c.host_name)).scalars()))
-    if new < len(rows):
+    new = set(conn.execute(stmt.returning(_TABLE.c.host_name)).scalars())
+    if len(new) < len(rows):
         log.warning(
             "%d of %d hosts were already recorded for fleet run %s by another worker",
-            len(rows) - new,
+            len(rows) - len(new),
             len(rows),
             rows[0]["run_id"],
         )
@@ -90,7 +91,8 @@ async def run_job(
     leave_not_started: bool = False,
 ) -> JobOutcome:
     """Probe the hosts of ``names`` that run ``run_id`` has no row for yet (a retried job skips what
-    an earlier attempt stored) and record each: a stored snapshot and its row in one transaction, a
+    an earlier attempt stored) and record each: a stored snapshot and its row in one transaction (the
+    row claimed first, so a host another worker recorded meanwhile is not stored twice), a
     host with nothing stored (its probe raised, its batch failed) in a row of its own. A host this
     process's shutdown kept from starting is recorded as such, or with ``leave_not_started`` left
     without a row (named in the outcome: a queue's retry probes it elsewhere). Raises
@@ -102,10 +104,27 @@ async def run_job(
     me = services.executor_id
     not_started: list[str] = []
 
+    def claim(conn: Connection, reports: list[Any]) -> set[int]:
+        # The progress rows first: a host another worker already recorded for this run (a job retried
+        # while its first worker, thought stalled, still ran) is not stored again.
+        new = _insert(conn, [_row(run_id, me, report) for report in reports])
+        return {i for i, report in enumerate(reports) if report.host in new}
+
     def in_store(conn: Connection, pairs: list[tuple[StoredSnapshot, Any]]) -> None:
-        _insert(
-            conn, [_row(run_id, me, dataclasses.replace(report, snapshot_id=stored.id)) for stored, report in pairs]
-        )
+        if pairs:  # the claimed rows get their snapshot, in the same transaction
+            conn.execute(
+                update(_TABLE)
+                .where(_TABLE.c.run_id == run_id, _TABLE.c.host_name == bindparam("b_host"))
+                .values(snapshot_id=bindparam("b_snapshot"), report=bindparam("b_report")),
+                [
+                    {
+                        "b_host": report.host,
+                        "b_snapshot": stored.id,
+                        "b_report": dump(dataclasses.replace(report, snapshot_id=stored.id)),
+                    }
+                    for stored, report in pairs
+                ],
+            )
 
     async def on_stored(_n: int, _total: int, report: StatusReport) -> None:
         if report.snapshot_id is not None:
@@ -128,6 +147,7 @@ async def run_job(
         requested_by=requested_by,
         on_stored=on_stored,
         in_store=in_store,
+        claim=claim,
         limit=limit,
     )
     return JobOutcome(len(todo) - len(not_started), len(done), tuple(not_started))

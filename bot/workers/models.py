@@ -3,7 +3,9 @@
 A run row is written by the process that answers the command; a host row by the worker that probed
 the host, in the same transaction as the host's snapshot (:func:`bot.workers.job.run_job`), so a
 host has a stored snapshot for the run if and only if it has its row. The unique constraint on
-``(run_id, host_name)`` makes a retried job skip what a killed worker already stored: each host is
+``(run_id, host_name)`` makes a retried job skip what a killed worker already stored, and each
+snapshot batch claims its hosts' rows before storing them (``INSERT … ON CONFLICT DO NOTHING``), so a
+worker thought stalled that still runs does not store a host its job's retry stored: each host is
 stored once per run.
 """
 

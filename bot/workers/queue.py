@@ -7,7 +7,8 @@ A worker killed mid-job (SIGKILL, a lost machine) stops sending heartbeats; ever
 such stalled jobs of its queues every ``GPUBOT_WORKER_STALLED_S / 2`` seconds and retries them
 (procrastinate's ``get_stalled_jobs`` / ``retry_job``). The retry skips the hosts the killed worker
 already stored (their snapshot and progress row commit together: :mod:`bot.workers.job`), so no host
-is lost and none is stored twice.
+is lost and none is stored twice; a worker thought stalled that still runs stores only the hosts whose
+rows it claims first (:mod:`bot.workers.job`).
 """
 
 from __future__ import annotations
