@@ -61,14 +61,10 @@ def main() -> None:
     need: int | None = 540 * 10**9
     if args.before:
         s, marks, need = ChartSeries(s.label, s.times, s.gpu_used_mib, s.disk_free_bytes), [], None
-    render = lambda: render_png(
-        "node174: last 3.5 days",
-        [s],
-        since=SINCE,
-        until=UNTIL,
-        marks=marks,  # noqa: E731
-        need_bytes=need,
-    )
+
+    def render() -> bytes:
+        return render_png("node174: last 3.5 days", [s], since=SINCE, until=UNTIL, marks=marks, need_bytes=need)
+
     render()
     runs, cpu, png = [], [], b""
     for _ in range(args.runs):

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -85,10 +86,8 @@ def background_hosts(pids: list[int]) -> str:
 def remove_hosts_cgroup() -> None:
     """Remove the cgroup :func:`background_hosts` made, once its processes are gone (``rmdir`` only
     succeeds on an empty group: one still holding a process, or none made, is left as it is)."""
-    try:
+    with contextlib.suppress(OSError):
         HOSTS_CGROUP.rmdir()
-    except OSError:
-        pass
 
 
 def addresses(n: int) -> list[str]:
@@ -369,7 +368,10 @@ def table(n: int, rows: dict[str, dict]) -> str:
             out.append(f"{name:<16} error: {r['error']}")
             continue
         m = r["run"]
-        ratio = lambda b: f"{m['wall'] / b:7.2f}" if b else f"{'-':>7}"
+
+        def ratio(b: float, wall: float = m["wall"]) -> str:
+            return f"{wall / b:7.2f}" if b else f"{'-':>7}"
+
         out.append(
             f"{name:<16} {m['wall']:8.2f} {m['cpu']:8.2f} {1000 * m['cpu'] / n:12.2f} {m['ok']:>6} "
             f"{ratio(base)} {ratio(cold)} {(m['wall'] / warm_ans if warm_ans else float('nan')):9.2f}"

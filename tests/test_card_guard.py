@@ -8,6 +8,7 @@ nothing posted in any channel, and the canaries of B's plan (a unit that would b
 would be deleted) still there."""
 
 import logging
+from pathlib import Path
 
 from sqlalchemy import func, select, update
 
@@ -242,4 +243,4 @@ async def test_a_forged_trust_button_records_no_key(slack_bot, services, ssh_ser
         )
         answer = await refusal(slack_bot, key, at)
         assert ("nothing recorded" in answer) if key == "forged" else ("only admins" in answer), answer
-    assert "127.0.0.3" not in open(known).read() and fingerprint.startswith("SHA256:")
+    assert "127.0.0.3" not in Path(known).read_text() and fingerprint.startswith("SHA256:")

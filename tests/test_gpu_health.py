@@ -40,7 +40,7 @@ def real_row() -> dict[str, str]:
     cells = [c.strip() for c in line.split(",")]
     del cells[-2]
     assert len(cells) == len(ROW_FIELDS)
-    return dict(zip(ROW_FIELDS, cells))
+    return dict(zip(ROW_FIELDS, cells, strict=True))
 
 
 def gpu(i: int, health: GpuHealth | None, used: int = 0) -> Gpu:

@@ -205,7 +205,7 @@ async def test_two_approvers_on_two_replicas_at_once_store_one_approval(tmp_path
                     200,
                 ]
                 await recorder.wait_for(
-                    "chat.postMessage", lambda c: c.body.get("thread_ts") == ts, timeout=60, start=start
+                    "chat.postMessage", lambda c, ts=ts: c.body.get("thread_ts") == ts, timeout=60, start=start
                 )
                 request_ids.append(int(request_id))
             await asyncio.sleep(1.0)
@@ -251,5 +251,5 @@ async def test_two_approvers_on_two_replicas_at_once_store_one_approval(tmp_path
     # click came after the run had started, '… is already executing/done'
     assert all(
         len(t) == 1 and re.fullmatch(rf"request #{r} is already \w+(; your approve was not recorded)?", t[0])
-        for t, r in zip(told, request_ids)
+        for t, r in zip(told, request_ids, strict=True)
     ), told

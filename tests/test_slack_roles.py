@@ -1,6 +1,7 @@
 """Roles: viewers read, admins change the registry; help shows only what the caller may run."""
 
 import os
+from pathlib import Path
 
 import pytest_asyncio
 
@@ -94,7 +95,7 @@ async def test_trust_card_records_the_key_after_admin_confirms(bot, services, ss
     )
     refusal = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/v"))
     assert "admin" in refusal.body["text"]
-    assert "127.0.0.3" not in open(known).read()
+    assert "127.0.0.3" not in Path(known).read_text()
     await bot.post(
         block_action_body(
             button["action_id"],
@@ -107,7 +108,7 @@ async def test_trust_card_records_the_key_after_admin_confirms(bot, services, ss
     )
     done = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/ok"))
     assert "trusted" in done.body["text"]
-    assert f"[127.0.0.3]:{ssh_server.port} ssh-ed25519" in open(known).read()
+    assert f"[127.0.0.3]:{ssh_server.port} ssh-ed25519" in Path(known).read_text()
     await bot.command("status fresh", user_id="UADMIN")
     update = await bot.recorder.wait_for("chat.update", timeout=20)
     assert "fresh: ready" in update.body["text"]
@@ -144,4 +145,4 @@ async def test_trust_card_warns_of_a_known_hosts_file_others_may_write_and_says_
     done = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/ok"))
     line = ssh_server.addresses.index("127.0.0.4") + 1
     assert f"replaced 1 older line for this host (line {line} of {known})" in done.body["text"], done.body["text"]
-    assert ssh_server.wrong_host_key_pub not in open(known).read() and os.stat(known).st_mode & 0o777 == 0o644
+    assert ssh_server.wrong_host_key_pub not in Path(known).read_text() and os.stat(known).st_mode & 0o777 == 0o644

@@ -7,6 +7,8 @@ against gpubot's known_hosts file; a bastion whose key changed is refused like a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.errors import UsageError
@@ -42,7 +44,7 @@ def trust(tmp_path, *servers: SshTestServer) -> str:
 
 def forwarded_to(bastion: SshTestServer, port: int) -> int:
     """How many direct-tcpip forwards to 127.0.0.1:port the bastion logged."""
-    text = "".join(open(p).read() for p in bastion.log_paths)
+    text = "".join(Path(p).read_text() for p in bastion.log_paths)
     return sum(
         1
         for line in text.splitlines()

@@ -126,7 +126,7 @@ async def test_hosts_sharing_an_address_never_share_a_connection(
     a = HostTarget("hosta", "127.0.0.1", ssh_server.port)
     b = HostTarget("hostb", "127.0.0.1", second_server.port, key_file=second_server.client_key_path)
     answers = await asyncio.gather(*[runner.run(t, 'echo "$SSH_CONNECTION"', timeout=10) for t in [a, b] * 10])
-    for target, res in zip([a, b] * 10, answers):
+    for target, res in zip([a, b] * 10, answers, strict=True):
         assert res.stdout.split()[3] == str(target.port)
     assert pool_of(services).stats.opened == 2
 

@@ -7,6 +7,7 @@ import shlex
 import signal
 import socket
 import time
+from pathlib import Path
 
 import asyncssh
 import pytest
@@ -82,7 +83,9 @@ def test_zombie_holder_does_not_count(ssh_server, fake_hosts):
     fakestate.add_holder(ssh_server, "127.0.0.5", proc.pid, gpu=0, used_mib=1000)
     os.kill(proc.pid, signal.SIGKILL)  # killed but not yet reaped: a zombie
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+    while (
+        time.monotonic() < deadline and Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    ):
         time.sleep(0.01)
     out = fakestate.run_fake(ssh_server, "127.0.0.5", "nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader")
     assert out.stdout.splitlines()[0] == "0 MiB"

@@ -86,7 +86,8 @@ def start_sshd(sshd: str, tmp: Path) -> tuple[subprocess.Popen, int, str, str]:
         f"UsePAM no\nStrictModes no\nPidFile {tmp / 'sshd.pid'}\n"
         f"SetEnv PATH={os.environ['PATH']}\n"
     )
-    proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=open(tmp / "sshd.log", "w"))
+    with open(tmp / "sshd.log", "w") as log:  # sshd keeps its own copy of the descriptor
+        proc = subprocess.Popen([sshd, "-D", "-e", "-f", str(tmp / "sshd_config")], stderr=log)
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -110,9 +111,8 @@ async def main() -> int:
         res = await run_probe(target=local, plan=ProbePlan(gpu_backend=backend), runner=LocalRunner(), timeout=60)
         report[f"local_{backend}"] = summary(res)
         used = [g[2] for g in report[f"local_{backend}"].get("gpus", [])]
-        agree = all(abs(a - b) <= 1 for a, b in zip(used, report["direct"]["used_mib"])) and len(used) == len(
-            report["direct"]["used_mib"]
-        )
+        direct = report["direct"]["used_mib"]
+        agree = len(used) == len(direct) and all(abs(a - b) <= 1 for a, b in zip(used, direct, strict=True))
         report[f"local_{backend}_agrees"] = agree
         ok &= agree
     tmp = Path(tempfile.mkdtemp())

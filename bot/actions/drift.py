@@ -56,7 +56,8 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
             reasons.append(
                 f"{unit} would now be awaited at {fresh_urls[unit] or 'no health URL'}, not {url or 'no health URL'}"
             )
-    for n, (was_step, now_step) in enumerate(zip(old.steps, new.steps), 1):
+    # a fresh plan may hold more or fewer steps than the approved one: the steps both have are compared
+    for n, (was_step, now_step) in enumerate(zip(old.steps, new.steps, strict=False), 1):
         was_via, now_via = _via(was_step), _via(now_step)
         if was_via and now_via and was_via != now_via:
             reasons.append(

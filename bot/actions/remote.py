@@ -244,7 +244,8 @@ def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None
         "n=0; while [ $n -lt 10 ]; do alive=0; "
         + each_signalled("chk {pid} {start} {sha} && alive=1")
         + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
-        "rc=0; " + each_signalled("chk {pid} {start} {sha} && {{ echo '{pid} alive'; rc=%d; }}" % StepExit.ALIVE),
+        "rc=0; "
+        + each_signalled(f"chk {{pid}} {{start}} {{sha}} && {{{{ echo '{{pid}} alive'; rc={StepExit.ALIVE:d}; }}}}"),
         f'[ -n "$refused" ] && rc={StepExit.REFUSED:d}',
         f'[ -n "$denied" ] && rc={StepExit.SUDO_REFUSED:d}',
         "exit $rc",

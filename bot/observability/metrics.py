@@ -25,6 +25,7 @@ Read from the database at each scrape (the same on every replica, since they sha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -98,10 +99,8 @@ def ssh_pool_counter(services: Any) -> Callable[[], int]:
             ssh = getattr(runner, "ssh", runner)
             count = getattr(getattr(ssh, "pool", None), "open_count", None)
             if callable(count):
-                try:
+                with contextlib.suppress(RuntimeError):  # the other thread changed the pool while it was read
                     total += int(count())
-                except RuntimeError:  # the other thread changed the pool while it was read
-                    pass
         return total
 
     return read

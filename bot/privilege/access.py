@@ -175,7 +175,7 @@ def grant(access: Access, index: int, need: Need, *, host: str, sudoers_hint: st
     if need.self_check and own is not None and own.exit_status == 0 and not unsafe:
         return Grant(need, "user", f"as {me} (no sudo needed)")
     line = need.sudoers_rule
-    rule = f"{me} ALL=(root) NOPASSWD: {line}" if not sudoers_hint else sudoers_hint
+    rule = sudoers_hint or f"{me} ALL=(root) NOPASSWD: {line}"
     fix = need.fix or f"allow it in sudoers: `{rule}` (all rules: {sudoers_command(host)})"
     not_self = (
         (f"{_first_line(own)}; " if own.exit_status != 0 else f"not safe as {me}: {unsafe}; ")

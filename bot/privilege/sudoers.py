@@ -135,9 +135,12 @@ class SudoersSpec:
             if _safe(root, "allowed root") not in self.untrusted:
                 out.append(f"{helper} delete {root} *")
         hub = self.hf_hub
-        if hub and not any(hub.startswith(r.rstrip("/") + "/") for r in self.roots):
-            if _safe(hub, "HF cache path") not in self.untrusted:
-                out.append(f"{helper} delete {hub} *")
+        if (
+            hub
+            and not any(hub.startswith(r.rstrip("/") + "/") for r in self.roots)
+            and _safe(hub, "HF cache path") not in self.untrusted
+        ):
+            out.append(f"{helper} delete {hub} *")
         return out
 
 

@@ -285,7 +285,7 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
         cols = [c.strip() for c in line.split(",")]
         if len(cols) != len(fields):
             raise ValueError(f"expected {len(fields)} columns, got {len(cols)}: {line!r}")
-        row = dict(zip(fields, cols))
+        row = dict(zip(fields, cols, strict=True))
         index = _int(row["index"])
         if index is None:
             raise ValueError(f"GPU row without an index: {line!r}")

@@ -99,7 +99,7 @@ def probing_blocks(host: str) -> list[dict[str, Any]]:
 
 ERROR_SECTIONS = 3
 """Most sections of an error message (3 × 3,000 characters stays within :data:`MESSAGE_TEXT_BUDGET`)."""
-_LONG_WORD = re.compile(r"\S{%d,}" % (LINE_CAP + 1))
+_LONG_WORD = re.compile(rf"\S{{{LINE_CAP + 1},}}")
 
 
 def error_blocks(message: str, error_id: str | None = None) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ In both modes the HTTP port (``GPUBOT_HTTP_PORT``) answers ``/healthz``, ``/read
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -138,10 +139,8 @@ async def check_credentials(
             return True
         readiness.states["slack_credentials"] = f"not checked: {reason}; retrying every {SLACK_RETRY_S:g} s"
         log.warning("%s not checked yet: %s; retrying in %g s", variable, reason, SLACK_RETRY_S)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), SLACK_RETRY_S)
-        except TimeoutError:
-            pass
     return False
 
 
@@ -292,10 +291,8 @@ async def connect_until_stopped(handler: Any, stop: asyncio.Event) -> bool:
         connect.result()
         return True
     connect.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await connect
-    except asyncio.CancelledError:
-        pass
     return False
 
 

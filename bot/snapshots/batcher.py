@@ -114,7 +114,7 @@ class SnapshotBatcher:
         written = iter(write_rows(conn, [r for i, r in enumerate(rows) if i in keep]))
         snaps = [next(written) if i in keep else None for i in range(len(rows))]
         if self.in_store is not None:
-            self.in_store(conn, [(snap, tag) for snap, tag in zip(snaps, tags) if snap is not None])
+            self.in_store(conn, [(snap, tag) for snap, tag in zip(snaps, tags, strict=True) if snap is not None])
         return snaps
 
     def _write_here(self, rows: list[dict[str, Any]], tags: list[Any]) -> list[StoredSnapshot | None]:
@@ -144,7 +144,7 @@ class SnapshotBatcher:
             self.batches += 1
             if self.on_batch is not None:
                 self.on_batch(len(batch))
-        for (_, future, _), stored in zip(batch, results):
+        for (_, future, _), stored in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(stored)
 

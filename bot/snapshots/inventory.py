@@ -48,7 +48,7 @@ def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequen
     ``ids`` their snapshot ids, in the same order). Snapshots whose GPU probe failed add nothing and
     remove nothing. Synchronous: part of :func:`bot.snapshots.service.write_rows`."""
     found: dict[tuple[str, str], dict[str, Any]] = {}
-    for s, snapshot_id in zip(rows, ids):
+    for s, snapshot_id in zip(rows, ids, strict=True):
         gpu = (s["readings"] or {}).get("gpu") or {}
         if gpu.get("failure"):
             continue

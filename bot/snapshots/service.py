@@ -171,7 +171,8 @@ def write_rows(conn: Connection, rows: list[dict[str, Any]]) -> list[StoredSnaps
         if fixed:
             conn.execute(update(table).where(table.c.id.in_(fixed)).values(verdict_changed=flag))
     return [
-        StoredSnapshot(i, r["host_name"], r["taken_at"], r["verdict"], r["verdict_changed"]) for i, r in zip(ids, rows)
+        StoredSnapshot(i, r["host_name"], r["taken_at"], r["verdict"], r["verdict_changed"])
+        for i, r in zip(ids, rows, strict=True)
     ]
 
 

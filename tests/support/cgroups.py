@@ -11,6 +11,7 @@ the cgroup2 (unified) one. It needs root and a writable cgroup file system; with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 
@@ -75,8 +76,6 @@ class UnitCgroups:
             except OSError:
                 pass
             for folder in (leaf, os.path.dirname(leaf)):
-                try:
+                with contextlib.suppress(OSError):
                     os.rmdir(folder)
-                except OSError:
-                    pass
         self.made.clear()

@@ -107,10 +107,8 @@ def stop_units(server: Any, addrs: list[str] | tuple[str, ...] | None = None) ->
         for u in read_state(server, addr).units.values():
             pid, started = int(u.get("MainPID", 0) or 0), u.get("_spawned")
             if pid and started and core_start_time(pid) == started:
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
         for path in glob.glob(os.path.join(_dir(server), f"{glob.escape(addr)}--*.journal")):
             os.remove(path)
 

@@ -15,6 +15,7 @@ nothing answers: a host that hangs), :meth:`thaw` sends SIGCONT. The folder is r
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -115,12 +116,8 @@ class PrivatePostgres:
             os.kill(pid, signal.SIGCONT)
 
     def __exit__(self, *exc: object) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.thaw()
-        except (OSError, ValueError):
-            pass
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
             self._as_postgres(f"{self.bin}/pg_ctl", "-D", f"{self.dir}/data", "-w", "-m", "immediate", "stop")
-        except subprocess.CalledProcessError:
-            pass  # already stopped
         shutil.rmtree(self.dir, ignore_errors=True)

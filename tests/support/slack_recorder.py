@@ -201,7 +201,7 @@ class SlackApiRecorder:
                 body.update(await request.json())
             elif ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
                 form = await request.post()
-                for key in form.keys():
+                for key in form:
                     values = [v.file.read() if isinstance(v, web.FileField) else v for v in form.getall(key)]
                     body[key] = values[0] if len(values) == 1 else values
         for key in _JSON_FIELDS:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import ipaddress
 import json
 import os
@@ -395,7 +396,7 @@ class SshTestServer:
         deadline = time.monotonic() + self.start_timeout
         while True:
             texts, ready = [], True
-            for g, (proc, addrs) in enumerate(zip(self.procs, groups)):
+            for g, (proc, addrs) in enumerate(zip(self.procs, groups, strict=True)):
                 with open(self.log_paths[g]) as f:
                     text = f.read()
                 texts.append(text)
@@ -437,10 +438,8 @@ class SshTestServer:
                 proc.wait()
         for pid, start in children:  # per-connection sshd processes (they setsid)
             if _start_time(pid) == start:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 15)
-                except ProcessLookupError:
-                    pass
 
 
 def _start_time(pid: int) -> str | None:

@@ -12,6 +12,7 @@ its ``response_key``) or ``file`` (``files`` lists ``id``, ``title``, ``filename
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from collections.abc import Awaitable, Callable
@@ -62,10 +63,8 @@ class WebApiStandIn:
             args.update(dict(await request.post()))
         for key in ("blocks", "attachments", "files"):
             if isinstance(args.get(key), str):
-                try:
+                with contextlib.suppress(ValueError):
                     args[key] = json.loads(args[key])
-                except ValueError:
-                    pass
         return args
 
     def _new_ts(self) -> str:

@@ -179,9 +179,9 @@ def locked(directory: str, addr: str):
     made is locked through a read-only handle: the fakes also run as root through sudo)."""
     path = os.path.join(directory, f"{addr}.lock")
     try:
-        handle = open(path, "a")
+        handle = open(path, "a")  # noqa: SIM115 (closed by the with below)
     except PermissionError:
-        handle = open(path)
+        handle = open(path)  # noqa: SIM115 (closed by the with below)
     with handle as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
