@@ -135,9 +135,8 @@ async def worker_gpubot(cfg: dict) -> dict:
         ssh_config=os.devnull,
         ssh_pool_max=max(1024, cfg["n"]),
     )
-    services = build_services(settings)
     out: dict = {}
-    try:
+    async with build_services(settings) as services:
         for phase in ("cold", "pooled"):
             c0, t0 = cpu(), time.perf_counter()
             names = await hosts_of(services=services, group="bench")
@@ -153,8 +152,6 @@ async def worker_gpubot(cfg: dict) -> dict:
         out["pooled_open"] = pool.open_count() if pool else 0
         out["peak_rss_mb"] = peak_rss_mb()
         out["known_hosts_reads"] = fan_out.runner.ssh.trusted.reads
-    finally:
-        await services.close()
     return out
 
 
@@ -467,102 +464,103 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
             ssh_pool_max=max(1024, n),
         )
         # As gpubot serve builds them: fan-outs in worker processes (the local pool, or gpubot worker on the queue)
-        services = build_services(settings, workers=fleet_workers != "thread")
         workers = []
-        if fleet_workers == "queue":
-            env = {
-                **os.environ,
-                "GPUBOT_DATABASE_URL": db_url,
-                "GPUBOT_KNOWN_HOSTS": server.known_hosts_path,
-                "GPUBOT_SSH_USER": server.username,
-                "GPUBOT_SSH_KEY_FILE": server.client_key_path,
-                "GPUBOT_MAX_CONCURRENT_PROBES": str(concurrency),
-                "GPUBOT_SSH_CONFIG": os.devnull,
-                "GPUBOT_SSH_POOL_MAX": str(max(1024, n)),
-            }
-            workers = [
-                subprocess.Popen(
-                    [sys.executable, "-m", "bot", "worker"],
-                    env=env,
-                    cwd=ROOT,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                for _ in range(queue_workers)
-            ]
-        async with SlackApiRecorder() as recorder:
-            bot, close = await start_bot(services, recorder)
-            try:
-
-                def finished() -> bool:
-                    return any(" — " in str(c.body.get("text", "")) for c in recorder.calls_of("chat.update"))
-
-                idle: list[float] = []
-                for k in range(30):  # the same request with nothing else running: the reference
-                    start = len(recorder.calls)
-                    sent = time.perf_counter()
-                    await bot.command("help", response_url=recorder.response_url(f"idle{k}"), trigger_id=f"idle{k}")
-                    await recorder.wait_for(
-                        "response_url", lambda c, k=k: c.path.endswith(f"/idle{k}"), timeout=60, start=start
+        async with build_services(settings, workers=fleet_workers != "thread") as services:
+            if fleet_workers == "queue":
+                env = {
+                    **os.environ,
+                    "GPUBOT_DATABASE_URL": db_url,
+                    "GPUBOT_KNOWN_HOSTS": server.known_hosts_path,
+                    "GPUBOT_SSH_USER": server.username,
+                    "GPUBOT_SSH_KEY_FILE": server.client_key_path,
+                    "GPUBOT_MAX_CONCURRENT_PROBES": str(concurrency),
+                    "GPUBOT_SSH_CONFIG": os.devnull,
+                    "GPUBOT_SSH_POOL_MAX": str(max(1024, n)),
+                }
+                workers = [
+                    subprocess.Popen(
+                        [sys.executable, "-m", "bot", "worker"],
+                        env=env,
+                        cwd=ROOT,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
                     )
-                    idle.append(time.perf_counter() - sent)
-                    await asyncio.sleep(0.1)
-                t0 = time.perf_counter()
-                status, _, _ = await bot.command("status group:bench", trigger_id="fan-out")
-                assert status == 200
-                latencies: list[float] = []
-                acks: list[float] = []
-                lags: list[float] = []
+                    for _ in range(queue_workers)
+                ]
+            async with SlackApiRecorder() as recorder:
+                bot, close = await start_bot(services, recorder)
+                try:
 
-                async def loop_lag() -> None:  # how late a 50 ms sleep wakes: the event loop's own delay
+                    def finished() -> bool:
+                        return any(" — " in str(c.body.get("text", "")) for c in recorder.calls_of("chat.update"))
+
+                    idle: list[float] = []
+                    for k in range(30):  # the same request with nothing else running: the reference
+                        start = len(recorder.calls)
+                        sent = time.perf_counter()
+                        await bot.command("help", response_url=recorder.response_url(f"idle{k}"), trigger_id=f"idle{k}")
+                        await recorder.wait_for(
+                            "response_url", lambda c, k=k: c.path.endswith(f"/idle{k}"), timeout=60, start=start
+                        )
+                        idle.append(time.perf_counter() - sent)
+                        await asyncio.sleep(0.1)
+                    t0 = time.perf_counter()
+                    status, _, _ = await bot.command("status group:bench", trigger_id="fan-out")
+                    assert status == 200
+                    latencies: list[float] = []
+                    acks: list[float] = []
+                    lags: list[float] = []
+
+                    async def loop_lag() -> None:  # how late a 50 ms sleep wakes: the event loop's own delay
+                        while not finished():
+                            t = time.perf_counter()
+                            await asyncio.sleep(0.05)
+                            lags.append(time.perf_counter() - t - 0.05)
+
+                    lag_task = asyncio.get_running_loop().create_task(loop_lag())
+                    i = 0
+                    while not finished() and time.perf_counter() - t0 < 600:
+                        i += 1
+                        start = len(recorder.calls)
+                        sent = time.perf_counter()
+                        _, _, ack = await bot.command(
+                            "help", response_url=recorder.response_url(f"help{i}"), trigger_id=f"help{i}"
+                        )
+                        acks.append(ack)
+                        await recorder.wait_for(
+                            "response_url", lambda c, i=i: c.path.endswith(f"/help{i}"), timeout=60, start=start
+                        )
+                        latencies.append(time.perf_counter() - sent)
+                        await asyncio.sleep(0.1)
+                    fan_out = time.perf_counter() - t0
                     while not finished():
-                        t = time.perf_counter()
-                        await asyncio.sleep(0.05)
-                        lags.append(time.perf_counter() - t - 0.05)
+                        await asyncio.sleep(0.1)
+                    await lag_task
 
-                lag_task = asyncio.get_running_loop().create_task(loop_lag())
-                i = 0
-                while not finished() and time.perf_counter() - t0 < 600:
-                    i += 1
-                    start = len(recorder.calls)
-                    sent = time.perf_counter()
-                    _, _, ack = await bot.command(
-                        "help", response_url=recorder.response_url(f"help{i}"), trigger_id=f"help{i}"
+                    def pct(xs: list[float]) -> str:
+                        q = statistics.quantiles(xs, n=100, method="inclusive") if len(xs) > 1 else xs * 99
+                        return f"p50 {1000 * statistics.median(xs):.0f} ms, p99 {1000 * q[98]:.0f} ms, max {1000 * max(xs):.0f} ms"
+
+                    def p99(xs: list[float]) -> float:
+                        return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
+
+                    where = f"{db}, fan-out in {fleet_workers}" + (
+                        f" ({queue_workers} gpubot worker)" if fleet_workers == "queue" else ""
                     )
-                    acks.append(ack)
-                    await recorder.wait_for(
-                        "response_url", lambda c, i=i: c.path.endswith(f"/help{i}"), timeout=60, start=start
+                    print(f"/gpu help idle ({where}), {len(idle)} requests: reply {pct(idle)}")
+                    print(
+                        f"/gpu help during a {n}-host fan-out ({where}, concurrency {concurrency}), {len(latencies)} requests: "
+                        f"reply {pct(latencies)}; ack {pct(acks)}; event-loop lag {pct(lags)}; "
+                        f"fan-out {time.perf_counter() - t0:.1f} s (help sent for {fan_out:.1f} s)"
                     )
-                    latencies.append(time.perf_counter() - sent)
-                    await asyncio.sleep(0.1)
-                fan_out = time.perf_counter() - t0
-                while not finished():
-                    await asyncio.sleep(0.1)
-                await lag_task
-
-                def pct(xs: list[float]) -> str:
-                    q = statistics.quantiles(xs, n=100, method="inclusive") if len(xs) > 1 else xs * 99
-                    return f"p50 {1000 * statistics.median(xs):.0f} ms, p99 {1000 * q[98]:.0f} ms, max {1000 * max(xs):.0f} ms"
-
-                def p99(xs: list[float]) -> float:
-                    return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
-
-                where = f"{db}, fan-out in {fleet_workers}" + (
-                    f" ({queue_workers} gpubot worker)" if fleet_workers == "queue" else ""
-                )
-                print(f"/gpu help idle ({where}), {len(idle)} requests: reply {pct(idle)}")
-                print(
-                    f"/gpu help during a {n}-host fan-out ({where}, concurrency {concurrency}), {len(latencies)} requests: "
-                    f"reply {pct(latencies)}; ack {pct(acks)}; event-loop lag {pct(lags)}; "
-                    f"fan-out {time.perf_counter() - t0:.1f} s (help sent for {fan_out:.1f} s)"
-                )
-                print(f"reply p99 during the fan-out / idle p99: {p99(latencies) / p99(idle):.1f}× (goal: at most 3×)")
-            finally:
-                await close()
-                await services.close()
-                for w in workers:  # the processes this bench started
-                    w.terminate()
-                    w.wait(30)
+                    print(
+                        f"reply p99 during the fan-out / idle p99: {p99(latencies) / p99(idle):.1f}× (goal: at most 3×)"
+                    )
+                finally:
+                    await close()
+                    for w in workers:  # the processes this bench started (before the services close, as ever)
+                        w.terminate()
+                        w.wait(30)
     finally:
         if drop is not None:
             await drop()  # type: ignore[operator]

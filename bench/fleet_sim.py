@@ -114,76 +114,79 @@ async def main(n: int, processes: int, latency: str, db: str, concurrency: int) 
     try:
         await upgrade_async(url)
         settings = Settings(_env_file=None, database_url=url, max_concurrent_probes=concurrency, ssh_config=os.devnull)
-        services = build_services(settings, fleet_thread=False)
-        names = [f"sim{i:05d}" for i in range(1, n + 1)]
-        async with services.sessions() as s, s.begin():
-            s.add_all(
-                [
-                    Host(
-                        name=name,
-                        address=f"10.{i // 250}.{i % 250}.1",
-                        group="sim",
-                        transport="ssh",
-                        labels={},
-                        probe={},
-                    )
-                    for i, name in enumerate(names)
-                ]
-            )
-        pool = LocalPool(settings, sim_services, processes=processes)
-        services = replace(services, fleet_jobs=pool)
-        async with SlackApiRecorder() as recorder:
-            recorder.max_block_text = SLACK_REFUSES_PAST
-            bot, close = await start_bot(services, recorder)
-            try:
-                serve_before = vm_hwm_kib()
-                t0 = time.perf_counter()
-                await bot.command("status all")
-                final = await recorder.wait_for("chat.update", lambda c: "answered" not in c.body["text"], timeout=3600)
-                wall = time.perf_counter() - t0
-                await recorder.wait_for(
-                    "chat.postMessage",
-                    lambda c: f"{n:,} of {n:,}" in blocks_text(c.body.get("blocks")),
-                    timeout=600,
+        async with build_services(settings, fleet_thread=False) as services:
+            names = [f"sim{i:05d}" for i in range(1, n + 1)]
+            async with services.sessions() as s, s.begin():
+                s.add_all(
+                    [
+                        Host(
+                            name=name,
+                            address=f"10.{i // 250}.{i % 250}.1",
+                            group="sim",
+                            transport="ssh",
+                            labels={},
+                            probe={},
+                        )
+                        for i, name in enumerate(names)
+                    ]
                 )
-                threaded_s = time.perf_counter() - t0
-                serve_after = vm_hwm_kib()
-                workers = {p.pid: vm_hwm_kib(p.pid) for p in getattr(pool._pool, "_processes", {}).values()}
-            finally:
-                await close()
-                await pool.close()
-                await services.close()
-            thread = [c for c in recorder.calls_of("chat.postMessage") if c.body.get("thread_ts") == final.body["ts"]]
-            blocks = final.body["blocks"]
-            print(
-                f"{n:,} simulated hosts ({db}), {processes} worker processes, latency {latency} ms per host, "
-                f"concurrency {concurrency} a process"
-            )
-            print(
-                f"final message after {wall:.1f} s, thread complete after {threaded_s:.1f} s "
-                f"({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})"
-            )
-            print(f"serve side VmHWM: {serve_before / 1024:.0f} MiB before, {serve_after / 1024:.0f} MiB after")
-            for pid, kib in workers.items():
-                print(f"worker process {pid} VmHWM: {kib / 1024:.0f} MiB")
-            print(
-                f"final message: {len(blocks)} blocks (limit 50), longest section "
-                f"{max((len(b.get('text', {}).get('text', '')) for b in blocks), default=0):,} characters (limit 3,000), "
-                f"block text {block_text_length(blocks):,} characters (Slack refuses past ~13,200), fallback text "
-                f"{len(final.body.get('text') or ''):,} (limit 40,000), JSON {len(json.dumps(blocks)):,} bytes"
-            )
-            print(f"  {blocks_text(blocks).splitlines()[1] if len(blocks) > 1 else ''}")
-            largest = max((block_text_length(m.body["blocks"]) for m in thread), default=0)
-            print(f"thread: {len(thread)} messages, the largest {largest:,} characters of block text")
-            print(f"Slack refused {len(recorder.refused)} calls")
-            failures += [f"final message: {why}" for why in limits_broken(final.body)]
-            for m in thread:
-                failures += [f"thread message: {why}" for why in limits_broken(m.body)]
-            listed = re.findall(r"sim\d{5}(?= · )", "\n".join(blocks_text(m.body["blocks"]) for m in thread))
-            if sorted(listed) != names:
-                failures.append(f"the thread lists {len(set(listed))} of {n} hosts")
-            if recorder.refused:
-                failures.append(f"{len(recorder.refused)} messages refused for their size")
+            pool = LocalPool(settings, sim_services, processes=processes)
+            services = replace(services, fleet_jobs=pool)
+            async with SlackApiRecorder() as recorder:
+                recorder.max_block_text = SLACK_REFUSES_PAST
+                bot, close = await start_bot(services, recorder)
+                try:
+                    serve_before = vm_hwm_kib()
+                    t0 = time.perf_counter()
+                    await bot.command("status all")
+                    final = await recorder.wait_for(
+                        "chat.update", lambda c: "answered" not in c.body["text"], timeout=3600
+                    )
+                    wall = time.perf_counter() - t0
+                    await recorder.wait_for(
+                        "chat.postMessage",
+                        lambda c: f"{n:,} of {n:,}" in blocks_text(c.body.get("blocks")),
+                        timeout=600,
+                    )
+                    threaded_s = time.perf_counter() - t0
+                    serve_after = vm_hwm_kib()
+                    workers = {p.pid: vm_hwm_kib(p.pid) for p in getattr(pool._pool, "_processes", {}).values()}
+                finally:
+                    await close()
+                    await pool.close()
+                thread = [
+                    c for c in recorder.calls_of("chat.postMessage") if c.body.get("thread_ts") == final.body["ts"]
+                ]
+                blocks = final.body["blocks"]
+                print(
+                    f"{n:,} simulated hosts ({db}), {processes} worker processes, latency {latency} ms per host, "
+                    f"concurrency {concurrency} a process"
+                )
+                print(
+                    f"final message after {wall:.1f} s, thread complete after {threaded_s:.1f} s "
+                    f"({os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})"
+                )
+                print(f"serve side VmHWM: {serve_before / 1024:.0f} MiB before, {serve_after / 1024:.0f} MiB after")
+                for pid, kib in workers.items():
+                    print(f"worker process {pid} VmHWM: {kib / 1024:.0f} MiB")
+                print(
+                    f"final message: {len(blocks)} blocks (limit 50), longest section "
+                    f"{max((len(b.get('text', {}).get('text', '')) for b in blocks), default=0):,} characters (limit 3,000), "
+                    f"block text {block_text_length(blocks):,} characters (Slack refuses past ~13,200), fallback text "
+                    f"{len(final.body.get('text') or ''):,} (limit 40,000), JSON {len(json.dumps(blocks)):,} bytes"
+                )
+                print(f"  {blocks_text(blocks).splitlines()[1] if len(blocks) > 1 else ''}")
+                largest = max((block_text_length(m.body["blocks"]) for m in thread), default=0)
+                print(f"thread: {len(thread)} messages, the largest {largest:,} characters of block text")
+                print(f"Slack refused {len(recorder.refused)} calls")
+                failures += [f"final message: {why}" for why in limits_broken(final.body)]
+                for m in thread:
+                    failures += [f"thread message: {why}" for why in limits_broken(m.body)]
+                listed = re.findall(r"sim\d{5}(?= · )", "\n".join(blocks_text(m.body["blocks"]) for m in thread))
+                if sorted(listed) != names:
+                    failures.append(f"the thread lists {len(set(listed))} of {n} hosts")
+                if recorder.refused:
+                    failures.append(f"{len(recorder.refused)} messages refused for their size")
     finally:
         if drop is not None:
             await drop()  # type: ignore[operator]

@@ -51,50 +51,49 @@ async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
     try:
         await upgrade_async(url)
         settings = Settings(_env_file=None, database_url=url, max_concurrent_probes=50, ssh_config=os.devnull)
-        services = build_services(settings, fleet_thread=False)
-        names = [f"w{i:05d}" for i in range(n)]
-        async with services.sessions() as s, s.begin():
-            s.add_all(
-                [
-                    Host(
-                        name=name,
-                        address=f"10.{i // 250}.{i % 250}.1",
-                        group="bench",
-                        transport="ssh",
-                        labels={},
-                        probe={},
-                    )
-                    for i, name in enumerate(names)
-                ]
-            )
-        rates: dict[int, list[float]] = {}
-        for processes in counts:
-            pool = LocalPool(settings, scripted_services, processes=processes)
-            svc = replace(services, fleet_jobs=pool)
-            try:
-                await check_fleet(services=svc, names=names, title="warm-up")
-                rates[processes] = []
-                for _ in range(rounds):
-                    t0 = time.perf_counter()
-                    fleet = await check_fleet(services=svc, names=names, title="bench")
-                    wall = time.perf_counter() - t0
-                    assert all(r.snapshot_id is not None for r in fleet.reports), "a host was not stored"
-                    rates[processes].append(n / wall)
-                    print(
-                        f"{processes} worker process(es), {n} hosts ({db}): {wall:.2f} s, {n / wall:.0f} hosts/s "
-                        f"(load average {os.getloadavg()[0]:.1f})",
-                        flush=True,
-                    )
-            finally:
-                await pool.close()
-        base = statistics.median(rates[counts[0]])
-        for k in counts:
-            print(
-                f"median: {k} process(es) {statistics.median(rates[k]):.0f} hosts/s: {statistics.median(rates[k]) / base:.2f}× "
-                f"{counts[0]} (goal for 2 vs 1: at least 1.8×)"
-            )
-        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-        await services.close()
+        async with build_services(settings, fleet_thread=False) as services:
+            names = [f"w{i:05d}" for i in range(n)]
+            async with services.sessions() as s, s.begin():
+                s.add_all(
+                    [
+                        Host(
+                            name=name,
+                            address=f"10.{i // 250}.{i % 250}.1",
+                            group="bench",
+                            transport="ssh",
+                            labels={},
+                            probe={},
+                        )
+                        for i, name in enumerate(names)
+                    ]
+                )
+            rates: dict[int, list[float]] = {}
+            for processes in counts:
+                pool = LocalPool(settings, scripted_services, processes=processes)
+                svc = replace(services, fleet_jobs=pool)
+                try:
+                    await check_fleet(services=svc, names=names, title="warm-up")
+                    rates[processes] = []
+                    for _ in range(rounds):
+                        t0 = time.perf_counter()
+                        fleet = await check_fleet(services=svc, names=names, title="bench")
+                        wall = time.perf_counter() - t0
+                        assert all(r.snapshot_id is not None for r in fleet.reports), "a host was not stored"
+                        rates[processes].append(n / wall)
+                        print(
+                            f"{processes} worker process(es), {n} hosts ({db}): {wall:.2f} s, {n / wall:.0f} hosts/s "
+                            f"(load average {os.getloadavg()[0]:.1f})",
+                            flush=True,
+                        )
+                finally:
+                    await pool.close()
+            base = statistics.median(rates[counts[0]])
+            for k in counts:
+                print(
+                    f"median: {k} process(es) {statistics.median(rates[k]):.0f} hosts/s: {statistics.median(rates[k]) / base:.2f}× "
+                    f"{counts[0]} (goal for 2 vs 1: at least 1.8×)"
+                )
+            print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     finally:
         if drop is not None:
             await drop()  # type: ignore[operator]

@@ -1,11 +1,20 @@
-"""Composition root: settings -> engine, session factory, runner, services."""
+"""Composition root: settings -> engine, session factory, runner, services.
+
+``async with build_services(settings) as services:`` is how a command gets its services; leaving the
+block closes them (:meth:`~bot.services.Services.close`: worker pool or queue, fleet loop thread, SSH
+pool, engine, in that order). :func:`open_services` is the constructor under it, for the long-lived
+owners that close the services themselves at their own end (the fleet loop thread, a worker process).
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 from bot.config import Settings, SshSettings
 from bot.db.session import make_engine, make_session_factory
-from bot.flows.context import Services
 from bot.flows.loop_thread import LoopThread
+from bot.services import Services
 from bot.ssh.runner import RoutingRunner, SshRunner
 from bot.workers.dispatch import FleetJobs
 from bot.workers.local import LocalPool
@@ -28,12 +37,31 @@ def ssh_runner(ssh: SshSettings) -> SshRunner:
 
 
 def worker_services(settings: Settings) -> Services:
-    """The services of a worker process: fan-outs run right there (no thread, no further workers)."""
-    return build_services(settings, fleet_thread=False)
+    """The services of a worker process: fan-outs run right there (no thread, no further workers).
+    Built with :func:`open_services`: the worker closes them when it stops (:mod:`bot.workers`)."""
+    return open_services(settings, fleet_thread=False)
 
 
-def build_services(settings: Settings, *, fleet_thread: bool | None = None, workers: bool = False) -> Services:
-    """Everything a flow needs, from ``settings``. The caller closes it (``Services.close``).
+@contextlib.asynccontextmanager
+async def build_services(
+    settings: Settings, *, fleet_thread: bool | None = None, workers: bool = False
+) -> AsyncIterator[Services]:
+    """``async with build_services(settings) as services:`` everything a flow needs, from ``settings``,
+    closed when the block is left, however it is left (:meth:`~bot.services.Services.close`). Nothing
+    is built until the block is entered, so a call that is not entered holds nothing. Arguments as
+    :func:`open_services`."""
+    services = open_services(settings, fleet_thread=fleet_thread, workers=workers)
+    try:
+        yield services
+    finally:
+        await services.close()
+
+
+def open_services(settings: Settings, *, fleet_thread: bool | None = None, workers: bool = False) -> Services:
+    """Everything a flow needs, from ``settings``, for an owner that closes it itself
+    (:meth:`~bot.services.Services.close`) at the end of its own life: the fleet loop thread
+    (:class:`~bot.flows.loop_thread.LoopThread`), a worker process (:func:`worker_services`).
+    Anything else uses :func:`build_services`, which closes them for it.
 
     ``fleet_thread`` (default: ``settings.fleet_thread``) gives fleet fan-outs an event loop of
     their own in a second thread, with their own engine and SSH pool
@@ -56,7 +84,7 @@ def build_services(settings: Settings, *, fleet_thread: bool | None = None, work
         fleet_jobs = QueueJobs(settings)
     use_thread = settings.fleet_thread if fleet_thread is None else fleet_thread
     fleet_loop = (
-        LoopThread(lambda: build_services(settings, fleet_thread=False)) if use_thread and fleet_jobs is None else None
+        LoopThread(lambda: open_services(settings, fleet_thread=False)) if use_thread and fleet_jobs is None else None
     )
     return Services(
         settings=settings,

@@ -25,8 +25,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from bot.config import Settings
 from bot.db.migrate import upgrade
 from bot.db.session import make_engine, make_session_factory
-from bot.flows.context import Services
 from bot.models import Base
+from bot.services import Services
 from bot.ssh.runner import RoutingRunner, SshRunner
 
 pytest_plugins = ["tests.support.fixtures", "tests.support.markers", "tests.support.watchdog"]

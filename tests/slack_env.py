@@ -10,7 +10,7 @@ from pathlib import Path
 import aiohttp
 from pydantic import SecretStr
 
-from bot.flows.context import Services
+from bot.services import Services
 from bot.slack.action_blocks import STATE
 from bot.slack.app import build_app
 from bot.slack.http import EVENTS_PATH, start_http

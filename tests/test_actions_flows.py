@@ -13,8 +13,8 @@ from bot.actions.models import ActionRequest
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
 from bot.errors import PermissionDenied, PlanRefused, UsageError
-from bot.flows.context import Services
 from bot.roles import Role
+from bot.services import Services
 from tests.actions_support import Cards, approval_rows, approve, clean, fast, register, step_count, weights
 from tests.support.fakestate import unit
 

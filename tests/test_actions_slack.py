@@ -10,7 +10,7 @@ from bot.actions.kinds import State
 from bot.actions.models import ActionRequest
 from bot.db.base import utcnow
 from bot.db.session import make_engine, make_session_factory
-from bot.flows.context import Services
+from bot.services import Services
 from bot.slack.handlers.actions import sweep_once
 from tests.actions_support import fast, operators, register, step_count, weights
 from tests.slack_env import (

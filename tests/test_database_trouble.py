@@ -10,14 +10,15 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 from sqlalchemy.engine import make_url
 
 from bot.config import Settings
 from bot.db.session import make_engine, make_session_factory
-from bot.flows.context import Services
 from bot.hosts import service as hosts
+from bot.services import Services
 from bot.ssh.runner import RoutingRunner, SshRunner
 from bot.wiring import build_services
 from tests.conftest import make_settings
@@ -29,13 +30,14 @@ from tests.support.slack_recorder import SlackApiRecorder
 PASSWORD = "s3cret-pw"
 
 
-def _services(url: str, **settings) -> Services:
+def _services(url: str, **settings) -> AbstractAsyncContextManager[Services]:
     return build_services(Settings(_env_file=None, database_url=url, **settings))
 
 
-async def _ask_status(services: Services) -> tuple[str, float]:
-    """``/gpu status localhost`` through the real app; the text answered and seconds until it came."""
-    async with SlackApiRecorder() as recorder:
+async def _ask_status(url: str, **settings) -> tuple[str, float]:
+    """``/gpu status localhost`` through the real app on the database at ``url``; the text answered and
+    seconds until it came."""
+    async with _services(url, **settings) as services, SlackApiRecorder() as recorder:
         bot, close = await start_bot(services, recorder)
         try:
             started = time.monotonic()
@@ -45,12 +47,11 @@ async def _ask_status(services: Services) -> tuple[str, float]:
             return answer.body["text"], time.monotonic() - started
         finally:
             await close()
-            await services.close()
 
 
 async def test_status_with_the_database_refusing_says_so_at_once():
     port = closed_port()
-    text, seconds = await _ask_status(_services(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot"))
+    text, seconds = await _ask_status(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot")
     assert text == f"the database is unavailable (postgresql at 127.0.0.1:{port}: connection refused)"
     assert PASSWORD not in text
 
@@ -58,7 +59,7 @@ async def test_status_with_the_database_refusing_says_so_at_once():
 async def test_status_with_the_database_not_answering_says_so_within_the_connect_timeout():
     with SilentListener() as port:
         text, seconds = await _ask_status(
-            _services(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot", db_connect_timeout_s=1.5)
+            f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot", db_connect_timeout_s=1.5
         )
     assert text == f"the database is unavailable (postgresql at 127.0.0.1:{port}: no answer within 1.5 s)"
     assert seconds > 1.4 and "Something went wrong" not in text  # it waited for the connect timeout
@@ -69,19 +70,24 @@ async def test_status_when_a_connected_database_hangs_says_so_within_the_connect
     real = make_url(database_url)
     proxy = await TcpProxy(real.host or "127.0.0.1", real.port or 5432).start()
     url = real.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
-    services = _services(url, db_connect_timeout_s=1.5, db_statement_timeout_s=4)
-    async with SlackApiRecorder() as recorder:
-        bot, close = await start_bot(services, recorder)
-        try:
-            await bot.command("help")  # the pool now holds a live connection through the proxy
-            await recorder.wait_for("response_url", timeout=20)
-            proxy.freeze()
-            await bot.command("status localhost")
-            answer = await recorder.wait_for("response_url", lambda c: "database" in c.body.get("text", ""), timeout=20)
-        finally:
-            await close()
-            await services.close()
-            await proxy.cut()
+    try:
+        async with (
+            _services(url, db_connect_timeout_s=1.5, db_statement_timeout_s=4) as services,
+            SlackApiRecorder() as recorder,
+        ):
+            bot, close = await start_bot(services, recorder)
+            try:
+                await bot.command("help")  # the pool now holds a live connection through the proxy
+                await recorder.wait_for("response_url", timeout=20)
+                proxy.freeze()
+                await bot.command("status localhost")
+                answer = await recorder.wait_for(
+                    "response_url", lambda c: "database" in c.body.get("text", ""), timeout=20
+                )
+            finally:
+                await close()
+    finally:
+        await proxy.cut()
     assert (
         answer.body["text"]
         == f"the database is unavailable (postgresql at 127.0.0.1:{proxy.port}: no answer within 1.5 s)"

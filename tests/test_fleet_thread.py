@@ -17,40 +17,41 @@ from tests.conftest import make_settings
 
 
 async def test_a_fan_out_on_the_fleet_thread_reports_back_on_the_callers_loop(database_url, ssh_server, fake_hosts):
-    services = build_services(make_settings(database_url, ssh_server), fleet_thread=True)
-    assert services.fleet_loop is not None
-    try:
-        async with services.sessions() as db, db.begin():
-            for i in range(4):
-                await hosts.add(db_session=db, name=f"ft{i}", address=f"127.0.0.{i + 2}", port=ssh_server.port)
-        fake_hosts.write("127.0.0.3", orphan_mib={2: 1024})
-        seen: list[tuple[str, str, bool]] = []
-        home = threading.current_thread()
+    async with build_services(make_settings(database_url, ssh_server), fleet_thread=True) as services:
+        assert services.fleet_loop is not None
+        try:
+            async with services.sessions() as db, db.begin():
+                for i in range(4):
+                    await hosts.add(db_session=db, name=f"ft{i}", address=f"127.0.0.{i + 2}", port=ssh_server.port)
+            fake_hosts.write("127.0.0.3", orphan_mib={2: 1024})
+            seen: list[tuple[str, str, bool]] = []
+            home = threading.current_thread()
 
-        async def progress(done: int, total: int, report) -> None:
-            assert asyncio.get_running_loop() is loop
-            seen.append(("answered", report.host, threading.current_thread() is home))
+            async def progress(done: int, total: int, report) -> None:
+                assert asyncio.get_running_loop() is loop
+                seen.append(("answered", report.host, threading.current_thread() is home))
 
-        async def stored(done: int, total: int, report) -> None:
-            seen.append(("stored", report.host, threading.current_thread() is home and report.snapshot_id is not None))
+            async def stored(done: int, total: int, report) -> None:
+                seen.append(
+                    ("stored", report.host, threading.current_thread() is home and report.snapshot_id is not None)
+                )
 
-        loop = asyncio.get_running_loop()
-        fleet = await check_fleet(
-            services=services, names=[f"ft{i}" for i in range(4)], title="t", on_progress=progress, on_stored=stored
-        )
-        assert {r.host: r.assessment.verdict for r in fleet.reports} == {
-            "ft0": Verdict.READY,
-            "ft1": Verdict.NOT_READY,
-            "ft2": Verdict.READY,
-            "ft3": Verdict.READY,
-        }
-        assert sorted(seen) == sorted([(k, f"ft{i}", True) for k in ("answered", "stored") for i in range(4)])
-        assert services.fleet_loop.services.runner.ssh.pool.open_count() == 4  # the thread's own pool
-        async with services.sessions() as db:
-            assert await db.scalar(select(func.count()).select_from(Snapshot)) == 4
-    finally:
-        async with services.sessions() as db, db.begin():  # leave the database empty, as the services fixture does
-            for table in reversed(Base.metadata.sorted_tables):
-                await db.execute(table.delete())
-        await services.close()
+            loop = asyncio.get_running_loop()
+            fleet = await check_fleet(
+                services=services, names=[f"ft{i}" for i in range(4)], title="t", on_progress=progress, on_stored=stored
+            )
+            assert {r.host: r.assessment.verdict for r in fleet.reports} == {
+                "ft0": Verdict.READY,
+                "ft1": Verdict.NOT_READY,
+                "ft2": Verdict.READY,
+                "ft3": Verdict.READY,
+            }
+            assert sorted(seen) == sorted([(k, f"ft{i}", True) for k in ("answered", "stored") for i in range(4)])
+            assert services.fleet_loop.services.runner.ssh.pool.open_count() == 4  # the thread's own pool
+            async with services.sessions() as db:
+                assert await db.scalar(select(func.count()).select_from(Snapshot)) == 4
+        finally:
+            async with services.sessions() as db, db.begin():  # leave the database empty, as the services fixture does
+                for table in reversed(Base.metadata.sorted_tables):
+                    await db.execute(table.delete())
     assert services.fleet_loop._thread is None

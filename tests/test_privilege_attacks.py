@@ -35,8 +35,8 @@ from bot.actions.planner import build_plan
 from bot.db.migrate import upgrade
 from bot.db.session import make_engine, make_session_factory
 from bot.errors import PlanRefused
-from bot.flows.context import Services
 from bot.privilege.sudoers import helper_source
+from bot.services import Services
 from bot.ssh.runner import RoutingRunner, RunResult, SshRunner
 from bot.ssh.target import HostTarget
 from tests.actions_support import clean, fast, register, weights

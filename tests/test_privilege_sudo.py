@@ -28,13 +28,13 @@ from bot.actions.planner import build_plan, unit_step
 from bot.actions.step_runner import StepRunner
 from bot.db.session import make_engine, make_session_factory
 from bot.errors import PlanRefused
-from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.models import Base
 from bot.privilege.sudoers import helper_source, system_daemons
 from bot.probes.readings import FolderState
 from bot.render.status_view import status_view
 from bot.render.text import status_text
+from bot.services import Services
 from bot.ssh.runner import RoutingRunner, SshRunner
 from bot.ssh.target import HostTarget
 from tests.actions_support import approve, clean, fast, register, weights

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from bot.db.session import make_engine, make_session_factory
-from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.reports import service as reports
 from bot.reports.scheduler import ReportScheduler
+from bot.services import Services
 from bot.ssh.runner import RoutingRunner, SshRunner
 from tests.support.dbfaults import SilentListener
 from tests.test_reports_scheduler import FIRE, UTC, Clock, Recorder, _schedule

@@ -9,12 +9,12 @@ from sqlalchemy import update
 
 from bot.db.session import make_engine, make_session_factory
 from bot.errors import UsageError
-from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.reports import cron
 from bot.reports import service as reports
 from bot.reports.models import ReportSchedule, load_run_snapshots
 from bot.reports.scheduler import ReportScheduler
+from bot.services import Services
 
 UTC = UTC
 BERLIN_WEEKDAYS_8 = "0 8 * * 1-5"

@@ -149,7 +149,7 @@ async def test_changed_port_or_user_opens_a_new_connection(services, ssh_server,
 
 async def test_pool_setting_off_keeps_nothing_open(database_url, ssh_server, fake_hosts):
     from bot.db.session import make_engine, make_session_factory
-    from bot.flows.context import Services
+    from bot.services import Services
     from bot.ssh.runner import RoutingRunner
     from bot.wiring import ssh_runner
     from tests.conftest import make_settings

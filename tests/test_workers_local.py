@@ -24,45 +24,46 @@ from tests.support.workers import start_worker, stop
 async def test_a_fan_out_runs_in_the_local_worker_processes_and_reports_back_through_the_database(
     database_url, ssh_server, fake_hosts
 ):
-    services = build_services(make_settings(database_url, ssh_server, fleet_processes=2), workers=True)
-    assert isinstance(services.fleet_jobs, LocalPool) and services.fleet_loop is None
-    try:
-        async with services.sessions() as db, db.begin():
-            for i in range(6):
-                await hosts.add(db_session=db, name=f"lw{i}", address=f"127.0.0.{i + 2}", port=ssh_server.port)
-        fake_hosts.write("127.0.0.3", orphan_mib={2: 1024})
-        seen: list[tuple[str, str, int | None]] = []
+    async with build_services(make_settings(database_url, ssh_server, fleet_processes=2), workers=True) as services:
+        assert isinstance(services.fleet_jobs, LocalPool) and services.fleet_loop is None
+        try:
+            async with services.sessions() as db, db.begin():
+                for i in range(6):
+                    await hosts.add(db_session=db, name=f"lw{i}", address=f"127.0.0.{i + 2}", port=ssh_server.port)
+            fake_hosts.write("127.0.0.3", orphan_mib={2: 1024})
+            seen: list[tuple[str, str, int | None]] = []
 
-        async def progress(done: int, total: int, report) -> None:
-            seen.append(("answered", report.host, None))
+            async def progress(done: int, total: int, report) -> None:
+                seen.append(("answered", report.host, None))
 
-        async def stored(done: int, total: int, report) -> None:
-            seen.append(("stored", report.host, report.snapshot_id))
+            async def stored(done: int, total: int, report) -> None:
+                seen.append(("stored", report.host, report.snapshot_id))
 
-        names = [f"lw{i}" for i in range(6)]
-        fleet = await check_fleet(services=services, names=names, title="t", on_progress=progress, on_stored=stored)
-        assert {r.host: r.assessment.verdict for r in fleet.reports} == {
-            n: Verdict.NOT_READY if n == "lw1" else Verdict.READY for n in names
-        }
-        assert sorted(h for k, h, _ in seen if k == "answered") == names
-        assert sorted(h for k, h, _ in seen if k == "stored") == names
-        assert all(sid is not None for k, _, sid in seen if k == "stored")
-        assert services.runner.ssh.pool.open_count() == 0  # nothing was probed from this process
-        async with services.sessions() as db:
-            counts = dict(
-                (await db.execute(select(Snapshot.host_name, func.count()).group_by(Snapshot.host_name))).all()
-            )
-            workers = set((await db.scalars(select(FleetRunHost.worker))).all())
-        assert counts == {n: 1 for n in names}
-        pids = {w.split(":")[1] for w in workers}
-        assert pids and str(os.getpid()) not in pids, workers  # worker processes, not this one
-        again = await check_fleet(services=services, names=names, title="t")  # the processes (and their pools) are kept
-        assert [r.snapshot_id for r in again.reports] != [r.snapshot_id for r in fleet.reports]
-    finally:
-        async with services.sessions() as db, db.begin():
-            for table in reversed(Base.metadata.sorted_tables):
-                await db.execute(table.delete())
-        await services.close()
+            names = [f"lw{i}" for i in range(6)]
+            fleet = await check_fleet(services=services, names=names, title="t", on_progress=progress, on_stored=stored)
+            assert {r.host: r.assessment.verdict for r in fleet.reports} == {
+                n: Verdict.NOT_READY if n == "lw1" else Verdict.READY for n in names
+            }
+            assert sorted(h for k, h, _ in seen if k == "answered") == names
+            assert sorted(h for k, h, _ in seen if k == "stored") == names
+            assert all(sid is not None for k, _, sid in seen if k == "stored")
+            assert services.runner.ssh.pool.open_count() == 0  # nothing was probed from this process
+            async with services.sessions() as db:
+                counts = dict(
+                    (await db.execute(select(Snapshot.host_name, func.count()).group_by(Snapshot.host_name))).all()
+                )
+                workers = set((await db.scalars(select(FleetRunHost.worker))).all())
+            assert counts == {n: 1 for n in names}
+            pids = {w.split(":")[1] for w in workers}
+            assert pids and str(os.getpid()) not in pids, workers  # worker processes, not this one
+            again = await check_fleet(
+                services=services, names=names, title="t"
+            )  # the processes (and their pools) are kept
+            assert [r.snapshot_id for r in again.reports] != [r.snapshot_id for r in fleet.reports]
+        finally:
+            async with services.sessions() as db, db.begin():
+                for table in reversed(Base.metadata.sorted_tables):
+                    await db.execute(table.delete())
 
 
 @pytest.mark.process

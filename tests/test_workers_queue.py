@@ -47,98 +47,100 @@ async def _stored(services) -> tuple[dict[str, int], dict[str, str]]:
 
 async def test_two_workers_store_every_host_exactly_once(ssh_server, fake_hosts):
     async with own_database() as url:
-        services = build_services(
+        async with build_services(
             make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), workers=True
-        )
-        assert isinstance(services.fleet_jobs, QueueJobs)
-        workers = [
-            start_worker(database_url=url, ssh=ssh_server, env={"GPUBOT_WORKER_CONCURRENCY": "1"}) for _ in range(2)
-        ]
-        try:
-            names = await _add(services, ssh_server, 10)
-            for i in range(10):  # a job takes a second at least: the other worker takes the next one meanwhile
-                fake_hosts.write(f"127.0.0.{i + 2}", init_delay_s=1, **({"orphan_mib": {2: 1024}} if i == 1 else {}))
-            for _ in range(LIVENESS_S * 10):  # both workers started (registered with the queue)
+        ) as services:
+            assert isinstance(services.fleet_jobs, QueueJobs)
+            workers = [
+                start_worker(database_url=url, ssh=ssh_server, env={"GPUBOT_WORKER_CONCURRENCY": "1"}) for _ in range(2)
+            ]
+            try:
+                names = await _add(services, ssh_server, 10)
+                for i in range(10):  # a job takes a second at least: the other worker takes the next one meanwhile
+                    fake_hosts.write(
+                        f"127.0.0.{i + 2}", init_delay_s=1, **({"orphan_mib": {2: 1024}} if i == 1 else {})
+                    )
+                for _ in range(LIVENESS_S * 10):  # both workers started (registered with the queue)
+                    async with services.sessions() as db:
+                        if (await db.scalar(text("SELECT count(*) FROM procrastinate_workers"))) == 2:
+                            break
+                    await asyncio.sleep(0.1)
+                answered: list[str] = []
+
+                async def progress(done, total, report) -> None:
+                    answered.append(report.host)
+
+                fleet = await asyncio.wait_for(
+                    check_fleet(services=services, names=names, title="t", on_progress=progress), LIVENESS_S
+                )
+                assert {r.host: r.assessment.verdict for r in fleet.reports} == {
+                    n: Verdict.NOT_READY if n == "q1" else Verdict.READY for n in names
+                }
+                assert sorted(answered) == names
+                counts, by = await _stored(services)
+                assert counts == {n: 1 for n in names}
                 async with services.sessions() as db:
-                    if (await db.scalar(text("SELECT count(*) FROM procrastinate_workers"))) == 2:
-                        break
-                await asyncio.sleep(0.1)
-            answered: list[str] = []
-
-            async def progress(done, total, report) -> None:
-                answered.append(report.host)
-
-            fleet = await asyncio.wait_for(
-                check_fleet(services=services, names=names, title="t", on_progress=progress), LIVENESS_S
-            )
-            assert {r.host: r.assessment.verdict for r in fleet.reports} == {
-                n: Verdict.NOT_READY if n == "q1" else Verdict.READY for n in names
-            }
-            assert sorted(answered) == names
-            counts, by = await _stored(services)
-            assert counts == {n: 1 for n in names}
-            async with services.sessions() as db:
-                ids = dict((await db.execute(select(Snapshot.host_name, Snapshot.id))).all())
-            assert {r.host: r.snapshot_id for r in fleet.reports} == ids  # the reports carry the stored snapshots
-            assert set(by) == set(names)
-            assert len(set(by.values())) == 2, by  # 5 jobs of 2 hosts, one at a time per worker: both took some
-            assert services.runner.ssh.pool.open_count() == 0  # nothing probed from the chat side
-        finally:
-            outs = [stop(w) for w in workers]
-            await services.close()
+                    ids = dict((await db.execute(select(Snapshot.host_name, Snapshot.id))).all())
+                assert {r.host: r.snapshot_id for r in fleet.reports} == ids  # the reports carry the stored snapshots
+                assert set(by) == set(names)
+                assert len(set(by.values())) == 2, by  # 5 jobs of 2 hosts, one at a time per worker: both took some
+                assert services.runner.ssh.pool.open_count() == 0  # nothing probed from the chat side
+            finally:
+                outs = [stop(w) for w in workers]
         assert all("Traceback" not in o for o in outs), outs
 
 
 async def test_a_killed_worker_s_job_is_retried_by_the_other_none_lost_none_doubled(ssh_server, fake_hosts):
     slow = "127.0.0.7"  # q5 answers only when the test lets it: the job is still running when its worker dies
     async with own_database() as url:
-        services = build_services(
+        async with build_services(
             make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=10), workers=True
-        )
-        patient = {
-            "GPUBOT_PROBE_TIMEOUT_S": "300",
-            "GPUBOT_GPU_PROBE_TIMEOUT_S": "300",
-            "GPUBOT_BATCH_TIMEOUT_S": "300",
-        }
-        first = start_worker(database_url=url, ssh=ssh_server, env=patient)
-        second = None
-        try:
-            names = await _add(services, ssh_server, 8)
-            fake_hosts.write(slow, init_delay_s=600)
-            fan_out = asyncio.create_task(check_fleet(services=services, names=names, title="t"))
-            for _ in range(LIVENESS_S * 10):  # until every host but the slow one is stored by the first worker
-                if len((await _stored(services))[1]) >= 7:
-                    break
-                await asyncio.sleep(0.1)
-            counts, by = await _stored(services)
-            assert len(by) == 7 and "q5" not in by, by
-            first.send_signal(signal.SIGKILL)  # a process this test started
-            first.wait()
-            fake_hosts.update(slow, init_delay_s=0)
-            second = start_worker(database_url=url, ssh=ssh_server)
-            fleet = await asyncio.wait_for(fan_out, LIVENESS_S)
-            assert len(fleet.reports) == 8 and all(r.snapshot_id is not None for r in fleet.reports), fleet.reports
-            counts, by = await _stored(services)
-            assert counts == {n: 1 for n in names}  # nothing stored twice, nothing lost
-            killed = {w for h, w in by.items() if h != "q5"}
-            assert len(killed) == 1 and by["q5"] not in killed  # the retry probed only the host left over
-            async with services.sessions() as db:
-                attempts = (await db.execute(text("SELECT attempts, status::text FROM procrastinate_jobs"))).all()
-            assert [tuple(a) for a in attempts] == [(1, "succeeded")] or attempts[0][1] == "succeeded", attempts
-        finally:
-            if first.poll() is None:
-                first.kill()
-                first.communicate()
-            out = stop(second) if second is not None else ""
-            await services.close()
+        ) as services:
+            patient = {
+                "GPUBOT_PROBE_TIMEOUT_S": "300",
+                "GPUBOT_GPU_PROBE_TIMEOUT_S": "300",
+                "GPUBOT_BATCH_TIMEOUT_S": "300",
+            }
+            first = start_worker(database_url=url, ssh=ssh_server, env=patient)
+            second = None
+            try:
+                names = await _add(services, ssh_server, 8)
+                fake_hosts.write(slow, init_delay_s=600)
+                fan_out = asyncio.create_task(check_fleet(services=services, names=names, title="t"))
+                for _ in range(LIVENESS_S * 10):  # until every host but the slow one is stored by the first worker
+                    if len((await _stored(services))[1]) >= 7:
+                        break
+                    await asyncio.sleep(0.1)
+                counts, by = await _stored(services)
+                assert len(by) == 7 and "q5" not in by, by
+                first.send_signal(signal.SIGKILL)  # a process this test started
+                first.wait()
+                fake_hosts.update(slow, init_delay_s=0)
+                second = start_worker(database_url=url, ssh=ssh_server)
+                fleet = await asyncio.wait_for(fan_out, LIVENESS_S)
+                assert len(fleet.reports) == 8 and all(r.snapshot_id is not None for r in fleet.reports), fleet.reports
+                counts, by = await _stored(services)
+                assert counts == {n: 1 for n in names}  # nothing stored twice, nothing lost
+                killed = {w for h, w in by.items() if h != "q5"}
+                assert len(killed) == 1 and by["q5"] not in killed  # the retry probed only the host left over
+                async with services.sessions() as db:
+                    attempts = (await db.execute(text("SELECT attempts, status::text FROM procrastinate_jobs"))).all()
+                assert [tuple(a) for a in attempts] == [(1, "succeeded")] or attempts[0][1] == "succeeded", attempts
+            finally:
+                if first.poll() is None:
+                    first.kill()
+                    first.communicate()
+                out = stop(second) if second is not None else ""
         assert "was left by a worker that stopped answering; retrying it" in out, out[-3000:]
 
 
 async def test_a_worker_pinned_to_a_group_takes_only_that_group_s_hosts(ssh_server, fake_hosts):
-    async with own_database() as url:
-        services = build_services(
+    async with (
+        own_database() as url,
+        build_services(
             make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), workers=True
-        )
+        ) as services,
+    ):
         pinned = start_worker(database_url=url, ssh=ssh_server, groups=("siteA",))
         other = None
         try:
@@ -179,4 +181,3 @@ async def test_a_worker_pinned_to_a_group_takes_only_that_group_s_hosts(ssh_serv
             stop(pinned)
             if other is not None:
                 stop(other)
-            await services.close()

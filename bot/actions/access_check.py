@@ -26,7 +26,6 @@ from bot.actions.journal import journal_command, parse_journal
 from bot.actions.policy import allowed_roots, configured_units
 from bot.actions.remote import keyvalues as remote_keyvalues
 from bot.errors import GpubotError, SudoersError, UnsafeSudoersWord
-from bot.flows.context import Services
 from bot.flows.status import check_host
 from bot.hosts import service as hosts
 from bot.privilege import sudoers
@@ -34,6 +33,7 @@ from bot.privilege.access import Access, Grant, Need, grants, read_access, sudoe
 from bot.probes.engine import run_framed
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import FolderState
+from bot.services import Services
 from bot.ssh.target import HostTarget
 
 q = shlex.quote

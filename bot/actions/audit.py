@@ -9,9 +9,9 @@ from bot.actions import service
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.models import ActionRequest, ActionStep, Approval
 from bot.actions.plan import Plan
-from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.masking import mask_secrets
+from bot.services import Services
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,12 @@ from bot.actions.planner import build_plan
 from bot.actions.step_runner import StepRunner
 from bot.actions.views import RequestView
 from bot.errors import GpubotError
-from bot.flows.context import Services
 from bot.flows.status import check_host, plan_for
 from bot.hosts import service as hosts
 from bot.lifecycle import cancelled_meanwhile
 from bot.readiness.verdict import Severity
 from bot.readiness.words import verdict_text
+from bot.services import Services
 from bot.sizes import human_bytes
 
 log = logging.getLogger("gpubot.actions")
@@ -47,7 +47,7 @@ log = logging.getLogger("gpubot.actions")
 
 def executor_gone(executor: str | None, me: str) -> bool:
     """True only when ``executor`` provably stopped: it ran on this machine (same hostname as
-    ``me``, this process's :func:`~bot.flows.context.process_identity`) and its PID is gone, or the
+    ``me``, this process's :func:`~bot.services.process_identity`) and its PID is gone, or the
     PID is ours but the nonce is not (this process restarted as that PID)."""
     host, _, rest = (executor or "").partition(":")
     pid_text = rest.partition(":")[0]

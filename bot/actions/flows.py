@@ -26,9 +26,9 @@ from bot.actions.planner import build_plan
 from bot.actions.policy import Rule, expiry_s, may_approve, may_reject, rule_for
 from bot.actions.views import RequestView, view_of
 from bot.errors import NotFoundError, PermissionDenied, UsageError
-from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.roles import Role
+from bot.services import Services
 
 log = logging.getLogger("gpubot.actions")
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from bot.actions.policy import configured_units
 from bot.errors import ProbeError, UsageError
-from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.masking import mask_secrets
 from bot.printable import printable
 from bot.probes.frames import ProbeOutput
+from bot.services import Services
 from bot.ssh.runner import Runner
 from bot.ssh.target import HostTarget
 

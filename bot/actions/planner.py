@@ -34,7 +34,6 @@ from bot.actions.plan import (
 from bot.actions.policy import allowed_roots, configured_units
 from bot.config import UnitHealth
 from bot.errors import PlanRefused, ProbeError, UsageError
-from bot.flows.context import Services
 from bot.flows.status import StatusReport, check_host
 from bot.hosts import service as hosts
 from bot.names import validate_path
@@ -44,6 +43,7 @@ from bot.probes.engine import run_framed
 from bot.probes.frames import ProbeOutput
 from bot.probes.readings import FolderState, GpuProcess, ProcessOwner
 from bot.probes.system import parse_df, parse_du
+from bot.services import Services
 from bot.sizes import human_bytes
 from bot.ssh.target import HostTarget
 

@@ -162,13 +162,10 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
     assert isinstance(cmd, StatusCommand)
     if cmd.target.kind != "host" or not cmd.target.name:
         return await _fleet_status(settings, cmd, as_json)
-    services = build_services(settings)
-    try:
+    async with build_services(settings) as services:
         report = await check_host(
             services=services, host_name=cmd.target.name, need_bytes=cmd.need_bytes, paths=cmd.paths
         )
-    finally:
-        await services.close()
     if as_json:
         print(json.dumps(report_json(report), indent=2))
     else:
@@ -186,14 +183,13 @@ async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -
         raise UsageError("weight paths go with one host: `status HOST /path`")
     group = cmd.target.name if cmd.target.kind == "group" else None
     title = f"group:{group}" if group else "all hosts"
-    services = build_services(settings)
 
     async def progress(done: int, total: int, report: StatusReport) -> None:
         if as_json:
             print(json.dumps(report_json(report)), flush=True)
 
     live: cli_progress.FleetProgress | None = None
-    try:
+    async with build_services(settings) as services:
         names = await hosts_of(services=services, group=group)
         if not as_json and cli_progress.is_terminal(sys.stdout):
             live = cli_progress.FleetProgress(title=title, names=names, stream=sys.stdout)
@@ -206,8 +202,6 @@ async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -
                 on_stored=progress,
                 on_progress=live.answered if live else None,
             )
-    finally:
-        await services.close()
     counts = {v.value: fleet.counts.get(v, 0) for v in Verdict}
     if as_json:
         print(
@@ -251,18 +245,14 @@ def _console(settings: Settings, role: str) -> int:
     settings = console_settings(settings, role=role)
 
     async def _run() -> int:
-        services = build_services(settings)
-        try:
+        async with build_services(settings) as services:
             return await run_console(services, note=note)
-        finally:
-            await services.close()
 
     return asyncio.run(_run())
 
 
 def _worker(settings: Settings, groups: list[str], concurrency: int | None) -> int:
     """``gpubot worker``: exit 78 without PostgreSQL; else run until SIGTERM/SIGINT, exit 0."""
-    from bot.wiring import worker_services
     from bot.workers.queue import conninfo, run_worker
 
     try:
@@ -272,11 +262,8 @@ def _worker(settings: Settings, groups: list[str], concurrency: int | None) -> i
         return EX_CONFIG
 
     async def _run() -> None:
-        services = worker_services(settings)
-        try:
+        async with build_services(settings, fleet_thread=False) as services:  # a worker's: fan-outs run right here
             await run_worker(settings, services, groups=groups, concurrency=concurrency)
-        finally:
-            await services.close()
 
     asyncio.run(_run())
     return 0

@@ -69,11 +69,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
 async def logs(settings: Settings, args: argparse.Namespace) -> int:
     """Print the journal tail; exit 0 with lines, 2 when the host says there are none."""
     host, unit = validate_host(args.host), validate_unit(args.unit)
-    services = build_services(settings)
-    try:
+    async with build_services(settings) as services:
         tail = await read_journal(services=services, host=host, unit=unit, lines=args.lines)
-    finally:
-        await services.close()
     if not tail.lines:
         print(f"gpubot: {tail.note}", file=sys.stderr)
         return 2
@@ -84,11 +81,8 @@ async def logs(settings: Settings, args: argparse.Namespace) -> int:
 async def audit(settings: Settings, args: argparse.Namespace) -> int:
     """Print the trail; exit status 0."""
     host = validate_host(args.host) if args.host else None
-    services = build_services(settings)
-    try:
+    async with build_services(settings) as services:
         entries = await trail(services=services, host=host, limit=args.limit)
-    finally:
-        await services.close()
     print(dumps([entry_json(e) for e in entries]) if args.json else audit_text(entries, host=host, full=True))
     return 0
 
@@ -155,13 +149,10 @@ def startup(settings: Settings) -> None:
 
 
 async def _startup(settings: Settings) -> None:
-    services = build_services(settings)
-    try:
+    async with build_services(settings) as services:
         views = await flows.sweep(services=services)
         if views and settings.slack_bot_token is not None:
             from bot.slack.app import build_client
             from bot.slack.handlers.actions import update_cards
 
             await update_cards(build_client(services), views)
-    finally:
-        await services.close()

@@ -64,8 +64,7 @@ async def _known(db: AsyncSession, name: str) -> None:
 
 async def history(settings: Settings, args: argparse.Namespace) -> int:
     cmd: HistoryCommand = parse_history([args.host, args.since, *([f"need={args.need}"] if args.need else [])])
-    services = build_services(settings)
-    try:
+    async with build_services(settings) as services:
         until = services.clock()
         async with services.sessions() as db:
             await _known(db, cmd.host)
@@ -75,8 +74,6 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
                 if args.png
                 else None
             )
-    finally:
-        await services.close()
     view = history_view(h)
     if args.json:
         print(dumps(history_json(h)))
@@ -93,9 +90,8 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
 
 async def diff(settings: Settings, args: argparse.Namespace) -> int:
     cmd: DiffCommand = parse_diff([args.host, f"since={args.since}"])
-    services = build_services(settings)
     try:
-        async with services.sessions() as db:
+        async with build_services(settings) as services, services.sessions() as db:
             await _known(db, cmd.host)
             d = await diff_snapshots(
                 db_session=db, host_name=cmd.host, since=cmd.since, snapshot_id=cmd.snapshot_id, now=services.clock()
@@ -106,8 +102,6 @@ async def diff(settings: Settings, args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EX_NOTHING_TO_COMPARE
-    finally:
-        await services.close()
     if args.json:
         print(
             dumps(
@@ -178,13 +172,10 @@ def schedule_text(s: ReportSchedule, next_at: datetime | None) -> str:
 
 async def report_list(settings: Settings, args: argparse.Namespace) -> int:
     """``gpubot report list [--json]``: the schedules, as ``/gpu report list`` shows them; exit 0."""
-    services = build_services(settings)
-    try:
+    async with build_services(settings) as services:
         async with services.sessions() as db:
             rows = await reports.list_all(db_session=db)
         now = services.clock()
-    finally:
-        await services.close()
     due = [(r, None if r.paused else cron.next_fire(r.cron, r.tz, now)) for r in rows]
     if args.json:
         print(dumps([schedule_json(r, nxt) for r, nxt in due]))

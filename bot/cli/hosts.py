@@ -110,8 +110,7 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
 
         sys.stdout.write(helper_source())
         return 0
-    services = build_services(settings)
-    try:
+    async with build_services(settings) as services:
         if args.hosts_cmd in ("check", "sudoers"):
             from bot.actions import access_check as check
 
@@ -179,8 +178,6 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
                     labels = f"  labels={','.join(f'{k}:{v}' for k, v in h.labels.items())}" if h.labels else ""
                     where = _where(h, services)
                     print(f"{h.name:<20} {h.transport:<5} {where}  group={h.group or '-'}{labels}")
-    finally:
-        await services.close()
     return 0
 
 

@@ -23,13 +23,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.config import Settings
 from bot.errors import NotFoundError, ShuttingDown
-from bot.flows.context import Services
 from bot.flows.loop_thread import relay
 from bot.flows.status import StatusReport, make_report, probe_or_interrupted, store_error_text
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
 from bot.observability.logs import log_context
 from bot.readiness.verdict import Assessment, KnownGpu, Reason, Severity, Verdict
+from bot.services import Services
 from bot.snapshots import inventory
 from bot.snapshots.batcher import SnapshotBatcher
 from bot.snapshots.service import StoredSnapshot, StoreItem

@@ -3,7 +3,7 @@
 A fan-out of hundreds of hosts keeps its event loop busy (SSH packets of 50 sessions, parsing,
 snapshot writes); on the loop that also serves Slack, every turn a quick request needs (its
 delivery claim, its role lookup, its reply) waits behind all of that. :class:`LoopThread` runs the
-fan-out on its own loop with its own :class:`~bot.flows.context.Services` (database engine, SSH
+fan-out on its own loop with its own :class:`~bot.services.Services` (database engine, SSH
 runner and connection pool, the same settings object), so the app's loop stays free; Python's
 thread switching then shares the interpreter between the two loops instead of queueing one behind
 the other.

@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.config import Settings, UnitHealth
 from bot.errors import DatabaseUnavailable, GpubotError, ProbeSettingsError
-from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
 from bot.hosts.probe_settings import validate_overrides
@@ -36,6 +35,7 @@ from bot.readiness.verdict import (
     not_probed,
     unreachable,
 )
+from bot.services import Services
 from bot.snapshots import inventory
 from bot.snapshots import service as snapshots
 from bot.ssh.target import HostTarget

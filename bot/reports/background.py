@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 
 from bot.errors import NotFoundError
-from bot.flows.context import Services
 from bot.flows.fleet import check_fleet, hosts_of
 from bot.reports import service as reports
+from bot.services import Services
 
 log = logging.getLogger("gpubot.background")
 

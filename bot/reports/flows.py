@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 
 from bot.errors import NotFoundError
-from bot.flows.context import Services
 from bot.flows.fleet import FleetReport, check_fleet, hosts_of
 from bot.history.chart import MAX_LINES, ChartMark, ChartSeries, render_png
 from bot.history.chart_data import action_marks, host_series, verdict_changes
 from bot.history.service import describe
 from bot.history.timeline import HourlyRows, Point, hourly_rows, merge_hourly
 from bot.reports import service as reports
+from bot.services import Services
 from bot.snapshots.models import Snapshot
 
 

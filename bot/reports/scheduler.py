@@ -42,13 +42,13 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from bot.errors import ChannelUnavailable
-from bot.flows.context import Services
 from bot.history import retention
 from bot.lifecycle import cancelled_meanwhile
 from bot.reports import background, cron
 from bot.reports import service as reports
 from bot.reports.flows import Post, build_report
 from bot.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
+from bot.services import Services
 from bot.watches.flows import Watcher
 
 log = logging.getLogger("gpubot.reports")

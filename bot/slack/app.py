@@ -8,8 +8,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.flows.context import Services
 from bot.roles import Role
+from bot.services import Services
 from bot.slack.listeners import register_listeners
 from bot.slack.metered import MeteredWebClient
 

@@ -26,7 +26,7 @@ from slack_bolt.response import BoltResponse
 
 from bot.actions import flows
 from bot.errors import NotFoundError
-from bot.flows.context import Services
+from bot.services import Services
 from bot.slack.ids import alert_bound, request_bound
 from bot.watches import service as watches
 

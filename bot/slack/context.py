@@ -19,10 +19,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.commands.grammar import Grammar
-from bot.flows.context import Services
 from bot.flows.status import Resolved
 from bot.hosts import service as hosts
 from bot.roles import Role
+from bot.services import Services
 from bot.slack.blocks import FULL_TEXT_TITLE, TOO_LONG, full_text_blocks, long_lines
 
 log = logging.getLogger("gpubot.slack")

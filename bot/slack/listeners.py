@@ -11,8 +11,8 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 
 from bot.errors import PermissionDenied
-from bot.flows.context import Services
 from bot.roles import Role
+from bot.services import Services
 from bot.slack.card_guard import CardGuard
 from bot.slack.context import CommandContext
 from bot.slack.errors import register_error_handler

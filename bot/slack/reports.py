@@ -19,10 +19,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ChannelUnavailable
-from bot.flows.context import Services
 from bot.render.status_view import fleet_view
 from bot.reports.flows import Post, Report
 from bot.reports.scheduler import ChannelProblem, Clock, Notify, ReportScheduler
+from bot.services import Services
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
 from bot.slack.context import too_long
 from bot.slack.report_blocks import report_blocks, report_text

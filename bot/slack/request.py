@@ -24,7 +24,7 @@ from bot.access import service as access
 from bot.commands.grammar import Grammar
 from bot.db.availability import not_writable
 from bot.errors import DatabaseUnavailable
-from bot.flows.context import Services
+from bot.services import Services
 from bot.slack.context import CommandContext
 from bot.slack.roles import RoleResolver
 

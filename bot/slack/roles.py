@@ -15,8 +15,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.access import service as access
-from bot.flows.context import Services
 from bot.roles import Role
+from bot.services import Services
 
 
 class RoleResolver:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from slack_bolt.async_app import AsyncApp
 
 from bot.commands.grammar import CommandSpec
-from bot.flows.context import Services
+from bot.services import Services
 from bot.slack.context import CommandContext
 from bot.slack.roles import RoleResolver
 

@@ -29,10 +29,10 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 
 from bot.config import Settings
-from bot.flows.context import Services
 from bot.observability import metrics
 from bot.observability.health import Readiness
 from bot.observability.logs import log_context
+from bot.services import Services
 from bot.slack.app import build_app
 from bot.slack.handlers.actions import sweep_forever
 from bot.slack.reports import start_scheduler
@@ -54,13 +54,24 @@ def serve(settings: Settings) -> int:
     (``auth.test``, Socket Mode's ``apps.connections.open``), is logged as an error and keeps the
     process alive and unready, ``/readyz`` answering 503 with ``{"slack_credentials": "<why>"}``;
     nothing else is started until it is fixed and the process restarted."""
-    services = build_services(settings, workers=True)
-    missing = credentials_missing(settings)
-    app = None
-    if missing is None:
-        app = build_app(services)
-        app.middleware(bind_log_context)
-    return asyncio.run(_serve(settings, services, app, missing))
+    return asyncio.run(_serve(settings))
+
+
+async def _serve(settings: Settings) -> int:
+    """Build, run until a signal, close: the services (:func:`~bot.wiring.build_services`, closed last,
+    after the HTTP port), the Bolt app when the credentials are there, then :func:`_run`."""
+    stopping: list[float] = []
+    try:
+        async with build_services(settings, workers=True) as services:
+            missing = credentials_missing(settings)
+            app = None
+            if missing is None:
+                app = build_app(services)
+                app.middleware(bind_log_context)
+            return await _run(settings, services, app, missing, stopping)
+    finally:
+        if stopping:
+            log.info("stopped in %.1f s", time.monotonic() - stopping[0])
 
 
 def credentials_missing(settings: Settings) -> str | None:
@@ -159,7 +170,11 @@ async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[An
         return await next()
 
 
-async def _serve(settings: Settings, services: Services, app: AsyncApp | None, missing: str | None) -> int:
+async def _run(
+    settings: Settings, services: Services, app: AsyncApp | None, missing: str | None, stopping: list[float]
+) -> int:
+    """Serve until SIGTERM/SIGINT (the module docstring's steps 1–3, then the HTTP port closes);
+    appends to ``stopping`` the monotonic time the shutdown began."""
     from bot.slack.http import EVENTS_PATH, start_http
 
     stop = asyncio.Event()
@@ -192,7 +207,6 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp | None, m
         None if handler else app, port=settings.http_port, readiness=readiness, services=services
     )
     sched = sweeper = None
-    stopping: list[float] = []
     try:
         usable = app is not None and await check_credentials(app.client.auth_test, stop=stop, readiness=readiness)
         if usable and app is not None and handler is not None and settings.slack_app_token is not None:
@@ -240,9 +254,6 @@ async def _serve(settings: Settings, services: Services, app: AsyncApp | None, m
         if handler is not None and not handler.client.closed:
             await close_socket_mode(handler.client)
         await runner.cleanup()
-        await services.close()
-        if stopping:
-            log.info("stopped in %.1f s", time.monotonic() - stopping[0])
 
 
 async def _drain(settings: Settings, services: Services, handler: Any, sched: Any, sweeper: asyncio.Task[None]) -> int:

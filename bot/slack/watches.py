@@ -16,9 +16,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.errors import ChannelUnavailable
-from bot.flows.context import Clock, Services
 from bot.flows.status import StatusReport
 from bot.render.watch_view import headline, reminder_text, resolution_text
+from bot.services import Clock, Services
 from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
 from bot.slack.reports import channel_ref, refused
 from bot.slack.watch_blocks import watch_blocks

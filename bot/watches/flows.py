@@ -33,11 +33,11 @@ from typing import Protocol
 from sqlalchemy import select
 
 from bot.errors import ChannelUnavailable
-from bot.flows.context import Clock, Services
 from bot.flows.status import StatusReport, plan_for
 from bot.hosts.models import Host
 from bot.probes.readings import Readings
 from bot.readiness.verdict import Assessment, Reason, Severity, Verdict
+from bot.services import Clock, Services
 from bot.snapshots.models import Snapshot
 from bot.watches import service as watches
 from bot.watches.conditions import Episode, episode

@@ -18,10 +18,10 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bot.flows.context import Services
 from bot.flows.fleet import FleetReport, Progress, failed_report
 from bot.flows.status import StatusReport
 from bot.lifecycle import WorkGate
+from bot.services import Services
 from bot.workers.models import FleetRun, FleetRunHost
 from bot.workers.report_json import load
 

@@ -18,9 +18,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from bot.errors import DatabaseUnavailable, ShuttingDown
-from bot.flows.context import Services
 from bot.flows.fleet import check_fleet
 from bot.flows.status import StatusReport
+from bot.services import Services
 from bot.snapshots.service import StoredSnapshot
 from bot.workers.models import FleetRunHost
 from bot.workers.report_json import dump

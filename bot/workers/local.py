@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.config import Settings
-from bot.flows.context import Services
 from bot.lifecycle import WorkGate
+from bot.services import Services
 from bot.workers.dispatch import FleetJobs, Job, Submitted
 from bot.workers.job import JobOutcome, run_job
 

@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 
 from bot.config import Settings
 from bot.errors import JobIncomplete
-from bot.flows.context import Services
+from bot.services import Services
 from bot.workers.dispatch import FleetJobs, Job, Submitted
 from bot.workers.job import run_job
 

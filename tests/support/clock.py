@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from bot.db.base import utcnow
-from bot.flows.context import Services
+from bot.services import Services
 
 
 def ago(services: Services, **delta: float) -> Services:

@@ -14,17 +14,14 @@ from bot.wiring import build_services
 
 
 async def _main(url: str, instance: str, now: datetime) -> None:
-    services = build_services(
+    async with build_services(
         Settings(_env_file=None, database_url=url, ssh_connect_timeout_s=120, batch_timeout_s=300)
-    )
+    ) as services:
 
-    async def post(channel, report):  # never reached: the process is killed while probing
-        raise AssertionError("the doomed instance must not post")
+        async def post(channel, report):  # never reached: the process is killed while probing
+            raise AssertionError("the doomed instance must not post")
 
-    try:
         await ReportScheduler(services, post, now=lambda: now, instance=instance).run_due()
-    finally:
-        await services.close()
 
 
 if __name__ == "__main__":

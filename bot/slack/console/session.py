@@ -26,8 +26,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings, default_data_dir
 from bot.errors import UsageError
-from bot.flows.context import Services
 from bot.roles import Role
+from bot.services import Services
 from bot.slack.app import build_app
 from bot.slack.console.demo import Demo, active_demo
 from bot.slack.console.render import Choice, button_key, button_line, render_message

@@ -35,7 +35,7 @@ from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
 from bot.commands.actions import AUDIT, CLEAN, KILL, LOGS, PIVOT, RESTART, START, STOP, AuditCommand, LogsCommand
 from bot.errors import PermissionDenied
-from bot.flows.context import Services
+from bot.services import Services
 from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
     card_blocks,

@@ -25,12 +25,12 @@ from bot.commands.hosts import (
     HostsTrust,
 )
 from bot.errors import PermissionDenied
-from bot.flows.context import Services
 from bot.hosts import service as hosts
 from bot.hosts import trust
 from bot.names import endpoint
 from bot.render.text import forgotten_text, inventory_lines
 from bot.roles import Role
+from bot.services import Services
 from bot.slack.blocks import escape, text_blocks, trust_card_blocks
 from bot.slack.context import CommandContext
 from bot.slack.ids import ActionId

@@ -21,10 +21,10 @@ from bot.commands.watches import (
     WatchListCommand,
     WatchRemoveCommand,
 )
-from bot.flows.context import Services
 from bot.flows.fleet import hosts_of
 from bot.render.watch_view import duration_words, headline, silence_line, utc, watch_line
 from bot.roles import Role
+from bot.services import Services
 from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
 from bot.slack.context import CommandContext
 from bot.slack.handlers.history import _channel
