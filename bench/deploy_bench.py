@@ -126,7 +126,8 @@ async def main() -> None:
                         else f"docker kill -s TERM to exit {inside[-1]:.1f} s"
                     )
                     print(
-                        f"run {run + 1}: cold start {starts[-1]:.1f} s, {took} (gpubot: {logged[-1]}), exit code {state['ExitCode']}"
+                        f"run {run + 1}: cold start {starts[-1]:.1f} s, {took} (gpubot: {logged[-1]}), exit code "
+                        f"{state['ExitCode']}"
                     )
                     stack.compose("rm", "-f", "bot")
             finally:

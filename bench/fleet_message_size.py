@@ -31,7 +31,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"budget {MESSAGE_TEXT_BUDGET:,} characters a message")
     print(
-        f"{'hosts':>6} {'all lines':>10} {'summary':>8} {'blocks':>6} {'thread msgs':>11} {'largest':>8} {'render ms':>9}"
+        f"{'hosts':>6} {'all lines':>10} {'summary':>8} {'blocks':>6} {'thread msgs':>11} {'largest':>8} "
+        f"{'render ms':>9}"
     )
     for n in (int(x) for x in args.sizes.split(",")):
         reports = [report(i) for i in range(1, n + 1)]
@@ -42,7 +43,8 @@ def main() -> None:
         every = sum(len(text) + 12 for _, text in view.lines)
         largest = max((block_text_length(m) for m in thread), default=0)
         print(
-            f"{n:>6} {every:>10,} {block_text_length(blocks):>8,} {len(blocks):>6} {len(thread):>11} {largest:>8,} {ms:>9.1f}"
+            f"{n:>6} {every:>10,} {block_text_length(blocks):>8,} {len(blocks):>6} {len(thread):>11} "
+            f"{largest:>8,} {ms:>9.1f}"
         )
 
 

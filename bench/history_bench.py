@@ -186,7 +186,8 @@ async def main(args: argparse.Namespace) -> None:
         t = time.perf_counter()
         await upgrade_async(url)
         print(
-            f"{args.db}: upgraded to head (0006 backfills verdict_changed and snapshot_hours) in {time.perf_counter() - t:.1f} s",
+            f"{args.db}: upgraded to head (0006 backfills verdict_changed and snapshot_hours) in "
+            f"{time.perf_counter() - t:.1f} s",
             flush=True,
         )
         async with engine.connect() as c:
@@ -230,7 +231,8 @@ async def main(args: argparse.Namespace) -> None:
                             )
                 batch_ms[way].append((time.perf_counter() - t) * 1000)
         print(
-            f"{args.db}: write 300 snapshots in one transaction: store_many median {statistics.median(batch_ms['store_many']):.0f} ms, "
+            f"{args.db}: write 300 snapshots in one transaction: store_many median "
+            f"{statistics.median(batch_ms['store_many']):.0f} ms, "
             f"300 x store median {statistics.median(batch_ms['store']):.0f} ms over {args.runs} runs"
         )
         await engine.dispose()

@@ -45,7 +45,8 @@ async def main(answers: int, n_hosts: int) -> None:
             after = bot.status_field("VmHWM")
             rss = bot.status_field("VmRSS")
     print(
-        f"{answers} x {'status chatty0' if n_hosts == 1 else f'status group:faults ({n_hosts} hosts)'} of 50 MB answers: "
+        f"{answers} x {'status chatty0' if n_hosts == 1 else f'status group:faults ({n_hosts} hosts)'} of 50 "
+        "MB answers: "
         f"VmHWM {before / 1024:.0f} MiB before, {after / 1024:.0f} MiB after (+{(after - before) / 1024:.0f} MiB); "
         f"VmRSS after {rss / 1024:.0f} MiB"
     )

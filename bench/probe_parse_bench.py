@@ -47,7 +47,8 @@ def main() -> None:
         best_split, best_parse = min(best_split, t1 - t0), min(best_parse, t2 - t1)
     n = args.batches
     print(
-        f"{args.capture}: {len(outputs)} frames; split {best_split / n * 1e6:.1f} µs, parse {best_parse / n * 1e6:.1f} µs, "
+        f"{args.capture}: {len(outputs)} frames; split {best_split / n * 1e6:.1f} µs, parse "
+        f"{best_parse / n * 1e6:.1f} µs, "
         f"total {(best_split + best_parse) / n * 1e6:.1f} µs CPU per batch (best of {args.rounds} rounds of {n})"
     )
 

@@ -114,7 +114,8 @@ async def test_pivot_through_slack_stops_at_a_leftover_process(slack_bot, servic
     rid, ts, card = await ask(slack_bot, f"pivot node403 from=a.service to=b.service delete={old} need=1K")
     assert "approvers: <@U2>, <@U3> · 0 of 2 approvals" in blocks_text(card)
     assert (
-        f":warning: pid {leftover.pid} python3 (512 MiB, user root) is not a.service's and will not be ended: the GPU wait "
+        f":warning: pid {leftover.pid} python3 (512 MiB, user root) is not a.service's and will not be ended: "
+        "the GPU wait "
         f"fails unless it ends; add pid={leftover.pid} to end it"
     ) in blocks_text(card)
     await click(slack_bot, APPROVE, rid, ts, "U2")

@@ -95,7 +95,10 @@ def test_every_emoji_code_in_messages_has_terminal_words():
 def test_an_update_shows_only_what_changed():
     from bot.slack.console.session import changed_lines
 
-    before = "[?] Approval needed: clean x (#1)\n=====\nclean x\n[ ] 1. delete /a (5 MB)\n  requested by @U1\n  [1] Approve\n  [2] Reject"
+    before = (
+        "[?] Approval needed: clean x (#1)\n=====\nclean x\n[ ] 1. delete /a (5 MB)\n  requested by @U1\n  "
+        "[1] Approve\n  [2] Reject"
+    )
     after = "[..] Running: clean x (#1)\n=====\nclean x\n[..] 1. delete /a (5 MB)\n  requested by @U1"
     out = changed_lines(before, after).splitlines()
     assert out == [

@@ -201,7 +201,8 @@ async def test_compose_stack_answers_trusts_a_key_reports_metrics_and_stops_on_s
     assert lines and any(line["event"].startswith("stopped in") for line in lines), logs[-2000:]
     assert TOKEN not in logs and SIGNING not in logs and "unused-here" not in logs
     print(
-        f"\nimage {image_size_bytes(image) / 1e6:.0f} MB, cold start to /readyz {cold_start:.1f} s, shutdown {shutdown:.1f} s"
+        f"\nimage {image_size_bytes(image) / 1e6:.0f} MB, cold start to /readyz {cold_start:.1f} s, shutdown "
+        f"{shutdown:.1f} s"
     )
 
 

@@ -81,7 +81,8 @@ async def test_a_50_mb_nvidia_smi_answer_is_capped_as_read_and_memory_stays_boun
             snaps = await bot.snapshots()
         growth_mib = (after - before) / 1024
         print(
-            f"VmHWM before {before / 1024:.0f} MiB, after two 50 MB answers {after / 1024:.0f} MiB (+{growth_mib:.0f} MiB)"
+            f"VmHWM before {before / 1024:.0f} MiB, after two 50 MB answers {after / 1024:.0f} MiB "
+            f"(+{growth_mib:.0f} MiB)"
         )
         text, shown = update.body["text"], str(update.body["blocks"])
         assert "chatty: unknown" in text, text

@@ -116,8 +116,10 @@ def test_a_fan_out_cut_off_by_a_shutdown_names_the_hosts_and_how_to_probe_them_a
     blocks, _ = fleet_blocks(fleet_view("group train", reports, rerun="/gpu status group:train"))
     validate_message(blocks)
     assert blocks[2]["text"]["text"] == (
-        ":warning: The bot shut down during this check: 1 host was cut off (stored as interrupted: node0002) and 12 not "
-        "probed (node0003, node0004, node0005, node0006, node0007, node0008, node0009, node0010, node0011, node0012 and "
+        ":warning: The bot shut down during this check: 1 host was cut off (stored as interrupted: node0002) "
+        "and 12 not "
+        "probed (node0003, node0004, node0005, node0006, node0007, node0008, node0009, node0010, node0011, "
+        "node0012 and "
         "2 more). Run `/gpu status group:train` again."
     )
     plain, _ = fleet_blocks(fleet_view("group train", [report(1), report(2)], rerun="/gpu status group:train"))

@@ -70,8 +70,8 @@ async def test_sqlite_on_a_full_disk_still_answers_what_needs_no_write_and_ready
             shown = str(update.body["blocks"])
             assert "node17: ready" in update.body["text"], update.body["text"]
             assert (
-                f"the snapshot was not stored: the database is unavailable (sqlite at {disk / 'gpubot.db'}: the disk is full)"
-                in shown
+                f"the snapshot was not stored: the database is unavailable (sqlite at {disk / 'gpubot.db'}: the disk "
+                "is full)" in shown
             ), shown
 
             env = {

@@ -135,8 +135,10 @@ async def _insert_snapshots(url: str, rows: list[dict]) -> None:
         for r in rows:
             await conn.execute(
                 text(
-                    "INSERT INTO snapshots (id, host_id, host_name, taken_at, duration_ms, verdict, reasons, error_kind, "
-                    "error_message, readings, raw, gpu_used_mib, disk_free_bytes, requested_by, verdict_changed) VALUES "
+                    "INSERT INTO snapshots (id, host_id, host_name, taken_at, duration_ms, verdict, reasons, "
+                    "error_kind, "
+                    "error_message, readings, raw, gpu_used_mib, disk_free_bytes, requested_by, verdict_changed) "
+                    "VALUES "
                     "(:id, NULL, :host_name, :taken_at, :duration_ms, :verdict, CAST(:reasons AS jsonb), :error_kind, "
                     ":error_message, CAST(:readings AS jsonb), CAST(:raw AS jsonb), :gpu_used_mib, :disk_free_bytes, "
                     ":requested_by, :verdict_changed)"

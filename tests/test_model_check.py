@@ -17,12 +17,14 @@ GB = 10**9
     ("line", "want"),
     [
         (
-            "{ path=/opt/vllm/bin/vllm ; argv[]=/opt/vllm/bin/vllm serve /shared/Kimi-K2.5-NVFP4 --tensor-parallel-size 8 "
+            "{ path=/opt/vllm/bin/vllm ; argv[]=/opt/vllm/bin/vllm serve /shared/Kimi-K2.5-NVFP4 "
+            "--tensor-parallel-size 8 "
             "--trust-remote-code --port 8000 ; ignore_errors=no ; start_time=[n/a] }",
             ServedModel("vLLM", "/shared/Kimi-K2.5-NVFP4", "positional", 8, None, 0.9),
         ),
         (
-            "vllm serve moonshotai/Kimi-K2-Instruct --trust-remote-code --tensor-parallel-size 16 --enable-auto-tool-choice",
+            "vllm serve moonshotai/Kimi-K2-Instruct --trust-remote-code --tensor-parallel-size 16 "
+            "--enable-auto-tool-choice",
             ServedModel("vLLM", "moonshotai/Kimi-K2-Instruct", "positional", 16, None, 0.9),
         ),
         (
@@ -34,7 +36,8 @@ GB = 10**9
             ServedModel("vLLM", "/shared/Qwen3-235B", "--model", 8, None, 0.9),
         ),
         (
-            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code --mem-fraction-static 0.85",
+            "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code "
+            "--mem-fraction-static 0.85",
             ServedModel("SGLang", "deepseek-ai/DeepSeek-V3", "--model-path", 8, None, 0.85, True),
         ),
         (
@@ -42,7 +45,8 @@ GB = 10**9
             ServedModel("TGI", "meta-llama/Llama-3.1-70B-Instruct", "--model-id", 4, None, None),
         ),
         (
-            "/usr/local/bin/llama-server -m /shared/glm5-gguf/GLM-5-Q4_K_M-00001-of-00009.gguf --port 8080 -ngl 99 -c 32768",
+            "/usr/local/bin/llama-server -m /shared/glm5-gguf/GLM-5-Q4_K_M-00001-of-00009.gguf --port 8080 -ngl "
+            "99 -c 32768",
             ServedModel("llama.cpp", "/shared/glm5-gguf/GLM-5-Q4_K_M-00001-of-00009.gguf", "-m", None, None, None),
         ),
         (
@@ -85,7 +89,10 @@ def hexed(text: str) -> str:
 
 
 def frames(stdout: str, df_avail: int = 1_300 * GB) -> dict[str, ProbeOutput]:
-    df = f"Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/md0 {3_800 * GB} {2_500 * GB} {df_avail} 66% /shared\n"
+    df = (
+        f"Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/md0 {3_800 * GB} {2_500 * GB} "
+        f"{df_avail} 66% /shared\n"
+    )
     return {"weights": ProbeOutput("weights", stdout, "", 0), "df": ProbeOutput("df", df, "", 0)}
 
 

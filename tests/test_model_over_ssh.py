@@ -148,11 +148,13 @@ async def test_a_hub_id_found_in_the_hf_cache_is_planned_with_its_size_and_fit(
     )
     assert view.state is State.PENDING
     assert (
-        f"model moonshotai/Kimi-K2.5 (HF cache {snap}) (the model of vllm-kimi.service's ExecStart) — 16.38 KB in 2 shards, "
+        f"model moonshotai/Kimi-K2.5 (HF cache {snap}) (the model of vllm-kimi.service's ExecStart) — 16.38 "
+        "KB in 2 shards, "
         "all present"
     ) in view.lines
     assert (
-        "fits: 16.38 KB of weights over 2 GPUs (TP 2) with --gpu-memory-utilization 0.90 (default): 1 MiB of weights per GPU "
+        "fits: 16.38 KB of weights over 2 GPUs (TP 2) with --gpu-memory-utilization 0.90 (default): 1 MiB of "
+        "weights per GPU "
         "of 129,393 MiB usable (143,771 MiB × 0.90); 129,392 MiB left for the KV cache per GPU"
     ) in view.lines
     (repo / "blobs" / "sha-next.incomplete").write_bytes(b"\0")
@@ -214,7 +216,8 @@ async def test_weights_too_big_for_the_units_gpus_are_refused_with_the_numbers(
     )
     view = await flows.request_action(services=services, spec=spec("m5", old), requester="U1")
     assert (
-        "fits: 300 GB of weights over 4 GPUs (TP 4) with --gpu-memory-utilization 0.95: 71,526 MiB of weights per GPU of "
+        "fits: 300 GB of weights over 4 GPUs (TP 4) with --gpu-memory-utilization 0.95: 71,526 MiB of "
+        "weights per GPU of "
         "136,582 MiB usable (143,771 MiB × 0.95); 65,056 MiB left for the KV cache per GPU"
     ) in view.lines
     assert old.exists()

@@ -127,7 +127,10 @@ def _smi_verdict(rows: str) -> tuple[str, list[str]]:
 
 
 def _h200_row(mig: str) -> str:
-    return f"0, GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01, NVIDIA H200, 00000000:00:06.0, 143771, 0, 616, 0, 33, 70.10, {mig}, 580.159.04\n"
+    return (
+        "0, GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01, NVIDIA H200, 00000000:00:06.0, 143771, 0, 616, 0, 33, "
+        f"70.10, {mig}, 580.159.04\n"
+    )
 
 
 def test_mig_mode_the_driver_could_not_read_is_unknown_not_ready():

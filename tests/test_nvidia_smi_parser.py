@@ -71,7 +71,8 @@ def test_bad_field_message_on_stdout_is_a_failure_not_a_parse():
     ("stdout", "stderr", "status", "kind"),
     [
         (
-            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n\n",
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+            "latest NVIDIA driver is installed and running.\n\n",
             "",
             9,
             ProbeFailure.DRIVER,

@@ -489,10 +489,12 @@ def test_the_terminal_prints_the_sudoers_file_the_helper_and_the_check(box, shar
             "✔ stop vllm.service: via sudo",
             "✔ start vllm.service: via sudo",
             "✔ restart vllm.service: via sudo",
-            f"✔ kill GPU processes of other users: via sudo ({box.server.bin_dir}/gpubot-priv); the helper never kills a "
+            f"✔ kill GPU processes of other users: via sudo ({box.server.bin_dir}/gpubot-priv); the helper never "
+            "kills a "
             f"system daemon ({', '.join(system_daemons())})",
             f"✔ delete under {shared}: via sudo ({box.server.bin_dir}/gpubot-priv)",
-            f"✔ helper {box.server.bin_dir}/gpubot-priv: root-owned, writable by root only, the same as `gpubot hosts helper`",
+            f"✔ helper {box.server.bin_dir}/gpubot-priv: root-owned, writable by root only, the same as `gpubot "
+            "hosts helper`",
             f"✔ read unit journals (a failed start's log, /gpu logs): as {box.user.name}",
         ]
     finally:

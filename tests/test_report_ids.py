@@ -54,7 +54,8 @@ def test_the_upgrade_keeps_schedules_their_runs_and_numbers(tmp_path):
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("DELETE FROM report_schedules WHERE id = 5")
         db.execute(
-            "INSERT INTO report_schedules (cron, tz, channel, created_at) VALUES ('0 7 * * *', 'UTC', 'C1', '2026-11-30')"
+            "INSERT INTO report_schedules (cron, tz, channel, created_at) VALUES ('0 7 * * *', 'UTC', 'C1', "
+            "'2026-11-30')"
         )
         assert db.execute("SELECT max(id) FROM report_schedules").fetchone() == (6,)
     command.downgrade(alembic_config(url), "0009")

@@ -37,7 +37,8 @@ async def test_hgx_with_the_fabric_manager_down_is_not_ready_then_ready_once_it_
     assert [r.code for r in report.assessment.reasons] == ["fabric_not_ready", "fabric_manager"]
     stuck, manager = (r.text for r in report.assessment.reasons)
     assert stuck.startswith(
-        "NVLink fabric not initialized on GPU 0, 1, 2, 3, 4, 5, 6, 7 (fabric state In Progress): CUDA fails with error 802"
+        "NVLink fabric not initialized on GPU 0, 1, 2, 3, 4, 5, 6, 7 (fabric state In Progress): CUDA fails "
+        "with error 802"
     )
     assert manager.startswith("nvidia-fabricmanager.service is inactive and this host has 4 NVSwitches")
     assert (
@@ -120,7 +121,8 @@ async def test_a_gpu_passed_through_to_a_vm_is_a_note_and_the_host_ready(service
     gone = await check_host(services=services, host_name="vmhost")
     assert gone.assessment.verdict is Verdict.READY, gone.assessment.reasons
     assert [r.text for r in gone.assessment.reasons] == [
-        f"GPU 7 {gpu_identity(addr, 7)['uuid']} (bus {kernel_bus(addr, 7)}) is passed through to a VM (vfio-pci): not usable here, not lost"
+        f"GPU 7 {gpu_identity(addr, 7)['uuid']} (bus {kernel_bus(addr, 7)}) is passed through to a VM "
+        "(vfio-pci): not usable here, not lost"
     ]
 
     from bot.render.text import inventory_lines

@@ -88,7 +88,8 @@ async def test_a_token_slack_refuses_keeps_serve_up_and_unready_saying_why(tmp_p
         ({"SLACK_BOT_TOKEN": "xoxb-1"}, "HTTP mode needs SLACK_SIGNING_SECRET"),
         (
             {},
-            "SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, `gpubot console`",
+            "SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, "
+            "`gpubot console`",
         ),
     ],
 )

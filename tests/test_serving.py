@@ -63,7 +63,8 @@ def test_a_healthy_unit_alone_on_its_gpus_is_serving():
     lead = next(x for x in a.reasons if x.code == "serving")
     assert (
         lead.text
-        == f"{KIMI} is serving on GPU 0, 1: {URL} → 200 (its command line's server default); no other process holds those GPUs"
+        == f"{KIMI} is serving on GPU 0, 1: {URL} → 200 (its command line's server default); no other process "
+        "holds those GPUs"
     )
     assert stored_serving([{"code": x.code, "text": x.text} for x in a.reasons]) == (KIMI,)
 
@@ -197,7 +198,8 @@ def test_a_url_the_host_read_otherwise_than_gpubot_is_not_healthy():
 
 
 COMMAND_LINES = [
-    "{ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve /shared/Kimi-K2.5-NVFP4 --tensor-parallel-size 8 --port 8001 ; ignore_errors=no }",
+    "{ path=/usr/bin/vllm ; argv[]=/usr/bin/vllm serve /shared/Kimi-K2.5-NVFP4 --tensor-parallel-size 8 "
+    "--port 8001 ; ignore_errors=no }",
     "/opt/venv/bin/python3 -m vllm.entrypoints.openai.api_server --model /m --host 0.0.0.0",
     "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --port=30001 --host 10.0.0.5",
     "text-generation-launcher --model-id meta-llama/Llama-3.1-8B-Instruct --num-shard 2",

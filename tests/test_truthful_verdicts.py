@@ -40,7 +40,8 @@ FIELDS = "# fields: " + ",".join(GPU_FIELDS) + "\n"
 
 def gpu_row(i: int, used: int = 0, mig: str = "Disabled", name: str = "NVIDIA H200", total: int = 143771) -> str:
     return (
-        f"{i}, GPU-0000000{i}-aaaa-bbbb-cccc-00000000000{i}, {name}, 00000000:{0x18 + i:02X}:00.0, {total}, {used}, 616, "
+        f"{i}, GPU-0000000{i}-aaaa-bbbb-cccc-00000000000{i}, {name}, 00000000:{0x18 + i:02X}:00.0, {total}, "
+        f"{used}, 616, "
         f"0, 33, 70.10, {mig}, 580.159.04\n"
     )
 
@@ -80,7 +81,8 @@ def test_three_of_four_by_history_names_the_missing_gpu_and_its_last_snapshot():
 
 def test_three_of_four_by_the_kernel_witness_on_a_first_probe():
     kernel = "".join(
-        f"proc /proc/driver/nvidia/gpus/0000:{0x18 + i:02x}:00.0\nGPU UUID: \t GPU-0000000{i}-aaaa-bbbb-cccc-00000000000{i}\n"
+        f"proc /proc/driver/nvidia/gpus/0000:{0x18 + i:02x}:00.0\nGPU UUID: \t "
+        f"GPU-0000000{i}-aaaa-bbbb-cccc-00000000000{i}\n"
         f"Bus Location: \t 0000:{0x18 + i:02x}:00.0\nGPU Excluded:\t No\n"
         for i in range(4)
     )
@@ -128,7 +130,8 @@ def test_captured_h200_witnesses_agree_with_nvidia_smi():
     r = readings_of(
         {
             "gpus": gpus_out(
-                "0, GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01, NVIDIA H200, 00000000:00:06.0, 143771, 0, 616, 0, 33, 70.1, Disabled, 580.159.04\n"
+                "0, GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01, NVIDIA H200, 00000000:00:06.0, 143771, 0, 616, 0, 33, "
+                "70.1, Disabled, 580.159.04\n"
             ),
             "inventory": ProbeOutput("inventory", "pci-scanned\npci 0000:00:06.0 0x030200\n", "", 0),
         }
@@ -232,7 +235,10 @@ def test_title_escape_without_newline_before_the_first_marker():
 
 def test_markers_are_found_wherever_they_start():
     m = "GPUBOT-abc"
-    text = f"\x1b]0;title\x07{m} BEGIN gpus\nrow\n{m} STDERR gpus\n\n{m} END gpus 0\r\nnoise\x00 {m} BEGIN apps\n\n{m} STDERR apps\n\n{m} END apps 0"
+    text = (
+        f"\x1b]0;title\x07{m} BEGIN gpus\nrow\n{m} STDERR gpus\n\n{m} END gpus 0\r\nnoise\x00 {m} BEGIN "
+        f"apps\n\n{m} STDERR apps\n\n{m} END apps 0"
+    )
     got = split_frames(text, m)
     assert got["gpus"].stdout == "row" and got["gpus"].exit_status == 0 and got["apps"].exit_status == 0
 

@@ -210,7 +210,10 @@ def test_a_contained_memory_error_is_a_warning_the_application_restarts():
 
 
 def test_a_context_switch_timeout_is_not_ready_until_a_reset():
-    line = "NVRM: Xid (PCI:0000:00:07): 109, pid=4411, name=python3, Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x2c014"
+    line = (
+        "NVRM: Xid (PCI:0000:00:07): 109, pid=4411, name=python3, Ch 00000008, errorString CTX SWITCH "
+        "TIMEOUT, Info 0x2c014"
+    )
     a = verdict_of(parse_kernel_log(journal((NOW - 600, line))))
     assert a.verdict is Verdict.NOT_READY
     (r,) = a.reasons
@@ -219,7 +222,10 @@ def test_a_context_switch_timeout_is_not_ready_until_a_reset():
 
 
 def test_an_nvlink5_xid_is_a_reset_whatever_its_sub_unit():
-    line = "NVRM: Xid (PCI:0000:00:08): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 09 (0x021425c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"
+    line = (
+        "NVRM: Xid (PCI:0000:00:08): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 09 (0x021425c6 0x00000000 "
+        "0x00000000 0x00000000 0x00000000 0x00000000)"
+    )
     a = verdict_of(parse_kernel_log(journal((NOW - 600, line))))
     assert a.verdict is Verdict.NOT_READY
     assert a.reasons[0].text.endswith("(NVLink: NETIR error) — reset GPU 2 before use")

@@ -76,7 +76,8 @@ def root_write_check(root: str) -> str:
             f"r={r}",
             '[ -d "$r" ] || { echo "$r does not exist on the host"; exit 2; }',
             '{ [ -w "$r" ] && [ -x "$r" ]; } || { echo "$r is not writable by $(id -un)"; exit 1; }',
-            'b=$(find "$r" -xdev -mindepth 1 -type d \\( ! -writable -o ! -executable -o ! -readable \\) -print -quit 2>&1 | head -n 1)',
+            'b=$(find "$r" -xdev -mindepth 1 -type d \\( ! -writable -o ! -executable -o ! -readable \\) -print '
+            "-quit 2>&1 | head -n 1)",
             '[ -z "$b" ] || { echo "$b is not writable by $(id -un)"; exit 1; }',
         ]
     )

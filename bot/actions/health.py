@@ -99,18 +99,21 @@ def unit_command(unit: str) -> str:
             f'systemctl show -p ActiveState,SubState,Result,MainPID -- "$u" || exit {StepExit.REFUSED:d}',
             'main=$(systemctl show -p MainPID --value -- "$u"); case "$main" in ""|*[!0-9]*) main=0;; esac',
             'cg=$(systemctl show -p ControlGroup --value -- "$u" 2>/dev/null)',
-            'if [ "$main" -gt 0 ] && s=$(cat /proc/$main/stat 2>/dev/null); then s=${s##*) }; set -- $s; echo "MainState=$1"; fi',
+            'if [ "$main" -gt 0 ] && s=$(cat /proc/$main/stat 2>/dev/null); then s=${s##*) }; set -- $s; echo '
+            '"MainState=$1"; fi',
             "printf 'Cuda=%s\\n' \"$(systemctl show -p Environment --value -- \"$u\" 2>/dev/null | tr ' ' '\\n' "
             "| sed -n 's/^CUDA_VISIBLE_DEVICES=//p' | head -n 1)\"",
             'pids=""',
             "for b in /sys/fs/cgroup /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do",
             '  if [ -n "$cg" ] && [ -d "$b$cg" ]; then',
-            '    pids=$(find "$b$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | tr "\\n" " "); echo PidsFrom=cgroup; break',
+            '    pids=$(find "$b$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | tr "\\n" " "); echo '
+            "PidsFrom=cgroup; break",
             "  fi",
             "done",
             f'if [ -z "$pids" ] && [ "$main" -gt 0 ]; then pids=$({tree}); echo PidsFrom=tree; fi',
             'echo "Pids=$pids"',
-            f'if [ "$main" -gt 0 ]; then printf "Cmd=%s\\n" "$(head -c 4096 /proc/$main/cmdline 2>/dev/null | {HEX})"; fi',
+            'if [ "$main" -gt 0 ]; then printf "Cmd=%s\\n" "$(head -c 4096 /proc/$main/cmdline 2>/dev/null | '
+            f'{HEX})"; fi',
         ]
     )
 
@@ -219,7 +222,10 @@ class HealthProgress:
         if not self.gpu_mib:
             return "no GPU memory held by the unit yet"
         per = ", ".join(f"GPU {i}: {mib:,} MiB" for i, mib in sorted(self.gpu_mib.items()))
-        return f"{per} ({sum(self.gpu_mib.values()):,} MiB on {len(self.gpu_mib)} GPU{'s' if len(self.gpu_mib) > 1 else ''})"
+        return (
+            f"{per} ({sum(self.gpu_mib.values()):,} MiB on {len(self.gpu_mib)} "
+            f"GPU{'s' if len(self.gpu_mib) > 1 else ''})"
+        )
 
     def lines(self) -> list[str]:
         """Headline first, then unit, GPU memory and health lines."""

@@ -303,7 +303,8 @@ def weights_problems(w: Weights, *, where: str, host: str, need_bytes: int | Non
         have = w.weights_bytes or 0
         left = (
             f"; the index says {human_bytes(w.index_total)} in all, {human_bytes(have)} present: about "
-            f"{human_bytes(max(0, w.index_total - have))} to download (need={human_bytes(max(0, w.index_total - have))})"
+            f"{human_bytes(max(0, w.index_total - have))} to download "
+            f"(need={human_bytes(max(0, w.index_total - have))})"
             if w.index_total
             else ""
         )

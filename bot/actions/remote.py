@@ -71,7 +71,8 @@ def resolve_commands(paths: list[str], roots: list[str]) -> list[tuple[str, str]
                         f'for g in {listed}; do rr=$(realpath -e -- "$g" 2>/dev/null) || continue; '
                         'case $r in "${rr%/}"/?*) [ ${#rr} -gt ${#best} ] && best=$rr;; esac; done',
                         '[ -n "$best" ] || best=$r',
-                        f'if m=$(mounts_near "$best" "$r"); then echo mount=no; else printf \'mount=%s\\n\' "$(printf \'%s\' "$m" | {HEX})"; fi',
+                        'if m=$(mounts_near "$best" "$r"); then echo mount=no; else printf \'mount=%s\\n\' '
+                        f'"$(printf \'%s\' "$m" | {HEX})"; fi',
                     ]
                 ),
             )
@@ -151,16 +152,21 @@ def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
             f"proc.{int(pid)}",
             "; ".join(
                 [
-                    f"[ -d /proc/{int(pid)} ] || {{ grep -qE '^proc /proc proc [^ ]*hidepid=(1|2|noaccess|invisible)' /proc/mounts "
-                    f"&& {{ echo '/proc is mounted with hidepid: processes of other users are hidden from '\"$(id -un)\" >&2; {refused}; }}; {gone}; }}",
-                    f's=$(cat /proc/{int(pid)}/stat 2>&1) || {{ [ -d /proc/{int(pid)} ] || {gone}; echo "$s" >&2; {refused}; }}',
-                    f"[ -r /proc/{int(pid)}/cmdline ] || {{ echo 'cannot read /proc/{int(pid)}/cmdline' >&2; {refused}; }}",
+                    f"[ -d /proc/{int(pid)} ] || {{ grep -qE '^proc /proc proc [^ "
+                    "]*hidepid=(1|2|noaccess|invisible)' /proc/mounts "
+                    f"&& {{ echo '/proc is mounted with hidepid: processes of other users are hidden from '\"$(id "
+                    f'-un)" >&2; {refused}; }}; {gone}; }}',
+                    f's=$(cat /proc/{int(pid)}/stat 2>&1) || {{ [ -d /proc/{int(pid)} ] || {gone}; echo "$s" >&2; '
+                    f"{refused}; }}",
+                    f"[ -r /proc/{int(pid)}/cmdline ] || {{ echo 'cannot read /proc/{int(pid)}/cmdline' >&2; "
+                    f"{refused}; }}",
                     "s=${s##*) }",
                     "set -- $s",
                     'printf \'state=%s\\nstart=%s\\n\' "$1" "${20}"',
                     f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
                     f"printf 'cmd=%s\\n' \"$(head -c 512 /proc/{int(pid)}/cmdline | {HEX})\"",
-                    f"e=$(readlink -- /proc/{int(pid)}/exe 2>/dev/null); printf 'exe=%s\\n' \"$(printf '%s' \"$e\" | {HEX})\"",
+                    f"e=$(readlink -- /proc/{int(pid)}/exe 2>/dev/null); printf 'exe=%s\\n' \"$(printf '%s' \"$e\" | "
+                    f'{HEX})"',
                 ]
             ),
         )
@@ -209,7 +215,8 @@ def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None
         # the helper's own list and check (a system daemon that took a planned PID is never signalled)
         sig = (
             'sig() { e=$(system_daemon "$2"); case $? in '
-            '0) echo "$2 refused pid $2 is $e, a system daemon (never killed by gpubot: stop its unit instead)"; return 3;; '
+            '0) echo "$2 refused pid $2 is $e, a system daemon (never killed by gpubot: stop its unit instead)"; '
+            "return 3;; "
             '2) [ -d /proc/$2 ] || return 1; echo "$2 refused cannot read /proc/$2/exe"; return 3;; esac; '
             "kill -$1 $2 2>/dev/null; }"
         )

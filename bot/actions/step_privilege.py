@@ -34,7 +34,8 @@ def self_delete_check(real: str) -> str:
             f"r={r}",
             'd=$(dirname -- "$r")',
             '{ [ -w "$d" ] && [ -x "$d" ]; } || { echo "$d is not writable by $(id -un)"; exit 1; }',
-            'if [ -k "$d" ] && [ "$(stat -c %u -- "$r")" != "$(id -u)" ]; then echo "$d is sticky and $r belongs to another user"; exit 1; fi',
+            'if [ -k "$d" ] && [ "$(stat -c %u -- "$r")" != "$(id -u)" ]; then echo "$d is sticky and $r belongs '
+            'to another user"; exit 1; fi',
             'if [ -d "$r" ] && [ ! -L "$r" ]; then b=$(find "$r" -xdev -type d '
             "\\( ! -writable -o ! -executable -o ! -readable \\) -print -quit 2>&1 | head -n 1); "
             '[ -z "$b" ] || { echo "$b is not writable by $(id -un)"; exit 1; }; fi',
@@ -72,7 +73,10 @@ def delete_need(key: str, label: str, helper: str, root: str, real: str, self_ch
 
 def own_process_check(pid: int) -> str:
     """sh: exit 0 when process ``pid`` belongs to the current user."""
-    return f'[ "$(stat -c %u /proc/{int(pid)} 2>/dev/null)" = "$(id -u)" ] || {{ echo "pid {int(pid)} belongs to another user"; exit 1; }}'
+    return (
+        f'[ "$(stat -c %u /proc/{int(pid)} 2>/dev/null)" = "$(id -u)" ] || {{ echo "pid {int(pid)} belongs to '
+        f'another user"; exit 1; }}'
+    )
 
 
 def needs(plan: Plan, *, systemctl: str, helper: str, host: str) -> list[tuple[int, Need]]:

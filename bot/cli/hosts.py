@@ -75,7 +75,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
         type=_json_object,
         default=None,
         metavar="JSON",
-        help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": ["/shared/glm5"]}\'',
+        help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": '
+        '["/shared/glm5"]}\'',
     )
     ls = h.add_parser("list", help="list hosts")
     ls.add_argument("--group", help="only the hosts of this group")

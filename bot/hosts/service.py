@@ -64,7 +64,8 @@ async def add(
         raise UsageError(f"`{name}` is reserved (`status all` means every host)")
     if name in LOCAL_NAMES and transport != "local":
         raise UsageError(
-            f"`{name}` is this machine; register it with the local transport (`gpubot hosts add NAME ADDRESS --local`), or pick another name; `status localhost` works without registering it"
+            f"`{name}` is this machine; register it with the local transport (`gpubot hosts add NAME ADDRESS "
+            "--local`), or pick another name; `status localhost` works without registering it"
         )
     if group is not None:
         validate_host(group)

@@ -135,7 +135,8 @@ async def record(target: HostTarget, known_hosts: str, fingerprint: str, *, runn
     offered = await fetch_host_key(target, known_hosts, runner=runner)
     if offered.fingerprint != fingerprint:
         raise UsageError(
-            f"{target.name} now offers {offered.fingerprint}, not the {fingerprint} that was confirmed; nothing recorded"
+            f"{target.name} now offers {offered.fingerprint}, not the {fingerprint} that was confirmed; nothing "
+            "recorded"
         )
     where = offered.where or target
     forms = host_forms({target.address, where.address, *(await _addresses(where.address))}, where.port)

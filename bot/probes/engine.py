@@ -104,7 +104,8 @@ async def run_probe(
     cut = None
     if missing and res.dropped_bytes:  # the runner stopped keeping output at its cap
         cut = (
-            f"the probe batch printed more than {cap_words(BATCH_OUTPUT_CAP_BYTES)}; {res.dropped_bytes:,} bytes past that were "
+            f"the probe batch printed more than {cap_words(BATCH_OUTPUT_CAP_BYTES)}; {res.dropped_bytes:,} bytes "
+            "past that were "
             f"dropped, so {', '.join(missing)} could not be read"
         )
     elif missing:  # the script stopped early without the connection dropping: what did not finish is unknown

@@ -141,7 +141,8 @@ def frame_script(
         '  printf \'\\n%s BEGIN %s\\n\' "$gpubot_m" "$1"',
         "  gpubot_left=$(( gpubot_end - $(date +%s) ))",
         '  if [ "$gpubot_left" -le 0 ]; then',
-        '    printf \'\\n%s STDERR %s\\nnot run: the batch deadline had passed\\n%s END %s 124\\n\' "$gpubot_m" "$1" "$gpubot_m" "$1"',
+        "    printf '\\n%s STDERR %s\\nnot run: the batch deadline had passed\\n%s END %s 124\\n' "
+        '"$gpubot_m" "$1" "$gpubot_m" "$1"',
         "    return",
         "  fi",
         '  gpubot_t=$3; [ "$gpubot_left" -lt "$gpubot_t" ] && gpubot_t=$gpubot_left',
@@ -155,15 +156,18 @@ def frame_script(
         '  wait "$gpubot_p"; gpubot_rc=$?',
         '  case $gpubot_rc in 124|137) echo "gpubot: no answer within $gpubot_t s" >>"$GPUBOT_D/$1.err";; esac',
         '  if [ -n "$gpubot_cut" ]; then gpubot_rc=124;'
-        ' echo "abandoned: it did not exit even after SIGKILL (uninterruptible I/O, e.g. a hung network mount)" >>"$GPUBOT_D/$1.err"; fi',
+        ' echo "abandoned: it did not exit even after SIGKILL (uninterruptible I/O, e.g. a hung network '
+        'mount)" >>"$GPUBOT_D/$1.err"; fi',
         '  kill "$gpubot_w" 2>/dev/null',
         # At most the cap of each stream crosses the network; the sizes say what was dropped.
         '  gpubot_o=$(wc -c <"$GPUBOT_D/$1.out" 2>/dev/null); gpubot_e=$(wc -c <"$GPUBOT_D/$1.err" 2>/dev/null)',
         f'  head -c {cap} "$GPUBOT_D/$1.out"',
         '  printf \'\\n%s STDERR %s\\n\' "$gpubot_m" "$1"',
         f'  head -c {cap} "$GPUBOT_D/$1.err"',
-        f'  [ "$(( ${{gpubot_o:-0}} ))" -gt {cap} ] && printf \'\\ngpubot: stdout truncated at {cap_words(cap)} (%d bytes; the rest dropped)\\n\' "$gpubot_o"',
-        f'  [ "$(( ${{gpubot_e:-0}} ))" -gt {cap} ] && printf \'\\ngpubot: stderr truncated at {cap_words(cap)} (%d bytes; the rest dropped)\\n\' "$gpubot_e"',
+        f'  [ "$(( ${{gpubot_o:-0}} ))" -gt {cap} ] && printf \'\\ngpubot: stdout truncated at '
+        f'{cap_words(cap)} (%d bytes; the rest dropped)\\n\' "$gpubot_o"',
+        f'  [ "$(( ${{gpubot_e:-0}} ))" -gt {cap} ] && printf \'\\ngpubot: stderr truncated at '
+        f'{cap_words(cap)} (%d bytes; the rest dropped)\\n\' "$gpubot_e"',
         '  printf \'\\n%s END %s %d\\n\' "$gpubot_m" "$1" "$gpubot_rc"',
         "}",
     ]
@@ -174,7 +178,8 @@ def frame_script(
         "gpubot_send() {",
         "  gpubot_lock",
         '  gpubot_n=$(cat "$GPUBOT_D/sent" 2>/dev/null); gpubot_n=${gpubot_n:-0}; gpubot_z=$(wc -c <"$gpubot_f")',
-        '  [ "$gpubot_z" -gt "$gpubot_n" ] && tail -c +"$(( gpubot_n + 1 ))" "$gpubot_f" | head -c "$(( gpubot_z - gpubot_n ))"',
+        '  [ "$gpubot_z" -gt "$gpubot_n" ] && tail -c +"$(( gpubot_n + 1 ))" "$gpubot_f" | head -c "$(( '
+        'gpubot_z - gpubot_n ))"',
         '  echo "$gpubot_z" >"$GPUBOT_D/sent"; rmdir "$GPUBOT_D/lock"',
         "}",
     ]
@@ -183,8 +188,10 @@ def frame_script(
         # sends what the frames file holds.
         lines += [
             f"gpubot_at={deadline}",
-            'case ${GPUBOT_LEFT_S:-} in *[!0-9]*|"") ;; *) [ "$GPUBOT_LEFT_S" -lt "$gpubot_at" ] && gpubot_at=$GPUBOT_LEFT_S;; esac',
-            "(trap 'kill $gpubot_s 2>/dev/null; exit 0' TERM; sleep \"$gpubot_at\" >/dev/null & gpubot_s=$!; wait $gpubot_s"
+            'case ${GPUBOT_LEFT_S:-} in *[!0-9]*|"") ;; *) [ "$GPUBOT_LEFT_S" -lt "$gpubot_at" ] && '
+            "gpubot_at=$GPUBOT_LEFT_S;; esac",
+            "(trap 'kill $gpubot_s 2>/dev/null; exit 0' TERM; sleep \"$gpubot_at\" >/dev/null & gpubot_s=$!; "
+            "wait $gpubot_s"
             " && gpubot_send) </dev/null 2>/dev/null &",
             "gpubot_dump=$!",
         ]

@@ -39,7 +39,8 @@ def retry_query_command(fields: Iterable[str], *, optional: Iterable[str], fallb
         f"f={q(','.join(names))}; miss=''; n=0\n"
         "while :; do\n"
         f'  out=$({SMI_QUERY}"$f"); rc=$?\n'
-        "  bad=$(printf '%s\\n' \"$out\" | sed -n 's/^Field \"\\(.*\\)\" is not a valid field to query\\..*/\\1/p' | head -n 1)\n"
+        '  bad=$(printf \'%s\\n\' "$out" | sed -n \'s/^Field "\\(.*\\)" is not a valid field to '
+        "query\\..*/\\1/p' | head -n 1)\n"
         f'  [ $rc -eq 2 ] && [ -n "$bad" ] && [ $n -lt {len(drop) + 1} ] || break\n'
         f'  case " {" ".join(drop)} " in *" $bad "*) ;; *) break;; esac\n'
         '  case ",$f," in *",$bad,"*) ;; *) break;; esac\n'

@@ -117,7 +117,8 @@ CGROUP_LOST = DriverFailure(
 UNSUPPORTED_GPUS = DriverFailure(
     ProbeFailure.NO_DEVICES,
     "the installed NVIDIA driver supports none of this host's GPUs (nvidia-smi: No supported GPUs were found)",
-    "install a driver branch that supports these GPUs (dmesg | grep NVRM names the device it refused; a GPU newer than the "
+    "install a driver branch that supports these GPUs (dmesg | grep NVRM names the device it refused; a "
+    "GPU newer than the "
     "driver, or a legacy GPU dropped by it)",
 )
 """``No supported GPUs were found``: GPUs on the bus, none of them supported by this driver."""
@@ -235,7 +236,8 @@ def _mig_mode(value: str) -> str | None:
 
 
 _NO_HANDLE = re.compile(
-    r"^Unable to (?:determine|detect) the device handle for GPU ?([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]): *(.*)$"
+    r"^Unable to (?:determine|detect) the device handle for GPU "
+    r"?([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]): *(.*)$"
 )
 """nvidia-smi's line for a GPU it cannot open, printed in place of that GPU's row (the others
 still print): ``Unable to determine the device handle for GPU0000:4F:00.0: Unknown Error`` (the

@@ -94,14 +94,17 @@ def url_awk() -> str:
         cond = " || ".join(f'index(j, " {m} ") || index(j, "/{m} ")' for m in marks)
         checks.append(f"if (!d && ({cond})) d = {port}")
     return (
-        '{ s = $0; k = index(s, "argv[]="); if (k) { s = substr(s, k + 7); k = index(s, " ; "); if (k) s = substr(s, 1, k - 1) } '
+        '{ s = $0; k = index(s, "argv[]="); if (k) { s = substr(s, k + 7); k = index(s, " ; "); if (k) s = '
+        "substr(s, 1, k - 1) } "
         'n = split(s, a, " "); j = " "; '
         'for (i = 1; i <= n; i++) { w = a[i]; if (i == 1 || w ~ /\\//) sub(/.*\\//, "", w); j = j w " " } '
         "d = 0; " + "; ".join(checks) + "; if (!d) exit; "
         'p = ""; h = ""; gp = 0; gh = 0; '
         "for (i = 1; i <= n; i++) { "
-        'if (!gp && a[i] == "--port" && i < n) { p = a[i + 1]; gp = 1 } else if (!gp && substr(a[i], 1, 7) == "--port=") { p = substr(a[i], 8); gp = 1 } '
-        'if (!gh && a[i] == "--host" && i < n) { h = a[i + 1]; gh = 1 } else if (!gh && substr(a[i], 1, 7) == "--host=") { h = substr(a[i], 8); gh = 1 } } '
+        'if (!gp && a[i] == "--port" && i < n) { p = a[i + 1]; gp = 1 } else if (!gp && substr(a[i], 1, 7) '
+        '== "--port=") { p = substr(a[i], 8); gp = 1 } '
+        'if (!gh && a[i] == "--host" && i < n) { h = a[i + 1]; gh = 1 } else if (!gh && substr(a[i], 1, 7) '
+        '== "--host=") { h = substr(a[i], 8); gh = 1 } } '
         "if (gp && !(p ~ /^[0-9]+$/ && p + 0 > 0 && p + 0 < 65536)) exit; "
         'if (h == "" || h == "0.0.0.0" || h == "::" || h == "[::]" || h == "*") h = "127.0.0.1"; '
         'if (index(h, ":") && substr(h, 1, 1) != "[") h = "[" h "]"; '

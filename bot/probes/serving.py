@@ -61,11 +61,13 @@ def serving_command(unit: str, index: int, url: str | None, http_timeout_s: floa
             UNIT_PIDS_SH,
             'echo "Pids=$pids"',
             "printf 'Exec=%s\\n' \"$(printf '%s' \"$x\" | head -c 4096 | od -An -v -tx1 | tr -d ' \\n')\"",
-            f'if [ -n "$url" ]; then echo UrlFrom=setting; else url=$(printf \'%s\\n\' "$x" | awk {q(url_awk())}); echo UrlFrom=command; fi',
+            'if [ -n "$url" ]; then echo UrlFrom=setting; else url=$(printf \'%s\\n\' "$x" | awk '
+            f"{q(url_awk())}); echo UrlFrom=command; fi",
             'echo "Url=$url"',
             '[ -n "$url" ] || exit 0',
             "command -v curl >/dev/null 2>&1 || { echo Code=none; exit 0; }",
-            f'echo "Code=$(curl -sS -o /dev/null -w \'%{{http_code}}\' --max-time {max(1, int(http_timeout_s))} --url "$url")"',
+            f"echo \"Code=$(curl -sS -o /dev/null -w '%{{http_code}}' --max-time {max(1, int(http_timeout_s))} "
+            '--url "$url")"',
         ]
     )
 

@@ -35,7 +35,10 @@ FIELD_WORDS = {
 }
 """Query field -> the words a person reads; other fields are named as queried."""
 
-LOST_FIX = "reset it (`nvidia-smi -r -i BUS` with nothing running) or reboot the host; Xid 79 in dmesg means it fell off the bus"
+LOST_FIX = (
+    "reset it (`nvidia-smi -r -i BUS` with nothing running) or reboot the host; Xid 79 in dmesg means it "
+    "fell off the bus"
+)
 
 
 def _where(g: Gpu) -> str:

@@ -60,7 +60,8 @@ def fabric_findings(readings: Readings) -> list[Finding]:
     if not switches and not states:
         return []
     fix = (
-        f"start the Fabric Manager (`systemctl start nvidia-fabricmanager`); its version must match {_driver(readings)}, "
+        "start the Fabric Manager (`systemctl start nvidia-fabricmanager`); its version must match "
+        f"{_driver(readings)}, "
         "see `journalctl -u nvidia-fabricmanager`"
     )
     manager = _manager_findings(readings, switches, fix) if switches else []

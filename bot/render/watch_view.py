@@ -72,7 +72,10 @@ def line_texts(x: AlertLine, *, chat: str = CHAT) -> list[str]:
     line says state and since when (or how long until it resolved); then the verdict's blocking
     reasons, the GPUs' owners, the next step, and who took it."""
     if x.status == AlertStatus.RESOLVED.value and x.resolved_at is not None:
-        head = f"✅ {x.host}: resolved after {duration_words(x.resolved_at - x.started_at)} — was {states_words(x.states)} since {utc(x.started_at)}"
+        head = (
+            f"✅ {x.host}: resolved after {duration_words(x.resolved_at - x.started_at)} — was "
+            f"{states_words(x.states)} since {utc(x.started_at)}"
+        )
         return [head]
     head = f"🔴 {x.host}: {states_words(x.states)} since {utc(x.started_at)}"
     out = [head]
@@ -101,7 +104,8 @@ def resolution_text(x: AlertLine, now_report: StatusReport | None) -> str:
     """The thread reply when a host recovers."""
     took = duration_words((x.resolved_at or x.started_at) - x.started_at)
     now = (
-        f": now {verdict_text(now_report.assessment.verdict, now_report.assessment.serving)} (snapshot #{now_report.snapshot_id})"
+        f": now {verdict_text(now_report.assessment.verdict, now_report.assessment.serving)} (snapshot "
+        f"#{now_report.snapshot_id})"
         if now_report is not None
         else ""
     )
@@ -111,7 +115,10 @@ def resolution_text(x: AlertLine, now_report: StatusReport | None) -> str:
 def reminder_text(x: AlertLine, now: datetime) -> str:
     """The thread reply of a repeat: what is still bad and for how long."""
     who = f"; <@{x.taken_by}> is on it" if x.taken_by else "; nobody has taken it yet"
-    return f"{x.host} is still {states_words(x.states)}, for {duration_words(now - x.started_at)} now (since {utc(x.started_at)}){who}."
+    return (
+        f"{x.host} is still {states_words(x.states)}, for {duration_words(now - x.started_at)} now (since "
+        f"{utc(x.started_at)}){who}."
+    )
 
 
 def watch_line(w: Watch, *, channel_ref: str) -> str:
@@ -133,6 +140,7 @@ def silenced_note(s: Silence, now: datetime) -> str:
     reason = f" ({s.reason})" if s.reason else ""
     by = f" by <@{s.created_by}>" if s.created_by else ""
     return (
-        f"🔕 Watches are silenced for {s.target} until {utc(s.ends_at)} ({duration_words(s.ends_at - now)} left){by}{reason}: "
+        f"🔕 Watches are silenced for {s.target} until {utc(s.ends_at)} ({duration_words(s.ends_at - now)} "
+        f"left){by}{reason}: "
         f"silence #{s.id}"
     )

@@ -305,7 +305,8 @@ def trust_card_blocks(host: str, address: str, fingerprint: str, key_type: str, 
         else ""
     )
     text = (
-        f"{warn}*{escape(host)}* ({escape(address)}) offers this {escape(key_type)} host key:\n`{escape(fingerprint)}`\n"
+        f"{warn}*{escape(host)}* ({escape(address)}) offers this {escape(key_type)} host "
+        f"key:\n`{escape(fingerprint)}`\n"
         "Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host itself."
     )
     value = f"{host}|{fingerprint}"

@@ -126,7 +126,10 @@ async def check_credentials(
         except SlackApiError as exc:
             error = str(exc.response.get("error") or exc.response.status_code)
             if error in REFUSED_CREDENTIALS:
-                why = f"refused by Slack: {error} (check {variable}; the process stays up, unready, until it is fixed and restarted)"
+                why = (
+                    f"refused by Slack: {error} (check {variable}; the process stays up, unready, until it is "
+                    "fixed and restarted)"
+                )
                 readiness.states["slack_credentials"] = why
                 log.error("configuration error: %s %s", variable, why)
                 return False

@@ -66,7 +66,8 @@ class SlackOutlet:
         if not watch.created_by:
             return
         text = (
-            f"Your watch *#{watch.id}* ({escape(watch.target)} → {channel_ref(watch.channel)}) could not post an alert: "
+            f"Your watch *#{watch.id}* ({escape(watch.target)} → {channel_ref(watch.channel)}) could not post an "
+            "alert: "
             f"Slack answered `{problem.reason}`.\n{problem}\nFix the channel, or `/gpu watch remove {watch.id}`."
         )
         await self.client.chat_postMessage(channel=watch.created_by, text=text, blocks=text_blocks(text))

@@ -44,7 +44,10 @@ def auth_failed_message(
         )
         if ssh_config:
             keys += f" (and any IdentityFile in {ssh_config})"
-    accepts = f"check that the host accepts the key (its public half in ~{user or getpass.getuser()}/.ssh/authorized_keys there)"
+    accepts = (
+        "check that the host accepts the key (its public half in "
+        f"~{user or getpass.getuser()}/.ssh/authorized_keys there)"
+    )
     if " (jump host " in target.name:  # a hop is offered the key of the host behind it
         fix = f"{accepts}, or give the right one: GPUBOT_SSH_KEY_FILE, or the host's own --key-file"
     else:
@@ -52,6 +55,7 @@ def auth_failed_message(
         as_user = f" --user {user}" if user else ""
         fix = (
             f"{accepts}, or give the right one: GPUBOT_SSH_KEY_FILE for every host, or for this one `gpubot hosts "
-            f"remove {target.name}` then `gpubot hosts add {target.name} {target.address}{port}{as_user} --key-file FILE`"
+            f"remove {target.name}` then `gpubot hosts add {target.name} {target.address}{port}{as_user} "
+            "--key-file FILE`"
         )
     return f"{target.name}: SSH authentication failed {who} {keys}; {fix}"

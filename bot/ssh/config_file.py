@@ -32,7 +32,8 @@ from bot.errors import SshConfigRefused
 from bot.ssh.files import FileStamp, stamp
 
 RUNS_HERE: dict[str, str] = {
-    "proxycommand": "runs a program on this machine to reach the host (use ProxyJump: gpubot opens and verifies each hop itself)",
+    "proxycommand": "runs a program on this machine to reach the host (use ProxyJump: gpubot opens and verifies each "
+    "hop itself)",
     "localcommand": "runs a command on this machine after connecting",
     "permitlocalcommand": "lets LocalCommand run a command on this machine",
     "knownhostscommand": "runs a command on this machine to list host keys",

@@ -113,7 +113,10 @@ def others_may_write(path: str) -> str | None:
         st = None
     if st is not None:
         if st.st_mode & 0o022:
-            return f"{path} is writable by {'group and others' if st.st_mode & 0o002 else 'its group'} (mode {stat.S_IMODE(st.st_mode):04o})"
+            return (
+                f"{path} is writable by {'group and others' if st.st_mode & 0o002 else 'its group'} (mode "
+                f"{stat.S_IMODE(st.st_mode):04o})"
+            )
         if st.st_uid not in (me, 0):
             return f"{path} belongs to uid {st.st_uid}, not to this user"
     folder = os.path.dirname(os.path.abspath(path))
@@ -122,7 +125,10 @@ def others_may_write(path: str) -> str | None:
     except OSError:
         return None
     if fst.st_mode & 0o022 and not fst.st_mode & stat.S_ISVTX:
-        return f"its folder {folder} is writable by others (mode {stat.S_IMODE(fst.st_mode):04o}): the file can be replaced"
+        return (
+            f"its folder {folder} is writable by others (mode {stat.S_IMODE(fst.st_mode):04o}): the file can be "
+            "replaced"
+        )
     if fst.st_uid not in (me, 0):
         return f"its folder {folder} belongs to uid {fst.st_uid}: the file can be replaced"
     return None

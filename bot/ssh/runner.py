@@ -302,7 +302,8 @@ class SshRunner:
             ) from exc
         except TimeoutError as exc:
             raise HostUnreachable(
-                f"{target.name}: no SSH answer from {endpoint(target.address, target.port)} within {self.connect_timeout:.0f} s"
+                f"{target.name}: no SSH answer from {endpoint(target.address, target.port)} within "
+                f"{self.connect_timeout:.0f} s"
             ) from exc
         except (OSError, asyncssh.Error) as exc:
             reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or str(exc) or type(exc).__name__
@@ -416,7 +417,8 @@ class SshRunner:
                         log.info("pooled connection to %s was dead (%s); reconnecting", target.name, exc)
                         continue
                     raise HostUnreachable(
-                        f"{target.name}: the SSH session failed: {getattr(exc, 'reason', None) or exc or type(exc).__name__}"
+                        f"{target.name}: the SSH session failed: "
+                        f"{getattr(exc, 'reason', None) or exc or type(exc).__name__}"
                     ) from exc
                 cap.connected = True
                 return await self._finish(proc, conn, target, sentinel, cap)

@@ -35,7 +35,8 @@ def idle_h200() -> dict[str, ProbeOutput]:
         "gpus": captured("query_gpu_idle_nounits", prefix=f"# fields: {CAPTURE_FIELDS}\n"),
         "apps": captured("apps_idle"),
         "df.0": out(
-            "Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/vda 270553174016 17286623232 68702314496 21% /\n"
+            "Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/vda 270553174016 17286623232 "
+            "68702314496 21% /\n"
         ),
         "hf": out("", "du: cannot access '/root/.cache/huggingface': No such file or directory\n", 1),
         "inventory": out(

@@ -42,7 +42,8 @@ ROLE_FIELDS = {"admin": "admins", "operator": "operators", "viewer": "viewers"}
 USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
 BANNER = (
     "gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave,\n"
-    "`as NAME` to act as another person (with your role, never more; e.g. to approve your own request), `as me` to be yourself.\n"
+    "`as NAME` to act as another person (with your role, never more; e.g. to approve your own request), "
+    "`as me` to be yourself.\n"
     "Messages are what Slack would show; nothing is sent to Slack. An update shows only the lines that changed."
 )
 

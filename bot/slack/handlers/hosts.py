@@ -98,7 +98,10 @@ async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
             group=cmd.group,
             labels=cmd.labels,
         )
-    text = f"Added {_line(h, ctx.services)} (by <@{ctx.user_id}>). Next: `/gpu hosts trust {h.name}` to confirm its SSH key."
+    text = (
+        f"Added {_line(h, ctx.services)} (by <@{ctx.user_id}>). Next: `/gpu hosts trust {h.name}` to confirm "
+        "its SSH key."
+    )
     await ctx.post(text, text_blocks(text))
 
 

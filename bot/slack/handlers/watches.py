@@ -161,7 +161,8 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
             return
         if not mine:
             await respond(
-                text=f"<@{alert.taken_by}> is already on {escape(alert.host_name)} (since {utc(alert.taken_at or alert.claimed_at)}).",
+                text=f"<@{alert.taken_by}> is already on {escape(alert.host_name)} (since "
+                f"{utc(alert.taken_at or alert.claimed_at)}).",
                 replace_original=False,
                 response_type="ephemeral",
             )

@@ -23,7 +23,8 @@ import gpubot_fake as fake  # noqa: E402
 
 BOOT_NOISE = [
     "NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)",
-    "NVRM: Persistence mode is deprecated and will be removed in a future release. Please use nvidia-persistenced instead.",
+    "NVRM: Persistence mode is deprecated and will be removed in a future release. Please use "
+    "nvidia-persistenced instead.",
 ]
 
 
