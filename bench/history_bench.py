@@ -109,7 +109,9 @@ def raw_outputs(r: Readings) -> dict:
             "exit_status": 0,
         },
         "df": {
-            "stdout": "Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/md0 14000000000000 1 1 1% /shared\n",
+            "stdout": (
+                "Filesystem 1-blocks Used Available Capacity Mounted on\n/dev/md0 14000000000000 1 1 1% /shared\n"
+            ),
             "stderr": "",
             "exit_status": 0,
         },

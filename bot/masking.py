@@ -19,7 +19,10 @@ MASK = "[redacted]"
 
 _QUOTE = r"(?:\\?[\"'])?"
 """An optional quote, also as JSON-escaped inside a string (``\\"``)."""
-_KEYS = r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|client[_-]?secret|auth[_-]?token|password|passwd|pwd|secret|token)"
+_KEYS = (
+    r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|client[_-]?secret|"
+    r"auth[_-]?token|password|passwd|pwd|secret|token)"
+)
 
 PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # PEM private keys (OpenSSH, PKCS#1/#8), whole or cut off.

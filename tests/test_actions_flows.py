@@ -307,7 +307,8 @@ async def test_pivot_stops_where_a_leftover_process_holds_a_gpu(services, ssh_se
     assert "Already done: stop model-a.service" in v.message and "Later steps were not run" in v.message
     assert old.exists() and orphan.poll() is None
     assert fake_hosts.read("127.0.0.15").units["model-b.service"]["ActiveState"] == "inactive"
-    # model-a is stopped and nothing replaced it: the card offers to end the leftover and go on, or to start model-a again
+    # model-a is stopped and nothing replaced it: the card offers to end the leftover and go on, or to start model-a
+    # again
     assert (
         v.follow_ups == ["kill_continue", "pivot_back"]
         and v.follow_up_label("pivot_back") == "Pivot back to model-a.service"

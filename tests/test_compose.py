@@ -36,7 +36,8 @@ def interpolated(text: str, values: dict[str, str]) -> str:
 
 
 def merged(base: dict, override: dict) -> dict:  # type: ignore[type-arg]
-    """Compose's merge of an override file into a file, for the keys our files use (maps merge, the rest is replaced)."""
+    """Compose's merge of an override file into a file, for the keys our files use (maps merge, the rest is
+    replaced)."""
     out = dict(base)
     for key, value in override.items():
         out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value

@@ -25,7 +25,8 @@ async def _register(services, ssh_server, name, addr, weights):
 
 
 async def _three_probes(services, ssh_server, fake_hosts, tmp_path):
-    """ready (idle, weights present; 30 h ago) -> not ready (GPU 3 held, unit active; 20 h ago) -> ready (weights gone; now)."""
+    """ready (idle, weights present; 30 h ago) -> not ready (GPU 3 held, unit active; 20 h ago) -> ready (weights
+    gone; now)."""
     weights = tmp_path / "glm5-gguf"
     weights.mkdir()
     (weights / "model.gguf").write_bytes(b"\0" * 3_000_000)

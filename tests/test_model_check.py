@@ -32,7 +32,8 @@ GB = 10**9
             ServedModel("vLLM", "/models/glm", "positional", 4, 2, 0.95, True),
         ),
         (
-            "/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model /shared/Qwen3-235B --tensor-parallel-size=8",
+            "/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model /shared/Qwen3-235B "
+            "--tensor-parallel-size=8",
             ServedModel("vLLM", "/shared/Qwen3-235B", "--model", 8, None, 0.9),
         ),
         (

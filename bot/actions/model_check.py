@@ -1,4 +1,5 @@
-"""Before a ``start`` or a pivot's ``to=UNIT``: are the unit's model weights on the host, whole, and do they fit its GPUs?
+"""Before a ``start`` or a pivot's ``to=UNIT``: are the unit's model weights on the host, whole, and do they fit its
+GPUs?
 
 Two framed round trips (:func:`bot.probes.engine.run_framed`), both read-only:
 
@@ -117,7 +118,7 @@ check() {
   esac
   return 0
 }
-""".replace("HEX", HEX).strip()
+""".replace("HEX", HEX).strip()  # noqa: E501 (a script sent to the hosts as it stands: its long lines stay)
 
 
 def weights_commands(model: str, hub_dirs: list[str]) -> list[tuple[str, str]]:

@@ -86,7 +86,8 @@ class DeleteStep:
 
 @dataclass(frozen=True)
 class KillStep:
-    """End planned GPU processes: SIGTERM, then SIGKILL after the grace time (:func:`~bot.actions.remote.kill_script`)."""
+    """End planned GPU processes: SIGTERM, then SIGKILL after the grace time
+    (:func:`~bot.actions.remote.kill_script`)."""
 
     title: str
     procs: tuple[ProcItem, ...]

@@ -118,7 +118,8 @@ def delete_script(item: PathItem, *, helper: str | None = None) -> tuple[str, st
     root must belong to root or that user); with ``helper`` (its path on the host) the deletion is
     ``sudo -n HELPER delete ROOT REAL`` (``ROOT`` as configured, pinned by sudoers), the same check
     as root. The display command is what removes: the sudo line, or without ``helper`` the
-    ``cd -P -- PARENT && rm -rf --one-file-system -- ./NAME`` that ``delete_path`` runs after its checks. Exit (:class:`StepExit`) ``GONE``; ``REFUSED`` (the reason on stdout); ``STILL_THERE`` after ``rm``."""
+    ``cd -P -- PARENT && rm -rf --one-file-system -- ./NAME`` that ``delete_path`` runs after its checks. Exit
+    (:class:`StepExit`) ``GONE``; ``REFUSED`` (the reason on stdout); ``STILL_THERE`` after ``rm``."""
     p, real = item.path, item.real
     root = item.allowed_root or item.root
     recheck = _resolves_still(p, real)

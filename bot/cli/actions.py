@@ -93,7 +93,8 @@ def _masked(text: str | None) -> str | None:
 
 def entry_json(e: AuditEntry) -> dict[str, Any]:
     """A request of ``audit --json`` (newest first): ``{"id", "kind" (clean_weights, clean_hf, kill, stop,
-    start, restart, pivot: bot.actions.kinds.ActionKind), "host", "group", "state", "requester" (Slack user id), "approvers" (ids a rule named),
+    start, restart, pivot: bot.actions.kinds.ActionKind), "host", "group", "state", "requester" (Slack user id),
+    "approvers" (ids a rule named),
     "approvals_needed", "created_at", "updated_at", "expires_at", "before_snapshot_id", "after_snapshot_id",
     "spec" (the command as parsed), "plan" (the steps as planned), "message", "result", "replaced_by",
     "decisions": [{"user", "decision" (approve | reject), "at"}], "steps": [{"index", "title", "command",

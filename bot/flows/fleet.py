@@ -136,7 +136,8 @@ async def check_fleet(
     ``on_progress(answered, total, report)`` is awaited after each host answers (its
     ``snapshot_id`` may still be ``None``: the snapshot is written with its batch);
     ``on_stored(stored, total, report)`` once its snapshot is written (or failed: ``store_error``),
-    with the final report. The returned reports carry their snapshot ids (or ``store_error``). Every host gives a report (an
+    with the final report. The returned reports carry their snapshot ids (or ``store_error``). Every host gives a
+    report (an
     unreachable one, a name no longer registered, a failing store too); none raises. During a shutdown a host
     whose slot comes up is not probed (reason ``shutting_down``, nothing stored), and a probe cut off when the
     grace period ends is stored as *interrupted* (reason ``interrupted``).

@@ -19,7 +19,8 @@ pixels (default 1000 x 560), top to bottom:
   across both panels at the time they finished, labelled at the top.
 
 Values are drawn as steps (a value holds until the next probe: a start is a jump, not a ramp between
-two probes) with a marker at each sample (up to :data:`MAX_MARKED` samples a line). Given ``since``/``until``, the time axis spans exactly that
+two probes) with a marker at each sample (up to :data:`MAX_MARKED` samples a line). Given ``since``/``until``, the
+time axis spans exactly that
 window (a single snapshot is a point in it; an empty window is an empty axis over those dates saying
 "no data in this window", never 1970). Each panel leaves 12% headroom above its highest value or line,
 so nothing lies under the top frame. Gaps (``None``) break a line instead of reading as zero. A panel

@@ -25,7 +25,8 @@ class Redactor:
     """A structlog processor that masks secrets in every string of the event (keys stay).
 
     ``secrets`` are exact values to mask wherever they appear (the configured tokens, the signing
-    secret, the database password); :func:`bot.masking.mask_secrets` masks the shapes of secrets nobody listed (the same shapes
+    secret, the database password); :func:`bot.masking.mask_secrets` masks the shapes of secrets nobody listed (the
+    same shapes
     as in a journal shown: ``sk-…``, ``hf_…``, ``xox?-…``, ``AKIA…``, ``Authorization:``, ``token=``…), at every level.
     Values shorter than 6 characters are not masked by value (they would mask ordinary words).
     """

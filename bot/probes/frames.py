@@ -147,7 +147,8 @@ def frame_script(
         "  fi",
         '  gpubot_t=$3; [ "$gpubot_left" -lt "$gpubot_t" ] && gpubot_t=$gpubot_left',
         "  gpubot_cut=",
-        f'  timeout -k {int(kill_after_s)} "$gpubot_t" sh -c "$2" </dev/null >"$GPUBOT_D/$1.out" 2>"$GPUBOT_D/$1.err" &',
+        f'  timeout -k {int(kill_after_s)} "$gpubot_t" sh -c "$2" </dev/null '
+        '>"$GPUBOT_D/$1.out" 2>"$GPUBOT_D/$1.err" &',
         "  gpubot_p=$!",
         # A watchdog that interrupts `wait` if even SIGKILL did not end the command (D state).
         "  (trap 'kill $gpubot_s 2>/dev/null; exit 0' TERM; sleep $(( gpubot_t + "

@@ -30,7 +30,8 @@ FABRIC_FIELDS = ("fabric.state", "fabric.status")
 fields, and the probe drops them (then :data:`bot.probes.inventory.FABRIC_COMMAND` reads ``nvidia-smi -q``)."""
 
 OPTIONAL_GPU_FIELDS = ("memory.reserved", *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS)
-"""Fields the GPU probe asks for after :data:`~bot.probes.nvidia_smi.GPU_FIELDS` or drops where the driver refuses them."""
+"""Fields the GPU probe asks for after :data:`~bot.probes.nvidia_smi.GPU_FIELDS` or drops where the driver refuses
+them."""
 
 APPS_QUERY = f"nvidia-smi --query-compute-apps={','.join(APP_FIELDS)} --format=csv,noheader,nounits"
 """The compute-process list; run by the GPU probe beside its own query (see :func:`gpu_query_command`)."""

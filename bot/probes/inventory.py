@@ -66,7 +66,7 @@ if [ ! -f "$GPUBOT_D/gpus.out" ] || grep -q '^# unsupported:.*fabric[.]state' "$
   nvidia-smi -q | awk '/^GPU [0-9A-Fa-f]+:/ {print; next} /^    Fabric *$/ {f=1; next} f && /^        (State|Status) *:/ {print; next} /^    [^ ]/ {f=0}'
 fi
 true
-""".strip().replace("UNIT", FABRIC_UNIT)
+""".strip().replace("UNIT", FABRIC_UNIT)  # noqa: E501 (a script sent to the hosts as it stands: its long lines stay)
 """The NVSwitch fabric, read only on a host whose PCI scan found NVSwitches: ``systemctl show`` of
 :data:`FABRIC_UNIT` after ``# unit`` (``# unit-exit N``: its exit status), and, where this driver
 refused the ``fabric.state`` query field, the ``Fabric`` section of ``nvidia-smi -q`` after ``# smi-q``

@@ -29,7 +29,8 @@ class ProbePlan:
     ``gpu_backend`` is ``"nvidia-smi"`` or ``"nvml"`` (python3 with nvidia-ml-py on the host).
     ``probe_timeout_s`` bounds each probe, ``gpu_timeout_s`` the GPU probe (``gpus`` or ``nvml``: a
     driver without persistence mode takes ~25-30 s to answer the first call), ``deadline_s`` the whole
-    batch on the host (it should end before the client's batch timeout, so what arrived is kept); ``gpu_free_mib`` is the
+    batch on the host (it should end before the client's batch timeout, so what arrived is kept); ``gpu_free_mib``
+    is the
     memory (MiB) above which a GPU with no listed process has its device-file holders looked up.
     """
 

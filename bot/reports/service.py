@@ -33,7 +33,8 @@ async def create(
     created_by: str | None,
     now: datetime,
 ) -> ReportSchedule:
-    """Add a schedule created at ``now`` (its first fire time is the first after it); raises :class:`UsageError` for a bad crontab or time zone (checked by
+    """Add a schedule created at ``now`` (its first fire time is the first after it); raises :class:`UsageError` for
+    a bad crontab or time zone (checked by
     building the trigger) or when there are already :data:`MAX_SCHEDULES`."""
     cron.trigger(expr, tz)
     if len(await list_all(db_session=db_session)) >= MAX_SCHEDULES:

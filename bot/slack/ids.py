@@ -4,7 +4,8 @@ Every button of an approval card has an id under :data:`REQUEST_CARD_PREFIX` and
 request's id as ``value``; :mod:`bot.slack.card_guard` checks every click on such a button
 against the card it came from, so a new card button is checked without code of its own. Buttons of
 a watch alert message (under :data:`ALERT_CARD_PREFIX`) carry an alert id and are checked the same
-way against the message the alert was posted in. The other buttons are listed in :data:`NOT_REQUEST_BOUND`, each with why its ``value`` gives the
+way against the message the alert was posted in. The other buttons are listed in :data:`NOT_REQUEST_BOUND`, each
+with why its ``value`` gives the
 clicker nothing they could not do by typing.
 """
 

@@ -4,7 +4,8 @@ and :func:`start_scheduler`.
 ``start_scheduler(services, client)`` is called by :mod:`bot.slack.serve` once the app runs (and
 by tests, with a controlled ``now``). The domain (:mod:`bot.reports`) decides what and when; this
 module only renders and calls the Web API: ``chat.postMessage`` for the report (sent again
-smaller while Slack refuses it as too long), replies in its thread for what does not fit, and ``files_upload_v2`` for the chart. A post Slack refuses for the
+smaller while Slack refuses it as too long), replies in its thread for what does not fit, and ``files_upload_v2``
+for the chart. A post Slack refuses for the
 channel (``not_in_channel``, ``channel_not_found``, ``is_archived``) becomes
 :class:`~bot.errors.ChannelUnavailable` saying how to fix it; ``notify`` sends it to the
 schedule's creator as a direct message (``chat.postMessage`` to the user ID).

@@ -183,7 +183,8 @@ class SshConfigFile:
     def lookup(self, host: str, port: int | None, user: str | None) -> dict[str, object]:
         """What the file sets for ``host`` (an alias or an address) among ``Hostname`` (asyncssh's spelling), ``Port``,
         ``User``, ``ProxyJump`` and ``IdentityFile``, as asyncssh reads it (``Port`` an int,
-        ``IdentityFile`` a list); ``{}`` without a file. Kept until the file changes. Raises :class:`SshConfigRefused`, or
+        ``IdentityFile`` a list); ``{}`` without a file. Kept until the file changes. Raises
+        :class:`SshConfigRefused`, or
         ``ValueError`` (asyncssh's ``ConfigParseError``) for a file asyncssh cannot parse."""
         path = self.checked()
         if path is None:

@@ -9,7 +9,8 @@ Errors raised by ``run``: :class:`~bot.errors.HostUnreachable`,
 deadline), :class:`~bot.errors.SlowAnswer` (the script started but did not finish within it),
 :class:`~bot.errors.RemoteShellError`.
 
-What the remote login shell sees (:mod:`bot.ssh.remote_shell`): sshd hands the command string of an SSH exec to the user's
+What the remote login shell sees (:mod:`bot.ssh.remote_shell`): sshd hands the command string of an SSH exec to the
+user's
 login shell (bash, dash, zsh, fish, tcsh/csh, ...). :class:`SshRunner` sends only
 :data:`RUN_COMMAND` (``exec /bin/sh -s``: one line, no quotes, the same meaning in every one of
 them) and writes the script to the channel's standard input (:func:`stdin_script`), so no login

@@ -33,7 +33,7 @@ def install(server: SshTestServer) -> None:
             "nvidia-smi",
             f"""case "$fault $*" in
   "huge "*--query-gpu*) yes 'GPU-00000000-0000-0000-0000-000000000000, NVIDIA H200, 0, 143771, [N/A]' | head -c {HUGE_BYTES}; exit 0;;
-esac""",
+esac""",  # noqa: E501 (the fake nvidia-smi script: one case line)
         ),
         (
             "systemctl",
