@@ -539,7 +539,10 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
 
                     def pct(xs: list[float]) -> str:
                         q = statistics.quantiles(xs, n=100, method="inclusive") if len(xs) > 1 else xs * 99
-                        return f"p50 {1000 * statistics.median(xs):.0f} ms, p99 {1000 * q[98]:.0f} ms, max {1000 * max(xs):.0f} ms"
+                        return (
+                            f"p50 {1000 * statistics.median(xs):.0f} ms, p99 {1000 * q[98]:.0f} ms, max "
+                            f"{1000 * max(xs):.0f} ms"
+                        )
 
                     def p99(xs: list[float]) -> float:
                         return statistics.quantiles(xs, n=100, method="inclusive")[98] if len(xs) > 1 else xs[0]
@@ -549,7 +552,8 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
                     )
                     print(f"/gpu help idle ({where}), {len(idle)} requests: reply {pct(idle)}")
                     print(
-                        f"/gpu help during a {n}-host fan-out ({where}, concurrency {concurrency}), {len(latencies)} requests: "
+                        f"/gpu help during a {n}-host fan-out ({where}, concurrency {concurrency}), {len(latencies)} "
+                        "requests: "
                         f"reply {pct(latencies)}; ack {pct(acks)}; event-loop lag {pct(lags)}; "
                         f"fan-out {time.perf_counter() - t0:.1f} s (help sent for {fan_out:.1f} s)"
                     )

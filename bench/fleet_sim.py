@@ -171,7 +171,8 @@ async def main(n: int, processes: int, latency: str, db: str, concurrency: int) 
                     print(f"worker process {pid} VmHWM: {kib / 1024:.0f} MiB")
                 print(
                     f"final message: {len(blocks)} blocks (limit 50), longest section "
-                    f"{max((len(b.get('text', {}).get('text', '')) for b in blocks), default=0):,} characters (limit 3,000), "
+                    f"{max((len(b.get('text', {}).get('text', '')) for b in blocks), default=0):,} characters (limit "
+                    "3,000), "
                     f"block text {block_text_length(blocks):,} characters (Slack refuses past ~13,200), fallback text "
                     f"{len(final.body.get('text') or ''):,} (limit 40,000), JSON {len(json.dumps(blocks)):,} bytes"
                 )

@@ -90,7 +90,8 @@ async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
             base = statistics.median(rates[counts[0]])
             for k in counts:
                 print(
-                    f"median: {k} process(es) {statistics.median(rates[k]):.0f} hosts/s: {statistics.median(rates[k]) / base:.2f}× "
+                    f"median: {k} process(es) {statistics.median(rates[k]):.0f} hosts/s: "
+                    f"{statistics.median(rates[k]) / base:.2f}× "
                     f"{counts[0]} (goal for 2 vs 1: at least 1.8×)"
                 )
             print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
