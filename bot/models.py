@@ -8,7 +8,7 @@ from bot.hosts.models import Host
 from bot.reports.models import ReportRun, ReportSchedule
 from bot.snapshots.models import GpuSeen, Snapshot, SnapshotHour
 from bot.watches.models import Silence, Watch, WatchAlert
-from bot.workers.models import FleetRun, FleetRunHost
+from bot.workers.models import FleetRun, FleetRunHost, FleetWorker
 
 __all__ = [
     "ActionRequest",
@@ -28,4 +28,5 @@ __all__ = [
     "WatchAlert",
     "FleetRun",
     "FleetRunHost",
+    "FleetWorker",
 ]

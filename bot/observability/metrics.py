@@ -8,7 +8,9 @@ Counted by this process (each replica has its own):
 * ``gpubot_probes_in_flight`` — probes running now (the shutdown gate's count);
 * ``gpubot_slack_api_errors_total{method, error}`` — failed Web API calls (``error`` is Slack's
   error code, or ``connection`` when no answer came);
-* ``gpubot_ssh_pooled_connections`` — open pooled SSH connections (0 with ``GPUBOT_SSH_POOL=false``);
+* ``gpubot_ssh_pooled_connections`` — open pooled SSH connections *of this process* (0 with
+  ``GPUBOT_SSH_POOL=false``): in serve, those of single-host probes and actions; a fan-out's are in its
+  workers (below);
 * ``gpubot_db_pool_*`` — the SQLAlchemy connection pool: size, checked out, overflow;
 * ``gpubot_database_up`` — 1 when the last scrape read the database, 0 when it could not (refused,
   no answer within :data:`DATABASE_READ_S`, dropped): the page is still served, with this process's
@@ -16,6 +18,10 @@ Counted by this process (each replica has its own):
 
 Read from the database at each scrape (the same on every replica, since they share it):
 
+* ``gpubot_workers_ssh_pooled_connections`` — open pooled SSH connections of the fan-out workers (the
+  local pool's processes, ``gpubot worker`` on any machine), each as it last reported (at the end of
+  each job; ``gpubot worker`` also every ``GPUBOT_WORKER_STALLED_S / 2`` s), and
+  ``gpubot_workers_reporting``, how many reported within the last 15 minutes;
 * ``gpubot_actions{state}`` — action requests per state (pending, approved, executing, done, …);
 * ``gpubot_report_runs{outcome}`` — report runs per status (sent, late, skipped, failed, claimed);
 * per registered host, from its newest stored snapshot: ``gpubot_host_verdict``, per-GPU memory,
@@ -28,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -50,7 +57,12 @@ PROBES_IN_FLIGHT = Gauge("gpubot_probes_in_flight", "Probes running now in this 
 SLACK_API_ERRORS = Counter(
     "gpubot_slack_api_errors", "Slack Web API calls that failed, by method and error", ["method", "error"]
 )
-SSH_POOLED = Gauge("gpubot_ssh_pooled_connections", "Open pooled SSH connections")
+SSH_POOLED = Gauge("gpubot_ssh_pooled_connections", "Open pooled SSH connections of this process")
+WORKERS_SSH_POOLED = Gauge(
+    "gpubot_workers_ssh_pooled_connections",
+    "Open pooled SSH connections of the fan-out workers, each as it last reported",
+)
+WORKERS_REPORTING = Gauge("gpubot_workers_reporting", "Fan-out workers that reported within the last 15 minutes")
 ACTIONS = Gauge("gpubot_actions", "Action requests in the database, by state", ["state"])
 REPORT_RUNS = Gauge("gpubot_report_runs", "Report runs in the database, by outcome", ["outcome"])
 DB_POOL_SIZE = Gauge("gpubot_db_pool_size", "Connections the database pool keeps")
@@ -115,12 +127,22 @@ CountRows = Callable[[AsyncSession], Awaitable[Sequence[tuple[str, int]]]]
 own their tables; metrics is below them and only receives the readers)."""
 
 
+WorkersPooled = Callable[[AsyncSession, datetime], Awaitable[tuple[int, int]]]
+"""Reads ``(workers, their open pooled SSH connections)`` as of a time (:func:`bot.workers.job.workers_pooled`)."""
+
+
 async def refresh_from_database(
-    services: Any, *, actions_by_state: CountRows, runs_by_outcome: CountRows, with_fleet: bool = True
+    services: Any,
+    *,
+    actions_by_state: CountRows,
+    runs_by_outcome: CountRows,
+    with_fleet: bool = True,
+    workers_pooled: WorkersPooled | None = None,
 ) -> None:
     """Set the gauges read from the database and the engine's pool (called at each scrape):
     ``gpubot_actions`` from ``actions_by_state``, ``gpubot_report_runs`` from ``runs_by_outcome``,
-    and (``with_fleet``) the per-host series of :mod:`bot.observability.fleet`.
+    ``gpubot_workers_*`` from ``workers_pooled`` (when given) and (``with_fleet``) the per-host
+    series of :mod:`bot.observability.fleet`.
 
     A database that cannot be read within :data:`DATABASE_READ_S` seconds sets
     ``gpubot_database_up`` to 0 and leaves the last values; it is logged once, as a one-line
@@ -132,6 +154,7 @@ async def refresh_from_database(
             async with services.sessions() as db:
                 actions = await actions_by_state(db)
                 runs = await runs_by_outcome(db)
+                workers = await workers_pooled(db, services.clock()) if workers_pooled is not None else None
                 hosts = (
                     await fleet.read_fleet(db, now=services.clock(), expected_gpus=services.settings.expected_gpus)
                     if with_fleet
@@ -161,6 +184,9 @@ async def refresh_from_database(
         REPORT_RUNS.clear()
         for status, n in runs:
             REPORT_RUNS.labels(outcome=status).set(n)
+        if workers is not None:
+            WORKERS_REPORTING.set(workers[0])
+            WORKERS_SSH_POOLED.set(workers[1])
         if hosts is not None:
             fleet.publish(hosts)
     engine = getattr(services, "engine", None)

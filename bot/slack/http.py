@@ -18,6 +18,7 @@ from bot.actions import service as action_service
 from bot.observability import metrics
 from bot.observability.health import Readiness
 from bot.reports import service as report_service
+from bot.workers import job as worker_job
 
 EVENTS_PATH = "/slack/events"
 HEALTH_PATH, READY_PATH, METRICS_PATH = "/healthz", "/readyz", "/metrics"
@@ -38,7 +39,10 @@ def add_health_routes(web_app: web.Application, *, readiness: Readiness | None =
     async def metrics_page(_: web.Request) -> web.Response:
         if services is not None:
             await metrics.refresh_from_database(
-                services, actions_by_state=action_service.count_by_state, runs_by_outcome=report_service.count_by_status
+                services,
+                actions_by_state=action_service.count_by_state,
+                runs_by_outcome=report_service.count_by_status,
+                workers_pooled=worker_job.workers_pooled,
             )
         return web.Response(body=metrics.render(), headers={"Content-Type": metrics.CONTENT_TYPE})
 

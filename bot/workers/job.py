@@ -11,23 +11,33 @@ import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.errors import DatabaseUnavailable, ShuttingDown
 from bot.flows.fleet import check_fleet
 from bot.flows.status import StatusReport
+from bot.observability.metrics import ssh_pool_counter
 from bot.services import Services
 from bot.snapshots.service import StoredSnapshot
-from bot.workers.models import FleetRunHost
+from bot.workers.models import FleetRunHost, FleetWorker
 from bot.workers.report_json import dump
 
 log = logging.getLogger("gpubot.workers")
 
 _TABLE: Table = FleetRunHost.__table__  # type: ignore[assignment]
+_WORKERS: Table = FleetWorker.__table__  # type: ignore[assignment]
+
+WORKER_SEEN_S = 900
+"""Seconds after its last report that a worker still counts in :func:`workers_pooled`."""
+
+WORKER_KEPT_S = 86_400
+"""Seconds after its last report that a worker's row is deleted (by the next report of any worker)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,39 @@ async def recorded(services: Services, run_id: int, names: list[str]) -> set[str
             )
             found.update((await db.execute(q)).scalars())
         return found
+
+
+async def report_worker(services: Services) -> None:
+    """Record this worker process's open pooled SSH connections (``fleet_workers``, its row upserted;
+    rows silent for :data:`WORKER_KEPT_S` deleted). Never raises for the database: logged."""
+    now = services.clock()
+    row = {"executor_id": services.executor_id[:80], "ssh_pooled": ssh_pool_counter(services)(), "seen_at": now}
+    try:
+        async with services.sessions() as db, db.begin():
+            conn = await db.connection()
+            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+            stmt = dialect.insert(_WORKERS).values(row)
+            await conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=["executor_id"],
+                    set_={"ssh_pooled": stmt.excluded.ssh_pooled, "seen_at": stmt.excluded.seen_at},
+                )
+            )
+            await conn.execute(delete(_WORKERS).where(_WORKERS.c.seen_at < now - timedelta(seconds=WORKER_KEPT_S)))
+    except (SQLAlchemyError, DatabaseUnavailable) as exc:
+        log.warning("could not record this worker's pooled connections: %s", exc)
+
+
+async def workers_pooled(db: AsyncSession, now: datetime) -> tuple[int, int]:
+    """``(workers, open pooled SSH connections)`` of the workers that reported within
+    :data:`WORKER_SEEN_S` seconds before ``now`` (each figure as of its worker's last report)."""
+    since = now - timedelta(seconds=WORKER_SEEN_S)
+    count, pooled = (
+        await db.execute(
+            select(func.count(), func.coalesce(func.sum(FleetWorker.ssh_pooled), 0)).where(FleetWorker.seen_at >= since)
+        )
+    ).one()
+    return int(count), int(pooled)
 
 
 async def run_job(
@@ -150,4 +193,5 @@ async def run_job(
         claim=claim,
         limit=limit,
     )
+    await report_worker(services)  # the pool as this job leaves it (serve's /metrics reads it)
     return JobOutcome(len(todo) - len(not_started), len(done), tuple(not_started))

@@ -48,3 +48,16 @@ class FleetRunHost(Base):
     snapshot_id: Mapped[int | None] = mapped_column(Integer)
     report: Mapped[dict[str, Any]] = mapped_column(JSONDoc)
     worker: Mapped[str | None] = mapped_column(String(80))
+
+
+class FleetWorker(Base):
+    """A fan-out worker process as it last reported itself (:func:`bot.workers.job.report_worker`):
+    ``executor_id`` (its identity, as in ``fleet_run_hosts.worker``), ``ssh_pooled`` the SSH
+    connections its pool held open then, ``seen_at`` when. Read by serve's ``/metrics``
+    (``gpubot_workers_ssh_pooled_connections``): the pools live in the workers, not in serve."""
+
+    __tablename__ = "fleet_workers"
+
+    executor_id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    ssh_pooled: Mapped[int] = mapped_column(Integer)
+    seen_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -27,7 +27,7 @@ from bot.config import Settings
 from bot.errors import JobIncomplete
 from bot.services import Services
 from bot.workers.dispatch import FleetJobs, Job, Submitted
-from bot.workers.job import run_job
+from bot.workers.job import report_worker, run_job
 
 log = logging.getLogger("gpubot.workers")
 
@@ -141,9 +141,11 @@ class QueueJobs(FleetJobs):
 
 async def _recover(app: App, queues: Sequence[str] | None, stalled_s: float) -> None:
     """Every ``stalled_s / 2`` seconds: retry the jobs of ``queues`` (all: ``None``) whose worker sent
-    no heartbeat for ``stalled_s`` seconds."""
+    no heartbeat for ``stalled_s`` seconds, and record this worker's pooled connections
+    (:func:`~bot.workers.job.report_worker`, for serve's ``/metrics``)."""
     while True:
         await asyncio.sleep(max(0.5, stalled_s / 2))
+        await report_worker(_worker["services"])
         try:
             for queue in list[str | None](queues) if queues else [None]:
                 for job in await app.job_manager.get_stalled_jobs(
