@@ -4,6 +4,7 @@ reaches the caller's callbacks through the database."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -15,6 +16,7 @@ from bot.models import Base
 from bot.readiness.verdict import Verdict
 from bot.snapshots.models import Snapshot
 from bot.wiring import build_services
+from bot.workers.job import workers_pooled
 from bot.workers.local import LocalPool
 from bot.workers.models import FleetRunHost
 from tests.conftest import make_settings
@@ -48,6 +50,15 @@ async def test_a_fan_out_runs_in_the_local_worker_processes_and_reports_back_thr
             assert sorted(h for k, h, _ in seen if k == "stored") == names
             assert all(sid is not None for k, _, sid in seen if k == "stored")
             assert services.runner.ssh.pool.open_count() == 0  # nothing was probed from this process
+            # The pools are the workers': /metrics reads them from the database, where each worker records its
+            # pool once its job is done (after its last progress row, so a moment after the fan-out's end here).
+            for _ in range(300):
+                async with services.sessions() as db:
+                    reporting, pooled = await workers_pooled(db, services.clock())
+                if pooled == 6:
+                    break
+                await asyncio.sleep(0.1)
+            assert pooled == 6 and reporting in (1, 2), (reporting, pooled)  # a process may take both jobs
             async with services.sessions() as db:
                 counts = dict(
                     (await db.execute(select(Snapshot.host_name, func.count()).group_by(Snapshot.host_name))).all()
