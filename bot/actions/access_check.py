@@ -132,8 +132,9 @@ async def _host_config(services: Services, name: str) -> tuple[str, str | None, 
         target, host = await hosts.resolve(db_session=db, name=name)
         group, probe = (host.group, dict(host.probe or {})) if host else (None, {})
     s = services.settings
-    user = target.user or s.ssh_user or getpass.getuser()
-    return user, group, configured_units(s, probe), allowed_roots(s, name, group), probe.get("hf_cache", s.hf_cache)
+    user = target.user or s.ssh.ssh_user or getpass.getuser()
+    units, roots = configured_units(s.probes, probe), allowed_roots(s.actions, name, group)
+    return user, group, units, roots, probe.get("hf_cache", s.probes.hf_cache)
 
 
 def delete_roots(roots: list[str], hf_cache: str | None) -> list[str]:

@@ -67,8 +67,9 @@ async def request_action(
     async with services.sessions() as db:
         _, host = await hosts.resolve(db_session=db, name=spec.host)
         group = host.group if host else None
-    rule = rule_for(services.settings, spec.kind, spec.host, group)
-    expires = services.clock() + timedelta(seconds=expiry_s(services.settings, rule))
+    actions = services.settings.actions
+    rule = rule_for(actions, spec.kind, spec.host, group)
+    expires = services.clock() + timedelta(seconds=expiry_s(actions, rule))
     async with services.sessions() as db, db.begin():
         req = await service.create(
             db_session=db,

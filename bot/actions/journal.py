@@ -120,7 +120,7 @@ async def read_journal(*, services: Services, host: str, unit: str, lines: int |
     async with services.sessions() as db:
         target, row = await hosts.resolve(db_session=db, name=host)
         probe = dict(row.probe or {}) if row else {}
-    allowed = configured_units(services.settings, probe)
+    allowed = configured_units(services.settings.probes, probe)
     if unit not in allowed:
         raise UsageError(f"`{unit}` is not a watched unit on {host} (watched: {', '.join(allowed) or 'none'})")
     return await fetch_journal(services.runner, target, unit, n, timeout=services.settings.batch_timeout_s)

@@ -220,7 +220,7 @@ def _free_after(items: list[PathItem]) -> str:
 
 
 async def _clean(ctx: _Ctx, paths: list[str], hub: str | None = None) -> Plan:
-    configured = allowed_roots(ctx.services.settings, ctx.spec.host, ctx.group)
+    configured = allowed_roots(ctx.services.settings.actions, ctx.spec.host, ctx.group)
     items = await resolve_paths(ctx, paths, [hub] if hub else configured)
     outer = [r for r in configured if hub and hub.startswith(r.rstrip("/") + "/")]
     if outer:  # a cache under an allowed root: sudoers' rule for that root covers it
@@ -516,7 +516,7 @@ def _ends(items: list[ProcItem]) -> str:
 
 # --- units ---------------------------------------------------------------------------------------
 def _unit(ctx: _Ctx, name: str) -> UnitItem:
-    allowed = configured_units(ctx.services.settings, ctx.probe)
+    allowed = configured_units(ctx.services.settings.probes, ctx.probe)
     if name not in allowed:
         listed = ", ".join(allowed) or "none"
         raise PlanRefused(f"`{name}` is not a configured unit on {ctx.spec.host} (configured: {listed})")
@@ -636,7 +636,9 @@ def _up_line(check: HealthCheck) -> str:
 async def _pivot(ctx: _Ctx) -> Plan:
     spec, s = ctx.spec, ctx.services.settings
     a, b = _unit(ctx, spec.from_unit or ""), _unit(ctx, spec.to_unit or "")
-    items = await resolve_paths(ctx, list(spec.paths), allowed_roots(s, spec.host, ctx.group)) if spec.paths else []
+    items = (
+        await resolve_paths(ctx, list(spec.paths), allowed_roots(s.actions, spec.host, ctx.group)) if spec.paths else []
+    )
     model = await _model(ctx, b.name, items)
     readings = ctx.report.readings
     disk = readings.disks[0] if readings and readings.disks else None

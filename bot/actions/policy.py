@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.actions.kinds import DESTRUCTIVE, ActionKind
-from bot.config import Settings, allowed_root
+from bot.config import ActionSettings, ProbeSettings, allowed_root
 from bot.errors import PolicyError
 from bot.roles import Role
 
@@ -79,8 +79,8 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
     return rule
 
 
-def check_policy(settings: Settings) -> None:
-    """Check every rule of ``settings.approval_policy`` (at start-up, so a typo stops the bot with
+def check_policy(settings: ActionSettings) -> None:
+    """Check every rule of ``settings.approval_policy`` (the action settings, ``settings.actions``; at start-up, so a typo stops the bot with
     the variable's name instead of surfacing on some later request); raises :class:`PolicyError`,
     also for a rule that could never be met (more approvals than the users it names, no group)."""
     for n, raw in enumerate(settings.approval_policy, 1):
@@ -93,8 +93,8 @@ def check_policy(settings: Settings) -> None:
             )
 
 
-def rule_for(settings: Settings, kind: ActionKind, host: str, group: str | None) -> Rule:
-    """The first rule of ``settings.approval_policy`` matching, else the default rule."""
+def rule_for(settings: ActionSettings, kind: ActionKind, host: str, group: str | None) -> Rule:
+    """The first rule of ``settings.approval_policy`` (the action settings) matching, else the default rule."""
     for n, raw in enumerate(settings.approval_policy, 1):
         rule = _rule(raw, n)
         if rule.matches(kind, host, group):
@@ -102,7 +102,8 @@ def rule_for(settings: Settings, kind: ActionKind, host: str, group: str | None)
     return Rule(expiry_s=settings.approval_expiry_s)
 
 
-def expiry_s(settings: Settings, rule: Rule) -> int:
+def expiry_s(settings: ActionSettings, rule: Rule) -> int:
+    """Seconds a card of ``rule`` stays open: the rule's own, else ``approval_expiry_s``."""
     return rule.expiry_s or settings.approval_expiry_s
 
 
@@ -152,8 +153,8 @@ def may_reject(
     )
 
 
-def allowed_roots(settings: Settings, host: str, group: str | None) -> list[str]:
-    """Roots for ``host``: its own entry, else ``group:GROUP``'s, else ``*``'s (may be empty).
+def allowed_roots(settings: ActionSettings, host: str, group: str | None) -> list[str]:
+    """Roots for ``host`` (``settings``: the action settings): its own entry, else ``group:GROUP``'s, else ``*``'s (may be empty).
 
     Settings check the roots when they load; they are checked again here (a settings copy is not
     re-validated): :class:`PolicyError` naming ``GPUBOT_ALLOWED_ROOTS`` for a relative path or ``/``."""
@@ -170,7 +171,8 @@ def allowed_roots(settings: Settings, host: str, group: str | None) -> list[str]
     return []
 
 
-def configured_units(settings: Settings, host_probe: dict[str, Any] | None) -> list[str]:
-    """Units actions may touch on a host: the units its probe watches (host override, else settings)."""
+def configured_units(settings: ProbeSettings, host_probe: dict[str, Any] | None) -> list[str]:
+    """Units actions may touch on a host: the units its probe watches (host override, else the probe
+    settings, ``settings.probes``)."""
     units = (host_probe or {}).get("units", settings.units)
     return list(units)

@@ -299,7 +299,7 @@ def _main(argv: list[str] | None) -> int:
     configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)
     try:
         settings = load_settings(args.config)
-        check_policy(settings)
+        check_policy(settings.actions)
         ssh = settings.ssh
         SshConfigFile(config_path(ssh.ssh_config), allow_commands=ssh.ssh_config_allow_commands).checked()
     except (ConfigError, ValidationError, SettingsError, PolicyError, SshConfigRefused) as exc:

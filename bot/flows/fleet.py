@@ -61,7 +61,7 @@ def fleet_group(settings: Settings, *, group: str | None = None, all_hosts: bool
     else ``GPUBOT_DEFAULT_GROUP`` (``None``, every host, when that is unset too)."""
     if all_hosts:
         return None
-    return group or settings.default_group
+    return group or settings.slack.default_group
 
 
 async def hosts_of(*, services: Services, group: str | None) -> list[str]:
@@ -90,7 +90,7 @@ async def _rows(services: Services, names: list[str]) -> tuple[dict[str, Host], 
     each per chunk of 500 names."""
     found: dict[str, Host] = {}
     known: dict[str, list[KnownGpu]] = {}
-    since = services.clock() - timedelta(days=services.settings.gpu_inventory_days)
+    since = services.clock() - timedelta(days=services.settings.probes.gpu_inventory_days)
     async with services.sessions() as db:
         for i in range(0, len(names), 500):
             chunk = [n.lower() for n in names[i : i + 500]]  # host names are case-insensitive
@@ -181,7 +181,7 @@ async def check_fleet(
             ),
         )
     rows, known = await _rows(services, names)
-    limit = limit or asyncio.Semaphore(max(1, services.settings.max_concurrent_probes))
+    limit = limit or asyncio.Semaphore(max(1, services.settings.probes.max_concurrent_probes))
     batcher = SnapshotBatcher(
         services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store, claim=claim
     )

@@ -220,7 +220,7 @@ async def build_report(
     now_ids = {r.host: r.snapshot_id for r in fleet.reports if r.snapshot_id is not None}
     changes, new = await _changes(services, now_ids, before_ids) if previous_at else ([], [])
     png = (
-        await chart(services, names, title, until=now, days=services.settings.report_chart_days, tz=tz)
+        await chart(services, names, title, until=now, days=services.settings.history.report_chart_days, tz=tz)
         if with_chart and names
         else None
     )

@@ -134,7 +134,7 @@ class ReportScheduler:
         return out
 
     async def _due(self, sched: ReportSchedule) -> list[Outcome]:
-        s = self.services.settings
+        s = self.services.settings.history
         now = self.now()
         async with self.services.sessions() as db:
             anchor = await reports.last_fire(db_session=db, schedule_id=sched.id) or sched.created_at
@@ -161,10 +161,10 @@ class ReportScheduler:
         return out
 
     def _late_by(self, age_s: float) -> int | None:
-        return int(age_s) if age_s > self.services.settings.report_on_time_s else None
+        return int(age_s) if age_s > self.services.settings.history.report_on_time_s else None
 
     def _lease_cut(self, now: datetime) -> datetime:
-        return now - timedelta(seconds=self.services.settings.report_lease_s)
+        return now - timedelta(seconds=self.services.settings.history.report_lease_s)
 
     async def _stale(self, sched: ReportSchedule, run: ReportRun, *, newer_due: bool) -> Outcome:
         """A run whose holder stopped renewing its lease: retry it, or record why not."""
@@ -179,7 +179,7 @@ class ReportScheduler:
             )
         elif newer_due:
             status, why = RunStatus.SKIPPED, f"{who} stopped before posting, and a newer fire time is due"
-        elif age > self.services.settings.report_grace_s:
+        elif age > self.services.settings.history.report_grace_s:
             status, why = RunStatus.SKIPPED, f"{who} stopped before posting; {age:.0f} s late, beyond the grace period"
         else:
             async with self.services.sessions() as db, db.begin():
@@ -221,7 +221,7 @@ class ReportScheduler:
 
     async def _keep_lease(self, run_id: int) -> None:
         """Renew the lease until cancelled (a task beside the report being built)."""
-        every = max(1.0, self.services.settings.report_lease_s / 3)
+        every = max(1.0, self.services.settings.history.report_lease_s / 3)
 
         async def renew() -> bool:
             async with self.services.sessions() as db, db.begin():
@@ -358,7 +358,7 @@ class ReportScheduler:
     def start(self) -> None:
         """Start APScheduler on the running event loop: the sync job (first run right away, which
         sends missed reports late or records them skipped), retention, background probes."""
-        s = self.services.settings
+        s = self.services.settings.history
         self.aps = AsyncIOScheduler(timezone=UTC)
         first = datetime.now(UTC)
         self.aps.add_job(
@@ -446,7 +446,7 @@ class ReportScheduler:
 
     async def prune(self) -> retention.Pruned:
         """One retention pass with the settings' periods."""
-        s = self.services.settings
+        s = self.services.settings.history
         return await retention.prune(
             sessions=self.services.sessions,
             now=self.now(),

@@ -76,14 +76,16 @@ async def _serve(settings: Settings) -> int:
 
 def credentials_missing(settings: Settings) -> str | None:
     """What Slack credential the settings lack for ``serve``, or ``None``."""
-    if settings.slack_bot_token is None:
+    if settings.slack.slack_bot_token is None:
         return (
             "SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, "
             "`gpubot console` answers every /gpu command in the terminal"
         )
-    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+    if settings.slack.slack_app_token is None and settings.slack.slack_signing_secret is None:
         return "HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN, xapp-…, for Socket Mode)"
-    app_token = settings.slack_app_token.get_secret_value() if settings.slack_app_token is not None else None
+    app_token = (
+        settings.slack.slack_app_token.get_secret_value() if settings.slack.slack_app_token is not None else None
+    )
     if app_token is not None and not app_token.startswith("xapp-"):
         return (
             f"SLACK_APP_TOKEN must be an app-level token (xapp-…; this one starts with {app_token[:5]!r}): make one "
@@ -186,13 +188,13 @@ async def _run(
         loop.add_signal_handler(sig, stop.set)
     handler: Any = None
     slack_check = None
-    if app is not None and settings.slack_app_token is not None:
+    if app is not None and settings.slack.slack_app_token is not None:
         from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 
         # The handler's aiohttp session needs the running loop: build it inside.
         handler = AsyncSocketModeHandler(
             app,
-            settings.slack_app_token.get_secret_value(),
+            settings.slack.slack_app_token.get_secret_value(),
             logger=socket_mode_log(),
             ping_interval=SOCKET_MODE_RETRY_S,
         )
@@ -203,17 +205,17 @@ async def _run(
     metrics.track_gate(services.gate)
     metrics.track_ssh_pool(metrics.ssh_pool_counter(services))
     readiness = Readiness(
-        sessions=services.sessions, gate=services.gate, slack=slack_check, database_url=settings.database_url
+        sessions=services.sessions, gate=services.gate, slack=slack_check, database_url=settings.database.database_url
     )
     readiness.states["slack_credentials"] = missing or "not checked yet"
     runner, port = await start_http(
-        None if handler else app, port=settings.http_port, readiness=readiness, services=services
+        None if handler else app, port=settings.service.http_port, readiness=readiness, services=services
     )
     sched = sweeper = None
     try:
         usable = app is not None and await check_credentials(app.client.auth_test, stop=stop, readiness=readiness)
-        if usable and app is not None and handler is not None and settings.slack_app_token is not None:
-            app_token = settings.slack_app_token.get_secret_value()
+        if usable and app is not None and handler is not None and settings.slack.slack_app_token is not None:
+            app_token = settings.slack.slack_app_token.get_secret_value()
             usable = await check_credentials(
                 lambda: app.client.apps_connections_open(app_token=app_token),
                 stop=stop,
@@ -265,20 +267,20 @@ async def _drain(settings: Settings, services: Services, handler: Any, sched: An
     services.gate.close()
     log.info(
         "shutting down: no new work; waiting up to %.0f s for %d probe(s) in flight",
-        settings.shutdown_grace_s,
+        settings.service.shutdown_grace_s,
         services.gate.in_flight,
     )
     sched.shutdown()
     sweeper.cancel()
     if handler is not None:
         await close_socket_mode(handler.client)  # Slack delivers new events to the other connections
-    if not await services.gate.wait_idle(settings.shutdown_grace_s):
+    if not await services.gate.wait_idle(settings.service.shutdown_grace_s):
         cut = services.gate.interrupt()
         log.warning(
             "shutting down with %d probe(s) still running after %.0f s: interrupted; each is stored as an interrupted "
             "snapshot and its message finished",
             cut,
-            settings.shutdown_grace_s,
+            settings.service.shutdown_grace_s,
         )
         if not await services.gate.wait_idle(FINISH_S):
             log.warning(

@@ -182,7 +182,7 @@ class Watcher:
         return out
 
     def _expired(self, alert: WatchAlert, now: datetime) -> bool:
-        return alert.claimed_at < now - timedelta(seconds=self.services.settings.watch_lease_s)
+        return alert.claimed_at < now - timedelta(seconds=self.services.settings.history.watch_lease_s)
 
     async def _watch(self, w: Watch, out: Outcome) -> None:
         now = self.now()
