@@ -80,9 +80,10 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
 
 
 def check_policy(settings: ActionSettings) -> None:
-    """Check every rule of ``settings.approval_policy`` (the action settings, ``settings.actions``; at start-up, so a typo stops the bot with
-    the variable's name instead of surfacing on some later request); raises :class:`PolicyError`,
-    also for a rule that could never be met (more approvals than the users it names, no group)."""
+    """Check every rule of ``settings.approval_policy`` (the action settings, ``settings.actions``; at
+    start-up, so a typo stops the bot with the variable's name instead of surfacing on some later request);
+    raises :class:`PolicyError`, also for a rule that could never be met (more approvals than the users it
+    names, no group)."""
     for n, raw in enumerate(settings.approval_policy, 1):
         rule = _rule(raw, n)
         people = set(rule.approvers)
@@ -154,7 +155,8 @@ def may_reject(
 
 
 def allowed_roots(settings: ActionSettings, host: str, group: str | None) -> list[str]:
-    """Roots for ``host`` (``settings``: the action settings): its own entry, else ``group:GROUP``'s, else ``*``'s (may be empty).
+    """Roots for ``host`` (``settings``: the action settings): its own entry, else ``group:GROUP``'s, else
+    ``*``'s (may be empty).
 
     Settings check the roots when they load; they are checked again here (a settings copy is not
     re-validated): :class:`PolicyError` naming ``GPUBOT_ALLOWED_ROOTS`` for a relative path or ``/``."""
