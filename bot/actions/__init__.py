@@ -7,6 +7,7 @@ claimed transitions), ``executor`` (re-verify and run a claimed request), ``step
 host), ``remote`` (the exact shell commands and their parsers), ``exits`` (the scripts' exit statuses),
 ``step_privilege`` (how each step gets its privilege), ``access_check`` (``hosts check``, ``hosts sudoers``),
 ``health``/``health_wait`` (when a started unit is up), ``journal`` (a unit's journal tail), ``flows``
-(orchestration), ``views``/``audit`` (what people read).
+(orchestration), ``clicks`` (a card's button click, sequenced whatever the chat), ``views``/``audit`` (what
+people read).
 Never imports Slack.
 """

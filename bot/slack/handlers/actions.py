@@ -1,13 +1,15 @@
 """``/gpu clean|kill|stop|start|restart|pivot|audit|logs`` and the approval card's buttons.
 
 Thin: a command posts a "planning…" message, asks :mod:`bot.actions.flows` for a plan and turns
-the message into the card. A click is acked at once, claimed as a delivery (a repeated delivery
-does nothing), then handed to the flow with the clicker's role and user groups; the flow decides
-(policy, exactly-once claims) and calls back ``notify`` to update the card step by step, and
+the message into the card. A click is acked at once and handed to :mod:`bot.actions.clicks`, which
+decides and sequences it (the delivery claim: a repeated delivery does nothing; the clicker's role and
+user groups; :mod:`bot.actions.flows`' policy and exactly-once claims; the card updated step by step;
 ``progress`` while a started unit is awaited: one message in the card's thread, edited after every
-look. When a start does not come up, the thread says so and how to read the journal; the tail itself
-goes privately to the requester and approvers who may read logs (journals hold secrets), and the
-card offers *Restart UNIT* / *Pivot back* (new requests, like *Re-plan*).
+look; when a start does not come up, the thread says so and how to read the journal, and the tail
+itself goes privately to the requester and approvers who may read logs, since journals hold secrets;
+*Re-plan*, *Restart UNIT* / *Pivot back* post new requests). This module only adapts Bolt to it:
+:func:`click_of` reads the payload, :class:`SlackClicker` and :class:`SlackCard` answer its two
+protocols with the :mod:`bot.slack.action_blocks` rendering.
 
 :func:`sweep_forever` runs :func:`bot.actions.flows.sweep` every ``action_sweep_interval_s``
 seconds in the background (``gpubot serve`` starts it; no request runs or waits for it):
@@ -21,20 +23,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.access import service as access
-from bot.actions import audit, flows
+from bot.actions import audit, clicks, flows
+from bot.actions.clicks import Click
 from bot.actions.health import HealthProgress
 from bot.actions.journal import JournalTail, read_journal
 from bot.actions.kinds import ActionSpec, State
 from bot.actions.views import RequestView
 from bot.commands.actions import AUDIT, CLEAN, KILL, LOGS, PIVOT, RESTART, START, STOP, AuditCommand, LogsCommand
-from bot.errors import PermissionDenied
+from bot.roles import Role
 from bot.services import Services
 from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
@@ -214,103 +217,105 @@ async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None
             log.exception("could not update the card of action #%s", view.id)
 
 
+@dataclass(frozen=True)
+class SlackClicker:
+    """:class:`bot.actions.clicks.Clicker` through the app's one :class:`RoleResolver` and this click's client."""
+
+    resolver: RoleResolver
+    client: AsyncWebClient
+
+    @property
+    def proven(self) -> bool:
+        return self.resolver.proven
+
+    async def role(self, user: str) -> Role:
+        return await self.resolver.role(self.client, user)
+
+    async def groups_of(self, user: str, candidates: list[str]) -> set[str]:
+        return await self.resolver.groups_of(self.client, user, candidates)
+
+
+@dataclass(frozen=True)
+class SlackCard:
+    """:class:`bot.actions.clicks.CardOutlet` in Slack: the clicked card is ``channel``/``ts`` (else
+    ``respond`` replaces it), its thread the one of ``ts``; ``command`` is the slash command named in
+    the journal note. Renders with :mod:`bot.slack.action_blocks`."""
+
+    client: AsyncWebClient
+    respond: Any
+    channel: str | None
+    ts: str | None
+    command: str
+
+    async def update_card(self, view: RequestView) -> None:
+        await _card_updater(self.client, self.channel, self.ts, self.respond)(view)
+
+    def progress(self, thread_ts: str | None) -> Callable[[HealthProgress], Awaitable[None]]:
+        return _progress_poster(self.client, self.channel, thread_ts)
+
+    async def post_result(self, view: RequestView) -> bool:
+        return await post_result(self.client, self.respond, self.channel or "", self.ts, view)
+
+    async def send_journal(self, tail: JournalTail, readers: list[str]) -> None:
+        await send_journal(self.client, self.channel or "", self.ts, tail, readers, self.command)
+
+    async def post_card(self, view: RequestView, channel: str) -> tuple[str, str | None]:
+        posted = await self.client.chat_postMessage(channel=channel, text=card_text(view), blocks=card_blocks(view))
+        return posted["channel"], posted["ts"]
+
+    async def tell_clicker(self, text: str) -> None:
+        await self.respond(text=text, response_type="ephemeral", replace_original=False)
+
+
+def click_of(body: dict[str, Any]) -> Click:
+    """The click a ``block_actions`` payload carries (its first action; the card's channel and ts from
+    its container), with a delivery key that a redelivery repeats."""
+    act, user = body["actions"][0], body["user"]["id"]
+    container = body.get("container") or {}
+    return Click(
+        user=user,
+        request_id=int(act["value"]),
+        channel=container.get("channel_id") or (body.get("channel") or {}).get("id"),
+        ts=container.get("message_ts"),
+        delivery_key=f"act:{act.get('action_ts')}:{user}:{act['action_id']}:{act.get('value')}",
+    )
+
+
+Listener = Callable[..., Awaitable[None]]
+
+
 @router.buttons
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
-    """Listeners for Approve / Reject / Re-plan / the follow-ups. Every click reaching them was checked
+    """Listeners for Approve / Reject / Re-plan / the follow-ups: each acks, then hands the click to
+    :mod:`bot.actions.clicks` with Slack as its clicker and card. Every click reaching them was checked
     to be on its request's own card (:mod:`bot.slack.card_guard`); they raise, and the app's one error
     handler tells the clicker (:func:`bot.slack.errors.answer_click_error`)."""
-    logs_role = LOGS.role  # who may read a journal
 
-    async def first_delivery(body: dict[str, Any]) -> bool:
-        act = body["actions"][0]
-        key = f"act:{act.get('action_ts')}:{body['user']['id']}:{act['action_id']}:{act.get('value')}"
-        async with services.sessions() as db, db.begin():
-            return await access.claim_delivery(db_session=db, key=key, now=services.clock())
+    def parts(body: dict[str, Any], client: AsyncWebClient, respond: Any) -> tuple[Click, SlackClicker, SlackCard]:
+        click = click_of(body)
+        card = SlackCard(client, respond, click.channel, click.ts, services.settings.command)
+        return click, SlackClicker(resolver, client), card
 
-    def where(body: dict[str, Any]) -> tuple[str | None, str | None]:
-        container = body.get("container") or {}
-        return (container.get("channel_id") or (body.get("channel") or {}).get("id"), container.get("message_ts"))
+    def decision_listener(decision: str) -> Listener:
+        async def on_decision(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+            await ack()
+            click, clicker, card = parts(body, client, respond)
+            await clicks.decide(
+                services=services, click=click, decision=decision, clicker=clicker, outlet=card, logs_role=LOGS.role
+            )
 
-    async def decide(body: dict[str, Any], client: AsyncWebClient, respond: Any, decision: str) -> None:
-        if not await first_delivery(body):
-            log.info("duplicate delivery of a %s click ignored", decision)
-            return
-        user, request_id = body["user"]["id"], int(body["actions"][0]["value"])
-        channel, ts = where(body)
-        view = await flows.load_view(services=services, request_id=request_id)  # its card is the one clicked: CardGuard
-        role = await resolver.role(client, user)
-        notify = _card_updater(client, channel, ts, respond)
-        progress = _progress_poster(client, channel, ts or view.message_ts)
-        outcome = await flows.decide(
-            services=services,
-            request_id=request_id,
-            user_id=user,
-            decision=decision,
-            role=role,
-            user_groups=await resolver.groups_of(client, user, view.approvers),
-            notify=notify,
-            progress=progress,
-            proven=resolver.proven,
-        )
-        if outcome.status == "executed" and channel:
-            if await post_result(client, respond, channel, ts, outcome.view) and outcome.view.journal is not None:
-                readers = [
-                    u
-                    for u in dict.fromkeys([outcome.view.requester, *outcome.view.approved_by])
-                    if await resolver.role(client, u) >= logs_role
-                ]
-                await send_journal(client, channel, ts, outcome.view.journal, readers, services.settings.command)
-            return
-        if outcome.status == "noop" and outcome.view.state.final:
-            await notify(outcome.view)  # an old card (expired elsewhere, restarted bot) shows the truth
-        await respond(text=outcome.text, response_type="ephemeral", replace_original=False)
+        return on_decision
 
-    @app.action(ActionId.ACTION_APPROVE.value)
-    async def on_approve(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
-        await ack()
-        await decide(body, client, respond, "approve")
+    def replace_listener(what: str) -> Listener:
+        async def on_replace(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
+            await ack()
+            click, clicker, card = parts(body, client, respond)
+            await clicks.replace(services=services, click=click, what=what, clicker=clicker, outlet=card)
 
-    @app.action(ActionId.ACTION_REJECT.value)
-    async def on_reject(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
-        await ack()
-        await decide(body, client, respond, "reject")
+        return on_replace
 
-    async def replan(body: dict[str, Any], client: AsyncWebClient, respond: Any, what: str = "replan") -> None:
-        if not await first_delivery(body):
-            return
-        user, request_id = body["user"]["id"], int(body["actions"][0]["value"])
-        channel, ts = where(body)
-        try:
-            role = await resolver.role(client, user)
-            if what == "replan":
-                new = await flows.replan(services=services, request_id=request_id, requester=user, role=role)
-            else:
-                new = await flows.follow_up(
-                    services=services, request_id=request_id, what=what, requester=user, role=role
-                )
-        except PermissionDenied as exc:
-            await respond(text=str(exc), response_type="ephemeral", replace_original=False)
-            return
-        posted = await client.chat_postMessage(
-            channel=channel or new.channel or "", text=card_text(new), blocks=card_blocks(new)
-        )
-        await flows.attach_message(services=services, request_id=new.id, channel=posted["channel"], ts=posted["ts"])
-        await _card_updater(client, channel, ts, respond)(
-            await flows.load_view(services=services, request_id=request_id)
-        )
-
-    @app.action(ActionId.ACTION_REPLAN.value)
-    async def on_replan(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
-        await ack()
-        await replan(body, client, respond)
-
+    app.action(ActionId.ACTION_APPROVE.value)(decision_listener("approve"))
+    app.action(ActionId.ACTION_REJECT.value)(decision_listener("reject"))
+    app.action(ActionId.ACTION_REPLAN.value)(replace_listener("replan"))
     for what, action_id in FOLLOW_UP_IDS.items():
-
-        def listener(what: str) -> Callable[..., Awaitable[None]]:
-            async def on_follow_up(ack: Any, body: dict[str, Any], client: AsyncWebClient, respond: Any) -> None:
-                await ack()
-                await replan(body, client, respond, what)
-
-            return on_follow_up
-
-        app.action(action_id.value)(listener(what))
+        app.action(action_id.value)(replace_listener(what))
