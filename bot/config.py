@@ -268,6 +268,12 @@ class ProbeSettings(BaseModel):
     """A GPU a host showed within this many days and that is absent now is *missing*."""
     max_concurrent_probes: int = 16
     """Hosts probed at once by fleet commands."""
+    unit_health_http_timeout_s: float = Field(default=5.0, gt=0)
+    """``curl --max-time`` of one health request (each probe reads a unit's health URL; so does a starting
+    unit's wait)."""
+    unit_health: dict[str, UnitHealth] = {}
+    """Unit -> ``{"url": "http://127.0.0.1:8000/health", "gpu": true, "wait_s": 2400}`` (all keys optional; a
+    host's ``unit_health`` in ``--probe`` beats it): read by every probe, and how a started unit is judged up."""
 
     @field_validator("model_volumes")
     @classmethod
@@ -442,11 +448,6 @@ class ActionSettings(BaseModel):
     unit_health_poll_s: float = Field(default=5.0, gt=0)
     """Seconds between two looks at a starting unit (one SSH round trip each; the thread's progress message is
     edited after each)."""
-    unit_health_http_timeout_s: float = Field(default=5.0, gt=0)
-    """``curl --max-time`` of one health request."""
-    unit_health: dict[str, UnitHealth] = {}
-    """Unit -> ``{"url": "http://127.0.0.1:8000/health", "gpu": true, "wait_s": 2400}`` (all keys optional; a
-    host's ``unit_health`` in ``--probe`` beats it)."""
     journal_lines: int = Field(default=50, ge=1, le=1000)
     """Journal lines a failed start shows in the thread (and ``/gpu logs``' default)."""
     drift_threshold_pct: float = 5.0

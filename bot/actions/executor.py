@@ -113,7 +113,7 @@ async def _verify(services: Services, plan: Plan, request_id: int) -> tuple[list
 async def _step_runner(services: Services, host_name: str, progress: Progress | None) -> StepRunner:
     async with services.sessions() as db:
         target, host = await hosts.resolve(db_session=db, name=host_name)
-        probe_plan, req = plan_for(services.settings, host)
+        probe_plan, req = plan_for(services.settings.probes, host)
     return StepRunner(
         runner=services.runner,
         target=target,

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.config import Settings, UnitHealth
+from bot.config import ProbeSettings, UnitHealth
 from bot.errors import DatabaseUnavailable, GpubotError, ProbeSettingsError
 from bot.hosts import service as hosts
 from bot.hosts.models import Host
@@ -61,9 +61,9 @@ class StatusReport:
     """Set when the snapshot could not be written; the verdict is still shown."""
 
 
-def plan_for(settings: Settings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
-    """The probe plan and requirements: global settings, overridden by the host's ``probe`` dict,
-    plus the weight ``paths`` the user named."""
+def plan_for(settings: ProbeSettings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
+    """The probe plan and requirements: the probe settings (``settings.probes``), overridden by the host's
+    ``probe`` dict, plus the weight ``paths`` the user named."""
     o: dict[str, Any] = validate_overrides(host.probe, host=host.name) if host else {}
     units: dict[str, str] = dict(o.get("units", settings.units))
     folders = tuple(dict.fromkeys([*o.get("weight_paths", settings.weight_paths), *paths]))
@@ -122,7 +122,7 @@ async def probe_and_judge(
     (invalid stored probe settings read *unknown*, an unreachable host *unreachable*). Counts the
     probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``)."""
     try:
-        plan, req = plan_for(services.settings, host, paths)
+        plan, req = plan_for(services.settings.probes, host, paths)
     except ProbeSettingsError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()

@@ -109,7 +109,7 @@ def report_of(snap: Snapshot, host: Host | None, services: Services) -> StatusRe
         if isinstance(r, dict)
     ]
     readings = Readings.from_json(snap.readings) if snap.readings else None
-    _, req = plan_for(services.settings, host)
+    _, req = plan_for(services.settings.probes, host)
     return StatusReport(
         snap.host_name,
         "",
