@@ -23,7 +23,8 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -58,9 +59,109 @@ def serve(settings: Settings) -> int:
 
 
 async def _serve(settings: Settings) -> int:
-    """Build, run until a signal, close: the services (:func:`~bot.wiring.build_services`, closed last,
-    after the HTTP port), the Bolt app when the credentials are there, then :func:`_run`."""
-    stopping: list[float] = []
+    """Build, run until a signal, close (:func:`serving`, :meth:`Served.run`)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with serving(settings) as served:
+        return await served.run(stop)
+
+
+@dataclass
+class Served:
+    """What :func:`serving` built: the services, the Bolt app (``None`` while a Slack credential is
+    missing: ``missing`` says which), the Socket Mode handler (``None`` in HTTP mode), the readiness
+    behind ``/readyz`` and the HTTP port. The scheduler and the sweeper are started by :meth:`run`,
+    once Slack accepts the credentials."""
+
+    settings: Settings
+    services: Services
+    app: AsyncApp | None
+    missing: str | None
+    handler: Any
+    readiness: Readiness
+    port: int
+    sched: Any = None
+    sweeper: asyncio.Task[None] | None = None
+    stopping: list[float] = field(default_factory=list)
+    """The monotonic time the shutdown began, once it has."""
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Serve until ``stop`` is set (SIGTERM/SIGINT), then the module docstring's steps 1–3;
+        returns the exit status (0, or 1 when the serving itself failed: logged with its traceback)."""
+        from bot.slack.http import EVENTS_PATH
+
+        settings, services, app, handler, readiness, port = (
+            self.settings,
+            self.services,
+            self.app,
+            self.handler,
+            self.readiness,
+            self.port,
+        )
+        try:
+            usable = app is not None and await check_credentials(app.client.auth_test, stop=stop, readiness=readiness)
+            if usable and app is not None and handler is not None and settings.slack.slack_app_token is not None:
+                app_token = settings.slack.slack_app_token.get_secret_value()
+                usable = await check_credentials(
+                    lambda: app.client.apps_connections_open(app_token=app_token),
+                    stop=stop,
+                    readiness=readiness,
+                    variable="SLACK_APP_TOKEN",
+                )
+            if not usable:
+                if self.missing is not None:
+                    log.error(
+                        "configuration error: %s. The process stays up, unready (/readyz on port %d says why), "
+                        "until it is fixed and restarted",
+                        self.missing,
+                        port,
+                    )
+                await stop.wait()
+                log.info("stopped (Slack was never started: %s)", readiness.states["slack_credentials"])
+                return 0
+            assert app is not None
+            if handler is not None:
+                log.info("starting in Socket Mode; health and metrics on port %d", port)
+                if not await connect_until_stopped(handler, stop):
+                    self.stopping.append(time.monotonic())
+                    services.gate.close()
+                    log.info("shutting down before Socket Mode connected: connecting cancelled")
+                    return 0
+            else:
+                log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
+            self.sched = await start_scheduler(services, app.client)  # reports, retention, background probes
+            self.sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
+            await stop.wait()
+            self.stopping.append(time.monotonic())
+            return await _drain(settings, services, handler, self.sched, self.sweeper)
+        except Exception:
+            log.exception("gpubot serve failed")
+            return 1
+
+    async def stop_background(self) -> None:
+        """Cancel the sweeper, stop the scheduler, close Socket Mode (each only if started or open)."""
+        if self.sweeper is not None:
+            self.sweeper.cancel()
+        if self.sched is not None:
+            self.sched.shutdown()
+        if self.handler is not None and not self.handler.client.closed:
+            await close_socket_mode(self.handler.client)
+
+
+@contextlib.asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[Served]:
+    """``gpubot serve``'s composition root: entered, the services (:func:`~bot.wiring.build_services`,
+    with worker processes as ``GPUBOT_FLEET_WORKERS`` says), the Bolt app with its log-context
+    middleware when the Slack credentials are there, the Socket Mode handler (``SLACK_APP_TOKEN``
+    set), the readiness and metrics, and the HTTP port listening (``/healthz``, ``/readyz``,
+    ``/metrics``; the Slack events too in HTTP mode). Left, however it is left: the sweeper, the
+    scheduler and Socket Mode stop, the HTTP port closes, then the services close (step 4 of the
+    module docstring). Errors while building are raised (what was built is closed)."""
+    from bot.slack.http import start_http
+
+    served: Served | None = None
     try:
         async with build_services(settings, workers=True) as services:
             missing = credentials_missing(settings)
@@ -68,10 +169,43 @@ async def _serve(settings: Settings) -> int:
             if missing is None:
                 app = build_app(services)
                 app.middleware(bind_log_context)
-            return await _run(settings, services, app, missing, stopping)
+            handler: Any = None
+            slack_check = None
+            if app is not None and settings.slack.slack_app_token is not None:
+                from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+
+                # The handler's aiohttp session needs the running loop: build it inside.
+                handler = AsyncSocketModeHandler(
+                    app,
+                    settings.slack.slack_app_token.get_secret_value(),
+                    logger=socket_mode_log(),
+                    ping_interval=SOCKET_MODE_RETRY_S,
+                )
+
+                async def slack_check() -> bool:
+                    return bool(await handler.client.is_connected())
+
+            metrics.track_gate(services.gate)
+            metrics.track_ssh_pool(metrics.ssh_pool_counter(services))
+            readiness = Readiness(
+                sessions=services.sessions,
+                gate=services.gate,
+                slack=slack_check,
+                database_url=settings.database.database_url,
+            )
+            readiness.states["slack_credentials"] = missing or "not checked yet"
+            http, port = await start_http(
+                None if handler else app, port=settings.service.http_port, readiness=readiness, services=services
+            )
+            served = Served(settings, services, app, missing, handler, readiness, port)
+            try:
+                yield served
+            finally:
+                await served.stop_background()
+                await http.cleanup()
     finally:
-        if stopping:
-            log.info("stopped in %.1f s", time.monotonic() - stopping[0])
+        if served is not None and served.stopping:
+            log.info("stopped in %.1f s", time.monotonic() - served.stopping[0])
 
 
 def credentials_missing(settings: Settings) -> str | None:
@@ -173,92 +307,6 @@ async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[An
         action_request=int(value) if value.isdigit() else None,
     ):
         return await next()
-
-
-async def _run(
-    settings: Settings, services: Services, app: AsyncApp | None, missing: str | None, stopping: list[float]
-) -> int:
-    """Serve until SIGTERM/SIGINT (the module docstring's steps 1–3, then the HTTP port closes);
-    appends to ``stopping`` the monotonic time the shutdown began."""
-    from bot.slack.http import EVENTS_PATH, start_http
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    handler: Any = None
-    slack_check = None
-    if app is not None and settings.slack.slack_app_token is not None:
-        from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
-
-        # The handler's aiohttp session needs the running loop: build it inside.
-        handler = AsyncSocketModeHandler(
-            app,
-            settings.slack.slack_app_token.get_secret_value(),
-            logger=socket_mode_log(),
-            ping_interval=SOCKET_MODE_RETRY_S,
-        )
-
-        async def slack_check() -> bool:
-            return bool(await handler.client.is_connected())
-
-    metrics.track_gate(services.gate)
-    metrics.track_ssh_pool(metrics.ssh_pool_counter(services))
-    readiness = Readiness(
-        sessions=services.sessions, gate=services.gate, slack=slack_check, database_url=settings.database.database_url
-    )
-    readiness.states["slack_credentials"] = missing or "not checked yet"
-    runner, port = await start_http(
-        None if handler else app, port=settings.service.http_port, readiness=readiness, services=services
-    )
-    sched = sweeper = None
-    try:
-        usable = app is not None and await check_credentials(app.client.auth_test, stop=stop, readiness=readiness)
-        if usable and app is not None and handler is not None and settings.slack.slack_app_token is not None:
-            app_token = settings.slack.slack_app_token.get_secret_value()
-            usable = await check_credentials(
-                lambda: app.client.apps_connections_open(app_token=app_token),
-                stop=stop,
-                readiness=readiness,
-                variable="SLACK_APP_TOKEN",
-            )
-        if not usable:
-            if missing is not None:
-                log.error(
-                    "configuration error: %s. The process stays up, unready (/readyz on port %d says why), "
-                    "until it is fixed and restarted",
-                    missing,
-                    port,
-                )
-            await stop.wait()
-            log.info("stopped (Slack was never started: %s)", readiness.states["slack_credentials"])
-            return 0
-        assert app is not None
-        if handler is not None:
-            log.info("starting in Socket Mode; health and metrics on port %d", port)
-            if not await connect_until_stopped(handler, stop):
-                stopping.append(time.monotonic())
-                services.gate.close()
-                log.info("shutting down before Socket Mode connected: connecting cancelled")
-                return 0
-        else:
-            log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
-        sched = await start_scheduler(services, app.client)  # reports, retention, background probes
-        sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
-        await stop.wait()
-        stopping.append(time.monotonic())
-        return await _drain(settings, services, handler, sched, sweeper)
-    except Exception:
-        log.exception("gpubot serve failed")
-        return 1
-    finally:
-        if sweeper is not None:
-            sweeper.cancel()
-        if sched is not None:
-            sched.shutdown()
-        if handler is not None and not handler.client.closed:
-            await close_socket_mode(handler.client)
-        await runner.cleanup()
 
 
 async def _drain(settings: Settings, services: Services, handler: Any, sched: Any, sweeper: asyncio.Task[None]) -> int:
