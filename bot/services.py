@@ -82,6 +82,15 @@ class Services:
         except SshConfigRefused:
             return frozenset()
 
+    async def __aenter__(self) -> Services:
+        """``async with Services(...) as services:`` for services put together by hand (tests with a
+        runner of their own); closed on leaving (:meth:`close`). Built from settings, they come from
+        :func:`bot.wiring.build_services`, which closes them too."""
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     async def close(self) -> None:
         """Stop the fleet loop; close the runner's pooled SSH connections; dispose the engine when
         this object owns one."""

@@ -100,15 +100,13 @@ async def services(database_url: str, request: pytest.FixtureRequest) -> AsyncIt
             connect_timeout=3.0,
         )
     )
-    svc = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
-    yield svc
-    async with svc.sessions() as db, db.begin():
-        present = set(await (await db.connection()).run_sync(lambda c: inspect(c).get_table_names()))
-        for table in reversed(Base.metadata.sorted_tables):
-            if table.name in present:
-                await db.execute(delete(table))
-    await runner.close()
-    await engine.dispose()
+    async with Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine) as svc:
+        yield svc
+        async with svc.sessions() as db, db.begin():
+            present = set(await (await db.connection()).run_sync(lambda c: inspect(c).get_table_names()))
+            for table in reversed(Base.metadata.sorted_tables):
+                if table.name in present:
+                    await db.execute(delete(table))
 
 
 @pytest.fixture

@@ -125,17 +125,18 @@ async def test_database_dying_during_a_probe_keeps_the_verdict(database_url, ssh
         ),
         proxy,
     )
-    services = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
-    async with services.sessions() as db, db.begin():
-        await hosts.add(db_session=db, name="node411", address="127.0.0.11", port=ssh_server.port)
-    async with SlackApiRecorder() as recorder:
-        bot, close = await start_bot(services, recorder)
-        try:
-            await bot.command("status node411")
-            update = await recorder.wait_for("chat.update", timeout=30)
-        finally:
-            await close()
-            await services.close()
+    async with Services(
+        settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine
+    ) as services:
+        async with services.sessions() as db, db.begin():
+            await hosts.add(db_session=db, name="node411", address="127.0.0.11", port=ssh_server.port)
+        async with SlackApiRecorder() as recorder:
+            bot, close = await start_bot(services, recorder)
+            try:
+                await bot.command("status node411")
+                update = await recorder.wait_for("chat.update", timeout=30)
+            finally:
+                await close()
     assert runner.cuts == 1
     shown = blocks_text(update.body["blocks"])
     assert update.body["text"].startswith("node411: ready")

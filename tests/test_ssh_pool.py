@@ -148,28 +148,17 @@ async def test_changed_port_or_user_opens_a_new_connection(services, ssh_server,
 
 
 async def test_pool_setting_off_keeps_nothing_open(database_url, ssh_server, fake_hosts):
-    from bot.db.session import make_engine, make_session_factory
-    from bot.services import Services
-    from bot.ssh.runner import RoutingRunner
-    from bot.wiring import ssh_runner
+    from bot.wiring import build_services
     from tests.conftest import make_settings
 
-    settings = make_settings(database_url, ssh_server, ssh_pool=False)
-    engine = make_engine(database_url)
-    svc = Services(
-        settings=settings,
-        sessions=make_session_factory(engine),
-        runner=RoutingRunner(ssh_runner(settings.ssh)),
-        engine=engine,
-    )
-    try:
-        await register(svc, "nopool", "127.0.0.4", ssh_server.port)
-        assert (await check_host(services=svc, host_name="nopool")).assessment.verdict is Verdict.READY
-        assert svc.runner.ssh.pool is None
-    finally:
-        async with svc.sessions() as db, db.begin():
-            await db.execute(Host.__table__.delete())
-        await svc.close()
+    async with build_services(make_settings(database_url, ssh_server, ssh_pool=False)) as svc:
+        try:
+            await register(svc, "nopool", "127.0.0.4", ssh_server.port)
+            assert (await check_host(services=svc, host_name="nopool")).assessment.verdict is Verdict.READY
+            assert svc.runner.ssh.pool is None
+        finally:
+            async with svc.sessions() as db, db.begin():
+                await db.execute(Host.__table__.delete())
 
 
 # --- The pool's rules on stand-in connections ----------------------------------------------------
