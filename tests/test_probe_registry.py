@@ -104,3 +104,22 @@ def test_two_probes_claiming_one_frame_name_are_refused(monkeypatch):
     monkeypatch.setattr(registry, "PROBES", PROBES + (PROBES[-1],))
     with pytest.raises(ValueError, match="two probes claim one frame name"):
         build_script(ProbePlan())
+
+
+def test_the_cached_script_is_the_script_built_afresh_with_its_own_marker():
+    """build_script caches a plan's script with a stand-in marker: the text is byte for byte the one built
+    afresh, for each marker and each plan."""
+    from bot.probes import registry
+
+    plans = [
+        ProbePlan(marker="GPUBOT-a"),
+        ProbePlan(marker="GPUBOT-b"),
+        ProbePlan(marker="GPUBOT-c", units=("vllm.service",), health_urls=(None,), gpu_backend="nvml"),
+        ProbePlan(),
+        ProbePlan(),
+    ]
+    for plan in plans:
+        script = build_script(plan)
+        assert script == registry._build(plan)
+        assert plan.marker in script
+        assert registry._TEMPLATE_MARKER not in script

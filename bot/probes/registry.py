@@ -9,7 +9,11 @@ host: a later frame may read an earlier one's output (``serve.N`` reads ``unit.N
 
 from __future__ import annotations
 
+import functools
+import shlex
+import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from bot.probes.frames import ProbeOutput, frame_script
@@ -58,10 +62,34 @@ def probe_commands(plan: ProbePlan) -> list[tuple[str, str]]:
     return cmds
 
 
+_TEMPLATE_MARKER = f"GPUBOT-{uuid.uuid4().hex}"
+"""The marker the cached script of a plan is built with (:func:`_script_around_marker`); never sent."""
+
+
+@functools.lru_cache(maxsize=64)
+def _script_around_marker(probes: tuple[Probe, ...], plan: ProbePlan) -> tuple[str, str] | None:
+    """The script of ``plan`` (its marker :data:`_TEMPLATE_MARKER`) as the text before and after the one place
+    its marker appears (``shlex.quote``-d), or ``None`` when it appears other than exactly once. ``probes`` is
+    :data:`PROBES`, a key of the cache only. Hosts with the same settings share one plan but for the marker (new
+    per batch), so the script is built once per plan, not per host (0.2-0.3 ms each, 0.015 ms cached)."""
+    parts = _build(plan).split(shlex.quote(_TEMPLATE_MARKER))
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
 def build_script(plan: ProbePlan) -> str:
     """The whole batch as one POSIX ``sh`` script (framing: :func:`bot.probes.frames.frame_script`). Its
     output leaves the host after each frame marked ``send_after`` (the GPU probe) and at the end (and at the
-    deadline, if it passes)."""
+    deadline, if it passes). The same text as building it afresh: the plan's script is cached with a stand-in
+    marker and the plan's own marker put in its one place. Raises ``ValueError`` when two probes claim one
+    frame name."""
+    halves = _script_around_marker(PROBES, replace(plan, marker=_TEMPLATE_MARKER))
+    if halves is None:
+        return _build(plan)
+    return halves[0] + shlex.quote(plan.marker) + halves[1]
+
+
+def _build(plan: ProbePlan) -> str:
+    """:func:`build_script` built afresh."""
     frames = [f for p in probes_for(plan) for f in p.frames(plan)]
     probe_commands(plan)  # the same frames: refuses a name claimed twice
     return frame_script(
