@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import re
 import shutil
 import sys
@@ -32,13 +31,9 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-LATENCY_ENV = "GPUBOT_SIM_LATENCY_MS"
-SLACK_REFUSES_PAST = 13_000
 
 
 def vm_hwm_kib(pid: int | str = "self") -> int:
@@ -47,53 +42,6 @@ def vm_hwm_kib(pid: int | str = "self") -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     raise ValueError(f"no VmHWM for {pid}")
-
-
-def sim_services(settings):  # runs in each worker process (pickled by name)
-    """A worker's services whose runner answers each host after its injected latency."""
-    from bot.errors import HostUnreachable
-    from bot.ssh.scripted import ScriptedRunner
-    from bot.wiring import worker_services
-    from tests.support.scripted import idle_h200, out, probe_batch
-
-    lo, hi = (float(x) / 1000 for x in os.environ.get(LATENCY_ENV, "20,200").split(","))
-    idle = probe_batch(idle_h200())
-    busy = probe_batch(idle_h200() | {"apps": out("GPU-5e1f0c3a-77b2-4d10-9c1e-2a6b3f8d9e01, 467, 42182, python3\n")})
-
-    async def handler(target, script):
-        await asyncio.sleep(random.Random(target.name).uniform(lo, hi))
-        n = int(target.name.removeprefix("sim"))
-        if n % 25 == 0:
-            raise HostUnreachable(f"cannot connect to {target.address}:22: connection refused")
-        return (busy if n % 10 == 0 else idle)(target, script)
-
-    return replace(worker_services(settings), runner=ScriptedRunner(handler))
-
-
-def limits_broken(body: dict[str, Any]) -> list[str]:
-    """What in one recorded chat.update / chat.postMessage body breaks Slack's limits (empty: none)."""
-    from slack_sdk.errors import SlackObjectFormationError
-    from slack_sdk.models.blocks import Block
-
-    from bot.slack.blocks import MESSAGE_TEXT_BUDGET
-    from tests.support.slack_recorder import block_text_length
-
-    blocks = body.get("blocks") or []
-    broken = []
-    if len(blocks) > 50:
-        broken.append(f"{len(blocks)} blocks (Slack: 50)")
-    for i, b in enumerate(blocks):
-        try:
-            parsed = Block.parse(b)
-            assert parsed is not None
-            parsed.validate_json()  # slack_sdk's own limits: 3,000 a section's text, 150 a header's
-        except (SlackObjectFormationError, AssertionError) as exc:
-            broken.append(f"block {i}: {exc}")
-    if block_text_length(blocks) > MESSAGE_TEXT_BUDGET:
-        broken.append(f"{block_text_length(blocks):,} characters of block text (budget {MESSAGE_TEXT_BUDGET:,})")
-    if len(body.get("text") or "") > 40_000:
-        broken.append(f"fallback text {len(body['text']):,} characters (Slack: 40,000)")
-    return broken
 
 
 async def main(n: int, processes: int, latency: str, db: str, concurrency: int) -> int:
@@ -105,6 +53,7 @@ async def main(n: int, processes: int, latency: str, db: str, concurrency: int) 
     from bot.workers.local import LocalPool
     from tests.slack_env import start_bot
     from tests.support.blockkit import blocks_text
+    from tests.support.fleet_sim import LATENCY_ENV, SLACK_REFUSES_PAST, sim_worker_services, slack_limits_broken
     from tests.support.slack_recorder import SlackApiRecorder, block_text_length
 
     os.environ[LATENCY_ENV] = latency  # read by the worker processes (spawned after this)
@@ -130,7 +79,7 @@ async def main(n: int, processes: int, latency: str, db: str, concurrency: int) 
                         for i, name in enumerate(names)
                     ]
                 )
-            pool = LocalPool(settings, sim_services, processes=processes)
+            pool = LocalPool(settings, sim_worker_services, processes=processes)
             services = replace(services, fleet_jobs=pool)
             async with SlackApiRecorder() as recorder:
                 recorder.max_block_text = SLACK_REFUSES_PAST
@@ -180,9 +129,9 @@ async def main(n: int, processes: int, latency: str, db: str, concurrency: int) 
                 largest = max((block_text_length(m.body["blocks"]) for m in thread), default=0)
                 print(f"thread: {len(thread)} messages, the largest {largest:,} characters of block text")
                 print(f"Slack refused {len(recorder.refused)} calls")
-                failures += [f"final message: {why}" for why in limits_broken(final.body)]
+                failures += [f"final message: {why}" for why in slack_limits_broken(final.body)]
                 for m in thread:
-                    failures += [f"thread message: {why}" for why in limits_broken(m.body)]
+                    failures += [f"thread message: {why}" for why in slack_limits_broken(m.body)]
                 listed = re.findall(r"sim\d{5}(?= · )", "\n".join(blocks_text(m.body["blocks"]) for m in thread))
                 if sorted(listed) != names:
                     failures.append(f"the thread lists {len(set(listed))} of {n} hosts")

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.flows.fleet import FleetReport, Progress, failed_report
 from bot.flows.status import StatusReport
@@ -39,6 +40,29 @@ def _decode(rows: list[tuple[str, dict[str, Any]]], now: datetime) -> list[Statu
             out.append(load(doc))
         except (KeyError, ValueError, TypeError) as exc:
             out.append(failed_report(host, ValueError(f"its worker's report could not be read: {exc}"), now))
+    return out
+
+
+async def _late_rows(db: AsyncSession, run_id: int, last: int, read: set[int]) -> list[Any]:
+    """Progress rows of run ``run_id`` with an id at most ``last`` not read yet: on PostgreSQL two workers'
+    transactions take their ids when they insert and may commit in the other order, so a row can
+    become visible after rows with higher ids were read. Costs one count while nothing is late."""
+    total = (await db.execute(select(func.count()).where(FleetRunHost.run_id == run_id))).scalar_one()
+    if total <= len(read):
+        return []
+    ids = (
+        await db.execute(select(FleetRunHost.id).where(FleetRunHost.run_id == run_id, FleetRunHost.id <= last))
+    ).scalars()
+    late = [i for i in ids if i not in read]
+    out: list[Any] = []
+    for k in range(0, len(late), 500):
+        out += (
+            await db.execute(
+                select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report).where(
+                    FleetRunHost.id.in_(late[k : k + 500])
+                )
+            )
+        ).all()
     return out
 
 
@@ -114,6 +138,7 @@ class FleetJobs:
         log.info("fleet run %d: %d hosts in %d jobs", run_id, len(names), len(jobs))
         seen: dict[str, StatusReport] = {}
         last = 0
+        read: set[int] = set()  # ids of the progress rows read
         wanted = set(names)
 
         async def take(report: StatusReport) -> None:
@@ -127,13 +152,17 @@ class FleetJobs:
             submitted.follow(services.gate)
             ended = await submitted.ended()  # read before the rows: a job that ended has written all of its own
             async with services.sessions() as db:
-                rows = (
-                    await db.execute(
-                        select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
-                        .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
-                        .order_by(FleetRunHost.id)
-                    )
-                ).all()
+                rows = list(
+                    (
+                        await db.execute(
+                            select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
+                            .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
+                            .order_by(FleetRunHost.id)
+                        )
+                    ).all()
+                )
+                rows += await _late_rows(db, run_id, last, read)
+            read.update(row_id for row_id, _, _ in rows)
             fresh = [(host, doc) for _, host, doc in rows if host in wanted and host not in seen]
             last = max([last, *(row_id for row_id, _, _ in rows)])
             # Decoding reports (readings through pydantic) is CPU: done in a thread, so the loop that
