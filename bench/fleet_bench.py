@@ -97,9 +97,9 @@ def addresses(n: int) -> list[str]:
 
 def the_script() -> str:
     """gpubot's probe batch script for a host with the default settings."""
-    from bot.config import Settings
-    from bot.flows.status import plan_for
-    from bot.probes.script import build_script
+    from bot.flows.status.host import plan_for
+    from bot.foundation.config import Settings
+    from bot.probing.probes.script import build_script
 
     plan, _ = plan_for(Settings(_env_file=None), None)
     return build_script(plan)
@@ -119,9 +119,9 @@ def peak_rss_mb() -> float:
 
 
 async def worker_gpubot(cfg: dict) -> dict:
-    from bot.config import Settings
-    from bot.flows.fleet import check_fleet, hosts_of
-    from bot.wiring import build_services
+    from bot.entry.wiring import build_services
+    from bot.flows.status.fleet import check_fleet, hosts_of
+    from bot.foundation.config import Settings
 
     settings = Settings(
         _env_file=None,
@@ -310,9 +310,9 @@ def ansible(cfg: dict, tmp: str, warm: bool) -> dict:
 
 # --- Setup ----------------------------------------------------------------------------------------
 async def register(db_url: str, addrs: list[str], port: int) -> None:
-    from bot.db.migrate import upgrade_async
-    from bot.db.session import make_engine, make_session_factory
-    from bot.hosts.models import Host
+    from bot.domain.hosts.models import Host
+    from bot.foundation.db.migrate import upgrade_async
+    from bot.foundation.db.session import make_engine, make_session_factory
 
     await upgrade_async(db_url)
     engine = make_engine(db_url)
@@ -440,8 +440,8 @@ def bench(args: argparse.Namespace) -> None:
 
 # --- /gpu help latency during a fan-out -------------------------------------------------------------
 async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "local", queue_workers: int = 2) -> None:
-    from bot.config import Settings
-    from bot.wiring import build_services
+    from bot.entry.wiring import build_services
+    from bot.foundation.config import Settings
     from tests.slack_env import start_bot
     from tests.support.slack_recorder import SlackApiRecorder
     from tests.support.sshd import SshTestServer

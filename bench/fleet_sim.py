@@ -5,8 +5,8 @@ serve uses, every host answered by the runner twin after an injected latency (is
 
 The chat side is the real Bolt app over HTTP with signed requests (tests/slack_env.py) and a Web API
 recorder that refuses, as Slack does, a message whose blocks hold more than 13,000 characters of text;
-the fan-out runs in :class:`bot.workers.local.LocalPool` processes (serve's default executor), each
-answering every host with the :class:`~bot.ssh.scripted.ScriptedRunner` twin after a latency drawn
+the fan-out runs in :class:`bot.flows.workers.local.LocalPool` processes (serve's default executor), each
+answering every host with the :class:`~bot.probing.ssh.scripted.ScriptedRunner` twin after a latency drawn
 per host from ``--latency-ms`` (uniform, seeded by the host's name): the captured idle H200 batch, every
 10th host a python3 holding 42 GB (not ready), every 25th unreachable. Nothing crosses a network.
 
@@ -46,11 +46,11 @@ def vm_hwm_kib(pid: int | str = "self") -> int:
 
 async def main(n: int, processes: int, latency: str, db: str, concurrency: int) -> int:
     from bench.fleet_bench import make_db
-    from bot.config import Settings
-    from bot.db.migrate import upgrade_async
-    from bot.hosts.models import Host
-    from bot.wiring import build_services
-    from bot.workers.local import LocalPool
+    from bot.domain.hosts.models import Host
+    from bot.entry.wiring import build_services
+    from bot.flows.workers.local import LocalPool
+    from bot.foundation.config import Settings
+    from bot.foundation.db.migrate import upgrade_async
     from tests.slack_env import start_bot
     from tests.support.blockkit import blocks_text
     from tests.support.fleet_sim import LATENCY_ENV, SLACK_REFUSES_PAST, sim_worker_services, slack_limits_broken

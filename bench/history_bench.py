@@ -14,8 +14,8 @@ rows (timed). Then it times:
 * ``load_history`` — the exact function ``/gpu history`` runs — over 7 days and over 365 days
   (median of ``--runs`` runs, after one warm-up);
 * writing 300 snapshots (300 hosts) in one transaction through
-  :func:`bot.snapshots.service.store_many`, and for comparison through 300 calls of
-  :func:`bot.snapshots.service.store` (the path a single probe takes).
+  :func:`bot.domain.snapshots.service.store_many`, and for comparison through 300 calls of
+  :func:`bot.domain.snapshots.service.store` (the path a single probe takes).
 """
 
 from __future__ import annotations
@@ -38,14 +38,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sqlalchemy import insert, text  # noqa: E402
 from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
 
-from bot.db.migrate import upgrade_async  # noqa: E402
-from bot.db.session import make_engine, make_session_factory  # noqa: E402
-from bot.history.service import load_history  # noqa: E402
-from bot.probes.engine import ProbeResult  # noqa: E402
-from bot.probes.readings import Disk, Folder, FolderState, Gpu, GpuProcess, GpuReport, HostContext, Readings, Unit  # noqa: E402
-from bot.readiness.verdict import Requirements, assess  # noqa: E402
-from bot.snapshots import service as snapshots  # noqa: E402
-from bot.snapshots.models import Snapshot  # noqa: E402
+from bot.domain.history.service import load_history  # noqa: E402
+from bot.domain.readiness.verdict import Requirements, assess  # noqa: E402
+from bot.domain.snapshots import service as snapshots  # noqa: E402
+from bot.domain.snapshots.models import Snapshot  # noqa: E402
+from bot.foundation.db.migrate import upgrade_async  # noqa: E402
+from bot.foundation.db.session import make_engine, make_session_factory  # noqa: E402
+from bot.probing.probes.engine import ProbeResult  # noqa: E402
+from bot.probing.probes.readings import (  # noqa: E402
+    Disk,
+    Folder,
+    FolderState,
+    Gpu,
+    GpuProcess,
+    GpuReport,
+    HostContext,
+    Readings,
+    Unit,
+)
 
 HOST = "node174"
 STEP = timedelta(minutes=5)

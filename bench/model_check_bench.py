@@ -11,7 +11,7 @@ idle 8-GPU H200 box) and, on one pooled connection, times ``--runs`` times each:
   HTTP server on loopback; its probe runs one more ``systemctl show``, reads its PIDs and ``curl``s
   the URL). The fake ``systemctl`` and ``nvidia-smi`` are Python programs (~0.1-0.4 s a start on a
   loaded 2-core machine), so the absolute figures are the fakes'; the differences are what counts;
-* **model check** (:func:`bot.actions.model_gate.check_model`, the planner's two read-only round
+* **model check** (:func:`bot.flows.actions.model_gate.check_model`, the planner's two read-only round
   trips) of a unit whose ``vllm serve`` names a 64-shard folder (sparse 8.4 GB shards: 540 GB), and of
   one naming a hub id found in an HF cache laid out as huggingface_hub does (symlinks into blobs/).
 
@@ -34,13 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.actions.model_gate import check_model  # noqa: E402
-from bot.probes.engine import run_probe  # noqa: E402
-from bot.probes.frames import frame_script  # noqa: E402
-from bot.probes.readings import Folder, FolderState, Gpu, GpuReport, HostContext, Readings  # noqa: E402
-from bot.probes.script import ProbePlan, probe_commands  # noqa: E402
-from bot.ssh.runner import SshRunner  # noqa: E402
-from bot.ssh.target import HostTarget  # noqa: E402
+from bot.flows.actions.model_gate import check_model  # noqa: E402
+from bot.probing.probes.engine import run_probe  # noqa: E402
+from bot.probing.probes.frames import frame_script  # noqa: E402
+from bot.probing.probes.readings import Folder, FolderState, Gpu, GpuReport, HostContext, Readings  # noqa: E402
+from bot.probing.probes.script import ProbePlan, probe_commands  # noqa: E402
+from bot.probing.ssh.runner import SshRunner  # noqa: E402
+from bot.probing.ssh.target import HostTarget  # noqa: E402
 from tests.support import fakestate  # noqa: E402
 from tests.support.fakestate import exec_start, unit  # noqa: E402
 from tests.support.sshd import SshTestServer, free_port  # noqa: E402

@@ -4,8 +4,9 @@
 
 The output is a real batch gpubot ran on an H200 host (``tests/fixtures/h200/<capture>.out``; its
 plan: marker ``GPUBOT-devcheck``, unit ``vllm.service``, the backend in its name). Each batch is cut
-into frames (:func:`bot.probes.frames.split_frames`) and parsed into :class:`~bot.probes.readings.Readings`
-(:func:`bot.probes.registry.parse_batch`), ``--batches`` times per round. Prints the best round's CPU time
+into frames (:func:`bot.probing.probes.frames.split_frames`) and parsed into
+:class:`~bot.probing.probes.readings.Readings`
+(:func:`bot.probing.probes.registry.parse_batch`), ``--batches`` times per round. Prints the best round's CPU time
 (``time.process_time``) in µs per batch, split and parse apart.
 """
 
@@ -15,9 +16,9 @@ import argparse
 import time
 from pathlib import Path
 
-from bot.probes.frames import split_frames
-from bot.probes.registry import parse_batch
-from bot.probes.script import ProbePlan
+from bot.probing.probes.frames import split_frames
+from bot.probing.probes.registry import parse_batch
+from bot.probing.probes.script import ProbePlan
 
 H200 = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "h200"
 

@@ -28,12 +28,12 @@ sys.path.insert(0, str(ROOT))
 
 
 async def probe(server, addr: str, *, gpu_timeout: int, probe_timeout: int, batch_timeout: float) -> None:
-    from bot.config import Settings
-    from bot.flows.status import plan_for
-    from bot.probes.engine import run_probe
-    from bot.readiness.verdict import assess
-    from bot.ssh.runner import SshRunner
-    from bot.ssh.target import HostTarget
+    from bot.domain.readiness.verdict import assess
+    from bot.flows.status.host import plan_for
+    from bot.foundation.config import Settings
+    from bot.probing.probes.engine import run_probe
+    from bot.probing.ssh.runner import SshRunner
+    from bot.probing.ssh.target import HostTarget
 
     settings = Settings(
         _env_file=None,

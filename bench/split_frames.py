@@ -1,4 +1,4 @@
-"""Cost of cutting a batch's output into frames (:func:`bot.probes.frames.split_frames`), per host.
+"""Cost of cutting a batch's output into frames (:func:`bot.probing.probes.frames.split_frames`), per host.
 
     python bench/split_frames.py [--hosts 500] [--rounds 5]
 
@@ -16,7 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bot.probes.frames import split_frames
+from bot.probing.probes.frames import split_frames
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "h200" / "batch_busy_nvidia-smi.out"
 FIXTURE_MARKER = "GPUBOT-devcheck"

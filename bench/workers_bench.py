@@ -2,10 +2,10 @@
 
     python bench/workers_bench.py [--hosts 1500] [--db sqlite|postgresql] [--rounds 3] [--processes 1,2]
 
-The hosts answer through the :class:`~bot.ssh.scripted.ScriptedRunner` twin with the captured idle
+The hosts answer through the :class:`~bot.probing.ssh.scripted.ScriptedRunner` twin with the captured idle
 H200 batch (``tests/support/scripted.py``): no remote CPU, no network, so all the work is the client's:
 framing, parsing, the verdict, building snapshot rows and writing them with the progress rows. The
-fan-out runs as ``gpubot serve`` runs it (:class:`bot.workers.local.LocalPool`, the default executor),
+fan-out runs as ``gpubot serve`` runs it (:class:`bot.flows.workers.local.LocalPool`, the default executor),
 with 1 and then 2 worker processes, ``--rounds`` times each after one warm-up fan-out (process start,
 imports); the chat side polls progress from the database as serve does. Prints hosts per second per
 round, the median, and the ratio 2 / 1 (goal: at least 1.8×). The machine's load average is printed
@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 def scripted_services(settings):  # runs in each worker process (pickled by name)
     """A worker's services whose runner answers every host with the idle H200 batch."""
-    from bot.ssh.scripted import ScriptedRunner
-    from bot.wiring import worker_services
+    from bot.entry.wiring import worker_services
+    from bot.probing.ssh.scripted import ScriptedRunner
     from tests.support.scripted import idle_h200, probe_batch
 
     return replace(worker_services(settings), runner=ScriptedRunner(probe_batch(idle_h200())))
@@ -39,12 +39,12 @@ def scripted_services(settings):  # runs in each worker process (pickled by name
 
 async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
     from bench.fleet_bench import make_db
-    from bot.config import Settings
-    from bot.db.migrate import upgrade_async
-    from bot.flows.fleet import check_fleet
-    from bot.hosts.models import Host
-    from bot.wiring import build_services
-    from bot.workers.local import LocalPool
+    from bot.domain.hosts.models import Host
+    from bot.entry.wiring import build_services
+    from bot.flows.status.fleet import check_fleet
+    from bot.flows.workers.local import LocalPool
+    from bot.foundation.config import Settings
+    from bot.foundation.db.migrate import upgrade_async
 
     tmp = tempfile.mkdtemp(prefix="gpubot-workers-bench-")
     url, drop = await make_db(db, tmp, "workers")

@@ -7,8 +7,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bot.db.availability import connect_args, guard
-from bot.models import Base
+from bot.foundation.db.availability import connect_args, guard
+from bot.entry.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -18,7 +18,7 @@ def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from bot.config import Settings
+    from bot.foundation.config import Settings
 
     return Settings().database_url
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from bot.actions import flows
-from bot.actions.kinds import ActionKind, ActionSpec
-from bot.actions.models import ActionStep, Approval
-from bot.actions.views import RequestView
-from bot.hosts import service as hosts
-from bot.roles import Role
+from bot.domain.hosts import service as hosts
+from bot.flows.actions import flows
+from bot.flows.actions.kinds import ActionKind, ActionSpec
+from bot.flows.actions.models import ActionStep, Approval
+from bot.flows.actions.views import RequestView
+from bot.foundation.roles import Role
 
 
 def fast(services, root: Path | None = None, **overrides) -> None:

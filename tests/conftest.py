@@ -22,12 +22,12 @@ import pytest
 from sqlalchemy import delete, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bot.config import Settings
-from bot.db.migrate import upgrade
-from bot.db.session import make_engine, make_session_factory
-from bot.models import Base
-from bot.services import Services
-from bot.ssh.runner import RoutingRunner, SshRunner
+from bot.entry.models import Base
+from bot.flows.services import Services
+from bot.foundation.config import Settings
+from bot.foundation.db.migrate import upgrade
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.probing.ssh.runner import RoutingRunner, SshRunner
 
 pytest_plugins = ["tests.support.fixtures", "tests.support.markers", "tests.support.watchdog"]
 
@@ -88,7 +88,7 @@ async def services(database_url: str, request: pytest.FixtureRequest) -> AsyncIt
 
     The sshd is started only for tests that ask for ``ssh_server`` (or ``fake_hosts``); for the
     others the runner trusts no host, and tests of logic swap in a
-    :class:`~bot.ssh.scripted.ScriptedRunner` (``dataclasses.replace(services, runner=...)``)."""
+    :class:`~bot.probing.ssh.scripted.ScriptedRunner` (``dataclasses.replace(services, runner=...)``)."""
     ssh_server = request.getfixturevalue("ssh_server") if "ssh_server" in request.fixturenames else None
     settings = make_settings(database_url, ssh_server)
     engine = make_engine(database_url)

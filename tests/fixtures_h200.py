@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.probes.frames import ProbeOutput
+from bot.probing.probes.frames import ProbeOutput
 
 H200 = Path(__file__).parent / "fixtures" / "h200"
 

@@ -9,10 +9,10 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from bot.actions import flows, service
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.models import ActionRequest, ActionStep
-from bot.db.base import utcnow
+from bot.flows.actions import flows, service
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.actions.models import ActionRequest, ActionStep
+from bot.foundation.db.base import utcnow
 from tests.actions_support import approve, fast, register, weights
 from tests.support.fakestate import journal_lines, unit
 

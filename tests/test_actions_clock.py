@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
-from bot.actions import flows
-from bot.actions.kinds import State
-from bot.actions.models import ActionRequest, ActionStep, Approval
-from bot.db.base import utcnow
-from bot.roles import Role
+from bot.flows.actions import flows
+from bot.flows.actions.kinds import State
+from bot.flows.actions.models import ActionRequest, ActionStep, Approval
+from bot.foundation.db.base import utcnow
+from bot.foundation.roles import Role
 from tests.actions_support import approve, clean, fast, register, weights
 from tests.support.clock import stopped
 

@@ -7,14 +7,14 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from bot.actions import flows, service
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.models import ActionRequest
-from bot.db.base import utcnow
-from bot.db.session import make_engine, make_session_factory
-from bot.errors import PermissionDenied, PlanRefused, UsageError
-from bot.roles import Role
-from bot.services import Services
+from bot.flows.actions import flows, service
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.actions.models import ActionRequest
+from bot.flows.services import Services
+from bot.foundation.db.base import utcnow
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.foundation.errors import PermissionDenied, PlanRefused, UsageError
+from bot.foundation.roles import Role
 from tests.actions_support import Cards, approval_rows, approve, clean, fast, register, step_count, weights
 from tests.support.fakestate import unit
 
@@ -449,7 +449,7 @@ async def test_after_a_restart_an_action_of_a_dead_local_process_is_interrupted_
 async def test_an_unexpected_error_fails_the_request_with_an_error_id(
     services, ssh_server, fake_hosts, tmp_path, monkeypatch
 ):
-    from bot.actions.step_runner import StepRunner
+    from bot.flows.actions.step_runner import StepRunner
 
     async def broken(self, step):
         raise RuntimeError("a bug")

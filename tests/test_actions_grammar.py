@@ -7,18 +7,18 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from bot.actions.drift import compare
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.plan import DeleteStep, PathItem, Plan, ProcItem, UnitItem, UnitStep, WaitGpusStep
-from bot.actions.policy import allowed_roots, may_approve, may_reject, rule_for
-from bot.actions.views import RequestView, StepView
-from bot.commands.actions import AuditCommand
-from bot.config import Settings
-from bot.errors import PolicyError, UsageError
-from bot.roles import Role
-from bot.slack.action_blocks import card_blocks, result_blocks
-from bot.slack.ids import ActionId
-from bot.slack.routes import command_grammar
+from bot.entry.slack.action_blocks import card_blocks, result_blocks
+from bot.entry.slack.ids import ActionId
+from bot.entry.slack.routes import command_grammar
+from bot.flows.actions.drift import compare
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.actions.plan import DeleteStep, PathItem, Plan, ProcItem, UnitItem, UnitStep, WaitGpusStep
+from bot.flows.actions.policy import allowed_roots, may_approve, may_reject, rule_for
+from bot.flows.actions.views import RequestView, StepView
+from bot.foundation.config import Settings
+from bot.foundation.errors import PolicyError, UsageError
+from bot.foundation.roles import Role
+from bot.words.commands.actions import AuditCommand
 from tests.support.blockkit import blocks_text, validate_message
 
 G = command_grammar()
@@ -298,7 +298,7 @@ def test_a_path_with_markup_characters_is_shown_as_it_is():
     path = "/shared/model`v2`/*bold*_x_~s~:fire:"
     blocks = card_blocks(_view(State.PENDING, lines=[f"delete {path} — 4 KB (directory)"]))
     assert f"• delete {path} — 4 KB" in blocks[1]["text"]["text"] and blocks[1]["text"]["type"] == "plain_text"
-    from bot.slack.console.render import render_message
+    from bot.entry.slack.console.render import render_message
 
     assert f"• delete {path} — 4 KB" in render_message(blocks, "")[0]
 
@@ -338,7 +338,7 @@ def test_health_urls_on_start_restart_and_pivot():
 
 
 def test_logs_takes_a_host_a_unit_and_a_line_count():
-    from bot.commands.actions import LogsCommand
+    from bot.words.commands.actions import LogsCommand
 
     g = command_grammar()
     parsed = g.parse("logs node174 vllm.service lines=200")
@@ -356,8 +356,8 @@ def test_logs_takes_a_host_a_unit_and_a_line_count():
 
 
 def test_a_changed_health_url_is_drift():
-    from bot.actions.health import HealthCheck
-    from bot.actions.planner import unit_step
+    from bot.flows.actions.planner import unit_step
+    from bot.flows.actions.unit_up import HealthCheck
 
     def plan(url):
         return _plan(steps=[unit_step("start", "b.service", HealthCheck(url, "x", True, 60.0, auto=url is None))])

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from bot.actions import flows
-from bot.actions.journal import read_journal
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.errors import UsageError
-from bot.roles import Role
+from bot.flows.actions import flows
+from bot.flows.actions.journal import read_journal
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.foundation.errors import UsageError
+from bot.foundation.roles import Role
 from tests.actions_support import approve, fast, model_dir, register, step_count, weights
 from tests.support.fakestate import journal_lines, model_unit, unit
 from tests.support.sshd import free_port

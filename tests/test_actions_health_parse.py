@@ -1,9 +1,9 @@
 """The pure parts of the health wait: default URLs, ExecStart argv, one look's verdict, journal answers."""
 
-from bot.actions.health import HealthCheck, UnitLook, default_url, exec_argv, judge, parse_look, timed_out
-from bot.actions.journal import parse_journal
-from bot.probes.frames import ProbeOutput
-from bot.probes.readings import Gpu, GpuProcess, GpuReport, ProbeFailure
+from bot.flows.actions.journal import parse_journal
+from bot.flows.actions.unit_up import HealthCheck, UnitLook, default_url, exec_argv, judge, parse_look, timed_out
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.readings import Gpu, GpuProcess, GpuReport, ProbeFailure
 
 
 def test_well_known_servers_get_their_default_health_url():

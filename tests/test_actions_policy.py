@@ -1,8 +1,8 @@
 def test_a_string_where_a_list_belongs_is_named():
     import pytest
 
-    from bot.actions.policy import _rule
-    from bot.errors import PolicyError
+    from bot.flows.actions.policy import _rule
+    from bot.foundation.errors import PolicyError
 
     with pytest.raises(PolicyError, match=r'`kinds` is a list, e\.g\. \["clean"\]'):
         _rule({"kinds": "clean"}, 1)
@@ -11,11 +11,11 @@ def test_a_string_where_a_list_belongs_is_named():
 def test_the_policy_is_checked_at_start_naming_the_variable(monkeypatch, capsys, tmp_path):
     import pytest
 
-    from bot.actions.policy import check_policy
-    from bot.cli import main
-    from bot.cli.errors import EX_CONFIG
-    from bot.config import Settings
-    from bot.errors import PolicyError
+    from bot.entry.cli import main
+    from bot.entry.cli.errors import EX_CONFIG
+    from bot.flows.actions.policy import check_policy
+    from bot.foundation.config import Settings
+    from bot.foundation.errors import PolicyError
 
     def policy(rules):
         return Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'p.db'}", approval_policy=rules)
@@ -47,11 +47,11 @@ def test_an_expiry_of_zero_or_less_stops_at_start_with_exit_78(monkeypatch, caps
     read as 'unset' and a negative one was taken."""
     import pytest
 
-    from bot.actions.policy import check_policy
-    from bot.cli import main
-    from bot.cli.errors import EX_CONFIG
-    from bot.config import Settings
-    from bot.errors import PolicyError
+    from bot.entry.cli import main
+    from bot.entry.cli.errors import EX_CONFIG
+    from bot.flows.actions.policy import check_policy
+    from bot.foundation.config import Settings
+    from bot.foundation.errors import PolicyError
 
     monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
     for value in ("0", "-60"):

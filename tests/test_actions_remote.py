@@ -10,13 +10,13 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import select, update
 
-from bot.actions import flows, remote
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.models import ActionRequest, ActionStep
-from bot.actions.plan import KillStep, Plan, ProcItem
-from bot.actions.step_runner import StepRunner
-from bot.errors import PlanRefused
-from bot.hosts import service as hosts
+from bot.domain.hosts import service as hosts
+from bot.flows.actions import flows, remote
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.actions.models import ActionRequest, ActionStep
+from bot.flows.actions.plan import KillStep, Plan, ProcItem
+from bot.flows.actions.step_runner import StepRunner
+from bot.foundation.errors import PlanRefused
 from tests.actions_support import Cards, approve, clean, fast, register, weights
 from tests.support.fakestate import unit
 

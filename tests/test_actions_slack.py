@@ -5,13 +5,13 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from bot.actions import service
-from bot.actions.kinds import State
-from bot.actions.models import ActionRequest
-from bot.db.base import utcnow
-from bot.db.session import make_engine, make_session_factory
-from bot.services import Services
-from bot.slack.handlers.actions import sweep_once
+from bot.entry.slack.handlers.actions import sweep_once
+from bot.flows.actions import service
+from bot.flows.actions.kinds import State
+from bot.flows.actions.models import ActionRequest
+from bot.flows.services import Services
+from bot.foundation.db.base import utcnow
+from bot.foundation.db.session import make_engine, make_session_factory
 from tests.actions_support import fast, operators, register, step_count, weights
 from tests.slack_env import (
     APPROVE,
@@ -346,7 +346,7 @@ async def test_audit_in_slack_and_in_the_terminal(
         and "approved by @U2 at" in text
         and f"cd -P -- {folder.parent} &amp;&amp; rm -rf --one-file-system -- ./{folder.name}` → exit 0" in text
     )  # Slack shows &&
-    from bot.cli import main
+    from bot.entry.cli import main
 
     monkeypatch.setenv("GPUBOT_DATABASE_URL", database_url)
     assert await asyncio.to_thread(main, ["audit", "node410"]) == 0
@@ -361,7 +361,7 @@ async def test_audit_in_slack_and_in_the_terminal(
 
 
 async def test_gpubot_serve_reports_interrupted_actions_before_it_listens(services, ssh_server, fake_hosts, tmp_path):
-    from bot.cli.actions import startup
+    from bot.entry.cli.actions import startup
 
     root = tmp_path / "shared"
     fast(services, root)
@@ -424,7 +424,7 @@ async def test_a_full_pivot_through_slack(slack_bot, services, ssh_server, fake_
 
 async def test_a_quiet_bot_still_expires_cards(slack_bot, services, ssh_server, fake_hosts, tmp_path):
     """No click, no request: the background sweep `gpubot serve` runs turns a due card to expired."""
-    from bot.slack.handlers.actions import sweep_forever
+    from bot.entry.slack.handlers.actions import sweep_forever
 
     rid, ts, _, folder = await pending_clean(
         slack_bot, services, ssh_server, tmp_path, "node409", "127.0.0.14", folder="old", size=1000

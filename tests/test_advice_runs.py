@@ -13,24 +13,34 @@ from pathlib import Path
 
 import pytest
 
-from bot.actions import flows
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.plan import KillStep, ProcItem
-from bot.actions.step_runner import StepRunner, sudo_said
-from bot.actions.views import RequestView, StepView
-from bot.cli import _build_parser
-from bot.errors import PlanRefused, UsageError
-from bot.flows.status import StatusReport, check_host
-from bot.hosts import service as hosts
-from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, OwnerReport, ProcessOwner, Readings, Unit
-from bot.readiness.verdict import Requirements, assess, unreachable
-from bot.render.status_view import status_view
-from bot.render.text import status_text
-from bot.slack.action_blocks import card_blocks
-from bot.slack.blocks import status_blocks
-from bot.slack.routes import command_grammar
-from bot.ssh.scripted import ScriptedRunner
-from bot.ssh.target import HostTarget, RunResult
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Requirements, assess, unreachable
+from bot.entry.cli import _build_parser
+from bot.entry.slack.action_blocks import card_blocks
+from bot.entry.slack.blocks import status_blocks
+from bot.entry.slack.routes import command_grammar
+from bot.flows.actions import flows
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.actions.plan import KillStep, ProcItem
+from bot.flows.actions.step_runner import StepRunner, sudo_said
+from bot.flows.actions.views import RequestView, StepView
+from bot.flows.status.host import StatusReport, check_host
+from bot.foundation.errors import PlanRefused, UsageError
+from bot.probing.probes.readings import (
+    Disk,
+    Gpu,
+    GpuProcess,
+    GpuReport,
+    HostContext,
+    OwnerReport,
+    ProcessOwner,
+    Readings,
+    Unit,
+)
+from bot.probing.ssh.scripted import ScriptedRunner
+from bot.probing.ssh.target import HostTarget, RunResult
+from bot.words.render.status_view import status_view
+from bot.words.render.text import status_text
 from tests.support.blockkit import blocks_text
 from tests.support.scripted import idle_h200, out, probe_batch
 

@@ -9,15 +9,15 @@ from datetime import datetime, timedelta
 import numpy as np
 from matplotlib.colors import to_rgb
 
-from bot.actions.models import ActionRequest
-from bot.db.base import utcnow
-from bot.flows.status import check_host
-from bot.history import chart_data
-from bot.history.chart import LOST_COLOUR, MARK_COLOUR, VERDICT_COLOURS, chart_figure
-from bot.history.chart_data import history_chart
-from bot.history.service import load_history
-from bot.hosts import service as hosts
-from bot.reports.flows import chart, chart_title
+from bot.domain.history import chart_data
+from bot.domain.history.chart import LOST_COLOUR, MARK_COLOUR, VERDICT_COLOURS, chart_figure
+from bot.domain.history.chart_data import history_chart
+from bot.domain.history.service import load_history
+from bot.domain.hosts import service as hosts
+from bot.flows.actions.models import ActionRequest
+from bot.flows.reports.flows import chart, chart_title
+from bot.flows.status.host import check_host
+from bot.foundation.db.base import utcnow
 from tests.support.clock import ago
 from tests.test_chart_pixels import _box, _cols, _line_mask, _pixels, _plot_mask
 
@@ -124,18 +124,18 @@ async def test_the_report_chart_names_its_hosts_and_draws_one_host_per_gpu(servi
 
 
 def test_the_action_view_of_the_history_package_matches_the_action_table():
-    """bot.history reads action_requests through a lightweight table (layers): its columns exist, same types."""
+    """bot.domain.history reads action_requests through a lightweight table (layers): its columns exist, same types."""
     model = ActionRequest.__table__.c
     for col in chart_data._actions.c:
         assert col.name in model
     assert set(chart_data.KIND_WORDS) == {
-        k.value for k in __import__("bot.actions.kinds", fromlist=["ActionKind"]).ActionKind
+        k.value for k in __import__("bot.flows.actions.kinds", fromlist=["ActionKind"]).ActionKind
     }
     assert np.all([s in {"done", "failed", "interrupted"} for s in chart_data.RAN_STATES])
 
 
 def test_history_takes_a_need_for_the_charts_disk_line():
-    from bot.commands.history import parse_history
+    from bot.words.commands.history import parse_history
 
     assert parse_history(["node1", "1d", "need=540G"]).need_bytes == 540 * 10**9
     assert parse_history(["node1"]).need_bytes is None

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.dates import num2date
 
-from bot.history.chart import (
+from bot.domain.history.chart import (
     HEADROOM,
     LOST_COLOUR,
     MARK_COLOUR,

@@ -70,7 +70,7 @@ def test_bad_json_in_dotenv_names_the_variable_and_the_file(db_env, tmp_path):
 def test_settings_problems_name_slack_variables_by_their_own_names():
     from pydantic import ValidationError
 
-    from bot.config import Settings, settings_problem
+    from bot.foundation.config import Settings, settings_problem
 
     with pytest.raises(ValidationError) as caught:
         Settings(_env_file=None, slack_bot_token=["x"], ssh_pool_max=0)

@@ -1,11 +1,18 @@
-"""The command line's one presenter of errors (bot/cli/errors.py): a line on stderr, an exit status,
+"""The command line's one presenter of errors (bot/entry/cli/errors.py): a line on stderr, an exit status,
 never a password; anything else is raised again."""
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from bot.cli.errors import EX_CONFIG, EX_ERROR, EX_IOERR, EX_NOHOST, EX_USAGE, configuration_error, exit_status
-from bot.errors import ConfigError, DatabaseUnavailable, HostKeyRejected, NotFoundError, PolicyError, UsageError
+from bot.entry.cli.errors import EX_CONFIG, EX_ERROR, EX_IOERR, EX_NOHOST, EX_USAGE, configuration_error, exit_status
+from bot.foundation.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    HostKeyRejected,
+    NotFoundError,
+    PolicyError,
+    UsageError,
+)
 
 URL = "postgresql+asyncpg://gpubot:hunter2@db:5432/gpubot"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-# A real SIGINT, sent by the process to itself when the import of SQLAlchemy begins (bot.cli
+# A real SIGINT, sent by the process to itself when the import of SQLAlchemy begins (bot.entry.cli
 # imports it), so it lands during the start-up imports without depending on timing.
 INTERRUPT_DURING_IMPORTS = """
 import importlib.abc, os, runpy, signal, sys

@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from bot.reports import service as reports
+from bot.flows.reports import service as reports
 from tests.support.terminal import Terminal
 from tests.test_cli import gpubot
 
@@ -72,8 +72,8 @@ def test_json_from_hosts_is_ascii_valid_and_left_alone_by_the_printable_stream()
     stream that makes everything gpubot prints printable changes nothing and the document parses."""
     import io
 
-    from bot.printable import PrintableStream
-    from bot.render.json_doc import dumps
+    from bot.foundation.printable import PrintableStream
+    from bot.words.render.json_doc import dumps
 
     doc = {"stdout": "\x1b]0;pwned\x07\x1b[2J\x7f\x9b1m é", "at": datetime.fromisoformat("2026-12-01T10:00:00+00:00")}
     out = io.StringIO()

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from bot.cli import _build_parser, version_text
-from bot.cli.shell import SHELLS, script
+from bot.entry.cli import _build_parser, version_text
+from bot.entry.cli.shell import SHELLS, script
 from tests.test_cli import gpubot
 
 

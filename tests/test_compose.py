@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.config import Settings
+from bot.foundation.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,12 +132,14 @@ def test_dockerfile_copies_what_the_app_needs():
 
 
 def test_manifest_declares_the_command_and_interactivity():
-    doc = yaml.safe_load((ROOT / "bot" / "slack" / "manifest.yaml").read_text())
+    doc = yaml.safe_load((ROOT / "bot" / "entry" / "slack" / "manifest.yaml").read_text())
     assert doc["features"]["slash_commands"][0]["command"] == Settings(_env_file=None).command
     assert doc["settings"]["interactivity"]["is_enabled"] is True
     assert {"commands", "chat:write"} <= set(doc["oauth_config"]["scopes"]["bot"])
     assert "users:read" not in doc["oauth_config"]["scopes"]["bot"]  # nothing calls users.info (issue 25 item 7)
-    assert doc["features"]["slash_commands"][0]["should_escape"] is True  # bot/commands/normalize.py reads the IDs
+    assert (
+        doc["features"]["slash_commands"][0]["should_escape"] is True
+    )  # bot/words/commands/normalize.py reads the IDs
     assert doc["features"]["app_home"]["messages_tab_enabled"] is True  # DMs to a schedule's creator can be read
 
 

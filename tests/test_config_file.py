@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bot.actions.planner import no_roots_refusal
-from bot.cli import main
-from bot.cli.errors import EX_CONFIG
-from bot.config import Settings, config_file, load_settings
-from bot.errors import ConfigError
+from bot.entry.cli import main
+from bot.entry.cli.errors import EX_CONFIG
+from bot.flows.actions.planner import no_roots_refusal
+from bot.foundation.config import Settings, config_file, load_settings
+from bot.foundation.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ from the settings' field docstrings, and every setting is in exactly one group."
 import importlib.util
 from pathlib import Path
 
-from bot.config import GROUPS, Settings
+from bot.foundation.config import GROUPS, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
-from bot.slack.console.demo import Demo
-from bot.slack.console.session import CONSOLE_USER, Console, console_settings
+from bot.entry.slack.console.demo import Demo
+from bot.entry.slack.console.session import CONSOLE_USER, Console, console_settings
 
 
 def test_acting_as_alice_shares_your_role_without_changing_the_settings(services):
@@ -31,8 +31,8 @@ def test_the_demo_root_is_allowed_on_a_copy(services, tmp_path):
 async def test_a_slack_id_granted_admin_in_the_database_is_no_admin_in_a_viewer_console(services):
     """The role_grants table (``/gpu roles grant``) makes U0ADMIN an admin in Slack; typed in a viewer's
     console it counts as a viewer: ``as`` proves nobody's identity."""
-    from bot.access import service as access
-    from bot.roles import Role
+    from bot.domain.grants import service as access
+    from bot.foundation.roles import Role
 
     async with services.sessions() as db, db.begin():
         await access.grant(db_session=db, subject="U0ADMIN", role=Role.ADMIN, granted_by="U0BOSS", now=services.clock())
@@ -57,9 +57,9 @@ async def test_a_slack_id_granted_admin_in_the_database_is_no_admin_in_a_viewer_
 
 
 def test_a_rule_naming_approvers_is_met_only_by_identities_slack_proved():
-    from bot.actions.kinds import ActionKind
-    from bot.actions.policy import NAMED_NOT_PROVEN, Rule, may_approve, may_reject
-    from bot.roles import Role
+    from bot.flows.actions.kinds import ActionKind
+    from bot.flows.actions.policy import NAMED_NOT_PROVEN, Rule, may_approve, may_reject
+    from bot.foundation.roles import Role
 
     named, anyone = Rule(approvers=("U0ALICE", "S0OPS")), Rule()
     ask = {"kind": ActionKind.CLEAN_WEIGHTS, "requester": "U0BOB", "role": Role.ADMIN}

@@ -244,7 +244,7 @@ async def test_the_shipped_db_service_is_migrated_and_stores_a_snapshot(image, p
     """`docker-compose up` with the files as shipped (the override's `db` included, on Compose's own
     network): the bot waits for `db` to be healthy, migrates it, answers `/readyz` with the database
     ready, and `gpubot status` in the container stores its snapshot there."""
-    from bot.db.migrate import revisions
+    from bot.foundation.db.migrate import revisions
 
     port = free_port()
     key = tmp_path / "key"

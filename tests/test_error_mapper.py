@@ -5,7 +5,7 @@ import logging
 import pytest
 from sqlalchemy import text
 
-from bot.hosts import service as hosts
+from bot.domain.hosts import service as hosts
 
 
 @pytest.fixture

@@ -1,17 +1,21 @@
-"""Every exception class gpubot defines lives in bot/errors.py, under GpubotError (one tree, one mapper)."""
+"""Every exception class gpubot defines lives in bot/foundation/errors.py, under GpubotError (one tree, one mapper)."""
 
 import ast
 import builtins
 import inspect
 from pathlib import Path
 
-import bot.errors
+import bot.foundation.errors
 
-BOT = Path(bot.errors.__file__).parent
+BOT = Path(bot.foundation.errors.__file__).parent
 EXCEPTION_NAMES = {
     name for name, obj in vars(builtins).items() if isinstance(obj, type) and issubclass(obj, BaseException)
 }
-OURS = {name for name, obj in vars(bot.errors).items() if isinstance(obj, type) and issubclass(obj, BaseException)}
+OURS = {
+    name
+    for name, obj in vars(bot.foundation.errors).items()
+    if isinstance(obj, type) and issubclass(obj, BaseException)
+}
 
 
 def _base_name(node: ast.expr) -> str:
@@ -32,10 +36,10 @@ def test_no_exception_class_is_defined_outside_bot_errors():
 def test_every_error_is_a_gpubot_error_with_one_name():
     classes = [
         obj
-        for obj in vars(bot.errors).values()
-        if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == "bot.errors"
+        for obj in vars(bot.foundation.errors).values()
+        if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == "bot.foundation.errors"
     ]
-    assert all(issubclass(c, bot.errors.GpubotError) for c in classes)
+    assert all(issubclass(c, bot.foundation.errors.GpubotError) for c in classes)
     assert len({c.__name__ for c in classes}) == len(classes)
-    doc = bot.errors.__doc__ or ""
+    doc = bot.foundation.errors.__doc__ or ""
     assert [c.__name__ for c in classes if c.__name__ not in doc] == []  # the tree at the top names each one

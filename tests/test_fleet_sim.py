@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from bot.hosts.models import Host
-from bot.workers.local import LocalPool
+from bot.domain.hosts.models import Host
+from bot.flows.workers.local import LocalPool
 from tests.conftest import make_settings
 from tests.slack_env import start_bot
 from tests.support.blockkit import blocks_text

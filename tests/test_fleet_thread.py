@@ -7,12 +7,12 @@ import threading
 
 from sqlalchemy import func, select
 
-from bot.flows.fleet import check_fleet
-from bot.hosts import service as hosts
-from bot.models import Base
-from bot.readiness.verdict import Verdict
-from bot.snapshots.models import Snapshot
-from bot.wiring import build_services
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Verdict
+from bot.domain.snapshots.models import Snapshot
+from bot.entry.models import Base
+from bot.entry.wiring import build_services
+from bot.flows.status.fleet import check_fleet
 from tests.conftest import make_settings
 
 

@@ -3,8 +3,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.probes.frames import split_frames
-from bot.probes.script import ProbePlan, build_script, probe_commands
+from bot.probing.probes.frames import split_frames
+from bot.probing.probes.script import ProbePlan, build_script, probe_commands
 
 M = "GPUBOT-abc"
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.gpu_health import HEALTH_FIELDS, GpuHealth, health_from_nvml, health_from_row
-from bot.probes.kernel_log import KernelLog, XidEvent
-from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, Readings
-from bot.readiness.health import needs_reset
-from bot.readiness.verdict import Requirements, Severity, Verdict, assess
+from bot.domain.readiness.gpu_health import needs_reset
+from bot.domain.readiness.verdict import Requirements, Severity, Verdict, assess
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.gpu_health import HEALTH_FIELDS, GpuHealth, health_from_nvml, health_from_row
+from bot.probing.probes.kernel_log import KernelLog, XidEvent
+from bot.probing.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, Readings
 from tests.fixtures_h200 import H200, captured
 
 ROW_FIELDS = (
@@ -204,7 +204,7 @@ def test_old_snapshots_without_health_load_and_new_ones_round_trip():
 
 
 def test_unparsable_kernel_log_probe_is_not_checked():
-    from bot.probes.kernel_log import parse_kernel_log
+    from bot.probing.probes.kernel_log import parse_kernel_log
 
     log = parse_kernel_log(ProbeOutput("kernel_log", "garbage\n", "", 0))
     assert log.source is None and "failed" in (log.error or "")
@@ -216,10 +216,10 @@ async def test_the_nvml_probe_reads_health_through_the_library(monkeypatch, tmp_
     import os
     import sys
 
-    from bot.probes.engine import run_probe
-    from bot.probes.script import ProbePlan
-    from bot.ssh.runner import LocalRunner
-    from bot.ssh.target import HostTarget
+    from bot.probing.probes.engine import run_probe
+    from bot.probing.probes.script import ProbePlan
+    from bot.probing.ssh.runner import LocalRunner
+    from bot.probing.ssh.target import HostTarget
 
     captured_health = json.loads((H200 / "nvml_health.json").read_text())["gpus"][0]
     health = {
@@ -267,9 +267,9 @@ async def test_the_nvml_probe_reads_health_through_the_library(monkeypatch, tmp_
 def test_whole_batches_on_the_real_h200_read_health_and_xid():
     """gpubot's own batch run on the H200 host (tests/fixtures/h200/batch_health_*.out): both backends read the same
     healthy GPU; as root the kernel log is read through dmesg; as a plain user it is "Xid not checked"."""
-    from bot.probes.frames import split_frames
-    from bot.probes.registry import parse_batch
-    from bot.probes.script import ProbePlan
+    from bot.probing.probes.frames import split_frames
+    from bot.probing.probes.registry import parse_batch
+    from bot.probing.probes.script import ProbePlan
 
     def judged(name: str, backend: str):
         plan = ProbePlan(gpu_backend=backend, marker="GPUBOT-devcheck", units=("vllm.service",))
@@ -292,8 +292,8 @@ def test_whole_batches_on_the_real_h200_read_health_and_xid():
 
 def test_the_real_driver_answers_the_retry_without_the_fields_it_refused():
     """The retry loop run against the H200's nvidia-smi with two fields no driver knows (query_gpu_retry_real.out)."""
-    from bot.probes.gpu_query import unsupported_fields
-    from bot.probes.nvidia_smi import parse_gpus
+    from bot.probing.probes.gpu_query import unsupported_fields
+    from bot.probing.probes.nvidia_smi import parse_gpus
 
     out = captured("query_gpu_retry_real")
     assert out.exit_status == 0 and unsupported_fields(out.stdout) == ["bogus.one", "bogus.two"]

@@ -8,11 +8,11 @@ import subprocess
 
 import pytest
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.gpu_query import retry_query_command, unsupported_fields
-from bot.probes.nvidia_smi import parse_gpu_report
-from bot.probes.readings import ProbeFailure
-from bot.probes.script import gpu_query_command
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.gpu_query import retry_query_command, unsupported_fields
+from bot.probing.probes.nvidia_smi import parse_gpu_report
+from bot.probing.probes.readings import ProbeFailure
+from bot.probing.probes.script import gpu_query_command
 from tests.fixtures_h200 import captured
 from tests.support import fakestate
 from tests.support.fakestate import FAKEHOST_DIR

@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.commands.grammar import Grammar
-from bot.commands.help import HelpCommand
-from bot.commands.hosts import HostsAdd, HostsList, HostsRemove, HostsShow, HostsTrust
-from bot.commands.normalize import normalize
-from bot.commands.status import StatusCommand, Target
-from bot.errors import UsageError
-from bot.roles import Role
-from bot.slack.routes import command_grammar
+from bot.entry.slack.routes import command_grammar
+from bot.foundation.errors import UsageError
+from bot.foundation.roles import Role
+from bot.words.commands.grammar import Grammar
+from bot.words.commands.help import HelpCommand
+from bot.words.commands.hosts import HostsAdd, HostsList, HostsRemove, HostsShow, HostsTrust
+from bot.words.commands.normalize import normalize
+from bot.words.commands.status import StatusCommand, Target
 
 G = command_grammar()
 
@@ -171,7 +171,7 @@ def test_no_word_salad_raises_anything_but_a_usage_error(words):
 
 
 def test_a_parser_bug_still_reads_as_usage():
-    from bot.commands.grammar import CommandSpec
+    from bot.words.commands.grammar import CommandSpec
 
     def broken(args):
         raise KeyError("boom")
@@ -187,7 +187,7 @@ def test_report_channel_keeps_the_id_slack_sends():
 
 
 def test_ipv6_addresses_are_hosts_too():
-    from bot.names import endpoint, validate_address
+    from bot.foundation.names import endpoint, validate_address
 
     assert G.parse("hosts add v6 ::1").command == HostsAdd("v6", "::1")
     assert G.parse("hosts add v6 [2001:db8::1] port=2222").command.address == "[2001:db8::1]"
@@ -205,7 +205,7 @@ def test_ipv6_addresses_are_hosts_too():
 
 
 def test_dotted_numbers_that_are_no_ipv4_address_are_refused_not_taken_for_a_name():
-    from bot.names import validate_address
+    from bot.foundation.names import validate_address
 
     for bad, said in (
         ("10.0.0.999", "`10.0.0.999` is not a valid IPv4 address (999 is over 255)"),
@@ -254,8 +254,8 @@ def test_a_refusal_names_what_was_given():
 
 def test_watch_and_report_share_their_words_and_each_refuses_with_its_own_usage():
     """`watch` and `report schedule` parse spans, channels, `group:NAME` and item numbers with one set of
-    functions (bot/commands/words.py); a bad channel in `watch` was refused with `report schedule`'s usage."""
-    from bot.slack.routes import command_grammar
+    functions (bot/words/commands/words.py); a bad channel in `watch` was refused with `report schedule`'s usage."""
+    from bot.entry.slack.routes import command_grammar
 
     g = command_grammar()
     with pytest.raises(UsageError) as err:

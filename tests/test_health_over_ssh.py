@@ -1,10 +1,10 @@
 """GPU health and Xid errors through the whole probe: real sshd, the fake hosts' nvidia-smi,
 journalctl and dmesg (tests/support/fakehost), stored snapshots, `diff` (issue 14)."""
 
-from bot.flows.status import check_host
-from bot.history.diff import diff_readings
-from bot.probes.readings import Readings
-from bot.readiness.verdict import Severity, Verdict
+from bot.domain.history.diff import diff_readings
+from bot.domain.readiness.verdict import Severity, Verdict
+from bot.flows.status.host import check_host
+from bot.probing.probes.readings import Readings
 from tests.support.fakestate import gpu_identity
 from tests.test_status_over_ssh import register, stored
 

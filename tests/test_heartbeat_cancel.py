@@ -1,8 +1,8 @@
 """A lease renewal that is cut off by the end of the action must end the renewals.
 
-The renewal task is cancelled when the action's body ends (:func:`bot.actions.executor.heartbeat`).
+The renewal task is cancelled when the action's body ends (:func:`bot.flows.actions.executor.heartbeat`).
 A cancel that lands while the renewal waits on the database can come back from SQLAlchemy as an
-ordinary error (the database layer's :class:`~bot.errors.DatabaseUnavailable`); the renewal loop
+ordinary error (the database layer's :class:`~bot.foundation.errors.DatabaseUnavailable`); the renewal loop
 used to log it as one failed renewal and carry on, so the executor waited for ever on a task that
 had eaten its cancel (a CI run hung so). Here the database is really busy: another connection holds
 the write lock (SQLite) or the table lock (PostgreSQL) while the action ends. Both backends."""
@@ -13,7 +13,7 @@ import sqlite3
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bot.actions.executor import heartbeat
+from bot.flows.actions.executor import heartbeat
 
 
 async def _hold_lock(database_url: str, held: asyncio.Event, release: asyncio.Event) -> None:

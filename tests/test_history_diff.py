@@ -4,11 +4,11 @@ test changes between probes (a process takes a GPU, a weight folder is deleted, 
 import shutil
 from datetime import timedelta
 
-from bot.db.base import utcnow
-from bot.flows.status import check_host
-from bot.history.service import diff_snapshots, load_history
-from bot.hosts import service as hosts
-from bot.render.history_view import diff_text, history_text, history_view
+from bot.domain.history.service import diff_snapshots, load_history
+from bot.domain.hosts import service as hosts
+from bot.flows.status.host import check_host
+from bot.foundation.db.base import utcnow
+from bot.words.render.history_view import diff_text, history_text, history_view
 from tests.support.clock import ago
 from tests.support.fakestate import unit
 
@@ -92,7 +92,7 @@ async def test_history_window_and_unknown_host(services, ssh_server, fake_hosts,
         assert [e.change.snapshot_id for e in h.entries] == [busy.snapshot_id, clean.snapshot_id]
         import pytest
 
-        from bot.errors import NotFoundError
+        from bot.foundation.errors import NotFoundError
 
         with pytest.raises(NotFoundError, match="never probed"):
             await load_history(db_session=db, host_name="node999", since=until - timedelta(days=7), until=until)
@@ -113,7 +113,7 @@ async def test_long_windows_use_the_sql_path_with_the_same_answer(services, ssh_
 async def test_diff_of_a_young_host_suggests_a_since_that_works(services, ssh_server, fake_hosts, tmp_path):
     import pytest
 
-    from bot.errors import NotFoundError
+    from bot.foundation.errors import NotFoundError
 
     weights = tmp_path / "w"
     weights.mkdir()
@@ -137,7 +137,7 @@ async def test_diff_of_a_young_host_suggests_a_since_that_works(services, ssh_se
 
 
 def test_the_suggested_span_never_exceeds_the_age():
-    from bot.history.service import span_within
+    from bot.domain.history.service import span_within
 
     assert span_within(timedelta(seconds=59)) is None
     assert span_within(timedelta(minutes=59, seconds=59)) == "59m"
@@ -146,8 +146,8 @@ def test_the_suggested_span_never_exceeds_the_age():
 
 
 def test_an_error_both_snapshots_had_is_not_a_change():
-    from bot.history.service import describe
-    from bot.snapshots.models import Snapshot
+    from bot.domain.history.service import describe
+    from bot.domain.snapshots.models import Snapshot
 
     def snap(error: str) -> Snapshot:
         return Snapshot(host_name="node2", verdict="unreachable", readings=None, error_message=error)

@@ -5,16 +5,16 @@ from datetime import timedelta
 
 from sqlalchemy import func, select
 
-from bot.access import service as access
-from bot.access.models import Delivery
-from bot.db.base import utcnow
-from bot.flows.status import check_host
-from bot.history.retention import prune
-from bot.hosts import service as hosts
-from bot.reports import background
-from bot.reports import service as reports
-from bot.reports.scheduler import ReportScheduler
-from bot.snapshots.models import Snapshot
+from bot.domain.grants import service as access
+from bot.domain.grants.models import Delivery
+from bot.domain.history.retention import prune
+from bot.domain.hosts import service as hosts
+from bot.domain.snapshots.models import Snapshot
+from bot.flows.reports import background
+from bot.flows.reports import service as reports
+from bot.flows.reports.scheduler import ReportScheduler
+from bot.flows.status.host import check_host
+from bot.foundation.db.base import utcnow
 from tests.support.clock import ago
 
 

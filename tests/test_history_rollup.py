@@ -13,19 +13,19 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from bot.db.base import UTCDateTime
-from bot.db.migrate import alembic_config
-from bot.db.session import make_engine, make_session_factory
-from bot.errors import NotFoundError
-from bot.history import service as history
-from bot.history.retention import prune
-from bot.history.timeline import Point, changes, hourly_series, marked_changes
-from bot.probes.engine import ProbeResult
-from bot.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
-from bot.readiness.verdict import Assessment, Verdict
-from bot.snapshots import service as snapshots
-from bot.snapshots.models import Snapshot, SnapshotHour
-from bot.snapshots.service import StoreItem, epoch_hour, hour_of
+from bot.domain.history import service as history
+from bot.domain.history.retention import prune
+from bot.domain.history.timeline import Point, changes, hourly_series, marked_changes
+from bot.domain.readiness.verdict import Assessment, Verdict
+from bot.domain.snapshots import service as snapshots
+from bot.domain.snapshots.models import Snapshot, SnapshotHour
+from bot.domain.snapshots.service import StoreItem, epoch_hour, hour_of
+from bot.foundation.db.base import UTCDateTime
+from bot.foundation.db.migrate import alembic_config
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.foundation.errors import NotFoundError
+from bot.probing.probes.engine import ProbeResult
+from bot.probing.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
 
 T0 = datetime(2026, 3, 1, 9, 58, 30, 250000, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -4,10 +4,10 @@
 import struct
 from datetime import timedelta
 
-from bot.db.base import utcnow
-from bot.flows.status import check_host
-from bot.history.chart import ChartSeries, render_png
-from bot.hosts import service as hosts
+from bot.domain.history.chart import ChartSeries, render_png
+from bot.domain.hosts import service as hosts
+from bot.flows.status.host import check_host
+from bot.foundation.db.base import utcnow
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.clock import ago
 

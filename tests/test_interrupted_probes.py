@@ -1,5 +1,5 @@
 """A shutdown whose grace period ended interrupts the probes still waiting on their hosts
-(:meth:`bot.lifecycle.WorkGate.interrupt`): each is stored as an *interrupted* snapshot (never a silent
+(:meth:`bot.foundation.lifecycle.WorkGate.interrupt`): each is stored as an *interrupted* snapshot (never a silent
 gap in history), hosts that answered keep theirs, and one whose slot never came up is not probed.
 The whole process (SIGTERM, the finished Slack message) is in tests/test_shutdown.py."""
 
@@ -8,14 +8,14 @@ from dataclasses import replace
 
 from sqlalchemy import select
 
-from bot.flows.fleet import check_fleet
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.lifecycle import WorkGate
-from bot.readiness.verdict import Verdict
-from bot.snapshots.models import Snapshot
-from bot.ssh.scripted import ScriptedRunner
-from bot.ssh.target import HostTarget, RunResult
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Verdict
+from bot.domain.snapshots.models import Snapshot
+from bot.flows.status.fleet import check_fleet
+from bot.flows.status.host import check_host
+from bot.foundation.lifecycle import WorkGate
+from bot.probing.ssh.scripted import ScriptedRunner
+from bot.probing.ssh.target import HostTarget, RunResult
 from tests.support.scripted import idle_h200, probe_batch
 
 

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from bot.masking import MASK, mask_secrets
-from bot.observability.logs import configure_logging
+from bot.domain.observability.logs import configure_logging
+from bot.foundation.masking import MASK, mask_secrets
 from tests.actions_support import fast, model_dir, operators, register
 from tests.slack_env import APPROVE, ask, click, result
 from tests.support.blockkit import blocks_text

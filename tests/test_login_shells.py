@@ -17,11 +17,11 @@ import tempfile
 import pytest
 from sqlalchemy import select
 
-from bot.actions import flows
-from bot.actions.kinds import State
-from bot.flows.status import check_host
-from bot.readiness.verdict import Verdict
-from bot.snapshots.models import Snapshot
+from bot.domain.readiness.verdict import Verdict
+from bot.domain.snapshots.models import Snapshot
+from bot.flows.actions import flows
+from bot.flows.actions.kinds import State
+from bot.flows.status.host import check_host
 from tests.actions_support import approve, clean, fast, register
 from tests.support.sshd import SshTestServer
 
@@ -111,8 +111,8 @@ async def test_a_login_shell_that_runs_nothing_reads_unknown_not_unreachable(she
 
 def test_the_message_quotes_what_names_the_cause_not_sshds_chdir_warning():
     """A nologin account whose home does not exist: sshd warns on stderr, nologin says why on stdout."""
-    from bot.ssh.remote_shell import not_started_message
-    from bot.ssh.target import HostTarget
+    from bot.probing.ssh.remote_shell import not_started_message
+    from bot.probing.ssh.target import HostTarget
 
     text = not_started_message(
         HostTarget("nob", "127.0.0.77"),

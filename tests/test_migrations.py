@@ -17,8 +17,8 @@ from alembic import command
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bot.cli import main
-from bot.db.migrate import alembic_config, upgrade
+from bot.entry.cli import main
+from bot.foundation.db.migrate import alembic_config, upgrade
 from tests.conftest import PG_ADMIN_URL, _pg
 from tests.support.fakehost.gpubot_fake import gpu_identity
 from tests.support.fakestate import FAKEHOST_DIR, write_state

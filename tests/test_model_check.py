@@ -3,10 +3,17 @@ check printed, why it refuses, and whether the weights fit the unit's GPUs (with
 
 import pytest
 
-from bot.actions.model_check import Weights, fit, parse_unit_command, parse_weights, visible_gpus, weights_problems
-from bot.probes.frames import ProbeOutput
-from bot.probes.readings import Disk, Gpu
-from bot.probes.servers import ServedModel, exec_argv, served_model
+from bot.flows.actions.model_check import (
+    Weights,
+    fit,
+    parse_unit_command,
+    parse_weights,
+    visible_gpus,
+    weights_problems,
+)
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.readings import Disk, Gpu
+from bot.probing.probes.servers import ServedModel, exec_argv, served_model
 
 GB = 10**9
 

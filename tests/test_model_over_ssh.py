@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.actions import flows
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.errors import PlanRefused
+from bot.flows.actions import flows
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.foundation.errors import PlanRefused
 from tests.actions_support import approve, fast, model_dir, register, weights
 from tests.support.fakestate import exec_start, model_unit, unit
 

@@ -2,11 +2,11 @@
 not, or said it from a witness that never answered. Each test is the situation, with the verdict it
 must get (pure parsers and the ScriptedRunner twin: no sshd, no database)."""
 
-from bot.probes.engine import run_probe
-from bot.probes.script import ProbePlan
-from bot.readiness.verdict import Requirements, Verdict, assess
-from bot.ssh.scripted import ScriptedRunner
-from bot.ssh.target import HostTarget
+from bot.domain.readiness.verdict import Requirements, Verdict, assess
+from bot.probing.probes.engine import run_probe
+from bot.probing.probes.script import ProbePlan
+from bot.probing.ssh.scripted import ScriptedRunner
+from bot.probing.ssh.target import HostTarget
 from tests.support.scripted import idle_h200, out, probe_batch
 
 NODE = HostTarget("node174", "10.0.0.1")
@@ -56,7 +56,7 @@ async def _nvml_verdict(monkeypatch, tmp_path, **gpu_changes):
     import os
     import sys
 
-    from bot.ssh.runner import LocalRunner
+    from bot.probing.ssh.runner import LocalRunner
     from tests.fixtures_h200 import H200
 
     doc = json.loads((H200 / "nvml_idle.json").read_text())
@@ -118,8 +118,8 @@ async def test_nvml_mig_instance_whose_processes_were_refused_is_unknown(monkeyp
 
 # --- nvidia-smi: a MIG mode the driver could not read --------------------------------------------------
 def _smi_verdict(rows: str) -> tuple[str, list[str]]:
-    from bot.probes.registry import parse_batch
-    from bot.probes.script import GPU_FIELDS
+    from bot.probing.probes.registry import parse_batch
+    from bot.probing.probes.script import GPU_FIELDS
 
     outputs = idle_h200() | {"gpus": out("# fields: " + ",".join(GPU_FIELDS) + "\n" + rows)}
     a = assess(parse_batch(ProbePlan(), outputs), Requirements())
@@ -170,8 +170,8 @@ async def test_inventory_witnesses_that_timed_out_are_named_not_silently_skipped
 def test_gpu_fenced_with_compute_mode_prohibited_is_not_ready():
     """An admin ran `nvidia-smi -i 0 -c PROHIBITED` to keep jobs off the GPU: idle, no process, 0 MiB,
     and yet no CUDA context can be created there."""
-    from bot.probes.registry import parse_batch
-    from bot.probes.script import GPU_FIELDS
+    from bot.probing.probes.registry import parse_batch
+    from bot.probing.probes.script import GPU_FIELDS
 
     def verdict(mode: str):
         rows = _h200_row("Disabled").rstrip("\n") + f", {mode}\n"
@@ -186,7 +186,7 @@ def test_gpu_fenced_with_compute_mode_prohibited_is_not_ready():
 
 
 def test_the_gpu_probe_asks_for_the_compute_mode():
-    from bot.probes.script import OPTIONAL_GPU_FIELDS, gpu_query_command
+    from bot.probing.probes.script import OPTIONAL_GPU_FIELDS, gpu_query_command
 
     assert "compute_mode" in gpu_query_command() and "compute_mode" in OPTIONAL_GPU_FIELDS
 

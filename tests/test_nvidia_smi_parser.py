@@ -2,9 +2,9 @@
 
 import pytest
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.nvidia_smi import classify_failure, parse_apps, parse_gpu_report, parse_gpus, placeholder
-from bot.probes.readings import ProbeFailure
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.nvidia_smi import classify_failure, parse_apps, parse_gpu_report, parse_gpus, placeholder
+from bot.probing.probes.readings import ProbeFailure
 from tests.fixtures_h200 import captured
 
 # The capture's field list (fixtures/README.md), in order.

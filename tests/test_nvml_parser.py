@@ -2,8 +2,8 @@
 
 import json
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.nvml import parse_nvml
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.nvml import parse_nvml
 from tests.fixtures_h200 import H200
 
 
@@ -39,10 +39,10 @@ async def test_nvml_probe_script_reads_v2_through_the_library(monkeypatch):
     import os
     import sys
 
-    from bot.probes.engine import run_probe
-    from bot.probes.script import ProbePlan
-    from bot.ssh.runner import LocalRunner
-    from bot.ssh.target import HostTarget
+    from bot.probing.probes.engine import run_probe
+    from bot.probing.probes.script import ProbePlan
+    from bot.probing.ssh.runner import LocalRunner
+    from bot.probing.ssh.target import HostTarget
 
     fake = os.path.join(os.path.dirname(__file__), "support", "fake_pynvml")
     results = {}

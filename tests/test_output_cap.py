@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from bot.probes.frames import frame_script, split_frames
-from bot.probes.readings import ProbeFailure
-from bot.probes.registry import parse_batch
-from bot.probes.script import ProbePlan
-from bot.readiness.verdict import Requirements, Verdict, assess
-from bot.sizes import BATCH_OUTPUT_CAP_BYTES, MIB, OUTPUT_CAP_BYTES
-from bot.ssh.runner import LocalRunner
-from bot.ssh.target import HostTarget
+from bot.domain.readiness.verdict import Requirements, Verdict, assess
+from bot.foundation.sizes import BATCH_OUTPUT_CAP_BYTES, MIB, OUTPUT_CAP_BYTES
+from bot.probing.probes.frames import frame_script, split_frames
+from bot.probing.probes.readings import ProbeFailure
+from bot.probing.probes.registry import parse_batch
+from bot.probing.probes.script import ProbePlan
+from bot.probing.ssh.runner import LocalRunner
+from bot.probing.ssh.target import HostTarget
 from tests.support.scripted import idle_h200
 
 M = "GPUBOT-0123456789abcdef0123456789abcdef"

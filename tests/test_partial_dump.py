@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.readiness.verdict import Verdict
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Verdict
+from bot.flows.status.host import check_host
 from tests.support import faults
 from tests.support.sshd import SshTestServer
 

@@ -4,10 +4,10 @@ a real cgroup named like the unit's (tests/support/cgroups.py), as a stopped ser
 
 import pytest
 
-from bot.actions import flows
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.errors import PlanRefused
-from bot.roles import Role
+from bot.flows.actions import flows
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.foundation.errors import PlanRefused
+from bot.foundation.roles import Role
 from tests.actions_support import approve, fast, register, weights
 from tests.support.fakestate import unit
 

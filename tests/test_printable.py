@@ -2,7 +2,7 @@
 
 import io
 
-from bot.printable import PrintableStream, printable
+from bot.foundation.printable import PrintableStream, printable
 
 
 def test_escape_sequences_are_shown_as_text_newlines_and_tabs_kept():

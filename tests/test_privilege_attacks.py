@@ -27,18 +27,18 @@ from pathlib import Path
 
 import pytest
 
-from bot.actions import remote
-from bot.actions.access_check import check_access, sudoers_for
-from bot.actions.kinds import ActionKind, ActionSpec
-from bot.actions.plan import PathItem
-from bot.actions.planner import build_plan
-from bot.db.migrate import upgrade
-from bot.db.session import make_engine, make_session_factory
-from bot.errors import PlanRefused
-from bot.privilege.sudoers import helper_source
-from bot.services import Services
-from bot.ssh.runner import RoutingRunner, RunResult, SshRunner
-from bot.ssh.target import HostTarget
+from bot.domain.privilege.sudoers import helper_source
+from bot.flows.actions import remote
+from bot.flows.actions.kinds import ActionKind, ActionSpec
+from bot.flows.actions.plan import PathItem
+from bot.flows.actions.planner import build_plan
+from bot.flows.actions.privilege_check import check_access, sudoers_for
+from bot.flows.services import Services
+from bot.foundation.db.migrate import upgrade
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.foundation.errors import PlanRefused
+from bot.probing.ssh.runner import RoutingRunner, RunResult, SshRunner
+from bot.probing.ssh.target import HostTarget
 from tests.actions_support import clean, fast, register, weights
 from tests.conftest import make_settings
 from tests.support import fakestate, osuser
@@ -275,7 +275,7 @@ async def test_a_host_that_cannot_be_asked_gets_no_delete_rule(svc, box):
     name = f"atk{next(_hosts)}"
     svc.settings.allowed_roots = {name: [str(safe)]}
     async with svc.sessions() as db, db.begin():
-        from bot.hosts import service as hosts
+        from bot.domain.hosts import service as hosts
 
         await hosts.add(db_session=db, name=name, address="127.0.0.1", port=1)  # nothing listens there
     printed = await sudoers_for(services=svc, host_name=name)

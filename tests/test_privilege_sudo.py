@@ -21,22 +21,22 @@ from pathlib import Path
 import pytest
 from sqlalchemy import delete, inspect
 
-from bot.actions import flows, service
-from bot.actions.access_check import check_access, check_text, sudoers_for
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.actions.planner import build_plan, unit_step
-from bot.actions.step_runner import StepRunner
-from bot.db.session import make_engine, make_session_factory
-from bot.errors import PlanRefused
-from bot.flows.status import check_host
-from bot.models import Base
-from bot.privilege.sudoers import helper_source, system_daemons
-from bot.probes.readings import FolderState
-from bot.render.status_view import status_view
-from bot.render.text import status_text
-from bot.services import Services
-from bot.ssh.runner import RoutingRunner, SshRunner
-from bot.ssh.target import HostTarget
+from bot.domain.privilege.sudoers import helper_source, system_daemons
+from bot.entry.models import Base
+from bot.flows.actions import flows, service
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.actions.planner import build_plan, unit_step
+from bot.flows.actions.privilege_check import check_access, check_text, sudoers_for
+from bot.flows.actions.step_runner import StepRunner
+from bot.flows.services import Services
+from bot.flows.status.host import check_host
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.foundation.errors import PlanRefused
+from bot.probing.probes.readings import FolderState
+from bot.probing.ssh.runner import RoutingRunner, SshRunner
+from bot.probing.ssh.target import HostTarget
+from bot.words.render.status_view import status_view
+from bot.words.render.text import status_text
 from tests.actions_support import approve, clean, fast, register, weights
 from tests.conftest import make_settings
 from tests.support import fakestate, osuser

@@ -6,8 +6,7 @@ NOPASSWD entries and one that asks for a password.
 
 import pytest
 
-from bot.errors import UnsafeSudoersWord
-from bot.privilege.sudoers import (
+from bot.domain.privilege.sudoers import (
     SudoersSpec,
     command_matches,
     delete_argv,
@@ -16,6 +15,7 @@ from bot.privilege.sudoers import (
     render_sudoers,
     unit_argv,
 )
+from bot.foundation.errors import UnsafeSudoersWord
 
 LISTING = """Matching Defaults entries for gpubot on vm:
     env_reset, mail_badpass,
@@ -184,7 +184,7 @@ def test_a_root_someone_else_controls_gets_a_comment_saying_why_instead_of_a_rul
 
 def test_the_helper_shares_its_checks_with_gpubot():
     """One implementation: the part gpubot runs itself is cut from the helper's own text."""
-    from bot.privilege.sudoers import helper_shared, helper_source, system_daemons, trust_command
+    from bot.domain.privilege.sudoers import helper_shared, helper_source, system_daemons, trust_command
 
     shared = helper_shared()
     assert shared in helper_source() and shared.lstrip().startswith("refuse()")

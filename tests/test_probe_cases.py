@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from bot.probes.frames import ProbeOutput, split_frames
-from bot.probes.probe import ProbePlan
-from bot.probes.readings import Readings, _jsonable
-from bot.probes.registry import PROBES, parse_batch, unread
+from bot.probing.probes.frames import ProbeOutput, split_frames
+from bot.probing.probes.probe import ProbePlan
+from bot.probing.probes.readings import Readings, _jsonable
+from bot.probing.probes.registry import PROBES, parse_batch, unread
 
 CASES = Path(__file__).parent / "probe_cases"
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.probe import Frame, Probe, ProbePlan
-from bot.probes.readings import Readings
-from bot.probes.registry import PROBES, build_script, parse_batch, probe_commands, probes_for, unfinished
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.probe import Frame, Probe, ProbePlan
+from bot.probing.probes.readings import Readings
+from bot.probing.probes.registry import PROBES, build_script, parse_batch, probe_commands, probes_for, unfinished
 
 SCRIPTS = Path(__file__).parent / "fixtures" / "probe_scripts"
 PLANS = {
@@ -77,8 +77,8 @@ def test_an_empty_batch_reads_unknown_never_clean():
 def test_a_probe_added_in_one_place_runs_and_is_read(monkeypatch):
     """A new probe is one class in the registry's list: its frame joins the batch and its output reaches
     its reading (here a stand-in that owns the ``context`` field)."""
-    from bot.probes import registry
-    from bot.probes.readings import HostContext
+    from bot.probing.probes import registry
+    from bot.probing.probes.readings import HostContext
 
     class Hello(Probe):
         fields = ("context",)
@@ -99,7 +99,7 @@ def test_a_probe_added_in_one_place_runs_and_is_read(monkeypatch):
 
 
 def test_two_probes_claiming_one_frame_name_are_refused(monkeypatch):
-    from bot.probes import registry
+    from bot.probing.probes import registry
 
     monkeypatch.setattr(registry, "PROBES", PROBES + (PROBES[-1],))
     with pytest.raises(ValueError, match="two probes claim one frame name"):
@@ -109,7 +109,7 @@ def test_two_probes_claiming_one_frame_name_are_refused(monkeypatch):
 def test_the_cached_script_is_the_script_built_afresh_with_its_own_marker():
     """build_script caches a plan's script with a stand-in marker: the text is byte for byte the one built
     afresh, for each marker and each plan."""
-    from bot.probes import registry
+    from bot.probing.probes import registry
 
     plans = [
         ProbePlan(marker="GPUBOT-a"),

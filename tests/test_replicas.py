@@ -13,14 +13,14 @@ import aiohttp
 import pytest
 from sqlalchemy import func, select
 
-from bot.actions.models import ActionStep, Approval
-from bot.db.base import utcnow
-from bot.db.migrate import upgrade
-from bot.db.session import make_engine, make_session_factory
-from bot.hosts import service as hosts
-from bot.reports import service as reports
-from bot.reports.models import ReportRun
-from bot.slack.ids import ActionId
+from bot.domain.hosts import service as hosts
+from bot.entry.slack.ids import ActionId
+from bot.flows.actions.models import ActionStep, Approval
+from bot.flows.reports import service as reports
+from bot.flows.reports.models import ReportRun
+from bot.foundation.db.base import utcnow
+from bot.foundation.db.migrate import upgrade
+from bot.foundation.db.session import make_engine, make_session_factory
 from tests.conftest import PG_ADMIN_URL, _pg
 from tests.support.serve import start_serve, wait_ready
 from tests.support.slack_recorder import SlackApiRecorder

@@ -5,9 +5,9 @@ import sqlite3
 
 from alembic import command
 
-from bot.db.base import utcnow
-from bot.db.migrate import alembic_config, upgrade
-from bot.reports import service as reports
+from bot.flows.reports import service as reports
+from bot.foundation.db.base import utcnow
+from bot.foundation.db.migrate import alembic_config, upgrade
 
 
 async def _schedule(services, tz: str = "UTC") -> int:

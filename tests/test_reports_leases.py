@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.db.session import make_engine, make_session_factory
-from bot.hosts import service as hosts
-from bot.reports import service as reports
-from bot.reports.scheduler import ReportScheduler
-from bot.services import Services
-from bot.ssh.runner import RoutingRunner, SshRunner
+from bot.domain.hosts import service as hosts
+from bot.flows.reports import service as reports
+from bot.flows.reports.scheduler import ReportScheduler
+from bot.flows.services import Services
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.probing.ssh.runner import RoutingRunner, SshRunner
 from tests.support.dbfaults import SilentListener
 from tests.test_reports_scheduler import FIRE, UTC, Clock, Recorder, _schedule
 

@@ -7,14 +7,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import update
 
-from bot.db.session import make_engine, make_session_factory
-from bot.errors import UsageError
-from bot.hosts import service as hosts
-from bot.reports import cron
-from bot.reports import service as reports
-from bot.reports.models import ReportSchedule, load_run_snapshots
-from bot.reports.scheduler import ReportScheduler
-from bot.services import Services
+from bot.domain.hosts import service as hosts
+from bot.flows.reports import cron
+from bot.flows.reports import service as reports
+from bot.flows.reports.models import ReportSchedule, load_run_snapshots
+from bot.flows.reports.scheduler import ReportScheduler
+from bot.flows.services import Services
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.foundation.errors import UsageError
 
 UTC = UTC
 BERLIN_WEEKDAYS_8 = "0 8 * * 1-5"

@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from bot.hosts import service as hosts
+from bot.domain.hosts import service as hosts
 
-SLACK = "bot.slack"
+SLACK = "bot.entry.slack"
 RESOLVE = (hosts.resolve.__code__.co_filename, hosts.resolve.__code__.co_name)
 
 
@@ -75,7 +75,7 @@ class Trace:
             *(f"  {m}" for m in self.modules),
             f"database sessions: {len(self.sessions)} ({self.transactions} transactions)",
             *(f"  session began after {where}" for where in self.sessions.values()),
-            f"host look-ups (bot.hosts.service.resolve): {self.resolves}",
+            f"host look-ups (bot.domain.hosts.service.resolve): {self.resolves}",
             f"Slack-layer code entered below the Slack layer: {self.slack_below or 'none'}",
         ]
         return "\n".join(lines)
@@ -114,5 +114,9 @@ async def test_status_of_one_host_uses_one_session_and_resolves_the_host_once(
     assert trace.resolves == 1, trace.text()
     assert trace.slack_below == [], trace.text()
     entered = trace.modules
-    assert entered.index("bot.slack.request") < entered.index("bot.slack.listeners") < entered.index("bot.flows.status")
-    assert "bot.actions.flows" not in entered  # no sweep rides on a request
+    assert (
+        entered.index("bot.entry.slack.request")
+        < entered.index("bot.entry.slack.listeners")
+        < entered.index("bot.flows.status.host")
+    )
+    assert "bot.flows.actions.flows" not in entered  # no sweep rides on a request

@@ -3,9 +3,9 @@ Manager is down, a GPU passed through to a VM, and a driver slow to start withou
 The fake hosts answer nvidia-smi and systemctl from their state and read a fake sysfs of their own
 (``GPUBOT_SYSFS``, tests/support/fakestate.py write_sysfs)."""
 
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.readiness.verdict import Severity, Verdict
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Severity, Verdict
+from bot.flows.status.host import check_host
 from tests.support.fakestate import gpu_identity, unit
 
 
@@ -125,9 +125,9 @@ async def test_a_gpu_passed_through_to_a_vm_is_a_note_and_the_host_ready(service
         "(vfio-pci): not usable here, not lost"
     ]
 
-    from bot.render.text import inventory_lines
-    from bot.snapshots import inventory
-    from bot.snapshots import service as snapshots
+    from bot.domain.snapshots import inventory
+    from bot.domain.snapshots import service as snapshots
+    from bot.words.render.text import inventory_lines
 
     async with services.sessions() as db:  # `hosts show`: the inventory keeps GPU 7 as the host's, passed through
         snap = await snapshots.latest(db_session=db, host_name="vmhost")

@@ -6,11 +6,11 @@ Sources of the wording: nvidia-smi's own messages as quoted in NVIDIA/nvidia-con
 and #69, NVIDIA/open-gpu-kernel-modules#387, microsoft/WSL#9938, NVIDIA/gpu-operator#356 and #375,
 NVIDIA/NVSentinel#883 (fabric states), and the H200 captures in tests/fixtures/h200/."""
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.readings import ProbeFailure
-from bot.probes.registry import parse_batch
-from bot.probes.script import GPU_FIELDS, ProbePlan
-from bot.readiness.verdict import Requirements, Severity, Verdict, assess
+from bot.domain.readiness.verdict import Requirements, Severity, Verdict, assess
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.readings import ProbeFailure
+from bot.probing.probes.registry import parse_batch
+from bot.probing.probes.script import GPU_FIELDS, ProbePlan
 from tests.support.scripted import idle_h200, out
 
 FIELDS = "# fields: " + ",".join((*GPU_FIELDS, "compute_mode")) + "\n"
@@ -208,7 +208,7 @@ def test_a_gpu_bound_to_vfio_pci_is_passed_through_not_missing():
 def test_a_known_gpu_now_passed_through_is_named_from_the_inventory_not_counted_missing():
     from datetime import UTC, datetime
 
-    from bot.readiness.verdict import KnownGpu
+    from bot.domain.readiness.verdict import KnownGpu
 
     seen = datetime(2026, 11, 30, 10, 15, tzinfo=UTC)
     known = tuple(
@@ -303,7 +303,7 @@ def test_an_older_driver_without_the_fields_is_read_from_nvidia_smi_q():
     (the H200 capture's section, with the state an HGX host without its Fabric Manager shows)."""
     import subprocess
 
-    from bot.probes.script import FABRIC_COMMAND
+    from bot.probing.probes.script import FABRIC_COMMAND
     from tests.fixtures_h200 import captured
 
     assert SMI_Q_AWK in FABRIC_COMMAND
@@ -395,7 +395,7 @@ async def test_the_nvml_probe_reports_its_time_and_a_slow_one_names_persistence(
 def test_the_new_readings_survive_the_stored_json():
     import json
 
-    from bot.probes.readings import Readings
+    from bot.probing.probes.readings import Readings
 
     for r in (
         hgx("In Progress", "[N/A]", unit="inactive")[0],
@@ -408,7 +408,7 @@ def test_the_new_readings_survive_the_stored_json():
 def test_a_configured_fabric_manager_unit_is_judged_once():
     import dataclasses
 
-    from bot.probes.readings import Unit
+    from bot.probing.probes.readings import Unit
 
     r, _ = hgx("Completed", "Success", unit="inactive")
     r = dataclasses.replace(r, units=[Unit("nvidia-fabricmanager.service", "loaded", "inactive", "dead", 0)])

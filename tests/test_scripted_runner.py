@@ -7,16 +7,16 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from bot.db.base import utcnow
-from bot.errors import ProbeTimeout, SlowAnswer
-from bot.flows.fleet import check_fleet
-from bot.flows.status import check_host, judge
-from bot.hosts import service as hosts
-from bot.readiness.verdict import Requirements, Verdict
-from bot.snapshots.models import Snapshot
-from bot.ssh.runner import slow_message
-from bot.ssh.scripted import ScriptedRunner
-from bot.ssh.target import HostTarget, RunResult
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Requirements, Verdict
+from bot.domain.snapshots.models import Snapshot
+from bot.flows.status.fleet import check_fleet
+from bot.flows.status.host import check_host, judge
+from bot.foundation.db.base import utcnow
+from bot.foundation.errors import ProbeTimeout, SlowAnswer
+from bot.probing.ssh.runner import slow_message
+from bot.probing.ssh.scripted import ScriptedRunner
+from bot.probing.ssh.target import HostTarget, RunResult
 from tests.support.clock import ago
 from tests.support.scripted import idle_h200, out, probe_batch
 
@@ -97,9 +97,9 @@ async def test_a_batch_that_started_but_answered_nothing_in_time_is_unknown_not_
 
 
 async def test_a_slow_local_batch_keeps_the_frames_that_arrived():
-    from bot.probes.engine import run_probe
-    from bot.probes.script import ProbePlan
-    from bot.ssh.runner import LocalRunner
+    from bot.probing.probes.engine import run_probe
+    from bot.probing.probes.script import ProbePlan
+    from bot.probing.ssh.runner import LocalRunner
 
     plan = ProbePlan(units=("vllm.service",))
     answers = probe_batch(idle_h200())(HostTarget(name="x", address="x"), _script_of(plan))
@@ -118,7 +118,7 @@ async def test_a_slow_local_batch_keeps_the_frames_that_arrived():
 
 
 def _script_of(plan) -> str:
-    from bot.probes.script import build_script
+    from bot.probing.probes.script import build_script
 
     return build_script(plan)
 

@@ -6,12 +6,12 @@ import subprocess
 
 import pytest
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, Readings, Unit, UnitService
-from bot.probes.servers import default_url, exec_argv, url_awk
-from bot.probes.serving import parse_serving, serving_command
-from bot.readiness.verdict import Requirements, Severity, Verdict, assess
-from bot.readiness.words import stored_serving, verdict_text
+from bot.domain.readiness.verdict import Requirements, Severity, Verdict, assess
+from bot.domain.readiness.words import stored_serving, verdict_text
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, Readings, Unit, UnitService
+from bot.probing.probes.servers import default_url, exec_argv, url_awk
+from bot.probing.probes.serving import parse_serving, serving_command
 
 KIMI = "vllm-kimi.service"
 URL = "http://127.0.0.1:8000/health"

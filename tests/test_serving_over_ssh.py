@@ -7,18 +7,18 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from bot.actions import flows
-from bot.actions.kinds import ActionKind, ActionSpec, State
-from bot.flows.fleet import check_fleet
-from bot.flows.status import check_host
-from bot.history.service import diff_snapshots, load_history
-from bot.hosts import service as hosts
-from bot.readiness.verdict import Severity, Verdict
-from bot.render.history_view import history_view
-from bot.render.status_view import fleet_view, status_view
-from bot.render.text import status_text
-from bot.slack.blocks import fleet_blocks, status_blocks
-from bot.snapshots.models import Snapshot
+from bot.domain.history.service import diff_snapshots, load_history
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Severity, Verdict
+from bot.domain.snapshots.models import Snapshot
+from bot.entry.slack.blocks import fleet_blocks, status_blocks
+from bot.flows.actions import flows
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.status.fleet import check_fleet
+from bot.flows.status.host import check_host
+from bot.words.render.history_view import history_view
+from bot.words.render.status_view import fleet_view, status_view
+from bot.words.render.text import status_text
 from tests.actions_support import approve, fast, model_dir, register
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.fakestate import model_unit

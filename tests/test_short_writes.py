@@ -20,16 +20,16 @@ import time
 import pytest
 from sqlalchemy import event
 
-from bot.access import service as access
-from bot.probes.engine import ProbeResult
-from bot.probes.frames import frame_script, split_frames
-from bot.probes.registry import parse_batch
-from bot.probes.script import ProbePlan
-from bot.readiness.verdict import Assessment, Verdict
-from bot.roles import Role
-from bot.snapshots.batcher import SnapshotBatcher
-from bot.snapshots.service import StoreItem
-from bot.ssh.runner import left_line
+from bot.domain.grants import service as access
+from bot.domain.readiness.verdict import Assessment, Verdict
+from bot.domain.snapshots.batcher import SnapshotBatcher
+from bot.domain.snapshots.service import StoreItem
+from bot.foundation.roles import Role
+from bot.probing.probes.engine import ProbeResult
+from bot.probing.probes.frames import frame_script, split_frames
+from bot.probing.probes.registry import parse_batch
+from bot.probing.probes.script import ProbePlan
+from bot.probing.ssh.runner import left_line
 from tests.support.scripted import idle_h200
 
 
@@ -103,7 +103,7 @@ async def test_only_the_snapshot_writer_commits_without_a_log_flush(services, da
     claims and approvals, keep FULL (2). Both in WAL mode."""
     from sqlalchemy import text
 
-    from bot.db.session import sqlite_writer
+    from bot.foundation.db.session import sqlite_writer
 
     writer = sqlite_writer(services.engine)
     assert writer is not None
@@ -185,9 +185,9 @@ def test_the_runner_says_how_long_it_waits_less_a_margin():
 async def test_the_report_chart_reads_every_hosts_points_in_two_statements(services):
     from datetime import timedelta
 
-    from bot.history.chart import MAX_LINES
-    from bot.reports.flows import chart
-    from bot.snapshots.service import store_many
+    from bot.domain.history.chart import MAX_LINES
+    from bot.domain.snapshots.service import store_many
+    from bot.flows.reports.flows import chart
 
     now = services.clock()
     items = []

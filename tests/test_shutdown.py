@@ -13,11 +13,11 @@ import aiohttp
 import pytest
 from sqlalchemy import func, select
 
-from bot.db.migrate import upgrade
-from bot.db.session import make_engine, make_session_factory
-from bot.hosts import service as hosts
-from bot.hosts.models import Host
-from bot.snapshots.models import Snapshot
+from bot.domain.hosts import service as hosts
+from bot.domain.hosts.models import Host
+from bot.domain.snapshots.models import Snapshot
+from bot.foundation.db.migrate import upgrade
+from bot.foundation.db.session import make_engine, make_session_factory
 from tests.support.serve import start_serve, wait_ready
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body

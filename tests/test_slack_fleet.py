@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from sqlalchemy import func, select
 
-from bot.hosts import service as hosts
-from bot.snapshots.models import Snapshot
+from bot.domain.hosts import service as hosts
+from bot.domain.snapshots.models import Snapshot
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.slack_requests import slash_command_body
 

@@ -11,11 +11,11 @@ from dataclasses import replace
 
 import pytest
 
-from bot.errors import HostUnreachable
-from bot.hosts import service as hosts
-from bot.slack.blocks import MESSAGE_TEXT_BUDGET
-from bot.ssh.scripted import ScriptedRunner
-from bot.ssh.target import HostTarget, RunResult
+from bot.domain.hosts import service as hosts
+from bot.entry.slack.blocks import MESSAGE_TEXT_BUDGET
+from bot.foundation.errors import HostUnreachable
+from bot.probing.ssh.scripted import ScriptedRunner
+from bot.probing.ssh.target import HostTarget, RunResult
 from tests.slack_env import start_bot
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.scripted import idle_h200, out, probe_batch

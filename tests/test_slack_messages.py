@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bot.hosts import service as hosts
+from bot.domain.hosts import service as hosts
 from tests.support.blockkit import blocks_text, validate_message
 
 
@@ -99,7 +99,7 @@ async def test_hosts_add_names_the_bad_character(slack_bot, services, command, n
 async def test_the_unreachable_hint_names_the_chat_command(services, ssh_server, tmp_path):
     import dataclasses
 
-    from bot.ssh.runner import RoutingRunner, SshRunner
+    from bot.probing.ssh.runner import RoutingRunner, SshRunner
     from tests.slack_env import start_bot
     from tests.support.slack_recorder import SlackApiRecorder
 
@@ -180,8 +180,8 @@ async def test_a_long_path_is_shortened_in_the_middle_on_cards_and_given_in_full
 
 
 def test_shortening_keeps_both_ends_and_never_cuts_an_entity():
-    from bot.render.shorten import shorten_middle
-    from bot.slack.blocks import escape, fit_lines
+    from bot.entry.slack.blocks import escape, fit_lines
+    from bot.words.render.shorten import shorten_middle
 
     text = "/shared/" + "a&b" * 400 + "/model-final"
     short = shorten_middle(escape(text), 120)
@@ -198,7 +198,7 @@ def shown(body: dict) -> str:
 
 
 async def test_localhost_is_shown_as_the_built_in_host_and_never_suggested_for_itself(slack_bot, services):
-    from bot.snapshots import service as snapshots
+    from bot.domain.snapshots import service as snapshots
 
     services.settings.admins = ["U1"]
     async with services.sessions() as db:
@@ -228,7 +228,7 @@ async def test_localhost_is_shown_as_the_built_in_host_and_never_suggested_for_i
 def test_an_error_keeps_channel_and_user_mentions_but_never_pings_everyone():
     """A ChannelUnavailable's `<#G0PRIV>` was shown escaped (`&lt;#G0PRIV&gt;`); text quoted in an
     error stays escaped otherwise: `<!channel>` or a user group never notifies."""
-    from bot.slack.blocks import error_blocks
+    from bot.entry.slack.blocks import error_blocks
 
     text = error_blocks("I cannot see <#G0PRIV> (asked by <@U0ALICE>): <!channel> <!subteam^S1> a<b & c>d")[0]["text"][
         "text"
@@ -243,7 +243,7 @@ async def test_a_long_refusal_is_shown_whole_never_cut_mid_sentence(slack_bot, s
     """`clean` on a host no allowed root covers, with roots for twenty others, was answered "no allowed
     roots cover localhost (`GPUBOT_ALLOWED_ROOTS` names group:a, … e.g. `GPUBOT_ALLOWED_ROOTS=…": the
     300-character cap meant for a long path cut the refusal's sentences in the middle."""
-    from bot.actions.planner import no_roots_refusal
+    from bot.flows.actions.planner import no_roots_refusal
 
     services.settings.operators = ["U1"]
     services.settings.allowed_roots = {f"node{i:02d}": ["/shared/models"] for i in range(20)}
@@ -255,7 +255,7 @@ async def test_a_long_refusal_is_shown_whole_never_cut_mid_sentence(slack_bot, s
 
 
 def test_an_error_longer_than_a_section_goes_on_in_the_next_at_a_sentence_boundary():
-    from bot.slack.blocks import error_blocks
+    from bot.entry.slack.blocks import error_blocks
 
     sentences = [f"Sentence {i} says why the plan was refused, in words that take some room." for i in range(80)]
     path = "/shared/" + "x" * 5000 + "/model-final"

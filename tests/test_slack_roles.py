@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from bot.access import service as access
-from bot.hosts import service as hosts
-from bot.roles import Role
+from bot.domain.grants import service as access
+from bot.domain.hosts import service as hosts
+from bot.foundation.roles import Role
 from tests.slack_env import start_bot
 from tests.support.blockkit import validate_message
 from tests.support.slack_recorder import SlackApiRecorder

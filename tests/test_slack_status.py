@@ -3,8 +3,8 @@
 import pytest
 from sqlalchemy import func, select
 
-from bot.hosts import service as hosts
-from bot.snapshots.models import Snapshot
+from bot.domain.hosts import service as hosts
+from bot.domain.snapshots.models import Snapshot
 from tests.support.blockkit import blocks_text, validate_message
 
 

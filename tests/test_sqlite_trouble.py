@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from bot.db.session import make_engine
-from bot.errors import DatabaseUnavailable
+from bot.foundation.db.session import make_engine
+from bot.foundation.errors import DatabaseUnavailable
 
 
 async def test_a_file_locked_past_the_busy_timeout_is_unavailable(tmp_path: Path):

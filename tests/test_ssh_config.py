@@ -21,13 +21,13 @@ import time
 import asyncssh
 import pytest
 
-from bot.errors import SshConfigRefused
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.readiness.verdict import Verdict
-from bot.ssh.config_file import SshConfigFile, scan
-from bot.ssh.runner import RoutingRunner, SshRunner
-from bot.ssh.target import HostTarget
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Verdict
+from bot.flows.status.host import check_host
+from bot.foundation.errors import SshConfigRefused
+from bot.probing.ssh.config_file import SshConfigFile, scan
+from bot.probing.ssh.runner import RoutingRunner, SshRunner
+from bot.probing.ssh.target import HostTarget
 
 
 def runner_for(ssh_server, config: str, **kw) -> SshRunner:
@@ -210,7 +210,7 @@ async def test_chat_probes_and_lists_a_host_by_its_ssh_config_alias(
 
 
 async def test_a_pooled_connection_to_an_alias_is_dropped_when_its_hostnames_key_changes(ssh_server, tmp_path):
-    from bot.errors import HostKeyRejected
+    from bot.foundation.errors import HostKeyRejected
 
     config = tmp_path / "ssh_config"
     config.write_text(f"Host gpu-pooled\n  HostName 127.0.0.9\n  Port {ssh_server.port}\n")

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import UsageError
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.readiness.verdict import Verdict
-from bot.ssh.jump import Hop, parse_chain, parse_hop
-from bot.ssh.runner import SshRunner
-from bot.ssh.target import HostTarget
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Verdict
+from bot.flows.status.host import check_host
+from bot.foundation.errors import UsageError
+from bot.probing.ssh.jump import Hop, parse_chain, parse_hop
+from bot.probing.ssh.runner import SshRunner
+from bot.probing.ssh.target import HostTarget
 from tests.support.sshd import SshTestServer
 
 
@@ -141,7 +141,7 @@ def test_jump_spec_is_validated():
 
 @pytest.mark.sshd  # bastion and target_server: sshds of their own
 async def test_trust_reads_the_key_of_a_host_behind_a_jump_host(bastion, target_server, tmp_path):
-    from bot.hosts import trust as trust_mod
+    from bot.domain.hosts import trust as trust_mod
 
     known = trust(tmp_path, bastion)  # the bastion is trusted, the target not yet
     runner = SshRunner(known_hosts=known, default_key_file=target_server.client_key_path, connect_timeout=5)

@@ -12,13 +12,13 @@ import asyncio
 import pytest
 from sqlalchemy import update
 
-from bot.flows.fleet import check_fleet
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.hosts.models import Host
-from bot.readiness.verdict import Verdict
-from bot.ssh.pool import ConnectionPool
-from bot.ssh.target import HostTarget
+from bot.domain.hosts import service as hosts
+from bot.domain.hosts.models import Host
+from bot.domain.readiness.verdict import Verdict
+from bot.flows.status.fleet import check_fleet
+from bot.flows.status.host import check_host
+from bot.probing.ssh.pool import ConnectionPool
+from bot.probing.ssh.target import HostTarget
 from tests.support import fakestate
 from tests.support.sshd import SshTestServer
 
@@ -148,7 +148,7 @@ async def test_changed_port_or_user_opens_a_new_connection(services, ssh_server,
 
 
 async def test_pool_setting_off_keeps_nothing_open(database_url, ssh_server, fake_hosts):
-    from bot.wiring import build_services
+    from bot.entry.wiring import build_services
     from tests.conftest import make_settings
 
     async with build_services(make_settings(database_url, ssh_server, ssh_pool=False)) as svc:

@@ -2,12 +2,22 @@
 
 from datetime import UTC, datetime
 
-from bot.flows.status import StatusReport
-from bot.probes.readings import Disk, Folder, FolderState, Gpu, GpuProcess, GpuReport, HostContext, Readings, Unit
-from bot.readiness.verdict import Requirements, assess
-from bot.render.status_view import status_view
-from bot.render.text import status_text
-from bot.slack.blocks import status_blocks
+from bot.domain.readiness.verdict import Requirements, assess
+from bot.entry.slack.blocks import status_blocks
+from bot.flows.status.host import StatusReport
+from bot.probing.probes.readings import (
+    Disk,
+    Folder,
+    FolderState,
+    Gpu,
+    GpuProcess,
+    GpuReport,
+    HostContext,
+    Readings,
+    Unit,
+)
+from bot.words.render.status_view import status_view
+from bot.words.render.text import status_text
 from tests.support.blockkit import blocks_text, validate_message
 
 
@@ -38,7 +48,7 @@ def test_a_huge_host_report_fits_and_says_what_was_cut():
 
 
 def test_the_trust_hint_names_the_command_of_the_place_it_is_read_in():
-    from bot.readiness.verdict import unreachable
+    from bot.domain.readiness.verdict import unreachable
 
     a = unreachable(
         "node174: the SSH host key of 10.0.0.1:22 is not in /k. Refusing to connect; verify its fingerprint "

@@ -4,10 +4,10 @@ import os
 
 from sqlalchemy import select
 
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.readiness.verdict import Verdict
-from bot.snapshots.models import Snapshot
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Verdict
+from bot.domain.snapshots.models import Snapshot
+from bot.flows.status.host import check_host
 
 
 async def register(services, name: str, addr: str, ssh_server, **kw) -> None:
@@ -150,7 +150,7 @@ async def test_bad_key_file_is_a_stored_unreachable_snapshot(services, ssh_serve
 async def test_a_refused_key_names_the_user_the_key_and_the_fix(services, ssh_server, fake_hosts, tmp_path):
     import asyncssh
 
-    from bot.render.status_view import one_line
+    from bot.words.render.status_view import one_line
 
     other = tmp_path / "id_other"
     asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(other))
@@ -166,8 +166,8 @@ async def test_a_refused_key_names_the_user_the_key_and_the_fix(services, ssh_se
 
 
 async def test_no_key_at_all_says_so(tmp_path):
-    from bot.ssh.auth import auth_failed_message
-    from bot.ssh.target import HostTarget
+    from bot.probing.ssh.auth import auth_failed_message
+    from bot.probing.ssh.target import HostTarget
 
     text = auth_failed_message(
         HostTarget("node2", "127.0.0.77", 2222, user="root"),
@@ -198,7 +198,7 @@ async def test_no_key_at_all_says_so(tmp_path):
 async def test_invalid_stored_probe_settings_are_an_unknown_snapshot_not_a_crash(services, ssh_server, fake_hosts):
     from sqlalchemy import update
 
-    from bot.hosts.models import Host
+    from bot.domain.hosts.models import Host
 
     await register(services, "junk", "127.0.0.17", ssh_server)
     async with services.sessions() as db, db.begin():  # as if written by an older version
@@ -211,7 +211,7 @@ async def test_invalid_stored_probe_settings_are_an_unknown_snapshot_not_a_crash
 async def test_registration_refuses_bad_settings_and_reserved_names(services):
     import pytest
 
-    from bot.errors import UsageError
+    from bot.foundation.errors import UsageError
 
     cases = [
         dict(name="all", address="10.0.0.1"),

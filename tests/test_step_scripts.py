@@ -1,4 +1,4 @@
-"""The action scripts' exit statuses (:class:`bot.actions.exits.StepExit`) as /bin/sh gives them, run
+"""The action scripts' exit statuses (:class:`bot.flows.actions.exits.StepExit`) as /bin/sh gives them, run
 locally on real files and processes: the builders write the codes and the planner and step runner
 read them with the same enum, so a renumbering cannot leave one side behind."""
 
@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from bot.actions import remote
-from bot.actions.exits import StepExit
-from bot.actions.plan import PathItem, ProcItem
+from bot.flows.actions import remote
+from bot.flows.actions.exits import StepExit
+from bot.flows.actions.plan import PathItem, ProcItem
 
 
 def sh(script: str) -> subprocess.CompletedProcess[str]:
@@ -89,7 +89,7 @@ def test_kill_script_ends_the_planned_process_and_spares_a_reused_pid():
 
 
 def test_codes_are_distinct_from_framing_codes():
-    from bot.probes.frames import ExitCode
+    from bot.probing.probes.frames import ExitCode
 
     assert not {int(c) for c in StepExit} & {int(c) for c in ExitCode}
     assert len({int(c) for c in StepExit}) == len(StepExit) and os.EX_OK == ExitCode.OK

@@ -8,12 +8,12 @@ from dataclasses import replace
 
 from sqlalchemy import select
 
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.sizes import OUTPUT_CAP_BYTES
-from bot.snapshots.models import Snapshot
-from bot.snapshots.raw import RAW_CAP_CHARS, capped
-from bot.ssh.scripted import ScriptedRunner
+from bot.domain.hosts import service as hosts
+from bot.domain.snapshots.models import Snapshot
+from bot.domain.snapshots.raw import RAW_CAP_CHARS, capped
+from bot.flows.status.host import check_host
+from bot.foundation.sizes import OUTPUT_CAP_BYTES
+from bot.probing.ssh.scripted import ScriptedRunner
 from tests.support.scripted import idle_h200, out, probe_batch
 
 

@@ -9,9 +9,8 @@ from typing import Any, assert_never
 
 import pytest
 
-from bot.actions.health import HealthCheck
-from bot.actions.kinds import SPEC_SCHEMA_VERSION, ActionKind, ActionSpec
-from bot.actions.plan import (
+from bot.flows.actions.kinds import SPEC_SCHEMA_VERSION, ActionKind, ActionSpec
+from bot.flows.actions.plan import (
     PLAN_SCHEMA_VERSION,
     CheckDiskStep,
     DeleteStep,
@@ -22,9 +21,10 @@ from bot.actions.plan import (
     UnitStep,
     WaitGpusStep,
 )
-from bot.db import versioned
-from bot.errors import StoredShapeError
-from bot.reports.models import RUN_SNAPSHOTS_VERSION, dump_run_snapshots, load_run_snapshots
+from bot.flows.actions.unit_up import HealthCheck
+from bot.flows.reports.models import RUN_SNAPSHOTS_VERSION, dump_run_snapshots, load_run_snapshots
+from bot.foundation.db import versioned
+from bot.foundation.errors import StoredShapeError
 
 STORED = Path(__file__).parent / "fixtures" / "stored"
 REQUESTS = sorted(STORED.glob("action_request_*.json"))

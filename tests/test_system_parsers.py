@@ -2,9 +2,9 @@
 
 import subprocess
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.readings import FolderState
-from bot.probes.system import parse_df, parse_du, parse_unit
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.readings import FolderState
+from bot.probing.probes.system import parse_df, parse_du, parse_unit
 from tests.fixtures_h200 import captured
 
 

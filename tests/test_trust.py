@@ -12,11 +12,11 @@ import subprocess
 
 import pytest
 
-from bot.errors import HostKeyRejected
-from bot.hosts import trust
-from bot.ssh.known_hosts_edit import host_forms, others_may_write, replace_entries
-from bot.ssh.runner import SshRunner
-from bot.ssh.target import HostTarget
+from bot.domain.hosts import trust
+from bot.foundation.errors import HostKeyRejected
+from bot.probing.ssh.known_hosts_edit import host_forms, others_may_write, replace_entries
+from bot.probing.ssh.runner import SshRunner
+from bot.probing.ssh.target import HostTarget
 from tests.support.sshd import SshTestServer
 
 

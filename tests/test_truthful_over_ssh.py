@@ -8,10 +8,10 @@ import stat
 
 import pytest
 
-from bot.flows.status import check_host
-from bot.hosts import service as hosts
-from bot.readiness.verdict import Verdict
-from bot.snapshots import inventory
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Verdict
+from bot.domain.snapshots import inventory
+from bot.flows.status.host import check_host
 
 # A `df` first on the test hosts' PATH: hangs for /gpubot-hung (a dead NFS server), drops the SSH
 # connection for /gpubot-drop (kills this session's sshd), else runs the real df.

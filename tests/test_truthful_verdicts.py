@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.probes.frames import ProbeOutput, frame_script, split_frames
-from bot.probes.inventory import parse_witnesses
-from bot.probes.nvml import parse_nvml
-from bot.probes.owners import owner_from_cgroup, parse_owners
-from bot.probes.readings import (
+from bot.domain.readiness.verdict import KnownGpu, Requirements, Verdict, assess
+from bot.probing.probes.frames import ProbeOutput, frame_script, split_frames
+from bot.probing.probes.inventory import parse_witnesses
+from bot.probing.probes.nvml import parse_nvml
+from bot.probing.probes.owners import owner_from_cgroup, parse_owners
+from bot.probing.probes.readings import (
     Disk,
     Gpu,
     GpuReport,
@@ -29,10 +30,9 @@ from bot.probes.readings import (
     Unit,
     Witnesses,
 )
-from bot.probes.registry import parse_batch
-from bot.probes.script import GPU_FIELDS, ProbePlan
-from bot.probes.system import parse_df
-from bot.readiness.verdict import KnownGpu, Requirements, Verdict, assess
+from bot.probing.probes.registry import parse_batch
+from bot.probing.probes.script import GPU_FIELDS, ProbePlan
+from bot.probing.probes.system import parse_df
 from tests.fixtures_h200 import captured
 
 FIELDS = "# fields: " + ",".join(GPU_FIELDS) + "\n"
@@ -396,7 +396,7 @@ def test_owners_probe_output_with_captured_holder():
 
 
 def test_busy_reason_names_the_unit_and_no_owner_lists_device_file_holders():
-    from bot.probes.readings import GpuProcess
+    from bot.probing.probes.readings import GpuProcess
 
     g = Gpu(0, "GPU-0", "H200", 143771, 40000, 616, 90, 60, 600.0, "Disabled")
     r = Readings(

@@ -1,7 +1,7 @@
 """The verdict: ready only when everything is known and clean."""
 
-from bot.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, ProbeFailure, Readings, Unit
-from bot.readiness.verdict import Requirements, Verdict, assess
+from bot.domain.readiness.verdict import Requirements, Verdict, assess
+from bot.probing.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, ProbeFailure, Readings, Unit
 
 
 def gpu(i: int, used: int | None = 0) -> Gpu:

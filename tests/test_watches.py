@@ -16,16 +16,16 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from bot.db.base import utcnow
-from bot.errors import UsageError
-from bot.hosts import service as hosts
-from bot.reports.scheduler import ReportScheduler
-from bot.slack.app import build_client
-from bot.slack.ids import ActionId
-from bot.slack.reports import make_poster
-from bot.slack.watches import make_watcher
-from bot.watches import conditions as cond
-from bot.watches.models import WatchAlert
+from bot.domain.hosts import service as hosts
+from bot.entry.slack.app import build_client
+from bot.entry.slack.ids import ActionId
+from bot.entry.slack.reports import make_poster
+from bot.entry.slack.watches import make_watcher
+from bot.flows.reports.scheduler import ReportScheduler
+from bot.flows.watches import conditions as cond
+from bot.flows.watches.models import WatchAlert
+from bot.foundation.db.base import utcnow
+from bot.foundation.errors import UsageError
 from tests.support.blockkit import blocks_text
 from tests.support.slack_requests import block_action_body
 
@@ -228,7 +228,7 @@ async def test_a_silence_posts_nothing_and_shows_on_the_status_card(slack_bot, s
 
     # the silence ends: the host, still bad, is posted at the next pass
     async with svc.sessions() as db:
-        from bot.watches import service as watches
+        from bot.flows.watches import service as watches
 
         (s,) = await watches.active_silences(db_session=db, now=utcnow())
     await slack_bot.command(f"silence end {s.id}", channel_id="C5")

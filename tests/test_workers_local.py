@@ -10,15 +10,15 @@ import os
 import pytest
 from sqlalchemy import func, select
 
-from bot.flows.fleet import check_fleet
-from bot.hosts import service as hosts
-from bot.models import Base
-from bot.readiness.verdict import Verdict
-from bot.snapshots.models import Snapshot
-from bot.wiring import build_services
-from bot.workers.job import workers_pooled
-from bot.workers.local import LocalPool
-from bot.workers.models import FleetRunHost
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Verdict
+from bot.domain.snapshots.models import Snapshot
+from bot.entry.models import Base
+from bot.entry.wiring import build_services
+from bot.flows.status.fleet import check_fleet
+from bot.flows.workers.job import workers_pooled
+from bot.flows.workers.local import LocalPool
+from bot.flows.workers.models import FleetRunHost
 from tests.conftest import make_settings
 from tests.support.workers import start_worker, stop
 

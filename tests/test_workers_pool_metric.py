@@ -9,12 +9,12 @@ from datetime import timedelta
 
 from sqlalchemy import update
 
-from bot.actions import service as action_service
-from bot.hosts import service as hosts
-from bot.observability import metrics
-from bot.reports import service as report_service
-from bot.workers.job import WORKER_SEEN_S, run_job, workers_pooled
-from bot.workers.models import FleetRun, FleetWorker
+from bot.domain.hosts import service as hosts
+from bot.domain.observability import metrics
+from bot.flows.actions import service as action_service
+from bot.flows.reports import service as report_service
+from bot.flows.workers.job import WORKER_SEEN_S, run_job, workers_pooled
+from bot.flows.workers.models import FleetRun, FleetWorker
 
 ADDRS = ("127.0.0.6", "127.0.0.7")
 

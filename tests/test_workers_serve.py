@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from bot.db.session import make_engine, make_session_factory
-from bot.workers.models import FleetRunHost
+from bot.flows.workers.models import FleetRunHost
+from bot.foundation.db.session import make_engine, make_session_factory
 from tests.support.serve import served
 from tests.support.sshd import SshTestServer
 from tests.support.workers import own_database, start_worker, stop

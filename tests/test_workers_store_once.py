@@ -11,13 +11,13 @@ from dataclasses import replace
 
 from sqlalchemy import func, select
 
-from bot.db.session import make_engine, make_session_factory
-from bot.hosts import service as hosts
-from bot.snapshots.models import Snapshot
-from bot.ssh.scripted import ScriptedRunner
-from bot.ssh.target import HostTarget, RunResult
-from bot.workers.job import run_job
-from bot.workers.models import FleetRun, FleetRunHost
+from bot.domain.hosts import service as hosts
+from bot.domain.snapshots.models import Snapshot
+from bot.flows.workers.job import run_job
+from bot.flows.workers.models import FleetRun, FleetRunHost
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.probing.ssh.scripted import ScriptedRunner
+from bot.probing.ssh.target import HostTarget, RunResult
 from tests.support.scripted import idle_h200, probe_batch
 
 NAMES = [f"gpu{n:02d}" for n in range(1, 13)]

@@ -11,13 +11,13 @@ from __future__ import annotations
 import subprocess
 from dataclasses import replace
 
-from bot.probes.frames import ProbeOutput
-from bot.probes.gpu_health import GpuHealth
-from bot.probes.kernel_log import KERNEL_LOG_COMMAND, MAX_LINES, KernelLog, parse_kernel_log
-from bot.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
-from bot.readiness.health import needs_reset
-from bot.readiness.verdict import Requirements, Severity, Verdict, assess
-from bot.readiness.xid_catalog import XID_CATALOG, meaning
+from bot.domain.readiness.gpu_health import needs_reset
+from bot.domain.readiness.verdict import Requirements, Severity, Verdict, assess
+from bot.domain.readiness.xid_catalog import XID_CATALOG, meaning
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.gpu_health import GpuHealth
+from bot.probing.probes.kernel_log import KERNEL_LOG_COMMAND, MAX_LINES, KernelLog, parse_kernel_log
+from bot.probing.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
 from tests.fixtures_h200 import H200, captured
 
 NOW = 1796042735

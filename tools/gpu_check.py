@@ -30,13 +30,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.actions.plan import ProcItem  # noqa: E402
-from bot.actions.remote import kill_results, kill_script  # noqa: E402
-from bot.probes.engine import run_probe  # noqa: E402
-from bot.probes.script import ProbePlan  # noqa: E402
-from bot.readiness.verdict import Requirements, assess  # noqa: E402
-from bot.ssh.runner import LocalRunner, SshRunner  # noqa: E402
-from bot.ssh.target import HostTarget  # noqa: E402
+from bot.domain.readiness.verdict import Requirements, assess  # noqa: E402
+from bot.flows.actions.plan import ProcItem  # noqa: E402
+from bot.flows.actions.remote import kill_results, kill_script  # noqa: E402
+from bot.probing.probes.engine import run_probe  # noqa: E402
+from bot.probing.probes.script import ProbePlan  # noqa: E402
+from bot.probing.ssh.runner import LocalRunner, SshRunner  # noqa: E402
+from bot.probing.ssh.target import HostTarget  # noqa: E402
 
 
 def smi_direct() -> dict[str, list[int]]:

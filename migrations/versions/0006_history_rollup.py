@@ -2,7 +2,7 @@
 ``ix_snapshots_changes``, and the hourly roll-up ``snapshot_hours``; both backfilled from the
 snapshots already stored (see docs/benchmarks.md).
 
-From here on :mod:`bot.snapshots.service` keeps both up to date as it writes. The backfill is
+From here on :mod:`bot.domain.snapshots.service` keeps both up to date as it writes. The backfill is
 plain SQL that SQLite (>= 3.25, window functions) and PostgreSQL both run:
 
 * ``verdict_changed`` is true where ``LAG(verdict)`` over the host's snapshots (by ``taken_at``,

@@ -5,7 +5,7 @@ upgrade was never counted missing: the host read *ready* where a database made b
 code says *not ready* ("7 of 8 GPUs present"). This fills the inventory from the GPU UUIDs in
 ``snapshots.readings`` (``gpu.gpus[].uuid``, any stored shape: every one has them) of the
 snapshots taken within ``GPUBOT_GPU_INVENTORY_DAYS`` (the window the verdict reads), skipping
-snapshots whose GPU probe failed, as :func:`bot.snapshots.inventory.record_rows` does for new ones.
+snapshots whose GPU probe failed, as :func:`bot.domain.snapshots.inventory.record_rows` does for new ones.
 
 Per GPU: first and last time seen in that window, and index, bus id, name and snapshot id of its
 last sighting. The work is one ``INSERT … SELECT`` in the database (its JSON functions and a window
@@ -69,7 +69,7 @@ def inventory_days() -> int:
     """``GPUBOT_GPU_INVENTORY_DAYS``: from the Alembic config's attributes (tests), else gpubot's settings."""
     days = context.config.attributes.get('gpu_inventory_days')
     if days is None:
-        from bot.config import Settings
+        from bot.foundation.config import Settings
 
         days = Settings().gpu_inventory_days
     return int(days)
@@ -81,7 +81,7 @@ def upgrade() -> None:
     if dialect not in _SIGHTINGS:
         return
     since = datetime.now(timezone.utc) - timedelta(days=inventory_days())
-    if dialect == 'sqlite':  # stored naive in UTC, as bot.db.base.UTCDateTime writes it
+    if dialect == 'sqlite':  # stored naive in UTC, as bot.foundation.db.base.UTCDateTime writes it
         since = since.replace(tzinfo=None)
     stmt = sa.text(_BACKFILL.format(sightings=_SIGHTINGS[dialect])).bindparams(
         sa.bindparam('since', since, type_=sa.DateTime(timezone=dialect != 'sqlite')))

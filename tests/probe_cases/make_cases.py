@@ -4,7 +4,7 @@
 
 Each case holds a plan (only what differs from the defaults), the frames a probe reads (stdout and
 stderr as lists of lines, joined with ``\\n``; the exit status) and the readings the probe gives
-from them (the stored JSON shape of those :class:`~bot.probes.readings.Readings` fields). The readings are
+from them (the stored JSON shape of those :class:`~bot.probing.probes.readings.Readings` fields). The readings are
 written by the code as it is: read every new or changed case before committing it; a case is a
 claim about what the host's output means. Existing cases are kept unless ``--force``.
 
@@ -23,10 +23,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from bot.probes.frames import ProbeOutput, split_frames
-from bot.probes.probe import ProbePlan
-from bot.probes.readings import _jsonable
-from bot.probes.registry import parse_batch, probes_for, unread
+from bot.probing.probes.frames import ProbeOutput, split_frames
+from bot.probing.probes.probe import ProbePlan
+from bot.probing.probes.readings import _jsonable
+from bot.probing.probes.registry import parse_batch, probes_for, unread
 from tests.fixtures_h200 import H200, captured
 
 CASES = Path(__file__).parent

@@ -1,6 +1,6 @@
 """Put a real process in a systemd unit's cgroup, as an orphan of a stopped service sits in it.
 
-The owners probe reads ``/proc/PID/cgroup`` on the host (:mod:`bot.probes.owners`); a process that
+The owners probe reads ``/proc/PID/cgroup`` on the host (:mod:`bot.probing.probes.owners`); a process that
 lies in ``/system.slice/…/vllm-glm5.service`` reads as that unit's. The test machine runs no
 systemd, so :class:`UnitCgroups` makes that cgroup itself, under a slice of its own
 (``/system.slice/gpubot-test-<token>.slice/<unit>``, so parallel tests never share one), in the

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from bot.db.base import utcnow
-from bot.services import Services
+from bot.flows.services import Services
+from bot.foundation.db.base import utcnow
 
 
 def ago(services: Services, **delta: float) -> Services:

@@ -1,4 +1,4 @@
-"""Answers for a :class:`~bot.ssh.scripted.ScriptedRunner` that receives probe batches: the framed
+"""Answers for a :class:`~bot.probing.ssh.scripted.ScriptedRunner` that receives probe batches: the framed
 output a host would print, built from the captured H200 outputs, for tests of logic (no sshd).
 
 The batch script names its marker and its probes (``gpubot_run NAME CMD``); :func:`probe_batch`
@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from bot.probes.frames import ProbeOutput
-from bot.ssh.target import HostTarget, RunResult
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.ssh.target import HostTarget, RunResult
 from tests.fixtures_h200 import captured
 
 CAPTURE_FIELDS = (
@@ -54,7 +54,7 @@ def idle_h200() -> dict[str, ProbeOutput]:
 
 
 def framed(marker: str, name: str, answer: ProbeOutput) -> str:
-    """One probe's frame as the batch script prints it (see :mod:`bot.probes.frames`)."""
+    """One probe's frame as the batch script prints it (see :mod:`bot.probing.probes.frames`)."""
     end = "" if answer.exit_status is None else f"\n{marker} END {name} {answer.exit_status}\n"
     return f"{marker} BEGIN {name}\n{answer.stdout}\n{marker} STDERR {name}\n{answer.stderr}{end}"
 

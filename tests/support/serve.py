@@ -16,10 +16,10 @@ from typing import Any
 import aiohttp
 from sqlalchemy import select
 
-from bot.db.migrate import upgrade
-from bot.db.session import make_engine, make_session_factory
-from bot.hosts import service as hosts
-from bot.snapshots.models import Snapshot
+from bot.domain.hosts import service as hosts
+from bot.domain.snapshots.models import Snapshot
+from bot.foundation.db.migrate import upgrade
+from bot.foundation.db.session import make_engine, make_session_factory
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
 from tests.support.sshd import SshTestServer, free_port

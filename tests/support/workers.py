@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bot.db.migrate import upgrade
+from bot.foundation.db.migrate import upgrade
 from tests.support.sshd import SshTestServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,174 @@
+"""The GPU inventory's history witness: which GPUs (by UUID) each host has shown.
+
+:func:`record_rows` runs inside every snapshot write (:func:`bot.domain.snapshots.service.write_rows`), so
+the inventory never lags the snapshots; :func:`known` reads it for the verdict (one query for any
+number of hosts); :func:`forget_missing` removes a GPU deliberately (``hosts forget-gpu``, in chat
+and in the terminal), never one the latest probe lists. A GPU seen
+before and absent now is *missing* (:mod:`bot.domain.readiness.verdict`), with the snapshot it was last
+seen in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any, cast
+
+from sqlalchemy import Connection, Table, case, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.domain.readiness.verdict import KnownGpu
+from bot.domain.snapshots.models import GpuSeen, Snapshot
+
+
+@lru_cache
+def _upsert(dialect: str) -> Any:
+    t = GpuSeen.__table__.c
+    stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(cast(Table, GpuSeen.__table__))
+    new = stmt.excluded
+    later = new.last_seen >= t.last_seen
+    return stmt.on_conflict_do_update(
+        index_elements=[t.host_name, t.uuid],
+        set_={
+            "gpu_index": case((later, new.gpu_index), else_=t.gpu_index),
+            "bus_id": case((later, new.bus_id), else_=t.bus_id),
+            "name": case((later, new.name), else_=t.name),
+            "last_snapshot_id": case((later, new.last_snapshot_id), else_=t.last_snapshot_id),
+            "last_seen": case((later, new.last_seen), else_=t.last_seen),
+            "first_seen": case((new.first_seen < t.first_seen, new.first_seen), else_=t.first_seen),
+        },
+    )
+
+
+def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
+    """Upsert the GPUs listed in ``rows`` (``snapshots`` rows being written, their ``readings`` JSON;
+    ``ids`` their snapshot ids, in the same order). Snapshots whose GPU probe failed add nothing and
+    remove nothing. Synchronous: part of :func:`bot.domain.snapshots.service.write_rows`."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for s, snapshot_id in zip(rows, ids, strict=True):
+        gpu = (s["readings"] or {}).get("gpu") or {}
+        if gpu.get("failure"):
+            continue
+        host, at = s["host_name"], s["taken_at"]
+        for g in gpu.get("gpus", []):
+            uuid = g.get("uuid")
+            if not uuid or uuid.startswith("["):  # a placeholder ("[GPU is lost]") names no GPU
+                continue
+            key = (host, uuid)
+            old = found.get(key)
+            if old is None or at >= old["last_seen"]:
+                found[key] = {
+                    "host_name": host,
+                    "uuid": uuid,
+                    "gpu_index": g.get("index"),
+                    "bus_id": g.get("pci_bus_id"),
+                    "name": g.get("name"),
+                    "first_seen": min(at, old["first_seen"]) if old else at,
+                    "last_seen": at,
+                    "last_snapshot_id": snapshot_id,
+                }
+    if found:
+        conn.execute(_upsert(conn.dialect.name), list(found.values()))
+
+
+async def known(
+    *, db_session: AsyncSession, host_names: Sequence[str], since: datetime | None = None
+) -> dict[str, list[KnownGpu]]:
+    """The GPUs each host showed (seen at or after ``since``, when given), by host name."""
+    q = select(GpuSeen).where(GpuSeen.host_name.in_(list(host_names))).order_by(GpuSeen.host_name, GpuSeen.gpu_index)
+    if since is not None:
+        q = q.where(GpuSeen.last_seen >= since)
+    out: dict[str, list[KnownGpu]] = {h: [] for h in host_names}
+    for g in (await db_session.execute(q)).scalars():
+        out.setdefault(g.host_name, []).append(
+            KnownGpu(
+                uuid=g.uuid,
+                index=g.gpu_index,
+                bus_id=g.bus_id,
+                last_snapshot_id=g.last_snapshot_id,
+                last_seen=g.last_seen,
+            )
+        )
+    return out
+
+
+async def listing(*, db_session: AsyncSession, host_name: str) -> list[GpuSeen]:
+    """Every GPU ``host_name`` has shown, by index (for ``hosts show``)."""
+    q = select(GpuSeen).where(GpuSeen.host_name == host_name).order_by(GpuSeen.gpu_index, GpuSeen.uuid)
+    return list((await db_session.execute(q)).scalars())
+
+
+def matching(rows: Sequence[GpuSeen], gpu: str) -> list[GpuSeen]:
+    """The rows ``gpu`` names: a UUID (or its unique prefix), an index (``3``), or ``all``."""
+    if gpu == "all":
+        return list(rows)
+    if gpu.isdecimal():
+        return [r for r in rows if r.gpu_index == int(gpu)]
+    hit = [r for r in rows if r.uuid.lower().startswith(gpu.lower())]
+    return hit if len(hit) == 1 else [r for r in hit if r.uuid.lower() == gpu.lower()]
+
+
+def present_now(snap: Snapshot | None) -> set[str]:
+    """UUIDs of the GPUs ``snap`` (a host's latest snapshot) lists; empty when there is none or
+    its GPU probe failed (then no GPU is known to be present)."""
+    gpu = ((snap.readings if snap is not None else None) or {}).get("gpu") or {}
+    if gpu.get("failure"):
+        return set()
+    return {g["uuid"] for g in gpu.get("gpus", []) if g.get("uuid")}
+
+
+def held_elsewhere(snap: Snapshot | None) -> dict[str, str]:
+    """Bus id -> kernel driver of the NVIDIA GPUs that ``snap`` (a host's latest snapshot) saw on the
+    PCI bus bound to a driver other than NVIDIA's (``{"0000:1f:00.0": "vfio-pci"}``: passed through to
+    a VM); empty when it read no drivers. The inventory keeps such a GPU as the host's, not lost."""
+    w = ((snap.readings if snap is not None else None) or {}).get("witnesses") or {}
+    drivers = w.get("pci_drivers") or {}
+    return {str(b): str(d) for b, d in drivers.items() if d and d != "nvidia"} if isinstance(drivers, dict) else {}
+
+
+async def forget(*, db_session: AsyncSession, host_name: str, gpu: str, keep: Collection[str] = ()) -> list[str]:
+    """Remove GPUs of ``host_name`` from the inventory: ``gpu`` is a UUID (or its unique prefix),
+    an index (``3``), or ``all`` (:func:`matching`); those whose UUID is in ``keep`` (present now,
+    :func:`present_now`) stay. Returns the UUIDs removed (empty: nothing matched or all kept)."""
+    rows = await listing(db_session=db_session, host_name=host_name)
+    hit = [r for r in matching(rows, gpu) if r.uuid not in keep]
+    if hit:
+        await db_session.execute(
+            delete(GpuSeen).where(GpuSeen.host_name == host_name, GpuSeen.uuid.in_([r.uuid for r in hit]))
+        )
+    return [r.uuid for r in hit]
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What ``hosts forget-gpu HOST GPU`` did (:func:`forget_missing`).
+
+    ``named``: the inventory rows ``GPU`` names (empty: the host has no such GPU); ``gone``: the
+    UUIDs removed; ``kept``: the named rows present in ``snapshot_id`` (the host's latest
+    snapshot, ``None`` when it has none), which stay."""
+
+    named: list[GpuSeen]
+    gone: list[str]
+    kept: list[GpuSeen]
+    snapshot_id: int | None
+
+
+async def forget_missing(*, db_session: AsyncSession, host_name: str, gpu: str) -> Forgotten:
+    """Forget the GPUs of ``host_name`` that ``gpu`` names (an index, a UUID or its unique prefix, or
+    ``all``) and that its latest snapshot does not list: a GPU present now is never forgotten (the
+    next probe would put it back, and it was never missing). The one rule for chat and terminal."""
+    from bot.domain.snapshots import service as snapshots
+
+    snap = await snapshots.latest(db_session=db_session, host_name=host_name)
+    here = present_now(snap)
+    named = matching(await listing(db_session=db_session, host_name=host_name), gpu)
+    gone = await forget(db_session=db_session, host_name=host_name, gpu=gpu, keep=here)
+    return Forgotten(
+        named=named,
+        gone=gone,
+        kept=[g for g in named if g.uuid in here],
+        snapshot_id=snap.id if snap is not None else None,
+    )

@@ -1,0 +1,159 @@
+"""``gpubot audit [HOST] [--limit N]``: the audit trail of approval-gated actions, printed as text;
+``gpubot logs HOST UNIT [--lines N]``: a watched unit's recent journal; and the sweep ``gpubot
+serve`` runs before it listens.
+
+The same rows as ``/gpu audit``, with each step's output tail (``|`` stdout, ``!`` stderr).
+``logs`` prints the journal lines on stdout (exit 0), or why there are none on stderr (exit 2:
+no journalctl, no journal files, no entries, host not reachable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from bot.entry.wiring import build_services
+from bot.flows.actions import flows
+from bot.flows.actions.audit import AuditEntry, audit_text, trail
+from bot.flows.actions.journal import MAX_LINES, read_journal
+from bot.foundation.config import Settings
+from bot.foundation.masking import mask_secrets
+from bot.foundation.names import validate_host, validate_unit
+from bot.words.render.json_doc import dumps
+
+
+def count(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` to ``high`` (no upper bound: ``None``);
+    anything else is a usage error that argparse prefixes with the flag (``argument --lines/-n:
+    must be between 1 and 1000, not 0``)."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"`{text[:40]}` is not a whole number") from None
+        if n < low or (high is not None and n > high):
+            raise argparse.ArgumentTypeError(
+                f"must be between {low} and {high}, not {n}" if high is not None else f"must be at least {low}, not {n}"
+            )
+        return n
+
+    parse.__name__ = "count"
+    return parse
+
+
+def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
+    """Register ``audit`` on ``gpubot``'s subparsers."""
+    au = sub.add_parser("audit", help="requests, approvals and executed steps of actions (newest first)")
+    au.add_argument("host", nargs="?", metavar="HOST", help="only this host's requests (default: every host)")
+    au.add_argument("--limit", type=count(1), default=20, help="how many requests (default 20)")
+    au.add_argument(
+        "--json", action="store_true", help="print a JSON array of requests with decisions and steps (docs/commands.md)"
+    )
+    lg = sub.add_parser("logs", help="a watched unit's recent journal (journalctl -u UNIT -n N on the host)")
+    lg.add_argument("host", metavar="HOST", help="a registered host")
+    lg.add_argument("unit", metavar="UNIT", help="a systemd unit the host runs (e.g. vllm-kimi.service)")
+    lg.add_argument(
+        "--lines",
+        "-n",
+        type=count(1, MAX_LINES),
+        default=None,
+        help=f"how many lines (default GPUBOT_JOURNAL_LINES, at most {MAX_LINES})",
+    )
+
+
+async def logs(settings: Settings, args: argparse.Namespace) -> int:
+    """Print the journal tail; exit 0 with lines, 2 when the host says there are none."""
+    host, unit = validate_host(args.host), validate_unit(args.unit)
+    async with build_services(settings) as services:
+        tail = await read_journal(services=services, host=host, unit=unit, lines=args.lines)
+    if not tail.lines:
+        print(f"gpubot: {tail.note}", file=sys.stderr)
+        return 2
+    print("\n".join(tail.lines))
+    return 0
+
+
+async def audit(settings: Settings, args: argparse.Namespace) -> int:
+    """Print the trail; exit status 0."""
+    host = validate_host(args.host) if args.host else None
+    async with build_services(settings) as services:
+        entries = await trail(services=services, host=host, limit=args.limit)
+    print(dumps([entry_json(e) for e in entries]) if args.json else audit_text(entries, host=host, full=True))
+    return 0
+
+
+def _masked(text: str | None) -> str | None:
+    return mask_secrets(text) if text else text
+
+
+def entry_json(e: AuditEntry) -> dict[str, Any]:
+    """A request of ``audit --json`` (newest first): ``{"id", "kind" (clean_weights, clean_hf, kill, stop,
+    start, restart, pivot: bot.flows.actions.kinds.ActionKind), "host", "group", "state", "requester" (Slack user id),
+    "approvers" (ids a rule named),
+    "approvals_needed", "created_at", "updated_at", "expires_at", "before_snapshot_id", "after_snapshot_id",
+    "spec" (the command as parsed), "plan" (the steps as planned), "message", "result", "replaced_by",
+    "decisions": [{"user", "decision" (approve | reject), "at"}], "steps": [{"index", "title", "command",
+    "state", "exit_status", "stdout", "stderr", "summary", "started_at", "finished_at"}]}``. Step output
+    is the stored tail (bot.flows.actions.service.OUTPUT_CAP characters); it, the summary and the message go
+    through :func:`~bot.foundation.masking.mask_secrets` here, so a token a service printed is not handed on."""
+    r = e.request
+    return {
+        "id": r.id,
+        "kind": r.kind,
+        "host": r.host,
+        "group": r.host_group,
+        "state": r.state,
+        "requester": r.requester,
+        "approvers": list(r.approvers or []),
+        "approvals_needed": r.approvals_needed,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "expires_at": r.expires_at,
+        "before_snapshot_id": r.before_snapshot_id,
+        "after_snapshot_id": r.after_snapshot_id,
+        "spec": r.spec,
+        "plan": r.plan,
+        "message": _masked(r.message),
+        "result": r.result,
+        "replaced_by": r.replaced_by,
+        "decisions": [{"user": d.user_id, "decision": d.decision, "at": d.decided_at} for d in e.decisions],
+        "steps": [
+            {
+                "index": st.idx,
+                "title": st.title,
+                "command": st.command,
+                "state": st.state,
+                "exit_status": st.exit_status,
+                "stdout": _masked(st.stdout),
+                "stderr": _masked(st.stderr),
+                "summary": _masked(st.summary),
+                "started_at": st.started_at,
+                "finished_at": st.finished_at,
+            }
+            for st in e.steps
+        ],
+    }
+
+
+def startup(settings: Settings) -> None:
+    """Before serving: expire due requests and report actions cut off by a crash as interrupted
+    (on their cards when a bot token is set). Never re-runs anything; never stops the start."""
+    try:
+        asyncio.run(_startup(settings))
+    except Exception:
+        logging.getLogger("gpubot.actions").exception("the startup sweep of actions failed")
+
+
+async def _startup(settings: Settings) -> None:
+    async with build_services(settings) as services:
+        views = await flows.sweep(services=services)
+        if views and settings.slack_bot_token is not None:
+            from bot.entry.slack.app import build_client
+            from bot.entry.slack.handlers.actions import update_cards
+
+            await update_cards(build_client(services), views)

@@ -1,0 +1,333 @@
+"""``gpubot hosts …``: register, list, show, trust, remove hosts; ``check``, ``sudoers`` and ``helper``.
+
+:func:`add_parsers` registers the subcommands on ``gpubot``'s subparsers (they inherit its parser class,
+so usage errors exit 64 like the rest); :func:`run` runs one. Errors (:class:`~bot.foundation.errors.NotFoundError`,
+:class:`~bot.foundation.errors.UsageError`…) are raised for :mod:`bot.entry.cli` to turn into exit statuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from typing import Any
+
+from bot.domain.hosts import service as hosts
+from bot.domain.hosts.models import Host
+from bot.entry.wiring import build_services
+from bot.foundation.config import Settings
+from bot.foundation.errors import NotFoundError, UsageError
+from bot.foundation.names import endpoint
+from bot.words.commands.hosts import parse_labels
+from bot.words.render.json_doc import dumps
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """An argparse ``type``: a JSON object (``--probe``); argparse prefixes the flag to the error."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"not valid JSON ({exc.msg} at column {exc.colno}); "
+            'give an object, e.g. \'{"units": {"vllm.service": "inactive"}}\''
+        ) from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('give a JSON object, e.g. \'{"units": {"vllm.service": "inactive"}}\'')
+    return value
+
+
+def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
+    """``gpubot hosts …``: every subcommand but ``list`` and ``helper`` names a host first."""
+    hosts_parser: argparse.ArgumentParser = sub.add_parser("hosts", help="the host registry")
+    h: argparse._SubParsersAction[argparse.ArgumentParser] = hosts_parser.add_subparsers(
+        dest="hosts_cmd", required=True, parser_class=type(hosts_parser)
+    )
+
+    def on_host(cmd: str, help_text: str) -> argparse.ArgumentParser:
+        sp = h.add_parser(cmd, help=help_text)
+        sp.add_argument("name", metavar="NAME", help="the host's name in gpubot (as `hosts list` shows it)")
+        return sp
+
+    add = h.add_parser("add", help="register a host")
+    add.add_argument("name", metavar="NAME", help="the name chat and the terminal will use (letters, digits, - . _)")
+    add.add_argument(
+        "address",
+        metavar="ADDRESS",
+        help="IPv4/IPv6 address, DNS name, or a Host alias of the ssh_config file (GPUBOT_SSH_CONFIG)",
+    )
+    add.add_argument("--port", type=int, default=22, help="SSH port (default 22)")
+    add.add_argument("--user", help="SSH user (default GPUBOT_SSH_USER)")
+    add.add_argument("--key-file", metavar="PATH", help="private key for this host (default GPUBOT_SSH_KEY_FILE)")
+    add.add_argument("--group", help="the group `status group:NAME` probes together (e.g. train)")
+    add.add_argument(
+        "--labels", metavar="K:V[,K:V...]", help="free-form labels, as chat's labels= (e.g. rack:a3,owner:ml)"
+    )
+    add.add_argument(
+        "--jump",
+        metavar="USER@BASTION[:PORT]",
+        help="reach the host through this jump host (its key must be in known_hosts too)",
+    )
+    add.add_argument("--local", action="store_true", help="probe through local subprocesses, not SSH")
+    add.add_argument(
+        "--probe",
+        type=_json_object,
+        default=None,
+        metavar="JSON",
+        help='per-host probe settings, e.g. \'{"units": {"vllm.service": "inactive"}, "weight_paths": '
+        '["/shared/glm5"]}\'',
+    )
+    ls = h.add_parser("list", help="list hosts")
+    ls.add_argument("--group", help="only the hosts of this group")
+    ls.add_argument("--json", action="store_true", help="print a JSON array of hosts (shape: docs/commands.md)")
+    on_host("trust", "show the host key a host offers and, once you confirm it, record it in known_hosts").add_argument(
+        "--fingerprint",
+        help="record without asking if the host offers exactly this SHA256:… fingerprint "
+        "(as ssh-keygen -lf prints it; the SHA256: prefix may be left out)",
+    )
+    on_host("remove", "unregister a host (its snapshots stay)")
+    on_host("show", "a host's registration, last verdict and GPU inventory").add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: host, last snapshot, GPU inventory (docs/commands.md)",
+    )
+    on_host("forget-gpu", "accept that a host no longer has a GPU it showed before").add_argument(
+        "gpu", help="the GPU's index, UUID (or a unique prefix), or `all`"
+    )
+    on_host("check", "what the bot may do on a host (sudo -n -l, groups, writable roots); changes nothing")
+    on_host(
+        "sudoers",
+        "print the minimal sudoers file (and group setup) for a host's configuration; asks the host "
+        "(read-only) who controls each root: one that anyone but root could change gets no delete rule",
+    )
+    h.add_parser("helper", help="print gpubot-priv, the root-owned helper that sudoers allows for kill and delete")
+
+
+async def run(settings: Settings, args: argparse.Namespace) -> int:
+    """Run ``gpubot hosts HOSTS_CMD``; returns the exit status (errors are raised for ``bot.entry.cli`` to map)."""
+    if args.hosts_cmd == "helper":
+        from bot.domain.privilege.sudoers import helper_source
+
+        sys.stdout.write(helper_source())
+        return 0
+    async with build_services(settings) as services:
+        if args.hosts_cmd in ("check", "sudoers"):
+            from bot.flows.actions import privilege_check as check
+
+            if args.hosts_cmd == "sudoers":
+                sys.stdout.write(
+                    await check.sudoers_for(
+                        services=services,
+                        host_name=args.name,
+                        warn=lambda text: print(f"gpubot: warning: {text}", file=sys.stderr),
+                    )
+                )
+                return 0
+            result = await check.check_access(services=services, host_name=args.name, requested_by="cli hosts check")
+            print("\n".join(check.check_text(result)))
+            return 0 if result.ok else (2 if result.error else 1)
+        async with services.sessions() as db, db.begin():
+            if args.hosts_cmd == "add":
+                host = await hosts.add(
+                    db_session=db,
+                    name=args.name,
+                    address=args.address,
+                    port=args.port,
+                    user=args.user,
+                    key_file=args.key_file,
+                    group=args.group,
+                    labels=parse_labels(args.labels or ""),
+                    transport="local" if args.local else "ssh",
+                    probe=args.probe,
+                    jump=args.jump,
+                )
+                where = (
+                    hosts.reach_text(host, services.reached(hosts.to_target(host)))
+                    if host.transport == "ssh"
+                    else endpoint(host.address, host.port)
+                )
+                print(f"added {host.name} ({host.transport} {where})")
+                key = os.path.expanduser(args.key_file) if args.key_file else None
+                if key and not os.access(key, os.R_OK):
+                    print(
+                        f"gpubot: warning: the key file {args.key_file} cannot be read here; probes of {host.name} "
+                        "from this machine will be unreachable until it can",
+                        file=sys.stderr,
+                    )
+            elif args.hosts_cmd == "trust":
+                return await _trust(services, args)
+            elif args.hosts_cmd == "remove":
+                await hosts.remove(db_session=db, name=args.name)
+                print(f"removed {args.name}")
+            elif args.hosts_cmd in ("show", "forget-gpu"):
+                return await _host_inventory(db, args, services)
+            else:
+                rows = await hosts.list_all(db_session=db, group=args.group)
+                if not rows and args.group:
+                    groups = {h.group for h in await hosts.list_all(db_session=db) if h.group}
+                    raise NotFoundError(
+                        f"no host in group `{args.group}`",
+                        near=difflib.get_close_matches(args.group, sorted(groups), n=3, cutoff=0.5),
+                    )
+                if args.json:
+                    print(dumps([host_json(h, _where(h, services)) for h in rows]))
+                    return 0
+                if not rows:
+                    print("no hosts registered (`gpubot hosts add NAME ADDRESS`); `localhost` is always there")
+                for h in rows:
+                    labels = f"  labels={','.join(f'{k}:{v}' for k, v in h.labels.items())}" if h.labels else ""
+                    where = _where(h, services)
+                    print(f"{h.name:<20} {h.transport:<5} {where}  group={h.group or '-'}{labels}")
+    return 0
+
+
+def _where(h: Host, services: Any) -> str:
+    """How the host is reached, as ``hosts list`` shows it (``ops@10.0.0.5:22 via bastion …``)."""
+    return (
+        hosts.reach_text(h, services.reached(hosts.to_target(h)))
+        if h.transport == "ssh"
+        else endpoint(h.address, h.port)
+    )
+
+
+def host_json(h: Host, where: str) -> dict[str, Any]:
+    """A registered host in ``hosts list --json`` and ``hosts show --json``: ``{"name", "transport"
+    ("ssh" | "local"), "address", "port", "user", "key_file", "jump", "where" (how it is reached, as
+    text), "group", "labels" {key: value}, "probe" {per-host probe settings}, "created_at"}``;
+    ``user``, ``key_file``, ``jump`` and ``group`` are ``null`` when not set."""
+    return {
+        "name": h.name,
+        "transport": h.transport,
+        "address": h.address,
+        "port": h.port,
+        "user": h.user,
+        "key_file": h.key_file,
+        "jump": h.jump,
+        "where": where,
+        "group": h.group,
+        "labels": dict(h.labels or {}),
+        "probe": dict(h.probe or {}),
+        "created_at": h.created_at,
+    }
+
+
+def built_in_json(name: str) -> dict[str, Any]:
+    """The built-in local host in ``hosts show --json``: :func:`host_json`'s keys, ``transport``
+    ``"local"``, ``where`` ``"local"``, ``created_at`` ``null``, and ``"built_in": true``."""
+    return {
+        "name": name,
+        "transport": "local",
+        "address": name,
+        "port": None,
+        "user": None,
+        "key_file": None,
+        "jump": None,
+        "where": "local",
+        "group": None,
+        "labels": {},
+        "probe": {},
+        "created_at": None,
+        "built_in": True,
+    }
+
+
+async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> int:
+    """``hosts show`` and ``hosts forget-gpu`` in the terminal."""
+    from bot.domain.snapshots import inventory
+    from bot.domain.snapshots import service as snapshots
+    from bot.words.render.text import forgotten_text, inventory_lines
+
+    h, name = await hosts.registered_or_built_in(db_session=db, name=args.name)  # localhost is built in
+    if args.hosts_cmd == "forget-gpu":
+        done = await inventory.forget_missing(db_session=db, host_name=name, gpu=args.gpu)
+        removed, text = forgotten_text(done, host=name, gpu=args.gpu, show_command=f"gpubot hosts show {name}")
+        print(text, file=sys.stdout if removed else sys.stderr)
+        return 0 if removed else (64 if not done.named else 1)
+    snap = await snapshots.latest(db_session=db, host_name=name)
+    where = _where(h, services) if h is not None else "local"
+    gpus = await inventory.listing(db_session=db, host_name=name)
+    if args.json:
+        elsewhere = inventory.held_elsewhere(snap)
+        print(
+            dumps(
+                {
+                    "host": host_json(h, where) if h is not None else built_in_json(name),
+                    "last_snapshot": {"id": snap.id, "taken_at": snap.taken_at, "verdict": snap.verdict}
+                    if snap
+                    else None,
+                    "gpus": [
+                        {
+                            "index": g.gpu_index,
+                            "uuid": g.uuid,
+                            "bus_id": g.bus_id,
+                            "name": g.name,
+                            "first_seen": g.first_seen,
+                            "last_seen": g.last_seen,
+                            "last_snapshot_id": g.last_snapshot_id,
+                            "bound_to": elsewhere.get(g.bus_id or ""),
+                        }
+                        for g in gpus
+                    ],
+                }
+            )
+        )
+        return 0
+    print(
+        f"{h.name}  {h.transport} {where}  group={h.group or '-'}"
+        if h is not None
+        else f"{name}  local · this machine, built in (not in the registry; `gpubot status {name}` probes it)"
+    )
+    print(
+        f"last verdict {snap.verdict.replace('_', ' ')} at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
+        if snap
+        else "never probed"
+    )
+    for line in inventory_lines(gpus, inventory.held_elsewhere(snap)):
+        print(line)
+    return 0
+
+
+COMPARE_WITH = "ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub"
+
+
+async def _trust(services: Any, args: argparse.Namespace) -> int:
+    from bot.domain.hosts import trust
+
+    async with services.sessions() as db:
+        target, _ = await hosts.resolve(db_session=db, name=args.name, ssh_aliases=services.ssh_aliases())
+    known = services.runner_known_hosts()
+    ssh = getattr(services.runner, "ssh", None)
+    offered = await trust.fetch_host_key(target, known, runner=ssh)
+    where = offered.where or target
+    print(f"{args.name} ({endpoint(where.address, where.port)}) offers {offered.key_type} {offered.fingerprint}")
+    warning = trust.file_warning(known)
+    if warning:
+        print(f"gpubot: {warning}", file=sys.stderr)
+    if offered.state == "trusted":
+        print(f"already trusted in {known}")
+        return 0
+    if offered.state == "changed":
+        print(f"WARNING: {known} records a DIFFERENT key for this host; accept only if it was reinstalled.")
+    wanted = trust.normalized_fingerprint(args.fingerprint) if args.fingerprint is not None else None
+    if wanted is not None and wanted != offered.fingerprint:  # a typo or another host: not a key that changed
+        raise UsageError(
+            f"{args.name} offers {offered.fingerprint}, not the {wanted} you gave: compare again with "
+            f"`{COMPARE_WITH}` on the host; nothing recorded"
+        )
+    if wanted is None:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                f"no terminal to ask on: compare {offered.fingerprint} with `{COMPARE_WITH}` on the host, "
+                f"then confirm it with `gpubot hosts trust {args.name} --fingerprint {offered.fingerprint}`"
+            )
+        answer = input(f"Compare it with `{COMPARE_WITH}` on the host. Trust it? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not trusted")
+            return 1
+        wanted = offered.fingerprint
+    done = await trust.record(target, known, wanted, runner=ssh)
+    print(f"recorded in {known}")
+    for line in trust.recorded_text(done, known):
+        print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
+    return 0

@@ -1,0 +1,32 @@
+"""Import every ORM model so ``Base.metadata`` is complete (Alembic and tests use this)."""
+
+from bot.domain.grants.models import Delivery, RoleGrant
+from bot.domain.history import models as _history_indexes  # noqa: F401  (indexes on snapshots)
+from bot.domain.hosts.models import Host
+from bot.domain.snapshots.models import GpuSeen, Snapshot, SnapshotHour
+from bot.flows.actions.models import ActionRequest, ActionStep, Approval
+from bot.flows.reports.models import ReportRun, ReportSchedule
+from bot.flows.watches.models import Silence, Watch, WatchAlert
+from bot.flows.workers.models import FleetRun, FleetRunHost, FleetWorker
+from bot.foundation.db.base import Base
+
+__all__ = [
+    "ActionRequest",
+    "ActionStep",
+    "Approval",
+    "Base",
+    "Delivery",
+    "Host",
+    "ReportRun",
+    "ReportSchedule",
+    "RoleGrant",
+    "GpuSeen",
+    "Snapshot",
+    "SnapshotHour",
+    "Silence",
+    "Watch",
+    "WatchAlert",
+    "FleetRun",
+    "FleetRunHost",
+    "FleetWorker",
+]

@@ -1,0 +1,75 @@
+"""Build the Bolt app (asyncio) for HTTP or Socket Mode. Nothing runs at import time."""
+
+from __future__ import annotations
+
+import logging
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.entry.slack.listeners import register_listeners
+from bot.entry.slack.metered import MeteredWebClient
+from bot.flows.services import Services
+from bot.foundation.roles import Role
+
+DEFAULT_API_URL = "https://slack.com/api/"
+
+
+def build_client(services: Services) -> AsyncWebClient:
+    """A Web API client with the bot token, retrying on rate limits and server errors, counting
+    failed calls in the metrics (:class:`~bot.entry.slack.metered.MeteredWebClient`)."""
+    from slack_sdk.http_retry.builtin_async_handlers import (
+        AsyncRateLimitErrorRetryHandler,
+        AsyncServerErrorRetryHandler,
+    )
+
+    s = services.settings
+    token = s.slack_bot_token.get_secret_value() if s.slack_bot_token else None
+    client = MeteredWebClient(token=token, base_url=s.slack_api_url or DEFAULT_API_URL)
+    client.retry_handlers.extend(
+        [AsyncRateLimitErrorRetryHandler(max_retry_count=2), AsyncServerErrorRetryHandler(max_retry_count=2)]
+    )
+    return client
+
+
+class _OwnClientTokenUnused(logging.Filter):
+    """Drops Bolt's "As you gave `client` as well, `token` will be unused": gpubot always gives Bolt
+    its own client, made with the bot token, and Bolt warns only because it also read
+    ``SLACK_BOT_TOKEN`` from the environment by itself (every start, meaning nothing)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+_TOKEN_UNUSED = _OwnClientTokenUnused()
+
+
+def build_app(
+    services: Services,
+    *,
+    client: AsyncWebClient | None = None,
+    process_before_response: bool = False,
+    console_role: Role | None = None,
+) -> AsyncApp:
+    """The Bolt app with gpubot's listeners. ``console_role`` (``gpubot console`` only): user ids
+    are typed there, so none gets more than that role and none is a named approver.
+
+    Requests are verified with ``SLACK_SIGNING_SECRET`` (HTTP mode; Bolt rejects a bad signature
+    or a timestamp older than 5 minutes). In Socket Mode no signing secret is needed.
+    """
+    s = services.settings
+    secret = s.slack_signing_secret.get_secret_value() if s.slack_signing_secret else None
+    logging.getLogger(f"slack_bolt.{AsyncApp.__name__}").addFilter(_TOKEN_UNUSED)  # once: the same filter object
+    app = AsyncApp(
+        # Bolt's logger name: the one Bolt would take itself (this file's name) but without its inspect.stack(), tens of
+        # ms per app. Not "gpubot": Bolt sets its logger's level, which would then hold for every "gpubot.*" logger.
+        name="app.py",
+        client=client or build_client(services),
+        signing_secret=secret,
+        request_verification_enabled=secret is not None,
+        ignoring_self_events_enabled=True,
+        process_before_response=process_before_response,
+    )
+    register_listeners(app, services, console_role=console_role)
+    return app

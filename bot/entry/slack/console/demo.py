@@ -1,0 +1,99 @@
+"""A first run can try a clean and its approval: with ``GPUBOT_ALLOWED_ROOTS`` unset, the console
+allows deleting under a demo folder of the data directory, on ``localhost`` only, and puts a
+sample weight folder there. Nothing else is deleted on ``localhost`` in the demo: the Hugging Face
+cache there is the user's own, so the console refuses ``clean localhost hf-cache`` (:meth:`Demo.refusal`).
+
+The default allowed roots (``/shared``, ``/models``) rarely exist on a newcomer's machine, so
+without this no ``clean`` could be planned before editing settings. A set ``GPUBOT_ALLOWED_ROOTS``
+(even ``{}``) is used as it is: the demo never widens a configured policy.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from bot.domain.hosts.service import LOCAL_NAMES
+from bot.flows.actions.kinds import ActionKind, ActionSpec
+from bot.foundation.config import Settings, default_data_dir
+
+DEMO_FOLDER = "old-model"
+DEMO_FILES = {
+    "model-00001-of-00002.safetensors": 3 * 1024 * 1024,
+    "model-00002-of-00002.safetensors": 2 * 1024 * 1024,
+    "config.json": 512,
+}
+"""File name -> size in bytes of the sample weight folder (5 MiB in all)."""
+
+
+@dataclass(frozen=True)
+class Demo:
+    root: str
+    """The demo root (``<data dir>/demo``), allowed on ``localhost``."""
+    folder: str
+    """The sample weight folder under it, (re)made at each console start."""
+
+    def allowing(self, settings: Settings) -> Settings:
+        """A copy of ``settings`` whose allowed roots add the demo root on ``localhost``."""
+        return settings.model_copy(update={"allowed_roots": {**settings.allowed_roots, "localhost": [self.root]}})
+
+    def refusal(self, command: object) -> str | None:
+        """Why the demo does not let ``command`` (a parsed ``/gpu`` command) be planned, or ``None``:
+        cleaning ``localhost``'s Hugging Face cache, which lies outside the demo root (the HF clean
+        would use the cache's own ``hub`` as its root, and the cache is the user's real one)."""
+        if (
+            isinstance(command, ActionSpec)
+            and command.kind is ActionKind.CLEAN_HF
+            and command.host.lower() in LOCAL_NAMES
+        ):
+            return (
+                f"the console's demo deletes only under {self.root} on localhost, so it does not clean localhost's "
+                "Hugging Face cache (your own downloads). Set GPUBOT_ALLOWED_ROOTS to use real roots; then the demo "
+                "is off and `clean localhost hf-cache` is planned as in Slack."
+            )
+        return None
+
+    def banner(self, command: str, *, may_clean: bool = True) -> str:
+        """What the console says at start, so the user knows the demo root exists and why; the
+        clean to try only when the user ``may_clean`` (an operator or admin), else how to get it."""
+        head = (
+            f"GPUBOT_ALLOWED_ROOTS is not set, so this console allows deleting under {self.root} on localhost only\n"
+            "(a demo; it put a 5 MiB sample folder there)."
+        )
+        if not may_clean:
+            return (
+                f"{head} You are a viewer here: `{command} status localhost` and `{command} audit` work,\n"
+                "but not clean; `gpubot console --role operator` tries a clean and its approval."
+            )
+        return (
+            f"{head} Try `{command} clean localhost weights={self.folder}`,\n"
+            'then `as alice` and press Approve. Real roots: set GPUBOT_ALLOWED_ROOTS (README, "Approvals and actions").'
+        )
+
+
+def enable_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
+    """When ``allowed_roots`` was not set (environment or ``.env``), make the sample folder under
+    ``<data dir>/demo`` and return the demo (:meth:`Demo.allowing` gives the settings that allow
+    deleting there); else ``None``. ``settings`` is only read. Raises :class:`OSError` when the
+    folder cannot be written."""
+    if "allowed_roots" in settings.model_fields_set:
+        return None
+    root = os.path.join(data_dir or default_data_dir(), "demo")
+    folder = os.path.join(root, DEMO_FOLDER)
+    os.makedirs(folder, exist_ok=True)
+    for name, size in DEMO_FILES.items():
+        path = os.path.join(folder, name)
+        if not os.path.exists(path) or os.path.getsize(path) != size:
+            with open(path, "wb") as f:
+                f.write(b"\0" * size)
+    return Demo(root, folder)
+
+
+def active_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
+    """The demo whose settings ``settings`` are (:meth:`Demo.allowing`: ``localhost``'s allowed roots
+    are exactly ``<data dir>/demo``), else ``None``. Read from the settings so that a console given
+    only its services knows the demo is on."""
+    root = os.path.join(data_dir or default_data_dir(), "demo")
+    if settings.allowed_roots.get("localhost") != [root]:
+        return None
+    return Demo(root, os.path.join(root, DEMO_FOLDER))

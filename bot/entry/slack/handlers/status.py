@@ -1,0 +1,149 @@
+"""``/gpu status``: one host (a message updated with the verdict) or a fleet (progress, summary,
+details in the thread when they do not fit)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from slack_sdk.errors import SlackApiError
+
+from bot.entry.slack.blocks import (
+    MESSAGE_TEXT_BUDGET,
+    escape_keeping_mentions,
+    fleet_blocks,
+    fleet_thread_message,
+    probing_blocks,
+    progress_blocks,
+    status_blocks,
+)
+from bot.entry.slack.context import CommandContext, MessageRef, too_long
+from bot.entry.slack.router import Router
+from bot.flows.status.fleet import check_fleet, fleet_group, hosts_of
+from bot.flows.status.host import StatusReport, check_host
+from bot.flows.watches import service as watches
+from bot.foundation.errors import DatabaseUnavailable, UsageError
+from bot.words.commands.status import STATUS, StatusCommand
+from bot.words.render.status_view import FleetView, fleet_view, status_view
+from bot.words.render.watch_view import silenced_note
+
+PROGRESS_EVERY_S = 1.0
+FLEET_BUDGETS = (MESSAGE_TEXT_BUDGET, MESSAGE_TEXT_BUDGET // 2, 0)
+"""The fleet summary's text budgets, tried in turn while Slack refuses one as too long (0: headline,
+counts and a pointer to the thread)."""
+
+log = logging.getLogger("gpubot.slack")
+
+
+router = Router()
+"""The commands of this module, declared on their handlers (:mod:`bot.entry.slack.routes` lists the routers)."""
+
+
+@router.command(STATUS)
+async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
+    target = cmd.target
+    if target.kind == "default":
+        group = fleet_group(ctx.services.settings)
+        if not group:
+            raise UsageError(
+                "name a host, `group:NAME` or `all`: no default group is configured (setting `GPUBOT_DEFAULT_GROUP`)",
+                usage=ctx.grammar.usage_for("status"),
+            )
+        target = type(target)("group", group)
+    async with ctx.services.gate.task("status message"):  # a shutdown waits for the message to be finished
+        if target.kind == "host":
+            await _one(ctx, cmd, target.name or "")
+        else:
+            group = None if target.kind == "all" else target.name
+            await _fleet(ctx, cmd, group, target.describe())
+
+
+async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
+    resolved = await ctx.known_host(host)  # an unknown name is answered to the caller alone, before anything is posted
+    ref = await ctx.post(f"probing {host}…", probing_blocks(host))
+    async with ctx.working_in(ref):  # an error from here on is shown in that message
+        report = await check_host(
+            services=ctx.services,
+            host_name=host,
+            need_bytes=cmd.need_bytes,
+            paths=cmd.paths,
+            requested_by=ctx.user_id,
+            db_session=ctx.db,
+            resolved=resolved,
+        )
+    view = status_view(report, command=ctx.services.settings.command)
+    blocks = status_blocks(view)
+    now = ctx.services.clock()
+    try:
+        async with ctx.session() as db:
+            muted = await watches.silence_of(db_session=db, host_name=host, now=now)
+    except DatabaseUnavailable as exc:  # the verdict came from the host; a silence note is not worth losing it
+        log.warning("silence of %s not read: %s", host, exc)
+        muted = None
+    if muted is not None:  # the card says why no watch will post about this host
+        blocks.append(
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": escape_keeping_mentions(silenced_note(muted, now))}],
+            }
+        )
+    await ctx.update(ref, view.headline, blocks)
+    await ctx.full_text(ref, [*view.reasons, *(line for sec in view.sections for line in sec.lines)])
+
+
+async def _fleet(ctx: CommandContext, cmd: StatusCommand, group: str | None, title: str) -> None:
+    if cmd.paths:
+        raise UsageError("weight paths go with one host: `status HOST /path`")
+    names = await hosts_of(services=ctx.services, group=group)
+    ref = await ctx.post(f"probing {title}…", progress_blocks(fleet_view(title, [], len(names))))
+    answered: list[StatusReport] = []
+    last = 0.0
+
+    async def progress(done: int, total: int, report: StatusReport) -> None:
+        nonlocal last
+        answered.append(report)
+        now = time.monotonic()
+        if done < total and now - last >= PROGRESS_EVERY_S and ref.ts:
+            last = now
+            view = fleet_view(title, answered, total)
+            try:
+                await ctx.update(ref, view.counts, progress_blocks(view))
+            except SlackApiError as exc:  # a missed progress step is harmless: the summary replaces it
+                log.info("progress update of %s failed (%s)", title, exc.response.get("error"))
+
+    fleet = await check_fleet(
+        services=ctx.services,
+        names=names,
+        title=title,
+        need_bytes=cmd.need_bytes,
+        requested_by=ctx.user_id,
+        on_progress=progress,
+    )
+    rerun = f"{ctx.services.settings.command} status {'all' if group is None else f'group:{group}'}"
+    view = fleet_view(title, fleet.reports, rerun=rerun)
+    shapes = [fleet_blocks(view, budget=b) for b in FLEET_BUDGETS]
+    taken = await ctx.update_fitting(ref, f"{view.headline} — {view.counts}", [blocks for blocks, _ in shapes])
+    if shapes[taken][1]:
+        await _thread_every_host(ctx, ref, view)
+
+
+async def _thread_every_host(ctx: CommandContext, ref: MessageRef, view: FleetView) -> None:
+    """Every host's line in the summary's thread, in messages within the text budget; a message
+    Slack refuses as too long is sent again with half the budget (down to one host a message)."""
+    start, budget = 0, MESSAGE_TEXT_BUDGET
+    while start < len(view.lines):
+        blocks, end = fleet_thread_message(view, start=start, budget=budget)
+        try:
+            await ctx.thread(ref, view.headline, blocks)
+        except SlackApiError as exc:
+            if not too_long(exc) or end - start <= 1:
+                raise
+            budget //= 2
+            log.warning(
+                "Slack refused a thread message of hosts %d-%d as too long; sending %d characters a message",
+                start + 1,
+                end,
+                budget,
+            )
+            continue
+        start = end

@@ -1,0 +1,197 @@
+"""The Slack side of scheduled reports: the ``post`` and ``notify`` callbacks, the channel check
+and :func:`start_scheduler`.
+
+``start_scheduler(services, client)`` is called by :mod:`bot.entry.slack.serve` once the app runs (and
+by tests, with a controlled ``now``). The domain (:mod:`bot.flows.reports`) decides what and when; this
+module only renders and calls the Web API: ``chat.postMessage`` for the report (sent again
+smaller while Slack refuses it as too long), replies in its thread for what does not fit, and ``files_upload_v2``
+for the chart. A post Slack refuses for the
+channel (``not_in_channel``, ``channel_not_found``, ``is_archived``) becomes
+:class:`~bot.foundation.errors.ChannelUnavailable` saying how to fix it; ``notify`` sends it to the
+schedule's creator as a direct message (``chat.postMessage`` to the user ID).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.entry.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
+from bot.entry.slack.context import too_long
+from bot.entry.slack.report_blocks import report_blocks, report_text
+from bot.flows.reports.flows import Post, Report
+from bot.flows.reports.scheduler import ChannelProblem, Clock, Notify, ReportScheduler
+from bot.flows.services import Services
+from bot.foundation.errors import ChannelUnavailable
+from bot.words.render.status_view import fleet_view
+
+log = logging.getLogger("gpubot.slack")
+INVITE = "`/invite @gpubot`"
+REPORT_BUDGETS = (MESSAGE_TEXT_BUDGET, MESSAGE_TEXT_BUDGET // 2, 0)
+"""The report's text budgets (:func:`~bot.entry.slack.report_blocks.report_blocks`), tried in turn while
+Slack refuses one as too long, as ``/gpu status all`` does (0: header, counts, the rest in the thread)."""
+
+
+def channel_ref(channel: str) -> str:
+    """``<#C123>`` for an ID (Slack shows the name), ``#name`` as typed."""
+    return escape(channel) if channel.startswith("#") else f"<#{channel}>"
+
+
+def channel_hint(channel: str, reason: str) -> str:
+    """Why the bot cannot post in ``channel`` (Slack's ``reason``) and how to fix it."""
+    where = channel_ref(channel)
+    if reason == "is_archived":
+        return f"{where} is archived, so I cannot post there: unarchive it, or pick another channel."
+    if reason == "not_in_channel":
+        return f"I am not a member of {where}, so I cannot post there: invite @gpubot to it ({INVITE} in that channel)."
+    return (
+        f"I cannot see {where} (a private channel I am not in, or one that was deleted): "
+        f"invite @gpubot to it ({INVITE} in that channel)."
+    )
+
+
+def refused(channel: str, exc: SlackApiError) -> ChannelUnavailable | None:
+    """The :class:`ChannelUnavailable` for a Slack refusal that is about the channel, else ``None``."""
+    reason = str(exc.response.get("error") or "")
+    if reason not in ChannelUnavailable.REASONS:
+        return None
+    return ChannelUnavailable(channel_hint(channel, reason), channel=channel, reason=reason)
+
+
+async def check_channel(client: AsyncWebClient, channel: str) -> None:
+    """Raise :class:`ChannelUnavailable` when the bot cannot post in ``channel`` (an ID): it is
+    archived, private without the bot, or not visible to it (``conversations.info``, which needs
+    ``channels:read`` and, for private channels, ``groups:read``). Public channels pass without
+    membership (``chat:write.public``). A ``#name`` is not checked, nor a channel Slack would not
+    describe for another reason (missing scope, rate limit): posting will tell."""
+    if channel.startswith("#"):
+        return
+    try:
+        info = (await client.conversations_info(channel=channel))["channel"] or {}
+    except SlackApiError as exc:
+        problem = refused(channel, exc)
+        if problem is not None:
+            raise problem from None
+        log.info("conversations.info(%s) failed (%s); not checking the channel", channel, exc.response.get("error"))
+        return
+    if info.get("is_archived"):
+        raise ChannelUnavailable(channel_hint(channel, "is_archived"), channel=channel, reason="is_archived")
+    private = info.get("is_private") or info.get("is_group") or info.get("is_mpim")
+    if private and info.get("is_member") is False:
+        raise ChannelUnavailable(channel_hint(channel, "not_in_channel"), channel=channel, reason="not_in_channel")
+
+
+def problem_text(p: ChannelProblem) -> str:
+    """The direct message to a schedule's creator when Slack refused its report."""
+    target = f"group {p.group}" if p.group else "all hosts"
+    head = (
+        f"Your scheduled report *#{p.schedule_id}* (`{escape(p.cron)}` {escape(p.tz)}, {escape(target)} → "
+        f"{channel_ref(p.channel)}) could not be posted: Slack answered `{p.reason}`."
+    )
+    if p.paused:
+        tail = (
+            f"That is {p.failures} failures in a row, so the schedule is *paused*. Once the channel is fixed, "
+            f"`/gpu report resume {p.schedule_id}`; or `/gpu report remove {p.schedule_id}`."
+        )
+    else:
+        tail = f"Failures in a row: {p.failures} of {p.pause_after}; at {p.pause_after} the schedule pauses."
+    return f"{head}\n{p.message}\n{tail}"
+
+
+async def upload_png(
+    client: AsyncWebClient, *, channel: str, thread_ts: str | None, png: bytes, filename: str, title: str
+) -> None:
+    """Upload a chart into a thread (``files.getUploadURLExternal`` + upload +
+    ``files.completeUploadExternal``, which is what ``files_upload_v2`` does)."""
+    await client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=png, filename=filename, title=title)
+
+
+async def post_halving(
+    client: AsyncWebClient, *, channel: str, thread_ts: str, text: str, blocks: list[dict[str, Any]]
+) -> None:
+    """Post ``blocks`` in a thread; a message Slack refuses as too long is sent again as two
+    messages of half the blocks each (down to one block a message, which Block Kit's 3,000
+    characters a section keep within Slack's limit). Raises the refusal of a single block, or any
+    other error at once."""
+    try:
+        await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+    except SlackApiError as exc:
+        if not too_long(exc) or len(blocks) <= 1:
+            raise
+        log.warning("Slack refused a thread message of %d blocks as too long; sending it in two", len(blocks))
+        half = len(blocks) // 2
+        await post_halving(client, channel=channel, thread_ts=thread_ts, text=text, blocks=blocks[:half])
+        await post_halving(client, channel=channel, thread_ts=thread_ts, text=text, blocks=blocks[half:])
+
+
+def make_poster(client: AsyncWebClient) -> Post:
+    """A :data:`~bot.flows.reports.flows.Post` posting to ``channel`` (an ID, or ``#name``) with ``client``."""
+
+    async def post(channel: str, report: Report) -> str | None:
+        text = report_text(report, fleet_view(report.title, report.fleet.reports))
+        for i, budget in enumerate(REPORT_BUDGETS):
+            blocks, thread = report_blocks(report, budget=budget)
+            try:
+                resp = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+                break
+            except SlackApiError as exc:
+                problem = refused(channel, exc)
+                if problem is not None:
+                    raise problem from exc
+                if not too_long(exc) or i == len(REPORT_BUDGETS) - 1:
+                    raise
+                log.warning(
+                    "Slack refused a report of %d blocks as too long (%s); sending a smaller one",
+                    len(blocks),
+                    exc.response.get("error"),
+                )
+        channel_id, ts = resp["channel"], resp["ts"]
+        for chunk in thread:
+            await post_halving(client, channel=channel_id, thread_ts=ts, text=report.title, blocks=chunk)
+        if report.chart_png:
+            stamp = report.generated_at.strftime("%Y%m%d-%H%M")
+            await upload_png(
+                client,
+                channel=channel_id,
+                thread_ts=ts,
+                png=report.chart_png,
+                filename=f"report-{report.group or 'all'}-{stamp}.png",
+                title=f"{report.title}: GPU memory and free disk",
+            )
+        return str(ts)
+
+    return post
+
+
+def make_notifier(client: AsyncWebClient) -> Notify:
+    """A :data:`~bot.flows.reports.scheduler.Notify` sending the creator a direct message."""
+
+    async def notify(problem: ChannelProblem) -> None:
+        if not problem.created_by:
+            return
+        text = problem_text(problem)
+        await client.chat_postMessage(channel=problem.created_by, text=text, blocks=text_blocks(text))
+
+    return notify
+
+
+async def start_scheduler(
+    services: Services, client: AsyncWebClient, *, now: Clock | None = None, instance: str | None = None
+) -> ReportScheduler:
+    """Start report schedules, retention and background probes on the running event loop;
+    call ``.shutdown()`` on the result to stop."""
+    from bot.entry.slack.watches import make_watcher  # watches post with the same client
+
+    sched = ReportScheduler(
+        services,
+        make_poster(client),
+        instance=instance,
+        notify=make_notifier(client),
+        now=now,
+        watcher=make_watcher(services, client, now=now, instance=instance),
+    )
+    sched.start()
+    return sched

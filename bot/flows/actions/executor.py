@@ -1,0 +1,310 @@
+"""Run a claimed request: re-probe and compare with the plan, then execute its steps in order.
+
+Only the caller that claimed the request (``pending → approved``, see
+:func:`bot.flows.actions.service.claim_if_approved`) calls :func:`execute_claimed`. While it runs, a
+heartbeat task refreshes ``heartbeat_at`` every ``action_heartbeat_s`` seconds; before every
+step the heartbeat must still succeed (the request is still this process's and still
+executing), so a request reported as interrupted by another replica is not continued.
+
+A start that does not come up (see :mod:`bot.flows.actions.unit_wait`) fails the request; its result
+then carries the unit's journal tail (``result["journal"]``) and the next steps people may ask
+for (``result["next"]``: ``restart`` the unit, ``pivot_back`` for a pivot), which the card offers.
+A pivot that failed after stopping the old unit and before starting the new one offers
+``pivot_back`` too: the old model is down and nothing replaced it; when its GPU wait failed on
+processes still listed, also ``kill_continue`` (``result["holders"]``: their PIDs): the same pivot
+planned again with them named (``pid=``), to approve like any request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from bot.domain.hosts import service as hosts
+from bot.domain.readiness.verdict import Severity
+from bot.domain.readiness.words import verdict_text
+from bot.flows.actions import service
+from bot.flows.actions.drift import compare
+from bot.flows.actions.kinds import ActionKind, State
+from bot.flows.actions.plan import DeleteStep, KillStep, Plan, UnitStep
+from bot.flows.actions.planner import build_plan
+from bot.flows.actions.step_runner import StepRunner
+from bot.flows.actions.unit_wait import Progress
+from bot.flows.actions.views import RequestView
+from bot.flows.services import Services
+from bot.flows.status.host import check_host, plan_for
+from bot.foundation.errors import GpubotError
+from bot.foundation.lifecycle import cancelled_meanwhile
+from bot.foundation.sizes import human_bytes
+
+log = logging.getLogger("gpubot.actions")
+
+
+def executor_gone(executor: str | None, me: str) -> bool:
+    """True only when ``executor`` provably stopped: it ran on this machine (same hostname as
+    ``me``, this process's :func:`~bot.flows.services.process_identity`) and its PID is gone, or the
+    PID is ours but the nonce is not (this process restarted as that PID)."""
+    host, _, rest = (executor or "").partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != me.split(":", 1)[0] or not pid_text.isdigit() or executor == me:
+        return False
+    if int(pid_text) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@contextlib.asynccontextmanager
+async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
+    """Renew the request's lease every ``action_heartbeat_s`` seconds while the body runs (a step that
+    takes longer than ``action_stale_after_s`` included), by the database's clock. A renewal that fails
+    (the database busy or briefly away) is logged and tried again at the next beat; it never ends the
+    renewals. A renewal under way when the body ends is finished on its own (shielded: a cancel in
+    the middle of a database call can leave a SQLite write transaction open on a lost connection),
+    and the renewals end."""
+
+    async def renew() -> None:
+        async with services.sessions() as db, db.begin():
+            await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(services.settings.action_heartbeat_s)
+            try:
+                await asyncio.shield(renew())
+            except Exception as exc:  # one failed renewal must not end the lease's renewals
+                if cancelled_meanwhile():  # the body ended during this renewal: the cancel came back as exc
+                    raise asyncio.CancelledError from exc
+                log.warning(
+                    "action #%s: renewing its lease failed (%s); trying again in %.0f s",
+                    request_id,
+                    type(exc).__name__,
+                    services.settings.action_heartbeat_s,
+                )
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
+async def _verify(services: Services, plan: Plan, request_id: int) -> tuple[list[str], int | None]:
+    """Drift reasons between ``plan`` and a fresh plan, and the fresh probe's snapshot id."""
+    try:
+        fresh = await build_plan(services=services, spec=plan.spec, requested_by=f"action #{request_id}")
+    except GpubotError as exc:
+        return [f"the re-check found: {exc}"], None
+    return compare(plan, fresh, threshold_pct=services.settings.drift_threshold_pct), fresh.snapshot_id
+
+
+async def _step_runner(services: Services, host_name: str, progress: Progress | None) -> StepRunner:
+    async with services.sessions() as db:
+        target, host = await hosts.resolve(db_session=db, name=host_name)
+        probe_plan, req = plan_for(services.settings.probes, host)
+    return StepRunner(
+        runner=services.runner,
+        target=target,
+        settings=services.settings,
+        gpu_backend=probe_plan.gpu_backend,
+        gpu_free_mib=req.gpu_free_mib,
+        progress=progress,
+    )
+
+
+async def _transition(services: Services, request_id: int, frm: list[State], to: State, **values: object) -> bool:
+    async with services.sessions() as db, db.begin():
+        return await service.transition(
+            db_session=db, request_id=request_id, from_states=frm, to=to, now=services.clock(), **values
+        )
+
+
+async def execute_claimed(
+    *,
+    services: Services,
+    request_id: int,
+    notify: Callable[[RequestView], Awaitable[None]],
+    load: Callable[[], Awaitable[RequestView]],
+    progress: Progress | None = None,
+) -> RequestView:
+    """Verify, then execute; returns the final view. Never raises: a host's failure is a failed
+    step, and an unexpected error fails the request with an error id (the log has the traceback).
+    ``progress`` is told every look of a start's health wait."""
+    async with services.sessions() as db:
+        req = await service.get(db_session=db, request_id=request_id)
+        assert req is not None
+        plan = Plan.from_json(req.plan)
+    async with heartbeat(services, request_id):
+        try:
+            return await _verify_and_run(services, request_id, plan, notify, load, progress)
+        except Exception:
+            error_id = uuid.uuid4().hex[:8]
+            log.exception("action #%s stopped by an unexpected error (error id %s)", request_id, error_id)
+            text = (
+                f"Stopped by an internal error (error id {error_id}); later steps were not run. "
+                "Check the host and the audit before re-planning."
+            )
+            async with services.sessions() as db, db.begin():
+                if await service.transition(
+                    db_session=db,
+                    request_id=request_id,
+                    from_states=[State.APPROVED, State.EXECUTING],
+                    to=State.FAILED,
+                    now=services.clock(),
+                    message=text,
+                ):
+                    await service.mark_running_steps(
+                        db_session=db, request_id=request_id, state="failed", now=services.clock()
+                    )
+            view = await load()
+            await notify(view)
+            return view
+
+
+async def _verify_and_run(
+    services: Services,
+    request_id: int,
+    plan: Plan,
+    notify: Callable[[RequestView], Awaitable[None]],
+    load: Callable[[], Awaitable[RequestView]],
+    progress: Progress | None,
+) -> RequestView:
+    await notify(await load())
+    reasons, fresh_snapshot = await _verify(services, plan, request_id)
+    if reasons:
+        text = "Nothing was changed: the host is not as planned any more.\n" + "\n".join(f"• {r}" for r in reasons)
+        await _transition(
+            services, request_id, [State.APPROVED], State.ABORTED, message=text, before_snapshot_id=fresh_snapshot
+        )
+        view = await load()
+        await notify(view)
+        return view
+    if not await _transition(
+        services, request_id, [State.APPROVED], State.EXECUTING, before_snapshot_id=fresh_snapshot
+    ):
+        return await load()
+    await notify(await load())
+    return await _steps(services, request_id, plan, notify, load, progress)
+
+
+async def _steps(
+    services: Services,
+    request_id: int,
+    plan: Plan,
+    notify: Callable[[RequestView], Awaitable[None]],
+    load: Callable[[], Awaitable[RequestView]],
+    progress: Progress | None,
+) -> RequestView:
+    runner = await _step_runner(services, plan.spec.host, progress)
+    done: list[str] = []
+    failure: str | None = None
+    summaries: dict[int, str] = {}
+    extra: dict[str, Any] = {}
+    for idx, step in enumerate(plan.steps, 1):
+        async with services.sessions() as db, db.begin():
+            mine = await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
+        if not mine:
+            return await load()  # reported as interrupted elsewhere: never continue
+        command, script = runner.describe(step)
+        async with services.sessions() as db, db.begin():
+            row = await service.start_step(
+                db_session=db,
+                request_id=request_id,
+                idx=idx,
+                title=step.title,
+                command=command,
+                script=script,
+                now=services.clock(),
+            )
+            step_id = row.id
+        await notify(await load())
+        outcome = await runner.run(step)
+        async with services.sessions() as db, db.begin():
+            await service.finish_step(
+                db_session=db,
+                step_id=step_id,
+                ok=outcome.ok,
+                exit_status=outcome.exit_status,
+                stdout=outcome.stdout,
+                stderr=outcome.stderr,
+                summary=outcome.summary,
+                now=services.clock(),
+            )
+        summaries[idx] = outcome.summary
+        if not outcome.ok:
+            already = "; ".join(done) or "nothing"
+            failure = (
+                f"Stopped at step {idx} of {len(plan.steps)} ({step.title}): {outcome.summary}\n"
+                f"Already done: {already}. Later steps were not run."
+            )
+            if outcome.journal is not None:
+                extra["journal"] = outcome.journal.to_json()
+            if outcome.health is not None:
+                extra["next"] = ["restart"] + (["pivot_back"] if plan.spec.kind is ActionKind.PIVOT else [])
+            elif plan.spec.kind is ActionKind.PIVOT and done:  # the old model was stopped and nothing was started
+                # GPU processes still held the GPUs: offer to end them and go on, as a new plan to approve
+                extra["next"] = (["kill_continue"] if outcome.holders else []) + ["pivot_back"]
+                if outcome.holders:
+                    extra["holders"] = list(outcome.holders)
+            break
+        done.append(step.title)
+        await notify(await load())
+    lines = await _result_lines(services, runner, plan, len(done), summaries)
+    after = await check_host(services=services, host_name=plan.spec.host, requested_by=f"action #{request_id}")
+    verdict = after.assessment.verdict
+    reasons = [r.text for r in after.assessment.reasons if r.severity is not Severity.NOTE]
+    lines.append(
+        f"{plan.spec.host} now: {verdict_text(verdict, after.assessment.serving)}"
+        + (f" ({reasons[0]})" if reasons else "")
+        + f" · snapshot #{after.snapshot_id}"
+    )
+    await _transition(
+        services,
+        request_id,
+        [State.EXECUTING],
+        State.FAILED if failure else State.DONE,
+        message=failure,
+        after_snapshot_id=after.snapshot_id,
+        result={"lines": lines, "verdict": verdict.value, **extra},
+    )
+    view = await load()
+    await notify(view)
+    return view
+
+
+async def _result_lines(
+    services: Services, runner: StepRunner, plan: Plan, steps_done: int, summaries: dict[int, str]
+) -> list[str]:
+    """What was achieved: bytes freed and free now, processes ended, unit states."""
+    ran = list(enumerate(plan.steps[:steps_done], 1))
+    deleted = [s.item for _, s in ran if isinstance(s, DeleteStep)]
+    lines = []
+    if deleted:
+        freed = sum(it.size_bytes or 0 for it in deleted)
+        mounts = sorted({it.mount for it in deleted if it.mount})
+        free = await runner.free_bytes(mounts)
+        now = ", ".join(f"{human_bytes(v)} free on {m}" for m, v in free.items() if v is not None)
+        lines.append(
+            f"freed {human_bytes(freed)} ({len(deleted)} path{'s' if len(deleted) > 1 else ''})"
+            + (f"; {now}" if now else "")
+        )
+    lines += [summaries[i] for i, s in ran if isinstance(s, KillStep)]
+    if plan.spec.kind is not ActionKind.KILL:
+        lines += [
+            summaries.get(i, "") if s.health is not None else s.title.split(" (check")[0] + ": done"
+            for i, s in ran
+            if isinstance(s, UnitStep)
+        ]
+    return lines

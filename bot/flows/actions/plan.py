@@ -1,0 +1,209 @@
+"""The data of a plan: what exactly will be touched, the steps, and the expected result.
+
+A :class:`Plan` is stored as JSON on the request (``Plan.to_json`` / ``Plan.from_json``) and is
+what approvers approve: execution runs *its* steps, after a fresh plan was compared with it.
+Sizes are bytes, GPU memory MiB. ``start_time`` is field 22 of ``/proc/PID/stat`` (clock ticks
+since boot) as text; ``cmd_sha`` the SHA-256 of the raw ``/proc/PID/cmdline``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from bot.domain.privilege.rights import Via
+from bot.flows.actions.kinds import ActionSpec
+from bot.flows.actions.unit_up import HealthCheck
+from bot.foundation.db import versioned
+
+PLAN_SCHEMA_VERSION = 2
+"""Version of :meth:`Plan.to_json`'s shape. 1: the first (rows before versions have no key), steps
+as ``op`` + ``args``; 2: typed steps (:data:`Step`)."""
+
+
+@dataclass(frozen=True)
+class PathItem:
+    """A path to delete: ``path`` as asked, ``real`` as resolved on the host (``realpath -e``),
+    ``root`` the resolved allowed root it lies strictly under; ``mount``/``avail_bytes``: its
+    filesystem's mount point and free bytes at plan time (``df``)."""
+
+    path: str
+    real: str
+    root: str
+    file_type: str
+    size_bytes: int | None
+    mount: str | None = None
+    avail_bytes: int | None = None
+    allowed_root: str | None = None
+    """The allowed root as configured (what sudoers pins for ``gpubot-priv delete``); ``None`` in
+    plans stored before it existed (then ``root``)."""
+
+
+@dataclass(frozen=True)
+class ProcItem:
+    """A GPU compute process to end, identified by pid *and* start time *and* command line."""
+
+    pid: int
+    name: str
+    gpu: int | None
+    used_mib: int | None
+    start_time: str
+    cmd_sha: str
+    cmdline: str
+    user: str | None = None
+    """Its owner as ``ps`` named it at plan time (``None`` in plans stored before it existed)."""
+    owner: str | None = None
+    """What it belongs to, from its cgroup: a unit (``vllm-glm5.service``), a container
+    (``docker NAME``), a Kubernetes pod; ``None``: nothing (or not read)."""
+
+
+@dataclass(frozen=True)
+class UnitItem:
+    """A systemd unit and its state at plan time."""
+
+    name: str
+    active_state: str | None
+    sub_state: str | None = None
+
+
+Verb = Literal["stop", "start", "restart"]
+"""What a :class:`UnitStep` asks of systemctl."""
+
+
+@dataclass(frozen=True)
+class DeleteStep:
+    """Delete one resolved path (:func:`bot.flows.actions.remote.delete_script`)."""
+
+    title: str
+    item: PathItem
+    via: Via | None = None
+    """How the step gets its privilege (see :mod:`bot.domain.privilege.rights`); ``None`` in plans stored
+    before it existed, which run as the SSH user as they always did."""
+    op: Literal["delete"] = "delete"
+
+
+@dataclass(frozen=True)
+class KillStep:
+    """End planned GPU processes: SIGTERM, then SIGKILL after the grace time
+    (:func:`~bot.flows.actions.remote.kill_script`)."""
+
+    title: str
+    procs: tuple[ProcItem, ...]
+    via: Via | None = None
+    op: Literal["kill"] = "kill"
+
+
+@dataclass(frozen=True)
+class UnitStep:
+    """``systemctl VERB -- UNIT`` then wait until its ActiveState is one of ``expect``; with
+    ``health`` (start, restart) the step ends only once the unit is up (:mod:`bot.flows.actions.unit_wait`)."""
+
+    title: str
+    verb: Verb
+    unit: str
+    expect: tuple[str, ...]
+    health: HealthCheck | None = None
+    via: Via | None = None
+    op: Literal["unit"] = "unit"
+
+
+@dataclass(frozen=True)
+class WaitGpusStep:
+    """Poll the GPUs until every one is free (read-only)."""
+
+    title: str
+    op: Literal["wait_gpus"] = "wait_gpus"
+
+
+@dataclass(frozen=True)
+class CheckDiskStep:
+    """Check that the filesystem of ``path`` has ``need_bytes`` free (read-only)."""
+
+    title: str
+    path: str
+    need_bytes: int
+    op: Literal["check_disk"] = "check_disk"
+
+
+Step = Annotated[DeleteStep | KillStep | UnitStep | WaitGpusStep | CheckDiskStep, Field(discriminator="op")]
+"""One step of a plan, told apart by ``op``. Code that handles steps ``match``es on the class and
+ends with ``assert_never``, so a new kind fails type-checking until every place handles it."""
+
+ChangingStep = DeleteStep | KillStep | UnitStep
+"""The steps that change the host (and so carry ``via``)."""
+
+
+def _upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 kept each step as ``{"op", "title", "args": {...}}``; version 2 types each kind's fields."""
+    if not isinstance(doc.get("steps"), list):
+        return doc  # malformed: validation names it
+    steps = []
+    for st in doc["steps"]:
+        if not isinstance(st, dict) or "args" not in st:
+            steps.append(st)
+            continue
+        a = dict(st.get("args") or {})
+        op, via = st.get("op"), a.pop("via", None)
+        new: dict[str, Any] = {"op": op, "title": st.get("title")}
+        if op == "delete":
+            new |= {"item": a, "via": via}
+        elif op == "kill":
+            new |= {"procs": a.get("procs"), "via": via}
+        elif op == "unit":
+            health = a.get("health")
+            new |= {
+                "verb": a.get("verb"),
+                "unit": a.get("unit"),
+                "expect": a.get("expect"),
+                "via": via,
+                "health": HealthCheck.from_json(health).to_json() if isinstance(health, dict) else None,
+            }
+        elif op == "check_disk":
+            new |= {"path": a.get("path"), "need_bytes": a.get("need_bytes")}
+        steps.append(new)
+    return {**doc, "steps": steps}
+
+
+PLAN_UPGRADES: dict[int, versioned.Upgrade] = {1: _upgrade_v1}
+"""``{N: fn}``: fn turns a version-N plan dict into version N+1 (see :mod:`bot.foundation.db.versioned`)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything an approver sees and an executor runs."""
+
+    spec: ActionSpec
+    snapshot_id: int | None
+    steps: list[Step]
+    lines: list[str]
+    expected: str
+    paths: list[PathItem] = field(default_factory=list)
+    procs: list[ProcItem] = field(default_factory=list)
+    units: list[UnitItem] = field(default_factory=list)
+    volume: str | None = None
+    volume_avail_bytes: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def freed_bytes(self) -> int:
+        """Bytes the planned deletions free (sizes measured at plan time)."""
+        return sum(p.size_bytes or 0 for p in self.paths)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored shape (``action_requests.plan``), with ``schema_version``."""
+        d = asdict(self)
+        d["spec"] = self.spec.to_json()
+        d[versioned.VERSION_KEY] = PLAN_SCHEMA_VERSION
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Plan:
+        """Load a stored plan of any version up to :data:`PLAN_SCHEMA_VERSION` (its spec through
+        :meth:`ActionSpec.from_json`); raises :class:`~bot.foundation.errors.StoredShapeError`."""
+        doc = versioned.upgrade(d, version=PLAN_SCHEMA_VERSION, upgrades=PLAN_UPGRADES, what="a stored plan")
+        spec = ActionSpec.from_json(doc.get("spec") or {})
+        return versioned.load(
+            {**doc, "spec": spec}, cls, version=PLAN_SCHEMA_VERSION, upgrades={}, what="a stored plan"
+        )

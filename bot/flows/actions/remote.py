@@ -1,0 +1,328 @@
+"""The exact shell commands actions run on a host, and parsers for what they print.
+
+Rules kept here: every value that came from a user or from a host (paths, unit names, PIDs,
+start times) reaches the shell only through :func:`shlex.quote` or as a validated integer, and
+only after validation by the caller; names a host prints are hex-encoded on the host (``od``) so
+no file name can break the framing. Outputs are framed like probe batches
+(:mod:`bot.probing.probes.frames`), one SSH round trip per call of
+:func:`bot.probing.probes.engine.run_framed`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+from collections.abc import Sequence
+
+from bot.domain.privilege.sudoers import delete_argv, helper_shared, sudo_line, unit_argv
+from bot.flows.actions.exits import StepExit
+from bot.flows.actions.plan import PathItem, ProcItem
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.nvidia_smi import parse_gpu_report
+from bot.probing.probes.nvml import parse_nvml
+from bot.probing.probes.readings import GpuReport
+from bot.probing.probes.script import APPS_COMMAND, gpu_query_command, nvml_command
+
+q = shlex.quote
+HEX = "od -An -v -tx1 | tr -d ' \\n'"
+"""Pipe stage printing its input as lowercase hex (names survive any byte but NUL)."""
+STOPPED = ("inactive", "failed")
+RUNNING = ("active",)
+
+
+def unhex(text: str) -> str | None:
+    """Decode a hex-encoded name; ``None`` when it is not UTF-8."""
+    try:
+        return bytes.fromhex(text.strip()).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def keyvalues(stdout: str) -> dict[str, str]:
+    """``key=value`` lines as a dict (the last value of a key wins)."""
+    return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
+
+
+# --- Paths ---------------------------------------------------------------------------------------
+def resolve_commands(paths: list[str], roots: list[str]) -> list[tuple[str, str]]:
+    """Resolve roots (``root.J``: hex real path) and paths (``path.I``: ``real``, ``type``,
+    ``mount``) on the host. ``mount`` is ``no``, or (hex) the first mount point of
+    ``/proc/self/mountinfo`` at the path, on the way to it from the deepest root it lies under, or
+    below it (the helper's ``mounts_near``). A path that does not exist exits 3; one the SSH user
+    may not look at (a folder on the way it may not search) exits 4 with ``realpath``'s message on
+    stderr (:class:`StepExit`)."""
+    cmds = [
+        (f"root.{j}", f"r=$(realpath -e -- {q(r)}) || exit {StepExit.GONE:d}; printf '%s' \"$r\" | {HEX}")
+        for j, r in enumerate(roots)
+    ]
+    listed = " ".join(q(r) for r in roots)
+    for i, p in enumerate(paths):
+        cmds.append(
+            (
+                f"path.{i}",
+                helper_shared()
+                + "; ".join(
+                    [
+                        f'r=$(realpath -e -- {q(p)} 2>&1) || {{ case "$r" in *\'ermission denied\'*) echo "$r" >&2; '
+                        f"exit {StepExit.REFUSED:d};; esac; exit {StepExit.GONE:d}; }}",
+                        f"printf 'real=%s\\n' \"$(printf '%s' \"$r\" | {HEX})\"",
+                        'printf \'type=%s\\n\' "$(stat -c %F -- "$r")"',
+                        "best=",
+                        f'for g in {listed}; do rr=$(realpath -e -- "$g" 2>/dev/null) || continue; '
+                        'case $r in "${rr%/}"/?*) [ ${#rr} -gt ${#best} ] && best=$rr;; esac; done',
+                        '[ -n "$best" ] || best=$r',
+                        'if m=$(mounts_near "$best" "$r"); then echo mount=no; else printf \'mount=%s\\n\' '
+                        f'"$(printf \'%s\' "$m" | {HEX})"; fi',
+                    ]
+                ),
+            )
+        )
+    return cmds
+
+
+def size_commands(reals: list[str]) -> list[tuple[str, str]]:
+    """``du.I`` (bytes, one filesystem) and ``df.I`` (its filesystem) of resolved paths."""
+    cmds: list[tuple[str, str]] = []
+    for i, r in enumerate(reals):
+        cmds += [(f"du.{i}", f"du -sxb -- {q(r)}"), (f"df.{i}", f"df -P -B1 -- {q(r)}")]
+    return cmds
+
+
+def hf_entries_command(hub: str, repo: str | None) -> list[tuple[str, str]]:
+    """List (hex, one per line) the cache entries under ``hub``: one repo's folders
+    (``models--ORG--NAME`` and its dataset/space twins) or every ``*--*`` entry. Exit
+    :attr:`StepExit.GONE`: no hub."""
+    if repo:
+        org, name = repo.split("/", 1)
+        globs = " ".join(f'"$hub"/{q(f"{t}--{org}--{name}")}' for t in ("models", "datasets", "spaces"))
+    else:
+        globs = '"$hub"/models--* "$hub"/datasets--* "$hub"/spaces--*'
+    return [
+        (
+            "hf",
+            (
+                f'hub={q(hub)}; [ -d "$hub" ] || exit {StepExit.GONE:d}; for e in {globs}; do '
+                f'[ -e "$e" ] || [ -L "$e" ] || continue; printf \'%s\' "$e" | {HEX}; echo; done'
+            ),
+        )
+    ]
+
+
+def delete_script(item: PathItem, *, helper: str | None = None) -> tuple[str, str]:
+    """``(display command, script)`` deleting one planned path, re-checked at the moment it runs:
+    the path as typed must still resolve to the planned real path; then the helper's own
+    ``delete_path`` (:func:`bot.domain.privilege.sudoers.helper_shared`, one implementation) checks the
+    allowed root's walk, that the real path lies strictly under it, the mount table, enters the
+    parent (``cd -P``) and removes the last component relative to it (``rm`` stays on one
+    filesystem). Without ``helper`` it runs as the SSH user itself (``self``: the folders above the
+    root must belong to root or that user); with ``helper`` (its path on the host) the deletion is
+    ``sudo -n HELPER delete ROOT REAL`` (``ROOT`` as configured, pinned by sudoers), the same check
+    as root. The display command is what removes: the sudo line, or without ``helper`` the
+    ``cd -P -- PARENT && rm -rf --one-file-system -- ./NAME`` that ``delete_path`` runs after its checks. Exit
+    (:class:`StepExit`) ``GONE``; ``REFUSED`` (the reason on stdout); ``STILL_THERE`` after ``rm``."""
+    p, real = item.path, item.real
+    root = item.allowed_root or item.root
+    recheck = _resolves_still(p, real)
+    if helper:
+        argv = delete_argv(helper, root, real)
+        return sudo_line(argv), "\n".join([*recheck, sudo_line(argv)])
+    script = helper_shared() + "\n".join([*recheck, f"delete_path self {q(root)} {q(real)}"])
+    parent, name = posixpath.split(real.rstrip("/"))
+    return f"cd -P -- {q(parent or '/')} && rm -rf --one-file-system -- {q('./' + name)}", script
+
+
+def _resolves_still(p: str, real: str) -> list[str]:
+    gone, refused = f"exit {StepExit.GONE:d}", f"exit {StepExit.REFUSED:d}"
+    return [
+        "export LC_ALL=C",
+        f"r=$(realpath -e -- {q(p)}) || {{ echo {q(f'{p} no longer exists')}; {gone}; }}",
+        f'[ "$r" = {q(real)} ] || {{ echo {q(p + " now resolves to ")}"$r"{q(", not " + real)}; {refused}; }}',
+    ]
+
+
+# --- Processes -----------------------------------------------------------------------------------
+def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
+    """``proc.PID``: ``state``, ``start`` (field 22 of /proc/PID/stat), ``sha`` of the raw
+    cmdline, ``cmd`` (hex of its first 512 bytes), ``exe`` (hex of /proc/PID/exe's target; empty
+    when the SSH user may not read it: another user's process). Exit :attr:`StepExit.GONE`: no such process;
+    :attr:`StepExit.REFUSED`: the SSH user may not read it (``/proc`` mounted with ``hidepid``;
+    the reason on stderr)."""
+    gone, refused = f"exit {StepExit.GONE:d}", f"exit {StepExit.REFUSED:d}"
+    return [
+        (
+            f"proc.{int(pid)}",
+            "; ".join(
+                [
+                    f"[ -d /proc/{int(pid)} ] || {{ grep -qE '^proc /proc proc [^ "
+                    "]*hidepid=(1|2|noaccess|invisible)' /proc/mounts "
+                    f"&& {{ echo '/proc is mounted with hidepid: processes of other users are hidden from '\"$(id "
+                    f'-un)" >&2; {refused}; }}; {gone}; }}',
+                    f's=$(cat /proc/{int(pid)}/stat 2>&1) || {{ [ -d /proc/{int(pid)} ] || {gone}; echo "$s" >&2; '
+                    f"{refused}; }}",
+                    f"[ -r /proc/{int(pid)}/cmdline ] || {{ echo 'cannot read /proc/{int(pid)}/cmdline' >&2; "
+                    f"{refused}; }}",
+                    "s=${s##*) }",
+                    "set -- $s",
+                    'printf \'state=%s\\nstart=%s\\n\' "$1" "${20}"',
+                    f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
+                    f"printf 'cmd=%s\\n' \"$(head -c 512 /proc/{int(pid)}/cmdline | {HEX})\"",
+                    f"e=$(readlink -- /proc/{int(pid)}/exe 2>/dev/null); printf 'exe=%s\\n' \"$(printf '%s' \"$e\" | "
+                    f'{HEX})"',
+                ]
+            ),
+        )
+        for pid in pids
+    ]
+
+
+CHECK_FN = """chk() {
+  c_stat=$(cat /proc/$1/stat 2>/dev/null) || return 1
+  c_start=$2; c_sha=$3; c_pid=$1
+  c_stat=${c_stat##*) }
+  set -- $c_stat
+  [ "$1" = Z ] && return 1
+  [ "${20}" = "$c_start" ] || return 2
+  [ "$(sha256sum < /proc/$c_pid/cmdline 2>/dev/null | cut -c1-64)" = "$c_sha" ] || return 2
+  return 0
+}"""
+"""``chk PID START SHA``: 0 the planned process lives; 1 gone (or a zombie); 2 the PID now
+belongs to another process (different start time or command line)."""
+
+
+def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None = None) -> tuple[str, str]:
+    """``(display command, script)``: SIGTERM each planned process that is still *the same*
+    process, wait up to ``grace_s`` seconds, SIGKILL the survivors (re-checked again), then
+    confirm. Prints ``PID term|kill|gone|spared|alive`` lines (``PID denied REASON`` when sudo
+    refused, ``PID refused REASON`` when the process is a system daemon now); exit
+    :attr:`StepExit.ALIVE` if any is still alive, :attr:`StepExit.REFUSED` if one was refused,
+    :attr:`StepExit.SUDO_REFUSED` if sudo refused one. Without ``helper`` (as root or as the bot
+    user) each signal first reads ``/proc/PID/exe`` again with the helper's shared ``system_daemon``
+    check (:func:`bot.domain.privilege.sudoers.helper_shared`, the one ``SYSTEM_DAEMONS`` list). With ``helper`` (its
+    path on
+    the host) each signal is ``sudo -n HELPER kill SIG PID START SHA``, which re-checks the
+    process as root (exit 1 gone, 2 spared)."""
+    for p in procs:
+        if not p.start_time.isdecimal() or not all(c in "0123456789abcdef" for c in p.cmd_sha):
+            raise ValueError("a planned process has a malformed start time or command hash")
+    ids = [(int(p.pid), q(p.start_time), q(p.cmd_sha)) for p in procs]
+    ticks = max(1, int(grace_s / 0.2))
+    if helper:
+        sig = (
+            "sig() { o=$(sudo -n " + q(helper) + ' kill "$1" "$2" "$3" "$4" 2>&1); r=$?; '
+            "[ $r -gt 2 ] && printf '%s denied %s\\n' \"$2\" \"$(printf '%s' \"$o\" | tr '\\n' ' ')\"; return $r; }"
+        )
+        shared = ""
+    else:
+        # as root or as the bot user: the executable is read again right before each signal, with
+        # the helper's own list and check (a system daemon that took a planned PID is never signalled)
+        sig = (
+            'sig() { e=$(system_daemon "$2"); case $? in '
+            '0) echo "$2 refused pid $2 is $e, a system daemon (never killed by gpubot: stop its unit instead)"; '
+            "return 3;; "
+            '2) [ -d /proc/$2 ] || return 1; echo "$2 refused cannot read /proc/$2/exe"; return 3;; esac; '
+            "kill -$1 $2 2>/dev/null; }"
+        )
+        shared = helper_shared()
+    lines = [shared + "export LC_ALL=C", CHECK_FN, sig, "term=' '", "denied=", "refused="]
+    for pid, start, sha in ids:
+        lines.append(
+            f"chk {pid} {start} {sha}; case $? in "
+            f"0) sig TERM {pid} {start} {sha}; case $? in 0) echo '{pid} term'; term=\"$term{pid} \";; "
+            f"1) echo '{pid} gone';; 2) echo '{pid} spared';; 3) refused=1;; *) denied=1;; esac;; "
+            f"1) echo '{pid} gone';; *) echo '{pid} spared';; esac"
+        )
+
+    def each_signalled(body: str) -> str:
+        return (
+            " ".join(
+                f"case \"$term\" in *' {pid} '*) {body.format(pid=pid, start=start, sha=sha)};; esac;"
+                for pid, start, sha in ids
+            )
+            or ":"
+        )
+
+    lines += [
+        "n=0",
+        f"while [ $n -lt {ticks} ]; do alive=0; "
+        + each_signalled("chk {pid} {start} {sha} && alive=1")
+        + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
+        each_signalled(
+            "chk {pid} {start} {sha} && {{ sig KILL {pid} {start} {sha}; case $? in 0) echo '{pid} kill';; "
+            "3) refused=1;; esac; }}"
+        ),
+        "n=0; while [ $n -lt 10 ]; do alive=0; "
+        + each_signalled("chk {pid} {start} {sha} && alive=1")
+        + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
+        "rc=0; "
+        + each_signalled(f"chk {{pid}} {{start}} {{sha}} && {{{{ echo '{{pid}} alive'; rc={StepExit.ALIVE:d}; }}}}"),
+        f'[ -n "$refused" ] && rc={StepExit.REFUSED:d}',
+        f'[ -n "$denied" ] && rc={StepExit.SUDO_REFUSED:d}',
+        "exit $rc",
+    ]
+    how = f"sudo -n {helper} kill" if helper else "kill"
+    display = f"{how} -TERM {' '.join(str(i[0]) for i in ids)}; after {grace_s:g} s {how} -KILL survivors"
+    return display, "\n".join(lines)
+
+
+def kill_results(stdout: str) -> dict[int, str]:
+    """Last word per PID from :func:`kill_script`: ``terminated``, ``killed``, ``gone``,
+    ``spared`` (the PID was reused) or ``alive``."""
+    out: dict[int, str] = {}
+    words = {"term": "terminated", "kill": "killed", "gone": "gone", "spared": "spared", "alive": "alive"}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdecimal() and parts[1] in words:
+            out[int(parts[0])] = words[parts[1]]
+        elif len(parts) > 2 and parts[0].isdecimal() and parts[1] in ("denied", "refused"):
+            out[int(parts[0])] = parts[1] + ": " + " ".join(parts[2:])[:200]
+    return out
+
+
+# --- Units, GPUs, disk ---------------------------------------------------------------------------
+def unit_script(
+    verb: str, unit: str, expect: tuple[str, ...], wait_s: float, *, systemctl: str | None = None
+) -> tuple[str, str]:
+    """``(display, script)``: ``systemctl VERB -- UNIT``, then poll ``ActiveState`` until it is
+    one of ``expect`` (exit 0) or ``wait_s`` passes (exit :attr:`StepExit.NOT_REACHED`). Prints
+    ``ActiveState=…``; when systemctl itself fails, its exit status and ``systemctl exited N``. With
+    ``systemctl`` (its absolute path on the host) the change runs as ``sudo -n SYSTEMCTL VERB --
+    UNIT``, exactly the line sudoers allows; the polling stays unprivileged."""
+    if verb not in ("stop", "start", "restart") or not set(expect) <= {*STOPPED, *RUNNING}:
+        raise ValueError(f"bad unit step {verb} {expect}")
+    u = q(unit)
+    ticks = max(1, int(wait_s / 0.5))
+    change = sudo_line(unit_argv(systemctl, verb, unit)) if systemctl else f"systemctl {verb} -- {u}"
+    script = "\n".join(
+        [
+            "export LC_ALL=C",
+            f"{change}; rc=$?",
+            '[ $rc -eq 0 ] || { echo "systemctl exited $rc"; exit $rc; }',
+            "n=0",
+            "while :; do",
+            f"  st=$(systemctl show -p ActiveState --value -- {u})",
+            f'  case "$st" in {"|".join(expect)}) echo "ActiveState=$st"; exit 0;; esac',
+            f'  n=$((n+1)); [ $n -ge {ticks} ] && {{ echo "ActiveState=$st"; exit {StepExit.NOT_REACHED:d}; }}',
+            "  sleep 0.5",
+            "done",
+        ]
+    )
+    return change, script
+
+
+def gpu_commands(backend: str) -> list[tuple[str, str]]:
+    """The probe batch's GPU commands alone (for the "wait until GPUs are free" loop)."""
+    if backend == "nvml":
+        return [("nvml", nvml_command())]
+    return [("gpus", gpu_query_command()), ("apps", APPS_COMMAND)]
+
+
+def parse_gpus(outputs: dict[str, ProbeOutput], backend: str) -> GpuReport:
+    """A :class:`GpuReport` from :func:`gpu_commands`' outputs (parsers of the probe batch)."""
+    missing = ProbeOutput("?", "", "the GPU probe did not run", None)
+    if backend == "nvml":
+        return parse_nvml(outputs.get("nvml", missing))
+    return parse_gpu_report(outputs.get("gpus", missing), outputs.get("apps"))
+
+
+def df_command(path: str) -> list[tuple[str, str]]:
+    return [("df", f"df -P -B1 -- {q(path)}")]

@@ -1,0 +1,105 @@
+"""The I/O a flow needs, passed in by the composition root (never imported as globals)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.foundation.config import Settings
+from bot.foundation.db.base import utcnow
+from bot.foundation.db.session import SessionFactory
+from bot.foundation.errors import SshConfigRefused
+from bot.foundation.lifecycle import WorkGate
+from bot.probing.ssh.runner import Runner
+from bot.probing.ssh.target import HostTarget
+
+Clock = Callable[[], datetime]
+"""Returns the current time, timezone-aware UTC (:func:`bot.foundation.db.base.utcnow` outside tests)."""
+
+
+@functools.cache
+def process_identity() -> str:
+    """This process as recorded on the action requests it runs: ``hostname:pid:nonce`` (hostname
+    cut to 32 characters; the nonce tells a restarted process that reuses a PID from the old one).
+    Computed once per process, when the first :class:`Services` is built at start-up (not at import),
+    so every Services of one process (the start-up sweep's, the app's) is the same executor."""
+    return f"{socket.gethostname()[:32]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Services:
+    """Settings, a database session factory, a runner for probe batches and the clock.
+
+    ``clock`` is the one source of "now" for flows: snapshot times, request expiry, the cutoff for
+    a stale heartbeat, history windows.
+    Tests pass another (``dataclasses.replace(services, clock=...)``) to store a snapshot taken
+    30 hours ago through the same code that stores today's. ``gate`` counts the probes in
+    flight and refuses new ones during a shutdown (:mod:`bot.foundation.lifecycle`). ``executor_id`` is this
+    process's identity (:func:`process_identity`), computed when the services are built at start-up."""
+
+    settings: Settings
+    sessions: SessionFactory
+    runner: Runner
+    engine: AsyncEngine | None = None
+    clock: Clock = utcnow
+    fleet_loop: Any = None
+    """A :class:`~bot.flows.status.loop_thread.LoopThread` that runs fleet fan-outs off this loop
+    (``None``: they run here)."""
+    fleet_jobs: Any = None
+    """Runs fleet fan-outs in worker processes (:class:`bot.flows.workers.dispatch.FleetJobs`; ``None``:
+    in this process). Set for ``gpubot serve`` only; a worker's own services have none."""
+    gate: WorkGate = field(default_factory=WorkGate)
+    executor_id: str = field(default_factory=process_identity)
+
+    def runner_known_hosts(self) -> str:
+        """The known_hosts file the SSH runner verifies against (expanded)."""
+        import os
+
+        ssh = getattr(self.runner, "ssh", self.runner)
+        return getattr(ssh, "known_hosts", os.path.expanduser(self.settings.known_hosts))
+
+    def reached(self, target: HostTarget) -> HostTarget:
+        """``target`` as the SSH runner reaches it (ssh_config ``HostName``, ``Port``, ``User``,
+        ``ProxyJump`` filled in: :meth:`~bot.probing.ssh.runner.SshRunner.effective`); ``target`` when the
+        runner reads no ssh_config."""
+        ssh = getattr(self.runner, "ssh", self.runner)
+        return cast(HostTarget, ssh.effective(target)) if hasattr(ssh, "effective") else target
+
+    def ssh_aliases(self) -> frozenset[str]:
+        """The host names the SSH runner's ssh_config file defines (lower case; empty without a
+        file, or when the file is refused: using it then says why)."""
+        ssh = getattr(self.runner, "ssh", self.runner)
+        try:
+            return cast(frozenset[str], ssh.aliases()) if hasattr(ssh, "aliases") else frozenset()
+        except SshConfigRefused:
+            return frozenset()
+
+    async def __aenter__(self) -> Services:
+        """``async with Services(...) as services:`` for services put together by hand (tests with a
+        runner of their own); closed on leaving (:meth:`close`). Built from settings, they come from
+        :func:`bot.entry.wiring.build_services`, which closes them too."""
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop the fleet loop; close the runner's pooled SSH connections; dispose the engine when
+        this object owns one."""
+        if self.fleet_jobs is not None:
+            await self.fleet_jobs.close()
+        if self.fleet_loop is not None:
+            await self.fleet_loop.close()
+        close = getattr(self.runner, "close", None)
+        if close is not None:
+            await close()
+        if self.engine is not None:
+            await self.engine.dispose()

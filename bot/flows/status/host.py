@@ -1,0 +1,327 @@
+"""``status HOST``: probe a host, judge it, store the snapshot, return a report."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.domain.hosts import service as hosts
+from bot.domain.hosts.models import Host
+from bot.domain.hosts.probe_settings import validate_overrides
+from bot.domain.observability.logs import log_context
+from bot.domain.observability.metrics import observe_probe
+from bot.domain.readiness.verdict import (
+    Assessment,
+    KnownGpu,
+    Reason,
+    Requirements,
+    Severity,
+    Verdict,
+    assess,
+    not_probed,
+    unreachable,
+)
+from bot.domain.snapshots import inventory
+from bot.domain.snapshots import service as snapshots
+from bot.flows.services import Services
+from bot.foundation.config import ProbeSettings, UnitHealth
+from bot.foundation.errors import DatabaseUnavailable, GpubotError, ProbeSettingsError
+from bot.foundation.lifecycle import resume
+from bot.foundation.names import endpoint
+from bot.probing.probes.engine import ProbeResult, run_probe
+from bot.probing.probes.readings import Readings
+from bot.probing.probes.script import ProbePlan
+from bot.probing.ssh.target import HostTarget
+
+log = logging.getLogger("gpubot.status")
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """What ``status`` found: the verdict, the readings (``None`` if unreachable), the snapshot."""
+
+    host: str
+    where: str
+    snapshot_id: int | None
+    taken_at: datetime
+    duration_ms: int
+    assessment: Assessment
+    readings: Readings | None
+    error: str | None = None
+    need_bytes: int | None = None
+    units_expected: dict[str, str] = field(default_factory=dict)
+    store_error: str | None = None
+    """Set when the snapshot could not be written; the verdict is still shown."""
+
+
+def plan_for(settings: ProbeSettings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
+    """The probe plan and requirements: the probe settings (``settings.probes``), overridden by the host's
+    ``probe`` dict, plus the weight ``paths`` the user named."""
+    o: dict[str, Any] = validate_overrides(host.probe, host=host.name) if host else {}
+    units: dict[str, str] = dict(o.get("units", settings.units))
+    folders = tuple(dict.fromkeys([*o.get("weight_paths", settings.weight_paths), *paths]))
+    own = o.get("unit_health") or {}
+    urls = tuple(UnitHealth.model_validate(own[u] if u in own else settings.unit_health.get(u, {})).url for u in units)
+    plan = ProbePlan(
+        volumes=tuple(o.get("model_volumes", settings.model_volumes)) or ("/",),
+        folders=folders,
+        hf_cache=o.get("hf_cache", settings.hf_cache),
+        units=tuple(units),
+        health_urls=urls,
+        health_timeout_s=settings.unit_health_http_timeout_s,
+        probe_timeout_s=settings.probe_timeout_s,
+        gpu_timeout_s=settings.gpu_probe_timeout_s,
+        deadline_s=max(5, int(settings.batch_timeout_s) - 5),
+        gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)),
+        gpu_backend=o.get("gpu_backend", settings.gpu_backend),
+    )
+    req = Requirements(
+        gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)),
+        units=units,
+        expected_gpus=o.get("expected_gpus", settings.expected_gpus),
+        slow_gpu_probe_s=settings.gpu_slow_s,
+    )
+    return plan, req
+
+
+def judge(result: ProbeResult, req: Requirements) -> Assessment:
+    """The verdict of one probe result: *unreachable* when it never ran or the connection was
+    lost (what arrived is still in ``result.readings``), else :func:`assess` of the readings."""
+    if result.readings is None:
+        return not_probed(result.error or "no answer", result.error_kind or "unreachable")
+    if result.error_kind == "connection_lost":
+        return unreachable(result.error or "connection lost", result.error_kind)
+    return assess(result.readings, req)
+
+
+def _where(target: HostTarget) -> str:
+    if target.transport == "local":
+        return "local"
+    via = f" via {target.jump}" if target.jump else ""
+    return f"{target.user + '@' if target.user else ''}{endpoint(target.address, target.port)}{via}"
+
+
+async def probe_and_judge(
+    *,
+    services: Services,
+    target: HostTarget,
+    host: Host | None,
+    need_bytes: int | None = None,
+    paths: tuple[str, ...] = (),
+    known: tuple[KnownGpu, ...] = (),
+) -> tuple[ProbeResult, Assessment, Requirements]:
+    """Probe ``target`` once and judge it; no database. ``known`` are the GPUs the host showed
+    before (:func:`bot.domain.snapshots.inventory.known`). Never raises for the host's failures
+    (invalid stored probe settings read *unknown*, an unreachable host *unreachable*). Counts the
+    probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``)."""
+    try:
+        plan, req = plan_for(services.settings.probes, host, paths)
+    except ProbeSettingsError as exc:
+        result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
+        return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
+    req = replace(req, need_bytes=need_bytes, known_gpus=known)
+    result = await run_probe(
+        target=target,
+        plan=plan,
+        runner=services.runner,
+        timeout=services.settings.batch_timeout_s,
+        clock=services.clock,
+    )
+    assessment = judge(result, req)
+    observe_probe(verdict=assessment.verdict.value, error_kind=result.error_kind, duration_ms=result.duration_ms)
+    return result, assessment, req
+
+
+def make_report(
+    target: HostTarget,
+    result: ProbeResult,
+    assessment: Assessment,
+    req: Requirements,
+    *,
+    need_bytes: int | None = None,
+    snapshot_id: int | None = None,
+    store_error: str | None = None,
+) -> StatusReport:
+    """The :class:`StatusReport` of one judged probe."""
+    return StatusReport(
+        host=target.name,
+        where=_where(target),
+        snapshot_id=snapshot_id,
+        taken_at=result.taken_at,
+        duration_ms=result.duration_ms,
+        assessment=assessment,
+        readings=result.readings,
+        error=result.error,
+        need_bytes=need_bytes,
+        units_expected=req.units,
+        store_error=store_error,
+    )
+
+
+INTERRUPTED = "interrupted"
+"""The error kind of a probe cut off by the bot's shutdown (its host reads *unknown*)."""
+
+
+def interrupted_result(services: Services, target: HostTarget, taken_at: datetime, *, rerun: str) -> ProbeResult:
+    """The stored result of a probe of ``target`` that the bot's shutdown cut off (``taken_at``: when it
+    started): no readings, error kind :data:`INTERRUPTED`, and how to probe it again (``rerun``)."""
+    ms = int((services.clock() - taken_at).total_seconds() * 1000)
+    return ProbeResult(
+        target.name,
+        taken_at,
+        max(0, ms),
+        None,
+        {},
+        INTERRUPTED,
+        f"{target.name}: interrupted: the bot shut down before the probe finished; run `{rerun}` again",
+    )
+
+
+async def probe_or_interrupted(
+    *,
+    services: Services,
+    target: HostTarget,
+    host: Host | None,
+    need_bytes: int | None = None,
+    paths: tuple[str, ...] = (),
+    known: tuple[KnownGpu, ...] = (),
+) -> tuple[ProbeResult, Assessment, Requirements]:
+    """:func:`probe_and_judge`, interruptible by the shutdown (:meth:`~bot.foundation.lifecycle.WorkGate.interrupt`):
+    a probe cut off by it is an :func:`interrupted_result`, judged *unknown*, ready to be stored like any
+    other; a cancellation that is not the shutdown's is raised."""
+    taken_at = services.clock()
+    try:
+        with services.gate.interruptible():
+            return await probe_and_judge(
+                services=services, target=target, host=host, need_bytes=need_bytes, paths=paths, known=known
+            )
+    except asyncio.CancelledError:
+        if not services.gate.interrupted:
+            raise
+        resume(asyncio.current_task())
+    rerun = f"{services.settings.command} status {target.name}"
+    result = interrupted_result(services, target, taken_at, rerun=rerun)
+    log.warning("probe of %s interrupted by the shutdown; stored as interrupted", target.name)
+    return result, not_probed(result.error or INTERRUPTED, INTERRUPTED), Requirements()
+
+
+def store_error_text(exc: BaseException) -> str:
+    """What a report says when its snapshot could not be written, whatever the failure: our own
+    errors as they read (:class:`~bot.foundation.errors.DatabaseUnavailable` names the database), others as
+    ``Type: first line`` of the driver's error."""
+    if isinstance(exc, GpubotError):
+        return f"the snapshot was not stored: {exc}"
+    cause = getattr(exc, "orig", None) or exc
+    return f"the snapshot was not stored: {type(cause).__name__}: {(str(cause).splitlines() or [''])[0][:200]}"
+
+
+Resolved = tuple[HostTarget, Host | None]
+"""A host name resolved by :func:`bot.domain.hosts.service.resolve`: its target and its row (``None`` for
+``localhost`` or an ssh_config alias)."""
+
+
+async def check_host(
+    *,
+    services: Services,
+    host_name: str,
+    need_bytes: int | None = None,
+    paths: tuple[str, ...] = (),
+    requested_by: str | None = None,
+    db_session: AsyncSession | None = None,
+    resolved: Resolved | None = None,
+) -> StatusReport:
+    """Probe ``host_name`` once and store the snapshot (see :func:`_probe_and_store`), inside the
+    process's work gate: during a shutdown it raises :class:`~bot.foundation.errors.ShuttingDown` before
+    touching the host, and a probe that started is waited for (``GPUBOT_SHUTDOWN_GRACE_S``), then
+    interrupted and stored as such (:func:`probe_or_interrupted`).
+
+    ``db_session``: the caller's session (a request's one session), used for the reads and the
+    store, its transactions ended before the probe and after the store, never closed here; without
+    it the flow opens its own. ``resolved``: the host as the caller already resolved it (not looked
+    up again)."""
+    async with services.gate.job("probe"):
+        with log_context(host=host_name):
+            return await _probe_and_store(
+                services=services,
+                host_name=host_name,
+                need_bytes=need_bytes,
+                paths=paths,
+                requested_by=requested_by,
+                db_session=db_session,
+                resolved=resolved,
+            )
+
+
+@asynccontextmanager
+async def _session(services: Services, given: AsyncSession | None) -> AsyncIterator[AsyncSession]:
+    """``given`` as is (its owner closes it), else a new session closed on exit."""
+    if given is not None:
+        yield given
+        return
+    async with services.sessions() as db:
+        yield db
+
+
+async def _probe_and_store(
+    *,
+    services: Services,
+    host_name: str,
+    need_bytes: int | None = None,
+    paths: tuple[str, ...] = (),
+    requested_by: str | None = None,
+    db_session: AsyncSession | None = None,
+    resolved: Resolved | None = None,
+) -> StatusReport:
+    """Probe ``host_name`` once and store the snapshot.
+
+    Raises :class:`~bot.foundation.errors.NotFoundError` for an unregistered name (other than
+    ``localhost``). Every failure *of the host* (unreachable, refused key, bad key file, invalid
+    stored probe settings) is a stored snapshot with an error instead. When the snapshot cannot be
+    written, the report still carries the verdict and says so in ``store_error``.
+    """
+    async with _session(services, db_session) as db:
+        target, host = resolved or await hosts.resolve(
+            db_session=db, name=host_name, ssh_aliases=services.ssh_aliases()
+        )
+        host_id = host.id if host else None
+        known = (
+            await inventory.known(
+                db_session=db,
+                host_names=[target.name],
+                since=services.clock() - timedelta(days=services.settings.gpu_inventory_days),
+            )
+        )[target.name]
+        await db.commit()  # end the read: no connection held during the probe
+    result, assessment, req = await probe_or_interrupted(
+        services=services, target=target, host=host, need_bytes=need_bytes, paths=paths, known=tuple(known)
+    )
+    snapshot_id: int | None = None
+    store_error: str | None = None
+    try:
+        async with _session(services, db_session) as db, db.begin():
+            snap = await snapshots.store(
+                db_session=db, result=result, assessment=assessment, host_id=host_id, requested_by=requested_by
+            )
+            snapshot_id = snap.id
+    except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): said, no traceback
+        log.warning("could not store the snapshot of %s: %s", target.name, exc)
+        store_error = store_error_text(exc)
+    except Exception as exc:  # any other failure to store keeps the verdict too
+        log.exception("could not store the snapshot of %s", target.name)
+        store_error = store_error_text(exc)
+    return make_report(
+        services.reached(target),
+        result,
+        assessment,
+        req,
+        need_bytes=need_bytes,
+        snapshot_id=snapshot_id,
+        store_error=store_error,
+    )

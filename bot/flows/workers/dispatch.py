@@ -1,0 +1,178 @@
+"""The chat process's side of a fan-out: write the run, hand its hosts to workers, read their
+progress back from the database and call the fan-out's callbacks as hosts are recorded.
+
+:class:`FleetJobs` is the executor interface :func:`bot.flows.status.fleet.check_fleet` calls through
+``Services.fleet_jobs``; :meth:`FleetJobs.submit` is what an executor provides (a local process
+pool, procrastinate jobs). Nothing of the fan-out's CPU work (SSH, parsing, snapshot rows) runs here:
+this process reads one query per poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from bot.flows.services import Services
+from bot.flows.status.fleet import FleetReport, Progress, failed_report
+from bot.flows.status.host import StatusReport
+from bot.flows.workers.models import FleetRun, FleetRunHost
+from bot.flows.workers.report_json import load
+from bot.foundation.lifecycle import WorkGate
+
+log = logging.getLogger("gpubot.workers")
+
+POLL_S = 0.25
+"""Seconds between two reads of a run's progress."""
+
+
+def _decode(rows: list[tuple[str, dict[str, Any]]], now: datetime) -> list[StatusReport]:
+    """Reports of progress rows; one that cannot be read reads *unknown*, saying so."""
+    out = []
+    for host, doc in rows:
+        try:
+            out.append(load(doc))
+        except (KeyError, ValueError, TypeError) as exc:
+            out.append(failed_report(host, ValueError(f"its worker's report could not be read: {exc}"), now))
+    return out
+
+
+async def _late_rows(db: AsyncSession, run_id: int, last: int, read: set[int]) -> list[Any]:
+    """Progress rows of run ``run_id`` with an id at most ``last`` not read yet: on PostgreSQL two workers'
+    transactions take their ids when they insert and may commit in the other order, so a row can
+    become visible after rows with higher ids were read. Costs one count while nothing is late."""
+    total = (await db.execute(select(func.count()).where(FleetRunHost.run_id == run_id))).scalar_one()
+    if total <= len(read):
+        return []
+    ids = (
+        await db.execute(select(FleetRunHost.id).where(FleetRunHost.run_id == run_id, FleetRunHost.id <= last))
+    ).scalars()
+    late = [i for i in ids if i not in read]
+    out: list[Any] = []
+    for k in range(0, len(late), 500):
+        out += (
+            await db.execute(
+                select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report).where(
+                    FleetRunHost.id.in_(late[k : k + 500])
+                )
+            )
+        ).all()
+    return out
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: ``names`` of run ``run_id``, for ``queue`` (``None``: any worker)."""
+
+    run_id: int
+    names: list[str]
+    queue: str | None = None
+
+
+class Submitted:
+    """Jobs handed to an executor. :meth:`ended` names the hosts of jobs that ended for good
+    without recording them (with why); :meth:`follow` passes the chat process's shutdown on."""
+
+    async def ended(self) -> dict[str, str]:
+        return {}
+
+    def follow(self, gate: WorkGate) -> None:
+        """Called each poll with the chat process's work gate."""
+
+
+class FleetJobs:
+    """Runs fan-outs in workers (subclasses say where: :meth:`submit`)."""
+
+    poll_s = POLL_S
+
+    async def submit(
+        self, services: Services, jobs: list[Job], *, need_bytes: int | None, requested_by: str | None
+    ) -> Submitted:
+        raise NotImplementedError
+
+    def split(self, run_id: int, names: list[str], groups: dict[str, str | None]) -> list[Job]:
+        """The run's hosts as jobs (``groups``: host name -> its group)."""
+        return [Job(run_id, names)]
+
+    async def close(self) -> None:
+        """Release the executor (its processes, its connections)."""
+
+    async def run(
+        self,
+        *,
+        services: Services,
+        names: Sequence[str],
+        title: str,
+        need_bytes: int | None = None,
+        requested_by: str | None = None,
+        on_progress: Progress | None = None,
+        on_stored: Progress | None = None,
+    ) -> FleetReport:
+        """:func:`~bot.flows.status.fleet.check_fleet` through workers: same callbacks, same report (every host
+        one report, none raises; a host whose job ended without recording it reads *unknown*, why)."""
+        names = list(dict.fromkeys(names))
+        if not names:
+            return FleetReport(title, [])
+        async with services.sessions() as db, db.begin():
+            run = FleetRun(
+                title=title[:200],
+                total=len(names),
+                requested_by=requested_by,
+                need_bytes=need_bytes,
+                created_at=services.clock(),
+            )
+            db.add(run)
+            await db.flush()
+            run_id = run.id
+            from bot.domain.hosts.models import Host
+
+            groups = {h.name: h.group for h in (await db.execute(select(Host).where(Host.name.in_(names)))).scalars()}
+        jobs = self.split(run_id, names, groups)
+        submitted = await self.submit(services, jobs, need_bytes=need_bytes, requested_by=requested_by)
+        log.info("fleet run %d: %d hosts in %d jobs", run_id, len(names), len(jobs))
+        seen: dict[str, StatusReport] = {}
+        last = 0
+        read: set[int] = set()  # ids of the progress rows read
+        wanted = set(names)
+
+        async def take(report: StatusReport) -> None:
+            seen[report.host] = report
+            if on_progress is not None:
+                await on_progress(len(seen), len(names), report)
+            if on_stored is not None:
+                await on_stored(len(seen), len(names), report)
+
+        while len(seen) < len(names):
+            submitted.follow(services.gate)
+            ended = await submitted.ended()  # read before the rows: a job that ended has written all of its own
+            async with services.sessions() as db:
+                rows = list(
+                    (
+                        await db.execute(
+                            select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
+                            .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
+                            .order_by(FleetRunHost.id)
+                        )
+                    ).all()
+                )
+                rows += await _late_rows(db, run_id, last, read)
+            read.update(row_id for row_id, _, _ in rows)
+            fresh = [(host, doc) for _, host, doc in rows if host in wanted and host not in seen]
+            last = max([last, *(row_id for row_id, _, _ in rows)])
+            # Decoding reports (readings through pydantic) is CPU: done in a thread, so the loop that
+            # answers Slack keeps its turns (the interpreter switches threads every few ms).
+            for report in await asyncio.to_thread(_decode, fresh, services.clock()):
+                if report.host not in seen:
+                    await take(report)
+            for host, why in ended.items():
+                if host not in seen:
+                    await take(failed_report(host, RuntimeError(why), services.clock()))
+            if len(seen) < len(names):
+                await asyncio.sleep(self.poll_s)
+        return FleetReport(title, sorted((seen[n] for n in names), key=lambda r: r.host))

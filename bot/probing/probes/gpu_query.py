@@ -1,0 +1,67 @@
+"""The ``nvidia-smi --query-gpu`` command that survives drivers which do not know every field.
+
+nvidia-smi refuses the whole query when one field is unknown to the driver: exit 2 and, on
+**stdout**, ``Field "x" is not a valid field to query.`` naming only the *first* unknown field
+(tests/fixtures/h200/badfield.out, badfield_two.out). The command below asks again without each
+refused *optional* field (or with its older name, :data:`~bot.probing.probes.gpu_health.FIELD_FALLBACKS`)
+until the driver answers, and prints first::
+
+    # fields: index,uuid,...        the list that answered (the parser reads columns by it)
+    # unsupported: a,b              the fields this host's driver refused (only when any)
+
+A refused field that is not optional (``index``, ``uuid``...) ends the loop: the query's own
+failure is then reported as it came.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+
+SMI_QUERY = "nvidia-smi --format=csv,noheader,nounits --query-gpu="
+
+
+def retry_query_command(fields: Iterable[str], *, optional: Iterable[str], fallbacks: Mapping[str, str]) -> str:
+    """A POSIX ``sh`` command: ``--query-gpu=<fields>``, retried without each refused field of
+    ``optional`` (replaced by ``fallbacks[field]`` where given, which is then optional too).
+
+    At most one retry per optional field. Exit status: nvidia-smi's last one.
+    """
+    names = list(fields)
+    drop = list(dict.fromkeys([*optional, *fallbacks.values()]))
+    for name in [*names, *drop]:
+        if not re.fullmatch(r"[A-Za-z0-9_.]+", name):
+            raise ValueError(f"not a query field name: {name!r}")
+    q = shlex.quote
+    alt_cases = " ".join(f"{q(k)}) alt={q(v)};;" for k, v in fallbacks.items())
+    return (
+        f"f={q(','.join(names))}; miss=''; n=0\n"
+        "while :; do\n"
+        f'  out=$({SMI_QUERY}"$f"); rc=$?\n'
+        '  bad=$(printf \'%s\\n\' "$out" | sed -n \'s/^Field "\\(.*\\)" is not a valid field to '
+        "query\\..*/\\1/p' | head -n 1)\n"
+        f'  [ $rc -eq 2 ] && [ -n "$bad" ] && [ $n -lt {len(drop) + 1} ] || break\n'
+        f'  case " {" ".join(drop)} " in *" $bad "*) ;; *) break;; esac\n'
+        '  case ",$f," in *",$bad,"*) ;; *) break;; esac\n'
+        f"  alt=''; case $bad in {alt_cases} *) ;; esac\n"
+        "  nf=''\n"
+        "  for x in $(printf '%s' \"$f\" | tr ',' ' '); do\n"
+        '    [ "$x" = "$bad" ] && x=$alt\n'
+        '    [ -n "$x" ] && nf="$nf${nf:+,}$x"\n'
+        "  done\n"
+        '  f=$nf; miss="$miss${miss:+,}$bad"; n=$((n + 1))\n'
+        "done\n"
+        'echo "# fields: $f"\n'
+        '[ -z "$miss" ] || echo "# unsupported: $miss"\n'
+        "printf '%s\\n' \"$out\"\n"
+        "exit $rc\n"
+    )
+
+
+def unsupported_fields(stdout: str) -> list[str]:
+    """The fields the ``# unsupported:`` line names (``[]`` when there is none)."""
+    for line in stdout.splitlines():
+        if line.startswith("# unsupported:"):
+            return [f.strip() for f in line.split(":", 1)[1].split(",") if f.strip()]
+    return []

@@ -1,0 +1,411 @@
+"""Parse ``nvidia-smi --query-gpu`` / ``--query-compute-apps`` CSV (``csv,noheader,nounits``).
+
+The columns are :data:`GPU_FIELDS` and :data:`APP_FIELDS`; their meanings in ``nvidia-smi --help-query-gpu``.
+The probe that runs the queries is :class:`bot.probing.probes.gpu_probe.NvidiaSmiProbe`.
+Memory fields are MiB. Bracketed values (``[N/A]``, ``[Not Supported]``, ``[Unknown Error]``,
+``[Insufficient Permissions]``...) are placeholders and become ``None``, never numbers.
+
+nvidia-smi reports its own errors on **stdout** with a non-zero exit status, so a result is
+classified by exit status and known message first, and parsed second.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.gpu_health import health_from_row
+from bot.probing.probes.readings import Gpu, GpuProcess, GpuReport, LostGpu, ProbeFailure
+
+GPU_FIELDS = (
+    "index",
+    "uuid",
+    "name",
+    "pci.bus_id",
+    "memory.total",
+    "memory.used",
+    "memory.reserved",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "mig.mode.current",
+    "driver_version",
+)
+"""``--query-gpu`` fields, in order (names from ``nvidia-smi --help-query-gpu``)."""
+
+APP_FIELDS = ("gpu_uuid", "pid", "used_memory", "process_name")
+"""``--query-compute-apps`` fields; the process name is last because it may hold commas."""
+
+NO_DEVICES_TEXT = "No devices were found"
+DRIVER_TEXT = "couldn't communicate with the NVIDIA driver"
+
+
+@dataclass(frozen=True)
+class DriverFailure:
+    """A named driver-side failure: what it is and the one-line next step."""
+
+    kind: ProbeFailure
+    message: str
+    hint: str
+
+
+DRIVER_FAILURES: dict[int, DriverFailure] = {
+    4: DriverFailure(
+        ProbeFailure.PERMISSION,
+        "the SSH user may not query the GPUs (insufficient permissions)",
+        "run the probe as a user that may open /dev/nvidia*",
+    ),
+    6: DriverFailure(
+        ProbeFailure.NO_DEVICES,
+        "the NVIDIA driver found no GPU",
+        "check that the GPUs are seated and bound (lspci -d 10de:, dmesg | grep NVRM)",
+    ),
+    8: DriverFailure(
+        ProbeFailure.HARDWARE, "a GPU's external power cables are not attached", "check the GPU power cables"
+    ),
+    9: DriverFailure(
+        ProbeFailure.DRIVER,
+        "the NVIDIA driver is not loaded",
+        "load it (modprobe nvidia) or reinstall the driver; check dmesg for why it failed",
+    ),
+    10: DriverFailure(
+        ProbeFailure.HARDWARE,
+        "the kernel reports an interrupt problem with a GPU",
+        "check dmesg for NVRM errors; reboot",
+    ),
+    12: DriverFailure(
+        ProbeFailure.DRIVER_LIBRARY,
+        "NVIDIA driver library (NVML) not found",
+        "reinstall the driver's user-space libraries (libnvidia-ml.so.1) or fix the library path",
+    ),
+    14: DriverFailure(ProbeFailure.HARDWARE, "a GPU's infoROM is corrupted", "the GPU needs service by its vendor"),
+    15: DriverFailure(
+        ProbeFailure.GPU_LOST,
+        "a GPU has fallen off the bus or is inaccessible",
+        "reset the GPU or reboot the host; check dmesg for Xid 79",
+    ),
+    16: DriverFailure(ProbeFailure.HARDWARE, "a GPU needs a reset", "reset the GPU (nvidia-smi -r) or reboot the host"),
+    17: DriverFailure(
+        ProbeFailure.DRIVER,
+        "the operating system blocks access to the GPUs (NVML: GPU access blocked by the operating system)",
+        "in a VM or WSL the host has not handed this guest the GPU (check the passthrough / GPU-P setup); on bare "
+        "metal check that the nvidia module may load (Secure Boot: mokutil --sb-state; dmesg | grep -i nvidia)",
+    ),
+    18: DriverFailure(
+        ProbeFailure.VERSION_MISMATCH,
+        "NVIDIA driver/library version mismatch",
+        "reboot, or reload the NVIDIA kernel modules after the driver upgrade",
+    ),
+}
+"""Driver failures by NVML return code (``nvmlReturn_t`` in nvml.h). nvidia-smi exits with the
+same numbers (its man page, RETURN VALUE: 6 query unsuccessful, 8 power cables, 9 driver not
+loaded, 10 interrupt issue, 12 NVML library not found, 14 infoROM corrupted, 15 GPU lost), and
+the NVML probe prints the code of the ``NVMLError`` it got (17 is NVML's
+``NVML_ERROR_OPERATING_SYSTEM``; nvidia-smi prints its text, see :data:`_TEXT_FAILURES`)."""
+
+CGROUP_LOST = DriverFailure(
+    ProbeFailure.DRIVER,
+    "nvidia-smi could not initialize NVML (Unknown Error): the shell that probes lost its access to the GPU device "
+    "files, as a container does when its device cgroup is rewritten (a `systemctl daemon-reload` on the host; "
+    "NVIDIA/nvidia-container-toolkit#48)",
+    "restart the container (and give it the devices by CDI or the toolkit's cgroup fix); on the host itself check "
+    "`ls -l /dev/nvidia*` and dmesg, then reload the NVIDIA modules or reboot",
+)
+"""``Failed to initialize NVML: Unknown Error`` (exit 255): the driver is there, its devices are not reachable."""
+
+UNSUPPORTED_GPUS = DriverFailure(
+    ProbeFailure.NO_DEVICES,
+    "the installed NVIDIA driver supports none of this host's GPUs (nvidia-smi: No supported GPUs were found)",
+    "install a driver branch that supports these GPUs (dmesg | grep NVRM names the device it refused; a "
+    "GPU newer than the "
+    "driver, or a legacy GPU dropped by it)",
+)
+"""``No supported GPUs were found``: GPUs on the bus, none of them supported by this driver."""
+
+_TEXT_CODES = (
+    (DRIVER_TEXT, 9),
+    ("NVIDIA driver is not loaded", 9),
+    ("Driver Not Loaded", 9),
+    ("Driver/library version mismatch", 18),
+    ("libnvidia-ml.so", 12),
+    ("NVML Shared Library Not Found", 12),
+    ("GPU is lost", 15),
+    ("fallen off the bus", 15),
+    ("GPU requires reset", 16),
+    (NO_DEVICES_TEXT, 6),
+)
+"""Messages that name a failure whatever the exit status (nvidia-smi prints them on stdout)."""
+
+
+_TEXT_FAILURES = (
+    ("Failed to initialize NVML: Unknown Error", CGROUP_LOST),
+    ("GPU access blocked by the operating system", DRIVER_FAILURES[17]),
+    ("No supported GPUs were found", UNSUPPORTED_GPUS),
+)
+"""Messages whose failure has no exit code of its own (nvidia-smi exits 255 or 6 for them); the
+wording is nvidia-smi's, as quoted in the public reports (NVIDIA/nvidia-container-toolkit,
+microsoft/WSL, NVIDIA/gpu-operator issues)."""
+
+
+def driver_failure(status: int | None, text: str) -> DriverFailure | None:
+    """The named failure for an exit status / NVML code and its message, or ``None``."""
+    for needle, failure in _TEXT_FAILURES:
+        if needle.lower() in text.lower():
+            return failure
+    for needle, code in _TEXT_CODES:
+        if needle.lower() in text.lower():
+            return DRIVER_FAILURES[code]
+    return DRIVER_FAILURES.get(status) if status is not None else None
+
+
+def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
+    """``(failure kind, message)`` for a failed nvidia-smi run, ``None`` if it succeeded.
+
+    A named driver failure's message ends with its hint after `` — ``."""
+    status = out.exit_status
+    text = "\n".join(x for x in (out.stdout + "\n" + out.stderr).splitlines() if not x.startswith("# "))
+    first = _first_message_line(out)
+    if status == 0:
+        if NO_DEVICES_TEXT in out.stdout:
+            f = DRIVER_FAILURES[6]
+            return f.kind, f"{f.message} — {f.hint}"
+        return None
+    if status is None:
+        return ProbeFailure.TIMEOUT, "the probe batch was cut short before nvidia-smi finished"
+    if status in (124, 137):
+        return ProbeFailure.TIMEOUT, (
+            f"{out.no_answer('nvidia-smi')} (with persistence mode off its first call can take "
+            "~30 s on an 8-GPU host: enable nvidia-persistenced, or raise GPUBOT_GPU_PROBE_TIMEOUT_S)"
+        )
+    if status == 127:
+        return ProbeFailure.MISSING, "nvidia-smi is not installed on this host (or not on PATH)"
+    named = driver_failure(status, text)
+    if named is not None:
+        return named.kind, f"{named.message} — {named.hint}" + (f" (nvidia-smi: {first})" if first else "")
+    return ProbeFailure.FAILED, f"nvidia-smi exited {status}: {first or 'no message'}"
+
+
+def _first_message_line(out: ProbeOutput) -> str:
+    for line in (out.stdout + "\n" + out.stderr).splitlines():
+        line = line.strip()
+        if line and not line.startswith("# "):
+            return line
+    return ""
+
+
+def placeholder(value: str) -> bool:
+    """True for nvidia-smi's bracketed placeholders such as ``[N/A]``."""
+    v = value.strip()
+    return v.startswith("[") and v.endswith("]") or v in ("", "N/A")
+
+
+def _int(value: str) -> int | None:
+    if placeholder(value):
+        return None
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+def _float(value: str) -> float | None:
+    if placeholder(value):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _text(value: str) -> str | None:
+    return None if placeholder(value) else value.strip()
+
+
+NOT_APPLICABLE = frozenset({"[n/a]", "[not supported]", "n/a", ""})
+"""Placeholders that mean "this GPU has no such thing" (lower case); any other bracketed value
+(``[Unknown Error]``, ``[Insufficient Permissions]``) means the driver could not read it."""
+
+
+def _mig_mode(value: str) -> str | None:
+    """``Enabled``/``Disabled``; ``None`` where MIG does not apply (``[N/A]``, ``[Not Supported]``);
+    any other placeholder is kept as printed (``[Unknown Error]``): the mode could not be read, so
+    the GPU may be in MIG mode, where its row does not cover its instances."""
+    v = value.strip()
+    return None if v.lower() in NOT_APPLICABLE else v
+
+
+_NO_HANDLE = re.compile(
+    r"^Unable to (?:determine|detect) the device handle for GPU "
+    r"?([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]): *(.*)$"
+)
+"""nvidia-smi's line for a GPU it cannot open, printed in place of that GPU's row (the others
+still print): ``Unable to determine the device handle for GPU0000:4F:00.0: Unknown Error`` (the
+wording of NVIDIA/open-gpu-kernel-modules#387, NVIDIA/nvidia-container-toolkit#69)."""
+
+
+def lost_gpus(stdout: str) -> list[LostGpu]:
+    """The GPUs nvidia-smi said it could not get a handle to (see :data:`_NO_HANDLE`), in order."""
+    out: list[LostGpu] = []
+    for line in stdout.splitlines():
+        m = _NO_HANDLE.match(line.strip())
+        if m:
+            out.append(
+                LostGpu(
+                    bus_id=kernel_bus_id(m.group(1)) or m.group(1).lower(), error=m.group(2).strip() or "no message"
+                )
+            )
+    return out
+
+
+def _unreadable(row: dict[str, str]) -> dict[str, str]:
+    """The fields of ``row`` the driver answered with an error placeholder (not ``[N/A]``)."""
+    return {
+        k: v.strip() for k, v in row.items() if v.strip().startswith("[") and v.strip().lower() not in NOT_APPLICABLE
+    }
+
+
+def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
+    """Parse the GPU probe's stdout into GPUs and the driver version.
+
+    The first line may be ``# fields: a,b,c`` (written by the batch script) naming the field
+    list; without it :data:`GPU_FIELDS` is assumed. Lines for GPUs nvidia-smi could not open
+    (:func:`lost_gpus`) are skipped here. Raises ``ValueError`` on a row whose column count does
+    not match the field list.
+    """
+    fields = list(GPU_FIELDS)
+    gpus: list[Gpu] = []
+    driver: str | None = None
+    for line in stdout.splitlines():
+        if not line.strip() or _NO_HANDLE.match(line.strip()):
+            continue
+        if line.startswith("# fields:"):
+            fields = [f.strip() for f in line.split(":", 1)[1].split(",")]
+            continue
+        if line.startswith("# "):  # "# unsupported: ..." (bot.probing.probes.gpu_query)
+            continue
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) != len(fields):
+            raise ValueError(f"expected {len(fields)} columns, got {len(cols)}: {line!r}")
+        row = dict(zip(fields, cols, strict=True))
+        index = _int(row["index"])
+        if index is None:
+            raise ValueError(f"GPU row without an index: {line!r}")
+        driver = driver or _text(row.get("driver_version", ""))
+        gpus.append(
+            Gpu(
+                index=index,
+                uuid=row["uuid"],
+                name=row.get("name", ""),
+                memory_total_mib=_int(row.get("memory.total", "")),
+                memory_used_mib=_int(row.get("memory.used", "")),
+                memory_reserved_mib=_int(row["memory.reserved"]) if "memory.reserved" in row else None,
+                utilization_pct=_int(row.get("utilization.gpu", "")),
+                temperature_c=_int(row.get("temperature.gpu", "")),
+                power_w=_float(row.get("power.draw", "")),
+                mig_mode=_mig_mode(row.get("mig.mode.current", "")),
+                pci_bus_id=kernel_bus_id(row.get("pci.bus_id", "")),
+                health=health_from_row(row),
+                compute_mode=_text(row.get("compute_mode", "")),
+                fabric_state=_text(row.get("fabric.state", "")),
+                fabric_status=_text(row.get("fabric.status", "")),
+                unreadable=_unreadable(row),
+            )
+        )
+    return gpus, driver
+
+
+def kernel_bus_id(value: str) -> str | None:
+    """A PCI bus id in the kernel's form (``0000:00:06.0``, lower case): nvidia-smi prints an
+    8-digit domain (``00000000:00:06.0``), ``/proc`` and sysfs 4 digits."""
+    v = value.strip().lower()
+    if placeholder(v) or v.count(":") != 2:
+        return None
+    domain, rest = v.split(":", 1)
+    return f"{domain[-4:].rjust(4, '0')}:{rest}"
+
+
+def parse_apps(stdout: str) -> list[GpuProcess]:
+    """Parse ``--query-compute-apps=gpu_uuid,pid,used_memory,process_name`` rows.
+
+    The name is last and may contain commas, so only the first three commas split. Raises
+    ``ValueError`` on a malformed row.
+    """
+    procs: list[GpuProcess] = []
+    n = len(APP_FIELDS)
+    for line in stdout.splitlines():
+        if not line.strip() or _NO_HANDLE.match(line.strip()):
+            continue
+        cols = [c.strip() for c in line.split(",", n - 1)]
+        if len(cols) != n:
+            raise ValueError(f"expected {n} columns: {line!r}")
+        uuid, pid, mem, name = cols
+        pid_value = _int(pid)
+        if pid_value is None:
+            raise ValueError(f"compute app without a pid: {line!r}")
+        procs.append(
+            GpuProcess(gpu_uuid=uuid, pid=pid_value, used_memory_mib=_int(mem.removesuffix("MiB")), process_name=name)
+        )
+    return procs
+
+
+def parse_gpu_report(gpus_out: ProbeOutput, apps_out: ProbeOutput | None) -> GpuReport:
+    """Combine the GPU and compute-apps probes into one :class:`GpuReport`.
+
+    Any failure (of either probe) makes the report a failure: without the process list, a GPU
+    cannot be called free. One exception: GPUs nvidia-smi could not open while it read the others
+    (``Unable to determine the device handle for GPU…``, exit non-zero) are ``lost`` beside the
+    rows it printed, so the verdict names the lost bus ids and still judges the healthy GPUs.
+    When it could open none, the report is a ``GPU_LOST`` failure naming them.
+    """
+    lost = (
+        lost_gpus(gpus_out.stdout)
+        if gpus_out.exit_status is not None and gpus_out.exit_status not in (124, 137)
+        else []
+    )
+    if lost:
+        gpus_out = ProbeOutput(gpus_out.name, gpus_out.stdout, gpus_out.stderr, 0)
+        if apps_out is not None and apps_out.exit_status not in (0, None, 124, 137, 127) and lost_gpus(apps_out.stdout):
+            apps_out = ProbeOutput(apps_out.name, apps_out.stdout, apps_out.stderr, 0)
+    failed = classify_failure(gpus_out)
+    if failed:
+        named = (
+            driver_failure(gpus_out.exit_status, gpus_out.stdout + "\n" + gpus_out.stderr)
+            if failed[0] not in (ProbeFailure.TIMEOUT, ProbeFailure.MISSING, ProbeFailure.FAILED)
+            else None
+        )
+        return GpuReport(failure=failed[0], message=failed[1], hint=named.hint if named else None)
+    try:
+        gpus, driver = parse_gpus(gpus_out.stdout)
+    except ValueError as exc:
+        return GpuReport(failure=ProbeFailure.UNPARSABLE, message=f"unexpected nvidia-smi output: {exc}")
+    if not gpus and lost:
+        f = DRIVER_FAILURES[15]
+        where = ", ".join(f"{g.bus_id} ({g.error})" for g in lost)
+        return GpuReport(
+            failure=f.kind,
+            message=f"{f.message}: nvidia-smi could open no GPU: {where} — {f.hint}",
+            hint=f.hint,
+            lost=lost,
+        )
+    if not gpus:
+        return GpuReport(failure=ProbeFailure.NO_DEVICES, message="nvidia-smi listed no GPU")
+    if apps_out is None:
+        return GpuReport(
+            gpus=gpus,
+            driver_version=driver,
+            failure=ProbeFailure.FAILED,
+            message="the compute-process probe did not run",
+        )
+    app_failed = classify_failure(apps_out)
+    if app_failed:
+        return GpuReport(
+            gpus=gpus, driver_version=driver, failure=app_failed[0], message=f"process list: {app_failed[1]}"
+        )
+    try:
+        procs = parse_apps(apps_out.stdout)
+    except ValueError as exc:
+        return GpuReport(
+            gpus=gpus, driver_version=driver, failure=ProbeFailure.UNPARSABLE, message=f"unexpected process list: {exc}"
+        )
+    return GpuReport(gpus=gpus, processes=procs, driver_version=driver, lost=lost)
