@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 
 import asyncssh
 
@@ -47,19 +48,23 @@ def strip_sentinel(stderr: str, sentinel: str) -> tuple[bool, str]:
     return True, stderr[:at] + stderr[at + len(line) :]
 
 
-async def start_script(conn: asyncssh.SSHClientConnection, payload: str) -> asyncssh.SSHClientProcess[str]:
-    """Open a channel running :data:`RUN_COMMAND` and send ``payload`` as its standard input.
+async def start_script(
+    conn: asyncssh.SSHClientConnection, payload: str, session: Callable[[], asyncssh.SSHClientSession[str]]
+) -> asyncssh.SSHClientChannel[str]:
+    """Open a channel running :data:`RUN_COMMAND` with ``session()`` receiving its output, and send
+    ``payload`` as its standard input (then EOF).
 
     A login shell that exits at once (``nologin``) may close the channel before the script is
     written: that is not an error here (the missing sentinel tells it); a channel that cannot be
-    opened raises asyncssh's error."""
-    proc = await conn.create_process(RUN_COMMAND)
+    opened raises asyncssh's error. The channel's options are ``create_process``'s defaults (UTF-8,
+    strict), so the text received is the same as through a process's streams."""
+    chan, _ = await conn.create_session(session, RUN_COMMAND)
     try:
-        proc.stdin.write(payload)
-        proc.stdin.write_eof()
+        chan.write(payload)
+        chan.write_eof()
     except (BrokenPipeError, ConnectionError, asyncssh.Error):
         pass
-    return proc
+    return chan
 
 
 def _text(data: object) -> str:

@@ -370,8 +370,8 @@ class SshRunner:
                     async with contextlib.AsyncExitStack() as stack:
                         conn = await self.open(target, stack)
                         cap.connected = True
-                        proc = await start_script(conn, left_line(timeout - elapsed()) + payload)
-                        status, out, err = await self._finish(proc, conn, target, sentinel, cap)
+                        chan = await start_script(conn, left_line(timeout - elapsed()) + payload, cap.session)
+                        status, out, err = await self._finish(chan, conn, target, sentinel, cap)
                 else:
                     status, out, err = await self._run_pooled(
                         target, payload, sentinel, cap, lambda: left_line(timeout - elapsed())
@@ -411,7 +411,7 @@ class SshRunner:
                 cap.connected = not reused  # a pooled connection counts once a channel opened on it
                 try:
                     async with asyncio.timeout(self.connect_timeout if reused else None):
-                        proc = await start_script(conn, left() + payload)
+                        chan = await start_script(conn, left() + payload, cap.session)
                 except (asyncssh.Error, OSError, TimeoutError) as exc:
                     # Opening a channel failed, so nothing ran: a pooled connection that died
                     # (host rebooted, sshd restarted, network cut) is replaced once.
@@ -424,32 +424,35 @@ class SshRunner:
                         f"{getattr(exc, 'reason', None) or exc or type(exc).__name__}"
                     ) from exc
                 cap.connected = True
-                return await self._finish(proc, conn, target, sentinel, cap)
+                return await self._finish(chan, conn, target, sentinel, cap)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _finish(
         self,
-        proc: asyncssh.SSHClientProcess[str],
+        chan: asyncssh.SSHClientChannel[str],
         conn: asyncssh.SSHClientConnection,
         target: HostTarget,
         sentinel: str,
         cap: _Capture,
     ) -> tuple[int | None, str, str]:
-        """Read the script's output as it comes (``cap`` keeps it if the read fails midway) and
-        wait for its end; the channel is closed whatever happens."""
+        """Wait for the script's end while ``cap``'s session keeps its output as it comes (so it is
+        there if the wait is cut short); the channel is closed whatever happens. A connection lost
+        before the output's end raises its asyncssh error, as a process's stream read would."""
         cap.reading = True
         try:
-            await asyncio.gather(_pump(proc.stdout, cap.out, cap.kept), _pump(proc.stderr, cap.err, cap.kept))
-            res = await proc.wait(check=False)
+            await chan.wait_closed()
         finally:
-            proc.close()
+            chan.close()
+        if cap.failed is not None:
+            raise cap.failed
         out = cap.stdout
+        status = chan.get_exit_status()
         ran, err = strip_sentinel("".join(cap.err), sentinel)
         if not ran:
             shell = await login_shell(conn)
-            raise RemoteShellError(not_started_message(target, res.exit_status, out, err, shell), login_shell=shell)
-        cap.lost = res.exit_status is None and res.exit_signal is None
-        return res.exit_status, out, err
+            raise RemoteShellError(not_started_message(target, status, out, err, shell), login_shell=shell)
+        cap.lost = status is None and chan.get_exit_signal() is None
+        return status, out, err
 
     async def close(self) -> None:
         """Close the pooled connections."""
@@ -460,18 +463,54 @@ class SshRunner:
 @dataclass
 class _Capture:
     """What a running script printed so far; ``connected``: the SSH connection to the host was made;
-    ``reading``: the script's channel was open and being read."""
+    ``reading``: the script's channel was open and being read; ``failed``: the connection was lost
+    (with this error) before the output's end."""
 
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
     connected: bool = False
     reading: bool = False
     lost: bool = False
+    failed: Exception | None = None
     kept: _Kept = field(default_factory=lambda: _Kept())
 
     @property
     def stdout(self) -> str:
         return "".join(self.out)
+
+    def session(self) -> _Session:
+        """The channel's session (``create_session``'s factory), writing into this capture."""
+        return _Session(self)
+
+
+class _Session(asyncssh.SSHClientSession[str]):
+    """Keeps a script's stdout and stderr in its :class:`_Capture` as the channel delivers them: no
+    reader tasks, no stream buffers. Each stream keeps at most :data:`BATCH_OUTPUT_CAP_BYTES`
+    characters; the rest is counted in ``kept.dropped`` (as :func:`_pump`)."""
+
+    def __init__(self, cap: _Capture, limit: int = BATCH_OUTPUT_CAP_BYTES):
+        self.cap = cap
+        self.room = {None: limit, asyncssh.EXTENDED_DATA_STDERR: limit}
+        self.eof = False
+
+    def data_received(self, data: str, datatype: asyncssh.DataType) -> None:
+        room = self.room.get(datatype)
+        if room is None:
+            return
+        if len(data) > room:
+            self.cap.kept.dropped += len(data) - room
+            data = data[:room]
+        if data:
+            (self.cap.out if datatype is None else self.cap.err).append(data)
+            self.room[datatype] = room - len(data)
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        return True  # half open, as a process's streams keep it: the exit status is still to come
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and not self.eof:
+            self.cap.failed = exc
 
 
 _Chunk = TypeVar("_Chunk", str, bytes)
