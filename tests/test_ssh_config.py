@@ -140,6 +140,22 @@ def test_lines_that_run_nothing_are_accepted(tmp_path):
     assert SshConfigFile(None).checked() is None
 
 
+def test_once_looks_at_the_file_once_and_the_next_check_sees_a_change(tmp_path):
+    """A pooled connection's identity reads User, HostName and ProxyJump: one look at the files for all of
+    it (SshConfigFile.once), and a file changed since is scanned again by the next check after the block."""
+    config = tmp_path / "ssh_config"
+    config.write_text("Host a\n  User u\n")
+    file = SshConfigFile(str(config))
+    with file.once():
+        assert file.checked() == str(config)
+        config.write_text("Host a\n  ProxyCommand nc %h %p\n")
+        assert file.checked() == str(config)  # the same answer within the block
+    with pytest.raises(SshConfigRefused, match="ProxyCommand"):
+        file.checked()
+    with pytest.raises(SshConfigRefused, match="ProxyCommand"), file.once():
+        file.checked()  # a refusal is given within a block too
+
+
 async def test_allow_commands_lets_proxy_command_run(ssh_server, tmp_path):
     canary = tmp_path / "canary"
     relay = tmp_path / "relay.py"

@@ -21,6 +21,7 @@ in any case, ``#`` comments, ``Include`` patterns relative to ``~/.ssh``, at mos
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import glob
 import os
@@ -156,6 +157,21 @@ class SshConfigFile:
         self._error: str | None = None
         self._found: dict[tuple[str, int | None, str | None], dict[str, object]] = {}
         self._aliases: frozenset[str] | None = None
+        self._held = 0
+        self._seen_held = False
+
+    @contextlib.contextmanager
+    def once(self) -> Iterator[None]:
+        """Within the block :meth:`checked` looks at the files at most once (the first call); the
+        later calls give the same answer. For one synchronous step that asks several times (a pooled
+        connection's identity: the host's ``User``, ``HostName``, ``ProxyJump``); nests."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held:
+                self._seen_held = False
 
     def _stamps(self) -> tuple[FileStamp, ...]:
         folders = sorted({os.path.dirname(f) for f in self._files} | {os.path.expanduser("~/.ssh")})
@@ -166,7 +182,8 @@ class SshConfigFile:
         message names every refused file and line, and the ways out)."""
         if self.path is None or self.allow_commands:
             return self.path
-        if self._state is None or self._stamps() != self._state:
+        looked = self._held and self._seen_held  # already within this once() block
+        if not looked and (self._state is None or self._stamps() != self._state):
             try:
                 refusals, self._files = scan(self.path)
             except OSError as exc:
@@ -176,6 +193,7 @@ class SshConfigFile:
                 self._error = refusal_message(self.path, refusals) if refusals else None
             self._state = self._stamps()
             self._found, self._aliases = {}, None
+        self._seen_held = self._held > 0
         if self._error:
             raise SshConfigRefused(self._error)
         return self.path

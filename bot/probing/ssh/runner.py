@@ -264,8 +264,10 @@ class SshRunner:
     def identity(self, target: HostTarget) -> tuple[object, ...]:
         """What a pooled connection to ``target`` was opened for: a change of any part (address,
         port, user, key file or its content, jump hosts, the host's known_hosts entry, the
-        ssh_config file) means a new connection."""
-        return (*self._endpoint(target), tuple(str(h) for h in self.hops(target)))
+        ssh_config file) means a new connection. The ssh_config file is checked once for all of it
+        (:meth:`SshConfigFile.once`), not once per setting read."""
+        with self.config.once():
+            return (*self._endpoint(target), tuple(str(h) for h in self.hops(target)))
 
     def _endpoint(self, target: HostTarget) -> tuple[object, ...]:
         key = self._key_path(target)
