@@ -16,6 +16,10 @@ N in turn:
 * **asyncssh**: plain ``asyncssh.connect`` + ``run`` per host, same command, known_hosts path per
   connection (as most code does); **asyncssh pooled**: ``run`` again on the same connections (what
   gpubot's pooled re-probe is held to);
+* **runner pooled**: gpubot's :class:`~bot.probing.ssh.runner.SshRunner` alone (no parsing, no
+  verdict, no database), a first round that connects and a second, timed, on its pooled connections:
+  what gpubot's SSH path costs beyond plain asyncssh (the identity check, the sentinel, the script on
+  standard input, the output cap);
 * **Ansible** ``-m raw -a '<script>'`` with ``-f`` = concurrency, ``ControlMaster=no`` (cold) and
   ``ControlPersist`` (warm: a first run opens the masters, the second is timed).
 
@@ -191,6 +195,41 @@ async def worker_asyncssh(cfg: dict) -> dict:
     return out
 
 
+async def worker_runner(cfg: dict) -> dict:
+    from bot.probing.ssh.runner import SshRunner
+    from bot.probing.ssh.target import HostTarget
+
+    script = the_script()
+    runner = SshRunner(
+        known_hosts=cfg["known_hosts"],
+        default_user=cfg["user"],
+        default_key_file=cfg["key"],
+        connect_timeout=30,
+        ssh_config=os.devnull,
+        pool_max=max(1024, cfg["n"]),
+    )
+    targets = [HostTarget(name=f"h{i}", address=a, port=cfg["port"]) for i, a in enumerate(cfg["addresses"])]
+    limit = asyncio.Semaphore(cfg["concurrency"])
+
+    async def one(target: HostTarget) -> bool:
+        async with limit:
+            try:
+                res = await runner.run(target, script, timeout=120)
+            except Exception:
+                return False
+            return res.exit_status == 0 and "GPUBOT-" in res.stdout
+
+    out: dict = {}
+    try:
+        for phase in ("cold", "pooled"):
+            c0, t0 = cpu(), time.perf_counter()
+            oks = await asyncio.gather(*(one(t) for t in targets))
+            out[phase] = {"wall": time.perf_counter() - t0, "cpu": cpu() - c0, "ok": sum(oks)}
+    finally:
+        await runner.close()
+    return out
+
+
 def worker_pssh(cfg: dict) -> dict:
     from pssh.clients import ParallelSSHClient
 
@@ -221,7 +260,8 @@ def run_worker(kind: str, cfg_path: str) -> None:
     if kind == "pssh":
         result = worker_pssh(cfg)
     else:
-        result = asyncio.run({"gpubot": worker_gpubot, "asyncssh": worker_asyncssh}[kind](cfg))
+        workers = {"gpubot": worker_gpubot, "asyncssh": worker_asyncssh, "runner": worker_runner}
+        result = asyncio.run(workers[kind](cfg))
     print(json.dumps(result))
 
 
@@ -377,6 +417,7 @@ def table(n: int, rows: dict[str, dict]) -> str:
         ("gpubot cold", "parallel-ssh"),
         ("gpubot cold", "asyncssh"),
         ("gpubot pooled", "asyncssh pooled"),
+        ("runner pooled", "asyncssh pooled"),
         ("gpubot pooled", "parallel-ssh"),
     ):
         if cpu_of.get(mine) and cpu_of.get(theirs):
@@ -423,6 +464,8 @@ def bench(args: argparse.Namespace) -> None:
                 rows["asyncssh"] = a if "error" in a else {"run": a["run"]}
                 if "pooled" in a:
                     rows["asyncssh pooled"] = {"run": a["pooled"]}
+                r = child("runner", cfg_path)
+                rows["runner pooled"] = r if "error" in r else {"run": r["pooled"]}
             if not args.skip_ansible and not args.gpubot_only:
                 rows["ansible cold"] = ansible(cfg, tmp, warm=False)
                 rows["ansible warm"] = ansible(cfg, tmp, warm=True)
