@@ -10,7 +10,10 @@ without this no ``clean`` could be planned before editing settings. A set ``GPUB
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
 from dataclasses import dataclass
 
 from bot.domain.hosts.service import LOCAL_NAMES
@@ -74,19 +77,73 @@ class Demo:
 def enable_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
     """When ``allowed_roots`` was not set (environment or ``.env``), make the sample folder under
     ``<data dir>/demo`` and return the demo (:meth:`Demo.allowing` gives the settings that allow
-    deleting there); else ``None``. ``settings`` is only read. Raises :class:`OSError` when the
+    deleting there); else ``None``. ``settings`` is only read.
+
+    Nothing is written through a symbolic link: ``demo``, ``demo/old-model`` and the sample files are
+    opened relative to their folder without following links, and a link found in their place is removed
+    (its target is left as it is) and replaced by a real folder or file. Raises :class:`OSError` when the
     folder cannot be written."""
     if "allowed_roots" in settings.model_fields_set:
         return None
-    root = os.path.join(data_dir or default_data_dir(), "demo")
+    data = data_dir or default_data_dir()
+    root = os.path.join(data, "demo")
     folder = os.path.join(root, DEMO_FOLDER)
-    os.makedirs(folder, exist_ok=True)
-    for name, size in DEMO_FILES.items():
-        path = os.path.join(folder, name)
-        if not os.path.exists(path) or os.path.getsize(path) != size:
-            with open(path, "wb") as f:
-                f.write(b"\0" * size)
+    os.makedirs(data, exist_ok=True)
+    data_fd = os.open(data, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        root_fd = _real_folder("demo", data_fd)
+        try:
+            folder_fd = _real_folder(DEMO_FOLDER, root_fd)
+            try:
+                for name, size in DEMO_FILES.items():
+                    _sample_file(name, size, folder_fd)
+            finally:
+                os.close(folder_fd)
+        finally:
+            os.close(root_fd)
+    finally:
+        os.close(data_fd)
     return Demo(root, folder)
+
+
+def _is_link(name: str, parent_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _real_folder(name: str, parent_fd: int) -> int:
+    """A descriptor of the folder ``name`` in ``parent_fd``, made when missing; a symbolic link there is
+    removed first, never followed. Raises :class:`OSError` (a file of that name, a folder that keeps changing)."""
+    for _ in range(3):
+        if _is_link(name, parent_fd):
+            os.unlink(name, dir_fd=parent_fd)
+        try:
+            return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+        except FileNotFoundError:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=parent_fd)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:  # a link swapped in since the check: look again
+                raise
+    raise OSError(errno.ELOOP, f"{name} keeps changing; the demo folder was not made")
+
+
+def _sample_file(name: str, size: int, folder_fd: int) -> None:
+    """``size`` zero bytes in the regular file ``name`` of ``folder_fd``, unless it already is one of that size;
+    a link there is removed, never written through."""
+    try:
+        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        if stat.S_ISREG(st.st_mode) and st.st_size == size:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            os.unlink(name, dir_fd=folder_fd)
+    except FileNotFoundError:
+        pass
+    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600, dir_fd=folder_fd)
+    with os.fdopen(fd, "wb") as f:
+        f.write(b"\0" * size)
 
 
 def active_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
