@@ -63,10 +63,10 @@ def open_services(settings: Settings, *, fleet_thread: bool | None = None, worke
     (:class:`~bot.flows.status.loop_thread.LoopThread`), a worker process (:func:`worker_services`).
     Anything else uses :func:`build_services`, which closes them for it.
 
-    ``fleet_thread`` (default: ``settings.fleet_thread``) gives fleet fan-outs an event loop of
+    ``fleet_thread`` (default: ``settings.fleet.fleet_thread``) gives fleet fan-outs an event loop of
     their own in a second thread, with their own engine and SSH pool
     (:class:`~bot.flows.status.loop_thread.LoopThread`). ``workers`` (``gpubot serve``) runs them in worker
-    processes instead, as ``settings.fleet_workers`` says (:mod:`bot.flows.workers`): a local process pool,
+    processes instead, as ``settings.fleet.fleet_workers`` says (:mod:`bot.flows.workers`): a local process pool,
     or procrastinate jobs for ``gpubot worker``."""
     database = settings.database
     engine = make_engine(
@@ -75,14 +75,15 @@ def open_services(settings: Settings, *, fleet_thread: bool | None = None, worke
         statement_timeout_s=database.db_statement_timeout_s,
     )
     runner = RoutingRunner(ssh_runner(settings.ssh))
+    fleet = settings.fleet
     fleet_jobs: FleetJobs | None = None
-    if workers and settings.fleet_workers == "local":
-        fleet_jobs = LocalPool(settings, worker_services, processes=settings.fleet_processes)
-    elif workers and settings.fleet_workers == "queue":
+    if workers and fleet.fleet_workers == "local":
+        fleet_jobs = LocalPool(settings, worker_services, processes=fleet.fleet_processes)
+    elif workers and fleet.fleet_workers == "queue":
         from bot.flows.workers.queue import QueueJobs
 
         fleet_jobs = QueueJobs(settings)
-    use_thread = settings.fleet_thread if fleet_thread is None else fleet_thread
+    use_thread = fleet.fleet_thread if fleet_thread is None else fleet_thread
     fleet_loop = (
         LoopThread(lambda: open_services(settings, fleet_thread=False)) if use_thread and fleet_jobs is None else None
     )

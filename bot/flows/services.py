@@ -64,7 +64,7 @@ class Services:
         import os
 
         ssh = getattr(self.runner, "ssh", self.runner)
-        return getattr(ssh, "known_hosts", os.path.expanduser(self.settings.known_hosts))
+        return getattr(ssh, "known_hosts", os.path.expanduser(self.settings.ssh.known_hosts))
 
     def reached(self, target: HostTarget) -> HostTarget:
         """``target`` as the SSH runner reaches it (ssh_config ``HostName``, ``Port``, ``User``,

@@ -531,9 +531,10 @@ class Settings(
     ``GPUBOT_<FIELD>`` (``docs/configuration.md``, generated from the groups' field docstrings).
 
     A component takes its group whole: ``settings.ssh`` is a :class:`SshSettings` holding this object's values
-    (a new one on every access, so a value set on ``settings`` afterwards is seen). Flat access
-    (``settings.ssh_user``) and flat keyword construction (``Settings(_env_file=None, known_hosts=...)``)
-    stay: a field is named the same in its group and here, so the variable, the TOML key and the keyword agree.
+    (a new one on every access, so a value set on ``settings`` afterwards is seen). Code in ``bot/`` reads a
+    setting through its group, never flat (``settings.ssh_user``; ``tests/test_settings_groups.py`` checks).
+    Flat keyword construction (``Settings(_env_file=None, known_hosts=...)``, what tests use) stays: a field is
+    named the same in its group and here, so the variable, the TOML key and the keyword agree.
 
     ``Settings()`` reads the environment and ``./.env`` only; :func:`load_settings` adds the config file and
     refuses unknown names (what every command uses)."""

@@ -13,12 +13,15 @@ import logging
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
 from bot.foundation.masking import MASK, mask_secrets
+
+if TYPE_CHECKING:
+    from bot.foundation.config import Settings
 
 
 class Redactor:
@@ -135,18 +138,20 @@ def log_context(**fields: Any) -> Iterator[None]:
         yield
 
 
-def secrets_of(settings: Any) -> list[str]:
-    """The secret values in ``settings``: Slack tokens, the signing secret, the database password."""
+def secrets_of(settings: Settings) -> list[str]:
+    """The secret values in ``settings``: Slack tokens, the signing secret (``settings.slack``), the database
+    password (``settings.database``)."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    found = []
-    for name in ("slack_bot_token", "slack_signing_secret", "slack_app_token"):
-        value = getattr(settings, name, None)
-        if value is not None:
-            found.append(value.get_secret_value())
+    slack = settings.slack
+    found = [
+        value.get_secret_value()
+        for value in (slack.slack_bot_token, slack.slack_signing_secret, slack.slack_app_token)
+        if value is not None
+    ]
     try:
-        password = make_url(settings.database_url).password
+        password = make_url(settings.database.database_url).password
     except (ArgumentError, ValueError):
         password = None
     if password:

@@ -157,7 +157,9 @@ async def refresh_from_database(
                 runs = await runs_by_outcome(db)
                 workers = await workers_pooled(db, services.clock()) if workers_pooled is not None else None
                 hosts = (
-                    await fleet.read_fleet(db, now=services.clock(), expected_gpus=services.settings.expected_gpus)
+                    await fleet.read_fleet(
+                        db, now=services.clock(), expected_gpus=services.settings.probes.expected_gpus
+                    )
                     if with_fleet
                     else None
                 )

@@ -169,7 +169,7 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
     if as_json:
         print(json.dumps(report_json(report), indent=2))
     else:
-        print(status_text(status_view(report, chat=settings.command)))
+        print(status_text(status_view(report, chat=settings.slack.command)))
     return VERDICT_EXIT[report.assessment.verdict]
 
 
@@ -241,7 +241,7 @@ def _console(settings: Settings, role: str) -> int:
     except OSError as exc:
         demo, note = None, f"(no demo folder: {exc})"
     if demo is not None:
-        settings, note = demo.allowing(settings), demo.banner(settings.command)
+        settings, note = demo.allowing(settings), demo.banner(settings.slack.command)
     settings = console_settings(settings, role=role)
 
     async def _run() -> int:
@@ -256,7 +256,7 @@ def _worker(settings: Settings, groups: list[str], concurrency: int | None) -> i
     from bot.flows.workers.queue import conninfo, run_worker
 
     try:
-        conninfo(settings.database_url)
+        conninfo(settings.database.database_url)
     except ValueError as exc:
         print(f"gpubot: configuration error: {exc}", file=sys.stderr)
         return EX_CONFIG
@@ -321,29 +321,33 @@ def _main(argv: list[str] | None) -> int:
     try:
         return _run(args, settings)
     except Exception as exc:  # said in one line with its exit status (bot/entry/cli/errors.py), or raised again
-        return cli_errors.exit_status(exc, database_url=settings.database_url)
+        return cli_errors.exit_status(exc, database_url=settings.database.database_url)
 
 
 def _upgrade(settings: Settings) -> None:
     """Migrate the database; only the default data directory is created when missing (a configured
     SQLite path whose folder does not exist is an error: likely a typo)."""
-    path = sqlite_path(settings.database_url)
+    path = sqlite_path(settings.database.database_url)
     upgrade(
-        settings.database_url,
+        settings.database.database_url,
         create_folder=path is not None and os.path.dirname(path) == os.path.abspath(default_data_dir()),
     )
 
 
 def _db_upgrade(settings: Settings) -> int:
     """``gpubot db upgrade``: migrate, saying from which revision to which and what was applied."""
-    path = sqlite_path(settings.database_url)
+    path = sqlite_path(settings.database.database_url)
     before = (
         None
         if path is not None and not os.path.exists(path)
-        else asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
+        else asyncio.run(
+            current_revision(settings.database.database_url, connect_timeout_s=settings.database.db_connect_timeout_s)
+        )
     )
     _upgrade(settings)
-    after = asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
+    after = asyncio.run(
+        current_revision(settings.database.database_url, connect_timeout_s=settings.database.db_connect_timeout_s)
+    )
     if before == after:
         print(f"database is at {after}, the newest revision; nothing to upgrade")
         return 0
@@ -359,20 +363,21 @@ def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
     known = [rev for rev, _ in revisions()]
     if target != "base" and target not in known:
         raise UsageError(f"`{target[:40]}` is not a migration; give one of {', '.join(known)}, or base")
-    path = sqlite_path(settings.database_url)
+    path = sqlite_path(settings.database.database_url)
     if path is not None and not os.path.exists(path):
         print(f"gpubot: no database at {path}; nothing to downgrade", file=sys.stderr)
         return EX_IOERR
-    current = asyncio.run(current_revision(settings.database_url, connect_timeout_s=settings.db_connect_timeout_s))
+    current = asyncio.run(
+        current_revision(settings.database.database_url, connect_timeout_s=settings.database.db_connect_timeout_s)
+    )
     if current is None or current == target:
         print(f"the database is at {current or 'no revision (never migrated)'}; nothing to undo")
         return 0
     undone = undone_by(current, target)
     if not undone:
         raise UsageError(f"the database is at {current}; {target} is not below it (`gpubot db upgrade` goes up)")
-    print(
-        f"The database ({cli_errors.redacted(settings.database_url)}) is at {current}. Going down to {target} undoes:"
-    )
+    where = cli_errors.redacted(settings.database.database_url)
+    print(f"The database ({where}) is at {current}. Going down to {target} undoes:")
     for rev, doc in undone:
         print(f"  {rev}  {doc}")
     print(
@@ -385,7 +390,7 @@ def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
         if input(f"Downgrade to {target}? [y/N] ").strip().lower() not in ("y", "yes"):
             print("nothing changed")
             return 1
-    downgrade(settings.database_url, target)
+    downgrade(settings.database.database_url, target)
     print(f"database is at {target} now")
     return 0
 

@@ -152,7 +152,7 @@ def startup(settings: Settings) -> None:
 async def _startup(settings: Settings) -> None:
     async with build_services(settings) as services:
         views = await flows.sweep(services=services)
-        if views and settings.slack_bot_token is not None:
+        if views and settings.slack.slack_bot_token is not None:
             from bot.entry.slack.app import build_client
             from bot.entry.slack.handlers.actions import update_cards
 

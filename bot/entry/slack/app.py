@@ -24,9 +24,9 @@ def build_client(services: Services) -> AsyncWebClient:
         AsyncServerErrorRetryHandler,
     )
 
-    s = services.settings
-    token = s.slack_bot_token.get_secret_value() if s.slack_bot_token else None
-    client = MeteredWebClient(token=token, base_url=s.slack_api_url or DEFAULT_API_URL)
+    slack = services.settings.slack
+    token = slack.slack_bot_token.get_secret_value() if slack.slack_bot_token else None
+    client = MeteredWebClient(token=token, base_url=slack.slack_api_url or DEFAULT_API_URL)
     client.retry_handlers.extend(
         [AsyncRateLimitErrorRetryHandler(max_retry_count=2), AsyncServerErrorRetryHandler(max_retry_count=2)]
     )
@@ -58,8 +58,8 @@ def build_app(
     Requests are verified with ``SLACK_SIGNING_SECRET`` (HTTP mode; Bolt rejects a bad signature
     or a timestamp older than 5 minutes). In Socket Mode no signing secret is needed.
     """
-    s = services.settings
-    secret = s.slack_signing_secret.get_secret_value() if s.slack_signing_secret else None
+    slack = services.settings.slack
+    secret = slack.slack_signing_secret.get_secret_value() if slack.slack_signing_secret else None
     logging.getLogger(f"slack_bolt.{AsyncApp.__name__}").addFilter(_TOKEN_UNUSED)  # once: the same filter object
     app = AsyncApp(
         # Bolt's logger name: the one Bolt would take itself (this file's name) but without its inspect.stack(), tens of

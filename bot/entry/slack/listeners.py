@@ -33,7 +33,7 @@ def register_listeners(app: AsyncApp, services: Services, *, console_role: Role 
     Raises :class:`RuntimeError` naming the commands written in ``bot/words/commands/`` that no router
     declares, or declared twice, so a spec added without its handler stops the bot at start-up
     instead of being unknown to the first user who types it."""
-    grammar = command_grammar(services.settings.command, ROUTERS)
+    grammar = command_grammar(services.settings.slack.command, ROUTERS)
     handlers = handler_table(ROUTERS)  # raises for a command declared twice
     unrouted = unrouted_specs(ROUTERS)
     if unrouted:
@@ -46,7 +46,7 @@ def register_listeners(app: AsyncApp, services: Services, *, console_role: Role 
 
     register_error_handler(app, grammar, command_key=COMMAND)
 
-    @app.command(services.settings.command, middleware=[command_context(services, grammar, resolver)])
+    @app.command(services.settings.slack.command, middleware=[command_context(services, grammar, resolver)])
     async def gpu_command(body: dict[str, Any], context: dict[str, Any]) -> None:
         """Acked, claimed and given its caller's role by the middleware; parse, check the role, run
         the handler; errors go to the one error handler. The request's session closes here."""

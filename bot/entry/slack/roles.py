@@ -66,12 +66,12 @@ class RoleResolver:
         return found if self.console_role is None else min(found, self.console_role)
 
     async def _role(self, client: AsyncWebClient, user_id: str, db_session: AsyncSession | None) -> Role:
-        s = self.services.settings.roles
+        roles = self.services.settings.roles
         if db_session is not None:
             granted = await self.grants.get(db_session=db_session)
         else:
             async with self.services.sessions() as db:
                 granted = await self.grants.get(db_session=db)
-        groups = {g for g in [*s.admins, *s.operators, *s.viewers, *granted] if g.startswith("S")}
+        groups = {g for g in [*roles.admins, *roles.operators, *roles.viewers, *granted] if g.startswith("S")}
         mine = await self.groups_of(client, user_id, sorted(groups))
-        return access.role_from(s, {user_id, *mine}, granted)
+        return access.role_from(roles, {user_id, *mine}, granted)

@@ -77,4 +77,4 @@ def make_watcher(
     services: Services, client: AsyncWebClient, *, now: Clock | None = None, instance: str | None = None
 ) -> Watcher:
     """A :class:`Watcher` posting with ``client``."""
-    return Watcher(services, SlackOutlet(client, services.settings.command), now=now, instance=instance)
+    return Watcher(services, SlackOutlet(client, services.settings.slack.command), now=now, instance=instance)

@@ -79,7 +79,7 @@ async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
 
     async def beat() -> None:
         while True:
-            await asyncio.sleep(services.settings.action_heartbeat_s)
+            await asyncio.sleep(services.settings.actions.action_heartbeat_s)
             try:
                 await asyncio.shield(renew())
             except Exception as exc:  # one failed renewal must not end the lease's renewals
@@ -89,7 +89,7 @@ async def heartbeat(services: Services, request_id: int) -> AsyncIterator[None]:
                     "action #%s: renewing its lease failed (%s); trying again in %.0f s",
                     request_id,
                     type(exc).__name__,
-                    services.settings.action_heartbeat_s,
+                    services.settings.actions.action_heartbeat_s,
                 )
 
     task = asyncio.create_task(beat())
@@ -107,7 +107,7 @@ async def _verify(services: Services, plan: Plan, request_id: int) -> tuple[list
         fresh = await build_plan(services=services, spec=plan.spec, requested_by=f"action #{request_id}")
     except GpubotError as exc:
         return [f"the re-check found: {exc}"], None
-    return compare(plan, fresh, threshold_pct=services.settings.drift_threshold_pct), fresh.snapshot_id
+    return compare(plan, fresh, threshold_pct=services.settings.actions.drift_threshold_pct), fresh.snapshot_id
 
 
 async def _step_runner(services: Services, host_name: str, progress: Progress | None) -> StepRunner:

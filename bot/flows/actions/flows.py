@@ -292,7 +292,7 @@ async def recover_interrupted(*, services: Services, stale_after_s: float | None
     database's own clock, judged in the statement that interrupts it (never by this replica's clock,
     which may run ahead), or it ran on this machine and its process is gone (a restart). Never re-runs
     anything; the views of those it changed."""
-    stale = services.settings.action_stale_after_s if stale_after_s is None else stale_after_s
+    stale = services.settings.actions.action_stale_after_s if stale_after_s is None else stale_after_s
     async with services.sessions() as db:
         rows = await service.running(db_session=db, stale_after_s=stale)
     out = []

@@ -114,7 +114,7 @@ async def fetch_journal(runner: Runner, target: HostTarget, unit: str, lines: in
 
 async def read_journal(*, services: Services, host: str, unit: str, lines: int | None = None) -> JournalTail:
     """The last ``lines`` (default ``journal_lines``) of a watched unit's journal on ``host``."""
-    n = services.settings.journal_lines if lines is None else lines
+    n = services.settings.actions.journal_lines if lines is None else lines
     if not 1 <= n <= MAX_LINES:
         raise UsageError(f"lines= must be between 1 and {MAX_LINES}")
     async with services.sessions() as db:
@@ -123,4 +123,4 @@ async def read_journal(*, services: Services, host: str, unit: str, lines: int |
     allowed = configured_units(services.settings.probes, probe)
     if unit not in allowed:
         raise UsageError(f"`{unit}` is not a watched unit on {host} (watched: {', '.join(allowed) or 'none'})")
-    return await fetch_journal(services.runner, target, unit, n, timeout=services.settings.batch_timeout_s)
+    return await fetch_journal(services.runner, target, unit, n, timeout=services.settings.probes.batch_timeout_s)

@@ -84,11 +84,13 @@ async def build_plan(*, services: Services, spec: ActionSpec, requested_by: str 
 async def _privileged(ctx: _Ctx, plan: Plan) -> Plan:
     """Decide how each changing step gets its privilege (one read-only round trip); refuse the
     plan up front, naming the fix, when any step has none, so an approved plan never half-runs."""
-    s = ctx.services.settings
-    needs = step_privilege.needs(plan, systemctl=s.sudo_systemctl, helper=s.sudo_helper, host=ctx.spec.host)
+    actions = ctx.services.settings.actions
+    needs = step_privilege.needs(plan, systemctl=actions.sudo_systemctl, helper=actions.sudo_helper, host=ctx.spec.host)
     if not needs:
         return plan
-    access = await read_access(ctx.services.runner, ctx.target, [n for _, n in needs], timeout=s.batch_timeout_s)
+    access = await read_access(
+        ctx.services.runner, ctx.target, [n for _, n in needs], timeout=ctx.services.settings.probes.batch_timeout_s
+    )
     assigned, refused = step_privilege.assign(plan, needs, access, host=ctx.spec.host)
     if refused:
         who = access.user or "the SSH user"
@@ -122,8 +124,8 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
     (resolved) ``roots`` and the mount table has no mount point at it, on the way to it from its
     root, or below it; then measure them. Raises :class:`PlanRefused`."""
     if not roots:
-        raise PlanRefused(no_roots_refusal(ctx.spec.host, ctx.services.settings.allowed_roots))
-    timeout = ctx.services.settings.batch_timeout_s
+        raise PlanRefused(no_roots_refusal(ctx.spec.host, ctx.services.settings.actions.allowed_roots))
+    timeout = ctx.services.settings.probes.batch_timeout_s
     out = await run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
     resolved = [
         remote.unhex(o.stdout) if (o := out.get(f"root.{j}")) and o.exit_status == 0 else None
@@ -198,7 +200,7 @@ async def _hf_entries(ctx: _Ctx) -> list[str]:
         ctx.services.runner,
         ctx.target,
         remote.hf_entries_command(hub, ctx.spec.repo),
-        timeout=ctx.services.settings.batch_timeout_s,
+        timeout=ctx.services.settings.probes.batch_timeout_s,
     )
     o = out.get("hf")
     if o is None or o.exit_status == StepExit.GONE:
@@ -288,7 +290,7 @@ async def _kill(ctx: _Ctx) -> Plan:
     items, warnings = await _pin(ctx, by_pid)
     if not items:
         raise PlanRefused("every listed process ended since the probe; nothing to kill")
-    grace = ctx.services.settings.kill_grace_s
+    grace = ctx.services.settings.actions.kill_grace_s
     step = KillStep(
         f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s", tuple(items)
     )
@@ -311,7 +313,7 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
         ctx.services.runner,
         ctx.target,
         remote.proc_commands(list(by_pid)),
-        timeout=ctx.services.settings.batch_timeout_s,
+        timeout=ctx.services.settings.probes.batch_timeout_s,
     )
     gpu = ctx.report.readings.gpu if ctx.report.readings else None
     index = {g.uuid: g.index for g in gpu.gpus} if gpu else {}
@@ -445,7 +447,7 @@ async def _kill_mode(ctx: _Ctx, unit: UnitItem) -> str | None:
             ctx.services.runner,
             ctx.target,
             [("killmode", f"systemctl show -p KillMode --value -- {remote.q(unit.name)}")],
-            timeout=ctx.services.settings.batch_timeout_s,
+            timeout=ctx.services.settings.probes.batch_timeout_s,
         )
     except ProbeError:
         return None
@@ -491,7 +493,7 @@ async def _leftover_kill(
             )
     if not items:
         return None, [], [], warnings
-    grace = ctx.services.settings.kill_grace_s
+    grace = ctx.services.settings.actions.kill_grace_s
     n = len(items)
     title = (
         f"end {n} leftover process{'es' if n > 1 else ''} ({', '.join(f'pid {p.pid}' for p in items)}): "
@@ -545,7 +547,7 @@ async def _exec_start(ctx: _Ctx, unit: str) -> list[str]:
             ctx.services.runner,
             ctx.target,
             [("exec", f"systemctl show -p ExecStart --value -- {remote.q(unit)}")],
-            timeout=ctx.services.settings.batch_timeout_s,
+            timeout=ctx.services.settings.probes.batch_timeout_s,
         )
     except ProbeError:
         return []
@@ -559,8 +561,8 @@ async def health_check(ctx: _Ctx, unit: str) -> HealthCheck:
     ``ExecStart``; without any, the URL is looked for again in the running main process."""
     s = ctx.services.settings
     own = (ctx.probe.get("unit_health") or {}).get(unit)
-    cfg = UnitHealth.model_validate(own if own is not None else s.unit_health.get(unit, {}))
-    wait = cfg.wait_s or s.unit_health_wait_s
+    cfg = UnitHealth.model_validate(own if own is not None else s.probes.unit_health.get(unit, {}))
+    wait = cfg.wait_s or s.actions.unit_health_wait_s
     limit = f"wait_s in {unit}'s health setting" if cfg.wait_s else "GPUBOT_UNIT_HEALTH_WAIT_S"
     url: str | None
     if ctx.spec.health_url:
@@ -618,7 +620,7 @@ async def _model(ctx: _Ctx, unit: str, deleting: list[PathItem] | None = None) -
     gate = await check_model(
         runner=ctx.services.runner,
         target=ctx.target,
-        timeout=ctx.services.settings.batch_timeout_s,
+        timeout=ctx.services.settings.probes.batch_timeout_s,
         host=ctx.spec.host,
         unit=unit,
         readings=ctx.report.readings,
@@ -648,7 +650,8 @@ async def _pivot(ctx: _Ctx) -> Plan:
         unit_step("stop", a.name),
         *([kill] if kill else []),
         WaitGpusStep(
-            f"wait until every GPU is free (≤ {s.gpu_free_mib} MiB, no process; up to {s.pivot_gpu_wait_s:g} s)"
+            f"wait until every GPU is free (≤ {s.probes.gpu_free_mib} MiB, no process; "
+            f"up to {s.actions.pivot_gpu_wait_s:g} s)"
         ),
     ]
     steps += [_delete_step(it) for it in items]

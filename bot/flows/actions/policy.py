@@ -79,12 +79,12 @@ def _rule(raw: dict[str, Any], n: int) -> Rule:
     return rule
 
 
-def check_policy(settings: ActionSettings) -> None:
-    """Check every rule of ``settings.approval_policy`` (the action settings, ``settings.actions``; at
+def check_policy(actions: ActionSettings) -> None:
+    """Check every rule of ``actions.approval_policy`` (the action settings, ``settings.actions``; at
     start-up, so a typo stops the bot with the variable's name instead of surfacing on some later request);
     raises :class:`PolicyError`, also for a rule that could never be met (more approvals than the users it
     names, no group)."""
-    for n, raw in enumerate(settings.approval_policy, 1):
+    for n, raw in enumerate(actions.approval_policy, 1):
         rule = _rule(raw, n)
         people = set(rule.approvers)
         if people and not rule.user_groups and len(people) < rule.approvals:
@@ -94,18 +94,18 @@ def check_policy(settings: ActionSettings) -> None:
             )
 
 
-def rule_for(settings: ActionSettings, kind: ActionKind, host: str, group: str | None) -> Rule:
-    """The first rule of ``settings.approval_policy`` (the action settings) matching, else the default rule."""
-    for n, raw in enumerate(settings.approval_policy, 1):
+def rule_for(actions: ActionSettings, kind: ActionKind, host: str, group: str | None) -> Rule:
+    """The first rule of ``actions.approval_policy`` (the action settings) matching, else the default rule."""
+    for n, raw in enumerate(actions.approval_policy, 1):
         rule = _rule(raw, n)
         if rule.matches(kind, host, group):
             return rule
-    return Rule(expiry_s=settings.approval_expiry_s)
+    return Rule(expiry_s=actions.approval_expiry_s)
 
 
-def expiry_s(settings: ActionSettings, rule: Rule) -> int:
+def expiry_s(actions: ActionSettings, rule: Rule) -> int:
     """Seconds a card of ``rule`` stays open: the rule's own, else ``approval_expiry_s``."""
-    return rule.expiry_s or settings.approval_expiry_s
+    return rule.expiry_s or actions.approval_expiry_s
 
 
 NAMED_NOT_PROVEN = (
@@ -154,13 +154,13 @@ def may_reject(
     )
 
 
-def allowed_roots(settings: ActionSettings, host: str, group: str | None) -> list[str]:
-    """Roots for ``host`` (``settings``: the action settings): its own entry, else ``group:GROUP``'s, else
-    ``*``'s (may be empty).
+def allowed_roots(actions: ActionSettings, host: str, group: str | None) -> list[str]:
+    """Roots for ``host`` (``actions``: the action settings, ``settings.actions``): its own entry, else
+    ``group:GROUP``'s, else ``*``'s (may be empty).
 
     Settings check the roots when they load; they are checked again here (a settings copy is not
     re-validated): :class:`PolicyError` naming ``GPUBOT_ALLOWED_ROOTS`` for a relative path or ``/``."""
-    roots = settings.allowed_roots
+    roots = actions.allowed_roots
     for key in (host, f"group:{group}" if group else None, "*"):
         if key and key in roots:
             value = roots[key]
@@ -173,8 +173,8 @@ def allowed_roots(settings: ActionSettings, host: str, group: str | None) -> lis
     return []
 
 
-def configured_units(settings: ProbeSettings, host_probe: dict[str, Any] | None) -> list[str]:
+def configured_units(probes: ProbeSettings, host_probe: dict[str, Any] | None) -> list[str]:
     """Units actions may touch on a host: the units its probe watches (host override, else the probe
     settings, ``settings.probes``)."""
-    units = (host_probe or {}).get("units", settings.units)
+    units = (host_probe or {}).get("units", probes.units)
     return list(units)

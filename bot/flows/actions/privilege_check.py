@@ -158,7 +158,7 @@ async def untrusted_roots(
         target, _ = await hosts.resolve(db_session=db, name=host_name)
     cmds = [(f"trust.{j}", sudoers.trust_command(r, "root", "whole")) for j, r in enumerate(roots)]
     try:
-        out = await run_framed(services.runner, target, cmds, timeout=services.settings.batch_timeout_s)
+        out = await run_framed(services.runner, target, cmds, timeout=services.settings.probes.batch_timeout_s)
     except GpubotError as exc:
         if warn is not None:
             warn(
@@ -182,13 +182,13 @@ async def sudoers_for(*, services: Services, host_name: str, warn: Callable[[str
     change gets no ``delete`` rule, only a comment saying why (:func:`untrusted_roots`); when the
     host cannot be asked, ``warn`` gets a sentence saying so (the terminal prints it on stderr)."""
     user, _, units, roots, hf_cache = await _host_config(services, host_name)
-    s = services.settings
+    actions = services.settings.actions
     spec = sudoers.SudoersSpec(
         user=user,
         units=tuple(units),
         roots=tuple(roots),
-        systemctl=s.sudo_systemctl,
-        helper=s.sudo_helper,
+        systemctl=actions.sudo_systemctl,
+        helper=actions.sudo_helper,
         host=host_name,
         hf_hub=hf_cache.rstrip("/") + "/hub" if hf_cache else None,
     )
@@ -238,17 +238,17 @@ def check_needs(
 async def check_access(*, services: Services, host_name: str, requested_by: str | None = None) -> HostCheck:
     """What the bot may do on ``host_name``; nothing on the host changes."""
     user, _, units, roots, hf_cache = await _host_config(services, host_name)
-    s = services.settings
+    actions = services.settings.actions
     report = await check_host(services=services, host_name=host_name, requested_by=requested_by)
     if report.readings is None:
         return HostCheck(host_name, user=user, error=f"the probe failed: {report.error}")
     async with services.sessions() as db:
         target, _ = await hosts.resolve(db_session=db, name=host_name)
     needs = check_needs(
-        units, roots, systemctl=s.sudo_systemctl, helper=s.sudo_helper, host=host_name, hf_cache=hf_cache
+        units, roots, systemctl=actions.sudo_systemctl, helper=actions.sudo_helper, host=host_name, hf_cache=hf_cache
     )
     try:
-        access = await read_access(services.runner, target, needs, timeout=s.batch_timeout_s)
+        access = await read_access(services.runner, target, needs, timeout=services.settings.probes.batch_timeout_s)
     except GpubotError as exc:
         return HostCheck(host_name, user=user, error=str(exc))
     me = access.user or user
@@ -269,18 +269,18 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
             )
             continue
         how = g.reason
-        if g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper:
-            how = f"via sudo ({s.sudo_helper})"
+        if g.ok and g.via == "sudo" and g.need.argv[0] == actions.sudo_helper:
+            how = f"via sudo ({actions.sudo_helper})"
         if g.need.key == "kill" and g.ok and g.via == "sudo":
             how += f"; the helper never kills a system daemon ({', '.join(sudoers.system_daemons())})"
         lines.append(CheckLine(g.ok, g.need.label, how, g.fix))
         stale = _stale_rule(access, i, g, host_name)
         if stale is not None:
             lines.append(stale)
-    uses_helper = any(g.ok and g.via == "sudo" and g.need.argv[0] == s.sudo_helper for g in granted)
+    uses_helper = any(g.ok and g.via == "sudo" and g.need.argv[0] == actions.sudo_helper for g in granted)
     journal_unit = units[0] if units and access.uid != 0 else None
     lines += await _inspections(
-        services, target, me, helper=s.sudo_helper if uses_helper else None, journal_unit=journal_unit
+        services, target, me, helper=actions.sudo_helper if uses_helper else None, journal_unit=journal_unit
     )
     if not units:
         lines.append(CheckLine(True, "units", "none configured, so stop/start/restart are not offered on this host"))
@@ -321,7 +321,7 @@ async def _inspections(
     if not cmds:
         return []
     try:
-        out = await run_framed(services.runner, target, cmds, timeout=services.settings.batch_timeout_s)
+        out = await run_framed(services.runner, target, cmds, timeout=services.settings.probes.batch_timeout_s)
     except GpubotError as exc:
         return [CheckLine(False, f"helper {helper}" if helper else JOURNAL_WHAT, f"could not be inspected ({exc})")]
     lines = []

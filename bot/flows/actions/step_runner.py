@@ -52,7 +52,7 @@ class StepOutcome:
 def sudo_said(text: str, *, command: str, host: str) -> str | None:
     """A sentence for a refusal by ``sudo -n`` found in a step's output, else ``None``. It ends
     with the chat command that shows what the bot may do on ``host`` (``/gpu hosts check node174``;
-    ``command``: the slash command, ``settings.command``): a step's summary is read on its card."""
+    ``command``: the slash command, ``settings.slack.command``): a step's summary is read on its card."""
     check = f"(`{command} hosts check {host}`)"
     for line in text.splitlines():
         if "sudo:" not in line:
@@ -84,22 +84,27 @@ class StepRunner:
 
     def describe(self, step: Step) -> tuple[str, str | None]:
         """``(command shown to people, exact script or None)`` for the audit, before running."""
-        s = self.settings
+        actions = self.settings.actions
         match step:
             case DeleteStep(item=item, via=via):
-                return remote.delete_script(item, helper=s.sudo_helper if via == "sudo" else None)
+                return remote.delete_script(item, helper=actions.sudo_helper if via == "sudo" else None)
             case KillStep(procs=procs, via=via):
-                return remote.kill_script(procs, s.kill_grace_s, helper=s.sudo_helper if via == "sudo" else None)
+                return remote.kill_script(
+                    procs, actions.kill_grace_s, helper=actions.sudo_helper if via == "sudo" else None
+                )
             case UnitStep(verb=verb, unit=unit, expect=expect, health=health, via=via):
                 display, script = remote.unit_script(
-                    verb, unit, expect, s.unit_wait_s, systemctl=s.sudo_systemctl if via == "sudo" else None
+                    verb, unit, expect, actions.unit_wait_s, systemctl=actions.sudo_systemctl if via == "sudo" else None
                 )
                 if health is not None:
-                    display += f"; then every {s.unit_health_poll_s:g} s until up: {health.describe()}"
+                    display += f"; then every {actions.unit_health_poll_s:g} s until up: {health.describe()}"
                 return display, script
             case WaitGpusStep():
                 cmds = remote.gpu_commands(self.gpu_backend)
-                return f"poll {cmds[0][0]} every {s.pivot_gpu_poll_s:g} s for up to {s.pivot_gpu_wait_s:g} s", None
+                return (
+                    f"poll {cmds[0][0]} every {actions.pivot_gpu_poll_s:g} s for up to {actions.pivot_gpu_wait_s:g} s",
+                    None,
+                )
             case CheckDiskStep(path=path):
                 return remote.df_command(path)[0][1], None
             case _:
@@ -148,23 +153,25 @@ class StepRunner:
         )
 
     def _timeout(self, step: DeleteStep | KillStep | UnitStep) -> float:
-        s = self.settings
+        actions = self.settings.actions
         match step:
             case KillStep():
-                return s.kill_grace_s + 30
+                return actions.kill_grace_s + 30
             case UnitStep(health=health):
                 # systemctl start of a Type=notify (or oneshot) unit returns only once it is ready: give it the
                 # health wait's bound too, as the wait that follows would have had
-                return s.unit_wait_s + 30 + (health.wait_s if health is not None else 0)
+                return actions.unit_wait_s + 30 + (health.wait_s if health is not None else 0)
             case DeleteStep():
-                return s.action_step_timeout_s
+                return actions.action_step_timeout_s
             case _:
                 assert_never(step)
 
     def _summary(self, step: DeleteStep | KillStep | UnitStep, stdout: str, stderr: str, status: int | None) -> str:
         last = (stdout.strip().splitlines() or stderr.strip().splitlines() or [f"exit status {status}"])[-1]
         said = (
-            sudo_said(stdout + "\n" + stderr, command=self.settings.command, host=self.target.name) if status else None
+            sudo_said(stdout + "\n" + stderr, command=self.settings.slack.command, host=self.target.name)
+            if status
+            else None
         )
         if said:
             return said
@@ -187,7 +194,8 @@ class StepRunner:
                 text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
                 return text or last
             case UnitStep(unit=unit, expect=expect) if status == StepExit.NOT_REACHED:
-                return f"{unit} did not reach {' or '.join(expect)} within {self.settings.unit_wait_s:g} s ({last})"
+                wait_s = self.settings.actions.unit_wait_s
+                return f"{unit} did not reach {' or '.join(expect)} within {wait_s:g} s ({last})"
             case DeleteStep() | UnitStep():
                 return last[:500]
             case _:
@@ -195,7 +203,10 @@ class StepRunner:
 
     async def gpus_now(self) -> GpuReport:
         outs = await run_framed(
-            self.runner, self.target, remote.gpu_commands(self.gpu_backend), timeout=self.settings.probe_timeout_s
+            self.runner,
+            self.target,
+            remote.gpu_commands(self.gpu_backend),
+            timeout=self.settings.probes.probe_timeout_s,
         )
         return remote.parse_gpus(outs, self.gpu_backend)
 
@@ -205,7 +216,7 @@ class StepRunner:
         return [] if a.verdict is Verdict.READY else [r.text for r in a.reasons]
 
     async def _wait_gpus(self) -> StepOutcome:
-        s = self.settings
+        actions = self.settings.actions
         started = time.monotonic()
         polls, reasons = 0, ["not checked"]
         while True:
@@ -217,7 +228,7 @@ class StepRunner:
                 return StepOutcome(
                     True, f"every GPU is free (after {waited:.1f} s, {polls} check{'s' if polls != 1 else ''})", 0
                 )
-            if waited + s.pivot_gpu_poll_s > s.pivot_gpu_wait_s:
+            if waited + actions.pivot_gpu_poll_s > actions.pivot_gpu_wait_s:
                 return StepOutcome(
                     False,
                     f"GPUs still not free after {waited:.1f} s: " + "; ".join(reasons),
@@ -225,11 +236,11 @@ class StepRunner:
                     "\n".join(reasons),
                     holders=tuple(dict.fromkeys(p.pid for p in report.processes)),
                 )
-            await asyncio.sleep(s.pivot_gpu_poll_s)
+            await asyncio.sleep(actions.pivot_gpu_poll_s)
 
     async def _check_disk(self, path: str, need: int) -> StepOutcome:
         outs = await run_framed(
-            self.runner, self.target, remote.df_command(path), timeout=self.settings.probe_timeout_s
+            self.runner, self.target, remote.df_command(path), timeout=self.settings.probes.probe_timeout_s
         )
         out = outs.get("df")
         disk = parse_df(path, out) if out else None
@@ -248,7 +259,7 @@ class StepRunner:
         """Free bytes now on the filesystems of ``paths`` (by mount point), for the result."""
         cmds = [(f"df.{i}", remote.df_command(p)[0][1]) for i, p in enumerate(paths)]
         try:
-            outs = await run_framed(self.runner, self.target, cmds, timeout=self.settings.probe_timeout_s)
+            outs = await run_framed(self.runner, self.target, cmds, timeout=self.settings.probes.probe_timeout_s)
         except ProbeError:
             return {}
         disks = [parse_df(p, outs[f"df.{i}"]) for i, p in enumerate(paths) if f"df.{i}" in outs]

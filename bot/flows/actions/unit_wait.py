@@ -69,14 +69,15 @@ async def wait_until_up(
 ) -> WaitResult:
     """Look at ``unit`` on ``target`` until it is up or failed (see :func:`bot.flows.actions.unit_up.judge`),
     at most ``check.wait_s`` seconds; never raises for the host's failures."""
-    poll_s, http_s = settings.unit_health_poll_s, settings.unit_health_http_timeout_s
+    probes, actions = settings.probes, settings.actions
+    poll_s, http_s = actions.unit_health_poll_s, probes.unit_health_http_timeout_s
     gpu_cmds = remote.gpu_commands(gpu_backend)
     started = time.monotonic()
     url, first_pid, looks, lines = check.url, None, 0, []
     while True:
         try:
             outs = await run_framed(
-                runner, target, poll_commands(unit, url, gpu_cmds, http_s), timeout=settings.probe_timeout_s + http_s
+                runner, target, poll_commands(unit, url, gpu_cmds, http_s), timeout=probes.probe_timeout_s + http_s
             )
             look = parse_look(outs, remote.parse_gpus(outs, gpu_backend))
         except ProbeError as exc:
@@ -112,5 +113,5 @@ async def wait_until_up(
         await asyncio.sleep(poll_s)
     journal = None
     if p.phase == "failed":
-        journal = await fetch_journal(runner, target, unit, settings.journal_lines, timeout=settings.batch_timeout_s)
+        journal = await fetch_journal(runner, target, unit, actions.journal_lines, timeout=probes.batch_timeout_s)
     return WaitResult(p, journal, lines)

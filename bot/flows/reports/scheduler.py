@@ -134,14 +134,14 @@ class ReportScheduler:
         return out
 
     async def _due(self, sched: ReportSchedule) -> list[Outcome]:
-        s = self.services.settings.history
+        history = self.services.settings.history
         now = self.now()
         async with self.services.sessions() as db:
             anchor = await reports.last_fire(db_session=db, schedule_id=sched.id) or sched.created_at
             stale = await reports.stale_runs(db_session=db, schedule_id=sched.id, before=self._lease_cut(now))
         if sched.resumed_at is not None and sched.resumed_at > anchor:
             anchor = sched.resumed_at  # nothing missed while paused is sent
-        floor = now - timedelta(seconds=s.report_grace_s) - CATCH_UP
+        floor = now - timedelta(seconds=history.report_grace_s) - CATCH_UP
         if anchor < floor:
             log.warning("report schedule #%d: fire times before %s are not looked at (bot was down)", sched.id, floor)
             anchor = floor
@@ -152,9 +152,9 @@ class ReportScheduler:
         out += [await self._skip(sched, f, "a newer fire time is due") for f in due[:-1]]
         newest = due[-1]
         age = (now - newest).total_seconds()
-        if age > s.report_grace_s:
+        if age > history.report_grace_s:
             out.append(
-                await self._skip(sched, newest, f"{age:.0f} s late, beyond the {s.report_grace_s} s grace period")
+                await self._skip(sched, newest, f"{age:.0f} s late, beyond the {history.report_grace_s} s grace period")
             )
         else:
             out.append(await self._send(sched, newest, late_by_s=self._late_by(age)))
@@ -358,21 +358,21 @@ class ReportScheduler:
     def start(self) -> None:
         """Start APScheduler on the running event loop: the sync job (first run right away, which
         sends missed reports late or records them skipped), retention, background probes."""
-        s = self.services.settings.history
+        history = self.services.settings.history
         self.aps = AsyncIOScheduler(timezone=UTC)
         first = datetime.now(UTC)
         self.aps.add_job(
             self.sync,
-            IntervalTrigger(seconds=max(5, s.report_sync_s)),
+            IntervalTrigger(seconds=max(5, history.report_sync_s)),
             id="reports:sync",
             next_run_time=first,
             coalesce=True,
             max_instances=1,
         )
         self.aps.add_job(
-            self.prune, cron.trigger(s.retention_cron, "UTC"), id="retention", coalesce=True, max_instances=1
+            self.prune, cron.trigger(history.retention_cron, "UTC"), id="retention", coalesce=True, max_instances=1
         )
-        for group, every in s.background_probe_groups.items():
+        for group, every in history.background_probe_groups.items():
             if every > 0:
                 self.aps.add_job(
                     self.probe_groups,
@@ -382,17 +382,17 @@ class ReportScheduler:
                     coalesce=True,
                     max_instances=1,
                 )
-        if s.background_probe_report_hosts_s > 0:
+        if history.background_probe_report_hosts_s > 0:
             self.aps.add_job(
                 self.probe_report_hosts,
-                IntervalTrigger(seconds=s.background_probe_report_hosts_s),
+                IntervalTrigger(seconds=history.background_probe_report_hosts_s),
                 id="probe:reports",
                 coalesce=True,
                 max_instances=1,
             )
         if self.watcher is not None:
             self.aps.add_job(
-                self.watch, IntervalTrigger(seconds=s.watch_eval_s), id="watches", coalesce=True, max_instances=1
+                self.watch, IntervalTrigger(seconds=history.watch_eval_s), id="watches", coalesce=True, max_instances=1
             )
         self.aps.start()
 
@@ -446,13 +446,13 @@ class ReportScheduler:
 
     async def prune(self) -> retention.Pruned:
         """One retention pass with the settings' periods."""
-        s = self.services.settings.history
+        history = self.services.settings.history
         return await retention.prune(
             sessions=self.services.sessions,
             now=self.now(),
-            readings_days=s.retention_readings_days,
-            raw_days=s.retention_raw_days,
-            batch=s.retention_batch,
+            readings_days=history.retention_readings_days,
+            raw_days=history.retention_raw_days,
+            batch=history.retention_batch,
         )
 
     def next_fire(self, schedule_id: int) -> datetime | None:

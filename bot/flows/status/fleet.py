@@ -131,7 +131,7 @@ async def check_fleet(
     claim: Callable[[Connection, list[Any]], set[int]] | None = None,
     limit: asyncio.Semaphore | None = None,
 ) -> FleetReport:
-    """Probe ``names`` with at most ``settings.max_concurrent_probes`` batches at once.
+    """Probe ``names`` with at most ``settings.probes.max_concurrent_probes`` batches at once.
 
     ``on_progress(answered, total, report)`` is awaited after each host answers (its
     ``snapshot_id`` may still be ``None``: the snapshot is written with its batch);

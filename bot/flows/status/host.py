@@ -61,32 +61,32 @@ class StatusReport:
     """Set when the snapshot could not be written; the verdict is still shown."""
 
 
-def plan_for(settings: ProbeSettings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
+def plan_for(probes: ProbeSettings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
     """The probe plan and requirements: the probe settings (``settings.probes``), overridden by the host's
     ``probe`` dict, plus the weight ``paths`` the user named."""
     o: dict[str, Any] = validate_overrides(host.probe, host=host.name) if host else {}
-    units: dict[str, str] = dict(o.get("units", settings.units))
-    folders = tuple(dict.fromkeys([*o.get("weight_paths", settings.weight_paths), *paths]))
+    units: dict[str, str] = dict(o.get("units", probes.units))
+    folders = tuple(dict.fromkeys([*o.get("weight_paths", probes.weight_paths), *paths]))
     own = o.get("unit_health") or {}
-    urls = tuple(UnitHealth.model_validate(own[u] if u in own else settings.unit_health.get(u, {})).url for u in units)
+    urls = tuple(UnitHealth.model_validate(own[u] if u in own else probes.unit_health.get(u, {})).url for u in units)
     plan = ProbePlan(
-        volumes=tuple(o.get("model_volumes", settings.model_volumes)) or ("/",),
+        volumes=tuple(o.get("model_volumes", probes.model_volumes)) or ("/",),
         folders=folders,
-        hf_cache=o.get("hf_cache", settings.hf_cache),
+        hf_cache=o.get("hf_cache", probes.hf_cache),
         units=tuple(units),
         health_urls=urls,
-        health_timeout_s=settings.unit_health_http_timeout_s,
-        probe_timeout_s=settings.probe_timeout_s,
-        gpu_timeout_s=settings.gpu_probe_timeout_s,
-        deadline_s=max(5, int(settings.batch_timeout_s) - 5),
-        gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)),
-        gpu_backend=o.get("gpu_backend", settings.gpu_backend),
+        health_timeout_s=probes.unit_health_http_timeout_s,
+        probe_timeout_s=probes.probe_timeout_s,
+        gpu_timeout_s=probes.gpu_probe_timeout_s,
+        deadline_s=max(5, int(probes.batch_timeout_s) - 5),
+        gpu_free_mib=int(o.get("gpu_free_mib", probes.gpu_free_mib)),
+        gpu_backend=o.get("gpu_backend", probes.gpu_backend),
     )
     req = Requirements(
-        gpu_free_mib=int(o.get("gpu_free_mib", settings.gpu_free_mib)),
+        gpu_free_mib=int(o.get("gpu_free_mib", probes.gpu_free_mib)),
         units=units,
-        expected_gpus=o.get("expected_gpus", settings.expected_gpus),
-        slow_gpu_probe_s=settings.gpu_slow_s,
+        expected_gpus=o.get("expected_gpus", probes.expected_gpus),
+        slow_gpu_probe_s=probes.gpu_slow_s,
     )
     return plan, req
 
@@ -121,8 +121,9 @@ async def probe_and_judge(
     before (:func:`bot.domain.snapshots.inventory.known`). Never raises for the host's failures
     (invalid stored probe settings read *unknown*, an unreachable host *unreachable*). Counts the
     probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``)."""
+    probes = services.settings.probes
     try:
-        plan, req = plan_for(services.settings.probes, host, paths)
+        plan, req = plan_for(probes, host, paths)
     except ProbeSettingsError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
@@ -131,7 +132,7 @@ async def probe_and_judge(
         target=target,
         plan=plan,
         runner=services.runner,
-        timeout=services.settings.batch_timeout_s,
+        timeout=probes.batch_timeout_s,
         clock=services.clock,
     )
     assessment = judge(result, req)
@@ -206,7 +207,7 @@ async def probe_or_interrupted(
         if not services.gate.interrupted:
             raise
         resume(asyncio.current_task())
-    rerun = f"{services.settings.command} status {target.name}"
+    rerun = f"{services.settings.slack.command} status {target.name}"
     result = interrupted_result(services, target, taken_at, rerun=rerun)
     log.warning("probe of %s interrupted by the shutdown; stored as interrupted", target.name)
     return result, not_probed(result.error or INTERRUPTED, INTERRUPTED), Requirements()
@@ -295,7 +296,7 @@ async def _probe_and_store(
             await inventory.known(
                 db_session=db,
                 host_names=[target.name],
-                since=services.clock() - timedelta(days=services.settings.gpu_inventory_days),
+                since=services.clock() - timedelta(days=services.settings.probes.gpu_inventory_days),
             )
         )[target.name]
         await db.commit()  # end the read: no connection held during the probe

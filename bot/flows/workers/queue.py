@@ -75,7 +75,7 @@ async def probe_hosts(
 
 def make_app(settings: Settings) -> App:
     """The procrastinate app on the database of ``settings`` (not opened), with the probe task."""
-    app = App(connector=PsycopgConnector(conninfo=conninfo(settings.database_url)))
+    app = App(connector=PsycopgConnector(conninfo=conninfo(settings.database.database_url)))
     app.task(name=TASK, queue=QUEUE, retry=RetryStrategy(max_attempts=5, wait=1))(probe_hosts)
     return app
 
@@ -108,7 +108,7 @@ class QueueJobs(FleetJobs):
 
     def split(self, run_id: int, names: list[str], groups: dict[str, str | None]) -> list[Job]:
         """Per group, jobs of at most ``fleet_job_hosts`` hosts."""
-        size = max(1, self.settings.fleet_job_hosts)
+        size = max(1, self.settings.fleet.fleet_job_hosts)
         by_queue: dict[str, list[str]] = {}
         for n in names:
             by_queue.setdefault(queue_of(groups.get(n)), []).append(n)
@@ -163,7 +163,7 @@ async def run_worker(
     settings: Settings, services: Services, *, groups: Sequence[str] = (), concurrency: int | None = None
 ) -> None:
     """``gpubot worker``: take probe jobs (of ``groups``' queues only, when given) until SIGTERM/SIGINT,
-    at most ``settings.max_concurrent_probes`` probes at once over all of them."""
+    at most ``settings.probes.max_concurrent_probes`` probes at once over all of them."""
     queues: list[str] | None = [queue_of(g) for g in groups] or None
     fleet = settings.fleet
     os.nice(fleet.fleet_nice)  # batch work: a chat process on the same machine gets the CPU first

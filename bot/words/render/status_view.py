@@ -89,7 +89,7 @@ RUNNING_STATES = frozenset({"active", "activating", "reloading"})
 """Unit ``ActiveState`` values that ``/gpu stop`` would end."""
 
 CHAT = "/gpu"
-"""The slash command of chat (``settings.command``), which the advice to act is written in."""
+"""The slash command of chat (``settings.slack.command``), which the advice to act is written in."""
 
 
 def _container_advice(host: str, pid: int, o: ProcessOwner) -> str:

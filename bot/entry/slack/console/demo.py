@@ -38,7 +38,9 @@ class Demo:
 
     def allowing(self, settings: Settings) -> Settings:
         """A copy of ``settings`` whose allowed roots add the demo root on ``localhost``."""
-        return settings.model_copy(update={"allowed_roots": {**settings.allowed_roots, "localhost": [self.root]}})
+        return settings.model_copy(
+            update={"allowed_roots": {**settings.actions.allowed_roots, "localhost": [self.root]}}
+        )
 
     def refusal(self, command: object) -> str | None:
         """Why the demo does not let ``command`` (a parsed ``/gpu`` command) be planned, or ``None``:
@@ -151,6 +153,6 @@ def active_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
     are exactly ``<data dir>/demo``), else ``None``. Read from the settings so that a console given
     only its services knows the demo is on."""
     root = os.path.join(data_dir or default_data_dir(), "demo")
-    if settings.allowed_roots.get("localhost") != [root]:
+    if settings.actions.allowed_roots.get("localhost") != [root]:
         return None
     return Demo(root, os.path.join(root, DEMO_FOLDER))

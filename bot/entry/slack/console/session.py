@@ -79,16 +79,17 @@ def console_settings(settings: Settings, *, role: str, user_id: str = CONSOLE_US
     """A copy of ``settings`` where ``user_id`` also has ``role`` (``admin``, ``operator`` or
     ``viewer``); ``settings`` is not changed. Raises :class:`KeyError` for another role."""
     field = ROLE_FIELDS[role]
-    return settings.model_copy(update={field: [*getattr(settings, field), user_id]})
+    return settings.model_copy(update={field: [*getattr(settings.roles, field), user_id]})
 
 
 def sharing_roles(settings: Settings, home: str, people: Iterable[str]) -> Settings:
     """A copy of ``settings`` where each of ``people`` is in every role list ``home`` is in
     (``settings`` itself when that changes nothing; it is never changed)."""
     people = list(people)
+    roles = settings.roles
     update: dict[str, list[str]] = {}
     for field in ROLE_FIELDS.values():
-        ids: list[str] = getattr(settings, field)
+        ids: list[str] = getattr(roles, field)
         extra = [p for p in people if p not in ids]
         if home in ids and extra:
             update[field] = [*ids, *extra]
@@ -221,14 +222,18 @@ class Console:
         return min(self._listed_role(self.user_id), self.home_role)
 
     def _listed_role(self, user_id: str) -> Role:
-        s = self.services.settings
+        roles = self.services.settings.roles
         return next(
             (
                 role
-                for role, ids in ((Role.ADMIN, s.admins), (Role.OPERATOR, s.operators), (Role.VIEWER, s.viewers))
+                for role, ids in (
+                    (Role.ADMIN, roles.admins),
+                    (Role.OPERATOR, roles.operators),
+                    (Role.VIEWER, roles.viewers),
+                )
                 if user_id in ids
             ),
-            Role.VIEWER if not s.viewers else Role.NONE,
+            Role.VIEWER if not roles.viewers else Role.NONE,
         )
 
     def who(self) -> str:
@@ -272,7 +277,7 @@ class Console:
                 "channel_name": "console",
                 "user_id": self.user_id,
                 "user_name": "console",
-                "command": self.services.settings.command,
+                "command": self.services.settings.slack.command,
                 "text": text,
                 "api_app_id": "ACONSOLE",
                 "response_url": self.standin.response_url(uuid.uuid4().hex),
@@ -317,7 +322,7 @@ class Console:
         """Run ``/gpu text`` as if typed in Slack (unless the demo refuses it: then say why, only to you)."""
         if self.demo is not None:
             try:
-                parsed = command_grammar(self.services.settings.command).parse(text)
+                parsed = command_grammar(self.services.settings.slack.command).parse(text)
             except UsageError:
                 pass  # the app answers it
             else:
@@ -360,7 +365,7 @@ class Console:
                 return True
             await self.press(int(line))
             return True
-        cmd = self.services.settings.command
+        cmd = self.services.settings.slack.command
         for prefix in (cmd, cmd.lstrip("/")):
             if line == prefix or line.startswith(prefix + " "):
                 line = line[len(prefix) :].strip()
@@ -381,7 +386,7 @@ async def run_console(services: Services, *, note: str | None = None) -> int:
     await console.start()
     print(BANNER)
     if console.demo is not None:
-        note = console.demo.banner(services.settings.command, may_clean=console.role() >= Role.OPERATOR)
+        note = console.demo.banner(services.settings.slack.command, may_clean=console.role() >= Role.OPERATOR)
     if note:
         print(note)
 

@@ -198,7 +198,7 @@ async def sweep_once(services: Services, client: AsyncWebClient) -> None:
 async def sweep_forever(services: Services, client: AsyncWebClient) -> None:
     """:func:`sweep_once` every ``action_sweep_interval_s`` seconds, also on a quiet bot (``gpubot
     serve`` runs this as a task; cancel it to stop). Requests never wait for it."""
-    interval = services.settings.action_sweep_interval_s
+    interval = services.settings.actions.action_sweep_interval_s
     while interval > 0:
         await asyncio.sleep(interval)
         await sweep_once(services, client)
@@ -293,7 +293,7 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
 
     def parts(body: dict[str, Any], client: AsyncWebClient, respond: Any) -> tuple[Click, SlackClicker, SlackCard]:
         click = click_of(body)
-        card = SlackCard(client, respond, click.channel, click.ts, services.settings.command)
+        card = SlackCard(client, respond, click.channel, click.ts, services.settings.slack.command)
         return click, SlackClicker(resolver, client), card
 
     def decision_listener(decision: str) -> Listener:

@@ -71,7 +71,7 @@ async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
             db_session=ctx.db,
             resolved=resolved,
         )
-    view = status_view(report, command=ctx.services.settings.command)
+    view = status_view(report, command=ctx.services.settings.slack.command)
     blocks = status_blocks(view)
     now = ctx.services.clock()
     try:
@@ -119,7 +119,7 @@ async def _fleet(ctx: CommandContext, cmd: StatusCommand, group: str | None, tit
         requested_by=ctx.user_id,
         on_progress=progress,
     )
-    rerun = f"{ctx.services.settings.command} status {'all' if group is None else f'group:{group}'}"
+    rerun = f"{ctx.services.settings.slack.command} status {'all' if group is None else f'group:{group}'}"
     view = fleet_view(title, fleet.reports, rerun=rerun)
     shapes = [fleet_blocks(view, budget=b) for b in FLEET_BUDGETS]
     taken = await ctx.update_fitting(ref, f"{view.headline} — {view.counts}", [blocks for blocks, _ in shapes])

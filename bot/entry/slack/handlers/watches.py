@@ -173,7 +173,7 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
             channel=alert.channel,
             ts=alert.message_ts,
             text=headline(msg),
-            blocks=watch_blocks(msg, chat=services.settings.command),
+            blocks=watch_blocks(msg, chat=services.settings.slack.command),
         )
         text = f"<@{user}> is on {escape(alert.host_name)}."
         await client.chat_postMessage(
