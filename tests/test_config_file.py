@@ -74,7 +74,8 @@ def test_every_unknown_name_is_named_with_where_it_is(clean_env, monkeypatch):
     said = str(caught.value)
     assert "GPUBOT_UNIT (in .env) is not a setting (did you mean GPUBOT_UNITS?)" in said
     assert "gpubot_probe_timout_s (in .env) is not a setting (did you mean GPUBOT_PROBE_TIMEOUT_S?)" in said
-    assert "GPUBOT_ZZZZ (in the environment) is not a setting (the settings are listed in .env.example" in said
+    assert "GPUBOT_ZZZZ (in the environment) is not a setting (the settings are listed in .env.example and " in said
+    assert "docs/configuration.md)" in said
     for fine in ("POSTGRES_PASSWORD", "GPUBOT_PUBLISH", "GPUBOT_TEST_PG", "SLACK_BOT_TOKEN"):
         assert fine not in said
 

@@ -666,7 +666,9 @@ def _nearest(name: str, known: list[str], prefix: str = "") -> str:
     ``prefix``), or where the settings are listed."""
     stem = {k.removeprefix(prefix): k for k in known}
     near = difflib.get_close_matches(name.removeprefix(prefix), list(stem), n=1, cutoff=0.7)
-    return f" (did you mean {stem[near[0]]}?)" if near else " (the settings are listed in .env.example and README)"
+    if near:
+        return f" (did you mean {stem[near[0]]}?)"
+    return " (the settings are listed in .env.example and docs/configuration.md)"
 
 
 def unknown_names(

@@ -110,7 +110,7 @@ def no_roots_refusal(host: str, configured: dict[str, list[str]]) -> str:
     if not configured:
         return (
             f"nothing may be deleted on {host}: no allowed roots are set, and gpubot deletes nowhere by default. "
-            f'Name the folders weights may be deleted under, e.g. {example}; README "Approvals and actions"'
+            f"Name the folders weights may be deleted under, e.g. {example}; docs/actions.md#where-deletions-may-happen"
         )
     keys = ", ".join(sorted(configured))
     return (

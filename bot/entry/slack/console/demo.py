@@ -72,7 +72,8 @@ class Demo:
             )
         return (
             f"{head} Try `{command} clean localhost weights={self.folder}`,\n"
-            'then `as alice` and press Approve. Real roots: set GPUBOT_ALLOWED_ROOTS (README, "Approvals and actions").'
+            "then `as alice` and press Approve. Real roots: set GPUBOT_ALLOWED_ROOTS\n"
+            "(docs/actions.md#where-deletions-may-happen)."
         )
 
 
