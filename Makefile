@@ -12,17 +12,19 @@ BIN = $(VENV)/bin
 
 .PHONY: setup run test test-fast docs deps-system
 
-$(BIN)/python:
+# pip, not python, marks a made venv: a first make run/setup stopped while the venv was made leaves python without
+# pip, and `python -m venv` over it adds pip (else every later run ends in ".venv/bin/pip: No such file").
+$(BIN)/pip:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 # gpubot and what it needs to run (pyproject.toml's dependencies), no extras
-$(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-runtime: pyproject.toml | $(BIN)/pip
 	$(BIN)/pip install -q -e .
 	touch $@
 
 # the same plus the test and docs tools (extras test, docs)
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/pip
 	$(BIN)/pip install -q -e '.[test,docs]'
 	touch $@ $(VENV)/.installed-runtime
 
@@ -31,7 +33,13 @@ setup: $(VENV)/.installed-dev
 run: $(VENV)/.installed-runtime
 	$(BIN)/gpubot db upgrade
 	@$(BIN)/gpubot status localhost; echo "(gpubot status exit $$?: 0 ready, 1 not ready, 2 unknown or unreachable)"
-	@if [ -n "$$SLACK_BOT_TOKEN" ]; then $(BIN)/gpubot serve; else $(BIN)/gpubot console; fi
+	@if $(SLACK_TOKEN_SET); then $(BIN)/gpubot serve; else $(BIN)/gpubot console; fi
+
+# Whether gpubot would find a Slack bot token: the settings as gpubot reads them (bot.foundation.config's loader:
+# the environment, ./.env, a gpubot.toml; SLACK_BOT_TOKEN or GPUBOT_SLACK_BOT_TOKEN). Settings that do not load
+# count as no token: the console then says what is wrong with them.
+SLACK_TOKEN_SET = $(BIN)/python -c 'import sys; from bot.foundation.config import load_settings; \
+  sys.exit(not load_settings().slack.slack_bot_token)' 2>/dev/null
 
 # What make test changes on this machine (as root; each only when missing): Debian packages openssh-server,
 # zsh, fish, tcsh, sudo, docker.io, docker-compose, debootstrap, postgresql; PostgreSQL started, and on a
