@@ -36,7 +36,7 @@ from bot.entry.wiring import build_services
 from bot.flows.actions.policy import check_policy
 from bot.flows.status.fleet import check_fleet, hosts_of
 from bot.flows.status.host import StatusReport, check_host
-from bot.foundation.config import Settings, default_data_dir, load_settings
+from bot.foundation.config import DatabaseSettings, Settings, default_data_dir, load_settings
 from bot.foundation.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
 from bot.foundation.errors import ConfigError, PolicyError, SshConfigRefused, UsageError
 from bot.foundation.printable import PrintableStream
@@ -324,30 +324,26 @@ def _main(argv: list[str] | None) -> int:
         return cli_errors.exit_status(exc, database_url=settings.database.database_url)
 
 
-def _upgrade(settings: Settings) -> None:
+def _upgrade(database: DatabaseSettings) -> None:
     """Migrate the database; only the default data directory is created when missing (a configured
     SQLite path whose folder does not exist is an error: likely a typo)."""
-    path = sqlite_path(settings.database.database_url)
+    path = sqlite_path(database.database_url)
     upgrade(
-        settings.database.database_url,
+        database.database_url,
         create_folder=path is not None and os.path.dirname(path) == os.path.abspath(default_data_dir()),
     )
 
 
-def _db_upgrade(settings: Settings) -> int:
+def _db_upgrade(database: DatabaseSettings) -> int:
     """``gpubot db upgrade``: migrate, saying from which revision to which and what was applied."""
-    path = sqlite_path(settings.database.database_url)
+    path = sqlite_path(database.database_url)
     before = (
         None
         if path is not None and not os.path.exists(path)
-        else asyncio.run(
-            current_revision(settings.database.database_url, connect_timeout_s=settings.database.db_connect_timeout_s)
-        )
+        else asyncio.run(current_revision(database.database_url, connect_timeout_s=database.db_connect_timeout_s))
     )
-    _upgrade(settings)
-    after = asyncio.run(
-        current_revision(settings.database.database_url, connect_timeout_s=settings.database.db_connect_timeout_s)
-    )
+    _upgrade(database)
+    after = asyncio.run(current_revision(database.database_url, connect_timeout_s=database.db_connect_timeout_s))
     if before == after:
         print(f"database is at {after}, the newest revision; nothing to upgrade")
         return 0
@@ -356,27 +352,25 @@ def _db_upgrade(settings: Settings) -> int:
     return 0
 
 
-def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
+def _downgrade(database: DatabaseSettings, target: str, *, yes: bool) -> int:
     """``gpubot db downgrade REVISION``: say what would be undone, ask (or take ``--yes``), run it.
     Exit 0 done or nothing to do, 1 declined, 64 a bad revision or no terminal without ``--yes``,
     74 no such SQLite file."""
     known = [rev for rev, _ in revisions()]
     if target != "base" and target not in known:
         raise UsageError(f"`{target[:40]}` is not a migration; give one of {', '.join(known)}, or base")
-    path = sqlite_path(settings.database.database_url)
+    path = sqlite_path(database.database_url)
     if path is not None and not os.path.exists(path):
         print(f"gpubot: no database at {path}; nothing to downgrade", file=sys.stderr)
         return EX_IOERR
-    current = asyncio.run(
-        current_revision(settings.database.database_url, connect_timeout_s=settings.database.db_connect_timeout_s)
-    )
+    current = asyncio.run(current_revision(database.database_url, connect_timeout_s=database.db_connect_timeout_s))
     if current is None or current == target:
         print(f"the database is at {current or 'no revision (never migrated)'}; nothing to undo")
         return 0
     undone = undone_by(current, target)
     if not undone:
         raise UsageError(f"the database is at {current}; {target} is not below it (`gpubot db upgrade` goes up)")
-    where = cli_errors.redacted(settings.database.database_url)
+    where = cli_errors.redacted(database.database_url)
     print(f"The database ({where}) is at {current}. Going down to {target} undoes:")
     for rev, doc in undone:
         print(f"  {rev}  {doc}")
@@ -390,17 +384,17 @@ def _downgrade(settings: Settings, target: str, *, yes: bool) -> int:
         if input(f"Downgrade to {target}? [y/N] ").strip().lower() not in ("y", "yes"):
             print("nothing changed")
             return 1
-    downgrade(settings.database.database_url, target)
+    downgrade(database.database_url, target)
     print(f"database is at {target} now")
     return 0
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.cmd == "db" and args.db_cmd == "downgrade":  # never upgrade first
-        return _downgrade(settings, args.revision, yes=args.yes)
+        return _downgrade(settings.database, args.revision, yes=args.yes)
     if args.cmd == "db":
-        return _db_upgrade(settings)
-    _upgrade(settings)
+        return _db_upgrade(settings.database)
+    _upgrade(settings.database)
     if args.cmd == "console":
         return _console(settings, args.role)
     if args.cmd == "serve":

@@ -37,7 +37,7 @@ from bot.entry.slack.handlers.actions import sweep_forever
 from bot.entry.slack.reports import start_scheduler
 from bot.entry.wiring import build_services
 from bot.flows.services import Services
-from bot.foundation.config import Settings
+from bot.foundation.config import ServiceSettings, Settings, SlackSettings
 
 log = logging.getLogger("gpubot.serve")
 
@@ -135,7 +135,7 @@ class Served:
             self.sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
             await stop.wait()
             self.stopping.append(time.monotonic())
-            return await _drain(settings, services, handler, self.sched, self.sweeper)
+            return await _drain(settings.service, services, handler, self.sched, self.sweeper)
         except Exception:
             log.exception("gpubot serve failed")
             return 1
@@ -164,7 +164,7 @@ async def serving(settings: Settings) -> AsyncIterator[Served]:
     served: Served | None = None
     try:
         async with build_services(settings, workers=True) as services:
-            missing = credentials_missing(settings)
+            missing = credentials_missing(settings.slack)
             app = None
             if missing is None:
                 app = build_app(services)
@@ -208,18 +208,16 @@ async def serving(settings: Settings) -> AsyncIterator[Served]:
             log.info("stopped in %.1f s", time.monotonic() - served.stopping[0])
 
 
-def credentials_missing(settings: Settings) -> str | None:
-    """What Slack credential the settings lack for ``serve``, or ``None``."""
-    if settings.slack.slack_bot_token is None:
+def credentials_missing(slack: SlackSettings) -> str | None:
+    """What Slack credential the Slack settings (``settings.slack``) lack for ``serve``, or ``None``."""
+    if slack.slack_bot_token is None:
         return (
             "SLACK_BOT_TOKEN is not set (the bot token, xoxb-…, from the app's OAuth page); without Slack, "
             "`gpubot console` answers every /gpu command in the terminal"
         )
-    if settings.slack.slack_app_token is None and settings.slack.slack_signing_secret is None:
+    if slack.slack_app_token is None and slack.slack_signing_secret is None:
         return "HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN, xapp-…, for Socket Mode)"
-    app_token = (
-        settings.slack.slack_app_token.get_secret_value() if settings.slack.slack_app_token is not None else None
-    )
+    app_token = slack.slack_app_token.get_secret_value() if slack.slack_app_token is not None else None
     if app_token is not None and not app_token.startswith("xapp-"):
         return (
             f"SLACK_APP_TOKEN must be an app-level token (xapp-…; this one starts with {app_token[:5]!r}): make one "
@@ -309,26 +307,28 @@ async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[An
         return await next()
 
 
-async def _drain(settings: Settings, services: Services, handler: Any, sched: Any, sweeper: asyncio.Task[None]) -> int:
+async def _drain(
+    service: ServiceSettings, services: Services, handler: Any, sched: Any, sweeper: asyncio.Task[None]
+) -> int:
     """Steps 1–3 of the module docstring; returns 0."""
     started = time.monotonic()
     services.gate.close()
     log.info(
         "shutting down: no new work; waiting up to %.0f s for %d probe(s) in flight",
-        settings.service.shutdown_grace_s,
+        service.shutdown_grace_s,
         services.gate.in_flight,
     )
     sched.shutdown()
     sweeper.cancel()
     if handler is not None:
         await close_socket_mode(handler.client)  # Slack delivers new events to the other connections
-    if not await services.gate.wait_idle(settings.service.shutdown_grace_s):
+    if not await services.gate.wait_idle(service.shutdown_grace_s):
         cut = services.gate.interrupt()
         log.warning(
             "shutting down with %d probe(s) still running after %.0f s: interrupted; each is stored as an interrupted "
             "snapshot and its message finished",
             cut,
-            settings.service.shutdown_grace_s,
+            service.shutdown_grace_s,
         )
         if not await services.gate.wait_idle(FINISH_S):
             log.warning(

@@ -31,7 +31,7 @@ from bot.domain.snapshots.service import StoredSnapshot, StoreItem
 from bot.flows.services import Services
 from bot.flows.status.host import StatusReport, make_report, probe_or_interrupted, store_error_text
 from bot.flows.status.loop_thread import relay
-from bot.foundation.config import Settings
+from bot.foundation.config import SlackSettings
 from bot.foundation.errors import NotFoundError, ShuttingDown
 from bot.probing.ssh.target import HostTarget
 
@@ -56,12 +56,12 @@ class FleetReport:
         return Counter(r.assessment.verdict for r in self.reports)
 
 
-def fleet_group(settings: Settings, *, group: str | None = None, all_hosts: bool = False) -> str | None:
+def fleet_group(slack: SlackSettings, *, group: str | None = None, all_hosts: bool = False) -> str | None:
     """The group a fleet-wide command covers: ``None`` (every host) for ``all``, else ``group``,
     else ``GPUBOT_DEFAULT_GROUP`` (``None``, every host, when that is unset too)."""
     if all_hosts:
         return None
-    return group or settings.slack.default_group
+    return group or slack.default_group
 
 
 async def hosts_of(*, services: Services, group: str | None) -> list[str]:

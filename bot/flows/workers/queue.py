@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 from bot.flows.services import Services
 from bot.flows.workers.dispatch import FleetJobs, Job, Submitted
 from bot.flows.workers.job import report_worker, run_job
-from bot.foundation.config import Settings
+from bot.foundation.config import DatabaseSettings, Settings
 from bot.foundation.errors import JobIncomplete
 
 log = logging.getLogger("gpubot.workers")
@@ -73,9 +73,10 @@ async def probe_hosts(
     return {"probed": outcome.probed, "skipped": outcome.skipped}
 
 
-def make_app(settings: Settings) -> App:
-    """The procrastinate app on the database of ``settings`` (not opened), with the probe task."""
-    app = App(connector=PsycopgConnector(conninfo=conninfo(settings.database.database_url)))
+def make_app(database: DatabaseSettings) -> App:
+    """The procrastinate app on ``database`` (the database settings, ``settings.database``; not opened), with
+    the probe task."""
+    app = App(connector=PsycopgConnector(conninfo=conninfo(database.database_url)))
     app.task(name=TASK, queue=QUEUE, retry=RetryStrategy(max_attempts=5, wait=1))(probe_hosts)
     return app
 
@@ -103,7 +104,7 @@ class QueueJobs(FleetJobs):
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.app = make_app(settings)
+        self.app = make_app(settings.database)
         self._open = False
 
     def split(self, run_id: int, names: list[str], groups: dict[str, str | None]) -> list[Job]:
@@ -168,7 +169,7 @@ async def run_worker(
     fleet = settings.fleet
     os.nice(fleet.fleet_nice)  # batch work: a chat process on the same machine gets the CPU first
     _worker.update(services=services, limit=asyncio.Semaphore(max(1, settings.probes.max_concurrent_probes)))
-    app = make_app(settings)
+    app = make_app(settings.database)
     async with app.open_async():
         recovery = asyncio.create_task(_recover(app, queues, fleet.worker_stalled_s))
         log.info("worker %s taking %s", services.executor_id, ", ".join(queues) if queues else "every queue")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from bot.domain.hosts.service import LOCAL_NAMES
 from bot.flows.actions.kinds import ActionKind, ActionSpec
-from bot.foundation.config import Settings, default_data_dir
+from bot.foundation.config import ActionSettings, Settings, default_data_dir
 
 DEMO_FOLDER = "old-model"
 DEMO_FILES = {
@@ -149,11 +149,11 @@ def _sample_file(name: str, size: int, folder_fd: int) -> None:
         f.write(b"\0" * size)
 
 
-def active_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
-    """The demo whose settings ``settings`` are (:meth:`Demo.allowing`: ``localhost``'s allowed roots
-    are exactly ``<data dir>/demo``), else ``None``. Read from the settings so that a console given
-    only its services knows the demo is on."""
+def active_demo(actions: ActionSettings, data_dir: str | None = None) -> Demo | None:
+    """The demo whose action settings (``settings.actions``) ``actions`` are (:meth:`Demo.allowing`:
+    ``localhost``'s allowed roots are exactly ``<data dir>/demo``), else ``None``. Read from the settings so
+    that a console given only its services knows the demo is on."""
     root = os.path.join(data_dir or default_data_dir(), "demo")
-    if settings.actions.allowed_roots.get("localhost") != [root]:
+    if actions.allowed_roots.get("localhost") != [root]:
         return None
     return Demo(root, os.path.join(root, DEMO_FOLDER))

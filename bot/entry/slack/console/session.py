@@ -382,7 +382,7 @@ async def run_console(services: Services, *, note: str | None = None) -> int:
     Ctrl-C as in a shell: at the prompt it drops the line typed and prompts again (the reading
     thread goes on reading: the terminal threw the line away); while a line runs it cancels it and
     says ``(cancelled)``; at a ``[y/N]`` question it answers no. Ctrl-D or ``quit`` leaves."""
-    console = Console(services, demo=active_demo(services.settings))
+    console = Console(services, demo=active_demo(services.settings.actions))
     await console.start()
     print(BANNER)
     if console.demo is not None:

@@ -95,7 +95,7 @@ async def _channel(ctx: CommandContext, wanted: str | None) -> str:
 
 @router.command(REPORT_SCHEDULE)
 async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
-    group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
+    group = fleet_group(ctx.services.settings.slack, group=cmd.group, all_hosts=cmd.all_hosts)
     if group is not None:
         await hosts_of(
             services=ctx.services, group=group
@@ -148,7 +148,7 @@ async def resume(ctx: CommandContext, cmd: ReportResumeCommand) -> None:
 
 @router.command(REPORT_NOW)
 async def report_now(ctx: CommandContext, cmd: ReportNowCommand) -> None:
-    group = fleet_group(ctx.services.settings, group=cmd.group, all_hosts=cmd.all_hosts)
+    group = fleet_group(ctx.services.settings.slack, group=cmd.group, all_hosts=cmd.all_hosts)
     await hosts_of(services=ctx.services, group=group)  # no host: answered to the caller alone, like status
     await ctx.reply_ephemeral(f"Building the report of {'group ' + group if group else 'all hosts'}…")
     report = await build_report(services=ctx.services, group=group, now=ctx.services.clock())

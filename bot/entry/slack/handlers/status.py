@@ -43,7 +43,7 @@ router = Router()
 async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
     target = cmd.target
     if target.kind == "default":
-        group = fleet_group(ctx.services.settings)
+        group = fleet_group(ctx.services.settings.slack)
         if not group:
             raise UsageError(
                 "name a host, `group:NAME` or `all`: no default group is configured (setting `GPUBOT_DEFAULT_GROUP`)",
