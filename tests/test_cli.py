@@ -394,8 +394,9 @@ def test_hosts_show_and_forget_gpu_take_the_built_in_localhost(db_env):
 
 
 @pytest.mark.process
-def test_hosts_sudoers_of_an_unreachable_host_warns_on_stderr(db_env, tmp_path):
-    """The file came without its `delete` rules (only comments say why) and nothing on stderr said so."""
+def test_hosts_sudoers_of_an_unreachable_host_warns_on_stderr_and_exits_69(db_env, tmp_path):
+    """The file came without its `delete` rules (only comments say why) and nothing on stderr said so; then it
+    said so but exited 0, and a script piping it to /etc/sudoers.d took the half file (the newcomer's trial, item 7)."""
     env = {
         **db_env,
         "GPUBOT_ALLOWED_ROOTS": '{"*": ["/shared/models"]}',
@@ -406,7 +407,7 @@ def test_hosts_sudoers_of_an_unreachable_host_warns_on_stderr(db_env, tmp_path):
         gpubot("hosts", "add", "far", "127.0.0.1", "--port", "1", env=env).returncode == 0
     )  # nothing listens on port 1
     res = gpubot("hosts", "sudoers", "far", env=env)
-    assert res.returncode == 0 and "NOPASSWD:" in res.stdout, res.stdout + res.stderr
+    assert res.returncode == 69 and "NOPASSWD:" in res.stdout, res.stdout + res.stderr
     assert "delete /shared/models *" not in res.stdout and "# No `delete` rule for /shared/models" in res.stdout
     assert res.stderr.startswith("gpubot: warning: far could not be asked who controls /shared/models ("), res.stderr
     assert "print it again once the host answers" in res.stderr

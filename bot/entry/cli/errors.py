@@ -1,8 +1,8 @@
 """How the ``gpubot`` command line presents an error: one line on stderr (never a traceback, never a
 password) and its exit status (pyinfra keeps the same in ``pyinfra_cli/exceptions.py``).
 
-Exit statuses: 64 usage error (``EX_USAGE``), 69 host not registered, 74 database or file error,
-78 configuration error (``EX_CONFIG``), 141 output pipe closed, 2 any other error of gpubot's
+Exit statuses: 64 usage error (``EX_USAGE``), 69 host not registered (``hosts sudoers``: not reached),
+74 database or file error, 78 configuration error (``EX_CONFIG``), 141 output pipe closed, 2 any other error of gpubot's
 (:class:`~bot.foundation.errors.GpubotError`); 130 for Ctrl-C is :mod:`bot.entry`'s and :func:`bot.entry.cli.main`'s.
 """
 

@@ -104,6 +104,11 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     h.add_parser("helper", help="print gpubot-priv, the root-owned helper that sudoers allows for kill and delete")
 
 
+EX_UNAVAILABLE = 69
+"""``gpubot hosts sudoers`` of a host that could not be asked (``EX_UNAVAILABLE``, the status of a host not
+registered): the file is printed without its ``delete`` rules, and a warning on stderr says why."""
+
+
 async def run(settings: Settings, args: argparse.Namespace) -> int:
     """Run ``gpubot hosts HOSTS_CMD``; returns the exit status (errors are raised for ``bot.entry.cli`` to map)."""
     if args.hosts_cmd == "helper":
@@ -116,14 +121,16 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             from bot.flows.actions import privilege_check as check
 
             if args.hosts_cmd == "sudoers":
-                sys.stdout.write(
-                    await check.sudoers_for(
-                        services=services,
-                        host_name=args.name,
-                        warn=lambda text: print(f"gpubot: warning: {text}", file=sys.stderr),
-                    )
-                )
-                return 0
+                warned: list[str] = []
+
+                def warn(text: str) -> None:
+                    warned.append(text)
+                    print(f"gpubot: warning: {text}", file=sys.stderr)
+
+                sys.stdout.write(await check.sudoers_for(services=services, host_name=args.name, warn=warn))
+                # a host that could not be asked gets a file without its delete rules: printed, but not a success
+                # (a script piping it to /etc/sudoers.d must not take the half file for the whole)
+                return EX_UNAVAILABLE if warned else 0
             result = await check.check_access(services=services, host_name=args.name, requested_by="cli hosts check")
             print("\n".join(check.check_text(result)))
             return 0 if result.ok else (2 if result.error else 1)
