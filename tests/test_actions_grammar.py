@@ -85,7 +85,7 @@ def test_commands_parse_into_specs(text, expected):
         ("clean node174 weights=/shared/a\x07b", "control characters"),
         ("clean node174 hf-cache repo=../../etc", "not a Hugging Face repo id"),
         ("clean node174 hf-cache weights=/shared/a", "one thing at a time"),
-        ("kill node174 pid=1", "PID 1 is init (systemd): gpubot never kills it"),
+        ("kill node174 pid=1", "PID 1 is the host's init process: gpubot never kills it"),
         ("kill node174 pid=0", "`0` is not a valid PID"),
         ("kill node174 pid=$(reboot)", "not a valid PID"),
         ("kill node174 gpu=-1", "not a valid GPU index"),
@@ -107,7 +107,7 @@ def test_commands_parse_into_specs(text, expected):
         ("pivot node174 from=a.service", "needs `from=UNIT` and `to=UNIT`"),
         ("pivot node174 from=a.service to=a.service", "the same unit"),
         ("pivot node174 from=a.service to=b.service kill=all", "`kill=all` is not a choice: `kill=leftovers`"),
-        ("pivot node174 from=a.service to=b.service pid=1", "PID 1 is init (systemd): gpubot never kills it"),
+        ("pivot node174 from=a.service to=b.service pid=1", "PID 1 is the host's init process: gpubot never kills it"),
         ("pivot node174 from=a.service to=b.service pid=$(reboot)", "not a valid PID"),
         ("stop node174 a.service kill=everything", "is not a choice"),
         ("start node174 a.service kill=none", "unknown option `kill=`"),
@@ -116,6 +116,13 @@ def test_commands_parse_into_specs(text, expected):
 def test_bad_input_never_gets_through(text, message):
     with pytest.raises(UsageError, match=re.escape(message)):
         G.parse(text)
+
+
+def test_pid_1_is_refused_without_guessing_the_hosts_init():
+    """It said "init (systemd)" on a host whose PID 1 was another program (the newcomer's trial, item 11)."""
+    with pytest.raises(UsageError) as refused:
+        G.parse("kill node174 pid=1")
+    assert "systemd" not in str(refused.value)
 
 
 def test_actions_need_an_operator_and_audit_a_viewer():

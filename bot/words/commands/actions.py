@@ -123,7 +123,8 @@ def _pid(text: str, usage: str) -> int:
     """A PID to kill: 2 to :data:`MAX_PID`; PID 1 is refused by name (init, whose end stops the host)."""
     if text.isdigit() and int(text) == 1:
         raise UsageError(
-            "PID 1 is init (systemd): gpubot never kills it, since every other process ends with it", usage=usage
+            "PID 1 is the host's init process: gpubot never kills it, since every other process ends with it",
+            usage=usage,
         )
     return _int(text, "PID", 2, MAX_PID, usage)
 
