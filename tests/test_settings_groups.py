@@ -5,6 +5,9 @@ group whole". ``bot/foundation/config.py`` declares the flat fields and is the o
 An AST scan: an attribute read ``X.<field>`` where ``X`` is a name ``settings`` or ``s``, or ``self.settings`` /
 ``services.settings`` (any ``<name>.settings``), and ``<field>`` is one of :class:`Settings`' fields. Tests may keep
 building ``Settings(...)`` with flat keywords (config.py documents it); only ``bot/`` is scanned.
+
+A second scan: a call that passes such a settings object whole where the function (found by name in ``bot/``)
+types the parameter as a group. ``Settings`` inherits every group, so mypy accepts that mistake.
 """
 
 from __future__ import annotations
@@ -113,3 +116,51 @@ def test_bot_reads_settings_through_their_groups() -> None:
         for line, flat, grouped in flat_reads(path.read_text()):
             problems.append(f"{path.relative_to(BOT.parent)}:{line}: {flat} -> {grouped} (or take the group whole)")
     assert not problems, "settings read flat; read them through their group:\n" + "\n".join(problems)
+
+
+GROUP_CLASSES = {kind.__name__: group for group, kind in GROUPS.items()}
+"""Each group's class name -> its attribute on :class:`Settings` (``SshSettings`` -> ``ssh``)."""
+
+
+def _group_parameters(trees: list[ast.Module]) -> dict[str, dict[int | str, str]]:
+    """Functions of ``trees`` with a parameter typed as a group: name -> {position and name: group attribute}."""
+    found: dict[str, dict[int | str, str]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                positional = [*node.args.posonlyargs, *node.args.args]
+                offset = 1 if positional and positional[0].arg in ("self", "cls") else 0
+                for index, arg in enumerate([*positional, *node.args.kwonlyargs]):
+                    group = GROUP_CLASSES.get(ast.unparse(arg.annotation)) if arg.annotation else None
+                    if group is not None:
+                        slots = found.setdefault(node.name, {})
+                        slots[arg.arg] = group
+                        if index < len(positional):
+                            slots[index - offset] = group
+    return found
+
+
+def test_bot_passes_a_group_where_a_group_is_taken() -> None:
+    """``Settings`` inherits every group, so mypy accepts ``plan_for(settings, ...)`` where ``settings.probes``
+    is meant; this catches it."""
+    paths = [p for p in sorted(BOT.rglob("*.py")) if p != CONFIG]
+    trees = [ast.parse(p.read_text()) for p in paths]
+    takes = _group_parameters(trees)
+    problems = []
+    for path, tree in zip(paths, trees, strict=True):
+        for call in ast.walk(tree):
+            if not isinstance(call, ast.Call):
+                continue
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+            slots = takes.get(name or "")
+            if not slots:
+                continue
+            given: list[tuple[int | str, ast.expr]] = [
+                *enumerate(call.args),
+                *((k.arg, k.value) for k in call.keywords),
+            ]
+            for slot, value in given:
+                if slot in slots and _holder(value, s_is_settings=False) is not None:
+                    where = f"{path.relative_to(BOT.parent)}:{call.lineno}"
+                    problems.append(f"{where}: {name}({ast.unparse(value)}) -> pass {ast.unparse(value)}.{slots[slot]}")
+    assert not problems, "whole settings passed where a group is taken:\n" + "\n".join(problems)
