@@ -37,9 +37,11 @@ run: $(VENV)/.installed-runtime
 
 # Whether gpubot would find a Slack bot token: the settings as gpubot reads them (bot.foundation.config's loader:
 # the environment, ./.env, a gpubot.toml; SLACK_BOT_TOKEN or GPUBOT_SLACK_BOT_TOKEN). Settings that do not load
-# count as no token: the console then says what is wrong with them.
+# count as no token: the console then says what is wrong with them; so does .env.example's placeholder
+# (xoxb-replace-me), copied but not yet filled in.
 SLACK_TOKEN_SET = $(BIN)/python -c 'import sys; from bot.foundation.config import load_settings; \
-  sys.exit(not load_settings().slack.slack_bot_token)' 2>/dev/null
+  t = load_settings().slack.slack_bot_token; v = t.get_secret_value() if t else ""; \
+  sys.exit(not v or v.endswith("replace-me"))' 2>/dev/null
 
 # What make test changes on this machine (as root; each only when missing): Debian packages openssh-server,
 # zsh, fish, tcsh, sudo, docker.io, docker-compose, debootstrap, postgresql; PostgreSQL started, and on a

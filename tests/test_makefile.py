@@ -66,6 +66,12 @@ def test_make_run_serves_with_the_gpubot_name_of_the_token(folder: Path):
     assert _make(folder, "run")[-1] == "gpubot serve"
 
 
+def test_make_run_opens_the_console_with_dot_env_example_copied_as_it_is(folder: Path):
+    """`cp .env.example .env` before filling it in: the placeholder token is no token."""
+    (folder / ".env").write_text((Path(__file__).resolve().parents[1] / ".env.example").read_text())
+    assert _make(folder, "run")[-1] == "gpubot console"
+
+
 def test_make_run_leaves_bad_settings_to_the_console(folder: Path):
     """Settings that do not load are no token: the console (gpubot itself) says what is wrong with them."""
     (folder / ".env").write_text("SLACK_BOT_TOKEN=xoxb-123-fake\nGPUBOT_FOOBAR=1\n")
