@@ -53,7 +53,7 @@ async def test_a_batch_slower_than_its_deadline_is_unknown_with_the_frames_that_
             assert "unreachable" not in text.lower(), text
             shown = str(update.body["blocks"])
             assert "slow: no complete answer within 4 s" in shown, shown
-            [snap] = await bot.domain.snapshots()
+            [snap] = await bot.snapshots()
         assert started.exists()  # the batch reached systemctl: every frame before it was printed
         assert snap.verdict == "unknown" and snap.error_kind == "slow", (snap.verdict, snap.error_kind)
         assert "slow: no complete answer within 4 s" in (snap.error_message or "")
@@ -78,7 +78,7 @@ async def test_a_50_mb_nvidia_smi_answer_is_capped_as_read_and_memory_stays_boun
                 await bot.command("status chatty", rid)
                 update = await bot.recorder.wait_for("chat.update", timeout=120, start=mark)
             after = bot.status_field("VmHWM")
-            snaps = await bot.domain.snapshots()
+            snaps = await bot.snapshots()
         growth_mib = (after - before) / 1024
         print(
             f"VmHWM before {before / 1024:.0f} MiB, after two 50 MB answers {after / 1024:.0f} MiB "

@@ -96,7 +96,7 @@ async def test_sqlite_on_a_full_disk_still_answers_what_needs_no_write_and_ready
             filler.unlink()
             async with bot.http.get(f"{base}/readyz") as r:
                 assert r.status == 200, await r.text()
-            snaps = await bot.domain.snapshots()
+            snaps = await bot.snapshots()
         assert len(snaps) == 1  # the one probe before the disk filled; the others were "not stored"
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
