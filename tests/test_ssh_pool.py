@@ -8,6 +8,9 @@ time, identity, busy cap) are also checked on stand-in connections with a fake c
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
+import os
 
 import pytest
 from sqlalchemy import update
@@ -18,8 +21,9 @@ from bot.domain.readiness.verdict import Verdict
 from bot.flows.status.fleet import check_fleet
 from bot.flows.status.host import check_host
 from bot.probing.ssh.pool import ConnectionPool
+from bot.probing.ssh.runner import LocalRunner, RoutingRunner
 from bot.probing.ssh.target import HostTarget
-from tests.support import fakestate
+from tests.support import fakestate, faults
 from tests.support.sshd import SshTestServer
 
 
@@ -58,6 +62,64 @@ async def test_second_fan_out_reuses_every_connection_and_reads_files_once(servi
     assert pool.stats.opened == 8 and pool.stats.reused == 8
     runner = services.runner.ssh
     assert runner.trusted.reads == 1 and runner.keys.reads == 1
+
+
+async def test_pooled_re_probes_take_their_own_limit_new_connections_the_handshake_one(
+    services, ssh_server, fake_hosts
+):
+    """A cold fan-out holds ``max_concurrent_probes`` (2) handshakes at once; once the pool is open, a second
+    fan-out runs its probes on ``max_concurrent_pooled_probes`` (8): more than 2 at once, counted by the
+    hosts' fake nvidia-smi (``stamp``: each GPU probe stamps its start and end, and lasts 2 s)."""
+    limits = {"max_concurrent_probes": 2, "max_concurrent_pooled_probes": 8}
+    svc = dataclasses.replace(services, settings=services.settings.model_copy(update=limits))
+    faults.install(ssh_server)
+    addrs = [f"127.0.0.{i + 2}" for i in range(8)]
+    names = [f"lim{i}" for i in range(8)]
+    stamps = os.path.join(ssh_server.state_dir, "stamps")
+    for name, addr in zip(names, addrs, strict=True):
+        await register(svc, name, addr, ssh_server.port)
+        faults.set_fault(ssh_server, addr, "stamp")
+    try:
+        cold = await check_fleet(services=svc, names=names, title="t")
+        assert [r.assessment.verdict for r in cold.reports] == [Verdict.READY] * 8
+        assert 0 < faults.most_at_once(ssh_server) <= 2  # the handshake limit
+        assert all(svc.pooled(hosts.to_target(h)) for h in await _hosts(svc, names))
+        os.remove(stamps)
+        warm = await check_fleet(services=svc, names=names, title="t")
+        assert [r.assessment.verdict for r in warm.reports] == [Verdict.READY] * 8
+        assert pool_of(svc).stats.opened == 8 and pool_of(svc).stats.reused == 8
+        assert faults.most_at_once(ssh_server) > 2
+    finally:
+        for addr in addrs:
+            faults.set_fault(ssh_server, addr, None)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(stamps)
+
+
+async def _hosts(services, names: list[str]) -> list[Host]:
+    async with services.sessions() as db:
+        return [h for h in await hosts.list_all(db_session=db) if h.name in names]
+
+
+async def test_only_an_open_pooled_ssh_connection_counts_as_pooled():
+    """``holds`` (no I/O): an open, not idle entry; ``pooled``: never for a local target or runner."""
+    now = [0.0]
+    pool: ConnectionPool[FakeConn] = ConnectionPool(idle_s=10, clock=lambda: now[0])
+    assert not pool.holds("a")
+    async with pool.lease("a", 1, Opener()) as (conn, _):
+        now[0] = 11.0
+        assert pool.holds("a")  # in use: never idle
+    assert pool.holds("a")  # just given back (at 11)
+    now[0] = 22.0
+    assert not pool.holds("a")  # idle too long: a lease would open a new one
+    now[0] = 12.0
+    assert pool.holds("a")
+    conn.close()
+    assert not pool.holds("a")
+    local = HostTarget(name="gpu-local", address="localhost", transport="local")
+    assert not RoutingRunner(LocalRunner()).pooled(local)
+    assert not RoutingRunner(LocalRunner()).pooled(HostTarget(name="x", address="127.0.0.2"))
+    await pool.close()
 
 
 @pytest.mark.sshd  # second_server: an sshd of its own

@@ -73,6 +73,12 @@ class Services:
         ssh = getattr(self.runner, "ssh", self.runner)
         return cast(HostTarget, ssh.effective(target)) if hasattr(ssh, "effective") else target
 
+    def pooled(self, target: HostTarget) -> bool:
+        """Whether the runner would probe ``target`` on an open pooled connection (no handshake; no I/O:
+        :meth:`~bot.probing.ssh.runner.SshRunner.pooled`); ``False`` for a runner that does not say."""
+        pooled = getattr(self.runner, "pooled", None)
+        return bool(pooled(target)) if pooled is not None else False
+
     def ssh_aliases(self) -> frozenset[str]:
         """The host names the SSH runner's ssh_config file defines (lower case; empty without a
         file, or when the file is refused: using it then says why)."""

@@ -267,7 +267,14 @@ class ProbeSettings(BaseModel):
     gpu_inventory_days: int = 30
     """A GPU a host showed within this many days and that is absent now is *missing*."""
     max_concurrent_probes: int = 16
-    """Hosts probed at once by fleet commands."""
+    """Hosts probed at once by fleet commands on a new connection (an SSH handshake: the key exchange's CPU,
+    and a burst of logins that a host's sshd ``MaxStartups`` refuses)."""
+    max_concurrent_pooled_probes: int = Field(default=64, ge=1)
+    """Hosts probed at once by fleet commands on an open pooled connection (no handshake, no login: a channel
+    on it), besides the ``max_concurrent_probes`` on new ones; a probe picks its limit before it starts. 64, 4×
+    the default handshake limit: a pooled probe costs the client its output's parse and row, not a key exchange,
+    and a host's sshd ``MaxStartups`` does not count it, so slow hosts' waits overlap more while the fan-out's
+    client CPU and open channels stay bounded."""
     unit_health_http_timeout_s: float = Field(default=5.0, gt=0)
     """``curl --max-time`` of one health request (each probe reads a unit's health URL; so does a starting
     unit's wait)."""

@@ -8,6 +8,9 @@
   :data:`SLOW_S` seconds before answering (the batch deadline, not the probe's, is what ends it);
 * ``slow-df``: ``df`` (a wrapper of the system's, first on the fake hosts' PATH) notes its start in
   ``<state_dir>/<addr>.slow-started`` and sleeps :data:`SLOW_S` seconds before answering;
+* ``stamp``: ``nvidia-smi --query-gpu=…`` appends ``+ <addr> <pid>`` to ``<state_dir>/stamps``, sleeps
+  :data:`STAMP_S` seconds, answers, then appends ``- <addr> <pid>`` (:func:`most_at_once` reads how many ran at
+  once);
 
 with no fault file they run the plain fakes. :func:`set_fault` writes or removes that file.
 """
@@ -21,6 +24,7 @@ from tests.support.sshd import STD_PATH, SshTestServer
 
 HUGE_BYTES = 50 * 1000 * 1000
 SLOW_S = 30
+STAMP_S = 2
 
 
 def install(server: SshTestServer) -> None:
@@ -32,6 +36,8 @@ def install(server: SshTestServer) -> None:
         (
             "nvidia-smi",
             f"""case "$fault $*" in
+  "stamp "*--query-gpu*) echo "+ $addr $$" >>"$GPUBOT_FAKE_STATE_DIR/stamps"; sleep {STAMP_S}; "$real" "$@"; rc=$?
+    echo "- $addr $$" >>"$GPUBOT_FAKE_STATE_DIR/stamps"; exit $rc;;
   "huge "*--query-gpu*) yes 'GPU-00000000-0000-0000-0000-000000000000, NVIDIA H200, 0, 143771, [N/A]' | head -c {HUGE_BYTES}; exit 0;;
 esac""",  # noqa: E501 (the fake nvidia-smi script: one case line)
         ),
@@ -51,16 +57,30 @@ esac""",  # noqa: E501 (the fake nvidia-smi script: one case line)
         os.rename(path, real)
         with open(path, "w") as f:
             f.write(f"""#!/bin/sh
+real={real}
 addr=$(echo "$SSH_CONNECTION" | cut -d' ' -f3)
 fault=$(cat "$GPUBOT_FAKE_STATE_DIR/$addr.fault" 2>/dev/null)
 {body}
-exec {real} "$@"
+exec "$real" "$@"
 """)
         os.chmod(path, 0o755)
 
 
+def most_at_once(server: SshTestServer) -> int:
+    """The most ``stamp`` GPU probes that ran at once (from the hosts' ``+``/``-`` stamps); 0 without stamps."""
+    running = most = 0
+    path = os.path.join(server.state_dir, "stamps")
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        for line in f:
+            running += 1 if line.startswith("+") else -1
+            most = max(most, running)
+    return most
+
+
 def set_fault(server: SshTestServer, addr: str, fault: str | None) -> None:
-    """Give host ``addr`` a fault (``"huge"``, ``"slow-unit"``, ``"slow-df"``) or none."""
+    """Give host ``addr`` a fault (``"huge"``, ``"slow-unit"``, ``"slow-df"``, ``"stamp"``) or none."""
     path = os.path.join(server.state_dir, f"{addr}.fault")
     if fault is None:
         if os.path.exists(path):

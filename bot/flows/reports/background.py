@@ -4,7 +4,8 @@ Per settings: ``background_probe_groups`` maps a group (``"*"`` = every host) to
 probes; ``background_probe_report_hosts_s`` probes the hosts that some report schedule covers
 (0 = off). Hosts outside both are never probed in the background. Each pass is one
 :func:`~bot.flows.status.fleet.check_fleet`, so it has the probe engine's limits (at most
-``max_concurrent_probes`` batches at once, each with its timeouts) and stores a snapshot per host
+``max_concurrent_probes`` batches at once on new connections and ``max_concurrent_pooled_probes`` on pooled
+ones, each with its timeouts) and stores a snapshot per host
 with ``requested_by="background"``.
 """
 

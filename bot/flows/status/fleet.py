@@ -31,7 +31,7 @@ from bot.domain.snapshots.service import StoredSnapshot, StoreItem
 from bot.flows.services import Services
 from bot.flows.status.host import StatusReport, make_report, probe_or_interrupted, store_error_text
 from bot.flows.status.loop_thread import relay
-from bot.foundation.config import SlackSettings
+from bot.foundation.config import ProbeSettings, SlackSettings
 from bot.foundation.errors import NotFoundError, ShuttingDown
 from bot.probing.ssh.target import HostTarget
 
@@ -118,6 +118,24 @@ def failed_report(name: str, exc: Exception, now: datetime) -> StatusReport:
     )
 
 
+@dataclass(frozen=True)
+class ProbeLimits:
+    """A fan-out's two concurrency limits: ``new`` for probes that open a connection (a handshake:
+    ``max_concurrent_probes``), ``pooled`` for probes on an open pooled one (``max_concurrent_pooled_probes``).
+    A worker shares one among its jobs."""
+
+    new: asyncio.Semaphore
+    pooled: asyncio.Semaphore
+
+    @classmethod
+    def of(cls, probes: ProbeSettings) -> ProbeLimits:
+        """Fresh limits from the settings (each at least 1)."""
+        return cls(
+            asyncio.Semaphore(max(1, probes.max_concurrent_probes)),
+            asyncio.Semaphore(max(1, probes.max_concurrent_pooled_probes)),
+        )
+
+
 async def check_fleet(
     *,
     services: Services,
@@ -129,9 +147,11 @@ async def check_fleet(
     on_stored: Progress | None = None,
     in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
     claim: Callable[[Connection, list[Any]], set[int]] | None = None,
-    limit: asyncio.Semaphore | None = None,
+    limit: ProbeLimits | None = None,
 ) -> FleetReport:
-    """Probe ``names`` with at most ``settings.probes.max_concurrent_probes`` batches at once.
+    """Probe ``names`` with at most ``settings.probes.max_concurrent_probes`` batches at once on new connections,
+    and at most ``settings.probes.max_concurrent_pooled_probes`` more on open pooled ones (each probe asks the runner
+    before its slot: :meth:`~bot.flows.services.Services.pooled`).
 
     ``on_progress(answered, total, report)`` is awaited after each host answers (its
     ``snapshot_id`` may still be ``None``: the snapshot is written with its batch);
@@ -148,7 +168,7 @@ async def check_fleet(
     report), …])`` runs inside each snapshot batch's transaction (the worker's own progress rows), after
     ``claim(conn, [report, …])`` (the positions to store; a host not claimed is not stored and its
     report has neither a snapshot id nor a store error: :class:`~bot.domain.snapshots.batcher.SnapshotBatcher`);
-    ``limit`` replaces the fan-out's own semaphore (a worker shares one among its jobs).
+    ``limit`` replaces the fan-out's own limits (a worker shares one :class:`ProbeLimits` among its jobs).
     """
     if services.fleet_jobs is not None:
         return cast(
@@ -181,7 +201,7 @@ async def check_fleet(
             ),
         )
     rows, known = await _rows(services, names)
-    limit = limit or asyncio.Semaphore(max(1, services.settings.probes.max_concurrent_probes))
+    limits = limit or ProbeLimits.of(services.settings.probes)
     batcher = SnapshotBatcher(
         services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store, claim=claim
     )
@@ -198,15 +218,19 @@ async def check_fleet(
     async def gated(name: str, in_gate: contextlib.AsyncExitStack) -> StatusReport:
         nonlocal done, stored_count
         stored: asyncio.Future[tuple[int | None, Exception | None]] | None = None
-        async with limit:
+        host = rows.get(name.lower())
+        target: HostTarget | None = (
+            hosts.to_target(host)
+            if host is not None
+            else HostTarget(name=name, address="localhost", transport="local")
+            if name in hosts.LOCAL_NAMES
+            else None
+        )
+        # A handshake (CPU-heavy, refused in bursts by sshd's MaxStartups) takes the smaller limit.
+        async with limits.pooled if target is not None and services.pooled(target) else limits.new:
             try:
                 await in_gate.enter_async_context(services.gate.job("probe"))
-                host = rows.get(name.lower())
-                if host is not None:
-                    target: HostTarget = hosts.to_target(host)
-                elif name in hosts.LOCAL_NAMES:
-                    target = HostTarget(name=name, address="localhost", transport="local")
-                else:
+                if target is None:
                     raise NotFoundError(f"no host called `{name}` (removed during the fan-out?)")
                 result, assessment, req = await probe_or_interrupted(
                     services=services, target=target, host=host, need_bytes=need_bytes, known=tuple(known.get(name, ()))

@@ -7,7 +7,6 @@ of ``gpubot worker`` (:mod:`bot.flows.workers.queue`) call :func:`run_job`.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.domain.observability.metrics import ssh_pool_counter
 from bot.domain.snapshots.service import StoredSnapshot
 from bot.flows.services import Services
-from bot.flows.status.fleet import check_fleet
+from bot.flows.status.fleet import ProbeLimits, check_fleet
 from bot.flows.status.host import StatusReport
 from bot.flows.workers.models import FleetRunHost, FleetWorker
 from bot.flows.workers.report_json import dump
@@ -130,7 +129,7 @@ async def run_job(
     names: list[str],
     need_bytes: int | None = None,
     requested_by: str | None = None,
-    limit: asyncio.Semaphore | None = None,
+    limit: ProbeLimits | None = None,
     leave_not_started: bool = False,
 ) -> JobOutcome:
     """Probe the hosts of ``names`` that run ``run_id`` has no row for yet (a retried job skips what

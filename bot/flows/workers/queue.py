@@ -24,6 +24,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import make_url
 
 from bot.flows.services import Services
+from bot.flows.status.fleet import ProbeLimits
 from bot.flows.workers.dispatch import FleetJobs, Job, Submitted
 from bot.flows.workers.job import report_worker, run_job
 from bot.foundation.config import DatabaseSettings, Settings
@@ -164,11 +165,13 @@ async def run_worker(
     settings: Settings, services: Services, *, groups: Sequence[str] = (), concurrency: int | None = None
 ) -> None:
     """``gpubot worker``: take probe jobs (of ``groups``' queues only, when given) until SIGTERM/SIGINT,
-    at most ``settings.probes.max_concurrent_probes`` probes at once over all of them."""
+    at most ``settings.probes.max_concurrent_probes`` probes at once on new connections over all of them, and
+    ``settings.probes.max_concurrent_pooled_probes`` on pooled ones (one
+    :class:`~bot.flows.status.fleet.ProbeLimits`)."""
     queues: list[str] | None = [queue_of(g) for g in groups] or None
     fleet = settings.fleet
     os.nice(fleet.fleet_nice)  # batch work: a chat process on the same machine gets the CPU first
-    _worker.update(services=services, limit=asyncio.Semaphore(max(1, settings.probes.max_concurrent_probes)))
+    _worker.update(services=services, limit=ProbeLimits.of(settings.probes))
     app = make_app(settings.database)
     async with app.open_async():
         recovery = asyncio.create_task(_recover(app, queues, fleet.worker_stalled_s))

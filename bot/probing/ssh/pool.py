@@ -77,6 +77,14 @@ class ConnectionPool(Generic[C]):
         """Pooled connections that are not closed."""
         return sum(1 for e in self._entries.values() if not e.conn.is_closed())
 
+    def holds(self, key: str) -> bool:
+        """Whether a lease of ``key`` would now find an open pooled connection (no I/O, no lock: the
+        connection may still be found opened for another identity, or be closed, when the lease comes)."""
+        entry = self._entries.get(key)
+        if entry is None or entry.conn.is_closed():
+            return False
+        return entry.users > 0 or self.clock() - entry.last_used <= self.idle_s
+
     @contextlib.asynccontextmanager
     async def lease(
         self, key: str, identity: Hashable, opener: Callable[[], Awaitable[C]]

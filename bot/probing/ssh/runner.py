@@ -351,6 +351,12 @@ class SshRunner:
         async with self.pool.lease(key, (*endpoint, id(tunnel)), lambda: self.connect(hop, tunnel=tunnel)) as (conn, _):
             return conn
 
+    def pooled(self, target: HostTarget) -> bool:
+        """Whether a run on ``target`` would now reuse an open pooled connection (its key is the host's
+        name; :meth:`ConnectionPool.holds`): no I/O, so a connection opened for a since-changed identity still
+        counts (the run then opens a new one). ``False`` without a pool and for a non-SSH target."""
+        return target.transport == "ssh" and self.pool is not None and self.pool.holds(target.name)
+
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         """Run ``script`` with ``/bin/sh`` on ``target`` (see the module docstring for how it is
         sent). Raises :class:`RemoteShellError` when the connection worked but ``/bin/sh`` never
@@ -603,6 +609,12 @@ class RoutingRunner:
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         runner = self.local if target.transport == "local" else self.ssh
         return await runner.run(target, script, timeout=timeout)
+
+    def pooled(self, target: HostTarget) -> bool:
+        """Whether a run on ``target`` would reuse an open pooled SSH connection (no I/O); ``False`` for
+        a local target and for an SSH runner without a pool."""
+        pooled = getattr(self.ssh, "pooled", None)
+        return target.transport != "local" and pooled is not None and bool(pooled(target))
 
     async def close(self) -> None:
         """Close what the SSH runner holds open (its connection pool)."""
