@@ -123,9 +123,9 @@ def peak_rss_mb() -> float:
 
 
 async def worker_gpubot(cfg: dict) -> dict:
-    from bot.entry.wiring import build_services
     from bot.flows.status.fleet import check_fleet, hosts_of
     from bot.foundation.config import Settings
+    from bot.wiring import build_services
 
     settings = Settings(
         _env_file=None,
@@ -483,8 +483,8 @@ def bench(args: argparse.Namespace) -> None:
 
 # --- /gpu help latency during a fan-out -------------------------------------------------------------
 async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "local", queue_workers: int = 2) -> None:
-    from bot.entry.wiring import build_services
     from bot.foundation.config import Settings
+    from bot.wiring import build_services
     from tests.slack_env import start_bot
     from tests.support.slack_recorder import SlackApiRecorder
     from tests.support.sshd import SshTestServer

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.entry.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length, fleet_blocks  # noqa: E402
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length, fleet_blocks  # noqa: E402
 from bot.words.render.status_view import fleet_view  # noqa: E402
 from tests.test_fleet_blocks import report  # noqa: E402
 

@@ -47,10 +47,10 @@ def vm_hwm_kib(pid: int | str = "self") -> int:
 async def main(n: int, processes: int, latency: str, db: str, concurrency: int) -> int:
     from bench.fleet_bench import make_db
     from bot.domain.hosts.models import Host
-    from bot.entry.wiring import build_services
     from bot.flows.workers.local import LocalPool
     from bot.foundation.config import Settings
     from bot.foundation.db.migrate import upgrade_async
+    from bot.wiring import build_services
     from tests.slack_env import start_bot
     from tests.support.blockkit import blocks_text
     from tests.support.fleet_sim import LATENCY_ENV, SLACK_REFUSES_PAST, sim_worker_services, slack_limits_broken

@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 def scripted_services(settings):  # runs in each worker process (pickled by name)
     """A worker's services whose runner answers every host with the idle H200 batch."""
-    from bot.entry.wiring import worker_services
     from bot.probing.ssh.scripted import ScriptedRunner
+    from bot.wiring import worker_services
     from tests.support.scripted import idle_h200, probe_batch
 
     return replace(worker_services(settings), runner=ScriptedRunner(probe_batch(idle_h200())))
@@ -40,11 +40,11 @@ def scripted_services(settings):  # runs in each worker process (pickled by name
 async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
     from bench.fleet_bench import make_db
     from bot.domain.hosts.models import Host
-    from bot.entry.wiring import build_services
     from bot.flows.status.fleet import check_fleet
     from bot.flows.workers.local import LocalPool
     from bot.foundation.config import Settings
     from bot.foundation.db.migrate import upgrade_async
+    from bot.wiring import build_services
 
     tmp = tempfile.mkdtemp(prefix="gpubot-workers-bench-")
     url, drop = await make_db(db, tmp, "workers")

@@ -8,7 +8,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.foundation.db.availability import connect_args, guard
-from bot.entry.models import Base
+from bot.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -22,11 +22,11 @@ import pytest
 from sqlalchemy import delete, inspect, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from bot.entry.models import Base
 from bot.flows.services import Services
 from bot.foundation.config import Settings
 from bot.foundation.db.migrate import upgrade
 from bot.foundation.db.session import make_engine, make_session_factory
+from bot.models import Base
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
 
 pytest_plugins = ["tests.support.fixtures", "tests.support.markers", "tests.support.watchdog"]

@@ -10,11 +10,11 @@ from pathlib import Path
 import aiohttp
 from pydantic import SecretStr
 
-from bot.entry.slack.action_blocks import STATE
-from bot.entry.slack.app import build_app
-from bot.entry.slack.http import EVENTS_PATH, start_http
-from bot.entry.slack.ids import ActionId
 from bot.flows.services import Services
+from bot.slack.action_blocks import STATE
+from bot.slack.app import build_app
+from bot.slack.http import EVENTS_PATH, start_http
+from bot.slack.ids import ActionId
 from tests.actions_support import fast, operators, register, weights
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.slack_recorder import SlackApiRecorder

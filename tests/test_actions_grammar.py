@@ -7,9 +7,6 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
-from bot.entry.slack.action_blocks import card_blocks, result_blocks
-from bot.entry.slack.ids import ActionId
-from bot.entry.slack.routes import command_grammar
 from bot.flows.actions.drift import compare
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.actions.plan import DeleteStep, PathItem, Plan, ProcItem, UnitItem, UnitStep, WaitGpusStep
@@ -18,6 +15,9 @@ from bot.flows.actions.views import RequestView, StepView
 from bot.foundation.config import Settings
 from bot.foundation.errors import PolicyError, UsageError
 from bot.foundation.roles import Role
+from bot.slack.action_blocks import card_blocks, result_blocks
+from bot.slack.ids import ActionId
+from bot.slack.routes import command_grammar
 from bot.words.commands.actions import AuditCommand
 from tests.support.blockkit import blocks_text, validate_message
 
@@ -305,7 +305,7 @@ def test_a_path_with_markup_characters_is_shown_as_it_is():
     path = "/shared/model`v2`/*bold*_x_~s~:fire:"
     blocks = card_blocks(_view(State.PENDING, lines=[f"delete {path} — 4 KB (directory)"]))
     assert f"• delete {path} — 4 KB" in blocks[1]["text"]["text"] and blocks[1]["text"]["type"] == "plain_text"
-    from bot.entry.slack.console.render import render_message
+    from bot.slack.console.render import render_message
 
     assert f"• delete {path} — 4 KB" in render_message(blocks, "")[0]
 

@@ -16,9 +16,6 @@ import pytest
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Requirements, assess, unreachable
 from bot.entry.cli import _build_parser
-from bot.entry.slack.action_blocks import card_blocks
-from bot.entry.slack.blocks import status_blocks
-from bot.entry.slack.routes import command_grammar
 from bot.flows.actions import flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.actions.plan import KillStep, ProcItem
@@ -39,6 +36,9 @@ from bot.probing.probes.readings import (
 )
 from bot.probing.ssh.scripted import ScriptedRunner
 from bot.probing.ssh.target import HostTarget, RunResult
+from bot.slack.action_blocks import card_blocks
+from bot.slack.blocks import status_blocks
+from bot.slack.routes import command_grammar
 from bot.words.render.status_view import status_view
 from bot.words.render.text import status_text
 from tests.support.blockkit import blocks_text

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select, update
 
-from bot.entry.slack.action_blocks import FOLLOW_UP_IDS
-from bot.entry.slack.ids import NOT_REQUEST_BOUND, ActionId, alert_bound, request_bound
 from bot.flows.actions.models import ActionRequest, ActionStep, Approval
+from bot.slack.action_blocks import FOLLOW_UP_IDS
+from bot.slack.ids import NOT_REQUEST_BOUND, ActionId, alert_bound, request_bound
 from tests.actions_support import fast, operators, register, weights
 from tests.slack_env import APPROVE, REJECT, buttons, click, is_card
 from tests.support.fakestate import unit

@@ -132,7 +132,7 @@ def test_dockerfile_copies_what_the_app_needs():
 
 
 def test_manifest_declares_the_command_and_interactivity():
-    doc = yaml.safe_load((ROOT / "bot" / "entry" / "slack" / "manifest.yaml").read_text())
+    doc = yaml.safe_load((ROOT / "bot" / "slack" / "manifest.yaml").read_text())
     assert doc["features"]["slash_commands"][0]["command"] == Settings(_env_file=None).command
     assert doc["settings"]["interactivity"]["is_enabled"] is True
     assert {"commands", "chat:write"} <= set(doc["oauth_config"]["scopes"]["bot"])

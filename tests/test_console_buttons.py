@@ -3,8 +3,8 @@
 import re
 from dataclasses import replace
 
-from bot.entry.slack.console.demo import enable_demo
-from bot.entry.slack.console.session import Console, console_settings
+from bot.slack.console.demo import enable_demo
+from bot.slack.console.session import Console, console_settings
 
 
 async def _console(services, tmp_path, **settings_update):

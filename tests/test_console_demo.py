@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.entry.slack.console.demo import DEMO_FILES, DEMO_FOLDER, enable_demo
 from bot.foundation.config import Settings
+from bot.slack.console.demo import DEMO_FILES, DEMO_FOLDER, enable_demo
 
 
 def settings() -> Settings:

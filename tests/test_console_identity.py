@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
-from bot.entry.slack.console.demo import Demo
-from bot.entry.slack.console.session import CONSOLE_USER, Console, console_settings
+from bot.slack.console.demo import Demo
+from bot.slack.console.session import CONSOLE_USER, Console, console_settings
 
 
 def test_acting_as_alice_shares_your_role_without_changing_the_settings(services):

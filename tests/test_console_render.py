@@ -1,6 +1,6 @@
 """Block Kit as terminal text (the console): marks removed, data kept."""
 
-from bot.entry.slack.console.render import plain, render_message
+from bot.slack.console.render import plain, render_message
 
 
 def test_cron_stars_survive_and_marks_go():
@@ -77,23 +77,23 @@ def _codes_in(paths):
 def test_every_emoji_code_in_messages_has_terminal_words():
     from pathlib import Path
 
-    from bot.entry.slack.console.render import EMOJI
+    from bot.slack.console.render import EMOJI
 
     root = Path(__file__).resolve().parents[1] / "bot"
     modules = [
         p
-        for d in ("entry/slack", "words/render")
+        for d in ("slack", "words/render")
         for p in (root / d).rglob("*.py")
         if p.name != "render.py" or "console" not in p.parts
     ]
     codes = _codes_in(modules)
     assert ":warning:" in codes and ":gear:" in codes  # the scan sees the codes that are there
     missing = {c: m for c, m in codes.items() if c not in EMOJI}
-    assert not missing, f"add these to bot/entry/slack/console/render.py EMOJI: {missing}"
+    assert not missing, f"add these to bot/slack/console/render.py EMOJI: {missing}"
 
 
 def test_an_update_shows_only_what_changed():
-    from bot.entry.slack.console.session import changed_lines
+    from bot.slack.console.session import changed_lines
 
     before = (
         "[?] Approval needed: clean x (#1)\n=====\nclean x\n[ ] 1. delete /a (5 MB)\n  requested by @U1\n  "
@@ -111,7 +111,7 @@ def test_an_update_shows_only_what_changed():
 
 
 def test_an_update_lists_every_button_it_removed_as_gone():
-    from bot.entry.slack.console.session import changed_lines
+    from bot.slack.console.session import changed_lines
 
     before = "[?] Approval needed: clean x (#1)\n[ ] 1. delete /a\n  requested by @U1\n  [1] Approve\n  [2] Reject"
     after = "[no] Rejected: clean x (#1)\n[-] 1. delete /a\n  rejected by @U1\n  requested by @U1 · rejected by @U1"

@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from bot.domain.hosts import service as hosts
-from bot.entry.wiring import build_services
 from bot.flows.services import Services
 from bot.foundation.config import Settings
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
+from bot.wiring import build_services
 from tests.conftest import make_settings
 from tests.slack_env import start_bot
 from tests.support.blockkit import blocks_text

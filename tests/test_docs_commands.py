@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bot.entry.slack.routes import command_grammar
+from bot.slack.routes import command_grammar
 
 PAGES = [Path("README.md"), *sorted(Path("docs").rglob("*.md"))]
 

@@ -27,8 +27,8 @@ def bot_paths(text: str) -> set[str]:
 
 
 def test_the_pattern_finds_paths_in_every_form():
-    text = "see `bot/domain/x.py`, [fleet](../bot/observability/fleet.py) and (bot/entry/slack/)."
-    assert bot_paths(text) == {"bot/domain/x.py", "bot/observability/fleet.py", "bot/entry/slack"}
+    text = "see `bot/domain/x.py`, [fleet](../bot/observability/fleet.py) and (bot/slack/)."
+    assert bot_paths(text) == {"bot/domain/x.py", "bot/observability/fleet.py", "bot/slack"}
 
 
 def test_every_bot_path_the_docs_name_exists():

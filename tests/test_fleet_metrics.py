@@ -16,10 +16,10 @@ from pydantic import SecretStr
 from bot.domain.hosts import service as hosts
 from bot.domain.observability.readyz import Readiness
 from bot.domain.snapshots import service as snapshots
-from bot.entry.slack.app import build_app
-from bot.entry.slack.http import start_http
 from bot.flows.status.fleet import check_fleet
 from bot.probing.probes.readings import Readings
+from bot.slack.app import build_app
+from bot.slack.http import start_http
 from tests.support.slack_recorder import SlackApiRecorder
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.entry.slack.routes import command_grammar
 from bot.foundation.errors import UsageError
 from bot.foundation.roles import Role
+from bot.slack.routes import command_grammar
 from bot.words.commands.grammar import Grammar
 from bot.words.commands.help import HelpCommand
 from bot.words.commands.hosts import HostsAdd, HostsList, HostsRemove, HostsShow, HostsTrust
@@ -255,7 +255,7 @@ def test_a_refusal_names_what_was_given():
 def test_watch_and_report_share_their_words_and_each_refuses_with_its_own_usage():
     """`watch` and `report schedule` parse spans, channels, `group:NAME` and item numbers with one set of
     functions (bot/words/commands/words.py); a bad channel in `watch` was refused with `report schedule`'s usage."""
-    from bot.entry.slack.routes import command_grammar
+    from bot.slack.routes import command_grammar
 
     g = command_grammar()
     with pytest.raises(UsageError) as err:

@@ -1,4 +1,4 @@
-"""Every /gpu command is declared once, on its handler (bot/entry/slack/router.py, listed in bot/entry/slack/routes.py):
+"""Every /gpu command is declared once, on its handler (bot/slack/router.py, listed in bot/slack/routes.py):
 each spec of the grammar has exactly one handler, a spec written in bot/words/commands/ without one stops the bot at
 start-up (instead of reaching a user as an unknown command), and the listener runs the handler of the spec it
 parsed, not one found through the class the parser returns."""
@@ -10,12 +10,12 @@ import pytest
 import pytest_asyncio
 from pydantic import SecretStr
 
-from bot.entry.slack import listeners
-from bot.entry.slack.blocks import text_blocks
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.router import Router
-from bot.entry.slack.routes import ROUTERS, command_grammar, handler_table, routes, unrouted_specs
 from bot.foundation.roles import Role
+from bot.slack import listeners
+from bot.slack.blocks import text_blocks
+from bot.slack.context import CommandContext
+from bot.slack.router import Router
+from bot.slack.routes import ROUTERS, command_grammar, handler_table, routes, unrouted_specs
 from bot.words.commands.grammar import CommandSpec
 from bot.words.commands.status import StatusCommand, parse_status
 from tests.slack_env import start_bot
@@ -91,7 +91,7 @@ def test_a_spec_without_a_handler_is_named():
 
 
 def test_a_spec_in_the_words_layer_without_a_handler_stops_the_bot(monkeypatch, services):
-    from bot.entry.slack.app import build_app
+    from bot.slack.app import build_app
     from bot.words.commands import status as status_words
 
     services.settings.slack_bot_token = SecretStr("xoxb-test")

@@ -4,13 +4,13 @@ name health changes (issue 14)."""
 from bot.domain.history.gpu_health_diff import health_lines
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
-from bot.entry.slack.report_blocks import report_blocks, report_text
 from bot.flows.reports.counts import NotReadyCounts, not_ready_counts
 from bot.flows.reports.flows import build_report
 from bot.foundation.db.base import utcnow
 from bot.probing.probes.gpu_health import GpuHealth
 from bot.probing.probes.kernel_log import KernelLog, XidEvent
 from bot.probing.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
+from bot.slack.report_blocks import report_blocks, report_text
 from bot.words.render.status_view import fleet_view
 from tests.support.blockkit import blocks_text, validate_message
 

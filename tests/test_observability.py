@@ -13,11 +13,11 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.domain.observability.logs import configure_logging, log_context, secrets_of
 from bot.domain.observability.readyz import Readiness
-from bot.entry.slack.app import build_app
-from bot.entry.slack.http import start_http
 from bot.foundation.db.session import make_session_factory
 from bot.foundation.errors import ShuttingDown
 from bot.foundation.lifecycle import WorkGate
+from bot.slack.app import build_app
+from bot.slack.http import start_http
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
 
@@ -117,7 +117,7 @@ async def test_metrics_count_actions_by_state_and_slack_errors_by_method(served,
     recorder.responses["chat.postMessage"] = {"ok": False, "error": "channel_not_found"}
     from slack_sdk.errors import SlackApiError
 
-    from bot.entry.slack.app import build_client
+    from bot.slack.app import build_client
 
     with pytest.raises(SlackApiError):
         await build_client(services).chat_postMessage(channel="C404", text="x")
@@ -211,7 +211,7 @@ def test_json_logs_carry_context_and_never_a_secret():
 async def test_bolt_middleware_puts_the_slack_user_and_action_request_into_the_log_context():
     import structlog
 
-    from bot.entry.slack.serve import bind_log_context
+    from bot.slack.serve import bind_log_context
 
     seen: list[dict] = []
 

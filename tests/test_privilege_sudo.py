@@ -22,7 +22,6 @@ import pytest
 from sqlalchemy import delete, inspect
 
 from bot.domain.privilege.sudoers import helper_source, system_daemons
-from bot.entry.models import Base
 from bot.flows.actions import flows, service
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.actions.planner import build_plan, unit_step
@@ -32,6 +31,7 @@ from bot.flows.services import Services
 from bot.flows.status.host import check_host
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.foundation.errors import PlanRefused
+from bot.models import Base
 from bot.probing.probes.readings import FolderState
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
 from bot.probing.ssh.target import HostTarget

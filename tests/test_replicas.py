@@ -14,13 +14,13 @@ import pytest
 from sqlalchemy import func, select
 
 from bot.domain.hosts import service as hosts
-from bot.entry.slack.ids import ActionId
 from bot.flows.actions.models import ActionStep, Approval
 from bot.flows.reports import service as reports
 from bot.flows.reports.models import ReportRun
 from bot.foundation.db.base import utcnow
 from bot.foundation.db.migrate import upgrade
 from bot.foundation.db.session import make_engine, make_session_factory
+from bot.slack.ids import ActionId
 from tests.conftest import PG_ADMIN_URL, _pg
 from tests.support.serve import start_serve, wait_ready
 from tests.support.slack_recorder import SlackApiRecorder

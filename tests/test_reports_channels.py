@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 
 from bot.domain.hosts import service as hosts
-from bot.entry.slack.app import build_client
-from bot.entry.slack.reports import make_notifier, make_poster
 from bot.flows.reports import cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.scheduler import ReportScheduler
+from bot.slack.app import build_client
+from bot.slack.reports import make_notifier, make_poster
 from tests.support.blockkit import blocks_text
 
 EVERY_MORNING = 'report schedule "0 8 * * *" UTC group:train'

@@ -8,16 +8,16 @@ import pytest
 
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
-from bot.entry.slack.app import build_client
-from bot.entry.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length
-from bot.entry.slack.report_blocks import report_blocks
-from bot.entry.slack.reports import make_poster, start_scheduler
 from bot.flows.reports import cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import HostChange, Report
 from bot.flows.status.fleet import FleetReport
 from bot.flows.status.host import StatusReport
 from bot.foundation.db.base import utcnow
+from bot.slack.app import build_client
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length
+from bot.slack.report_blocks import report_blocks
+from bot.slack.reports import make_poster, start_scheduler
 from tests.support.blockkit import blocks_text, validate_message
 from tests.test_history_slack import png_size
 

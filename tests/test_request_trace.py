@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from bot.domain.hosts import service as hosts
 
-SLACK = "bot.entry.slack"
+SLACK = "bot.slack"
 RESOLVE = (hosts.resolve.__code__.co_filename, hosts.resolve.__code__.co_name)
 
 
@@ -115,8 +115,8 @@ async def test_status_of_one_host_uses_one_session_and_resolves_the_host_once(
     assert trace.slack_below == [], trace.text()
     entered = trace.modules
     assert (
-        entered.index("bot.entry.slack.request")
-        < entered.index("bot.entry.slack.listeners")
+        entered.index("bot.slack.request")
+        < entered.index("bot.slack.listeners")
         < entered.index("bot.flows.status.host")
     )
     assert "bot.flows.actions.flows" not in entered  # no sweep rides on a request

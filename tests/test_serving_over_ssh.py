@@ -11,11 +11,11 @@ from bot.domain.history.service import diff_snapshots, load_history
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Severity, Verdict
 from bot.domain.snapshots.models import Snapshot
-from bot.entry.slack.blocks import fleet_blocks, status_blocks
 from bot.flows.actions import flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.status.fleet import check_fleet
 from bot.flows.status.host import check_host
+from bot.slack.blocks import fleet_blocks, status_blocks
 from bot.words.render.history_view import history_view
 from bot.words.render.status_view import fleet_view, status_view
 from bot.words.render.text import status_text

@@ -12,10 +12,10 @@ from dataclasses import replace
 import pytest
 
 from bot.domain.hosts import service as hosts
-from bot.entry.slack.blocks import MESSAGE_TEXT_BUDGET
 from bot.foundation.errors import HostUnreachable
 from bot.probing.ssh.scripted import ScriptedRunner
 from bot.probing.ssh.target import HostTarget, RunResult
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET
 from tests.slack_env import start_bot
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.scripted import idle_h200, out, probe_batch

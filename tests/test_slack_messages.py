@@ -180,7 +180,7 @@ async def test_a_long_path_is_shortened_in_the_middle_on_cards_and_given_in_full
 
 
 def test_shortening_keeps_both_ends_and_never_cuts_an_entity():
-    from bot.entry.slack.blocks import escape, fit_lines
+    from bot.slack.blocks import escape, fit_lines
     from bot.words.render.shorten import shorten_middle
 
     text = "/shared/" + "a&b" * 400 + "/model-final"
@@ -228,7 +228,7 @@ async def test_localhost_is_shown_as_the_built_in_host_and_never_suggested_for_i
 def test_an_error_keeps_channel_and_user_mentions_but_never_pings_everyone():
     """A ChannelUnavailable's `<#G0PRIV>` was shown escaped (`&lt;#G0PRIV&gt;`); text quoted in an
     error stays escaped otherwise: `<!channel>` or a user group never notifies."""
-    from bot.entry.slack.blocks import error_blocks
+    from bot.slack.blocks import error_blocks
 
     text = error_blocks("I cannot see <#G0PRIV> (asked by <@U0ALICE>): <!channel> <!subteam^S1> a<b & c>d")[0]["text"][
         "text"
@@ -255,7 +255,7 @@ async def test_a_long_refusal_is_shown_whole_never_cut_mid_sentence(slack_bot, s
 
 
 def test_an_error_longer_than_a_section_goes_on_in_the_next_at_a_sentence_boundary():
-    from bot.entry.slack.blocks import error_blocks
+    from bot.slack.blocks import error_blocks
 
     sentences = [f"Sentence {i} says why the plan was refused, in words that take some room." for i in range(80)]
     path = "/shared/" + "x" * 5000 + "/model-final"

@@ -210,7 +210,7 @@ async def test_changed_port_or_user_opens_a_new_connection(services, ssh_server,
 
 
 async def test_pool_setting_off_keeps_nothing_open(database_url, ssh_server, fake_hosts):
-    from bot.entry.wiring import build_services
+    from bot.wiring import build_services
     from tests.conftest import make_settings
 
     async with build_services(make_settings(database_url, ssh_server, ssh_pool=False)) as svc:

@@ -3,7 +3,6 @@
 from datetime import UTC, datetime
 
 from bot.domain.readiness.verdict import Requirements, assess
-from bot.entry.slack.blocks import status_blocks
 from bot.flows.status.host import StatusReport
 from bot.probing.probes.readings import (
     Disk,
@@ -16,6 +15,7 @@ from bot.probing.probes.readings import (
     Readings,
     Unit,
 )
+from bot.slack.blocks import status_blocks
 from bot.words.render.status_view import status_view
 from bot.words.render.text import status_text
 from tests.support.blockkit import blocks_text, validate_message

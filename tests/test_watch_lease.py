@@ -14,14 +14,14 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from bot.entry.slack.app import build_client
-from bot.entry.slack.reports import make_poster
-from bot.entry.slack.watches import make_watcher
 from bot.flows.reports.scheduler import ReportScheduler
 from bot.flows.watches import service as watches
 from bot.flows.watches.conditions import episode
 from bot.flows.watches.flows import Outcome
 from bot.flows.watches.models import AlertStatus, Watch, WatchAlert
+from bot.slack.app import build_client
+from bot.slack.reports import make_poster
+from bot.slack.watches import make_watcher
 from tests.test_watches import A, B, _alerts, _pass, _setup
 
 LEASE = 300  # the default GPUBOT_WATCH_LEASE_S

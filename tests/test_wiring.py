@@ -1,10 +1,10 @@
-"""The composition root (bot/entry/wiring.py): ``build_services`` builds when its block is entered and
+"""The composition root (bot/wiring.py): ``build_services`` builds when its block is entered and
 closes everything when the block is left, however it is left."""
 
 import pytest
 
-from bot.entry.wiring import build_services
 from bot.flows.services import Services
+from bot.wiring import build_services
 from tests.conftest import make_settings
 
 

@@ -13,12 +13,12 @@ from sqlalchemy import func, select
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Verdict
 from bot.domain.snapshots.models import Snapshot
-from bot.entry.models import Base
-from bot.entry.wiring import build_services
 from bot.flows.status.fleet import check_fleet
 from bot.flows.workers.job import workers_pooled
 from bot.flows.workers.local import LocalPool
 from bot.flows.workers.models import FleetRunHost
+from bot.models import Base
+from bot.wiring import build_services
 from tests.conftest import make_settings
 from tests.support.workers import start_worker, stop
 

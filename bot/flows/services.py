@@ -91,7 +91,7 @@ class Services:
     async def __aenter__(self) -> Services:
         """``async with Services(...) as services:`` for services put together by hand (tests with a
         runner of their own); closed on leaving (:meth:`close`). Built from settings, they come from
-        :func:`bot.entry.wiring.build_services`, which closes them too."""
+        :func:`bot.wiring.build_services`, which closes them too."""
         return self
 
     async def __aexit__(self, *exc: object) -> None:

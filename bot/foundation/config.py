@@ -334,7 +334,7 @@ def _slack_secret(name: str) -> Any:
 class SlackSettings(BaseModel):
     """Slack
 
-    The Slack app (``bot.entry.slack``): [install](install.md)."""
+    The Slack app (``bot.slack``): [install](install.md)."""
 
     model_config = _GROUP_CONFIG
 
@@ -489,7 +489,7 @@ class ActionSettings(BaseModel):
 class ServiceSettings(BaseModel):
     """The service
 
-    Running ``gpubot serve`` (``bot.domain.observability``, ``bot.entry.slack.serve``): [deployment](deployment.md)."""
+    Running ``gpubot serve`` (``bot.domain.observability``, ``bot.slack.serve``): [deployment](deployment.md)."""
 
     model_config = _GROUP_CONFIG
 

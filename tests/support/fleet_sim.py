@@ -34,9 +34,9 @@ def expected_counts(n: int) -> tuple[int, int, int]:
 
 def sim_worker_services(settings: Any) -> Any:  # runs in each worker process (pickled by name)
     """A worker's services whose runner answers each host after its injected latency."""
-    from bot.entry.wiring import worker_services
     from bot.foundation.errors import HostUnreachable
     from bot.probing.ssh.scripted import ScriptedRunner
+    from bot.wiring import worker_services
 
     lo, hi = (float(x) / 1000 for x in os.environ.get(LATENCY_ENV, "20,200").split(","))
     idle = probe_batch(idle_h200())
@@ -55,12 +55,12 @@ def sim_worker_services(settings: Any) -> Any:  # runs in each worker process (p
 def slack_limits_broken(body: dict[str, Any]) -> list[str]:
     """What in one chat.update / chat.postMessage body breaks Slack's limits (empty: nothing): 50
     blocks, each block as slack_sdk validates it (3,000 characters a section's text, 150 a header's),
-    gpubot's budget of block text a message (:data:`bot.entry.slack.blocks.MESSAGE_TEXT_BUDGET`, below
+    gpubot's budget of block text a message (:data:`bot.slack.blocks.MESSAGE_TEXT_BUDGET`, below
     Slack's ~13,200), 40,000 characters of fallback text."""
     from slack_sdk.errors import SlackObjectFormationError
     from slack_sdk.models.blocks import Block
 
-    from bot.entry.slack.blocks import MESSAGE_TEXT_BUDGET
+    from bot.slack.blocks import MESSAGE_TEXT_BUDGET
     from tests.support.slack_recorder import block_text_length
 
     blocks = body.get("blocks") or []

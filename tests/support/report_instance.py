@@ -8,9 +8,9 @@ import asyncio
 import sys
 from datetime import datetime
 
-from bot.entry.wiring import build_services
 from bot.flows.reports.scheduler import ReportScheduler
 from bot.foundation.config import Settings
+from bot.wiring import build_services
 
 
 async def _main(url: str, instance: str, now: datetime) -> None:

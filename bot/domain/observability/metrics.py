@@ -1,4 +1,4 @@
-"""Prometheus metrics (``prometheus-client``), served at ``/metrics`` by :mod:`bot.entry.slack.http`.
+"""Prometheus metrics (``prometheus-client``), served at ``/metrics`` by :mod:`bot.slack.http`.
 
 Counted by this process (each replica has its own):
 

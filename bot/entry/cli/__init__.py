@@ -32,7 +32,6 @@ from bot.entry.cli import hosts as cli_hosts
 from bot.entry.cli import progress as cli_progress
 from bot.entry.cli import shell as cli_shell
 from bot.entry.cli.errors import EX_CONFIG, EX_IOERR, EX_USAGE
-from bot.entry.wiring import build_services
 from bot.flows.actions.policy import check_policy
 from bot.flows.status.fleet import check_fleet, hosts_of
 from bot.flows.status.host import StatusReport, check_host
@@ -41,6 +40,7 @@ from bot.foundation.db.migrate import current_revision, downgrade, revisions, sq
 from bot.foundation.errors import ConfigError, PolicyError, SshConfigRefused, UsageError
 from bot.foundation.printable import PrintableStream
 from bot.probing.ssh.config_file import SshConfigFile, config_path
+from bot.wiring import build_services
 from bot.words.commands.grammar import Grammar
 from bot.words.commands.status import STATUS, StatusCommand
 from bot.words.render.status_view import fleet_view, status_view
@@ -232,8 +232,8 @@ def _quote(word: str) -> str:
 def _console(settings: Settings, role: str) -> int:
     """The console on copies of ``settings``: you (``UCONSOLE``) have ``role``, and with
     ``allowed_roots`` unset the demo root is allowed on localhost."""
-    from bot.entry.slack.console.demo import enable_demo
-    from bot.entry.slack.console.session import console_settings, run_console
+    from bot.slack.console.demo import enable_demo
+    from bot.slack.console.session import console_settings, run_console
 
     note = None
     try:
@@ -270,7 +270,7 @@ def _worker(settings: Settings, groups: list[str], concurrency: int | None) -> i
 
 
 def _serve(settings: Settings) -> int:
-    from bot.entry.slack.serve import serve
+    from bot.slack.serve import serve
 
     return serve(settings)
 
@@ -306,7 +306,7 @@ def _main(argv: list[str] | None) -> int:
         status = cli_errors.configuration_error(exc)
         if args.cmd != "serve":
             return status
-        from bot.entry.slack.unready import (
+        from bot.slack.unready import (
             serve_unready,  # a restart policy would start an exiting serve again and again
         )
 

@@ -16,13 +16,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from bot.entry.wiring import build_services
 from bot.flows.actions import flows
 from bot.flows.actions.audit import AuditEntry, audit_text, trail
 from bot.flows.actions.journal import MAX_LINES, read_journal
 from bot.foundation.config import Settings
 from bot.foundation.masking import mask_secrets
 from bot.foundation.names import validate_host, validate_unit
+from bot.wiring import build_services
 from bot.words.render.json_doc import dumps
 
 
@@ -153,7 +153,7 @@ async def _startup(settings: Settings) -> None:
     async with build_services(settings) as services:
         views = await flows.sweep(services=services)
         if views and settings.slack.slack_bot_token is not None:
-            from bot.entry.slack.app import build_client
-            from bot.entry.slack.handlers.actions import update_cards
+            from bot.slack.app import build_client
+            from bot.slack.handlers.actions import update_cards
 
             await update_cards(build_client(services), views)

@@ -23,12 +23,12 @@ from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import History, diff_snapshots, load_history
 from bot.domain.hosts import service as hosts
 from bot.domain.snapshots import service as snapshots
-from bot.entry.wiring import build_services
 from bot.flows.reports import cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.models import ReportSchedule
 from bot.foundation.config import Settings
 from bot.foundation.errors import NothingToCompare
+from bot.wiring import build_services
 from bot.words.commands.history import DiffCommand, HistoryCommand, parse_diff, parse_history
 from bot.words.render.history_view import diff_text, history_text, history_view
 from bot.words.render.json_doc import dumps

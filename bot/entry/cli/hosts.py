@@ -16,10 +16,10 @@ from typing import Any
 
 from bot.domain.hosts import service as hosts
 from bot.domain.hosts.models import Host
-from bot.entry.wiring import build_services
 from bot.foundation.config import Settings
 from bot.foundation.errors import NotFoundError, UsageError
 from bot.foundation.names import endpoint
+from bot.wiring import build_services
 from bot.words.commands.hosts import parse_labels
 from bot.words.render.json_doc import dumps
 

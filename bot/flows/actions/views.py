@@ -1,6 +1,6 @@
 """What people see of a request: a presentation model built from its rows. Pure.
 
-The Slack card (``bot.entry.slack.action_blocks``) and the terminal audit (:mod:`bot.flows.actions.audit`)
+The Slack card (``bot.slack.action_blocks``) and the terminal audit (:mod:`bot.flows.actions.audit`)
 render a :class:`RequestView`; flows hand one to their ``notify`` callback after every change.
 """
 

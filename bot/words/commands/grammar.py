@@ -2,7 +2,7 @@
 
 A :class:`Grammar` is built from :class:`CommandSpec` objects: each domain module here defines its
 specs (``STATUS``, ``HOSTS_ADD``…) and each Slack handler module declares them on their handlers
-(``bot.entry.slack.routes`` lists those routers and builds the grammar from them). ``Grammar.parse(text)`` returns a
+(``bot.slack.routes`` lists those routers and builds the grammar from them). ``Grammar.parse(text)`` returns a
 :class:`Parsed` or raises :class:`~bot.foundation.errors.UsageError` (with usage and a "did you mean") —
 for *any* text, never another exception. Help is generated from the specs.
 """

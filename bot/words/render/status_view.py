@@ -1,5 +1,5 @@
 """A presentation model of a :class:`~bot.flows.status.host.StatusReport`, shared by the Block Kit
-renderer (``bot.entry.slack.blocks``) and the terminal renderer (:mod:`bot.words.render.text`), so both show
+renderer (``bot.slack.blocks``) and the terminal renderer (:mod:`bot.words.render.text`), so both show
 the same content. Pure."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Words of watch messages (alerts, resolutions, reminders) and of watch and silence lists. Pure;
-``bot.entry.slack.watch_blocks`` turns them into Block Kit."""
+``bot.slack.watch_blocks`` turns them into Block Kit."""
 
 from __future__ import annotations
 

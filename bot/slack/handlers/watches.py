@@ -7,19 +7,19 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.entry.slack.blocks import escape, escape_keeping_mentions, text_blocks
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.handlers.history import _channel
-from bot.entry.slack.ids import ActionId
-from bot.entry.slack.reports import channel_ref, check_channel
-from bot.entry.slack.roles import RoleResolver
-from bot.entry.slack.router import Router
-from bot.entry.slack.watch_blocks import watch_blocks
-from bot.entry.slack.watches import make_watcher
 from bot.flows.services import Services
 from bot.flows.status.fleet import hosts_of
 from bot.flows.watches import service as watches
 from bot.foundation.roles import Role
+from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
+from bot.slack.context import CommandContext
+from bot.slack.handlers.history import _channel
+from bot.slack.ids import ActionId
+from bot.slack.reports import channel_ref, check_channel
+from bot.slack.roles import RoleResolver
+from bot.slack.router import Router
+from bot.slack.watch_blocks import watch_blocks
+from bot.slack.watches import make_watcher
 from bot.words.commands.watches import (
     SILENCE,
     SILENCE_END,
@@ -40,7 +40,7 @@ log = logging.getLogger("gpubot.slack")
 
 
 router = Router()
-"""The commands of this module, declared on their handlers (:mod:`bot.entry.slack.routes` lists the routers)."""
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
 
 
 @router.command(WATCH)
@@ -131,7 +131,7 @@ async def silence_end(ctx: CommandContext, cmd: SilenceEndCommand) -> None:
 
 @router.buttons
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
-    """The "I'm on it" button (its click already passed :mod:`bot.entry.slack.card_guard`: it was pressed
+    """The "I'm on it" button (its click already passed :mod:`bot.slack.card_guard`: it was pressed
     on the message its alert was posted in). Records the first taker, edits the message, says so
     in the thread; a second taker is told who has it. Errors go to the app's one error handler."""
 

@@ -1,8 +1,8 @@
 """The ``/gpu`` slash-command listener and its middleware: the middleware acks, claims the delivery
-and resolves the role (:mod:`bot.entry.slack.request`); the listener parses, checks the role and calls the
-handler the command's spec was declared with (:mod:`bot.entry.slack.routes`); errors leave through the app's one error
+and resolves the role (:mod:`bot.slack.request`); the listener parses, checks the role and calls the
+handler the command's spec was declared with (:mod:`bot.slack.routes`); errors leave through the app's one error
 handler
-(:mod:`bot.entry.slack.errors`). No business rules here."""
+(:mod:`bot.slack.errors`). No business rules here."""
 
 from __future__ import annotations
 
@@ -11,22 +11,22 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.entry.slack.card_guard import CardGuard
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.errors import register_error_handler
-from bot.entry.slack.request import COMMAND, command_context
-from bot.entry.slack.roles import RoleResolver
-from bot.entry.slack.routes import ROUTERS, command_grammar, handler_table, unrouted_specs
 from bot.flows.services import Services
 from bot.foundation.errors import PermissionDenied
 from bot.foundation.roles import Role
+from bot.slack.card_guard import CardGuard
+from bot.slack.context import CommandContext
+from bot.slack.errors import register_error_handler
+from bot.slack.request import COMMAND, command_context
+from bot.slack.roles import RoleResolver
+from bot.slack.routes import ROUTERS, command_grammar, handler_table, unrouted_specs
 
 log = logging.getLogger("gpubot.slack")
 
 
 def register_listeners(app: AsyncApp, services: Services, *, console_role: Role | None = None) -> None:
     """Wire every listener onto ``app`` (nothing happens at import time): the ``/gpu`` command, whose
-    grammar and handlers are the routers' declarations (:mod:`bot.entry.slack.routes`), and each router's
+    grammar and handlers are the routers' declarations (:mod:`bot.slack.routes`), and each router's
     button listeners. ``console_role``: the role of ``gpubot console``, the most any typed identity
     gets there (:class:`RoleResolver`).
 

@@ -24,16 +24,16 @@ from urllib.parse import urlencode
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.entry.slack.app import build_app
-from bot.entry.slack.console.demo import Demo, active_demo
-from bot.entry.slack.console.render import Choice, button_key, button_line, render_message
-from bot.entry.slack.console.standin import WebApiStandIn
-from bot.entry.slack.handlers.actions import sweep_once
-from bot.entry.slack.routes import command_grammar
 from bot.flows.services import Services
 from bot.foundation.config import Settings, default_data_dir
 from bot.foundation.errors import UsageError
 from bot.foundation.roles import Role
+from bot.slack.app import build_app
+from bot.slack.console.demo import Demo, active_demo
+from bot.slack.console.render import Choice, button_key, button_line, render_message
+from bot.slack.console.standin import WebApiStandIn
+from bot.slack.handlers.actions import sweep_once
+from bot.slack.routes import command_grammar
 
 CONSOLE_USER = "UCONSOLE"
 CONSOLE_CHANNEL = "CCONSOLE"

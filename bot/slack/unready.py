@@ -17,7 +17,7 @@ import signal
 
 from aiohttp import web
 
-from bot.entry.slack.http import HEALTH_PATH, READY_PATH
+from bot.slack.http import HEALTH_PATH, READY_PATH
 
 log = logging.getLogger("gpubot.serve")
 

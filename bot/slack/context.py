@@ -1,9 +1,9 @@
 """What a command handler gets: the caller, the channel, and ways to answer.
 
-Handlers (``bot/entry/slack/handlers/*.py``) are ``async def handler(ctx: CommandContext, cmd) -> None``,
-each declared with its command's spec on its module's router (:mod:`bot.entry.slack.router`). They call a flow and
+Handlers (``bot/slack/handlers/*.py``) are ``async def handler(ctx: CommandContext, cmd) -> None``,
+each declared with its command's spec on its module's router (:mod:`bot.slack.router`). They call a flow and
 render;
-no business rules; they raise, and the app's one error handler answers (:mod:`bot.entry.slack.errors`).
+no business rules; they raise, and the app's one error handler answers (:mod:`bot.slack.errors`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.hosts import service as hosts
-from bot.entry.slack.blocks import FULL_TEXT_TITLE, TOO_LONG, full_text_blocks, long_lines
 from bot.flows.services import Services
 from bot.flows.status.host import Resolved
 from bot.foundation.roles import Role
+from bot.slack.blocks import FULL_TEXT_TITLE, TOO_LONG, full_text_blocks, long_lines
 from bot.words.commands.grammar import Grammar
 
 log = logging.getLogger("gpubot.slack")
@@ -48,11 +48,11 @@ class CommandContext:
     role: Role
     team_id: str | None = None
     db: AsyncSession | None = None
-    """The request's one database session (opened by :mod:`bot.entry.slack.request`, closed when the
+    """The request's one database session (opened by :mod:`bot.slack.request`, closed when the
     handler ends); ``None`` where a context is built without that middleware."""
     placeholder: MessageRef | None = None
     """The message a handler posted while it works ("probing node174…"): an error raised after it
-    is shown there (:func:`bot.entry.slack.errors.answer_command_error`)."""
+    is shown there (:func:`bot.slack.errors.answer_command_error`)."""
 
     async def known_host(self, name: str) -> Resolved:
         """The host called ``name`` resolved once (:func:`bot.domain.hosts.service.resolve`, in the request's
@@ -119,7 +119,7 @@ class CommandContext:
 
     async def update_fitting(self, ref: MessageRef, text: str, candidates: list[list[dict[str, Any]]]) -> int:
         """:meth:`update` with the first of ``candidates`` (largest first) that Slack accepts: a
-        refusal for size (:data:`~bot.entry.slack.blocks.TOO_LONG`) tries the next, smaller one. Returns
+        refusal for size (:data:`~bot.slack.blocks.TOO_LONG`) tries the next, smaller one. Returns
         the index of the one taken; raises the last refusal, or any other error at once."""
         for i, blocks in enumerate(candidates):
             try:

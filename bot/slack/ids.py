@@ -1,7 +1,7 @@
 """Block Kit action ids, shared by the block builders and the action listeners.
 
 Every button of an approval card has an id under :data:`REQUEST_CARD_PREFIX` and carries its
-request's id as ``value``; :mod:`bot.entry.slack.card_guard` checks every click on such a button
+request's id as ``value``; :mod:`bot.slack.card_guard` checks every click on such a button
 against the card it came from, so a new card button is checked without code of its own. Buttons of
 a watch alert message (under :data:`ALERT_CARD_PREFIX`) carry an alert id and are checked the same
 way against the message the alert was posted in. The other buttons are listed in :data:`NOT_REQUEST_BOUND`, each
@@ -14,7 +14,7 @@ import enum
 REQUEST_CARD_PREFIX = "gpubot.actions."
 ALERT_CARD_PREFIX = "gpubot.watches."
 """Buttons of a watch alert message: their ``value`` is an alert id, and
-:mod:`bot.entry.slack.card_guard` checks the click against the message that alert was posted in."""
+:mod:`bot.slack.card_guard` checks the click against the message that alert was posted in."""
 
 
 class ActionId(str, enum.Enum):

@@ -1,14 +1,14 @@
 """Block Kit of watch messages: one section per host, an "I'm on it" button per host still bad
-and not yet taken (action :attr:`~bot.entry.slack.ids.ActionId.WATCH_TAKE`, value the alert id)."""
+and not yet taken (action :attr:`~bot.slack.ids.ActionId.WATCH_TAKE`, value the alert id)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bot.entry.slack.blocks import escape_keeping_mentions, fit_lines
-from bot.entry.slack.ids import ActionId
 from bot.flows.watches.flows import WatchMessage
 from bot.flows.watches.models import AlertStatus
+from bot.slack.blocks import escape_keeping_mentions, fit_lines
+from bot.slack.ids import ActionId
 from bot.words.render.watch_view import headline, line_texts
 
 MAX_HOSTS_SHOWN = 20

@@ -1,9 +1,9 @@
-"""The one list of routers: every ``/gpu`` command, its spec and its handler (:mod:`bot.entry.slack.router`).
+"""The one list of routers: every ``/gpu`` command, its spec and its handler (:mod:`bot.slack.router`).
 
 A domain adds its handler module's ``router`` here. The grammar (:func:`command_grammar`) and the
 handler table (:func:`handler_table`) are both read from these declarations, so they cannot drift;
 :func:`unrouted_specs` names a spec written in ``bot/words/commands/`` that no router declares, which
-stops the bot at start-up (:func:`bot.entry.slack.listeners.register_listeners`).
+stops the bot at start-up (:func:`bot.slack.listeners.register_listeners`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 
 import bot.words.commands
-from bot.entry.slack.handlers import actions, help, history, hosts, status, watches
-from bot.entry.slack.router import Handler, Route, Router
+from bot.slack.handlers import actions, help, history, hosts, status, watches
+from bot.slack.router import Handler, Route, Router
 from bot.words.commands.grammar import CommandSpec, Grammar
 
 ROUTERS: tuple[Router, ...] = (

@@ -7,7 +7,7 @@ logged with that id. A user never sees a traceback.
 Listeners and handlers raise; :func:`register_error_handler` installs the one ``@app.error``
 (Bolt calls it for errors of middleware and listeners alike), which answers where the request was
 made: a ``/gpu`` command privately (or in the message its handler posted while working, see
-:attr:`~bot.entry.slack.context.CommandContext.placeholder`), a button click privately to the clicker.
+:attr:`~bot.slack.context.CommandContext.placeholder`), a button click privately to the clicker.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
 
-from bot.entry.slack.blocks import error_blocks
-from bot.entry.slack.context import CommandContext
 from bot.foundation.errors import DatabaseUnavailable, GpubotError, NotFoundError, PermissionDenied, UsageError
+from bot.slack.blocks import error_blocks
+from bot.slack.context import CommandContext
 from bot.words.commands.grammar import Grammar
 
 log = logging.getLogger("gpubot.slack")

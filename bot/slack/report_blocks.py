@@ -17,7 +17,10 @@ from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock, HeaderBlo
 
 from bot.domain.history.diff import compact
 from bot.domain.history.service import SnapshotDiff
-from bot.entry.slack.blocks import (
+from bot.flows.reports.counts import not_ready_counts
+from bot.flows.reports.flows import Report
+from bot.flows.reports.models import ReportSchedule
+from bot.slack.blocks import (
     HEADER_LIMIT,
     MAX_BLOCKS,
     MESSAGE_TEXT_BUDGET,
@@ -27,9 +30,6 @@ from bot.entry.slack.blocks import (
     fleet_blocks,
     pack_sections,
 )
-from bot.flows.reports.counts import not_ready_counts
-from bot.flows.reports.flows import Report
-from bot.flows.reports.models import ReportSchedule
 from bot.words.render.history_view import HistoryView, diff_headline
 from bot.words.render.status_view import FleetView, fleet_view
 
@@ -111,7 +111,7 @@ def report_blocks(
 ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """``(message blocks, thread messages)``; both within Block Kit limits for any fleet size.
     ``budget``: characters of text for the hosts and changes in the message (as
-    :func:`~bot.entry.slack.blocks.fleet_blocks`; 0 puts every host and change in the thread), the
+    :func:`~bot.slack.blocks.fleet_blocks`; 0 puts every host and change in the thread), the
     smaller retries when Slack refuses a message as too long."""
     view = fleet_view(report.title, report.fleet.reports)
     causes = not_ready_counts(r.assessment for r in report.fleet.reports).line()
@@ -143,7 +143,7 @@ def report_blocks(
 
 def _budgeted(sections: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """``sections`` as thread messages of at most :data:`THREAD_SECTIONS` sections and
-    :data:`~bot.entry.slack.blocks.MESSAGE_TEXT_BUDGET` characters of text each."""
+    :data:`~bot.slack.blocks.MESSAGE_TEXT_BUDGET` characters of text each."""
     out: list[list[dict[str, Any]]] = []
     size = 0
     for section in sections:

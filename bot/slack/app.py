@@ -8,17 +8,17 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.entry.slack.listeners import register_listeners
-from bot.entry.slack.metered import MeteredWebClient
 from bot.flows.services import Services
 from bot.foundation.roles import Role
+from bot.slack.listeners import register_listeners
+from bot.slack.metered import MeteredWebClient
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
 
 def build_client(services: Services) -> AsyncWebClient:
     """A Web API client with the bot token, retrying on rate limits and server errors, counting
-    failed calls in the metrics (:class:`~bot.entry.slack.metered.MeteredWebClient`)."""
+    failed calls in the metrics (:class:`~bot.slack.metered.MeteredWebClient`)."""
     from slack_sdk.http_retry.builtin_async_handlers import (
         AsyncRateLimitErrorRetryHandler,
         AsyncServerErrorRetryHandler,

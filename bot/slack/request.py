@@ -1,12 +1,12 @@
 """A ``/gpu`` request's context, built by Bolt listener middleware before the listener runs
 (Dispatch's ``plugins/dispatch_slack/middleware.py`` style, wired on the command in
-:func:`bot.entry.slack.listeners.register_listeners`).
+:func:`bot.slack.listeners.register_listeners`).
 
 The middleware acks the command (Slack wants an answer within 3 s), opens the request's one
 database session, claims the delivery (a retried delivery stops here), resolves the caller's role,
-and puts a :class:`~bot.entry.slack.context.CommandContext` holding that session in Bolt's ``context``
+and puts a :class:`~bot.slack.context.CommandContext` holding that session in Bolt's ``context``
 under :data:`COMMAND`. The listener closes the session when the handler returns or raises. Every
-error goes on to the app's one error handler (:func:`bot.entry.slack.errors.register_error_handler`).
+error goes on to the app's one error handler (:func:`bot.slack.errors.register_error_handler`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.grants import service as access
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.roles import RoleResolver
 from bot.flows.services import Services
 from bot.foundation.db.availability import not_writable
 from bot.foundation.errors import DatabaseUnavailable
+from bot.slack.context import CommandContext
+from bot.slack.roles import RoleResolver
 from bot.words.commands.grammar import Grammar
 
 log = logging.getLogger("gpubot.slack")

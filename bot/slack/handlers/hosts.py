@@ -11,16 +11,16 @@ from bot.domain.hosts import service as hosts
 from bot.domain.hosts import trust
 from bot.domain.snapshots import inventory
 from bot.domain.snapshots import service as snapshots
-from bot.entry.slack.blocks import escape, text_blocks, trust_card_blocks
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.ids import ActionId
-from bot.entry.slack.roles import RoleResolver
-from bot.entry.slack.router import Router
 from bot.flows.actions.privilege_check import check_access, check_text
 from bot.flows.services import Services
 from bot.foundation.errors import PermissionDenied
 from bot.foundation.names import endpoint
 from bot.foundation.roles import Role
+from bot.slack.blocks import escape, text_blocks, trust_card_blocks
+from bot.slack.context import CommandContext
+from bot.slack.ids import ActionId
+from bot.slack.roles import RoleResolver
+from bot.slack.router import Router
 from bot.words.commands.hosts import (
     HOSTS_ADD,
     HOSTS_CHECK,
@@ -43,7 +43,7 @@ log = logging.getLogger("gpubot.slack")
 
 
 router = Router()
-"""The commands of this module, declared on their handlers (:mod:`bot.entry.slack.routes` lists the routers)."""
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
 
 
 def _line(h: Any, services: Services) -> str:

@@ -15,14 +15,14 @@ from datetime import datetime
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.entry.slack.blocks import escape, escape_keeping_mentions, text_blocks
-from bot.entry.slack.reports import channel_ref, refused
-from bot.entry.slack.watch_blocks import watch_blocks
 from bot.flows.services import Clock, Services
 from bot.flows.status.host import StatusReport
 from bot.flows.watches.flows import AlertLine, Watcher, WatchMessage
 from bot.flows.watches.models import Watch
 from bot.foundation.errors import ChannelUnavailable
+from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
+from bot.slack.reports import channel_ref, refused
+from bot.slack.watch_blocks import watch_blocks
 from bot.words.render.watch_view import headline, reminder_text, resolution_text
 
 log = logging.getLogger("gpubot.slack")

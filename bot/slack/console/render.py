@@ -19,7 +19,7 @@ EMOJI = {
     # waiting, late, expired
     ":hourglass_flowing_sand:": "[..]",
     ":hourglass:": "[..]",
-    # approval card states and steps (bot.entry.slack.action_blocks)
+    # approval card states and steps (bot.slack.action_blocks)
     ":raised_hand:": "[?]",
     ":mag:": "[..]",
     ":gear:": "[..]",

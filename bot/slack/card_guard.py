@@ -5,7 +5,7 @@ request #3 whose ``value`` says 7 must not approve, reject, re-plan or follow up
 channel's, maybe a private one), nor overwrite card #3 with #7. Slack itself says where the click
 came from (``container.channel_id`` and ``container.message_ts``); the request stores where its
 card is (``action_requests.channel``/``message_ts``). :class:`CardGuard` is a global Bolt
-middleware: every ``block_actions`` on a request card button (:func:`bot.entry.slack.ids.request_bound`,
+middleware: every ``block_actions`` on a request card button (:func:`bot.slack.ids.request_bound`,
 whatever its listener) passes through it, and one whose request's card is not the message clicked
 is answered (ephemeral, to the clicker alone), logged as a warning, and goes no further.
 
@@ -24,11 +24,11 @@ from typing import Any
 
 from slack_bolt.response import BoltResponse
 
-from bot.entry.slack.ids import alert_bound, request_bound
 from bot.flows.actions import flows
 from bot.flows.services import Services
 from bot.flows.watches import service as watches
 from bot.foundation.errors import NotFoundError
+from bot.slack.ids import alert_bound, request_bound
 
 log = logging.getLogger("gpubot.slack")
 

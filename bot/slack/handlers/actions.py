@@ -9,7 +9,7 @@ look; when a start does not come up, the thread says so and how to read the jour
 itself goes privately to the requester and approvers who may read logs, since journals hold secrets;
 *Re-plan*, *Restart UNIT* / *Pivot back* post new requests). This module only adapts Bolt to it:
 :func:`click_of` reads the payload, :class:`SlackClicker` and :class:`SlackCard` answer its two
-protocols with the :mod:`bot.entry.slack.action_blocks` rendering.
+protocols with the :mod:`bot.slack.action_blocks` rendering.
 
 :func:`sweep_forever` runs :func:`bot.flows.actions.flows.sweep` every ``action_sweep_interval_s``
 seconds in the background (``gpubot serve`` starts it; no request runs or waits for it):
@@ -30,7 +30,15 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.entry.slack.action_blocks import (
+from bot.flows.actions import audit, clicks, flows
+from bot.flows.actions.clicks import Click
+from bot.flows.actions.journal import JournalTail, read_journal
+from bot.flows.actions.kinds import ActionSpec, State
+from bot.flows.actions.unit_up import HealthProgress
+from bot.flows.actions.views import RequestView
+from bot.flows.services import Services
+from bot.foundation.roles import Role
+from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
     card_blocks,
     card_lines,
@@ -42,26 +50,18 @@ from bot.entry.slack.action_blocks import (
     progress_text,
     result_blocks,
 )
-from bot.entry.slack.blocks import escape, text_blocks
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.ids import ActionId
-from bot.entry.slack.roles import RoleResolver
-from bot.entry.slack.router import Router
-from bot.flows.actions import audit, clicks, flows
-from bot.flows.actions.clicks import Click
-from bot.flows.actions.journal import JournalTail, read_journal
-from bot.flows.actions.kinds import ActionSpec, State
-from bot.flows.actions.unit_up import HealthProgress
-from bot.flows.actions.views import RequestView
-from bot.flows.services import Services
-from bot.foundation.roles import Role
+from bot.slack.blocks import escape, text_blocks
+from bot.slack.context import CommandContext
+from bot.slack.ids import ActionId
+from bot.slack.roles import RoleResolver
+from bot.slack.router import Router
 from bot.words.commands.actions import AUDIT, CLEAN, KILL, LOGS, PIVOT, RESTART, START, STOP, AuditCommand, LogsCommand
 
 log = logging.getLogger("gpubot.slack")
 
 
 router = Router()
-"""The commands of this module, declared on their handlers (:mod:`bot.entry.slack.routes` lists the routers)."""
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
 
 
 @router.command(CLEAN, KILL, STOP, START, RESTART, PIVOT)
@@ -239,7 +239,7 @@ class SlackClicker:
 class SlackCard:
     """:class:`bot.flows.actions.clicks.CardOutlet` in Slack: the clicked card is ``channel``/``ts`` (else
     ``respond`` replaces it), its thread the one of ``ts``; ``command`` is the slash command named in
-    the journal note. Renders with :mod:`bot.entry.slack.action_blocks`."""
+    the journal note. Renders with :mod:`bot.slack.action_blocks`."""
 
     client: AsyncWebClient
     respond: Any
@@ -288,8 +288,8 @@ Listener = Callable[..., Awaitable[None]]
 def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
     """Listeners for Approve / Reject / Re-plan / the follow-ups: each acks, then hands the click to
     :mod:`bot.flows.actions.clicks` with Slack as its clicker and card. Every click reaching them was checked
-    to be on its request's own card (:mod:`bot.entry.slack.card_guard`); they raise, and the app's one error
-    handler tells the clicker (:func:`bot.entry.slack.errors.answer_click_error`)."""
+    to be on its request's own card (:mod:`bot.slack.card_guard`); they raise, and the app's one error
+    handler tells the clicker (:func:`bot.slack.errors.answer_click_error`)."""
 
     def parts(body: dict[str, Any], client: AsyncWebClient, respond: Any) -> tuple[Click, SlackClicker, SlackCard]:
         click = click_of(body)

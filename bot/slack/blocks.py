@@ -24,7 +24,7 @@ from slack_sdk.models.blocks import (
 
 from bot.domain.readiness.verdict import Verdict
 from bot.domain.readiness.words import VERDICT_WORDS
-from bot.entry.slack.ids import ActionId
+from bot.slack.ids import ActionId
 from bot.words.render.shorten import shorten_middle, split_at_clauses
 from bot.words.render.status_view import VERDICT_EMOJI, FleetView, StatusView
 

@@ -1,7 +1,7 @@
 """The Slack side of scheduled reports: the ``post`` and ``notify`` callbacks, the channel check
 and :func:`start_scheduler`.
 
-``start_scheduler(services, client)`` is called by :mod:`bot.entry.slack.serve` once the app runs (and
+``start_scheduler(services, client)`` is called by :mod:`bot.slack.serve` once the app runs (and
 by tests, with a controlled ``now``). The domain (:mod:`bot.flows.reports`) decides what and when; this
 module only renders and calls the Web API: ``chat.postMessage`` for the report (sent again
 smaller while Slack refuses it as too long), replies in its thread for what does not fit, and ``files_upload_v2``
@@ -19,19 +19,19 @@ from typing import Any
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.entry.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
-from bot.entry.slack.context import too_long
-from bot.entry.slack.report_blocks import report_blocks, report_text
 from bot.flows.reports.flows import Post, Report
 from bot.flows.reports.scheduler import ChannelProblem, Clock, Notify, ReportScheduler
 from bot.flows.services import Services
 from bot.foundation.errors import ChannelUnavailable
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
+from bot.slack.context import too_long
+from bot.slack.report_blocks import report_blocks, report_text
 from bot.words.render.status_view import fleet_view
 
 log = logging.getLogger("gpubot.slack")
 INVITE = "`/invite @gpubot`"
 REPORT_BUDGETS = (MESSAGE_TEXT_BUDGET, MESSAGE_TEXT_BUDGET // 2, 0)
-"""The report's text budgets (:func:`~bot.entry.slack.report_blocks.report_blocks`), tried in turn while
+"""The report's text budgets (:func:`~bot.slack.report_blocks.report_blocks`), tried in turn while
 Slack refuses one as too long, as ``/gpu status all`` does (0: header, counts, the rest in the thread)."""
 
 
@@ -183,7 +183,7 @@ async def start_scheduler(
 ) -> ReportScheduler:
     """Start report schedules, retention and background probes on the running event loop;
     call ``.shutdown()`` on the result to stop."""
-    from bot.entry.slack.watches import make_watcher  # watches post with the same client
+    from bot.slack.watches import make_watcher  # watches post with the same client
 
     sched = ReportScheduler(
         services,

@@ -2,7 +2,7 @@
 
 One card per request, updated in place as it moves: pending (Approve with a confirm dialog,
 Reject), re-checking, running step by step, done / failed / aborted (with Re-plan) / rejected /
-expired / interrupted (no live buttons). Limits as in :mod:`bot.entry.slack.blocks`.
+expired / interrupted (no live buttons). Limits as in :mod:`bot.slack.blocks`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.entry.slack.blocks import HEADER_LIMIT, LINE_CAP, SECTION_LIMIT, escape, fit_lines
-from bot.entry.slack.ids import ActionId
 from bot.flows.actions.journal import JournalTail
 from bot.flows.actions.kinds import ActionSpec, State
 from bot.flows.actions.unit_up import HealthProgress, duration
 from bot.flows.actions.views import RequestView
+from bot.slack.blocks import HEADER_LIMIT, LINE_CAP, SECTION_LIMIT, escape, fit_lines
+from bot.slack.ids import ActionId
 from bot.words.render.shorten import shorten_middle
 
 FOLLOW_UP_IDS = {
@@ -79,7 +79,7 @@ def card_text(view: RequestView) -> str:
 
 def card_lines(view: RequestView) -> list[str]:
     """The plain lines a card shows (command, plan, warnings, steps, message, result), for
-    :meth:`bot.entry.slack.context.CommandContext.full_text`."""
+    :meth:`bot.slack.context.CommandContext.full_text`."""
     return [
         view.command,
         *view.lines,

@@ -1,7 +1,7 @@
 """``gpubot serve``: Socket Mode when ``SLACK_APP_TOKEN`` is set, otherwise HTTP on one port.
 
 In both modes the HTTP port (``GPUBOT_HTTP_PORT``) answers ``/healthz``, ``/readyz`` and
-``/metrics`` (:mod:`bot.entry.slack.http`). SIGTERM or SIGINT starts a graceful shutdown:
+``/metrics`` (:mod:`bot.slack.http`). SIGTERM or SIGINT starts a graceful shutdown:
 
 1. the work gate closes (new probes are refused with a "shutting down" answer, nothing is probed
    or stored for them) and ``/readyz`` turns 503, so a load balancer stops sending requests;
@@ -32,12 +32,12 @@ from slack_bolt.async_app import AsyncApp
 from bot.domain.observability import metrics
 from bot.domain.observability.logs import log_context
 from bot.domain.observability.readyz import Readiness
-from bot.entry.slack.app import build_app
-from bot.entry.slack.handlers.actions import sweep_forever
-from bot.entry.slack.reports import start_scheduler
-from bot.entry.wiring import build_services
 from bot.flows.services import Services
 from bot.foundation.config import ServiceSettings, Settings, SlackSettings
+from bot.slack.app import build_app
+from bot.slack.handlers.actions import sweep_forever
+from bot.slack.reports import start_scheduler
+from bot.wiring import build_services
 
 log = logging.getLogger("gpubot.serve")
 
@@ -90,7 +90,7 @@ class Served:
     async def run(self, stop: asyncio.Event) -> int:
         """Serve until ``stop`` is set (SIGTERM/SIGINT), then the module docstring's steps 1–3;
         returns the exit status (0, or 1 when the serving itself failed: logged with its traceback)."""
-        from bot.entry.slack.http import EVENTS_PATH
+        from bot.slack.http import EVENTS_PATH
 
         settings, services, app, handler, readiness, port = (
             self.settings,
@@ -152,14 +152,14 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(settings: Settings) -> AsyncIterator[Served]:
-    """``gpubot serve``'s composition root: entered, the services (:func:`~bot.entry.wiring.build_services`,
+    """``gpubot serve``'s composition root: entered, the services (:func:`~bot.wiring.build_services`,
     with worker processes as ``GPUBOT_FLEET_WORKERS`` says), the Bolt app with its log-context
     middleware when the Slack credentials are there, the Socket Mode handler (``SLACK_APP_TOKEN``
     set), the readiness and metrics, and the HTTP port listening (``/healthz``, ``/readyz``,
     ``/metrics``; the Slack events too in HTTP mode). Left, however it is left: the sweeper, the
     scheduler and Socket Mode stop, the HTTP port closes, then the services close (step 4 of the
     module docstring). Errors while building are raised (what was built is closed)."""
-    from bot.entry.slack.http import start_http
+    from bot.slack.http import start_http
 
     served: Served | None = None
     try:

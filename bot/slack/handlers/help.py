@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from bot.entry.slack.blocks import text_blocks
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.router import Router
+from bot.slack.blocks import text_blocks
+from bot.slack.context import CommandContext
+from bot.slack.router import Router
 from bot.words.commands.help import HELP, HelpCommand
 
 router = Router()
-"""The commands of this module, declared on their handlers (:mod:`bot.entry.slack.routes` lists the routers)."""
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
 
 
 @router.command(HELP)

@@ -1,6 +1,6 @@
 """A command declared once, next to its handler.
 
-Each handler module (``bot/entry/slack/handlers/*.py``) has one :class:`Router` and declares every command
+Each handler module (``bot/slack/handlers/*.py``) has one :class:`Router` and declares every command
 it answers on its handler::
 
     router = Router()
@@ -10,7 +10,7 @@ it answers on its handler::
 
 The spec (words, usage, role, parser) stays in the words layer (``bot/words/commands/``, no Slack); the
 router only pairs it with the handler. Button listeners a module needs are declared the same way
-(``@router.buttons``). :mod:`bot.entry.slack.routes` lists the routers, once; the grammar the app, the
+(``@router.buttons``). :mod:`bot.slack.routes` lists the routers, once; the grammar the app, the
 console and help parse with is built from their declarations, so a command cannot be parsed without
 a handler, and parsing hands the listener its handler through ``parsed.spec``.
 """
@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.roles import RoleResolver
 from bot.flows.services import Services
+from bot.slack.context import CommandContext
+from bot.slack.roles import RoleResolver
 from bot.words.commands.grammar import CommandSpec
 
 Handler = Callable[[CommandContext, Any], Awaitable[None]]

@@ -11,15 +11,15 @@ from slack_sdk.errors import SlackApiError
 from bot.domain.history.chart import render_png
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import diff_snapshots, load_history
-from bot.entry.slack.blocks import escape, text_blocks
-from bot.entry.slack.context import CommandContext
-from bot.entry.slack.report_blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks
-from bot.entry.slack.reports import check_channel, make_poster, upload_png
-from bot.entry.slack.router import Router
 from bot.flows.reports import cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import build_report
 from bot.flows.status.fleet import fleet_group, hosts_of
+from bot.slack.blocks import escape, text_blocks
+from bot.slack.context import CommandContext
+from bot.slack.report_blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks
+from bot.slack.reports import check_channel, make_poster, upload_png
+from bot.slack.router import Router
 from bot.words.commands.history import (
     DIFF,
     HISTORY,
@@ -42,7 +42,7 @@ log = logging.getLogger("gpubot.slack")
 
 
 router = Router()
-"""The commands of this module, declared on their handlers (:mod:`bot.entry.slack.routes` lists the routers)."""
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
 
 
 @router.command(HISTORY)

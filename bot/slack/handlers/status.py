@@ -8,7 +8,11 @@ import time
 
 from slack_sdk.errors import SlackApiError
 
-from bot.entry.slack.blocks import (
+from bot.flows.status.fleet import check_fleet, fleet_group, hosts_of
+from bot.flows.status.host import StatusReport, check_host
+from bot.flows.watches import service as watches
+from bot.foundation.errors import DatabaseUnavailable, UsageError
+from bot.slack.blocks import (
     MESSAGE_TEXT_BUDGET,
     escape_keeping_mentions,
     fleet_blocks,
@@ -17,12 +21,8 @@ from bot.entry.slack.blocks import (
     progress_blocks,
     status_blocks,
 )
-from bot.entry.slack.context import CommandContext, MessageRef, too_long
-from bot.entry.slack.router import Router
-from bot.flows.status.fleet import check_fleet, fleet_group, hosts_of
-from bot.flows.status.host import StatusReport, check_host
-from bot.flows.watches import service as watches
-from bot.foundation.errors import DatabaseUnavailable, UsageError
+from bot.slack.context import CommandContext, MessageRef, too_long
+from bot.slack.router import Router
 from bot.words.commands.status import STATUS, StatusCommand
 from bot.words.render.status_view import FleetView, fleet_view, status_view
 from bot.words.render.watch_view import silenced_note
@@ -36,7 +36,7 @@ log = logging.getLogger("gpubot.slack")
 
 
 router = Router()
-"""The commands of this module, declared on their handlers (:mod:`bot.entry.slack.routes` lists the routers)."""
+"""The commands of this module, declared on their handlers (:mod:`bot.slack.routes` lists the routers)."""
 
 
 @router.command(STATUS)
