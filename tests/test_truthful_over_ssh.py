@@ -4,7 +4,7 @@ and who holds a GPU."""
 
 import dataclasses
 import os
-import stat
+import tempfile
 
 import pytest
 
@@ -34,12 +34,23 @@ exec /usr/bin/df "$@"
 
 @pytest.fixture
 def fake_df(ssh_server):
+    """The fake df in the hosts' bin/, and whatever was there before (tests/support/faults.py's wrapper) put back after
+    the test. Entries are moved with rename and the fake written to a file of its own renamed into place: nothing is
+    ever opened for writing at a path that could be a link (a link to the system's df would be overwritten)."""
     path = os.path.join(ssh_server.bin_dir, "df")
-    with open(path, "w") as f:
+    saved = f"{path}.before-fake-df"
+    had = os.path.lexists(path)
+    if had:
+        os.replace(path, saved)
+    with tempfile.NamedTemporaryFile("w", dir=ssh_server.bin_dir, delete=False) as f:
         f.write(FAKE_DF)
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    os.chmod(f.name, 0o755)
+    os.replace(f.name, path)
     yield
-    os.unlink(path)
+    if had:
+        os.replace(saved, path)
+    else:
+        os.unlink(path)
 
 
 async def register(services, name, addr, ssh_server, **kw):

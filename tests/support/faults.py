@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 
 from tests.support.sshd import STD_PATH, SshTestServer
 
@@ -29,9 +30,6 @@ STAMP_S = 2
 
 def install(server: SshTestServer) -> None:
     """Wrap ``nvidia-smi``, ``systemctl`` and ``df`` in ``server.bin_dir`` (once per server)."""
-    df = os.path.join(server.bin_dir, "df")
-    if not os.path.exists(df):  # the system's df, reached through a wrapper of the same name
-        os.symlink(shutil.which("df", path=STD_PATH) or "/bin/df", df)
     for tool, body in (
         (
             "nvidia-smi",
@@ -51,19 +49,35 @@ esac""",  # noqa: E501 (the fake nvidia-smi script: one case line)
         ),
     ):
         path = os.path.join(server.bin_dir, tool)
-        real = f"{path}.real"
-        if os.path.exists(real):
+        if _wrapped(path):
             continue
-        os.rename(path, real)
-        with open(path, "w") as f:
+        if os.path.lexists(path):  # the host's fake, kept beside its wrapper (moved, never written through)
+            real = f"{path}.real"
+            os.replace(path, real)
+        else:  # the system's tool (df), run by its path: no link to it is made, so none can be written through
+            real = shutil.which(tool, path=STD_PATH) or f"/bin/{tool}"
+        with tempfile.NamedTemporaryFile("w", dir=server.bin_dir, delete=False) as f:
             f.write(f"""#!/bin/sh
+{WRAPPER_MARK}
 real={real}
 addr=$(echo "$SSH_CONNECTION" | cut -d' ' -f3)
 fault=$(cat "$GPUBOT_FAKE_STATE_DIR/$addr.fault" 2>/dev/null)
 {body}
 exec "$real" "$@"
 """)
-        os.chmod(path, 0o755)
+        os.chmod(f.name, 0o755)
+        os.replace(f.name, path)
+
+
+WRAPPER_MARK = "# gpubot fault wrapper (tests/support/faults.py)"
+
+
+def _wrapped(path: str) -> bool:
+    """Whether ``path`` is already this module's wrapper (a regular file, never a link, holding the mark)."""
+    if os.path.islink(path) or not os.path.isfile(path):
+        return False
+    with open(path) as f:
+        return WRAPPER_MARK in f.read()
 
 
 def most_at_once(server: SshTestServer) -> int:
