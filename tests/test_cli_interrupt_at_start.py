@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # imports it), so it lands during the start-up imports without depending on timing.
 INTERRUPT_DURING_IMPORTS = """
 import importlib.abc, os, runpy, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, even when this run ignores SIGINT
 class Interrupt(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == "sqlalchemy":

@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import termios
@@ -20,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _take_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    # Ctrl-C as at a terminal: a run started in the background (SIGINT ignored, inherited) must not change that.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Terminal:
