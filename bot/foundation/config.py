@@ -320,6 +320,9 @@ class FleetSettings(BaseModel):
     worker_stalled_s: float = Field(default=30.0, gt=0)
     """A job whose worker sent no heartbeat for this many seconds is retried by another worker (what a killed
     worker stored is kept, the rest probed)."""
+    fleet_progress_retry_s: float = Field(default=30.0, ge=0)
+    """How long the chat process keeps trying to read a fan-out's progress while the database is away (a restart);
+    past it the posted message is finished with what is known (hosts read, hosts not) and why."""
 
 
 def _slack_secret(name: str) -> Any:

@@ -8,6 +8,7 @@
     │   └── NothingToCompare  a diff of a registered host finds no snapshot old enough (never probed, one only)
     ├── PermissionDenied      the caller lacks the role an action needs
     ├── DatabaseUnavailable   the database refused, did not answer in time, or dropped the connection
+    │   └── ProgressLost      a fan-out's progress could not be read back past its retry bound (what was read kept)
     ├── ChannelUnavailable    Slack refused a post to a channel the bot cannot use (not a member, gone, archived)
     ├── ConfigError           a name in the environment or config file that is no setting; an unreadable config file
     ├── PolicyError           ``approval_policy`` or ``allowed_roots`` is malformed
@@ -170,6 +171,23 @@ class DatabaseUnavailable(GpubotError):
         self.where = where
         self.reason = reason
         self.url = url
+
+
+class ProgressLost(DatabaseUnavailable):
+    """A fan-out's progress could not be read from the database within its retry bound
+    (``GPUBOT_FLEET_PROGRESS_RETRY_S``): ``reports`` are the hosts' reports read before (``StatusReport`` objects),
+    ``total`` the hosts of the run, ``cause`` the last :class:`DatabaseUnavailable`. The workers may have stored
+    more than was read."""
+
+    def __init__(self, cause: DatabaseUnavailable, *, reports: list[object], total: int):
+        super().__init__(cause.where, cause.reason, url=cause.url)
+        self.cause = cause
+        self.reports = reports
+        self.total = total
+        self.args = (
+            f"{len(reports)} of {total} hosts read; progress could not be read: the database is unavailable "
+            f"({cause.where}: {cause.reason})",
+        )
 
 
 class ChannelUnavailable(GpubotError):

@@ -88,6 +88,8 @@ class Served:
     port: int
     url: str
     secret: str
+    output: str = ""
+    """serve's stdout and stderr, set once it has exited (after leaving :func:`served`)."""
 
     async def command(self, text: str, rid: str = "x") -> None:
         """Send ``/gpu text`` signed as Slack signs it."""
@@ -153,10 +155,12 @@ async def served(
             secret=secret,
             env={"GPUBOT_BACKGROUND_PROBE_REPORT_HOSTS_S": "0", **(env or {})},
         )
+        running = Served(proc, recorder, http, port, url, secret)
         try:
             await wait_ready(http, port, timeout_s=120)
-            yield Served(proc, recorder, http, port, url, secret)
+            yield running
         finally:
             proc.terminate()
             out = (await asyncio.to_thread(proc.communicate, timeout=60))[0]
+            running.output = out
             assert "Traceback" not in out, out[-4000:]

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.flows.services import Services
@@ -24,6 +26,8 @@ from bot.flows.status.fleet import FleetReport, Progress, failed_report
 from bot.flows.status.host import StatusReport
 from bot.flows.workers.models import FleetRun, FleetRunHost
 from bot.flows.workers.report_json import load
+from bot.foundation.db.availability import where
+from bot.foundation.errors import DatabaseUnavailable, ProgressLost
 from bot.foundation.lifecycle import WorkGate
 
 log = logging.getLogger("gpubot.workers")
@@ -103,6 +107,29 @@ class FleetJobs:
     async def close(self) -> None:
         """Release the executor (its processes, its connections)."""
 
+    async def _poll(
+        self, services: Services, submitted: Submitted, run_id: int, last: int, read: set[int]
+    ) -> tuple[dict[str, str], list[Any]]:
+        """One read of the run's progress: the jobs that ended (read before the rows: a job that ended has
+        written all of its own) and the progress rows not read yet. A lost connection raises
+        :class:`~bot.foundation.errors.DatabaseUnavailable`."""
+        try:
+            ended = await submitted.ended()
+            async with services.sessions() as db:
+                rows = list(
+                    (
+                        await db.execute(
+                            select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
+                            .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
+                            .order_by(FleetRunHost.id)
+                        )
+                    ).all()
+                )
+                rows += await _late_rows(db, run_id, last, read)
+        except DBAPIError as exc:  # a driver error the engine's guard did not name (a connection reset mid-read)
+            raise DatabaseUnavailable(where(services.settings.database.database_url), str(exc.orig)[:200]) from exc
+        return ended, rows
+
     async def run(
         self,
         *,
@@ -115,7 +142,9 @@ class FleetJobs:
         on_stored: Progress | None = None,
     ) -> FleetReport:
         """:func:`~bot.flows.status.fleet.check_fleet` through workers: same callbacks, same report (every host
-        one report, none raises; a host whose job ended without recording it reads *unknown*, why)."""
+        one report; a host whose job ended without recording it reads *unknown*, why). The progress is read again
+        while the database is away for up to ``GPUBOT_FLEET_PROGRESS_RETRY_S``; past it
+        :class:`~bot.foundation.errors.ProgressLost` is raised with the reports read so far."""
         names = list(dict.fromkeys(names))
         if not names:
             return FleetReport(title, [])
@@ -148,20 +177,26 @@ class FleetJobs:
             if on_stored is not None:
                 await on_stored(len(seen), len(names), report)
 
+        lost_since: float | None = None  # monotonic time the database was first found away, while it is
         while len(seen) < len(names):
             submitted.follow(services.gate)
-            ended = await submitted.ended()  # read before the rows: a job that ended has written all of its own
-            async with services.sessions() as db:
-                rows = list(
-                    (
-                        await db.execute(
-                            select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
-                            .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
-                            .order_by(FleetRunHost.id)
-                        )
-                    ).all()
-                )
-                rows += await _late_rows(db, run_id, last, read)
+            try:
+                ended, rows = await self._poll(services, submitted, run_id, last, read)
+            except DatabaseUnavailable as exc:
+                now = time.monotonic()
+                if lost_since is None:
+                    lost_since = now
+                    log.warning("fleet run %d: progress not read, retrying: %s", run_id, exc)
+                if now - lost_since >= services.settings.fleet.fleet_progress_retry_s:
+                    log.warning(
+                        "fleet run %d: progress not read for %.0f s; giving up: %s", run_id, now - lost_since, exc
+                    )
+                    raise ProgressLost(exc, reports=list(seen.values()), total=len(names)) from exc
+                await asyncio.sleep(self.poll_s)
+                continue
+            if lost_since is not None:
+                log.info("fleet run %d: progress read again", run_id)
+                lost_since = None
             read.update(row_id for row_id, _, _ in rows)
             fresh = [(host, doc) for _, host, doc in rows if host in wanted and host not in seen]
             last = max([last, *(row_id for row_id, _, _ in rows)])

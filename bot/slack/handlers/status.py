@@ -11,7 +11,7 @@ from slack_sdk.errors import SlackApiError
 from bot.flows.status.fleet import check_fleet, fleet_group, hosts_of
 from bot.flows.status.host import StatusReport, check_host
 from bot.flows.watches import service as watches
-from bot.foundation.errors import DatabaseUnavailable, UsageError
+from bot.foundation.errors import DatabaseUnavailable, ProgressLost, UsageError
 from bot.slack.blocks import (
     MESSAGE_TEXT_BUDGET,
     escape_keeping_mentions,
@@ -24,7 +24,7 @@ from bot.slack.blocks import (
 from bot.slack.context import CommandContext, MessageRef, too_long
 from bot.slack.router import Router
 from bot.words.commands.status import STATUS, StatusCommand
-from bot.words.render.status_view import FleetView, fleet_view, status_view
+from bot.words.render.status_view import FleetView, fleet_view, progress_lost_view, status_view
 from bot.words.render.watch_view import silenced_note
 
 PROGRESS_EVERY_S = 1.0
@@ -111,15 +111,27 @@ async def _fleet(ctx: CommandContext, cmd: StatusCommand, group: str | None, tit
             except SlackApiError as exc:  # a missed progress step is harmless: the summary replaces it
                 log.info("progress update of %s failed (%s)", title, exc.response.get("error"))
 
-    fleet = await check_fleet(
-        services=ctx.services,
-        names=names,
-        title=title,
-        need_bytes=cmd.need_bytes,
-        requested_by=ctx.user_id,
-        on_progress=progress,
-    )
     rerun = f"{ctx.services.settings.slack.command} status {'all' if group is None else f'group:{group}'}"
+    async with ctx.working_in(ref):  # any error from here on finishes the posted message: never left at "probing…"
+        try:
+            fleet = await check_fleet(
+                services=ctx.services,
+                names=names,
+                title=title,
+                need_bytes=cmd.need_bytes,
+                requested_by=ctx.user_id,
+                on_progress=progress,
+            )
+        except ProgressLost as exc:  # the database went away past the retry bound: what was read, and why not more
+            reports = [r for r in exc.reports if isinstance(r, StatusReport)]
+            why = f"the database is unavailable ({exc.where}: {exc.reason})"
+            lost = progress_lost_view(title, reports, exc.total, why, rerun=rerun)
+            await ctx.update_fitting(
+                ref,
+                f"{lost.headline} — {lost.note}",
+                [blocks for blocks, _ in (fleet_blocks(lost, budget=b) for b in FLEET_BUDGETS)],
+            )
+            return
     view = fleet_view(title, fleet.reports, rerun=rerun)
     shapes = [fleet_blocks(view, budget=b) for b in FLEET_BUDGETS]
     taken = await ctx.update_fitting(ref, f"{view.headline} — {view.counts}", [blocks for blocks, _ in shapes])

@@ -4,6 +4,7 @@ the same content. Pure."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from bot.domain.readiness.verdict import SERVING_CODES, Severity, Verdict
@@ -333,6 +334,22 @@ def fleet_view(
         [(r.assessment.verdict, one_line(r)) for r in ordered],
         shutdown_note(reports, rerun),
     )
+
+
+def progress_lost_view(
+    title: str, reports: list[StatusReport], total: int, why: str, *, rerun: str | None = None
+) -> FleetView:
+    """The fleet summary of a fan-out whose progress stopped being readable (the database away past its
+    retry bound): the hosts read, and a note saying how many were not and why (``why``: the database's
+    error), and how to see them once it is back."""
+    view = fleet_view(title, reports, total, rerun=rerun)
+    missing = total - len(reports)
+    note = (
+        f"{len(reports)} of {total} hosts read; the other {missing} could not be: progress could not be read "
+        f"({why}). The workers store what they probe"
+        + (f"; `{rerun}` shows every host once the database is back." if rerun else ".")
+    )
+    return dataclasses.replace(view, note=" ".join(x for x in (view.note, note) if x))
 
 
 def shutdown_note(reports: list[StatusReport], rerun: str | None) -> str:
