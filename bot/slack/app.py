@@ -12,6 +12,7 @@ from bot.flows.services import Services
 from bot.foundation.roles import Role
 from bot.slack.listeners import register_listeners
 from bot.slack.metered import MeteredWebClient
+from bot.slack.verify import SignedRequests
 
 DEFAULT_API_URL = "https://slack.com/api/"
 
@@ -55,8 +56,10 @@ def build_app(
     """The Bolt app with gpubot's listeners. ``console_role`` (``gpubot console`` only): user ids
     are typed there, so none gets more than that role and none is a named approver.
 
-    Requests are verified with ``SLACK_SIGNING_SECRET`` (HTTP mode; Bolt rejects a bad signature
-    or a timestamp older than 5 minutes). In Socket Mode no signing secret is needed.
+    Requests are verified with ``SLACK_SIGNING_SECRET`` (HTTP mode) by
+    :class:`~bot.slack.verify.SignedRequests`, before any listener or the error handler: a missing,
+    malformed or wrong signature, or a timestamp older than 5 minutes, is answered 401. In Socket
+    Mode no signing secret is needed.
     """
     slack = services.settings.slack
     secret = slack.slack_signing_secret.get_secret_value() if slack.slack_signing_secret else None
@@ -67,7 +70,8 @@ def build_app(
         name="app.py",
         client=client or build_client(services),
         signing_secret=secret,
-        request_verification_enabled=secret is not None,
+        request_verification_enabled=False,  # SignedRequests instead: Bolt's raises on a malformed timestamp
+        before_authorize=SignedRequests(secret),
         ignoring_self_events_enabled=True,
         process_before_response=process_before_response,
     )

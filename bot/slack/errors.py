@@ -22,6 +22,7 @@ from slack_bolt.response import BoltResponse
 from bot.foundation.errors import DatabaseUnavailable, GpubotError, NotFoundError, PermissionDenied, UsageError
 from bot.slack.blocks import error_blocks
 from bot.slack.context import CommandContext
+from bot.slack.verify import VERIFIED
 from bot.words.commands.grammar import Grammar
 
 log = logging.getLogger("gpubot.slack")
@@ -85,12 +86,17 @@ async def answer_click_error(exc: BaseException, *, respond: Any) -> None:
 def register_error_handler(app: AsyncApp, grammar: Grammar, *, command_key: str) -> None:
     """Install the app's one error handler. ``command_key``: where the ``/gpu`` middleware keeps the
     request's :class:`CommandContext` in Bolt's ``context``. A request Slack gave no ``response_url``
-    (an event) is only logged (by :func:`user_message`, with its error id)."""
+    (an event) is only logged (by :func:`user_message`, with its error id), and so is an error of a
+    request that did not pass :class:`~bot.slack.verify.SignedRequests` (answered 401: its
+    ``response_url`` is anybody's)."""
 
     @app.error
     async def on_error(
         error: Exception, body: dict[str, Any], context: dict[str, Any], respond: Any
     ) -> BoltResponse | None:
+        if not context.get(VERIFIED):
+            user_message(error)
+            return BoltResponse(status=401, body={"error": "invalid request"})
         if respond is None or not (body.get("command") or body.get("type") == "block_actions"):
             user_message(error)
             return None
