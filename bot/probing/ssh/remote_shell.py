@@ -26,7 +26,7 @@ SHELL_QUERY = 'echo "$SHELL"'
 _SHELL_PATH = re.compile(r"/[\w./+-]{1,200}")
 
 
-def stdin_script(script: str, sentinel: str) -> str:
+def stdin_script(script: str, sentinel: str, *, end_after_s: int | None = None) -> str:
     """What :data:`RUN_COMMAND` reads: a line printing ``sentinel`` to stderr (proof that
     ``/bin/sh`` started), then ``script`` inside one ``{ ...; } </dev/null`` group.
 
@@ -34,9 +34,22 @@ def stdin_script(script: str, sentinel: str) -> str:
     never read the rest of the script as their input, and a half-sent script never runs), and
     gives every command an empty standard input, as ``sh -c`` did. Exit statuses and ``exit``
     inside the script behave as with ``sh -c``.
+
+    ``end_after_s``: a watchdog kills the shell's process group (the script and every child it did not
+    move to a group of its own) that many seconds after the shell started, unless the shell has
+    exited by then: sshd makes the remote shell a session and process group leader, and a closed
+    channel alone ends nothing that does not write to it. Where the shell leads no group of its own
+    (``kill -0 -$$`` fails) there is no watchdog.
     """
     body = script if script.endswith("\n") else script + "\n"
-    return f"printf '%s\\n' {sentinel} >&2\n{{\n{body}}} </dev/null\n"
+    guard = ""
+    if end_after_s is not None:
+        guard = (
+            "kill -0 -$$ 2>/dev/null && { (trap 'kill $gpubot_k 2>/dev/null; exit 0' TERM; "
+            f"sleep {max(1, int(end_after_s))} & gpubot_k=$!; wait $gpubot_k && kill -KILL -$$) "
+            "</dev/null >/dev/null 2>&1 & gpubot_g=$!; trap 'kill $gpubot_g 2>/dev/null' EXIT; }\n"
+        )
+    return f"printf '%s\\n' {sentinel} >&2\n{guard}{{\n{body}}} </dev/null\n"
 
 
 def strip_sentinel(stderr: str, sentinel: str) -> tuple[bool, str]:

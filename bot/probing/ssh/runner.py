@@ -16,6 +16,9 @@ login shell (bash, dash, zsh, fish, tcsh/csh, ...). :class:`SshRunner` sends onl
 :data:`RUN_COMMAND` (``exec /bin/sh -s``: one line, no quotes, the same meaning in every one of
 them) and writes the script to the channel's standard input (:func:`stdin_script`), so no login
 shell ever parses the script itself.
+
+Neither runner leaves a timed-out script's children running: :class:`LocalRunner` kills its session, and
+the script :class:`SshRunner` sends kills its own process group on the host a few seconds after the deadline.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import os
+import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -74,7 +79,13 @@ class Runner(Protocol):
 
 
 class LocalRunner:
-    """Run the script through a local ``sh -c`` subprocess."""
+    """Run the script through a local ``sh -c`` subprocess, in a session of its own.
+
+    On a timeout or a cancellation everything the script started is ended with it: its process group is
+    killed, then every process left in its session (a command under coreutils ``timeout`` runs in a group
+    of its own; :func:`end_session`), and the shell is reaped. A process that left the session (``setsid``,
+    a daemon) is not followed; if it still holds the output pipes the wait for them ends after
+    :data:`REAP_WAIT_S` seconds."""
 
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         started = time.monotonic()
@@ -85,6 +96,7 @@ class LocalRunner:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
         out: list[bytes] = []
         err: list[bytes] = []
@@ -95,12 +107,13 @@ class LocalRunner:
                 await asyncio.gather(_pump(proc.stdout, out, kept), _pump(proc.stderr, err, kept))
                 await proc.wait()
         except asyncio.CancelledError:  # the shutdown interrupted it: the script must not outlive the probe
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            end_session(proc.pid)
             raise
         except TimeoutError as exc:
-            proc.kill()
-            await proc.wait()
+            end_session(proc.pid)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(REAP_WAIT_S):
+                    await proc.wait()
             raise SlowAnswer(
                 slow_message(target, timeout),
                 partial_stdout=b"".join(out).decode(errors="replace"),
@@ -113,6 +126,38 @@ class LocalRunner:
             time.monotonic() - started,
             kept.dropped,
         )
+
+
+REAP_WAIT_S = 5.0
+"""Seconds :class:`LocalRunner` waits, after killing a timed-out script's session, for its output pipes to close."""
+
+
+def end_session(sid: int) -> None:
+    """SIGKILL process group ``sid`` (a session leader's own group) and every other process still in
+    session ``sid`` (read from ``/proc/<pid>/stat`` where there is one). Processes already gone are no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(sid, signal.SIGKILL)
+    for pid in _session_members(sid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _session_members(sid: int) -> list[int]:
+    """The processes of session ``sid`` (``[]`` where ``/proc`` cannot be read)."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp session ...
+            if len(fields) > 3 and fields[3] == str(sid).encode():
+                found.append(int(entry.name))
+    return found
 
 
 class SshRunner:
@@ -363,14 +408,19 @@ class SshRunner:
         started (the login shell refused :data:`RUN_COMMAND`), naming the login shell if it can.
         A deadline passed before the SSH connection was made is :class:`ProbeTimeout`; after, :class:`SlowAnswer`.
         On a timeout (:class:`SlowAnswer`) or a connection lost after the script started
-        (:class:`ConnectionLost`) the error carries the stdout that arrived (``partial_stdout``)."""
+        (:class:`ConnectionLost`) the error carries the stdout that arrived (``partial_stdout``). What the
+        script started on the host is killed with it :data:`REMOTE_GRACE_S` seconds after the deadline, whether
+        or not the connection is still there (the watchdog of :func:`stdin_script`)."""
         started = time.monotonic()
         sentinel = f"GPUBOT-STARTED-{uuid.uuid4().hex}"
-        payload = stdin_script(script, sentinel)
         cap = _Capture()
 
         def elapsed() -> float:
             return time.monotonic() - started
+
+        def payload() -> str:  # what is left of the deadline when the channel opens
+            left = timeout - elapsed()
+            return left_line(left) + stdin_script(script, sentinel, end_after_s=math.ceil(left) + REMOTE_GRACE_S)
 
         try:
             async with asyncio.timeout(timeout):
@@ -378,12 +428,10 @@ class SshRunner:
                     async with contextlib.AsyncExitStack() as stack:
                         conn = await self.open(target, stack)
                         cap.connected = True
-                        chan = await start_script(conn, left_line(timeout - elapsed()) + payload, cap.session)
+                        chan = await start_script(conn, payload(), cap.session)
                         status, out, err = await self._finish(chan, conn, target, sentinel, cap)
                 else:
-                    status, out, err = await self._run_pooled(
-                        target, payload, sentinel, cap, lambda: left_line(timeout - elapsed())
-                    )
+                    status, out, err = await self._run_pooled(target, payload, sentinel, cap)
         except TimeoutError as exc:
             if cap.connected:  # the SSH connection worked: the host is up, only slow
                 raise SlowAnswer(slow_message(target, timeout), partial_stdout=cap.stdout, elapsed_s=elapsed()) from exc
@@ -410,7 +458,7 @@ class SshRunner:
         return RunResult(out, err, status, elapsed(), cap.kept.dropped)
 
     async def _run_pooled(
-        self, target: HostTarget, payload: str, sentinel: str, cap: _Capture, left: Callable[[], str]
+        self, target: HostTarget, payload: Callable[[], str], sentinel: str, cap: _Capture
     ) -> tuple[int | None, str, str]:
         assert self.pool is not None
         identity = self.identity(target)
@@ -419,7 +467,7 @@ class SshRunner:
                 cap.connected = not reused  # a pooled connection counts once a channel opened on it
                 try:
                     async with asyncio.timeout(self.connect_timeout if reused else None):
-                        chan = await start_script(conn, left() + payload, cap.session)
+                        chan = await start_script(conn, payload(), cap.session)
                 except (asyncssh.Error, OSError, TimeoutError) as exc:
                     # Opening a channel failed, so nothing ran: a pooled connection that died
                     # (host rebooted, sshd restarted, network cut) is replaced once.
@@ -524,6 +572,10 @@ class _Session(asyncssh.SSHClientSession[str]):
 _Chunk = TypeVar("_Chunk", str, bytes)
 _Chunk_co = TypeVar("_Chunk_co", str, bytes, covariant=True)
 
+
+REMOTE_GRACE_S = 5
+"""Seconds after the runner gives up by which the remote shell's process group is killed (the watchdog of
+:func:`~bot.probing.ssh.remote_shell.stdin_script`): late enough that the runner's own timeout comes first."""
 
 LEFT_MARGIN_S = 2
 """Seconds before the runner gives up by which a framed batch sends what it has (``GPUBOT_LEFT_S``)."""
