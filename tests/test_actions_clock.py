@@ -1,8 +1,9 @@
 """Every time an action stores is read from the services' clock, never from the wall clock: a
-request, its approval and its steps, run through a stopped clock, all carry that time. The one
-exception is the lease (``heartbeat_at``): several replicas judge it, so it is the database's clock
-(tests/test_action_lease.py)."""
+request, its approval and its steps, run through a stopped clock, all carry that time. The exceptions are
+what several replicas judge: the lease (``heartbeat_at``, tests/test_action_lease.py) and the card's expiry
+(``expires_at``, tests/test_clock_ahead_replica.py) are the database's clock."""
 
+import asyncio
 from datetime import UTC, datetime
 
 from sqlalchemy import select
@@ -17,6 +18,7 @@ from tests.support.clock import stopped
 
 REQUESTED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 APPROVED = datetime(2026, 1, 2, 3, 9, 0, tzinfo=UTC)
+EXPIRED = datetime(2027, 1, 2, 3, 9, 0, tzinfo=UTC)
 
 
 async def _rows(services, request_id):
@@ -68,10 +70,16 @@ async def test_a_rejection_and_an_expiry_are_stamped_with_the_services_clock(
     assert outcome.status == "rejected"
     req, approvals, _ = await _rows(services, rejected.id)
     assert (req.created_at, req.updated_at, [a.decided_at for a in approvals]) == (REQUESTED, APPROVED, [APPROVED])
+    services.settings.approval_expiry_s = 1  # due one second after it is stored, by the database's clock
     expiring = await flows.request_action(
         services=stopped(services, REQUESTED), spec=clean("node331", weights(root, "b")), requester="U1"
     )
-    much_later = expiring.expires_at.replace(year=2027)
-    assert [v.id for v in await flows.expire_due(services=stopped(services, much_later))] == [expiring.id]
+    # the expiry is the database's time, whatever the services' clock says (a replica's may run ahead)
+    assert abs((expiring.expires_at - utcnow()).total_seconds()) < 600
+    for _ in range(100):  # liveness guard: until that second has passed on the database's clock
+        if swept := await flows.expire_due(services=stopped(services, EXPIRED)):
+            break
+        await asyncio.sleep(0.1)
+    assert [v.id for v in swept] == [expiring.id]
     req, _, _ = await _rows(services, expiring.id)
-    assert (req.state, req.updated_at) == (State.EXPIRED.value, much_later)
+    assert (req.state, req.updated_at) == (State.EXPIRED.value, EXPIRED)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
 
 from sqlalchemy.exc import IntegrityError
 
@@ -69,7 +68,6 @@ async def request_action(
         group = host.group if host else None
     actions = services.settings.actions
     rule = rule_for(actions, spec.kind, spec.host, group)
-    expires = services.clock() + timedelta(seconds=expiry_s(actions, rule))
     async with services.sessions() as db, db.begin():
         req = await service.create(
             db_session=db,
@@ -79,7 +77,7 @@ async def request_action(
             host_group=group,
             approvers=list(rule.approvers),
             approvals_needed=rule.approvals,
-            expires_at=expires,
+            expires_in_s=expiry_s(actions, rule),
             channel=channel,
             now=services.clock(),
         )
@@ -136,7 +134,9 @@ async def decide(
     view = await load_view(services=services, request_id=request_id)
     if not view.pending:
         return Outcome("noop", view, f"request #{request_id} is already {view.state.value}")
-    if services.clock() >= view.expires_at:
+    async with services.sessions() as db:  # by the database's clock: a replica's may run ahead
+        due = await service.is_due(db_session=db, request_id=request_id)
+    if due:
         return await _expire(services, request_id, notify)
     rule = Rule(approvers=tuple(view.approvers), approvals=view.approvals_needed)
     if decision == "approve":
@@ -277,7 +277,7 @@ async def _replace(services: Services, old: RequestView, spec: ActionSpec, reque
 async def expire_due(*, services: Services) -> list[RequestView]:
     """Mark pending requests past their expiry as expired; the views of those this call changed."""
     async with services.sessions() as db:
-        ids = await service.due_to_expire(db_session=db, now=services.clock())
+        ids = await service.due_to_expire(db_session=db)
     out = []
     for request_id in ids:
         outcome = await _expire(services, request_id, None)

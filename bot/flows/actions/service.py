@@ -43,11 +43,13 @@ async def create(
     host_group: str | None,
     approvers: list[str],
     approvals_needed: int,
-    expires_at: datetime,
+    expires_in_s: float,
     channel: str | None,
     now: datetime,
 ) -> ActionRequest:
-    """Insert a pending request created at ``now``; returns it with its id."""
+    """Insert a pending request created at ``now``, expiring ``expires_in_s`` seconds from now by the
+    database's clock (:func:`~bot.foundation.db.base.db_now`: every replica judges expiry by that one clock);
+    returns it with its id (its ``expires_at`` is read back with :func:`get`)."""
     req = ActionRequest(
         kind=spec.kind.value,
         host=spec.host,
@@ -58,7 +60,7 @@ async def create(
         requester=requester,
         approvers=approvers,
         approvals_needed=approvals_needed,
-        expires_at=expires_at,
+        expires_at=db_now(expires_in_s),
         channel=channel,
         before_snapshot_id=plan.snapshot_id,
         created_at=now,
@@ -290,9 +292,16 @@ async def set_replaced_by(*, db_session: AsyncSession, request_id: int, new_id: 
     )
 
 
-async def due_to_expire(*, db_session: AsyncSession, now: datetime) -> list[int]:
-    q = select(ActionRequest.id).where(ActionRequest.state == State.PENDING.value, ActionRequest.expires_at <= now)
+async def due_to_expire(*, db_session: AsyncSession) -> list[int]:
+    """Pending requests past their expiry by the database's clock (never a replica's, which may run ahead)."""
+    q = select(ActionRequest.id).where(ActionRequest.state == State.PENDING.value, ActionRequest.expires_at <= db_now())
     return list((await db_session.execute(q)).scalars())
+
+
+async def is_due(*, db_session: AsyncSession, request_id: int) -> bool:
+    """Whether request ``request_id`` is past its expiry by the database's clock."""
+    q = select(ActionRequest.id).where(ActionRequest.id == request_id, ActionRequest.expires_at <= db_now())
+    return (await db_session.execute(q)).scalar_one_or_none() is not None
 
 
 def _stale(stale_after_s: float) -> ColumnElement[bool]:
