@@ -29,7 +29,12 @@ from bot.foundation.db.session import make_engine, make_session_factory
 from bot.models import Base
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
 
-pytest_plugins = ["tests.support.fixtures", "tests.support.markers", "tests.support.watchdog"]
+pytest_plugins = [
+    "tests.support.fixtures",
+    "tests.support.markers",
+    "tests.support.watchdog",
+    "tests.support.leftovers",
+]
 
 PG_ADMIN_URL = os.environ.get("GPUBOT_TEST_PG", "postgresql+asyncpg://postgres@127.0.0.1:5432/test")
 

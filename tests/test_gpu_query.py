@@ -1,4 +1,4 @@
-"""The GPU query retried without fields the driver refuses (issue 14), run by ``sh`` against the fake
+"""The GPU query retried without fields the driver refuses, run by ``sh`` against the fake
 ``nvidia-smi`` (which refuses like the real one: exit 2, the first unknown field named on stdout)."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def run(tmp_path, command: str, **state) -> ProbeOutput:
         "LC_ALL": "C",
         "GPUBOT_FAKE_ADDR": ADDR,
         "GPUBOT_FAKE_STATE_DIR": str(tmp_path),
+        "GPUBOT_D": str(tmp_path),  # the batch's folder, where the GPU probe leaves the process list
     }
     res = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60, env=env)
     return ProbeOutput("gpus", res.stdout, res.stderr, res.returncode)

@@ -1,4 +1,4 @@
-"""Probes and actions work whatever the SSH user's login shell is (issue 15).
+"""Probes and actions work whatever the SSH user's login shell is.
 
 Real accounts whose login shells are bash, dash, zsh, fish and tcsh log in to a real sshd on
 loopback; each is registered as a host, probed (the fake 8-GPU host: *ready*) and asked to clean
@@ -23,6 +23,7 @@ from bot.flows.actions import flows
 from bot.flows.actions.kinds import State
 from bot.flows.status.host import check_host
 from tests.actions_support import approve, clean, fast, register
+from tests.support.leftovers import run_user
 from tests.support.sshd import SshTestServer
 
 SHELLS = {
@@ -36,7 +37,7 @@ REFUSING = {"nologin": "/usr/sbin/nologin", "rbash": "/bin/rbash"}
 
 
 def account(shell: str) -> str:
-    return f"gpubot-{shell}"
+    return run_user(shell)
 
 
 @pytest.fixture(scope="module")

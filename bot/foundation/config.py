@@ -653,7 +653,10 @@ def settings_problem(exc: ValidationError | SettingsError) -> str:
 NOT_SETTINGS = {
     "GPUBOT_CONFIG": "the config file's path",
     "GPUBOT_PUBLISH": "docker compose's published port",
+    "GPUBOT_IMAGE": "docker compose's name for the bot's image",
     "GPUBOT_TEST_PG": "the test suite's PostgreSQL",
+    "GPUBOT_TEST_RUN": "the test suite's run id",
+    "GPUBOT_TEST_KEEP_IMAGES": "whether the test suite keeps the Docker images it built",
     "GPUBOT_SYSFS": "where a host's probe reads sysfs",
 }
 """``GPUBOT_*`` names that are read by something else than :class:`Settings` -> by what; they are not

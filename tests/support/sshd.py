@@ -13,8 +13,9 @@ of changed keys, the test user's client key, ``authorized_keys``, ``known_hosts`
 ``fakehost/``), ``state/`` (one JSON per address), ``sshd.log`` (sshd's ``-e`` output).
 
 Logins: the current user (root here) by public key only, and the extra ``users`` (name -> login
-shell; :func:`ensure_user` creates each real system account once, home under
-:data:`USERS_HOME`, same client key) — the server's folder is then readable by them (0755).
+shell; :func:`ensure_user` creates each real system account, named for this process, home in the server's
+folder, same client key; :meth:`SshTestServer.stop` removes them) — the server's folder is then readable by them
+(0755).
 Or ``login_user`` (an ordinary user the caller created, see :mod:`tests.support.osuser`) instead
 of the current user: then the temp folder is made searchable (0755) and ``authorized_keys``
 readable, since sshd reads it as that user; everything stays root-owned, so ``bin/`` (the fakes,
@@ -50,6 +51,7 @@ import time
 from collections.abc import Iterable
 
 from tests.support import fakestate
+from tests.support.osuser import USER_PREFIX
 
 SSHD = "/usr/sbin/sshd"
 FAKEHOST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakehost")
@@ -57,38 +59,36 @@ FIXTURES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 FAKES = ("nvidia-smi", "systemctl", "journalctl", "fake-unit", "dmesg")
 MAX_LISTEN = 16  # MAX_LISTEN_SOCKS in OpenSSH's sshd.c
 STD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-USERS_HOME = "/var/lib/gpubot-test-users"
-"""Homes of the extra test accounts (kept between runs; the accounts are made once)."""
 
 
-def ensure_user(name: str, shell: str) -> pwd.struct_passwd:
-    """A real unprivileged account ``name`` whose login shell is ``shell`` (root only).
+def ensure_user(name: str, shell: str, home: str) -> pwd.struct_passwd:
+    """A real unprivileged account ``name`` whose login shell is ``shell``, home ``home`` (root only).
 
-    Created with ``useradd`` when missing (password field ``*``: no password, but not *locked*,
-    which sshd without PAM would refuse), its login shell set to ``shell`` when it differs, its
-    home ``USERS_HOME/name`` owned by it. Safe when two test runs create the same account.
+    ``name`` must be this process's (:func:`tests.support.leftovers.run_user`: ``gpubot-t-<pid>-…``), so that it is
+    removed after (:func:`remove_user`; :func:`tests.support.osuser.sweep_stale` removes those of a run that died)
+    and no other run shares it. Created with ``useradd`` (password field ``*``: no password, but not *locked*,
+    which sshd without PAM would refuse); ``useradd`` is retried while another run holds ``/etc/passwd``.
     """
+    if not name.startswith(f"{USER_PREFIX}{os.getpid()}-"):
+        raise ValueError(f"{name!r} is not this process's test account name (tests.support.leftovers.run_user)")
     if not os.path.exists(shell):
         raise SshServerError(f"login shell {shell} is not installed (make deps-system installs zsh fish tcsh)")
-    home = os.path.join(USERS_HOME, name)
     for attempt in range(20):
-        try:
+        done = subprocess.run(
+            ["useradd", "-M", "-d", home, "-s", shell, "-p", "*", name], capture_output=True, text=True, check=False
+        )
+        if done.returncode == 0:
             entry = pwd.getpwnam(name)
-        except KeyError:
-            done = subprocess.run(
-                ["useradd", "-M", "-d", home, "-s", shell, "-p", "*", name], capture_output=True, text=True, check=False
-            )
-            if done.returncode not in (0, 9):  # 9: made by another run meanwhile
-                time.sleep(0.1 * (attempt + 1))  # 10: /etc/passwd locked by another run
-            continue
-        if entry.pw_shell != shell:
-            subprocess.run(["usermod", "-s", shell, name], capture_output=True, check=False)
-            continue
-        os.makedirs(USERS_HOME, mode=0o755, exist_ok=True)
-        os.makedirs(home, mode=0o755, exist_ok=True)
-        os.chown(home, entry.pw_uid, entry.pw_gid)
-        return entry
-    raise SshServerError(f"could not create the test account {name} with login shell {shell}")
+            os.makedirs(home, mode=0o755, exist_ok=True)
+            os.chown(home, entry.pw_uid, entry.pw_gid)
+            return entry
+        time.sleep(0.1 * (attempt + 1))  # 10: /etc/passwd locked by another run
+    raise SshServerError(f"could not create the test account {name} with login shell {shell}: {done.stderr}")
+
+
+def remove_user(name: str) -> None:
+    """``userdel --force`` (a session may still be closing) the account and its group; gone already is fine."""
+    subprocess.run(["userdel", "--force", name], capture_output=True, check=False)
 
 
 def free_port() -> int:
@@ -137,7 +137,8 @@ class SshTestServer:
         self.host_key_file = "host_ed25519"
         """Which of the two host keys sshd serves (:meth:`restart` may switch to the wrong one)."""
         self.users = dict(users or {})
-        """Extra accounts: name -> login shell path (see :func:`ensure_user`)."""
+        """Extra accounts: name -> login shell (:func:`ensure_user`), made at the start, removed at the stop."""
+        self.made_users: list[str] = []
         self.extra_bin = dict(extra_bin or {})
         self.username = login_user or pwd.getpwuid(os.geteuid()).pw_name
         self.login_user = login_user
@@ -190,7 +191,8 @@ class SshTestServer:
             if self.users:
                 os.chmod(self.tmp, 0o755)  # the extra accounts run the fakes and read the state
                 for name, shell in self.users.items():
-                    ensure_user(name, shell)
+                    ensure_user(name, shell, self._p("homes", name))
+                    self.made_users.append(name)
             self._prepare()
             for attempt in range(self.attempts):
                 self.port = free_port()
@@ -206,8 +208,10 @@ class SshTestServer:
             raise
 
     def stop(self) -> None:
-        """Terminate sshd and the session processes it forked; remove the temp folder."""
+        """Terminate sshd and the session processes it forked; remove the accounts it made and the temp folder."""
         self._terminate()
+        while self.made_users:
+            remove_user(self.made_users.pop())
         if self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = ""
