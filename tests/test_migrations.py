@@ -236,3 +236,64 @@ def test_db_upgrade_says_from_which_revision_to_which_and_lists_revisions_in_ord
     assert capsys.readouterr().out == f"database upgraded from 0002 to {head}: applied {', '.join(every[2:])}\n"
     assert main(["db", "downgrade", "nope", "--yes"]) == 64
     assert f"give one of {', '.join(every[::-1])}, or base" in capsys.readouterr().err
+
+
+# --- 0015: a need= question stored as the host's state is moved beside it ---------------------------
+def test_snapshots_that_mixed_a_need_question_into_the_hosts_verdict_get_the_hosts_own_back(tmp_path):
+    path = str(tmp_path / "mixed.db")
+    cfg = alembic_config(f"sqlite+aiosqlite:///{path}")
+    command.upgrade(cfg, "0014")
+    kimi = "vllm-kimi.service"
+    asked = [
+        {"code": "gpu_serving", "text": f"GPU 0: 90,000 MiB held by {kimi}: vllm (pid 7)", "severity": "blocker"},
+        {"code": "disk_short", "text": "/shared: 1.3 TB free, need 540 GB", "severity": "blocker"},
+        {"code": "unit_state", "text": f"{kimi} is active, expected inactive", "severity": "blocker"},
+        {
+            "code": "gpus_serving",
+            "text": f"the GPUs are serving {kimi} (healthy, GPU 0): another deployment needs it stopped first",
+            "severity": "blocker",
+        },
+    ]
+    rows = [  # serving, then two need= questions stored as not ready, then serving again
+        (1, "2026-11-30 10:00:00", "serving", [], True),
+        (2, "2026-11-30 10:10:00", "not_ready", asked, True),
+        (3, "2026-11-30 10:20:00", "not_ready", asked, False),
+        (4, "2026-11-30 11:05:00", "serving", [], True),
+    ]
+    with closing(sqlite3.connect(path)) as db, db:
+        for id_, at, verdict, reasons, changed in rows:
+            db.execute(
+                "INSERT INTO snapshots (id, host_name, taken_at, duration_ms, verdict, reasons, verdict_changed)"
+                " VALUES (?, 'node174', ?, 5, ?, ?, ?)",
+                (id_, at, verdict, json.dumps(reasons), changed),
+            )
+        hour = int(datetime(2026, 11, 30, 10, tzinfo=UTC).timestamp() // 3600)
+        db.execute(
+            "INSERT INTO snapshot_hours (host_name, epoch_hour, snapshot_count, first_at, last_at, last_verdict)"
+            " VALUES ('node174', ?, 3, '2026-11-30 10:00:00', '2026-11-30 10:20:00', 'not_ready')",
+            (hour,),
+        )
+    command.upgrade(cfg, "head")
+    with closing(sqlite3.connect(path)) as db:
+        got = db.execute("SELECT id, verdict, reasons, verdict_changed, question FROM snapshots ORDER BY id").fetchall()
+        (last_verdict,) = db.execute("SELECT last_verdict FROM snapshot_hours").fetchone()
+    assert [(i, v, c) for i, v, _, c, _ in got] == [
+        (1, "serving", 1),
+        (2, "serving", 0),
+        (3, "serving", 0),
+        (4, "serving", 0),
+    ]
+    moved = json.loads(got[1][2])
+    assert {r["code"]: r["severity"] for r in moved} == {
+        "gpu_serving": "note",
+        "unit_serving": "note",
+        "serving": "note",
+    }
+    assert [r["text"] for r in moved if r["code"] == "serving"] == [f"{kimi} is serving on GPU 0"]
+    question = json.loads(got[1][4])
+    assert question["verdict"] == "not_ready" and question["reasons"] == asked
+    assert got[0][4] is None and last_verdict == "serving"
+    command.downgrade(cfg, "0014")
+    command.upgrade(cfg, "head")  # again: nothing left to move
+    with closing(sqlite3.connect(path)) as db:
+        assert [r[0] for r in db.execute("SELECT verdict FROM snapshots ORDER BY id")] == ["serving"] * 4

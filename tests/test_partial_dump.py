@@ -52,7 +52,7 @@ async def slow_host(services, server: SshTestServer, **settings):
 
 
 def unfinished_named(report) -> str:
-    return " ".join(r.text for r in report.assessment.reasons)
+    return " ".join(r.text for r in report.answer.reasons)
 
 
 async def test_the_client_giving_up_first_still_gets_the_frames_the_host_finished(services, slow_server):
@@ -81,7 +81,7 @@ async def test_the_hosts_own_deadline_cuts_the_slow_probe_and_keeps_the_rest(ser
     services = await slow_host(services, slow_server, batch_timeout_s=10.0)
     report = await check_host(services=services, host_name="slowpoke", need_bytes=1000)
     assert report.error is None, report.error  # the batch ended on the host, in time: not a client timeout
-    assert report.assessment.verdict is Verdict.UNKNOWN, report.assessment.reasons
+    assert report.answer.verdict is Verdict.UNKNOWN, report.answer.reasons
     assert report.readings is not None and len(report.readings.gpu.gpus) == 8  # what finished, parsed
     text = unfinished_named(report)
     assert "df did not answer within" in text, text

@@ -62,9 +62,9 @@ async def test_a_batch_cut_short_reads_unknown(services):
     gpus_only = {"gpus": idle_h200()["gpus"]}  # the process list and the disk never arrived
     runner = ScriptedRunner(probe_batch(gpus_only))
     report = await check_host(services=replace(services, runner=runner), host_name="node174", need_bytes=10**9)
-    assert report.assessment.verdict is Verdict.UNKNOWN
-    assert {"gpu_unknown", "disk_unknown"} <= {r.code for r in report.assessment.reasons}
-    assert any("cut short" in r.text for r in report.assessment.reasons)
+    assert report.answer.verdict is Verdict.UNKNOWN
+    assert {"gpu_unknown", "disk_unknown"} <= {r.code for r in report.answer.reasons}
+    assert any("cut short" in r.text for r in report.answer.reasons)
 
 
 async def test_a_runner_timeout_is_a_stored_unreachable_snapshot(services):

@@ -102,11 +102,7 @@ def test_asked_for_room_for_another_deployment_a_serving_host_is_not_ready_sayin
     assert (
         blockers[0].code == "gpu_serving" and blockers[0].text == f"GPU 0: 70,000 MiB held by {KIMI}: python3 (pid 100)"
     )
-    assert any(
-        x.code == "gpus_serving"
-        and x.text == f"the GPUs are serving {KIMI} (healthy, GPU 0, 1): another deployment needs it stopped first"
-        for x in blockers
-    )
+    assert any(x.code == "gpus_serving" and x.text == f"busy: serving {KIMI} (healthy, GPU 0, 1)" for x in blockers)
     assert any(x.code == "unit_state" for x in blockers)
 
 

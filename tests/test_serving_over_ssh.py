@@ -1,7 +1,7 @@
 """*serving* over the real sshd hosts: a stand-in model server started through the approval flow
 (fake systemctl + fake-unit: a real process holding GPU memory through the fake nvidia-smi and
 answering /health) reads **serving: vllm-kimi.service (healthy)** in the action's result, the status
-card, the fleet line, the stored snapshot and `diff`; with `need=` it stays not ready."""
+card, the fleet line, the stored snapshot and `diff`; asked with `need=` the answer is busy, the record serving."""
 
 from datetime import timedelta
 
@@ -111,18 +111,23 @@ async def test_a_started_model_reads_serving_in_the_card_the_fleet_and_history(
     assert f"now serving: {KIMI} (healthy) · " in lines[-1], lines
 
 
-async def test_need_for_another_deployment_stays_not_ready_naming_what_serves(
+async def test_need_for_another_deployment_answers_busy_and_the_host_stays_serving(
     services, ssh_server, fake_hosts, tmp_path
 ):
     await start_kimi(services, fake_hosts, "node175", "127.0.0.18", ssh_server, tmp_path)
     report = await check_host(services=services, host_name="node175", need_bytes=10**9)
-    a = report.assessment
-    assert a.verdict is Verdict.NOT_READY and a.serving == (KIMI,)
-    blockers = [r.text for r in a.reasons if r.severity is Severity.BLOCKER]
-    assert f"the GPUs are serving {KIMI} (healthy, GPU 0, 1): another deployment needs it stopped first" in blockers
+    assert report.assessment.verdict is Verdict.SERVING  # the host's own verdict, stored
+    q = report.question
+    assert q is not None and q.verdict is Verdict.NOT_READY and q.serving == (KIMI,)
+    blockers = [r.text for r in q.reasons if r.severity is Severity.BLOCKER]
+    assert f"busy: serving {KIMI} (healthy, GPU 0, 1)" in blockers
     text = status_text(status_view(report))
-    assert text.startswith("node175: not ready\n") and f"gpubot stop node175 {KIMI}" not in text  # chat grammar below
-    assert f"/gpu stop node175 {KIMI}" in text
+    assert text.startswith(f"node175: serving: {KIMI} (healthy)\n")
+    assert f"not ready — busy: serving {KIMI} (healthy, GPU 0, 1)" in text
+    assert "stop node175" not in text  # never advice to stop a healthy unit
+    async with services.sessions() as db:
+        row = await db.get(Snapshot, report.snapshot_id)
+    assert row.verdict == "serving" and row.question["verdict"] == "not_ready"
 
 
 async def test_a_unit_whose_health_url_does_not_answer_is_not_serving(services, ssh_server, fake_hosts, tmp_path):

@@ -83,8 +83,8 @@ async def test_a_hung_mount_costs_only_its_own_probe(services, ssh_server, fake_
     fast = dataclasses.replace(services, settings=services.settings.model_copy(update={"probe_timeout_s": 2}))
     await register(services, "nfs-down", "127.0.0.12", ssh_server, probe={"model_volumes": ["/gpubot-hung/shared"]})
     report = await check_host(services=fast, host_name="nfs-down", need_bytes=500 * 10**9)
-    assert report.assessment.verdict is Verdict.UNKNOWN, report.assessment.reasons
-    assert [r.text for r in report.assessment.reasons] == ["free disk unknown: df did not answer within 2 s"]
+    assert report.answer.verdict is Verdict.UNKNOWN, report.answer.reasons
+    assert [r.text for r in report.answer.reasons] == ["free disk unknown: df did not answer within 2 s"]
     assert len(report.readings.gpu.gpus) == 8 and report.readings.hf_cache is not None
 
 

@@ -9,7 +9,8 @@ Rules (``Requirements`` carries the thresholds):
 * *serving* when a configured unit is active, healthy (its health URL answered 200: the URL the
   pivot's health wait uses) and the only holder of the GPUs it uses: its GPU processes and its
   unit state are then notes, not blockers. Asked with ``need_bytes`` (room for another
-  deployment), such a host stays *not ready* with the reason that its GPUs are serving that unit.
+  deployment: the asker's question, judged apart from the host's own verdict), such a host reads
+  *not ready* with the reason that it is busy serving that unit.
 * any blocker -> *not ready*; otherwise any unknown input -> *unknown* (never *ready* or *serving*).
 * a host that could not be probed -> *unreachable*.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from bot.domain.readiness.devices import device_findings
 from bot.domain.readiness.fabric import fabric_findings
@@ -175,7 +177,7 @@ def _serving_reasons(readings: Readings, req: Requirements, serving: dict[str, f
             out.append(
                 Reason(
                     "gpus_serving",
-                    f"the GPUs are serving {unit} (healthy, {on}): another deployment needs it stopped first",
+                    f"busy: serving {unit} (healthy, {on})",
                     Severity.BLOCKER,
                 )
             )
@@ -441,7 +443,9 @@ def _judge_disk(readings: Readings, req: Requirements, reasons: list[Reason]) ->
             add(
                 Reason(
                     "disk_short",
-                    f"{disk.path}: {human_bytes(disk.avail_bytes)} free, need {human_bytes(req.need_bytes)}",
+                    f"{disk.path} has {human_bytes(disk.avail_bytes)} free"
+                    + (f" of {human_bytes(disk.size_bytes)}" if disk.size_bytes is not None else "")
+                    + f", need {human_bytes(req.need_bytes)}",
                     Severity.BLOCKER,
                 )
             )
@@ -481,6 +485,24 @@ def _judge_units(
                     "unit_failed", f"{name} failed: its last run crashed (see `journalctl -u {name}`)", Severity.NOTE
                 )
             )
+
+
+def assessment_doc(a: Assessment) -> dict[str, Any]:
+    """``a`` as a JSON-ready dict: ``verdict``, ``serving``, ``reasons`` as ``[{"code", "text", "severity"}]``."""
+    return {
+        "verdict": a.verdict.value,
+        "serving": list(a.serving),
+        "reasons": [{"code": r.code, "text": r.text, "severity": r.severity.value} for r in a.reasons],
+    }
+
+
+def assessment_of(doc: dict[str, Any]) -> Assessment:
+    """Inverse of :func:`assessment_doc`; raises ``ValueError``/``KeyError`` for a dict of another shape."""
+    return Assessment(
+        Verdict(doc["verdict"]),
+        [Reason(r["code"], r["text"], Severity(r["severity"])) for r in doc["reasons"]],
+        tuple(doc.get("serving") or ()),
+    )
 
 
 def unreachable(message: str, kind: str) -> Assessment:

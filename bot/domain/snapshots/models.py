@@ -22,6 +22,11 @@ class Snapshot(Base):
     ``verdict_changed``: the verdict differs from the host's previous snapshot (ordered by
     ``taken_at``, then ``id``), or there is none; kept right by the writer, also when a snapshot
     arrives out of order.
+
+    ``verdict`` and ``reasons`` are the host's own (its configured requirements). ``question`` is what
+    the asker asked, when they did (``need=``, weight paths), and its judgement, for the audit:
+    ``{"schema_version", "need_bytes", "paths", "verdict", "serving", "reasons"}``; history, roll-ups,
+    metrics, watches, reports and diffs never read it.
     """
 
     __tablename__ = "snapshots"
@@ -42,6 +47,7 @@ class Snapshot(Base):
     disk_free_bytes: Mapped[int | None] = mapped_column(BigInteger)
     requested_by: Mapped[str | None] = mapped_column(String(64))
     verdict_changed: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    question: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)
 
 
 class SnapshotHour(Base):

@@ -57,15 +57,20 @@ from bot.probing.probes.readings import Readings
 
 HOUR = timedelta(hours=1)
 
+QUESTION_VERSION = 1
+"""``Snapshot.question``'s ``schema_version``."""
+
 
 @dataclass(frozen=True)
 class StoreItem:
-    """One snapshot to store: a probe result, its verdict, and who asked."""
+    """One snapshot to store: a probe result, the host's verdict, who asked, and what they asked
+    (``question``: the asker's judgement, stored beside the snapshot, read by nothing that judges the host)."""
 
     result: ProbeResult
     assessment: Assessment
     host_id: int | None = None
     requested_by: str | None = None
+    question: dict[str, Any] | None = None
 
 
 def _gpu_used_mib(readings: Readings | None) -> int | None:
@@ -97,6 +102,7 @@ def snapshot_row(item: StoreItem) -> dict[str, Any]:
         "disk_free_bytes": disk.avail_bytes if disk else None,
         "requested_by": item.requested_by,
         "verdict_changed": False,
+        "question": {"schema_version": QUESTION_VERSION, **item.question} if item.question is not None else None,
     }
 
 
@@ -129,9 +135,13 @@ async def store(
     assessment: Assessment,
     host_id: int | None = None,
     requested_by: str | None = None,
+    question: dict[str, Any] | None = None,
 ) -> StoredSnapshot:
-    """Insert one snapshot row for ``result`` and its verdict; returns it with its id."""
-    snaps = await store_many(db_session=db_session, items=[StoreItem(result, assessment, host_id, requested_by)])
+    """Insert one snapshot row for ``result`` and its verdict (``question``: the asker's judgement,
+    stored beside it); returns it with its id."""
+    snaps = await store_many(
+        db_session=db_session, items=[StoreItem(result, assessment, host_id, requested_by, question)]
+    )
     return snaps[0]
 
 

@@ -75,7 +75,7 @@ class FleetProgress:
         self.live.stop()  # also after Ctrl-C: the spinner line goes, the cursor comes back
 
     def _counts(self, reports: list[StatusReport]) -> Text:
-        counts = Counter(r.assessment.verdict for r in reports)
+        counts = Counter(r.answer.verdict for r in reports)
         parts: list[Text] = []
         for v in reversed(ORDER):
             if v is not Verdict.SERVING or counts.get(v):  # as fleet_view counts
@@ -96,7 +96,7 @@ class FleetProgress:
     @staticmethod
     def host_line(report: StatusReport) -> Text:
         """A host's line, coloured by its verdict (host text made printable first)."""
-        return Text(printable(one_line(report)), style=STYLE.get(report.assessment.verdict, ""))
+        return Text(printable(one_line(report)), style=STYLE.get(report.answer.verdict, ""))
 
     async def answered(self, done: int, total: int, report: StatusReport) -> None:
         """``on_progress``: print the host's line above the spinner and update the counts."""

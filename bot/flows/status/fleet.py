@@ -29,7 +29,7 @@ from bot.domain.snapshots import inventory
 from bot.domain.snapshots.batcher import SnapshotBatcher
 from bot.domain.snapshots.service import StoredSnapshot, StoreItem
 from bot.flows.services import Services
-from bot.flows.status.host import StatusReport, make_report, probe_or_interrupted, store_error_text
+from bot.flows.status.host import StatusReport, make_report, probe_or_interrupted, question_doc, store_error_text
 from bot.flows.status.loop_thread import relay
 from bot.foundation.config import ProbeSettings, SlackSettings
 from bot.foundation.errors import NotFoundError, ShuttingDown
@@ -232,11 +232,25 @@ async def check_fleet(
                 await in_gate.enter_async_context(services.gate.job("probe"))
                 if target is None:
                     raise NotFoundError(f"no host called `{name}` (removed during the fan-out?)")
-                result, assessment, req = await probe_or_interrupted(
+                judged = await probe_or_interrupted(
                     services=services, target=target, host=host, need_bytes=need_bytes, known=tuple(known.get(name, ()))
                 )
-                report = make_report(services.reached(target), result, assessment, req, need_bytes=need_bytes)
-                stored = batcher.add(StoreItem(result, assessment, host.id if host else None, requested_by), tag=report)
+                report = make_report(
+                    services.reached(target),
+                    judged.result,
+                    judged.assessment,
+                    judged.req,
+                    need_bytes=need_bytes,
+                    question=judged.question,
+                )
+                item = StoreItem(
+                    judged.result,
+                    judged.assessment,
+                    host.id if host else None,
+                    requested_by,
+                    question_doc(judged.question, need_bytes=need_bytes),
+                )
+                stored = batcher.add(item, tag=report)
             except ShuttingDown as exc:  # never started: no snapshot, no traceback
                 report = failed_report(name, exc, services.clock())
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown

@@ -25,6 +25,7 @@ from bot.domain.readiness.verdict import (
     Severity,
     Verdict,
     assess,
+    assessment_doc,
     not_probed,
     unreachable,
 )
@@ -59,6 +60,17 @@ class StatusReport:
     units_expected: dict[str, str] = field(default_factory=dict)
     store_error: str | None = None
     """Set when the snapshot could not be written; the verdict is still shown."""
+    question: Assessment | None = None
+    """The asker's own judgement (``need=``, weight paths named): the readings judged against what was
+    asked. ``assessment`` stays the host's verdict as configured, the one history, roll-ups, metrics and
+    watches read; this one is shown to the asker and stored beside the snapshot for the audit."""
+    paths: tuple[str, ...] = ()
+    """The weight paths the asker named."""
+
+    @property
+    def answer(self) -> Assessment:
+        """What the asker is answered: their question's judgement when they asked one, else the host's verdict."""
+        return self.question or self.assessment
 
 
 def plan_for(probes: ProbeSettings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
@@ -91,14 +103,34 @@ def plan_for(probes: ProbeSettings, host: Host | None, paths: tuple[str, ...] = 
     return plan, req
 
 
-def judge(result: ProbeResult, req: Requirements) -> Assessment:
+def judge(result: ProbeResult, req: Requirements, *, folders: tuple[str, ...] | None = None) -> Assessment:
     """The verdict of one probe result: *unreachable* when it never ran or the connection was
-    lost (what arrived is still in ``result.readings``), else :func:`assess` of the readings."""
+    lost (what arrived is still in ``result.readings``), else :func:`assess` of the readings;
+    ``folders``: the weight folders to judge (others read are left out), all when ``None``."""
     if result.readings is None:
         return not_probed(result.error or "no answer", result.error_kind or "unreachable")
     if result.error_kind == "connection_lost":
         return unreachable(result.error or "connection lost", result.error_kind)
-    return assess(result.readings, req)
+    readings = result.readings
+    if folders is not None:
+        readings = replace(readings, folders=[f for f in readings.folders if f.path in folders])
+    return assess(readings, req)
+
+
+def judge_both(
+    result: ProbeResult,
+    req: Requirements,
+    *,
+    need_bytes: int | None,
+    paths: tuple[str, ...],
+    configured: tuple[str, ...],
+) -> tuple[Assessment, Assessment | None]:
+    """The host's own verdict (its configured requirements and weight folders, no ``need=``) and, when
+    the asker asked something (``need_bytes``, ``paths``), the asker's judgement of the same readings."""
+    host = judge(result, replace(req, need_bytes=None), folders=configured)
+    if need_bytes is None and not paths:
+        return host, None
+    return host, judge(result, replace(req, need_bytes=need_bytes))
 
 
 def _where(target: HostTarget) -> str:
@@ -116,18 +148,21 @@ async def probe_and_judge(
     need_bytes: int | None = None,
     paths: tuple[str, ...] = (),
     known: tuple[KnownGpu, ...] = (),
-) -> tuple[ProbeResult, Assessment, Requirements]:
+) -> Judged:
     """Probe ``target`` once and judge it; no database. ``known`` are the GPUs the host showed
     before (:func:`bot.domain.snapshots.inventory.known`). Never raises for the host's failures
     (invalid stored probe settings read *unknown*, an unreachable host *unreachable*). Counts the
-    probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``)."""
+    probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``) by the host's
+    own verdict, never by the asker's question (:func:`judge_both`)."""
     probes = services.settings.probes
     try:
         plan, req = plan_for(probes, host, paths)
+        configured = plan_for(probes, host)[0].folders
     except ProbeSettingsError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
-        return result, Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)]), Requirements()
-    req = replace(req, need_bytes=need_bytes, known_gpus=known)
+        unknown = Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)])
+        return Judged(result, unknown, Requirements(), None)
+    req = replace(req, known_gpus=known)
     result = await run_probe(
         target=target,
         plan=plan,
@@ -135,9 +170,20 @@ async def probe_and_judge(
         timeout=probes.batch_timeout_s,
         clock=services.clock,
     )
-    assessment = judge(result, req)
+    assessment, question = judge_both(result, req, need_bytes=need_bytes, paths=paths, configured=configured)
     observe_probe(verdict=assessment.verdict.value, error_kind=result.error_kind, duration_ms=result.duration_ms)
-    return result, assessment, req
+    return Judged(result, assessment, req, question)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One judged probe: the result, the host's verdict, the requirements it was judged by, and the
+    asker's judgement (``None`` when nothing was asked)."""
+
+    result: ProbeResult
+    assessment: Assessment
+    req: Requirements
+    question: Assessment | None = None
 
 
 def make_report(
@@ -149,6 +195,8 @@ def make_report(
     need_bytes: int | None = None,
     snapshot_id: int | None = None,
     store_error: str | None = None,
+    question: Assessment | None = None,
+    paths: tuple[str, ...] = (),
 ) -> StatusReport:
     """The :class:`StatusReport` of one judged probe."""
     return StatusReport(
@@ -163,6 +211,8 @@ def make_report(
         need_bytes=need_bytes,
         units_expected=req.units,
         store_error=store_error,
+        question=question,
+        paths=paths,
     )
 
 
@@ -193,7 +243,7 @@ async def probe_or_interrupted(
     need_bytes: int | None = None,
     paths: tuple[str, ...] = (),
     known: tuple[KnownGpu, ...] = (),
-) -> tuple[ProbeResult, Assessment, Requirements]:
+) -> Judged:
     """:func:`probe_and_judge`, interruptible by the shutdown (:meth:`~bot.foundation.lifecycle.WorkGate.interrupt`):
     a probe cut off by it is an :func:`interrupted_result`, judged *unknown*, ready to be stored like any
     other; a cancellation that is not the shutdown's is raised."""
@@ -210,7 +260,17 @@ async def probe_or_interrupted(
     rerun = f"{services.settings.slack.command} status {target.name}"
     result = interrupted_result(services, target, taken_at, rerun=rerun)
     log.warning("probe of %s interrupted by the shutdown; stored as interrupted", target.name)
-    return result, not_probed(result.error or INTERRUPTED, INTERRUPTED), Requirements()
+    return Judged(result, not_probed(result.error or INTERRUPTED, INTERRUPTED), Requirements())
+
+
+def question_doc(
+    question: Assessment | None, *, need_bytes: int | None, paths: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
+    """What is stored beside a snapshot for the audit when the asker asked something: what was asked
+    (``need_bytes``, ``paths``) and the judgement of it (:func:`~bot.domain.readiness.verdict.assessment_doc`)."""
+    if question is None:
+        return None
+    return {"need_bytes": need_bytes, "paths": list(paths), **assessment_doc(question)}
 
 
 def store_error_text(exc: BaseException) -> str:
@@ -300,15 +360,21 @@ async def _probe_and_store(
             )
         )[target.name]
         await db.commit()  # end the read: no connection held during the probe
-    result, assessment, req = await probe_or_interrupted(
+    judged = await probe_or_interrupted(
         services=services, target=target, host=host, need_bytes=need_bytes, paths=paths, known=tuple(known)
     )
+    result, assessment, req = judged.result, judged.assessment, judged.req
     snapshot_id: int | None = None
     store_error: str | None = None
     try:
         async with _session(services, db_session) as db, db.begin():
             snap = await snapshots.store(
-                db_session=db, result=result, assessment=assessment, host_id=host_id, requested_by=requested_by
+                db_session=db,
+                result=result,
+                assessment=assessment,
+                host_id=host_id,
+                requested_by=requested_by,
+                question=question_doc(judged.question, need_bytes=need_bytes, paths=paths),
             )
             snapshot_id = snap.id
     except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): said, no traceback
@@ -325,4 +391,6 @@ async def _probe_and_store(
         need_bytes=need_bytes,
         snapshot_id=snapshot_id,
         store_error=store_error,
+        question=judged.question,
+        paths=paths,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
+from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict, assessment_doc, assessment_of
 from bot.flows.status.host import StatusReport
 from bot.probing.probes.readings import Readings
 
@@ -32,6 +32,8 @@ def dump(report: StatusReport) -> dict[str, Any]:
         "need_bytes": report.need_bytes,
         "units_expected": dict(report.units_expected),
         "store_error": report.store_error,
+        "question": assessment_doc(report.question) if report.question is not None else None,
+        "paths": list(report.paths),
     }
 
 
@@ -55,4 +57,6 @@ def load(data: dict[str, Any]) -> StatusReport:
         data.get("need_bytes"),
         dict(data.get("units_expected") or {}),
         data.get("store_error"),
+        assessment_of(data["question"]) if data.get("question") else None,
+        tuple(data.get("paths") or ()),
     )

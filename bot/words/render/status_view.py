@@ -193,6 +193,8 @@ def status_view(report: StatusReport, *, command: str = TERMINAL, chat: str = CH
     notes = [r.text for r in a.reasons if r.severity is Severity.NOTE and r.code not in SERVING_CODES]
     sections: list[Section] = []
     r = report.readings
+    if report.question is not None:
+        sections.append(question_section(report, command=command))
     if r is not None:
         if r.gpu.failure is not None:
             sections.append(Section("GPUs", [f"unknown — {r.gpu.message}"]))
@@ -275,10 +277,59 @@ def status_view(report: StatusReport, *, command: str = TERMINAL, chat: str = CH
     return StatusView(headline, a.verdict, reasons, sections, " · ".join(ctx), words)
 
 
-def one_line(report: StatusReport) -> str:
-    """A host in one line: verdict, GPUs busy, free disk, first reason."""
+def asked(report: StatusReport) -> str:
+    """What the asker asked, as a title: ``For 540 GB``, ``For /models/glm5 and 540 GB``."""
+    what = [*report.paths, *([human_bytes(report.need_bytes)] if report.need_bytes is not None else [])]
+    return "For " + " and ".join(what)
+
+
+def question_section(report: StatusReport, *, command: str = TERMINAL) -> Section:
+    """The asker's answer, apart from the host's verdict: ``not ready — busy: serving vllm-kimi.service
+    (healthy, GPU 0, 1); /shared has 1.3 TB free of 1.7 TB, need 540 GB``, and what deleting the weight
+    folders the asker named would leave. Never advice to stop a healthy unit (that is a pivot, asked for)."""
+    q = report.question
+    assert q is not None
+    said = {x.text for x in report.assessment.reasons if x.severity is not Severity.NOTE}
+    # a serving unit is said once, first ("busy: serving …"), not again by its GPUs and its unit state
+    same = tuple(f"{u} is " for u in q.serving)
+    why = [
+        x.text
+        for x in sorted(q.reasons, key=lambda x: x.code != "gpus_serving")
+        if x.severity is not Severity.NOTE
+        and x.text not in said
+        and x.code != "gpu_serving"
+        and not (x.code == "unit_state" and x.text.startswith(same) and q.serving)
+    ]
+    if any(x.severity is not Severity.NOTE for x in report.assessment.reasons) and q.verdict is not Verdict.READY:
+        why.append("and the host's own reasons below")
+    first = VERDICT_WORDS[q.verdict] + (" — " + "; ".join(why) if why else "")
+    lines = [first]
     r = report.readings
-    parts = [f"{report.host}", verdict_text(report.assessment.verdict, report.assessment.serving)]
+    disk = r.disks[0] if r is not None and r.disks else None
+    short = any(x.code == "disk_short" for x in q.reasons)
+    if short and disk is not None and disk.avail_bytes is not None and report.need_bytes is not None and r:
+        gone = [f for f in r.folders if f.path in report.paths and f.size_bytes and f.state is FolderState.PRESENT]
+        if gone:
+            after = disk.avail_bytes + sum(f.size_bytes or 0 for f in gone)
+            enough = "enough" if after >= report.need_bytes else f"still short of {human_bytes(report.need_bytes)}"
+            lines.append(
+                f"after deleting {', '.join(f.path for f in gone)}: {human_bytes(after)} free, {enough}"
+                + (
+                    f" (`{command if command != TERMINAL else CHAT} clean {report.host} "
+                    f"weights={','.join(f.path for f in gone)}`)"
+                    if after >= report.need_bytes
+                    else ""
+                )
+            )
+    return Section(asked(report), lines)
+
+
+def one_line(report: StatusReport) -> str:
+    """A host in one line: verdict (the asker's answer when they asked something), GPUs busy, free disk,
+    first reason."""
+    r = report.readings
+    a = report.answer
+    parts = [f"{report.host}", verdict_text(a.verdict, a.serving)]
     if r is not None and r.gpu.failure is None:
         busy = sum(
             1 for g in r.gpu.gpus if (g.memory_used_mib or 0) > 0 or any(p.gpu_uuid == g.uuid for p in r.gpu.processes)
@@ -289,8 +340,8 @@ def one_line(report: StatusReport) -> str:
     # the line starts with the host's name: a reason that starts with it too ("node2: SSH …") drops it
     reasons = [
         x.text.removeprefix(f"{report.host}: ")
-        for x in report.assessment.reasons
-        if x.severity is not Severity.NOTE and x.code not in SERVING_CODES
+        for x in a.reasons
+        if x.severity is not Severity.NOTE and (x.code not in SERVING_CODES or x.severity is Severity.BLOCKER)
     ]
     if reasons:
         more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
@@ -319,19 +370,19 @@ def fleet_view(
     hosts the bot's shutdown cut off (:func:`shutdown_note`)."""
     from collections import Counter
 
-    counts = Counter(r.assessment.verdict for r in reports)
+    counts = Counter(r.answer.verdict for r in reports)
     answered = len(reports)
     count_text = " · ".join(
         f"{counts.get(v, 0)} {VERDICT_WORDS[v]}" for v in reversed(ORDER) if v is not Verdict.SERVING or counts.get(v)
     )  # "serving" only where a host serves
     if total is not None and answered < total:
         count_text = f"{answered}/{total} answered · " + count_text
-    ordered = sorted(reports, key=lambda r: (ORDER.index(r.assessment.verdict), r.host))
+    ordered = sorted(reports, key=lambda r: (ORDER.index(r.answer.verdict), r.host))
     n = total if total is not None else answered
     return FleetView(
         f"{title}: {n} host{'s' if n != 1 else ''}",
         count_text,
-        [(r.assessment.verdict, one_line(r)) for r in ordered],
+        [(r.answer.verdict, one_line(r)) for r in ordered],
         shutdown_note(reports, rerun),
     )
 
