@@ -5,13 +5,17 @@ answers, and a TCP proxy in front of the test PostgreSQL that is cut mid-probe."
 
 from __future__ import annotations
 
+import asyncio
 import os
+import secrets
+import signal
 import socket
 import subprocess
 import sys
 import time
 from contextlib import AbstractAsyncContextManager
 
+import aiohttp
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -21,11 +25,12 @@ from bot.foundation.config import Settings
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
 from bot.wiring import build_services
-from tests.conftest import make_settings
+from tests.conftest import PG_ADMIN_URL, _pg, make_settings
 from tests.slack_env import start_bot
 from tests.support.blockkit import blocks_text
 from tests.support.dbfaults import SilentListener, TcpProxy, closed_port
 from tests.support.slack_recorder import SlackApiRecorder
+from tests.support.sshd import free_port
 
 PASSWORD = "s3cret-pw"
 
@@ -147,31 +152,83 @@ async def test_database_dying_during_a_probe_keeps_the_verdict(database_url, ssh
     assert PASSWORD not in shown and "Something went wrong" not in shown
 
 
-def _serve(url: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    env = {**os.environ, "GPUBOT_DATABASE_URL": url, "SLACK_BOT_TOKEN": "xoxb-test", "SLACK_SIGNING_SECRET": "x"}
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "bot", "serve"], env=env, capture_output=True, text=True, timeout=60)
-    return done, time.monotonic() - started
-
-
 @pytest.mark.process
-def test_serve_against_a_refusing_database_exits_74_naming_it():
-    port = closed_port()
-    done, seconds = _serve(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot")
-    assert done.returncode == 74
-    assert (
-        f"gpubot: the database is unavailable (postgresql at 127.0.0.1:{port}: connection refused); "
-        f"GPUBOT_DATABASE_URL is postgresql+asyncpg://gpubot:***@127.0.0.1:{port}/gpubot"
-    ) in done.stderr
-    assert PASSWORD not in done.stderr + done.stdout and "Traceback" not in done.stderr
+@pytest.mark.postgres
+@pytest.mark.parametrize("how", ["refusing", "silent"])
+async def test_serve_with_the_database_out_of_reach_at_start_stays_up_unready_and_becomes_ready_when_it_comes(
+    tmp_path, how
+):
+    """A database that refuses (nothing on its port) or hangs (a listener that never answers) when
+    `serve` starts: the process stays up, `/readyz` 503 naming the database, and it is ready once
+    PostgreSQL answers on that port (a proxy to the test server), without a restart."""
+    name = f"gpubot_test_{secrets.token_hex(4)}"
+    await _pg(f"CREATE DATABASE {name}")
+    admin = make_url(PG_ADMIN_URL)
+    silent = SilentListener() if how == "silent" else None
+    port = silent.__enter__() if silent else closed_port()
+    url = admin.set(host="127.0.0.1", port=port, database=name, password=PASSWORD)
+    http_port = free_port()
+    async with SlackApiRecorder() as recorder:
+        env = {
+            **os.environ,
+            "GPUBOT_DATABASE_URL": url.render_as_string(hide_password=False),
+            "SLACK_BOT_TOKEN": "xoxb-test",
+            "SLACK_SIGNING_SECRET": "s3cret",
+            "GPUBOT_SLACK_API_URL": recorder.url,
+            "GPUBOT_HTTP_PORT": str(http_port),
+            "GPUBOT_KNOWN_HOSTS": str(tmp_path / "known_hosts"),
+        }
+        env.pop("SLACK_APP_TOKEN", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot", "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        proxy = None
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as http:
+                ready = await _readyz_when(http, http_port, lambda status, _: status == 503, proc)
+                assert ready["ready"] is False and set(ready["checks"]) == {"database"}, ready
+                why = ready["checks"]["database"]
+                said = "connection refused" if how == "refusing" else "no answer within 5 s"
+                assert why.startswith(f"the database is unavailable (postgresql at 127.0.0.1:{port}: {said})"), why
+                assert "; retrying in " in why and PASSWORD not in why
+                assert proc.poll() is None  # still up: no exit, no restart loop
+                if silent is not None:
+                    silent.__exit__(None, None, None)
+                    silent = None
+                proxy = await TcpProxy(admin.host or "127.0.0.1", admin.port or 5432, port=port).start()
+                await _readyz_when(http, http_port, lambda status, _: status == 200, proc, timeout_s=90)
+        finally:
+            if silent is not None:
+                silent.__exit__(None, None, None)
+            proc.send_signal(signal.SIGTERM)
+            try:
+                out, _ = await asyncio.to_thread(proc.communicate, timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            if proxy is not None:
+                await proxy.cut()
+            await _pg(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out and PASSWORD not in out, out
+    assert out.count("the database cannot be reached at start") == 1, out
+    assert "the database can be reached now; starting" in out, out
 
 
-@pytest.mark.process
-def test_serve_against_a_silent_database_exits_74_within_the_connect_timeout():
-    with SilentListener() as port:
-        done, seconds = _serve(f"postgresql+asyncpg://gpubot:{PASSWORD}@127.0.0.1:{port}/gpubot")
-    assert done.returncode == 74 and f"(postgresql at 127.0.0.1:{port}: no answer within 5 s)" in done.stderr
-    assert PASSWORD not in done.stderr
+async def _readyz_when(http, port: int, ok, proc, timeout_s: float = 60) -> dict:
+    """``/readyz``'s JSON once ``ok(status, json)``; fails when the process exits first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert proc.poll() is None, proc.communicate()[0]
+        try:
+            async with http.get(f"http://127.0.0.1:{port}/readyz") as r:
+                status, body = r.status, await r.json()
+            if ok(status, body):
+                return body
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+        assert time.monotonic() < deadline, "readyz never answered as expected"
+        await asyncio.sleep(0.3)
 
 
 def test_a_silent_listener_really_accepts_and_never_answers():

@@ -28,8 +28,20 @@ from bot.words.commands.grammar import Grammar
 log = logging.getLogger("gpubot.slack")
 
 
+REFUSALS = (UsageError, NotFoundError, PermissionDenied)
+"""A role, a usage error, a host not registered: refusals, not errors (one INFO line, no traceback)."""
+
+
 def user_message(exc: BaseException) -> tuple[str, str | None]:
-    """``(text for the user, error id or None)``; logs unexpected errors with the id."""
+    """``(text for the user, error id or None)``; logs a refusal in one INFO line, unexpected errors
+    with the id and their traceback."""
+    text, error_id = _said(exc)
+    if isinstance(exc, REFUSALS):
+        log.info("refused (%s): %s", type(exc).__name__, (text.splitlines() or [""])[0][:300])
+    return text, error_id
+
+
+def _said(exc: BaseException) -> tuple[str, str | None]:
     if isinstance(exc, UsageError):
         parts = [str(exc)]
         if exc.suggestion:
@@ -92,7 +104,7 @@ def register_error_handler(app: AsyncApp, grammar: Grammar, *, command_key: str)
 
     @app.error
     async def on_error(
-        error: Exception, body: dict[str, Any], context: dict[str, Any], respond: Any
+        error: Exception, body: dict[str, Any], context: dict[str, Any], respond: Any, response: BoltResponse | None
     ) -> BoltResponse | None:
         if not context.get(VERIFIED):
             user_message(error)
@@ -107,4 +119,6 @@ def register_error_handler(app: AsyncApp, grammar: Grammar, *, command_key: str)
                 await answer_click_error(error, respond=respond)
         except Exception:
             log.exception("could not tell the user about an error (%s)", type(error).__name__)
-        return BoltResponse(status=200, body="")  # answered: no 500 to Slack after it
+        # answered: no 500 to Slack after it. After the ack (the handler ran on) Bolt passes no response,
+        # and a BoltResponse returned then fails its assertion in a task nobody awaits.
+        return BoltResponse(status=200, body="") if response is not None else None

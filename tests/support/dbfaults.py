@@ -39,15 +39,16 @@ class SilentListener:
 class TcpProxy:
     """An asyncio TCP forwarder ``127.0.0.1:port`` -> ``target``; ``await proxy.cut()`` kills it."""
 
-    def __init__(self, target_host: str, target_port: int):
+    def __init__(self, target_host: str, target_port: int, *, port: int = 0):
         self.target = (target_host, target_port)
         self.server: asyncio.base_events.Server | None = None
         self.writers: set[asyncio.StreamWriter] = set()
-        self.port = 0
+        self.port = port
         self.frozen = False
 
     async def start(self) -> TcpProxy:
-        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        """Listen on ``port`` (given: a database that appears where one was expected; else a free one)."""
+        self.server = await asyncio.start_server(self._client, "127.0.0.1", self.port, reuse_address=True)
         self.port = int(self.server.sockets[0].getsockname()[1])
         return self
 

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from bot.domain.observability.logs import configure_logging, secrets_of
-from bot.domain.readiness.verdict import Verdict
+from bot.domain.readiness.verdict import Verdict, assessment_doc
 from bot.entry.cli import actions as cli_actions
 from bot.entry.cli import errors as cli_errors
 from bot.entry.cli import history as cli_history
@@ -153,6 +153,9 @@ def report_json(report: StatusReport) -> dict[str, Any]:
         "reasons": [{**asdict(r), "severity": r.severity.value} for r in report.assessment.reasons],
         "error": report.error,
         "need_bytes": report.need_bytes,
+        "question": (
+            {"paths": list(report.paths), **assessment_doc(report.question)} if report.question is not None else None
+        ),
         "readings": report.readings.to_json() if report.readings else None,
     }
 
@@ -170,7 +173,7 @@ async def _status(settings: Settings, words: list[str], as_json: bool) -> int:
         print(json.dumps(report_json(report), indent=2))
     else:
         print(status_text(status_view(report, chat=settings.slack.command)))
-    return VERDICT_EXIT[report.assessment.verdict]
+    return VERDICT_EXIT[report.answer.verdict]
 
 
 async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -> int:
@@ -220,7 +223,7 @@ async def _fleet_status(settings: Settings, cmd: StatusCommand, as_json: bool) -
         live.summary(fleet.reports)
     else:  # piped: the plain summary only
         print(fleet_text(fleet_view(title, fleet.reports)))
-    return max((VERDICT_EXIT[r.assessment.verdict] for r in fleet.reports), key=_EXIT_RANK.index, default=0)
+    return max((VERDICT_EXIT[r.answer.verdict] for r in fleet.reports), key=_EXIT_RANK.index, default=0)
 
 
 def _quote(word: str) -> str:
@@ -394,12 +397,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return _downgrade(settings.database, args.revision, yes=args.yes)
     if args.cmd == "db":
         return _db_upgrade(settings.database)
+    if args.cmd == "serve":  # a database out of reach at start: up and unready, retrying (a restart loop otherwise)
+        from bot.slack.unready import wait_for_database
+
+        if not wait_for_database(lambda: _upgrade(settings.database), port=settings.service.http_port):
+            return 0
+        cli_actions.startup(settings)
+        return _serve(settings)
     _upgrade(settings.database)
     if args.cmd == "console":
         return _console(settings, args.role)
-    if args.cmd == "serve":
-        cli_actions.startup(settings)
-        return _serve(settings)
     if args.cmd == "worker":
         return _worker(settings, args.group, args.concurrency)
     if args.cmd == "hosts":
