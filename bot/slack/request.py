@@ -64,6 +64,16 @@ async def claim(services: Services, db: AsyncSession, body: dict[str, Any]) -> b
         return True
 
 
+def needs_no_database(grammar: Grammar, text: str) -> str | None:
+    """The name of the command ``text`` asks for when its handler needs no database (``help``), else ``None``
+    (also for text that does not parse: its answer comes from the listener)."""
+    try:
+        spec = grammar.parse(text).spec
+    except Exception:
+        return None
+    return None if spec.database else spec.name
+
+
 def command_context(services: Services, grammar: Grammar, resolver: RoleResolver) -> Middleware:
     """The listener middleware of the ``/gpu`` command (see the module's doc). A duplicate delivery
     is answered with an empty 200 and goes no further."""
@@ -78,14 +88,22 @@ def command_context(services: Services, grammar: Grammar, resolver: RoleResolver
     ) -> BoltResponse | None:
         await ack()
         db = services.sessions()
+        user = body.get("user_id", "")
         try:
             if not await claim(services, db, body):
                 log.info("duplicate delivery of %s ignored", delivery_key(body))
                 await db.close()
                 return BoltResponse(status=200, body="")
-            user = body.get("user_id", "")
             role = await resolver.role(client, user, db_session=db)
             await db.commit()  # no transaction (nor connection) held while the listener waits on Slack or a host
+        except DatabaseUnavailable as exc:
+            await db.close()
+            name = needs_no_database(grammar, body.get("text", ""))
+            if name is None:
+                raise
+            # help needs no database: answered without the duplicate check, with the role the settings give
+            log.warning("%s answered without the database (%s): no duplicate check, no role grants", name, exc.reason)
+            role = await resolver.settings_role(client, user)
         except BaseException:
             await db.close()
             raise

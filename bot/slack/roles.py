@@ -65,6 +65,14 @@ class RoleResolver:
         found = await self._role(client, user_id, db_session)
         return found if self.console_role is None else min(found, self.console_role)
 
+    async def settings_role(self, client: AsyncWebClient, user_id: str) -> Role:
+        """The role the settings alone give ``user_id`` or its groups (no grants: for when the database is away)."""
+        roles = self.services.settings.roles
+        groups = {g for g in [*roles.admins, *roles.operators, *roles.viewers] if g.startswith("S")}
+        mine = await self.groups_of(client, user_id, sorted(groups))
+        found = access.role_from(roles, {user_id, *mine}, {})
+        return found if self.console_role is None else min(found, self.console_role)
+
     async def _role(self, client: AsyncWebClient, user_id: str, db_session: AsyncSession | None) -> Role:
         roles = self.services.settings.roles
         if db_session is not None:

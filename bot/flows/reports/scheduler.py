@@ -48,7 +48,7 @@ from bot.flows.reports.flows import Post, build_report
 from bot.flows.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
 from bot.flows.services import Services
 from bot.flows.watches.flows import Watcher
-from bot.foundation.errors import ChannelUnavailable
+from bot.foundation.errors import ChannelUnavailable, DatabaseUnavailable
 from bot.foundation.lifecycle import cancelled_meanwhile
 
 log = logging.getLogger("gpubot.reports")
@@ -119,6 +119,8 @@ class ReportScheduler:
         self._jobs: dict[int, str] = {}
         self.sync_passes = 0
         """Completed :meth:`sync` passes (the first one runs as soon as :meth:`start` is called)."""
+        self._failed_passes = 0
+        """Passes in a row that met the database away (one warning when the first fails, one line when it is back)."""
 
     # -- decisions (clock-driven, no APScheduler needed) ---------------------------------------
 
@@ -355,6 +357,28 @@ class ReportScheduler:
 
     # -- the alarm clock ------------------------------------------------------------------------
 
+    def _quiet(self, job: Callable[..., Awaitable[object]]) -> Callable[..., Awaitable[None]]:
+        """``job`` as APScheduler runs it: the database away is one warning per outage (not a traceback per
+        pass), and one line once a pass works again; any other error is still logged with its traceback."""
+
+        async def run(*args: object) -> None:
+            try:
+                await job(*args)
+            except DatabaseUnavailable as exc:
+                self._failed_passes += 1
+                if self._failed_passes == 1:
+                    log.warning("scheduler: %s; scheduled passes retry quietly until it is back", exc)
+                return
+            except Exception:
+                log.exception("scheduler: %s failed", getattr(job, "__name__", "a job"))
+                return
+            if self._failed_passes:
+                log.info("scheduler: the database is back (%d passes met it away)", self._failed_passes)
+                self._failed_passes = 0
+
+        run.__name__ = getattr(job, "__name__", "job")
+        return run
+
     def start(self) -> None:
         """Start APScheduler on the running event loop: the sync job (first run right away, which
         sends missed reports late or records them skipped), retention, background probes."""
@@ -362,7 +386,7 @@ class ReportScheduler:
         self.aps = AsyncIOScheduler(timezone=UTC)
         first = datetime.now(UTC)
         self.aps.add_job(
-            self.sync,
+            self._quiet(self.sync),
             IntervalTrigger(seconds=max(5, history.report_sync_s)),
             id="reports:sync",
             next_run_time=first,
@@ -370,12 +394,16 @@ class ReportScheduler:
             max_instances=1,
         )
         self.aps.add_job(
-            self.prune, cron.trigger(history.retention_cron, "UTC"), id="retention", coalesce=True, max_instances=1
+            self._quiet(self.prune),
+            cron.trigger(history.retention_cron, "UTC"),
+            id="retention",
+            coalesce=True,
+            max_instances=1,
         )
         for group, every in history.background_probe_groups.items():
             if every > 0:
                 self.aps.add_job(
-                    self.probe_groups,
+                    self._quiet(self.probe_groups),
                     IntervalTrigger(seconds=every),
                     args=[[group]],
                     id=f"probe:{group}",
@@ -384,7 +412,7 @@ class ReportScheduler:
                 )
         if history.background_probe_report_hosts_s > 0:
             self.aps.add_job(
-                self.probe_report_hosts,
+                self._quiet(self.probe_report_hosts),
                 IntervalTrigger(seconds=history.background_probe_report_hosts_s),
                 id="probe:reports",
                 coalesce=True,
@@ -392,7 +420,11 @@ class ReportScheduler:
             )
         if self.watcher is not None:
             self.aps.add_job(
-                self.watch, IntervalTrigger(seconds=history.watch_eval_s), id="watches", coalesce=True, max_instances=1
+                self._quiet(self.watch),
+                IntervalTrigger(seconds=history.watch_eval_s),
+                id="watches",
+                coalesce=True,
+                max_instances=1,
             )
         self.aps.start()
 
@@ -408,7 +440,7 @@ class ReportScheduler:
             for r in rows:
                 if r.id in wanted and self._jobs.get(r.id) != wanted[r.id]:
                     self.aps.add_job(
-                        self.run_due,
+                        self._quiet(self.run_due),
                         cron.trigger(r.cron, r.tz),
                         args=[r.id],
                         id=f"report:{r.id}",
@@ -441,6 +473,8 @@ class ReportScheduler:
             return
         try:
             await self.watcher.evaluate()
+        except DatabaseUnavailable:
+            raise  # the scheduler's outage line says it (once), not a traceback per evaluation
         except Exception:
             log.exception("watch evaluation failed")
 

@@ -40,7 +40,7 @@ from bot.flows.status.host import StatusReport, plan_for
 from bot.flows.watches import service as watches
 from bot.flows.watches.conditions import Episode, episode
 from bot.flows.watches.models import AlertStatus, Watch, WatchAlert
-from bot.foundation.errors import ChannelUnavailable
+from bot.foundation.errors import ChannelUnavailable, DatabaseUnavailable
 from bot.probing.probes.readings import Readings
 
 log = logging.getLogger("gpubot.watches")
@@ -177,6 +177,8 @@ class Watcher:
         for w in rows:
             try:
                 await self._watch(w, out)
+            except DatabaseUnavailable:
+                raise  # the pass ends: its caller says the database is away (once per outage)
             except Exception:
                 log.exception("watch #%d could not be evaluated", w.id)
         return out

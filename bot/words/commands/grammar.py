@@ -32,6 +32,8 @@ class CommandSpec:
     summary: str
     role: Role
     parse: Callable[[list[str]], Any]
+    database: bool = True
+    """Whether its handler needs the database; one that does not (help) answers while it is down."""
 
     @property
     def name(self) -> str:

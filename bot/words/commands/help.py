@@ -21,4 +21,4 @@ def parse_help(args: list[str]) -> HelpCommand:
     return HelpCommand(" ".join(args).lower() if args else None)
 
 
-HELP = CommandSpec(("help",), "help [COMMAND]", "what you can run here", Role.NONE, parse_help)
+HELP = CommandSpec(("help",), "help [COMMAND]", "what you can run here", Role.NONE, parse_help, database=False)
