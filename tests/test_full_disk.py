@@ -1,8 +1,9 @@
 """SQLite on a full filesystem (a small tmpfs the test mounts; it runs as root), under a running
 `gpubot serve` with signed requests: what needs no write still answers — `help`, and `status` with
-its verdict and "the snapshot was not stored … the disk is full" — `/readyz` says the database is not
-writable (503), the CLI's status says the same on stdout with no traceback, and once space is back
-everything is ready again."""
+its verdict and "the snapshot was not stored … the disk is full" (and no snapshot id: the row's commit
+failed) —, an action is not planned from a snapshot that was not stored (the card says the disk is
+full), `/readyz` says the database is not writable (503), the CLI's status says the same on stdout with
+no traceback, and once space is back everything is ready again."""
 
 from __future__ import annotations
 
@@ -44,7 +45,11 @@ async def test_sqlite_on_a_full_disk_still_answers_what_needs_no_write_and_ready
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], check=True)
     try:
         url = f"sqlite+aiosqlite:///{disk / 'gpubot.db'}"
-        async with served(tmp_path, ssh_server, {"node17": ADDR}, url=url) as bot:
+        weights = tmp_path / "shared" / "old-weights"
+        weights.mkdir(parents=True)
+        (weights / "model.gguf").write_bytes(b"\0" * 100_000)
+        env = {"GPUBOT_OPERATORS": '["U1"]', "GPUBOT_ALLOWED_ROOTS": f'{{"*": ["{tmp_path / "shared"}"]}}'}
+        async with served(tmp_path, ssh_server, {"node17": ADDR}, env, url=url) as bot:
             base = f"http://127.0.0.1:{bot.port}"
             await bot.command("status node17", "before")  # the file is in use: its WAL and shared memory exist
             await bot.recorder.wait_for("chat.update", lambda c: "node17: ready" in c.body["text"], timeout=120)
@@ -73,6 +78,15 @@ async def test_sqlite_on_a_full_disk_still_answers_what_needs_no_write_and_ready
                 f"the snapshot was not stored: the database is unavailable (sqlite at {disk / 'gpubot.db'}: the disk "
                 "is full)" in shown
             ), shown
+            assert "snapshot #" not in shown, shown  # the id of a row whose commit failed names nothing
+
+            mark = len(bot.recorder.calls)
+            await bot.command(f"clean node17 weights={weights}", "clean")
+            said = await bot.recorder.wait_for(
+                "chat.update", lambda c: "disk is full" in str(c.body), timeout=120, start=mark
+            )
+            assert "Something went wrong" not in str(said.body) and "Approve" not in str(said.body), said.body
+            assert weights.exists()
 
             env = {
                 **os.environ,

@@ -64,7 +64,8 @@ async def build_plan(*, services: Services, spec: ActionSpec, requested_by: str 
     async with services.sessions() as db:
         target, host = await hosts.resolve(db_session=db, name=spec.host)
         group, probe = (host.group, dict(host.probe or {})) if host else (None, {})
-    report = await check_host(services=services, host_name=spec.host, requested_by=requested_by)
+    # planned only from a stored snapshot (the request points at it): one that cannot be stored raises
+    report = await check_host(services=services, host_name=spec.host, requested_by=requested_by, must_store=True)
     if report.readings is None:
         raise PlanRefused(f"cannot plan on {spec.host}: the probe failed ({report.error})")
     ctx = _Ctx(services, spec, target, group, probe, report)

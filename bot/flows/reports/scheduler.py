@@ -364,6 +364,8 @@ class ReportScheduler:
         async def run(*args: object) -> None:
             try:
                 await job(*args)
+            except asyncio.CancelledError:  # cancelled at shutdown: nothing to say
+                return
             except DatabaseUnavailable as exc:
                 self._failed_passes += 1
                 if self._failed_passes == 1:

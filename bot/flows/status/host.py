@@ -297,6 +297,7 @@ async def check_host(
     requested_by: str | None = None,
     db_session: AsyncSession | None = None,
     resolved: Resolved | None = None,
+    must_store: bool = False,
 ) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot (see :func:`_probe_and_store`), inside the
     process's work gate: during a shutdown it raises :class:`~bot.foundation.errors.ShuttingDown` before
@@ -306,7 +307,8 @@ async def check_host(
     ``db_session``: the caller's session (a request's one session), used for the reads and the
     store, its transactions ended before the probe and after the store, never closed here; without
     it the flow opens its own. ``resolved``: the host as the caller already resolved it (not looked
-    up again)."""
+    up again). ``must_store``: a snapshot that cannot be stored raises (an action is planned only from a
+    stored snapshot) instead of being said in ``store_error``."""
     async with services.gate.job("probe"):
         with log_context(host=host_name):
             return await _probe_and_store(
@@ -317,6 +319,7 @@ async def check_host(
                 requested_by=requested_by,
                 db_session=db_session,
                 resolved=resolved,
+                must_store=must_store,
             )
 
 
@@ -339,6 +342,7 @@ async def _probe_and_store(
     requested_by: str | None = None,
     db_session: AsyncSession | None = None,
     resolved: Resolved | None = None,
+    must_store: bool = False,
 ) -> StatusReport:
     """Probe ``host_name`` once and store the snapshot.
 
@@ -376,11 +380,16 @@ async def _probe_and_store(
                 requested_by=requested_by,
                 question=question_doc(judged.question, need_bytes=need_bytes, paths=paths),
             )
-            snapshot_id = snap.id
+            flushed_id = snap.id
+        snapshot_id = flushed_id  # shown only once committed: the id of a rolled-back row names nothing
     except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): said, no traceback
+        if must_store:
+            raise
         log.warning("could not store the snapshot of %s: %s", target.name, exc)
         store_error = store_error_text(exc)
     except Exception as exc:  # any other failure to store keeps the verdict too
+        if must_store:
+            raise
         log.exception("could not store the snapshot of %s", target.name)
         store_error = store_error_text(exc)
     return make_report(
