@@ -30,6 +30,12 @@ SECRETS = {
     "basic": "dXNlcjpwYXNzd29yZA==",
     "option": "vllm-option-key-55",
     "json": "json-secret-77",
+    "vllm list": "token-vllm-list-31",
+    "rust": "tgi-some-secret-32",
+    "quoted": "quoted key 33",
+    "github": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlMzQ",
+    "cookie": "sid-cookie-35",
 }
 S = SECRETS
 JOURNAL = [
@@ -45,6 +51,12 @@ JOURNAL = [
     f"proxy Authorization: Basic {S['basic']}",
     f"argv: vllm serve /models/b --api-key {S['option']} --port 8000",
     f'config: {{"api_key": "{S["json"]}", "max_num_batched_tokens": 8192}}',
+    f"INFO non-default args: {{'model': '/m', 'api_key': ['{S['vllm list']}'], 'port': 8000}}",
+    f'Args {{ api_key: Some("{S["rust"]}"), port: 8080 }}',
+    f'argv: sglang --api-key "{S["quoted"]}" --tp 8',
+    f"git: using {S['github']}",
+    f"session {S['jwt']} accepted",
+    f"GET /health Cookie: session={S['cookie']}",
 ]
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 

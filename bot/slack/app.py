@@ -11,6 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.flows.services import Services
 from bot.foundation.roles import Role
 from bot.slack.listeners import register_listeners
+from bot.slack.masked import MaskedResponses
 from bot.slack.metered import MeteredWebClient
 from bot.slack.verify import SignedRequests
 
@@ -75,5 +76,6 @@ def build_app(
         ignoring_self_events_enabled=True,
         process_before_response=process_before_response,
     )
+    app.use(MaskedResponses())  # before register_listeners' middleware: every respond() masks what it sends
     register_listeners(app, services, console_role=console_role)
     return app

@@ -38,9 +38,10 @@ class FakeHosts:
     def read(self, addr: str) -> fakestate.HostState:
         return fakestate.read_state(self.server, addr)
 
-    def hold(self, addr: str, gpu: int, used_mib: int, name: str = "python3"):
-        """A live process recorded as holding ``used_mib`` on ``gpu``; kill it to free the GPU."""
-        return self.holders.hold(addr, gpu, used_mib, name)
+    def hold(self, addr: str, gpu: int, used_mib: int, name: str = "python3", args: tuple[str, ...] = ()):
+        """A live process recorded as holding ``used_mib`` on ``gpu`` (``args`` at the end of its command
+        line); kill it to free the GPU."""
+        return self.holders.hold(addr, gpu, used_mib, name, args)
 
     def sysfs(self, addr: str, devices: list[tuple[str, str, str | None]]) -> str:
         """Give ``addr`` a fake PCI bus (:func:`tests.support.fakestate.write_sysfs`)."""

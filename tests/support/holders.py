@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from tests.support import fakestate
@@ -24,10 +25,11 @@ _CODE = (
 )
 
 
-def spawn_holder(name: str = "python3") -> subprocess.Popen:
-    """Start a sleeping process (up to an hour) whose comm is ``name``; reap with :func:`reap`."""
+def spawn_holder(name: str = "python3", args: Sequence[str] = ()) -> subprocess.Popen:
+    """Start a sleeping process (up to an hour) whose comm is ``name``, ``args`` at the end of its
+    command line (``/proc/PID/cmdline``); reap with :func:`reap`."""
     return subprocess.Popen(
-        [sys.executable, "-S", "-c", _CODE, name],
+        [sys.executable, "-S", "-c", _CODE, name, *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -42,9 +44,11 @@ def reap(proc: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 5.0
     return proc.wait(timeout)
 
 
-def hold_gpu(server: Any, addr: str, gpu: int, used_mib: int, name: str = "python3") -> subprocess.Popen:
+def hold_gpu(
+    server: Any, addr: str, gpu: int, used_mib: int, name: str = "python3", args: Sequence[str] = ()
+) -> subprocess.Popen:
     """Spawn a holder and record it in ``addr``'s state on ``gpu`` with ``used_mib``."""
-    proc = spawn_holder(name)
+    proc = spawn_holder(name, args)
     fakestate.add_holder(server, addr, proc.pid, gpu, used_mib, name)
     return proc
 
@@ -56,8 +60,10 @@ class HolderPool:
         self.server = server
         self.procs: list[subprocess.Popen] = []
 
-    def hold(self, addr: str, gpu: int, used_mib: int, name: str = "python3") -> subprocess.Popen:
-        proc = hold_gpu(self.server, addr, gpu, used_mib, name)
+    def hold(
+        self, addr: str, gpu: int, used_mib: int, name: str = "python3", args: Sequence[str] = ()
+    ) -> subprocess.Popen:
+        proc = hold_gpu(self.server, addr, gpu, used_mib, name, args)
         self.procs.append(proc)
         return proc
 

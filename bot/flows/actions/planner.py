@@ -40,6 +40,7 @@ from bot.flows.services import Services
 from bot.flows.status.host import StatusReport, check_host
 from bot.foundation.config import UnitHealth
 from bot.foundation.errors import PlanRefused, ProbeError, UsageError
+from bot.foundation.masking import mask_secrets
 from bot.foundation.names import validate_path
 from bot.foundation.sizes import human_bytes
 from bot.probing.probes.engine import run_framed
@@ -340,7 +341,7 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
             )
             continue
         raw = bytes.fromhex(kv.get("cmd", "")).replace(b"\0", b" ").decode("utf-8", "replace")
-        cmdline = "".join(c for c in raw if c.isprintable()).strip()
+        cmdline = mask_secrets("".join(c for c in raw if c.isprintable()).strip())  # shown on the card, stored
         used = sum(e.used_memory_mib or 0 for e in entries)
         owner = owners.get(pid)
         items.append(

@@ -24,6 +24,7 @@ from bot.flows.actions.unit_up import HealthCheck, HealthProgress
 from bot.flows.actions.unit_wait import Progress, wait_until_up
 from bot.foundation.config import Settings
 from bot.foundation.errors import ProbeError
+from bot.foundation.masking import mask_secrets
 from bot.foundation.sizes import human_bytes
 from bot.probing.probes.engine import run_framed
 from bot.probing.probes.frames import ExitCode
@@ -126,9 +127,8 @@ class StepRunner:
         except ProbeError as exc:
             return StepOutcome(False, str(exc))
         ok = res.exit_status == ExitCode.OK
-        outcome = StepOutcome(
-            ok, self._summary(step, res.stdout, res.stderr, res.exit_status), res.exit_status, res.stdout, res.stderr
-        )
+        stdout, stderr = mask_secrets(res.stdout), mask_secrets(res.stderr)  # stored, shown on the card and audit
+        outcome = StepOutcome(ok, self._summary(step, stdout, stderr, res.exit_status), res.exit_status, stdout, stderr)
         if ok and isinstance(step, UnitStep) and step.health is not None:
             return await self._wait_up(step, step.health, outcome)
         return outcome

@@ -3,6 +3,7 @@ other framed commands (:func:`run_framed`) the same way."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -13,6 +14,7 @@ from typing import Any
 
 from bot.foundation.db.base import utcnow
 from bot.foundation.errors import ProbeError
+from bot.foundation.masking import mask_secrets
 from bot.foundation.sizes import BATCH_OUTPUT_CAP_BYTES
 from bot.probing.probes.frames import ProbeOutput, cap_words, frame_script, split_frames
 from bot.probing.probes.probe import ProbePlan
@@ -41,6 +43,16 @@ class ProbeResult:
     error: str | None = None
 
 
+def masked(outputs: dict[str, ProbeOutput]) -> dict[str, ProbeOutput]:
+    """``outputs`` with every secret shape masked (:func:`~bot.foundation.masking.mask_secrets`): what
+    a host printed (a process's command line, a unit's ExecStart or journal) is masked as it is read,
+    before it is parsed, stored or shown."""
+    return {
+        n: dataclasses.replace(o, stdout=mask_secrets(o.stdout), stderr=mask_secrets(o.stderr))
+        for n, o in outputs.items()
+    }
+
+
 def _raw(outputs: dict[str, ProbeOutput]) -> dict[str, Any]:
     return {n: {"stdout": o.stdout, "stderr": o.stderr, "exit_status": o.exit_status} for n, o in outputs.items()}
 
@@ -67,7 +79,7 @@ async def run_probe(
     try:
         res = await runner.run(target, build_script(plan), timeout=timeout)
     except ProbeError as exc:
-        outputs = split_frames(exc.partial_stdout, plan.marker) if exc.partial_stdout else {}
+        outputs = masked(split_frames(exc.partial_stdout, plan.marker)) if exc.partial_stdout else {}
         # What arrived is parsed (the partial dump: the frames the host finished before the deadline);
         # the probes that did not finish are named, so the *unknown* says what is missing.
         left = unfinished(plan, outputs) if outputs else []
@@ -85,12 +97,16 @@ async def run_probe(
             "probe_failed",
             f"{target.name}: the probe failed unexpectedly ({type(exc).__name__}: {exc})",
         )
-    outputs = split_frames(res.stdout, plan.marker)
+    outputs = masked(split_frames(res.stdout, plan.marker))
     duration = ms()
     raw = _raw(outputs)
     if not outputs:
-        raw["batch"] = {"stdout": res.stdout[-4000:], "stderr": res.stderr[-4000:], "exit_status": res.exit_status}
-        msg = (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
+        raw["batch"] = {
+            "stdout": mask_secrets(res.stdout[-4000:]),
+            "stderr": mask_secrets(res.stderr[-4000:]),
+            "exit_status": res.exit_status,
+        }
+        msg = (mask_secrets(res.stderr).strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
         return ProbeResult(
             target.name,
             taken_at,
@@ -126,8 +142,8 @@ async def run_framed(
     runner: Runner, target: HostTarget, commands: list[tuple[str, str]], *, timeout: float
 ) -> dict[str, ProbeOutput]:
     """Run ``commands`` (``(name, sh command)`` pairs) in one round trip; outputs by name (a missing
-    name: the batch died). Used by actions and the privilege check. Raises the runner's
-    :class:`~bot.foundation.errors.ProbeError` subclasses."""
+    name: the batch died), secrets masked (:func:`masked`). Used by actions and the privilege check.
+    Raises the runner's :class:`~bot.foundation.errors.ProbeError` subclasses."""
     marker = f"GPUBOT-{uuid.uuid4().hex}"
     res = await runner.run(target, framed_script(commands, marker, timeout), timeout=timeout + 10)
-    return split_frames(res.stdout, marker)
+    return masked(split_frames(res.stdout, marker))

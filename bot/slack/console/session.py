@@ -33,6 +33,7 @@ from bot.slack.console.demo import Demo, active_demo
 from bot.slack.console.render import Choice, button_key, button_line, render_message
 from bot.slack.console.standin import WebApiStandIn
 from bot.slack.handlers.actions import sweep_once
+from bot.slack.metered import MeteredWebClient
 from bot.slack.routes import command_grammar
 
 CONSOLE_USER = "UCONSOLE"
@@ -146,7 +147,7 @@ class Console:
 
     async def start(self) -> None:
         await self.standin.start()
-        self.client = AsyncWebClient(token="xoxb-console", base_url=self.standin.api_url)
+        self.client = MeteredWebClient(token="xoxb-console", base_url=self.standin.api_url)  # masks what it sends
         self.app = build_app(
             self.services, client=self.client, process_before_response=True, console_role=self.home_role
         )
