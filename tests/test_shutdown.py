@@ -203,6 +203,7 @@ async def test_sigterm_past_the_grace_period_finishes_the_message_and_stores_the
         ), shown
         assert all(n in shown for n in cut_names) and f"{len(never)} not probed" in shown, shown
         assert "Run `/gpu status group:train` again." in shown, shown
+        assert "another replica" not in shown and "retry will" not in shown, shown  # no promise nobody keeps
         snaps = await _snapshots(url)
         assert sorted(host_ids[s.host_id] for s in snaps) == sorted(
             started
@@ -214,6 +215,10 @@ async def test_sigterm_past_the_grace_period_finishes_the_message_and_stores_the
         lines = [json.loads(line) for line in out[0].splitlines() if line.strip()]
         assert any("interrupted; each is stored as an interrupted snapshot" in line["event"] for line in lines)
         assert not any("Traceback" in line.get("exception", "") for line in lines)
+        # the drain counts the workers' hosts: none was recorded when SIGTERM came (each probe takes 60 s)
+        assert any(
+            "0 probe(s) in flight here and 12 host(s) of fan-outs in the workers" in line["event"] for line in lines
+        ), [line["event"] for line in lines]
     finally:
         await asyncio.to_thread(server.stop)
 

@@ -504,9 +504,11 @@ class ServiceSettings(BaseModel):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Level of ``gpubot serve``'s log (other commands log warnings and errors only); the SSH, migration and
     scheduler libraries log warnings only unless it is ``DEBUG``."""
-    shutdown_grace_s: float = Field(default=20.0, ge=0)
-    """On SIGTERM, how long in-flight probes may run to finish and store their snapshots before the process exits
-    (0 = do not wait). Keep it below the container's stop timeout."""
+    shutdown_grace_s: float = Field(default=15.0, ge=0)
+    """On SIGTERM, how long in-flight probes may run to finish and store their snapshots before they are
+    interrupted (0 = do not wait); the whole shutdown takes at most about 8 s more (interrupted probes stored,
+    messages finished, worker processes ended), so the default fits 25 s. Keep it below the container's stop
+    timeout minus those 8 s."""
 
 
 GROUPS: dict[str, type[BaseModel]] = {

@@ -79,9 +79,7 @@ class WorkGate:
         """Run one job inside the gate; raises :class:`ShuttingDown` if the gate is closed."""
         with self._lock:
             if not self._open:
-                raise ShuttingDown(
-                    f"the bot is shutting down; the {what} was not started (another replica or a retry will answer)"
-                )
+                raise ShuttingDown(f"the bot is shutting down; the {what} was not started")
             self._in_flight += 1
         try:
             yield

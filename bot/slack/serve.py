@@ -43,7 +43,8 @@ log = logging.getLogger("gpubot.serve")
 
 FINISH_S = 5.0
 """After the grace period: how long interrupted probes get to store their snapshots and their messages
-to be finished (within compose's 30 s stop_grace_period with the default 20 s grace)."""
+to be finished (with the default 15 s grace and the worker pool's end the whole shutdown fits 25 s, within
+compose's 30 s stop_grace_period: bench/shutdown_bench.py)."""
 
 
 def serve(settings: Settings) -> int:
@@ -164,6 +165,8 @@ async def serving(settings: Settings) -> AsyncIterator[Served]:
     served: Served | None = None
     try:
         async with build_services(settings, workers=True) as services:
+            if services.fleet_jobs is not None:  # the workers start now: a SIGTERM soon after start finds them up
+                services.fleet_jobs.start()
             missing = credentials_missing(settings.slack)
             app = None
             if missing is None:
@@ -314,9 +317,11 @@ async def _drain(
     started = time.monotonic()
     services.gate.close()
     log.info(
-        "shutting down: no new work; waiting up to %.0f s for %d probe(s) in flight",
+        "shutting down: no new work; waiting up to %.0f s for %d probe(s) in flight here and %d host(s) of fan-outs "
+        "in the workers",
         service.shutdown_grace_s,
         services.gate.in_flight,
+        services.fleet_jobs.hosts_in_flight if services.fleet_jobs is not None else 0,
     )
     sched.shutdown()
     sweeper.cancel()

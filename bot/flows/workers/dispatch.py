@@ -95,6 +95,10 @@ class FleetJobs:
 
     poll_s = POLL_S
 
+    def __init__(self) -> None:
+        self._open_runs: dict[int, int] = {}
+        """Run id -> hosts not recorded yet, for the runs this process follows."""
+
     async def submit(
         self, services: Services, jobs: list[Job], *, need_bytes: int | None, requested_by: str | None
     ) -> Submitted:
@@ -103,6 +107,14 @@ class FleetJobs:
     def split(self, run_id: int, names: list[str], groups: dict[str, str | None]) -> list[Job]:
         """The run's hosts as jobs (``groups``: host name -> its group)."""
         return [Job(run_id, names)]
+
+    def start(self) -> None:
+        """Start the executor's workers now (``gpubot serve`` at its start), so a fan-out never waits for them."""
+
+    @property
+    def hosts_in_flight(self) -> int:
+        """Hosts of this process's fan-outs that the workers have not recorded yet (what a shutdown waits for)."""
+        return sum(self._open_runs.values())
 
     async def close(self) -> None:
         """Release the executor (its processes, its connections)."""
@@ -162,6 +174,26 @@ class FleetJobs:
             from bot.domain.hosts.models import Host
 
             groups = {h.name: h.group for h in (await db.execute(select(Host).where(Host.name.in_(names)))).scalars()}
+        self._open_runs[run_id] = len(names)
+        try:
+            return await self._follow(
+                services, run_id, names, groups, title, need_bytes, requested_by, on_progress, on_stored
+            )
+        finally:
+            self._open_runs.pop(run_id, None)
+
+    async def _follow(
+        self,
+        services: Services,
+        run_id: int,
+        names: list[str],
+        groups: dict[str, str | None],
+        title: str,
+        need_bytes: int | None,
+        requested_by: str | None,
+        on_progress: Progress | None,
+        on_stored: Progress | None,
+    ) -> FleetReport:
         jobs = self.split(run_id, names, groups)
         submitted = await self.submit(services, jobs, need_bytes=need_bytes, requested_by=requested_by)
         log.info("fleet run %d: %d hosts in %d jobs", run_id, len(names), len(jobs))
@@ -172,6 +204,7 @@ class FleetJobs:
 
         async def take(report: StatusReport) -> None:
             seen[report.host] = report
+            self._open_runs[run_id] = len(names) - len(seen)
             if on_progress is not None:
                 await on_progress(len(seen), len(names), report)
             if on_stored is not None:

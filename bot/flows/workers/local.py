@@ -1,7 +1,9 @@
 """The default executor: a pool of local worker *processes* (``concurrent.futures.ProcessPoolExecutor``,
 ``spawn``), each with its own event loop, database engine and SSH connection pool, kept between jobs.
 
-A run is split into one job per process (each runs :func:`~bot.flows.workers.job.run_job`, at most
+Each process is a ``ProcessPoolExecutor`` of one (a process that dies breaks only its own: its job is handed
+once to a new process, which skips the hosts already stored; the others go on). A run is split into one job
+per process (each runs :func:`~bot.flows.workers.job.run_job`, at most
 ``GPUBOT_MAX_CONCURRENT_PROBES`` probes at once), so the fan-out's CPU (SSH packets, parsing, snapshot
 rows) is spent outside the process that answers Slack. The chat process's shutdown reaches the
 workers through two ``multiprocessing`` events: *closing* (no new probe starts: those hosts read
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -27,6 +30,9 @@ from bot.foundation.config import Settings
 from bot.foundation.lifecycle import WorkGate
 
 log = logging.getLogger("gpubot.workers")
+
+CLOSE_S = 2.0
+"""How long :meth:`LocalPool.close` waits for the processes to leave before ending them (after the drain)."""
 
 _worker: dict[str, Any] = {}
 """This worker process's loop, services and the shutdown events (set by :func:`_init`)."""
@@ -72,24 +78,50 @@ def _run(run_id: int, names: list[str], need_bytes: int | None, requested_by: st
     return loop.run_until_complete(_job(run_id, names, need_bytes, requested_by))
 
 
+def _ready() -> int:
+    """In a pool process: nothing but proof that it started (its initializer ran); its pid."""
+    return os.getpid()
+
+
 class _Futures(Submitted):
-    def __init__(self, pool: LocalPool, futures: list[tuple[Job, asyncio.Future[JobOutcome]]]):
+    """The jobs of one fan-out, one per pool process. A job whose process died is handed once to a new
+    process (its hosts already recorded are skipped there); the other processes' jobs go on."""
+
+    def __init__(
+        self,
+        pool: LocalPool,
+        futures: list[tuple[Job, int, Any, asyncio.Future[JobOutcome]]],
+        submit: Callable[[int, Job], tuple[Any, asyncio.Future[JobOutcome]]],
+    ):
         self.pool = pool
         self.futures = futures
+        self.submit = submit
+        self.retried: set[int] = set()  # slots whose job was handed to a new process
 
     async def ended(self) -> dict[str, str]:
         lost: dict[str, str] = {}
-        for job, future in self.futures:
-            if future.done() and future.exception() is not None:
-                exc = future.exception()
-                why = (
-                    f"its worker process died ({type(exc).__name__}: {exc})"
-                    if isinstance(exc, concurrent.futures.BrokenExecutor)
-                    else f"its worker failed ({type(exc).__name__}: {exc})"
-                )
-                lost.update((n, why) for n in job.names)
-                if isinstance(exc, concurrent.futures.BrokenExecutor):
-                    self.pool.broken()
+        for k, (job, slot, pool, future) in enumerate(self.futures):
+            if not future.done() or future.exception() is None:
+                continue
+            exc = future.exception()
+            if isinstance(exc, concurrent.futures.BrokenExecutor):
+                self.pool.broken(slot, pool)
+                if k not in self.retried:
+                    self.retried.add(k)
+                    log.warning(
+                        "fleet run %d: worker process %d of the local pool died (%s); its %d hosts are retried once "
+                        "in a new process (those it stored are kept), the other processes go on",
+                        job.run_id,
+                        slot + 1,
+                        type(exc).__name__,
+                        len(job.names),
+                    )
+                    self.futures[k] = (job, slot, *self.submit(slot, job))
+                    continue
+                why = f"its worker process died, twice ({type(exc).__name__}: {exc})"
+            else:
+                why = f"its worker failed ({type(exc).__name__}: {exc})"
+            lost.update((n, why) for n in job.names)
         return lost
 
     def follow(self, gate: WorkGate) -> None:
@@ -100,34 +132,53 @@ class _Futures(Submitted):
 
 
 class LocalPool(FleetJobs):
-    """``processes`` worker processes (started on the first fan-out, or :meth:`start`), each built by
+    """``processes`` worker processes, each a pool of its own (one process's death ends only its own jobs),
+    started by :meth:`start` (``gpubot serve`` calls it at start) or the first fan-out, each built by
     ``make_services(settings)``."""
 
     def __init__(self, settings: Settings, make_services: Callable[[Settings], Services], *, processes: int = 2):
+        super().__init__()
         self.settings = settings
         self.make_services = make_services
         self.processes = max(1, processes)
         self._ctx = multiprocessing.get_context("spawn")
         self.closing = self._ctx.Event()
         self.interrupting = self._ctx.Event()
-        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._pools: list[concurrent.futures.ProcessPoolExecutor | None] = [None] * self.processes
+        self._started: list[concurrent.futures.Future[int]] = []
 
-    def start(self) -> concurrent.futures.ProcessPoolExecutor:
-        """The pool, started if it is not yet; its processes start as jobs come."""
-        if self._pool is None:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=self.processes,
+    def _slot(self, slot: int) -> concurrent.futures.ProcessPoolExecutor:
+        pool = self._pools[slot]
+        if pool is None:
+            pool = self._pools[slot] = concurrent.futures.ProcessPoolExecutor(
+                max_workers=1,
                 mp_context=self._ctx,
                 initializer=_init,
                 initargs=(self.settings, self.make_services, self.closing, self.interrupting),
             )
-        return self._pool
+            self._started.append(pool.submit(_ready))  # spawns the process now, not with the first job
+        return pool
 
-    def broken(self) -> None:
-        """A process of the pool died: the next fan-out gets a new pool."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+    def start(self) -> None:
+        """Start every process that is not running (their initializers run in the background; a fan-out
+        waits for them: :meth:`wait_started`)."""
+        for slot in range(self.processes):
+            self._slot(slot)
+
+    async def wait_started(self) -> None:
+        """Wait until every process started so far has run its initializer (a process that died starting is
+        replaced with the next job)."""
+        pending, self._started = self._started, []
+        for started in pending:
+            with contextlib.suppress(Exception):
+                await asyncio.wrap_future(started)
+
+    def broken(self, slot: int, pool: concurrent.futures.ProcessPoolExecutor) -> None:
+        """The process of ``slot``'s ``pool`` died: its next job gets a new one (a pool already replaced, by
+        another fan-out that met the same death, is left alone)."""
+        if self._pools[slot] is pool:
+            self._pools[slot] = None
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def split(self, run_id: int, names: list[str], groups: dict[str, str | None]) -> list[Job]:
         """One job per process (as many as there are hosts at most), hosts dealt in turn."""
@@ -137,22 +188,33 @@ class LocalPool(FleetJobs):
     async def submit(
         self, services: Services, jobs: list[Job], *, need_bytes: int | None, requested_by: str | None
     ) -> Submitted:
-        pool = self.start()
         loop = asyncio.get_running_loop()
-        futures = [
-            (job, asyncio.wrap_future(pool.submit(_run, job.run_id, job.names, need_bytes, requested_by), loop=loop))
-            for job in jobs
-        ]
-        return _Futures(self, futures)
+
+        def on(slot: int, job: Job) -> tuple[concurrent.futures.ProcessPoolExecutor, asyncio.Future[JobOutcome]]:
+            pool = self._slot(slot)
+            future = pool.submit(_run, job.run_id, job.names, need_bytes, requested_by)
+            return pool, asyncio.wrap_future(future, loop=loop)
+
+        # a SIGTERM soon after start must not find the processes still starting: the jobs wait for them
+        self.start()
+        await self.wait_started()
+        return _Futures(self, [(job, slot, *on(slot, job)) for slot, job in enumerate(jobs)], on)
 
     async def close(self) -> None:
         """Stop the pool: a job still running after the chat process drained is ended with its process."""
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        processes = list(getattr(pool, "_processes", {}).values())  # only the processes this pool started
-        pool.shutdown(wait=False, cancel_futures=True)
+        pools, self._pools = self._pools, [None] * self.processes
+        processes: list[Any] = []
+        for pool in pools:
+            if pool is None:
+                continue
+            processes += list(getattr(pool, "_processes", {}).values())  # only the processes this pool started
+            pool.shutdown(wait=False, cancel_futures=True)
+        # all at once, within CLOSE_S: the chat process drained already, what still runs is cut off
+        await asyncio.gather(*(asyncio.to_thread(p.join, CLOSE_S) for p in processes))
         for process in processes:
-            await asyncio.to_thread(process.join, 5)
             if process.is_alive():
                 process.terminate()
+        await asyncio.gather(*(asyncio.to_thread(p.join, 1) for p in processes))
+        for process in processes:
+            if process.is_alive():
+                process.kill()

@@ -104,6 +104,7 @@ class QueueJobs(FleetJobs):
     """Fan-outs as procrastinate jobs; ``gpubot worker`` processes run them."""
 
     def __init__(self, settings: Settings):
+        super().__init__()
         self.settings = settings
         self.app = make_app(settings.database)
         self._open = False
