@@ -10,7 +10,7 @@ PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
 
-.PHONY: setup run test test-fast docs deps-system
+.PHONY: setup run test test-fast docs deps-system image
 
 # pip, not python, marks a made venv: a first make run/setup stopped while the venv was made leaves python without
 # pip, and `python -m venv` over it adds pip (else every later run ends in ".venv/bin/pip: No such file").
@@ -47,7 +47,7 @@ SLACK_TOKEN_SET = $(BIN)/python -c 'import sys; from bot.foundation.config impor
 # zsh, fish, tcsh, sudo, faketime, docker.io, docker-compose, debootstrap, postgresql; PostgreSQL started, and on a
 # PostgreSQL installed here its 127.0.0.1 connections trusted and a `test` database (tools/test-postgres.sh).
 # tests/test_docker.py starts dockerd when none runs and stops it after, removing the bridges and iptables
-# chains it made; its images stay in /var/lib/docker for the next run.
+# chains it made, and removes the images it built.
 deps-system:
 	@command -v /usr/sbin/sshd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client; }
 	@command -v zsh >/dev/null && command -v fish >/dev/null && command -v tcsh >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh fish tcsh; }
@@ -73,6 +73,14 @@ test: deps-system setup
 # serially 18.6 s. While other full test runs load the machine (load average 6-9): 20-36 s.
 test-fast: setup
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 -m "not sshd and not postgres and not process"
+
+# The Docker image (docs/deployment.md), IMAGE built on BASE: any Debian-like image with python3 >= 3.11 and venv.
+# Without a registry, BASE is one the engine already has (loaded or built locally); then `docker-compose up -d`
+# (or `docker compose up -d`) without --build. DOCKER_BUILD_ARGS: more `docker build` options.
+IMAGE ?= gpubot:latest
+BASE ?= python:3.11-slim-bookworm
+image:
+	docker build --build-arg BASE=$(BASE) $(DOCKER_BUILD_ARGS) -t $(IMAGE) .
 
 # The manual in docs/ (mkdocs.yml), built into .site/; make test builds it too.
 docs: setup

@@ -5,8 +5,8 @@
 As root on a machine with docker.io, docker-compose and debootstrap (``make deps-system``), and no
 Docker engine running (it must be one this script starts: it empties that engine's build cache).
 It starts ``dockerd``, removes the three images the tests build if the engine has them (the
-debootstrap base ``gpubot-test-base:debian``, ``gpubot-test:latest``, and the ``postgres:16``
-stand-in only when it carries the stand-in's label, never a real one) and the build cache, then
+debootstrap base ``gpubot-test-base:debian``, ``gpubot-test:latest`` and ``gpubot-test-postgres:debian``)
+and the build cache, then
 times each build as the tests' fixtures run them: the base (debootstrap of Debian minbase with
 python3, ``docker import``), the PostgreSQL stand-in (Debian's ``postgresql`` on that base), the gpubot
 image (the repository's Dockerfile on that base). Within one test run each is built once (module
@@ -25,9 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.compose_stack import IMAGE, build_image  # noqa: E402
 from tests.support.docker_engine import BASE_IMAGE, docker, ensure_base_image, ensure_engine  # noqa: E402
-from tests.support.postgres_image import ensure_postgres_image, shipped_image  # noqa: E402
-
-LABEL = "org.gpubot.stand-in"
+from tests.support.postgres_image import IMAGE as POSTGRES_IMAGE  # noqa: E402
+from tests.support.postgres_image import ensure_postgres_image  # noqa: E402
 
 
 def main() -> int:
@@ -36,16 +35,13 @@ def main() -> int:
         print("an engine is already running: stop it first (this script empties its build cache)", file=sys.stderr)
         return 2
     try:
-        stand_in = shipped_image()
-        labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", stand_in, check=False, timeout=60)
-        removable = [BASE_IMAGE, IMAGE] + ([stand_in] if labels.returncode == 0 and LABEL in labels.stdout else [])
-        for tag in removable:
+        for tag in (POSTGRES_IMAGE, IMAGE, BASE_IMAGE):
             docker("image", "rm", "-f", tag, check=False, timeout=120)
         docker("builder", "prune", "-af", timeout=300)
         figures = {}
         started = time.monotonic()
         figures["base (debootstrap + import)"] = ensure_base_image()
-        figures["postgres:16 stand-in"] = ensure_postgres_image()
+        figures["PostgreSQL image"] = ensure_postgres_image()
         figures["gpubot image"] = build_image()
         figures["all three"] = time.monotonic() - started
         for name, seconds in figures.items():

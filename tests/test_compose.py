@@ -84,7 +84,8 @@ def test_an_existing_postgresql_needs_no_edit_of_the_compose_files():
     assert "db" not in doc["services"]
     assert "depends_on" not in bot and "GPUBOT_DATABASE_URL" not in bot["environment"]
     assert bot["env_file"] == [".env"]
-    assert "${" not in (ROOT / "docker-compose.yml").read_text().replace("${GPUBOT_PUBLISH:-3000}", "")
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "${" not in text.replace("${GPUBOT_PUBLISH:-3000}", "").replace("${GPUBOT_IMAGE:-gpubot:latest}", "")
 
 
 def test_env_example_lists_every_setting_and_nothing_else():
@@ -98,7 +99,8 @@ def test_env_example_lists_every_setting_and_nothing_else():
         alias = getattr(field.validation_alias, "choices", None)
         settings.add(alias[0] if alias else f"GPUBOT_{name.upper()}")
     assert settings <= names, f".env.example lacks {settings - names}"
-    assert names - settings <= {"POSTGRES_PASSWORD", "GPUBOT_PUBLISH", "COMPOSE_FILE"}, names - settings
+    compose_only = {"POSTGRES_PASSWORD", "GPUBOT_PUBLISH", "COMPOSE_FILE", "GPUBOT_IMAGE", "POSTGRES_IMAGE"}
+    assert names - settings <= compose_only, names - settings
 
 
 def test_systemd_unit_is_valid_and_stops_gracefully():

@@ -1,13 +1,16 @@
-"""The image and the compose files on a real Docker engine.
+"""The image and the compose files on a real Docker engine, the way a machine without a registry runs them.
 
 The engine is started here when none answers, and stopped after with the bridges and iptables
-chains it made removed (checked: :func:`network_state` before and after); the base image is made
-with debootstrap once and kept in the engine, and so is a PostgreSQL image built from Debian's
-package, standing in for the ``db`` service's ``postgres:16`` (tests/support/docker_engine.py,
-tests/support/postgres_image.py). Two ways, as deploy/README.md offers them:
+chains it made removed (checked: :func:`network_state` before and after); a Debian base image is made
+with debootstrap, the bot's image is built on it with ``make image``, and a PostgreSQL image from Debian's
+package (tests/support/docker_engine.py, tests/support/postgres_image.py); each carries this run's label and
+is removed when these tests end (``GPUBOT_TEST_KEEP_IMAGES=1`` keeps them for the next run). The compose
+files name them in ``.env`` (``GPUBOT_IMAGE``, ``POSTGRES_IMAGE``), so ``docker-compose up -d`` builds and pulls
+nothing. Two ways, as deploy/README.md offers them:
 
-* the shipped ``db`` service (docker-compose.override.yml) with the bot on Compose's network:
-  gpubot migrates it and stores a snapshot there;
+* the shipped ``db`` service (docker-compose.override.yml) with the bot on Compose's network, the files
+  unchanged and ``docker-compose up -d`` as docs/deployment.md's offline route says: gpubot migrates it and
+  stores a snapshot there;
 * an existing PostgreSQL (this machine's, a fresh database) through ``.env`` alone: the bot container
   joins the host network to reach it, the test sshd and the Slack recorder
   (tests/support/compose_stack.py).
@@ -26,8 +29,17 @@ import pytest
 
 from tests.conftest import PG_ADMIN_URL, _pg
 from tests.support.compose_stack import IMAGE, ComposeStack, build_image, image_size_bytes
-from tests.support.docker_engine import DockerUnavailable, docker, ensure_base_image, ensure_engine, network_state
-from tests.support.postgres_image import ensure_postgres_image, shipped_image
+from tests.support.docker_engine import (
+    BASE_IMAGE,
+    DockerUnavailable,
+    docker,
+    ensure_base_image,
+    ensure_engine,
+    network_state,
+    remove_images,
+)
+from tests.support.postgres_image import IMAGE as POSTGRES_IMAGE
+from tests.support.postgres_image import ensure_postgres_image
 from tests.support.slack_recorder import SlackApiRecorder
 from tests.support.slack_requests import signed_headers, slash_command_body
 from tests.test_serve import free_port
@@ -43,6 +55,14 @@ BUILDS: dict[str, float] = {}
 """Seconds each image took to build in this run (0: the engine had it), printed by the tests."""
 
 
+TEST_IMAGES = (POSTGRES_IMAGE, IMAGE, BASE_IMAGE)
+"""The images these tests build, children before their base (the order they are removed in)."""
+
+
+def _has(tag: str) -> bool:
+    return docker("image", "inspect", tag, check=False, timeout=60).returncode == 0
+
+
 @pytest.fixture(scope="module")
 def engine():
     before = network_state()
@@ -50,10 +70,13 @@ def engine():
         engine = ensure_engine()
     except DockerUnavailable as exc:
         pytest.fail(f"no Docker engine: {exc}")
+    had = {tag for tag in TEST_IMAGES if _has(tag)}
     try:
         yield engine
     finally:
+        images_left = remove_images([tag for tag in TEST_IMAGES if tag not in had])
         left = engine.stop()
+        assert not images_left, f"images not removed: {images_left}"
         if engine.started is not None:  # an engine that ran before the tests keeps its networks
             after = network_state()
             assert not left, left
@@ -71,7 +94,7 @@ def image(engine):
 @pytest.fixture(scope="module")
 def postgres_image(image):
     BUILDS["postgres"] = ensure_postgres_image()
-    return shipped_image()
+    return POSTGRES_IMAGE
 
 
 def test_image_is_small_multi_stage_non_root_and_health_checked(image):
@@ -266,7 +289,7 @@ async def test_the_shipped_db_service_is_migrated_and_stores_a_snapshot(image, p
     stack.write()
     try:
         up = time.monotonic()
-        stack.compose("up", "-d", "--no-build")  # both services; the bot once db's healthcheck passes
+        stack.compose("up", "-d")  # as docs/deployment.md says offline: both services, the bot once db is healthy
         async with aiohttp.ClientSession() as http:  # Slack is out of reach from the bridge: unready on that alone
             await _unready_on_slack(http, f"http://127.0.0.1:{port}", timeout=180)
         ready = time.monotonic() - up

@@ -8,13 +8,14 @@ Compose picks the files itself. Two ways, as the files offer:
 * ``database_url`` given: a PostgreSQL that already runs (this machine's, a fresh test database). Its
   ``.env`` says ``COMPOSE_FILE=docker-compose.yml`` and ``GPUBOT_DATABASE_URL=…``, as .env.example
   shows: the override and its ``db`` are left out.
-* ``database_url`` ``None``: the shipped ``db`` service, unchanged (``postgres:16``: the engine must
-  have an image of that name; tests/support/postgres_image.py builds a stand-in).
+* ``database_url`` ``None``: the shipped ``db`` service, unchanged; its image is named in ``.env``
+  (``POSTGRES_IMAGE``: tests/support/postgres_image.py builds one), as on a machine without a registry.
 
-Only what this machine needs is changed in the ``bot`` service: the image is built from a local
-base; with ``host_network`` it joins the host network (to reach this machine's PostgreSQL, the test
-sshd on 127.0.0.x and the Slack recorder), so its ``ports`` go (Docker refuses port bindings on the
-host network) and ``GPUBOT_HTTP_PORT`` is a free port.
+The bot's image is :data:`IMAGE`, built by ``make image`` (:func:`build_image`) on a local base and named in
+``.env`` (``GPUBOT_IMAGE``), so ``docker-compose up -d`` needs no registry and builds nothing. Only what
+this machine needs is changed in the ``bot`` service, and only with ``host_network``: it joins the host
+network (to reach this machine's PostgreSQL, the test sshd on 127.0.0.x and the Slack recorder), so its
+``ports`` go (Docker refuses port bindings on the host network) and ``GPUBOT_HTTP_PORT`` is a free port.
 """
 
 from __future__ import annotations
@@ -31,16 +32,29 @@ from pathlib import Path
 import yaml
 
 from tests.support.docker_engine import BASE_IMAGE, docker
+from tests.support.leftovers import label_args
+from tests.support.postgres_image import IMAGE as POSTGRES_IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
+_PROJECT_VARIABLES = ("COMPOSE_FILE", "GPUBOT_DATABASE_URL", "POSTGRES_PASSWORD", "GPUBOT_IMAGE", "POSTGRES_IMAGE")
+"""Read from the project's ``.env`` only, never from the tests' environment."""
 IMAGE = "gpubot-test:latest"
 IMAGE_UID = 10001
 
 
 def build_image(tag: str = IMAGE, base: str = BASE_IMAGE) -> float:
-    """``docker build`` the repository's Dockerfile on ``base``; returns seconds."""
+    """``make image`` (the repository's Dockerfile, ``docker build``) on ``base``, tagged ``tag`` and labelled as
+    this run's; returns seconds."""
     started = time.monotonic()
-    docker("build", "--build-arg", f"BASE={base}", "-t", tag, str(ROOT), timeout=1800)
+    res = subprocess.run(
+        ["make", "-s", "image", f"BASE={base}", f"IMAGE={tag}", f"DOCKER_BUILD_ARGS={' '.join(label_args())}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    if res.returncode != 0:
+        raise subprocess.CalledProcessError(res.returncode, res.args, res.stdout, res.stderr)
     return time.monotonic() - started
 
 
@@ -66,16 +80,16 @@ class ComposeStack:
     def write(self) -> None:
         """The project folder: the compose file, .env, the SSH key."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-        bot = doc["services"]["bot"]
-        bot.update({"build": {"context": str(ROOT), "args": {"BASE": BASE_IMAGE}}, "image": IMAGE})
+        shutil.copy(ROOT / "docker-compose.yml", self.folder / "docker-compose.yml")
         if self.host_network:
+            doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+            bot = doc["services"]["bot"]
             bot.pop("ports")
             bot["network_mode"] = "host"
             bot["environment"]["GPUBOT_HTTP_PORT"] = str(self.http_port)
-        (self.folder / "docker-compose.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+            (self.folder / "docker-compose.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
         shutil.copy(ROOT / "docker-compose.override.yml", self.folder / "docker-compose.override.yml")
-        env = dict(self.env)
+        env = {"GPUBOT_IMAGE": IMAGE, "POSTGRES_IMAGE": POSTGRES_IMAGE, **self.env}  # images built here, by name
         if self.database_url is not None:  # the two lines .env.example shows for an existing PostgreSQL
             env.update({"COMPOSE_FILE": "docker-compose.yml", "GPUBOT_DATABASE_URL": self.database_url})
         env_file = self.folder / ".env"
@@ -92,9 +106,7 @@ class ComposeStack:
     ) -> subprocess.CompletedProcess[str]:
         """Run ``docker-compose -p PROJECT ARGS`` in the project folder (Compose picks the files, as for users)."""
         cmd = ["docker-compose", "--no-ansi", "-p", self.project, *args]
-        env = {
-            k: v for k, v in os.environ.items() if k not in ("COMPOSE_FILE", "GPUBOT_DATABASE_URL", "POSTGRES_PASSWORD")
-        }
+        env = {k: v for k, v in os.environ.items() if k not in _PROJECT_VARIABLES}
         res = subprocess.run(
             cmd,
             cwd=self.folder,

@@ -4,8 +4,9 @@ No image registry is reachable from the build machines, so the base image is mad
 ``debootstrap --variant=minbase`` of the Debian release this machine runs, with ``python3``,
 ``python3-venv`` and ``ca-certificates``, imported with ``docker import``. This machine's CA
 bundle is copied in and ``PIP_CERT`` points at it, so ``pip`` inside a build reaches the package
-registry the way it does here. The image stays in the engine (``BASE_IMAGE``) and is reused by
-later runs; building it takes about a minute.
+registry the way it does here. The image (``BASE_IMAGE``) carries this run's label and is removed
+with the other images the tests built (:func:`remove_images`) unless ``GPUBOT_TEST_KEEP_IMAGES=1`` keeps them for the
+next run; building it takes a few minutes.
 
 Needs root and the ``docker.io``, ``docker-compose`` and ``debootstrap`` packages (``make
 deps-system`` installs them).
@@ -29,7 +30,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from tests.support.leftovers import label_args
+
 BASE_IMAGE = "gpubot-test-base:debian"
+KEEP_IMAGES = os.environ.get("GPUBOT_TEST_KEEP_IMAGES") == "1"
+"""``GPUBOT_TEST_KEEP_IMAGES=1``: keep the images the tests build for the next run (:func:`remove_images`)."""
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 
 
@@ -189,6 +194,17 @@ def ensure_engine(log_path: str = "/tmp/gpubot-test-dockerd.log") -> Engine:
     raise DockerUnavailable(f"dockerd did not answer within 60 s; see {log_path}")
 
 
+def remove_images(tags: list[str]) -> list[str]:
+    """Remove ``tags`` (those this run built: :func:`ensure_base_image` and the like return 0 s for an image
+    the engine had) and this run's dangling build layers, unless :data:`KEEP_IMAGES`; returns what is left."""
+    if KEEP_IMAGES:
+        return []
+    for tag in tags:
+        docker("image", "rm", "-f", tag, check=False, timeout=120)
+    docker("image", "prune", "-f", "--filter", f"label={label_args()[1]}", check=False, timeout=120)
+    return [tag for tag in tags if docker("image", "inspect", tag, check=False, timeout=60).returncode == 0]
+
+
 def _suite_and_mirror() -> tuple[str, str]:
     release = {}
     with open("/etc/os-release") as f:
@@ -223,6 +239,8 @@ def ensure_base_image(tag: str = BASE_IMAGE) -> float:
         try:
             docker(
                 "import",
+                "--change",
+                f"LABEL {label_args()[1]}",
                 "--change",
                 "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
                 "--change",
