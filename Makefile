@@ -66,13 +66,14 @@ test: deps-system setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/python -m pytest -q
 
-# test-fast leaves out three markers (tests/conftest.py): sshd, postgres, process (starts gpubot as a program,
-# Docker, or dozens of programs); tests/support/markers.py checks sshd and process as tests run. It runs on two workers (pytest-xdist)
-# and keeps compiled bytecode between runs even where the environment sets PYTHONDONTWRITEBYTECODE.
-# Measured on the 2-core machine: 420 tests in 12.0-12.4 s wall (three runs, load average about 2), about 18 s of CPU;
-# serially 18.6 s. While other full test runs load the machine (load average 6-9): 20-36 s.
+# test-fast leaves out four markers (pyproject.toml, tests/conftest.py): sshd, postgres, process (starts gpubot as a
+# program, Docker, make, multiprocessing workers or dozens of programs) and slow (seconds of CPU each);
+# tests/support/markers.py checks sshd and process as tests run. It runs on two workers (pytest-xdist), keeps compiled
+# bytecode between runs even where the environment sets PYTHONDONTWRITEBYTECODE, and prints its five slowest tests.
+# Its fish-completion test runs fish: make deps-system installs it.
 test-fast: setup
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 -m "not sshd and not postgres and not process"
+	@command -v fish >/dev/null || { echo "make test-fast needs fish (its completion test): run make deps-system (as root)" >&2; exit 2; }
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --durations=5 -m "not sshd and not postgres and not process and not slow"
 
 # The Docker image (docs/deployment.md), IMAGE built on BASE: any Debian-like image with python3 >= 3.11 and venv.
 # Without a registry, BASE is one the engine already has (loaded or built locally); then `docker-compose up -d`

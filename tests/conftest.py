@@ -46,6 +46,11 @@ async def _pg(statement: str) -> None:
     await engine.dispose()
 
 
+LONGER_TIMEOUTS = (("docker", 600), ("process", 600), ("sshd", 300))
+"""pytest-timeout's limit, in seconds, for a test with one of these markers and no ``timeout`` marker of its own
+(pyproject.toml's ``timeout`` for the rest): they wait on programs and sessions that a loaded machine slows."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "ssh_server" in getattr(item, "fixturenames", ()):
@@ -53,6 +58,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if callspec is not None and callspec.params.get("database_url") == "postgresql":
             item.add_marker(pytest.mark.postgres)
+        if item.get_closest_marker("timeout") is None:
+            limit = next((s for name, s in LONGER_TIMEOUTS if item.get_closest_marker(name)), None)
+            if limit is not None:
+                item.add_marker(pytest.mark.timeout(limit))
 
 
 @pytest.fixture(scope="session", params=["sqlite", "postgresql"])

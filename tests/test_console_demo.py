@@ -68,6 +68,7 @@ def test_a_configured_policy_turns_the_demo_off(tmp_path):
     assert not os.path.exists(tmp_path / "data")
 
 
+@pytest.mark.slow  # a race run in a loop: seconds of CPU
 def test_a_link_swapped_in_a_loop_never_gets_a_byte(tmp_path):
     """Another process swaps the sample folder and a sample file between real ones and links to a victim while the
     console starts again and again: each start makes the demo or fails with OSError, the victim is never written."""

@@ -5,6 +5,8 @@ import builtins
 import inspect
 from pathlib import Path
 
+import pytest
+
 import bot.foundation.errors
 
 BOT = Path(bot.foundation.errors.__file__).parents[1]  # bot/, every layer folder
@@ -22,6 +24,7 @@ def _base_name(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
 
 
+@pytest.mark.slow  # every module of bot/, parsed: a second of CPU
 def test_no_exception_class_is_defined_outside_bot_errors():
     stray = []
     for path in sorted(BOT.rglob("*.py")):

@@ -1,5 +1,5 @@
 """`status all` over 2,000 simulated hosts through the real Bolt app and the worker processes serve
-uses (issue 23 item 4, the test-sized twin of bench/fleet_sim.py): the fan-out runs in two
+uses (the test-sized twin of bench/fleet_sim.py): the fan-out runs in two
 ``LocalPool`` processes whose runner answers each host after 0-5 ms (tests/support/fleet_sim.py), the
 Web API recorder refuses, as Slack does, a message past 13,000 characters of block text. The final
 message and every thread message stay within Slack's limits (slack_sdk's own block validation,
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+
+import pytest
 
 from bot.domain.hosts.models import Host
 from bot.flows.workers.local import LocalPool
@@ -25,6 +27,8 @@ from tests.support.fleet_sim import (
 from tests.support.slack_recorder import SlackApiRecorder
 
 HOSTS = 2000
+
+pytestmark = pytest.mark.process  # two worker processes (multiprocessing)
 
 
 async def test_status_all_over_2000_hosts_in_the_workers_ends_in_one_message_slack_accepts(

@@ -180,6 +180,7 @@ async def test_store_and_store_many_keep_the_flags_and_the_hours(sessions):
     ]
 
 
+@pytest.mark.slow  # random writes against a recount: about a second of CPU
 async def test_random_writes_agree_with_a_recount(sessions):
     rng = random.Random(6)
     for step in range(14):
@@ -231,6 +232,7 @@ def brute_points(rows, since: datetime, until: datetime, points: int) -> list[Po
     return [Point(p[0], p[1], max(p[2], default=None), min(p[3], default=None), p[4]) for _, p in sorted(out.items())]
 
 
+@pytest.mark.slow  # long windows recounted row by row: over a second of CPU
 async def test_long_windows_from_the_flags_and_the_hours_equal_the_row_by_row_answer(sessions, monkeypatch):
     rng = random.Random(174)
     verdict, items, rows = "ready", [], []

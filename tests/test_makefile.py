@@ -51,27 +51,32 @@ def _make(folder: Path, *args: str, **env: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.process
 def test_make_run_opens_the_console_without_a_token(folder: Path):
     assert _make(folder, "run")[-1] == "gpubot console"
 
 
+@pytest.mark.process
 def test_make_run_serves_with_the_tokens_in_dot_env(folder: Path):
     (folder / ".env").write_text("SLACK_BOT_TOKEN=xoxb-123-fake\nSLACK_APP_TOKEN=xapp-1-fake\n")
     assert _make(folder, "run")[-1] == "gpubot serve"
 
 
+@pytest.mark.process
 def test_make_run_serves_with_the_gpubot_name_of_the_token(folder: Path):
     assert _make(folder, "run", GPUBOT_SLACK_BOT_TOKEN="xoxb-123-fake")[-1] == "gpubot serve"
     (folder / ".env").write_text("GPUBOT_SLACK_BOT_TOKEN=xoxb-123-fake\n")
     assert _make(folder, "run")[-1] == "gpubot serve"
 
 
+@pytest.mark.process
 def test_make_run_opens_the_console_with_dot_env_example_copied_as_it_is(folder: Path):
     """`cp .env.example .env` before filling it in: the placeholder token is no token."""
     (folder / ".env").write_text((Path(__file__).resolve().parents[1] / ".env.example").read_text())
     assert _make(folder, "run")[-1] == "gpubot console"
 
 
+@pytest.mark.process
 def test_make_run_leaves_bad_settings_to_the_console(folder: Path):
     """Settings that do not load are no token: the console (gpubot itself) says what is wrong with them."""
     (folder / ".env").write_text("SLACK_BOT_TOKEN=xoxb-123-fake\nGPUBOT_FOOBAR=1\n")

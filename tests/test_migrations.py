@@ -58,6 +58,7 @@ def _inventory(path: str) -> list[tuple]:
         ).fetchall()
 
 
+@pytest.mark.slow  # runs the migrations: about a second of CPU
 def test_an_upgraded_database_from_before_0008_counts_a_gpu_that_vanished_missing(tmp_path, monkeypatch, capsys):
     """The code before 0008 stored two 8-GPU snapshots of localhost; after the upgrade GPU 7 is
     gone. It read *ready* (0008 made the inventory empty and nothing rebuilt it); now the upgrade
@@ -180,6 +181,7 @@ def _revision(path: str) -> str:
         return db.execute("SELECT version_num FROM alembic_version").fetchone()[0]
 
 
+@pytest.mark.slow  # runs the migrations up and down: about a second of CPU
 def test_db_downgrade_says_what_it_undoes_and_asks_first(tmp_path, monkeypatch, capsys):
     path = str(tmp_path / "g.db")
     monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{path}")
@@ -214,6 +216,7 @@ def test_db_downgrade_says_what_it_undoes_and_asks_first(tmp_path, monkeypatch, 
     assert main(["db", "downgrade", "0007", "--yes"]) == 74 and not (tmp_path / "none.db").exists()
 
 
+@pytest.mark.slow  # runs the migrations: about a second of CPU
 def test_db_upgrade_says_from_which_revision_to_which_and_lists_revisions_in_order(tmp_path, monkeypatch, capsys):
     """`db upgrade` only ever said "database is at the newest revision"; the merge of 0003 and 0004 was
     listed as 0005, 0003, 0004."""

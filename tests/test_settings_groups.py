@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from bot.foundation.config import GROUPS, Settings
 
 BOT = Path(__file__).resolve().parent.parent / "bot"
@@ -108,6 +110,7 @@ def test_the_scan_finds_flat_reads_and_passes_group_reads() -> None:
     ]
 
 
+@pytest.mark.slow  # every module of bot/, parsed
 def test_bot_reads_settings_through_their_groups() -> None:
     problems = []
     for path in sorted(BOT.rglob("*.py")):
@@ -140,6 +143,7 @@ def _group_parameters(trees: list[ast.Module]) -> dict[str, dict[int | str, str]
     return found
 
 
+@pytest.mark.slow  # every module of bot/, parsed
 def test_bot_passes_a_group_where_a_group_is_taken() -> None:
     """``Settings`` inherits every group, so mypy accepts ``plan_for(settings, ...)`` where ``settings.probes``
     is meant; this catches it."""

@@ -182,6 +182,7 @@ def test_the_runner_says_how_long_it_waits_less_a_margin():
     assert left_line(0.5) == "GPUBOT_LEFT_S=1\n"
 
 
+@pytest.mark.slow  # draws a chart of many hosts: over a second of CPU
 async def test_the_report_chart_reads_every_hosts_points_in_two_statements(services):
     from datetime import timedelta
 

@@ -22,6 +22,8 @@ from tests.support.scripted import idle_h200, out, probe_batch
 from tests.support.slack_recorder import SlackApiRecorder, block_text_length
 
 HOSTS = 1000
+
+pytestmark = pytest.mark.slow  # a 1,000-host answer rendered and sent: 4-5 s of CPU each
 SLACK_REFUSES_PAST = 13_000
 
 

@@ -165,14 +165,15 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     _start.seen_root |= new
 
 
-def _found() -> dict[str, Any]:
-    """What this process left: ``failed`` (lines naming it) and ``noted`` (lines that do not fail the run)."""
+def _found(*, ran_tests: bool) -> dict[str, Any]:
+    """What this process left: ``failed`` (lines naming it) and ``noted`` (lines that do not fail the run).
+    ``ran_tests`` ``False`` (xdist's controller): the accounts and ``/`` are the workers' to check."""
     assert _start is not None
     failed, noted = [], []
     users = sorted(u for u in _users() - _start.users if _mine(u))
     if users:
         failed.append(f"login accounts left: {', '.join(users)} (userdel them; tests/support/osuser.py)")
-    left_root = _root() - _start.root
+    left_root = _root() - _start.root if ran_tests else set()
     for name in sorted(left_root):
         if name in _start.blamed:
             failed.append(f"/{name} left in / (first seen after {_start.blamed[name]})")
@@ -203,7 +204,8 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _start is None:
         return
-    found = _found()
+    distributed = getattr(session.config.option, "dist", "no") != "no"  # xdist's controller: workers run the tests
+    found = _found(ran_tests=hasattr(session.config, "workerinput") or not distributed)
     if hasattr(session.config, "workerinput"):
         session.config.workeroutput["gpubot_leftovers"] = found  # type: ignore[attr-defined]
         return

@@ -9,6 +9,8 @@ fast loop runs what it says: every test but those that need sshd or PostgreSQL o
   - a Python module as a program, ``python -m MODULE``: gpubot itself (``-m bot``: the CLI, ``serve``,
     ``console``) or a helper of ours that imports it; each start costs a second or more of imports;
   - Docker or Compose (``docker``, ``dockerd``, ``docker-compose``);
+  - a Python process through :mod:`multiprocessing` (a ``ProcessPoolExecutor``'s workers, a ``Process``);
+  - ``make`` with a target to run (``make -n``, which only prints the recipes, does not count);
   - more than :data:`MANY` programs of any kind (a shell per Hypothesis example, say)
 
   must carry ``@pytest.mark.process``, and a test carrying it must do one of those. A few short
@@ -16,11 +18,13 @@ fast loop runs what it says: every test but those that need sshd or PostgreSQL o
   fast loop.
 
 A test that breaks a rule fails, naming the fix. Programs are seen through :class:`subprocess.Popen`
-(asyncio's subprocesses use it too). Use with ``pytest_plugins = ["tests.support.markers"]``.
+(asyncio's subprocesses use it too) and :meth:`multiprocessing.process.BaseProcess.start`.
+Use with ``pytest_plugins = ["tests.support.markers"]``.
 """
 
 from __future__ import annotations
 
+import multiprocessing.process
 import os
 import re
 import subprocess
@@ -30,12 +34,15 @@ from typing import Any
 import pytest
 
 MANY = 25
+MULTIPROCESSING = "<multiprocessing>"
+"""How a process started by :mod:`multiprocessing` (a pool's worker, a ``Process``) is recorded."""
 DOCKER = frozenset({"docker", "dockerd", "docker-compose"})
 PYTHON_MODULE = re.compile(r"(?:^|\s)-m\s+\S")
 
 _started: list[str] | None = None  # command lines started by the running test's call or fixture; None between
 _sshd_fixtures: set[str] = set()  # names of the fixtures seen starting an sshd
 _original_init = subprocess.Popen.__init__
+_original_start = multiprocessing.process.BaseProcess.start
 
 
 def _command_line(args: Any) -> str:
@@ -54,6 +61,12 @@ def _recording_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs
     _original_init(self, args, *rest, **kwargs)
 
 
+def _recording_start(self: multiprocessing.process.BaseProcess) -> None:
+    if _started is not None:
+        _started.append(f"{MULTIPROCESSING} {self.name}")
+    _original_start(self)
+
+
 def starts_sshd(command_lines: list[str]) -> bool:
     return any(_program(line) == "sshd" for line in command_lines)
 
@@ -65,6 +78,10 @@ def programs_started(command_lines: list[str]) -> str | None:
             return f"it runs a Python module as a program ({line[:120]!r})"
         if _program(line) in DOCKER:
             return f"it runs Docker ({line[:120]!r})"
+        if _program(line) == "make" and " -n" not in f" {line} ":
+            return f"it runs make, whose recipes start programs ({line[:120]!r})"
+        if line.startswith(MULTIPROCESSING):
+            return f"it starts a Python process with multiprocessing ({line[len(MULTIPROCESSING) + 1 :][:120]!r})"
     if len(command_lines) > MANY:
         return f"it starts {len(command_lines)} programs"
     return None
@@ -72,10 +89,12 @@ def programs_started(command_lines: list[str]) -> str | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     subprocess.Popen.__init__ = _recording_init  # type: ignore[method-assign]
+    multiprocessing.process.BaseProcess.start = _recording_start  # type: ignore[method-assign]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     subprocess.Popen.__init__ = _original_init  # type: ignore[method-assign]
+    multiprocessing.process.BaseProcess.start = _original_start  # type: ignore[method-assign]
 
 
 @pytest.hookimpl(wrapper=True)
