@@ -17,6 +17,7 @@ from bot.flows.workers.dispatch import FleetJobs
 from bot.flows.workers.local import LocalPool
 from bot.foundation.config import Settings, SshSettings
 from bot.foundation.db.session import make_engine, make_session_factory
+from bot.foundation.lifecycle import CheckQueue
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
 
 
@@ -94,4 +95,7 @@ def open_services(settings: Settings, *, fleet_thread: bool | None = None, worke
         engine=engine,
         fleet_loop=fleet_loop,
         fleet_jobs=fleet_jobs,
+        checks=CheckQueue(settings.probes.max_concurrent_checks, settings.probes.max_queued_checks)
+        if workers
+        else None,
     )

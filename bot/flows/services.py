@@ -17,7 +17,7 @@ from bot.foundation.config import Settings
 from bot.foundation.db.base import utcnow
 from bot.foundation.db.session import SessionFactory
 from bot.foundation.errors import SshConfigRefused
-from bot.foundation.lifecycle import WorkGate
+from bot.foundation.lifecycle import CheckQueue, WorkGate
 from bot.probing.ssh.runner import Runner
 from bot.probing.ssh.target import HostTarget
 
@@ -57,6 +57,8 @@ class Services:
     """Runs fleet fan-outs in worker processes (:class:`bot.flows.workers.dispatch.FleetJobs`; ``None``:
     in this process). Set for ``gpubot serve`` only; a worker's own services have none."""
     gate: WorkGate = field(default_factory=WorkGate)
+    checks: CheckQueue | None = None
+    """The admission of single-host checks (``gpubot serve``: a bounded queue; ``None``: no limit)."""
     executor_id: str = field(default_factory=process_identity)
 
     def runner_known_hosts(self) -> str:

@@ -269,6 +269,12 @@ class ProbeSettings(BaseModel):
     max_concurrent_probes: int = 16
     """Hosts probed at once by fleet commands on a new connection (an SSH handshake: the key exchange's CPU,
     and a burst of logins that a host's sshd ``MaxStartups`` refuses)."""
+    max_concurrent_checks: int = Field(default=16, ge=1)
+    """Single-host checks (``/gpu status HOST``) ``gpubot serve`` runs at once; more wait in a queue, their
+    message saying "busy: N checks are running; yours is queued"."""
+    max_queued_checks: int = Field(default=200, ge=0)
+    """Single-host checks that may wait for one of the ``max_concurrent_checks`` slots; one more is refused
+    ("busy: … try again in a minute"), nothing started."""
     max_concurrent_pooled_probes: int = Field(default=64, ge=1)
     """Hosts probed at once by fleet commands on an open pooled connection (no handshake, no login: a channel
     on it), besides the ``max_concurrent_probes`` on new ones; a probe picks its limit before it starts. 64, 4×

@@ -16,6 +16,7 @@
     ├── UnsafeSudoersWord     a name that cannot be written into a sudoers rule (also a ``ValueError``)
     ├── StoredShapeError      a stored JSON document this code cannot read (malformed, or from a newer version)
     ├── ShuttingDown          new work refused while the process shuts down
+    ├── Busy                  a check refused because as many are running and queued as the bot takes
     ├── JobIncomplete         a worker's fan-out job left hosts unprobed (it stops): its queue retries the rest
     └── ProbeError            a probe batch could not run (``partial``: what arrived before it stopped)
         ├── HostUnreachable   connection refused, timed out, DNS, auth failure
@@ -250,6 +251,19 @@ class ShuttingDown(GpubotError):
     """Raised instead of starting new work while the process shuts down."""
 
     kind = "shutting_down"
+
+
+class Busy(GpubotError):
+    """A single-host check refused because ``running`` checks are running and ``queued`` are waiting already
+    (``GPUBOT_MAX_CONCURRENT_CHECKS``, ``GPUBOT_MAX_QUEUED_CHECKS``), or the database's connections are all in
+    use; the message says how busy, and that nothing was started."""
+
+    kind = "busy"
+
+    def __init__(self, message: str, *, running: int | None = None, queued: int | None = None):
+        super().__init__(message)
+        self.running = running
+        self.queued = queued
 
 
 class JobIncomplete(GpubotError):

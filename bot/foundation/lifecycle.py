@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from bot.foundation.errors import ShuttingDown
+from bot.foundation.errors import Busy, ShuttingDown
 
 
 def resume(task: asyncio.Task[Any] | None) -> None:
@@ -144,3 +144,92 @@ class WorkGate:
                 return False
             await asyncio.sleep(min(self.poll_s, max(0.0, deadline - time.monotonic())))
         return True
+
+
+class CheckQueue:
+    """Admission of single-host checks (``/gpu status HOST``): at most ``running`` at once, at most ``queued``
+    waiting for a slot (first come, first served); one more is refused with :class:`~bot.foundation.errors.Busy`,
+    saying how busy. So a burst of requests waits in a bounded queue, told as such, instead of exhausting the
+    database's connections. One per process, on one event loop.
+
+        admitted = checks.admit()          # at once: a slot, a place in the queue, or Busy
+        async with admitted:               # waits for the slot when queued; gives it back at the end
+            ..."""
+
+    def __init__(self, running: int, queued: int):
+        self.limit = max(1, running)
+        self.queued = max(0, queued)
+        self.running = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def waiting(self) -> int:
+        """Checks waiting for a slot."""
+        return len(self._waiters)
+
+    def admit(self) -> Admitted:
+        """A slot now, or a place in the queue (:attr:`Admitted.queued`); :class:`~bot.foundation.errors.Busy`
+        when the queue is full too. Decided at once (no ``await``), so the order of requests is kept."""
+        if self.running < self.limit and not self._waiters:
+            self.running += 1
+            return Admitted(self, None)
+        if len(self._waiters) >= self.queued:
+            raise Busy(
+                f"busy: {self.running} checks are running and {len(self._waiters)} are queued; "
+                "yours was not started, try again in a minute",
+                running=self.running,
+                queued=len(self._waiters),
+            )
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        return Admitted(self, waiter)
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes to it: running stays the same
+                return
+        self.running -= 1
+
+
+class Admitted:
+    """A check let in by :meth:`CheckQueue.admit`: ``async with`` it waits for its slot (when queued) and gives
+    the slot back on leaving, however the block ends (one never entered: :meth:`cancel`)."""
+
+    def __init__(self, checks: CheckQueue, waiter: asyncio.Future[None] | None):
+        self.checks = checks
+        self.waiter = waiter
+        self.ahead = checks.waiting - 1 if waiter is not None else 0
+        """Checks queued before this one when it was admitted."""
+        self._holding = waiter is None
+
+    @property
+    def queued(self) -> bool:
+        """Whether it had to wait for a slot."""
+        return self.waiter is not None
+
+    async def __aenter__(self) -> Admitted:
+        if not self._holding and self.waiter is not None:
+            try:
+                await self.waiter
+            except BaseException:
+                self.cancel()
+                raise
+            self._holding = True
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+    def cancel(self) -> None:
+        """Give back the slot, or the place in the queue (idempotent)."""
+        waiter, self.waiter = self.waiter, None
+        if self._holding:
+            self._holding = False
+            self.checks._release()
+        elif waiter is not None:
+            if waiter in self.checks._waiters:
+                self.checks._waiters.remove(waiter)
+            elif waiter.done() and not waiter.cancelled():
+                self.checks._release()  # handed a slot it will not use: pass it on

@@ -18,6 +18,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from bot.foundation.errors import DatabaseUnavailable, GpubotError, NotFoundError, PermissionDenied, UsageError
 from bot.slack.blocks import error_blocks
@@ -59,6 +60,9 @@ def _said(exc: BaseException) -> tuple[str, str | None]:
         return str(exc), None
     if isinstance(exc, GpubotError):
         return str(exc), None
+    if isinstance(exc, PoolTimeout):  # every database connection in use: overload, said as such
+        log.warning("busy: %s", exc)
+        return "busy: every database connection is in use; nothing was started, try again in a minute", None
     error_id = secrets.token_hex(4)
     log.error("unhandled error %s", error_id, exc_info=exc, extra={"error_id": error_id})
     return "Something went wrong on our side; an admin can look it up by this id.", error_id

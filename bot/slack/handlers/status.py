@@ -3,6 +3,7 @@ details in the thread when they do not fit)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -20,6 +21,7 @@ from bot.slack.blocks import (
     probing_blocks,
     progress_blocks,
     status_blocks,
+    text_blocks,
 )
 from bot.slack.context import CommandContext, MessageRef, too_long
 from bot.slack.router import Router
@@ -60,8 +62,22 @@ async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
 
 async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
     resolved = await ctx.known_host(host)  # an unknown name is answered to the caller alone, before anything is posted
-    ref = await ctx.post(f"probing {host}…", probing_blocks(host))
-    async with ctx.working_in(ref):  # an error from here on is shown in that message
+    checks = ctx.services.checks
+    admitted = checks.admit() if checks is not None else None  # a full queue is told to the caller alone
+    try:
+        if admitted is not None and admitted.queued:
+            assert checks is not None
+            text = f"busy: {checks.running} checks are running; yours is queued (number {admitted.ahead + 1})"
+            ref = await ctx.post(text, text_blocks(f":hourglass: {text}"))
+        else:
+            ref = await ctx.post(f"probing {host}…", probing_blocks(host))
+    except BaseException:
+        if admitted is not None:
+            admitted.cancel()
+        raise
+    async with ctx.working_in(ref), admitted or contextlib.nullcontext():  # an error from here on is shown in ref
+        if admitted is not None and admitted.queued:
+            await ctx.update(ref, f"probing {host}…", probing_blocks(host))
         report = await check_host(
             services=ctx.services,
             host_name=host,
