@@ -4,7 +4,7 @@ from bot.domain.grants.models import Delivery, RoleGrant
 from bot.domain.history import models as _history_indexes  # noqa: F401  (indexes on snapshots)
 from bot.domain.hosts.models import Host
 from bot.domain.snapshots.models import GpuSeen, Snapshot, SnapshotHour
-from bot.flows.actions.models import ActionRequest, ActionStep, Approval
+from bot.flows.actions.models import ActionRequest, ActionStep, Approval, Fetch
 from bot.flows.reports.models import ReportRun, ReportSchedule
 from bot.flows.watches.models import Silence, Watch, WatchAlert
 from bot.flows.workers.models import FleetRun, FleetRunHost, FleetWorker
@@ -13,6 +13,7 @@ from bot.foundation.db.base import Base
 __all__ = [
     "ActionRequest",
     "ActionStep",
+    "Fetch",
     "Approval",
     "Base",
     "Delivery",

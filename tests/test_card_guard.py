@@ -14,7 +14,7 @@ from sqlalchemy import func, select, update
 
 from bot.flows.actions.models import ActionRequest, ActionStep, Approval
 from bot.slack.action_blocks import FOLLOW_UP_IDS
-from bot.slack.ids import NOT_REQUEST_BOUND, ActionId, alert_bound, request_bound
+from bot.slack.ids import NOT_REQUEST_BOUND, ActionId, alert_bound, fetch_bound, request_bound
 from tests.actions_support import fast, operators, register, weights
 from tests.slack_env import APPROVE, REJECT, buttons, click, is_card
 from tests.support.fakestate import unit
@@ -26,7 +26,12 @@ CHANNEL_CALLS = ("chat.postMessage", "chat.update", "chat.delete", "chat.postEph
 
 def test_every_button_is_checked_against_its_card_or_says_why_it_need_not_be():
     for action_id in ActionId:
-        kinds = [request_bound(action_id.value), alert_bound(action_id.value), action_id in NOT_REQUEST_BOUND]
+        kinds = [
+            request_bound(action_id.value),
+            alert_bound(action_id.value),
+            fetch_bound(action_id.value),
+            action_id in NOT_REQUEST_BOUND,
+        ]
         assert kinds.count(True) == 1, action_id
     assert {ActionId.ACTION_APPROVE, ActionId.ACTION_REJECT, ActionId.ACTION_REPLAN, *FOLLOW_UP_IDS.values()} <= set(
         CARD_BUTTONS

@@ -39,6 +39,7 @@ SAMPLES = {
     "start": "start n1 vllm.service",
     "restart": "restart n1 vllm.service",
     "pivot": "pivot n1 from=a.service to=b.service",
+    "fetch": "fetch n1 moonshotai/Kimi-K2.5 revision=main include=*.safetensors,*.json",
     "audit": "audit",
     "logs": "logs n1 vllm.service lines=20",
     "history": "history n1",

@@ -229,7 +229,8 @@ class ProbeSettings(BaseModel):
     What a probe reads on a host and how its readings are judged (``bot.probing.probes``, ``bot.domain.readiness``):
     [the verdict](verdict.md). Per host, ``gpubot hosts add … --probe JSON`` (the ``probe`` column of ``hosts``)
     may override ``model_volumes``, ``weight_paths``, ``hf_cache``, ``units``, ``gpu_free_mib``, ``expected_gpus``,
-    ``gpu_backend``, ``unit_health``; it is validated when the host is added, and settings that became invalid make
+    ``gpu_backend``, ``unit_health``, and ``hf_endpoint`` (``GPUBOT_HF_ENDPOINT``'s per host); it is validated when
+    the host is added, and settings that became invalid make
     that host's verdict *unknown* with the reason."""
 
     model_config = _GROUP_CONFIG
@@ -478,6 +479,24 @@ class ActionSettings(BaseModel):
     """An executing action whose heartbeat is older than this is reported as interrupted."""
     action_sweep_interval_s: float = 60.0
     """At most this often, a request reaching the bot also expires due cards and reports interrupted actions."""
+    fetch_needs_approval: bool = True
+    """Whether ``/gpu fetch`` waits for an approval like every other action (operators and admins, or the
+    approval policy's rule for ``fetch``). ``false``: a fetch starts as soon as it is planned, since it deletes
+    nothing (it still refuses a folder outside the allowed roots, a full disk, a second download into one folder)."""
+    hf_endpoint: str = Field(
+        default="https://huggingface.co", pattern=r"^https?://[A-Za-z0-9.:\[\]_-]+(/[A-Za-z0-9._~/-]*)?$"
+    )
+    """The Hugging Face Hub (or a mirror or proxy of it) that ``/gpu fetch`` downloads from: passed to the host's
+    client as ``HF_ENDPOINT`` and shown on the card. A host's own ``hf_endpoint`` (``--probe``) beats it."""
+    fetch_poll_s: float = Field(default=15.0, gt=0)
+    """Seconds between two looks at a running fetch (one SSH round trip; its progress message is edited after each)."""
+    fetch_stall_s: float = Field(default=600.0, gt=0)
+    """A fetch whose bytes on disk have not grown for this many seconds is shown as stalled ("no progress for
+    10 min")."""
+    fetch_sha256_max_bytes: int = Field(default=200 * 10**9, ge=0)
+    """A finished fetch checks the Hub's sha256 of every LFS file on the host when they add up to at most this many
+    bytes (about 3 min per 100 GB at one core's speed); above it, every file's size and the client's own checks,
+    said so on the card. 0: never."""
 
     @field_validator("allowed_roots")
     @classmethod

@@ -24,11 +24,11 @@ from typing import Any
 
 from slack_bolt.response import BoltResponse
 
-from bot.flows.actions import flows
+from bot.flows.actions import fetches, flows
 from bot.flows.services import Services
 from bot.flows.watches import service as watches
 from bot.foundation.errors import NotFoundError
-from bot.slack.ids import alert_bound, request_bound
+from bot.slack.ids import alert_bound, fetch_bound, request_bound
 
 log = logging.getLogger("gpubot.slack")
 
@@ -51,7 +51,7 @@ class Click:
             return None
         act = body["actions"][0]
         action_id = str(act.get("action_id") or "") if isinstance(act, dict) else ""
-        if not (request_bound(action_id) or alert_bound(action_id)):
+        if not (request_bound(action_id) or alert_bound(action_id) or fetch_bound(action_id)):
             return None
         container = body.get("container") or {}
         return cls(
@@ -104,6 +104,27 @@ async def alert_mismatch(services: Services, click: Click) -> str | None:
     return None
 
 
+FETCH_REFUSED = (
+    "This button does not belong to fetch #{id}: the message you clicked is another fetch's, or none. "
+    "Nothing was done; use the buttons on the fetch's own message."
+)
+
+
+async def fetch_mismatch(services: Services, click: Click) -> str | None:
+    """``None`` when ``click`` (a fetch button, value ``ID`` or ``ID:UNIT``) was pressed on the message that
+    fetch is shown in (its card's thread, as stored on ``fetches``), else the answer to the clicker."""
+    head = click.value.split(":", 1)[0]
+    if not head.isdigit():
+        return f"This button names no fetch (`{click.value[:40]}`); nothing was done."
+    try:
+        view = await fetches.load(services=services, fetch_id=int(head))
+    except NotFoundError:
+        return FETCH_REFUSED.format(id=head)
+    if click.channel is None or click.ts is None or (view.channel, view.progress_ts) != (click.channel, click.ts):
+        return FETCH_REFUSED.format(id=head)
+    return None
+
+
 async def mismatch(services: Services, click: Click) -> str | None:
     """``None`` when ``click`` may act on the request its value names, else the answer to the clicker.
 
@@ -142,7 +163,13 @@ class CardGuard:
         click = Click.of(body)
         if click is None:
             return await next()
-        check = alert_mismatch if alert_bound(click.action_id) else mismatch
+        check = (
+            alert_mismatch
+            if alert_bound(click.action_id)
+            else fetch_mismatch
+            if fetch_bound(click.action_id)
+            else mismatch
+        )
         why = await check(self.services, click)
         if why is None:
             return await next()

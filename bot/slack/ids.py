@@ -13,6 +13,9 @@ import enum
 
 REQUEST_CARD_PREFIX = "gpubot.actions."
 ALERT_CARD_PREFIX = "gpubot.watches."
+FETCH_CARD_PREFIX = "gpubot.fetches."
+"""Buttons of a fetch's message in its card's thread: their ``value`` starts with a fetch id, and
+:mod:`bot.slack.card_guard` checks the click against the message that fetch is shown in."""
 """Buttons of a watch alert message: their ``value`` is an alert id, and
 :mod:`bot.slack.card_guard` checks the click against the message that alert was posted in."""
 
@@ -27,6 +30,9 @@ class ActionId(str, enum.Enum):
     ACTION_PIVOT_BACK = "gpubot.actions.pivot_back"
     ACTION_KILL_CONTINUE = "gpubot.actions.kill_continue"
     WATCH_TAKE = "gpubot.watches.take"
+    FETCH_CANCEL = "gpubot.fetches.cancel"
+    FETCH_PIVOT = "gpubot.fetches.pivot"
+    """A prefix: each unit's button is ``gpubot.fetches.pivot.N`` (ids are unique within a message)."""
 
 
 NOT_REQUEST_BOUND = {
@@ -45,3 +51,8 @@ def request_bound(action_id: str) -> bool:
 def alert_bound(action_id: str) -> bool:
     """True for the buttons of a watch alert message (their ``value`` is an alert id)."""
     return action_id.startswith(ALERT_CARD_PREFIX)
+
+
+def fetch_bound(action_id: str) -> bool:
+    """True for the buttons of a fetch's message (their ``value`` starts with a fetch id)."""
+    return action_id.startswith(FETCH_CARD_PREFIX)

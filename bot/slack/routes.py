@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 
 import bot.words.commands
-from bot.slack.handlers import actions, help, history, hosts, status, watches
+from bot.slack.handlers import actions, fetches, help, history, hosts, status, watches
 from bot.slack.router import Handler, Route, Router
 from bot.words.commands.grammar import CommandSpec, Grammar
 
@@ -22,6 +22,7 @@ ROUTERS: tuple[Router, ...] = (
     status.router,
     hosts.router,
     actions.router,
+    fetches.router,
     history.router,
     watches.router,
     help.router,

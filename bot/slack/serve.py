@@ -36,6 +36,7 @@ from bot.flows.services import Services
 from bot.foundation.config import ServiceSettings, Settings, SlackSettings
 from bot.slack.app import build_app
 from bot.slack.handlers.actions import sweep_forever
+from bot.slack.handlers.fetches import fetches_forever
 from bot.slack.reports import start_scheduler
 from bot.wiring import build_services
 
@@ -85,6 +86,7 @@ class Served:
     port: int
     sched: Any = None
     sweeper: asyncio.Task[None] | None = None
+    fetcher: asyncio.Task[None] | None = None
     stopping: list[float] = field(default_factory=list)
     """The monotonic time the shutdown began, once it has."""
 
@@ -134,8 +136,10 @@ class Served:
                 log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
             self.sched = await start_scheduler(services, app.client)  # reports, retention, background probes
             self.sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
+            self.fetcher = asyncio.create_task(fetches_forever(services, app.client))  # downloads on the hosts
             await stop.wait()
             self.stopping.append(time.monotonic())
+            self.fetcher.cancel()
             return await _drain(settings.service, services, handler, self.sched, self.sweeper)
         except Exception:
             log.exception("gpubot serve failed")
@@ -145,6 +149,8 @@ class Served:
         """Cancel the sweeper, stop the scheduler, close Socket Mode (each only if started or open)."""
         if self.sweeper is not None:
             self.sweeper.cancel()
+        if self.fetcher is not None:
+            self.fetcher.cancel()
         if self.sched is not None:
             self.sched.shutdown()
         if self.handler is not None and not self.handler.client.closed:

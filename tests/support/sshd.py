@@ -127,6 +127,7 @@ class SshTestServer:
         users: dict[str, str] | None = None,
         login_user: str | None = None,
         extra_bin: dict[str, str] | None = None,
+        env: dict[str, str] | None = None,
     ):
         addrs = [_loopback(a) for a in addresses]
         self.addresses = ["127.0.0.1"] + [a for a in dict.fromkeys(addrs) if a != "127.0.0.1"]
@@ -140,6 +141,8 @@ class SshTestServer:
         """Extra accounts: name -> login shell (:func:`ensure_user`), made at the start, removed at the stop."""
         self.made_users: list[str] = []
         self.extra_bin = dict(extra_bin or {})
+        self.env = dict(env or {})
+        """More variables of every session (``SetEnv``), e.g. ``HF_HOME`` in a temp folder."""
         self.username = login_user or pwd.getpwuid(os.geteuid()).pw_name
         self.login_user = login_user
         self.port = 0
@@ -346,7 +349,7 @@ class SshTestServer:
             os.chown(self.state_dir, entry.pw_uid, entry.pw_gid)
 
     def _config(self, group: int, addresses: list[str]) -> str:
-        env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "GPUBOT_FAKE_STATE_DIR": self.state_dir, "SHLVL": "1"}
+        env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "GPUBOT_FAKE_STATE_DIR": self.state_dir, "SHLVL": "1", **self.env}
         # One SetEnv per address (sshd takes the first SetEnv that applies, so there is none outside the
         # Match blocks, and the blocks come last): each host reads its own fake sysfs (GPUBOT_SYSFS).
         per_address = [

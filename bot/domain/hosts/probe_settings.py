@@ -3,7 +3,8 @@
 Keys: ``model_volumes`` (absolute paths), ``weight_paths`` (absolute paths), ``hf_cache`` (absolute
 path), ``units`` (unit name -> expected ActiveState), ``gpu_free_mib`` (MiB, >= 0),
 ``expected_gpus`` (>= 1), ``gpu_backend`` (``nvidia-smi`` or ``nvml``), ``unit_health`` (unit ->
-:class:`~bot.foundation.config.UnitHealth`, beats ``GPUBOT_UNIT_HEALTH`` for that unit). Unknown keys are refused.
+:class:`~bot.foundation.config.UnitHealth`, beats ``GPUBOT_UNIT_HEALTH`` for that unit), ``hf_endpoint`` (the Hub
+``/gpu fetch`` downloads from on this host, beats ``GPUBOT_HF_ENDPOINT``). Unknown keys are refused.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class ProbeOverrides(BaseModel):
     expected_gpus: Annotated[int, Field(ge=1)] | None = None
     gpu_backend: GpuBackend | None = None
     unit_health: dict[UnitName, UnitHealth] | None = None
+    hf_endpoint: Annotated[str, Field(pattern=r"^https?://[A-Za-z0-9.:\[\]_-]+(/[A-Za-z0-9._~/-]*)?$")] | None = None
 
 
 def describe(exc: ValidationError) -> str:

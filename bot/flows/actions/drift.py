@@ -8,6 +8,7 @@ Drift that aborts an action (each becomes one sentence for the card):
   compute process appeared among the ones the request selects;
 * a unit's ActiveState differs from the plan's;
 * the health URL a start will wait for changed (the unit's ``ExecStart`` port, its setting);
+* a fetch's repo moved on the Hub (another commit) or its folder resolves elsewhere;
 * a step would now get its privilege another way (e.g. the folder is no longer writable by the
   bot user, so the deletion would need sudo): the approved step would fail half-way.
 
@@ -17,7 +18,7 @@ A process that simply ended is not drift (there is less to do); it is noted by t
 from __future__ import annotations
 
 from bot.domain.privilege.rights import VIA_WORDS, Via
-from bot.flows.actions.plan import DeleteStep, KillStep, Plan, Step, UnitStep
+from bot.flows.actions.plan import DeleteStep, FetchStep, KillStep, Plan, Step, UnitStep
 from bot.foundation.sizes import human_bytes
 
 
@@ -58,6 +59,14 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
             )
     # a fresh plan may hold more or fewer steps than the approved one: the steps both have are compared
     for n, (was_step, now_step) in enumerate(zip(old.steps, new.steps, strict=False), 1):
+        if isinstance(was_step, FetchStep) and isinstance(now_step, FetchStep):
+            if now_step.commit != was_step.commit:
+                reasons.append(
+                    f"`{was_step.repo}` moved on the Hub: {now_step.commit[:12]}, "
+                    f"not {was_step.commit[:12]} as approved"
+                )
+            if now_step.target != was_step.target:
+                reasons.append(f"the fetch would now write into {now_step.target}, not {was_step.target}")
         was_via, now_via = _via(was_step), _via(now_step)
         if was_via and now_via and was_via != now_via:
             reasons.append(

@@ -28,11 +28,12 @@ from typing import Any
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Severity
 from bot.domain.readiness.words import verdict_text
-from bot.flows.actions import service
+from bot.flows.actions import fetches, service
 from bot.flows.actions.drift import compare
 from bot.flows.actions.kinds import ActionKind, State
-from bot.flows.actions.plan import DeleteStep, KillStep, Plan, UnitStep
+from bot.flows.actions.plan import DeleteStep, FetchStep, KillStep, Plan, UnitStep
 from bot.flows.actions.planner import build_plan
+from bot.flows.actions.remote import keyvalues
 from bot.flows.actions.step_runner import StepRunner
 from bot.flows.actions.unit_wait import Progress
 from bot.flows.actions.views import RequestView
@@ -243,6 +244,8 @@ async def _steps(
                 now=services.clock(),
             )
         summaries[idx] = outcome.summary
+        if outcome.ok and isinstance(step, FetchStep):
+            extra["fetch"] = await _record_fetch(services, request_id, plan.spec.host, step, outcome.stdout)
         if not outcome.ok:
             already = "; ".join(done) or "nothing"
             failure = (
@@ -284,6 +287,26 @@ async def _steps(
     return view
 
 
+async def _record_fetch(services: Services, request_id: int, host: str, step: FetchStep, stdout: str) -> int:
+    """The fetch row of a download the step started (its pid and start time as the host printed them)."""
+    kv = keyvalues(stdout)
+    pid = int(kv["pid"]) if kv.get("pid", "").isdecimal() else None
+    async with services.sessions() as db, db.begin():
+        req = await service.get(db_session=db, request_id=request_id)
+        row = await fetches.create(
+            db_session=db,
+            request_id=request_id,
+            host=host,
+            step=step,
+            pid=pid,
+            start=kv.get("start") or None,
+            channel=req.channel if req else None,
+            thread_ts=req.message_ts if req else None,
+            now=services.clock(),
+        )
+        return row.id
+
+
 async def _result_lines(
     services: Services, runner: StepRunner, plan: Plan, steps_done: int, summaries: dict[int, str]
 ) -> list[str]:
@@ -300,7 +323,7 @@ async def _result_lines(
             f"freed {human_bytes(freed)} ({len(deleted)} path{'s' if len(deleted) > 1 else ''})"
             + (f"; {now}" if now else "")
         )
-    lines += [summaries[i] for i, s in ran if isinstance(s, KillStep)]
+    lines += [summaries[i] for i, s in ran if isinstance(s, KillStep | FetchStep)]
     if plan.spec.kind is not ActionKind.KILL:
         lines += [
             summaries.get(i, "") if s.health is not None else s.title.split(" (check")[0] + ": done"

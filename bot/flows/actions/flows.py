@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from bot.domain.hosts import service as hosts
 from bot.flows.actions import service
 from bot.flows.actions.executor import execute_claimed, executor_gone
-from bot.flows.actions.kinds import ActionSpec, State
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.actions.planner import build_plan
 from bot.flows.actions.policy import Rule, expiry_s, may_approve, may_reject, rule_for
 from bot.flows.actions.unit_wait import Progress
@@ -202,6 +202,31 @@ async def decide(
         progress=progress,
     )
     return Outcome("executed", final, f"request #{request_id} {final.state.value}")
+
+
+def needs_no_approval(services: Services, view: RequestView) -> bool:
+    """A fetch when ``fetch_needs_approval`` is off: it deletes nothing, so it may start as planned."""
+    return view.kind is ActionKind.FETCH and not services.settings.actions.fetch_needs_approval
+
+
+async def run_unapproved(*, services: Services, request_id: int, notify: Notify | None = None) -> RequestView:
+    """Run a pending request that needs no approval (:func:`needs_no_approval`) as planned: claimed like an
+    approved one (``pending → approved``, once), re-checked, executed. Raises :class:`UsageError` for any other."""
+    view = await load_view(services=services, request_id=request_id)
+    if not needs_no_approval(services, view):
+        raise UsageError(f"request #{request_id} needs approval")
+    async with services.sessions() as db, db.begin():
+        claimed = await service.claim_unapproved(
+            db_session=db, request_id=request_id, executor=services.executor_id, now=services.clock()
+        )
+    if not claimed:
+        return await load_view(services=services, request_id=request_id)
+    return await execute_claimed(
+        services=services,
+        request_id=request_id,
+        notify=lambda v: _notify(notify, v),
+        load=lambda: load_view(services=services, request_id=request_id),
+    )
 
 
 async def _expire(services: Services, request_id: int, notify: Notify | None) -> Outcome:

@@ -24,6 +24,7 @@ class ActionKind(str, enum.Enum):
     START = "start"
     RESTART = "restart"
     PIVOT = "pivot"
+    FETCH = "fetch"
 
     @property
     def label(self) -> str:
@@ -91,7 +92,10 @@ class ActionSpec:
       ``kill_leftovers`` (``stop``, ``pivot``; ``kill=leftovers``, the default, or ``kill=none``):
       end the GPU processes left in the stopped unit's cgroup, which stopping it does not end;
       ``health_url`` (``start``, ``restart``, ``pivot``): the URL that must answer 200 once the
-      started unit is up (``health=`` on the command; validated ``http(s)://…``).
+      started unit is up (``health=`` on the command; validated ``http(s)://…``); ``fetch``:
+      ``repo`` (``ORG/NAME``), ``revision`` (``None``: the repo's default branch), ``target`` (the
+      folder to download into; ``None``: under the first model volume, named after the repo),
+      ``include`` (glob patterns of the files to fetch; empty: every file).
     """
 
     kind: ActionKind
@@ -106,12 +110,15 @@ class ActionSpec:
     need_bytes: int | None = None
     health_url: str | None = None
     kill_leftovers: bool = True
+    revision: str | None = None
+    target: str | None = None
+    include: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The stored shape (``action_requests.spec``), with ``schema_version``."""
         d = asdict(self)
         d["kind"] = self.kind.value
-        d["paths"], d["pids"] = list(self.paths), list(self.pids)
+        d["paths"], d["pids"], d["include"] = list(self.paths), list(self.pids), list(self.include)
         d[versioned.VERSION_KEY] = SPEC_SCHEMA_VERSION
         return d
 
@@ -131,6 +138,13 @@ class ActionSpec:
         if k is ActionKind.KILL:
             parts = [f"kill {self.host}"] + ([f"gpu={self.gpu}"] if self.gpu is not None else [])
             return " ".join(parts + [f"pid={p}" for p in self.pids])
+        if k is ActionKind.FETCH:
+            return " ".join(
+                [f"fetch {self.host} {self.repo}"]
+                + ([f"revision={self.revision}"] if self.revision else [])
+                + ([f"to={self.target}"] if self.target else [])
+                + [f"include={g}" for g in self.include]
+            )
         health = [f"health={self.health_url}"] if self.health_url else []
         kill = [] if self.kill_leftovers else ["kill=none"]
         if k in UNIT_KINDS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.foundation.db.base import Base, JSONDoc, UTCDateTime
@@ -89,3 +89,43 @@ class ActionStep(Base):
     summary: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Fetch(Base):
+    """One download started by an executed ``fetch`` request, followed until it is verified.
+
+    ``state``: ``running`` → ``verifying`` → ``done`` | ``failed``; ``cancelled``. Each move out of
+    ``running`` is a conditional UPDATE, so one replica verifies it. ``pid``/``start``: the detached
+    process on the host and its start time (field 22 of ``/proc/PID/stat``); ``files``: the planned
+    files (``[[path, size, sha256|null]]``); ``bytes_done``/``files_done`` as last read, with
+    ``grew_at`` (when the bytes on disk last grew) and ``rate_bps``; ``channel``/``thread_ts``: the
+    request's card, ``progress_ts``: the message in its thread that is edited; ``result``:
+    ``{"lines": [...], "units": [...]}`` once verified (the units whose model is the folder)."""
+
+    __tablename__ = "fetches"
+    __table_args__ = (Index("ix_fetches_host_state", "host", "state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    request_id: Mapped[int] = mapped_column(ForeignKey("action_requests.id", ondelete="CASCADE"), index=True)
+    host: Mapped[str] = mapped_column(String(128))
+    repo: Mapped[str] = mapped_column(String(200))
+    commit: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(Text)
+    endpoint: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(16), default="running")
+    pid: Mapped[int | None] = mapped_column(Integer)
+    start: Mapped[str | None] = mapped_column(String(32))
+    files: Mapped[list[Any]] = mapped_column(JSONDoc, default=list)
+    total_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    files_done: Mapped[int] = mapped_column(Integer, default=0)
+    rate_bps: Mapped[float | None] = mapped_column(Float)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    polled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    grew_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    channel: Mapped[str | None] = mapped_column(String(32))
+    thread_ts: Mapped[str | None] = mapped_column(String(32))
+    progress_ts: Mapped[str | None] = mapped_column(String(32))
+    message: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc)

@@ -127,11 +127,40 @@ class CheckDiskStep:
     op: Literal["check_disk"] = "check_disk"
 
 
-Step = Annotated[DeleteStep | KillStep | UnitStep | WaitGpusStep | CheckDiskStep, Field(discriminator="op")]
+@dataclass(frozen=True)
+class FetchFile:
+    """One file of a fetch as the Hub listed it at plan time: ``path`` in the repo, ``size`` in bytes,
+    ``sha256`` for an LFS file (``None``: a small file the Hub keeps in git)."""
+
+    path: str
+    size: int
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class FetchStep:
+    """Start ``hf download REPO --revision COMMIT --local-dir TARGET`` on the host, detached (it outlives the SSH
+    connection and the bot; :mod:`bot.flows.actions.fetch_remote`). ``target``: the real folder, strictly under the
+    allowed ``root`` (as configured); ``commit``: the revision the Hub resolved at plan time, so the files verified
+    are the files planned; ``files``: what the Hub listed (after ``include``)."""
+
+    title: str
+    repo: str
+    commit: str
+    target: str
+    root: str
+    endpoint: str
+    files: tuple[FetchFile, ...]
+    include: tuple[str, ...] = ()
+    via: Via | None = None
+    op: Literal["fetch"] = "fetch"
+
+
+Step = Annotated[DeleteStep | KillStep | UnitStep | WaitGpusStep | CheckDiskStep | FetchStep, Field(discriminator="op")]
 """One step of a plan, told apart by ``op``. Code that handles steps ``match``es on the class and
 ends with ``assert_never``, so a new kind fails type-checking until every place handles it."""
 
-ChangingStep = DeleteStep | KillStep | UnitStep
+ChangingStep = DeleteStep | KillStep | UnitStep | FetchStep
 """The steps that change the host (and so carry ``via``)."""
 
 

@@ -17,8 +17,9 @@ from typing import Any
 from bot.domain.hosts import service as hosts
 from bot.domain.privilege.rights import read_access
 from bot.domain.privilege.sudoers import system_daemons
-from bot.flows.actions import remote, step_privilege
+from bot.flows.actions import fetches, remote, step_privilege
 from bot.flows.actions.exits import StepExit
+from bot.flows.actions.fetch_plan import plan_fetch
 from bot.flows.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
 from bot.flows.actions.model_gate import ModelGate, check_model
 from bot.flows.actions.plan import (
@@ -78,6 +79,12 @@ async def build_plan(*, services: Services, spec: ActionSpec, requested_by: str 
         plan = await _kill(ctx)
     elif spec.kind in UNIT_KINDS:
         plan = await _unit_plan(ctx)
+    elif spec.kind is ActionKind.FETCH:
+        async with services.sessions() as db:
+            running = await fetches.running_on(db_session=db, host=spec.host)
+        plan = await plan_fetch(
+            services=services, spec=spec, target=target, group=group, probe=probe, report=report, running=running
+        )
     else:
         plan = await _pivot(ctx)
     return await _privileged(ctx, plan)

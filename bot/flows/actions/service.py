@@ -112,6 +112,18 @@ async def claim_if_approved(*, db_session: AsyncSession, request_id: int, execut
     return await _count(db_session, stmt) == 1
 
 
+async def claim_unapproved(*, db_session: AsyncSession, request_id: int, executor: str, now: datetime) -> bool:
+    """pending → approved without approvals (a kind the settings let run as planned); True for the one caller
+    that moved it. Its lease starts at the database's clock."""
+    stmt = (
+        update(ActionRequest)
+        .where(ActionRequest.id == request_id, ActionRequest.state == State.PENDING.value)
+        .values(state=State.APPROVED.value, updated_at=now, executor=executor, heartbeat_at=db_now())
+        .execution_options(synchronize_session=False)
+    )
+    return await _count(db_session, stmt) == 1
+
+
 async def record_decision(
     *, db_session: AsyncSession, request_id: int, user_id: str, decision: str, now: datetime
 ) -> bool:

@@ -9,7 +9,8 @@ Steps (:data:`bot.flows.actions.plan.Step`) and the sudo command each one needs 
   itself (parent folder writable, not sticky or the entry is its own, every folder inside
   writable and searchable, on one filesystem).
 
-``wait_gpus`` and ``check_disk`` only read.
+``wait_gpus`` and ``check_disk`` only read; ``fetch`` writes as the bot user into a folder the planner found
+it may write (never through sudo).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import assert_never
 
 from bot.domain.privilege.rights import Access, Grant, Need, Via, grant, sudoers_command
 from bot.domain.privilege.sudoers import delete_argv, kill_argv, trust_command, unit_argv
-from bot.flows.actions.plan import CheckDiskStep, DeleteStep, KillStep, Plan, Step, UnitStep, WaitGpusStep
+from bot.flows.actions.plan import CheckDiskStep, DeleteStep, FetchStep, KillStep, Plan, Step, UnitStep, WaitGpusStep
 
 q = shlex.quote
 
@@ -118,6 +119,8 @@ def needs(plan: Plan, *, systemctl: str, helper: str, host: str) -> list[tuple[i
                 )
             case WaitGpusStep() | CheckDiskStep():
                 pass  # read-only
+            case FetchStep():
+                pass  # the bot user writes into a folder it may write (the planner checked it): no sudo
             case _:
                 assert_never(step)
     return out

@@ -18,8 +18,9 @@ from typing import assert_never
 from bot.domain.readiness.verdict import Requirements, Verdict, assess
 from bot.flows.actions import remote
 from bot.flows.actions.exits import StepExit
+from bot.flows.actions.fetch_remote import launch_script
 from bot.flows.actions.journal import JournalTail
-from bot.flows.actions.plan import CheckDiskStep, DeleteStep, KillStep, Step, UnitStep, WaitGpusStep
+from bot.flows.actions.plan import CheckDiskStep, DeleteStep, FetchStep, KillStep, Step, UnitStep, WaitGpusStep
 from bot.flows.actions.unit_up import HealthCheck, HealthProgress
 from bot.flows.actions.unit_wait import Progress, wait_until_up
 from bot.foundation.config import Settings
@@ -108,6 +109,8 @@ class StepRunner:
                 )
             case CheckDiskStep(path=path):
                 return remote.df_command(path)[0][1], None
+            case FetchStep():
+                return launch_script(step)
             case _:
                 assert_never(step)
 
@@ -118,7 +121,7 @@ class StepRunner:
                     return await self._wait_gpus()
                 case CheckDiskStep(path=path, need_bytes=need):
                     return await self._check_disk(path, need)
-                case DeleteStep() | KillStep() | UnitStep():
+                case DeleteStep() | KillStep() | UnitStep() | FetchStep():
                     _, script = self.describe(step)
                     assert script is not None
                     res = await self.runner.run(self.target, script, timeout=self._timeout(step))
@@ -152,9 +155,11 @@ class StepRunner:
             ok, res.last.summary(), ExitCode.OK if ok else StepExit.NOT_UP, out, started.stderr, res.last, res.journal
         )
 
-    def _timeout(self, step: DeleteStep | KillStep | UnitStep) -> float:
+    def _timeout(self, step: DeleteStep | KillStep | UnitStep | FetchStep) -> float:
         actions = self.settings.actions
         match step:
+            case FetchStep():
+                return 60.0
             case KillStep():
                 return actions.kill_grace_s + 30
             case UnitStep(health=health):
@@ -166,7 +171,9 @@ class StepRunner:
             case _:
                 assert_never(step)
 
-    def _summary(self, step: DeleteStep | KillStep | UnitStep, stdout: str, stderr: str, status: int | None) -> str:
+    def _summary(
+        self, step: DeleteStep | KillStep | UnitStep | FetchStep, stdout: str, stderr: str, status: int | None
+    ) -> str:
         last = (stdout.strip().splitlines() or stderr.strip().splitlines() or [f"exit status {status}"])[-1]
         said = (
             sudo_said(stdout + "\n" + stderr, command=self.settings.slack.command, host=self.target.name)
@@ -196,7 +203,12 @@ class StepRunner:
             case UnitStep(unit=unit, expect=expect) if status == StepExit.NOT_REACHED:
                 wait_s = self.settings.actions.unit_wait_s
                 return f"{unit} did not reach {' or '.join(expect)} within {wait_s:g} s ({last})"
-            case DeleteStep() | UnitStep():
+            case FetchStep() if status == ExitCode.OK:
+                pid = remote.keyvalues(stdout).get("pid", "?")
+                return (
+                    f"download started on {self.target.name} (pid {pid}, detached): its progress follows in the thread"
+                )
+            case DeleteStep() | UnitStep() | FetchStep():
                 return last[:500]
             case _:
                 assert_never(step)

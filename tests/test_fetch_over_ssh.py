@@ -1,0 +1,380 @@
+"""``fetch``: a model's weights downloaded on the host by the host's own huggingface_hub client (the real one,
+``hf download``), from a stand-in for the Hub on loopback (tests/support/fakehub.py), over the real sshd.
+
+The plan reads the Hub's metadata through the host's client; the download runs detached on the host; the bot
+reads it back, verifies every size and the Hub's sha256, runs the pivot's pre-flight check on what the real
+client left on disk, and offers the units whose model is that folder."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from bot.flows.actions import fetches, flows
+from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.services import Services
+from bot.foundation.db.session import make_engine, make_session_factory
+from bot.foundation.errors import PlanRefused
+from bot.foundation.roles import Role
+from bot.probing.ssh.runner import RoutingRunner, SshRunner
+from bot.slack.handlers.fetches import watch_once
+from tests.actions_support import approve, fast, register
+from tests.slack_env import APPROVE, ask, buttons, click, result
+from tests.support.blockkit import blocks_text, validate_message
+from tests.support.fakehub import FakeHub, Repo, small_model
+from tests.support.fakestate import model_unit
+from tests.support.slack_requests import block_action_body
+from tests.support.sshd import SshTestServer
+
+REPO = "acme/Tiny-3B"
+UNIT = "vllm-tiny.service"
+
+
+@pytest.fixture(scope="module")
+def hf_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hf-home")
+
+
+@pytest.fixture(scope="module")
+def ssh_server(hf_home: Path):
+    """This module's own sshd: its hosts have the real ``hf`` command (the test venv's) on their PATH, and an
+    ``HF_HOME`` of their own, so the client's cache and token files stay in a temp folder."""
+    hf = (Path(sys.executable).parent / "hf").read_text()
+    with SshTestServer(
+        [f"127.0.0.{n}" for n in range(41, 47)],
+        extra_bin={"hf": hf},
+        env={"HF_HOME": str(hf_home), "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1"},
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def hub():
+    with FakeHub(
+        {REPO: small_model(), "acme/Gated-1B": Repo({"a.safetensors": b"x" * 100}, {"a.safetensors"}, gated=True)}
+    ) as h:
+        yield h
+
+
+@pytest.fixture(autouse=True)
+def no_download_left(tmp_path: Path):
+    """Whatever a test left running on the fake hosts (a detached ``hf download`` under its temp folder) is
+    ended with its process group when the test ends."""
+    yield
+    for pid_file in tmp_path.glob("**/.cache/gpubot-fetch/pid"):
+        text = pid_file.read_text().strip()
+        if text.isdecimal():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(text), signal.SIGKILL)
+
+
+async def until_ended(services, fetch_id: int, limit_s: float = 90.0):
+    """Poll as the bot's watcher does, until the fetch is no longer running."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit_s
+    while True:
+        view = await fetches.poll(services=services, fetch_id=fetch_id)
+        if not view.running:
+            return view
+        assert loop.time() < end, f"fetch #{fetch_id} still {view.state} after {limit_s} s: {view}"
+        await asyncio.sleep(0.3)
+
+
+async def setup_host(services, ssh_server, fake_hosts, hub, tmp_path, name: str, addr: str) -> Path:
+    root = tmp_path / "shared"
+    root.mkdir()
+    fast(services, root)
+    services.settings.fetch_poll_s = 0.3
+    await register(
+        services,
+        name,
+        addr,
+        ssh_server,
+        probe={"units": {UNIT: "inactive"}, "model_volumes": [str(root)], "hf_endpoint": hub.url},
+    )
+    fake_hosts.update(addr, units={UNIT: model_unit("/usr/bin/vllm", "serve", str(root / "Tiny-3B"))})
+    return root
+
+
+async def test_a_small_model_is_fetched_verified_and_offered_for_the_pivot(
+    services, ssh_server, fake_hosts, hub, tmp_path
+):
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f1", "127.0.0.41")
+    target = root / "Tiny-3B"
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.FETCH, "f1", repo=REPO), requester="U1"
+    )
+    text = "\n".join(view.lines)
+    assert f"fetch `{REPO}` at 0123456789ab from {hub.url} with f1's huggingface_hub 2.4.0" in text
+    assert "6 files, 600.32 KB: 3 safetensors shards and 3 other files" in text, text
+    assert f"into {target} (under the first model volume inside the allowed roots)" in text
+    assert "nothing there yet" in text and "token: none on f1" in text
+    assert f"units naming that folder as their model: {UNIT}" in text
+    assert not target.exists()  # planning wrote nothing
+    outcome = await approve(services, view.id)
+    assert outcome.view.state is State.DONE, outcome.view.message
+    assert any("download started on f1" in x for x in outcome.view.result_lines)
+    fetch = await fetches.of_request(services=services, request_id=view.id)
+    assert fetch is not None and fetch.state == "running"
+    done = await until_ended(services, fetch.id)
+    assert done.state == "done", done.message
+    assert done.bytes_done == done.total_bytes and done.files_done == 6
+    assert done.lines[0].startswith("verified: 6 files, 600.32 KB, every size as the Hub lists it; sha256 of 3 LFS")
+    assert "the pivot's pre-flight check" in done.lines[1] and "in 3 shards, all present" in done.lines[1]
+    assert done.units == [UNIT]
+    for name, data in small_model().files.items():
+        assert (target / name).read_bytes() == data
+    # what the real client left is what the pivot's own check accepts: the start of the unit plans
+    start = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.START, "f1", unit=UNIT), requester="U1"
+    )
+    assert any("in 3 shards, all present" in x for x in start.lines)
+    spec = await fetches.pivot_spec(services=services, fetch_id=fetch.id, unit=UNIT, role=Role.OPERATOR)
+    assert spec == ActionSpec(ActionKind.START, "f1", unit=UNIT)  # nothing runs on f1: the offer is a start
+    assert os.listdir(tmp_path / "shared") == ["Tiny-3B"]
+
+
+async def refused(services, spec: ActionSpec) -> str:
+    with pytest.raises(PlanRefused) as got:
+        await flows.request_action(services=services, spec=spec, requester="U1")
+    return str(got.value)
+
+
+async def test_every_refusal_comes_before_anything_is_written(services, ssh_server, fake_hosts, hub, tmp_path):
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f2", "127.0.0.42")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "escape").symlink_to(outside)
+
+    def fetch(repo: str = REPO, **kw) -> ActionSpec:
+        return ActionSpec(ActionKind.FETCH, "f2", repo=repo, **kw)
+
+    said = await refused(services, fetch("acme/Nope"))
+    assert f"`acme/Nope` does not exist on {hub.url} (or it is private and f2 has no token that may read it)" in said
+    said = await refused(services, fetch(revision="v9"))
+    assert f"`{REPO}` has no revision `v9` on {hub.url}" in said
+    said = await refused(services, fetch("acme/Gated-1B"))
+    assert "`acme/Gated-1B` is a gated repo and f2 has no Hugging Face token: log in on the host" in said
+    assert "a token is never typed in chat" in said
+    said = await refused(services, fetch(target=str(outside / "Tiny")))
+    assert f"{outside}/Tiny: outside the allowed roots ({root}; `GPUBOT_ALLOWED_ROOTS`)" in said
+    said = await refused(services, fetch(target=str(root / "escape")))
+    assert f"{root}/escape is a symbolic link (to {outside}): give the real folder" in said
+    said = await refused(services, fetch(target=str(root / "escape" / "Tiny")))
+    assert f"{root}/escape/Tiny: resolves to {outside}/Tiny, outside the allowed roots" in said
+    said = await refused(services, fetch(target=str(root)))
+    assert f"{root} is an allowed root itself" in said
+    hub.repos["acme/Huge-1T"] = Repo({"a.safetensors": b"x"}, {"a.safetensors"}, claimed={"a.safetensors": 10**15})
+    try:
+        said = await refused(services, fetch("acme/Huge-1T"))
+    finally:
+        del hub.repos["acme/Huge-1T"]
+    assert "not enough disk on /" in said and "1 PB to download" in said and "short)" in said
+    # no network from the host: a Hub nobody answers at
+    await fake_hosts_endpoint(services, "f2", "http://127.0.0.1:9")
+    said = await refused(services, fetch())
+    assert "f2 cannot reach the Hub at http://127.0.0.1:9 (no network from the host, or a proxy or mirror" in said
+    await fake_hosts_endpoint(services, "f2", hub.url)
+    # no client on the host
+    hf = Path(ssh_server.bin_dir) / "hf"
+    hf.rename(hf.with_name("hf.away"))
+    try:
+        said = await refused(services, fetch())
+    finally:
+        hf.with_name("hf.away").rename(hf)
+    assert "the `hf` command is not installed on f2: the Python package huggingface_hub is needed" in said
+    assert sorted(p.name for p in root.iterdir()) == ["escape"] and list(outside.iterdir()) == []
+
+
+async def fake_hosts_endpoint(services, name: str, url: str) -> None:
+    from bot.domain.hosts.models import Host
+
+    async with services.sessions() as db, db.begin():
+        host = (await db.execute(select(Host).where(Host.name == name))).scalar_one()
+        host.probe = {**host.probe, "hf_endpoint": url}
+
+
+async def test_in_slack_the_thread_follows_the_download_and_offers_the_pivot(
+    services, ssh_server, fake_hosts, hub, tmp_path, slack_bot
+):
+
+    bot = slack_bot
+    await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f3", "127.0.0.43")
+    services.settings.operators = ["U1", "U2"]
+    request_id, ts, blocks = await ask(bot, f"fetch f3 {REPO}")
+    assert "6 files, 600.32 KB" in blocks_text(blocks)
+    await click(bot, APPROVE, request_id, ts, "U2")
+    said = await result(bot, ts)
+    assert "download started on f3" in said
+    fetch = await fetches.of_request(services=services, request_id=request_id)
+    assert fetch is not None
+    client = bot.app.client  # type: ignore[attr-defined]
+
+    def in_thread(c) -> bool:
+        return c.body.get("thread_ts") == ts and "Tiny-3B on f3" in c.body.get("text", "")
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 90
+    while (await fetches.load(services=services, fetch_id=fetch.id)).running:
+        assert loop.time() < end
+        await watch_once(services, client)
+        await asyncio.sleep(0.3)
+    posted = [c for c in bot.recorder.calls_of("chat.postMessage") if in_thread(c)]
+    assert len(posted) == 1  # one message in the thread, then edited in place
+    progress_ts = (await fetches.load(services=services, fetch_id=fetch.id)).progress_ts
+    edits = [c for c in bot.recorder.calls_of("chat.update") if c.body.get("ts") == progress_ts]
+    final = edits[-1].body if edits else posted[0].body
+    validate_message(final["blocks"], final["text"])
+    text = blocks_text(final["blocks"])
+    assert final["text"].startswith(f"Fetched and verified {REPO} on f3"), final["text"]
+    assert "verified: 6 files" in text and "ready to pivot to: vllm-tiny.service" in text
+    pivot = buttons(final["blocks"])
+    assert list(pivot) == ["gpubot.fetches.pivot.0"] and pivot["gpubot.fetches.pivot.0"]["text"]["text"] == (
+        f"Pivot to {UNIT}"
+    )
+    start = len(bot.recorder.calls)
+    body = block_action_body(
+        "gpubot.fetches.pivot.0",
+        f"{fetch.id}:{UNIT}",
+        user_id="U1",
+        message_ts=progress_ts,
+        response_url=bot.recorder.response_url("U1-pivot"),
+    )
+    status, _, _ = await bot.post(body)
+    assert status == 200
+    card = await bot.recorder.wait_for(
+        "chat.postMessage", lambda c: APPROVE in buttons(c.body.get("blocks") or []), timeout=60, start=start
+    )
+    assert f"start f3 {UNIT}" in blocks_text(card.body["blocks"])
+    # the same button on another message is refused by the card guard
+    forged = block_action_body(
+        "gpubot.fetches.pivot.0",
+        f"{fetch.id}:{UNIT}",
+        user_id="U1",
+        message_ts=ts,
+        response_url=bot.recorder.response_url("U1-forged"),
+    )
+    start = len(bot.recorder.calls)
+    await bot.post(forged)
+    told = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("U1-forged"), timeout=30, start=start)
+    assert f"does not belong to fetch #{fetch.id}" in told.body["text"]
+
+
+@contextlib.asynccontextmanager
+async def restarted_bot(services):
+    """A second bot process's services on the same database: a fresh engine, a fresh SSH runner (no pooled
+    connection), the same settings, as after a restart."""
+    runner = RoutingRunner(
+        SshRunner(
+            known_hosts=services.settings.known_hosts,
+            default_user=services.settings.ssh_user,
+            default_key_file=services.settings.ssh_key_file,
+            connect_timeout=3.0,
+        )
+    )
+    engine = make_engine(services.settings.database_url)
+    async with Services(
+        settings=services.settings, sessions=make_session_factory(engine), runner=runner, engine=engine
+    ) as again:
+        yield again
+
+
+async def started(services, fetch_id: int, limit_s: float = 60.0):
+    """Poll until the download has written some bytes, not all."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit_s
+    while True:
+        view = await fetches.poll(services=services, fetch_id=fetch_id)
+        if 0 < view.bytes_done < view.total_bytes:
+            return view
+        assert view.running and loop.time() < end, view
+        await asyncio.sleep(0.2)
+
+
+async def test_the_download_outlives_the_ssh_connection_and_the_bot(services, ssh_server, fake_hosts, hub, tmp_path):
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f4", "127.0.0.44")
+    hub.rate = 40_000
+    try:
+        view = await flows.request_action(
+            services=services, spec=ActionSpec(ActionKind.FETCH, "f4", repo=REPO), requester="U1"
+        )
+        await approve(services, view.id)
+        fetch = await fetches.of_request(services=services, request_id=view.id)
+        assert fetch is not None
+        await started(services, fetch.id)
+        hub.pause()
+        row = await fetches.load(services=services, fetch_id=fetch.id)
+        pid = int((root / "Tiny-3B" / ".cache" / "gpubot-fetch" / "pid").read_text())
+        await services.runner.close()  # every SSH connection of this bot is gone, and then the bot itself
+        async with restarted_bot(services) as again:
+            os.kill(pid, 0)  # still downloading, without the bot
+            seen = await fetches.poll(services=again, fetch_id=fetch.id)
+            assert seen.state == "running" and seen.bytes_done >= row.bytes_done
+            said = await refused(again, ActionSpec(ActionKind.FETCH, "f4", repo=REPO))
+            assert f"a download into {root / 'Tiny-3B'} is already running (fetch #{fetch.id})" in said
+            hub.resume()
+            done = await until_ended(again, fetch.id)
+            assert done.state == "done", done.message
+            assert done.units == [UNIT]
+    finally:
+        hub.rate = 0
+        hub.resume()
+
+
+async def test_a_cancelled_download_is_resumed_where_it_was_cut(services, ssh_server, fake_hosts, hub, tmp_path):
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f5", "127.0.0.45")
+    spec = ActionSpec(ActionKind.FETCH, "f5", repo=REPO, include=("*.safetensors", "*.json"))
+    hub.rate = 40_000
+    try:
+        view = await flows.request_action(services=services, spec=spec, requester="U1")
+        await approve(services, view.id)
+        fetch = await fetches.of_request(services=services, request_id=view.id)
+        assert fetch is not None
+        await started(services, fetch.id)
+        hub.pause()
+        gone = await fetches.cancel(services=services, fetch_id=fetch.id, role=Role.OPERATOR)
+        assert gone.state == "cancelled" and "cancelled: the download was stopped" in (gone.message or "")
+        parts = list((root / "Tiny-3B" / ".cache" / "huggingface" / "download").glob("*.incomplete"))
+        assert parts and all(p.stat().st_size > 0 for p in parts)
+        cut = {p.name.split(".safetensors")[0] + ".safetensors": p.stat().st_size for p in parts}
+        hub.rate = 0
+        hub.resume()
+        again = await flows.request_action(services=services, spec=spec, requester="U1")
+        assert any(f"{len(parts)} cut part" in x and "to resume" in x for x in again.lines), again.lines
+        await approve(services, again.id)
+        second = await fetches.of_request(services=services, request_id=again.id)
+        assert second is not None
+        done = await until_ended(services, second.id)
+        assert done.state == "done", done.message
+        for name, size in cut.items():
+            assert f"bytes={size}-" in hub.ranges(name), (name, hub.ranges(name))
+        assert (root / "Tiny-3B" / "tokenizer.json").exists() is False  # include= kept it out
+    finally:
+        hub.rate = 0
+        hub.resume()
+
+
+async def test_a_corrupted_shard_is_caught_by_the_check(services, ssh_server, fake_hosts, hub, tmp_path):
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f6", "127.0.0.46")
+    shard = "model-00002-of-00003.safetensors"
+    hub.corrupt[shard] = b"\x07" * len(small_model().files[shard])
+    try:
+        view = await flows.request_action(
+            services=services, spec=ActionSpec(ActionKind.FETCH, "f6", repo=REPO), requester="U1"
+        )
+        await approve(services, view.id)
+        fetch = await fetches.of_request(services=services, request_id=view.id)
+        assert fetch is not None
+        done = await until_ended(services, fetch.id)
+    finally:
+        hub.corrupt.clear()
+    assert done.state == "failed" and done.units == []
+    assert f"the check found: {shard} is corrupt: its sha256 is " in (done.message or "")
+    assert f"`/gpu clean f6 weights={root / 'Tiny-3B' / shard}`" in (done.message or "")
