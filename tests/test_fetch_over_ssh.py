@@ -34,6 +34,10 @@ from tests.support.slack_requests import block_action_body
 from tests.support.sshd import SshTestServer
 
 REPO = "acme/Tiny-3B"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+BIG = "acme/Big-3B"
+"""Shards past the client's 10 MB write chunk: a cut download leaves a part on disk to resume."""
+BIG_SHARD = 12_000_000
 UNIT = "vllm-tiny.service"
 
 
@@ -48,7 +52,7 @@ def ssh_server(hf_home: Path):
     ``HF_HOME`` of their own, so the client's cache and token files stay in a temp folder."""
     hf = (Path(sys.executable).parent / "hf").read_text()
     with SshTestServer(
-        [f"127.0.0.{n}" for n in range(41, 47)],
+        [f"127.0.0.{n}" for n in range(41, 48)],
         extra_bin={"hf": hf},
         env={"HF_HOME": str(hf_home), "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1"},
     ) as server:
@@ -58,7 +62,11 @@ def ssh_server(hf_home: Path):
 @pytest.fixture(scope="module")
 def hub():
     with FakeHub(
-        {REPO: small_model(), "acme/Gated-1B": Repo({"a.safetensors": b"x" * 100}, {"a.safetensors"}, gated=True)}
+        {
+            REPO: small_model(),
+            BIG: small_model(shard_bytes=BIG_SHARD),
+            "acme/Gated-1B": Repo({"a.safetensors": b"x" * 100}, {"a.safetensors"}, gated=True),
+        }
     ) as h:
         yield h
 
@@ -87,7 +95,9 @@ async def until_ended(services, fetch_id: int, limit_s: float = 90.0):
         await asyncio.sleep(0.3)
 
 
-async def setup_host(services, ssh_server, fake_hosts, hub, tmp_path, name: str, addr: str) -> Path:
+async def setup_host(
+    services, ssh_server, fake_hosts, hub, tmp_path, name: str, addr: str, model: str = "Tiny-3B"
+) -> Path:
     root = tmp_path / "shared"
     root.mkdir()
     fast(services, root)
@@ -99,7 +109,7 @@ async def setup_host(services, ssh_server, fake_hosts, hub, tmp_path, name: str,
         ssh_server,
         probe={"units": {UNIT: "inactive"}, "model_volumes": [str(root)], "hf_endpoint": hub.url},
     )
-    fake_hosts.update(addr, units={UNIT: model_unit("/usr/bin/vllm", "serve", str(root / "Tiny-3B"))})
+    fake_hosts.update(addr, units={UNIT: model_unit("/usr/bin/vllm", "serve", str(root / model))})
     return root
 
 
@@ -286,78 +296,93 @@ async def restarted_bot(services):
         yield again
 
 
-async def started(services, fetch_id: int, limit_s: float = 60.0):
-    """Poll until the download has written some bytes, not all."""
+async def started(services, fetch_id: int, folder: Path, limit_s: float = 60.0):
+    """Poll until a shard's part on disk has bytes and the bot has counted some, not all."""
     loop = asyncio.get_running_loop()
     end = loop.time() + limit_s
     while True:
         view = await fetches.poll(services=services, fetch_id=fetch_id)
-        if 0 < view.bytes_done < view.total_bytes:
+        parts = list((folder / ".cache" / "huggingface" / "download").glob("*.incomplete"))
+        if any(p.stat().st_size > 0 for p in parts) and 0 < view.bytes_done < view.total_bytes:
             return view
         assert view.running and loop.time() < end, view
         await asyncio.sleep(0.2)
 
 
 async def test_the_download_outlives_the_ssh_connection_and_the_bot(services, ssh_server, fake_hosts, hub, tmp_path):
-    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f4", "127.0.0.44")
-    hub.rate = 40_000
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f4", "127.0.0.44", "Big-3B")
+    hub.gate_after = BIG_SHARD - 1_000_000
+    hub.pause()
     try:
         view = await flows.request_action(
-            services=services, spec=ActionSpec(ActionKind.FETCH, "f4", repo=REPO), requester="U1"
+            services=services, spec=ActionSpec(ActionKind.FETCH, "f4", repo=BIG), requester="U1"
         )
         await approve(services, view.id)
         fetch = await fetches.of_request(services=services, request_id=view.id)
         assert fetch is not None
-        await started(services, fetch.id)
-        hub.pause()
+        await started(services, fetch.id, root / "Big-3B")
         row = await fetches.load(services=services, fetch_id=fetch.id)
-        pid = int((root / "Tiny-3B" / ".cache" / "gpubot-fetch" / "pid").read_text())
+        pid = int((root / "Big-3B" / ".cache" / "gpubot-fetch" / "pid").read_text())
         await services.runner.close()  # every SSH connection of this bot is gone, and then the bot itself
         async with restarted_bot(services) as again:
             os.kill(pid, 0)  # still downloading, without the bot
             seen = await fetches.poll(services=again, fetch_id=fetch.id)
             assert seen.state == "running" and seen.bytes_done >= row.bytes_done
-            said = await refused(again, ActionSpec(ActionKind.FETCH, "f4", repo=REPO))
-            assert f"a download into {root / 'Tiny-3B'} is already running (fetch #{fetch.id})" in said
+            said = await refused(again, ActionSpec(ActionKind.FETCH, "f4", repo=BIG))
+            assert f"a download into {root / 'Big-3B'} is already running (fetch #{fetch.id})" in said
             hub.resume()
             done = await until_ended(again, fetch.id)
             assert done.state == "done", done.message
             assert done.units == [UNIT]
     finally:
-        hub.rate = 0
+        hub.gate_after = None
         hub.resume()
 
 
-async def test_a_cancelled_download_is_resumed_where_it_was_cut(services, ssh_server, fake_hosts, hub, tmp_path):
-    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f5", "127.0.0.45")
-    spec = ActionSpec(ActionKind.FETCH, "f5", repo=REPO, include=("*.safetensors", "*.json"))
-    hub.rate = 40_000
+async def test_a_cancelled_fetch_keeps_its_whole_files_and_a_cut_connection_resumes(
+    services, ssh_server, fake_hosts, hub, tmp_path
+):
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f5", "127.0.0.45", "Big-3B")
+    folder = root / "Big-3B"
+    spec = ActionSpec(ActionKind.FETCH, "f5", repo=BIG, include=("*.safetensors", "config.json", "*.index.json"))
+    shard = "model-00001-of-00003.safetensors"
+    hub.gate_after = BIG_SHARD - 1_000_000  # 10 MB of each shard come (one write of the client), then nothing
+    hub.pause()
     try:
         view = await flows.request_action(services=services, spec=spec, requester="U1")
         await approve(services, view.id)
         fetch = await fetches.of_request(services=services, request_id=view.id)
         assert fetch is not None
-        await started(services, fetch.id)
-        hub.pause()
+        await started(services, fetch.id, folder)
         gone = await fetches.cancel(services=services, fetch_id=fetch.id, role=Role.OPERATOR)
         assert gone.state == "cancelled" and "cancelled: the download was stopped" in (gone.message or "")
-        parts = list((root / "Tiny-3B" / ".cache" / "huggingface" / "download").glob("*.incomplete"))
-        assert parts and all(p.stat().st_size > 0 for p in parts)
-        cut = {p.name.split(".safetensors")[0] + ".safetensors": p.stat().st_size for p in parts}
-        hub.rate = 0
+        pid = int((folder / ".cache" / "gpubot-fetch" / "pid").read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        # the killed client's own parts (never read again by it) are gone; the whole files stay
+        assert list((folder / ".cache" / "huggingface" / "download").glob("*.incomplete")) == []
+        assert sorted(p.name for p in folder.glob("*.json")) == ["config.json", "model.safetensors.index.json"]
+        hub.gate_after = None
         hub.resume()
+        hub.cut_once[shard] = BIG_SHARD - 1_000_000  # this time the connection drops past the first 10 MB write
+        seen = len(hub.requests)
         again = await flows.request_action(services=services, spec=spec, requester="U1")
-        assert any(f"{len(parts)} cut part" in x and "to resume" in x for x in again.lines), again.lines
+        assert any("already there: 2 of 5 files complete" in x for x in again.lines), again.lines
         await approve(services, again.id)
         second = await fetches.of_request(services=services, request_id=again.id)
         assert second is not None
         done = await until_ended(services, second.id)
         assert done.state == "done", done.message
-        for name, size in cut.items():
-            assert f"bytes={size}-" in hub.ranges(name), (name, hub.ranges(name))
-        assert (root / "Tiny-3B" / "tokenizer.json").exists() is False  # include= kept it out
+        resumed = [r for r in hub.ranges(shard) if r and r != "bytes=0-"]
+        assert resumed, hub.ranges(shard)  # the client asked for the rest, not the whole shard again
+        gets = [
+            p for m, p, _ in hub.requests[seen:] if m == "GET" and p.endswith(f"{BIG}/resolve/{COMMIT}/config.json")
+        ]
+        assert gets == []  # a whole file is not fetched again
+        assert not (folder / "tokenizer.json").exists()  # include= kept it out
     finally:
-        hub.rate = 0
+        hub.gate_after = None
+        hub.cut_once.clear()
         hub.resume()
 
 
@@ -378,3 +403,23 @@ async def test_a_corrupted_shard_is_caught_by_the_check(services, ssh_server, fa
     assert done.state == "failed" and done.units == []
     assert f"the check found: {shard} is corrupt: its sha256 is " in (done.message or "")
     assert f"`/gpu clean f6 weights={root / 'Tiny-3B' / shard}`" in (done.message or "")
+
+
+async def test_the_command_line_plans_then_starts_and_follows_with_yes(
+    services, ssh_server, fake_hosts, hub, tmp_path, capsys
+):
+    import argparse
+
+    from bot.entry.cli import actions as cli_actions
+
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f7", "127.0.0.47")
+    args = argparse.Namespace(host="f7", repo=REPO, revision=None, to=None, include=[], yes=False)
+    assert await cli_actions.fetch(services.settings, args) == 0
+    out = capsys.readouterr().out
+    assert "6 files, 600.32 KB" in out and "Nothing started: approve request #" in out
+    assert not (root / "Tiny-3B").exists()
+    args.yes = True
+    assert await cli_actions.fetch(services.settings, args) == 0
+    captured = capsys.readouterr()
+    assert f"Fetched and verified {REPO} on f7" in captured.out and "verified: 6 files" in captured.out
+    assert f"] Fetched and verified {REPO} on f7" in captured.err  # the progress line, last seen when it ended

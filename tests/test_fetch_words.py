@@ -63,7 +63,8 @@ def test_whole_files_and_cut_parts_count_as_done():
         FetchFile("c.json", 5),
     )
     there = {"a.safetensors": 100, "c.json": 5, "other.txt": 9}
-    assert measure(files, there, {"b.safetensors.abc123.incomplete": 40}) == (145, 2)
+    parts = {f"D5-QTaCbl9VUFv9Wr0C28eFewRc=.{'y' * 64}.e62d558e.incomplete": 40, "Zm9v=.1234abcd.incomplete": 3}
+    assert measure(files, there, parts) == (145, 2)
 
 
 def test_the_message_says_rate_time_left_and_a_stall():

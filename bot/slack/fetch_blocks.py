@@ -11,7 +11,7 @@ from bot.flows.actions.fetches import FetchView
 from bot.slack.action_blocks import _md
 from bot.slack.blocks import escape, fit_lines
 from bot.slack.ids import ActionId
-from bot.words.render.fetch_view import fetch_lines, headline, percent
+from bot.words.render.fetch_view import bar, fetch_lines, headline, percent
 
 EMOJI = {
     "running": ":arrow_down:",
@@ -20,12 +20,10 @@ EMOJI = {
     "failed": ":x:",
     "cancelled": ":no_entry_sign:",
 }
-BAR = 20
 
 
-def bar(v: FetchView) -> str:
-    n = percent(v) * BAR // 100
-    return "`" + "█" * n + "░" * (BAR - n) + "`"
+def _bar(v: FetchView) -> str:
+    return f"`{bar(v)}` {percent(v)}%"
 
 
 def fetch_text(v: FetchView) -> str:
@@ -35,7 +33,7 @@ def fetch_text(v: FetchView) -> str:
 def fetch_blocks(v: FetchView) -> list[dict[str, Any]]:
     lines = [f"{EMOJI.get(v.state, '')} *{escape(headline(v))}*"]
     if v.state == "running":
-        lines.append(bar(v))
+        lines.append(_bar(v))
     lines += [f"• {escape(x)}" for x in fetch_lines(v)[:-1]]
     blocks: list[Any] = [
         _md(fit_lines(lines)),

@@ -13,7 +13,9 @@ asks for when it downloads a model (read in its source, version 2.4: ``HfApi.mod
 Errors as the Hub says them, in ``X-Error-Code``: an unknown repo ``401 RepoNotFound``, an unknown
 revision ``404 RevisionNotFound``, a gated repo without the right token ``401 GatedRepo`` (``403``
 with a token that has no access). Knobs for tests: ``rate`` (bytes per second per response, 0: as
-fast as it goes), ``hold`` (an :class:`asyncio.Event`: data stops flowing while it is clear),
+fast as it goes), ``hold`` (an :class:`asyncio.Event`: data stops flowing while it is clear;
+:meth:`pause`, :meth:`resume`),
+``gate_after`` (with ``hold`` clear, each file's first ``gate_after`` bytes flow, then it waits),
 ``corrupt`` (a file served with other bytes of the same size: its advertised sha256 no longer
 matches), ``requests`` (every ``(method, path, range)`` seen).
 
@@ -56,6 +58,9 @@ class FakeHub:
         self.token = token
         self.host = host
         self.rate = 0
+        self.gate_after: int | None = None
+        self.cut_once: dict[str, int] = {}
+        """path → offset: the next GET of that file to start has its connection dropped at that offset."""
         self.corrupt: dict[str, bytes] = {}
         self.requests: list[tuple[str, str, str | None]] = []
         self.port = 0
@@ -170,14 +175,21 @@ class FakeHub:
         headers["Content-Length"] = str(len(body) - start)
         if request.method == "HEAD":
             return web.Response(status=status, headers=headers)
+        cut = self.cut_once.pop(path, None)  # taken by the GET that starts now, not one already under way
         resp = web.StreamResponse(status=status, headers=headers)
         await resp.prepare(request)
         chunk = 16384
         pos = start
         while pos < len(body):
             assert self.hold is not None
-            await self.hold.wait()
+            if self.gate_after is None or pos >= self.gate_after:
+                await self.hold.wait()
             piece = body[pos : pos + chunk]
+            if cut is not None and pos + len(piece) > cut:
+                await resp.write(body[pos:cut])
+                assert request.transport is not None
+                request.transport.close()
+                return resp
             await resp.write(piece)
             pos += len(piece)
             if self.rate:

@@ -415,6 +415,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(cli_actions.audit(settings, args))
     if args.cmd == "logs":
         return asyncio.run(cli_actions.logs(settings, args))
+    if args.cmd == "fetch":
+        return asyncio.run(cli_actions.fetch(settings, args))
     if args.cmd == "report":
         return asyncio.run(cli_history.report_list(settings, args))
     if args.cmd in ("history", "diff"):

@@ -1,6 +1,7 @@
 """``gpubot audit [HOST] [--limit N]``: the audit trail of approval-gated actions, printed as text;
-``gpubot logs HOST UNIT [--lines N]``: a watched unit's recent journal; and the sweep ``gpubot
-serve`` runs before it listens.
+``gpubot logs HOST UNIT [--lines N]``: a watched unit's recent journal; ``gpubot fetch HOST ORG/NAME …``:
+plan a fetch, and with ``--yes`` start it and follow it with a progress bar; and the sweep ``gpubot serve``
+runs before it listens.
 
 The same rows as ``/gpu audit``, with each step's output tail (``|`` stdout, ``!`` stderr).
 ``logs`` prints the journal lines on stdout (exit 0), or why there are none on stderr (exit 2:
@@ -16,13 +17,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from bot.flows.actions import flows
+from bot.flows.actions import fetches, flows
 from bot.flows.actions.audit import AuditEntry, audit_text, trail
 from bot.flows.actions.journal import MAX_LINES, read_journal
 from bot.foundation.config import Settings
 from bot.foundation.masking import mask_secrets
 from bot.foundation.names import validate_host, validate_unit
 from bot.wiring import build_services
+from bot.words.commands.fetch import parse_fetch
+from bot.words.render.fetch_view import bar, fetch_text, headline
 from bot.words.render.json_doc import dumps
 
 
@@ -64,6 +67,61 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
         default=None,
         help=f"how many lines (default GPUBOT_JOURNAL_LINES, at most {MAX_LINES})",
     )
+
+    fe = sub.add_parser(
+        "fetch",
+        help="plan downloading a model's weights on a host (its own huggingface_hub); --yes starts and follows it",
+    )
+    fe.add_argument("host", metavar="HOST", help="a registered host")
+    fe.add_argument("repo", metavar="ORG/NAME", help="the Hugging Face repo")
+    fe.add_argument("--revision", help="branch, tag or commit (default: the repo's default branch)")
+    fe.add_argument("--to", metavar="PATH", help="the folder (default: VOLUME/NAME under the first model volume)")
+    fe.add_argument("--include", action="append", default=[], metavar="GLOB", help="only these files (repeatable)")
+    fe.add_argument(
+        "--yes",
+        action="store_true",
+        help="start it now, without a Slack approval (this machine's user runs gpubot itself), and follow it",
+    )
+
+
+async def fetch(settings: Settings, args: argparse.Namespace) -> int:
+    """Plan (and with ``--yes`` run and follow) a fetch; exit 0 when planned or verified, 1 when it failed."""
+    words = [args.host, args.repo]
+    words += [f"revision={args.revision}"] if args.revision else []
+    words += [f"to={args.to}"] if args.to else []
+    words += [f"include={g}" for g in args.include]
+    spec = parse_fetch(words)
+    async with build_services(settings) as services:
+        view = await flows.request_action(services=services, spec=spec, requester="cli")
+        print(
+            "\n".join(
+                [f"request #{view.id}: {view.command}", *(f"  {x}" for x in view.lines), f"  expected: {view.expected}"]
+            )
+        )
+        if not args.yes:
+            print(f"Nothing started: approve request #{view.id} in Slack, or run this again with --yes.")
+            return 0
+        final = await flows.run_unapproved(services=services, request_id=view.id, force=True)
+        if final.message:
+            print(final.message, file=sys.stderr)
+        got = await fetches.of_request(services=services, request_id=view.id)
+        if got is None:
+            print(f"gpubot: request #{view.id} {final.state.value}; no download was started", file=sys.stderr)
+            return 1
+        shown = ""
+        while got.running:
+            await asyncio.sleep(settings.actions.fetch_poll_s)
+            got = await fetches.poll(services=services, fetch_id=got.id)
+            line = f"{bar(got)} {headline(got)}"
+            if sys.stderr.isatty():
+                print("\r" + line[:200].ljust(len(shown)), end="", file=sys.stderr, flush=True)
+            elif line != shown:
+                print(line, file=sys.stderr)
+            shown = line
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+    print(fetch_text(got))
+    return 0 if got.state == "done" else 1
 
 
 async def logs(settings: Settings, args: argparse.Namespace) -> int:

@@ -213,7 +213,7 @@ async def plan_fetch(
     have = complete(files, there)
     todo = [f for f in files if f not in have]
     parts = sum(where.parts.values()) if where else 0
-    need = max(0, sum(f.size for f in todo) - parts)
+    need = sum(f.size for f in todo)  # a cut part is not counted: huggingface_hub 2.x starts that file again
     if not hub_said and not files:
         reasons.append(
             f"`{repo}` has no file"
@@ -265,7 +265,8 @@ def _there_line(have: list[FetchFile], files: tuple[FetchFile, ...], where: Targ
         return "nothing there yet"
     said = f"already there: {len(have)} of {len(files)} files complete ({human_bytes(sum(f.size for f in have))})"
     if where.parts:
-        said += f", {len(where.parts)} cut part{'s' if len(where.parts) > 1 else ''} ({human_bytes(parts)}) to resume"
+        n = len(where.parts)
+        said += f", {n} cut part{'s' if n > 1 else ''} of an earlier download ({human_bytes(parts)})"
     extra = sorted(set(where.files) - {f.path for f in files})
     if extra:
         said += f"; {len(extra)} other file{'s' if len(extra) > 1 else ''} there stay as they are"

@@ -33,6 +33,11 @@ from bot.flows.actions.plan import FetchFile, FetchStep
 from bot.probing.probes.frames import ProbeOutput
 
 q = shlex.quote
+ORPHANS = "*." + "[0-9a-f]" * 8 + ".incomplete"
+"""The parts a client of one process leaves when it is killed (huggingface_hub 2.x names them ``HASH.ETAG.RANDOM8
+.incomplete``, unique to that process, and never reads them again): removed when a fetch starts and after a cancel,
+so the pivot's pre-flight check does not take them for a download still running. A part named without that suffix
+(older clients resume those) stays."""
 START_FN = 'started() { x=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; x=${x##*) }; set -- $x; printf %s "${20}"; }'
 """``started PID``: field 22 of ``/proc/PID/stat`` (its start time), read past the command name (it may hold
 blanks)."""
@@ -285,6 +290,7 @@ def launch_script(step: FetchStep) -> tuple[str, str]:
             f'[ -n "$now" ] && [ "$now" = "$st" ] && {{ echo "a download into {step.target} is already running '
             f'(pid $p)"; {refused}; }}; fi',
             f"rm -f -- {s}/rc {s}/rc.tmp {s}/log {s}/pid {s}/start",
+            _orphans(step.target),
             f"export HF_ENDPOINT={q(step.endpoint)} HF_HUB_DISABLE_TELEMETRY=1",
             f"cd -- {s} || {refused}",
             f"setsid nohup sh -c {q(run)} {s} {argv} </dev/null >/dev/null 2>&1 &",
@@ -350,6 +356,11 @@ def parse_state(out: ProbeOutput | None) -> RunState | None:
     )
 
 
+def _orphans(target: str) -> str:
+    d = q(f"{target}/.cache/huggingface/download")
+    return f"find {d} -maxdepth 1 -type f -name {q(ORPHANS)} -delete 2>/dev/null; :"
+
+
 def cancel_script(target: str, pid: int, start: str) -> str:
     """End the download's process group (SIGTERM, then SIGKILL after 5 s) only while ``pid`` still has
     the start time it had when it was started; writes ``rc`` as cancelled (130). Prints
@@ -364,12 +375,13 @@ def cancel_script(target: str, pid: int, start: str) -> str:
             f"now=$(started {p})",
             '[ -n "$now" ] || { echo gone; exit 0; }',
             f'[ "$now" = {q(start)} ] || {{ echo spared; exit 0; }}',
-            f"kill -TERM -- -{p} 2>/dev/null || kill -TERM {p}",
+            f"kill -TERM -{p} 2>/dev/null || kill -TERM {p}",  # dash: no -- before a process group
             "n=0; while [ $n -lt 25 ]; do",
             f'  now=$(started {p}); [ "$now" = {q(start)} ] || break',
             "  sleep 0.2; n=$((n+1)); done",
-            f'[ "$(started {p})" = {q(start)} ] && kill -KILL -- -{p} 2>/dev/null',
+            f'[ "$(started {p})" = {q(start)} ] && kill -KILL -{p} 2>/dev/null',
             f"[ -f {s}/rc ] || {{ echo 130 > {s}/rc.tmp && mv -f -- {s}/rc.tmp {s}/rc; }}",
+            f'[ -n "$(started {p})" ] || {_orphans(target)}',
             "echo cancelled",
         ]
     )

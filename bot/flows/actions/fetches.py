@@ -194,15 +194,15 @@ async def of_request(*, services: Services, request_id: int) -> FetchView | None
 
 # --- looking at it -----------------------------------------------------------------------------------
 def measure(files: tuple[FetchFile, ...], there: dict[str, int], parts: dict[str, int]) -> tuple[int, int]:
-    """``(bytes, files)`` done: planned files at their final path (each counted up to its planned size)
-    and the ``.incomplete`` parts of those still coming."""
+    """``(bytes, files)`` done: planned files at their final path (each counted up to its planned size) and the
+    ``.incomplete`` parts of those still coming. The client names a part ``HASH.ETAG[.X].incomplete``, an LFS
+    file's ETag being its sha256: a part is matched to its file by that."""
     done = [f for f in files if there.get(f.path) == f.size]
     byte_count = sum(min(there.get(f.path, 0), f.size) for f in files)
-    names = {f.path.rsplit("/", 1)[-1]: f for f in files if f not in done}
+    coming = {f.sha256: f for f in files if f.sha256 and f.path not in there}
     for name, size in parts.items():
-        stem = name[: -len(".incomplete")].rsplit(".", 1)[0] if name.endswith(".incomplete") else name
-        f = names.get(stem)
-        if f is not None and there.get(f.path) is None:
+        f = next((coming[w] for w in name.split(".") if w in coming), None)
+        if f is not None:
             byte_count += min(size, f.size)
     return byte_count, len(done)
 

@@ -209,11 +209,15 @@ def needs_no_approval(services: Services, view: RequestView) -> bool:
     return view.kind is ActionKind.FETCH and not services.settings.actions.fetch_needs_approval
 
 
-async def run_unapproved(*, services: Services, request_id: int, notify: Notify | None = None) -> RequestView:
+async def run_unapproved(
+    *, services: Services, request_id: int, notify: Notify | None = None, force: bool = False
+) -> RequestView:
     """Run a pending request that needs no approval (:func:`needs_no_approval`) as planned: claimed like an
-    approved one (``pending → approved``, once), re-checked, executed. Raises :class:`UsageError` for any other."""
+    approved one (``pending → approved``, once), re-checked, executed. Raises :class:`UsageError` for any other,
+    unless ``force`` (``gpubot fetch --yes``: the bot's own machine, whose user runs gpubot itself, and a fetch
+    only)."""
     view = await load_view(services=services, request_id=request_id)
-    if not needs_no_approval(services, view):
+    if not (needs_no_approval(services, view) or (force and view.kind is ActionKind.FETCH)):
         raise UsageError(f"request #{request_id} needs approval")
     async with services.sessions() as db, db.begin():
         claimed = await service.claim_unapproved(

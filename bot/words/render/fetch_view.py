@@ -19,6 +19,12 @@ def percent(v: FetchView) -> int:
     return int(100 * v.bytes_done / v.total_bytes) if v.total_bytes else 100
 
 
+def bar(v: FetchView, width: int = 20) -> str:
+    """``[█████░░░░░]``: the share of bytes on disk."""
+    n = percent(v) * width // 100
+    return "[" + "█" * n + "░" * (width - n) + "]"
+
+
 def headline(v: FetchView) -> str:
     """``Downloading moonshotai/Kimi-K2.5 on node174: 41% (221 GB of 540 GB)``."""
     head = f"{HEAD.get(v.state, v.state)} {v.repo} on {v.host}"
