@@ -9,7 +9,7 @@ window, each of the 8 GPUs its own line with a capacity line, GPU 3 holding an o
 ``need=`` line. Prints the median, min and max wall time of ``--runs`` renders after one warm-up, and the median
 CPU time (steadier than wall time on a shared machine).
 
-``--before`` draws what the chart drew before issue 24 item 3 was finished (the same 1,000 probes as one
+``--before`` draws the older chart (the same 1,000 probes as one
 summed GPU line, no capacity, band, marks or need line) with the same code, for comparison.
 """
 

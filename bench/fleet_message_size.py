@@ -1,11 +1,11 @@
-"""How much text a fleet summary sends to Slack, per message (issue 28).
+"""How much text a fleet summary sends to Slack, per message.
 
     python bench/fleet_message_size.py [--sizes 250,1000,3000]
 
 Renders the `/gpu status all` answer for N synthetic hosts (tests/test_fleet_blocks.py's mix: every
 7th unreachable with a long reason, every 5th not ready with a python3 holding a GPU, the rest
 ready) exactly as the Slack handler sends it, and prints, per N: the characters of text of every
-host's line together (what one message held before: 69,016 for 1,000 hosts of issue 28's fleet),
+host's line together (what one message would hold with every host in it),
 of the summary message (bounded by ``MESSAGE_TEXT_BUDGET``), the number of thread messages and the
 largest, and the render time. Slack refuses a message past about 13,200 characters of block text
 (``msg_blocks_too_long``, slackapi/bolt-js#2509).

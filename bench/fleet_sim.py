@@ -1,5 +1,5 @@
 """A simulated 10,000-host fleet: `/gpu status all` through the real Bolt app and the worker processes
-serve uses, every host answered by the runner twin after an injected latency (issue 23 item 4).
+serve uses, every host answered by the runner twin after an injected latency.
 
     python bench/fleet_sim.py [--hosts 10000] [--processes 2] [--latency-ms 20,200] [--db sqlite|postgresql]
 

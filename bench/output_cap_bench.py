@@ -1,4 +1,4 @@
-"""Memory of `gpubot serve` when a host answers 50 MB (issue 27, item 5).
+"""Memory of `gpubot serve` when a host answers 50 MB.
 
     python bench/output_cap_bench.py [--answers 2] [--hosts 1]
 

@@ -119,7 +119,7 @@ def test_bad_input_never_gets_through(text, message):
 
 
 def test_pid_1_is_refused_without_guessing_the_hosts_init():
-    """It said "init (systemd)" on a host whose PID 1 was another program (the newcomer's trial, item 11)."""
+    """Never "init (systemd)" on a host whose PID 1 is another program: the host's init is not guessed."""
     with pytest.raises(UsageError) as refused:
         G.parse("kill node174 pid=1")
     assert "systemd" not in str(refused.value)

@@ -333,7 +333,7 @@ def test_a_card_command_and_every_follow_up_read_as_commands_that_parse(spec):
 
 
 def test_the_readme_and_the_manual_suggest_commands_that_parse():
-    """The advice the verdict page quotes moved there from the README (issue 22 item 6); both are read."""
+    """The advice the verdict page quotes moved there from the README; both are read."""
     text = "\n".join(p.read_text() for p in [Path("README.md"), *sorted(Path("docs").glob("*.md"))])
     assert "`/gpu kill node174 4242`" not in text
     quoted = re.findall(r"`(/gpu (?:kill|stop|pivot) node174[^`]*)`", text)

@@ -1,5 +1,5 @@
 """The plain-text audit (``gpubot audit``, ``/gpu audit``) masks secrets in what steps printed, as the
-JSON form and the journal views do (issue 20 item 5: a journal holds tokens; a failed start's step output
+JSON form and the journal views do (a journal holds tokens; a failed start's step output
 carries its tail)."""
 
 from __future__ import annotations

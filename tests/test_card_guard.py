@@ -1,4 +1,4 @@
-"""A click acts only on the request whose card it is (issue 20, item 4).
+"""A click acts only on the request whose card it is.
 
 A Slack client can send any ``value`` with a button: signed ``block_actions`` on request A's card whose
 value names request B (another channel's, a private one) must be refused with an answer to the clicker

@@ -1,4 +1,4 @@
-"""Charts read at a glance (issue 24 item 3): the axis spans the window asked for, values are drawn
+"""Charts read at a glance: the axis spans the window asked for, values are drawn
 as steps with a marker at each sample, no line lies under the top frame, the host is named, an empty
 window says "no data in this window" over its own dates; one line per GPU with its capacity (an
 orphan on GPU 3 is its own line, a lost GPU is marked), the verdict as a coloured band under the

@@ -395,8 +395,8 @@ def test_hosts_show_and_forget_gpu_take_the_built_in_localhost(db_env):
 
 @pytest.mark.process
 def test_hosts_sudoers_of_an_unreachable_host_warns_on_stderr_and_exits_69(db_env, tmp_path):
-    """The file came without its `delete` rules (only comments say why) and nothing on stderr said so; then it
-    said so but exited 0, and a script piping it to /etc/sudoers.d took the half file (the newcomer's trial, item 7)."""
+    """Without its `delete` rules (only comments say why) the file is incomplete: stderr says so and the exit
+    status is 69, so a script piping it to /etc/sudoers.d does not take the half file."""
     env = {
         **db_env,
         "GPUBOT_ALLOWED_ROOTS": '{"*": ["/shared/models"]}',

@@ -1,4 +1,4 @@
-"""`--json` on `hosts list|show`, `history`, `diff`, `audit` and `report list` (issue 25 item 3): each
+"""`--json` on `hosts list|show`, `history`, `diff`, `audit` and `report list`: each
 prints one JSON document of the shape docs/commands.md gives, parsed here, built by real use: hosts on
 the real sshd probed twice, an approved clean run in `gpubot console`, a report schedule."""
 
@@ -159,7 +159,7 @@ def test_json_documents_of_hosts_history_diff_audit_and_reports(ssh_server, fake
     assert _when(first["taken_at"]) <= _when(second["taken_at"]) and _when(history["since"]) < _when(history["until"])
     assert sum(p["count"] for p in history["points"]) == 2
 
-    diff = _json("diff", "ja", "--since", str(first["snapshot_id"]), env=env)  # a young host: by id (issue 25 item 6)
+    diff = _json("diff", "ja", "--since", str(first["snapshot_id"]), env=env)  # a young host: by id
     assert (
         diff["before"]["snapshot_id"] == first["snapshot_id"] and diff["after"]["snapshot_id"] == second["snapshot_id"]
     )

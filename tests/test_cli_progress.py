@@ -1,4 +1,4 @@
-"""`gpubot status group:NAME` at a terminal (issue 25 item 3): hosts appear as they answer under a live
+"""`gpubot status group:NAME` at a terminal: hosts appear as they answer under a live
 'N/total answered' line, the summary ends with problems first, in colour; piped, plain text only.
 
 Driven in a real pty (tests/support/terminal.py) against the real sshd hosts and a host that accepts

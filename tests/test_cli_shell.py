@@ -1,4 +1,4 @@
-"""The command line as a shell user meets it (issue 25 item 3): every option and argument says what it
+"""The command line as a shell user meets it: every option and argument says what it
 is in --help, `--version`, and completion scripts for bash, zsh and fish that the shells load and that
 complete gpubot's commands."""
 

@@ -138,7 +138,7 @@ def test_manifest_declares_the_command_and_interactivity():
     assert doc["features"]["slash_commands"][0]["command"] == Settings(_env_file=None).command
     assert doc["settings"]["interactivity"]["is_enabled"] is True
     assert {"commands", "chat:write"} <= set(doc["oauth_config"]["scopes"]["bot"])
-    assert "users:read" not in doc["oauth_config"]["scopes"]["bot"]  # nothing calls users.info (issue 25 item 7)
+    assert "users:read" not in doc["oauth_config"]["scopes"]["bot"]  # nothing calls users.info
     assert (
         doc["features"]["slash_commands"][0]["should_escape"] is True
     )  # bot/words/commands/normalize.py reads the IDs

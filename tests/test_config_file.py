@@ -1,4 +1,4 @@
-"""Configuration that cannot fail open (issue 25, item 1): a ``GPUBOT_*`` name that is no setting stops
+"""Configuration that cannot fail open: a ``GPUBOT_*`` name that is no setting stops
 every command (exit 78, naming it and the nearest setting), nothing is deletable by default, and
 ``gpubot.toml`` holds the structured settings (the environment and ``.env`` win over it)."""
 

@@ -1,5 +1,5 @@
 """`as NAME` in `gpubot console` never gives more than the console's own role, and a name typed there
-never meets an approval rule that names people (issue 20, item 8): the console proves no one's
+never meets an approval rule that names people: the console proves no one's
 identity, so a Slack id typed after `as` counts for no more than `--role` says."""
 
 import json

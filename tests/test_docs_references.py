@@ -1,6 +1,5 @@
-"""Every path and manual section a reader is sent to exists (the newcomer's trial, /work/reports/trial.md items 4
-and 5): deploy/README.md still named `bot/observability/fleet.py` after the move to layer folders, and messages
-sent people to README sections ("Approvals and actions", "Configuration") that are in docs/ pages instead."""
+"""Every path and manual section a reader is sent to exists: a file the docs name (deploy/README.md named a module
+that had moved), and a section a message sends people to (a README section that is a docs/ page)."""
 
 from __future__ import annotations
 

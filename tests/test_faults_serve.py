@@ -1,4 +1,4 @@
-"""Faults tried from outside on a whole `gpubot serve` (issue 27): signed slash commands, the Web API
+"""Faults tried from outside on a whole `gpubot serve`: signed slash commands, the Web API
 recorder, fake hosts on a real sshd of this module's own whose nvidia-smi and systemctl can be told
 to misbehave (tests/support/faults.py).
 

@@ -1,4 +1,4 @@
-"""Fleet readiness as metrics (issue 24 item 2): /metrics of the real app, scraped after probes over
+"""Fleet readiness as metrics: /metrics of the real app, scraped after probes over
 the real sshd, carries each registered host's series with the values of its newest snapshot; the
 Grafana dashboard and the example alert rules name only metrics the bot exposes."""
 

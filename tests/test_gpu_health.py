@@ -1,4 +1,4 @@
-"""GPU health in the verdict (issue 14): each input with its right verdict.
+"""GPU health in the verdict: each input with its right verdict.
 
 The GPU rows are the real H200 capture (tests/fixtures/h200/query_gpu_with_health.out: recovery
 action None, no remaps pending, retired pages [N/A], no ECC errors, no slowdown, persistence on)

@@ -1,5 +1,5 @@
 """GPU health and Xid errors through the whole probe: real sshd, the fake hosts' nvidia-smi,
-journalctl and dmesg (tests/support/fakehost), stored snapshots, `diff` (issue 14)."""
+journalctl and dmesg (tests/support/fakehost), stored snapshots, `diff`."""
 
 from bot.domain.history.diff import diff_readings
 from bot.domain.readiness.verdict import Severity, Verdict

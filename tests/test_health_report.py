@@ -1,5 +1,5 @@
 """The morning report counts hosts that need a GPU reset apart from busy ones; `diff` and history
-name health changes (issue 14)."""
+name health changes."""
 
 from bot.domain.history.gpu_health_diff import health_lines
 from bot.domain.hosts import service as hosts

@@ -1,4 +1,4 @@
-"""Journals hold secrets (issue 20, item 5): after a failed start the channel's thread says only that
+"""Journals hold secrets: after a failed start the channel's thread says only that
 the start failed and how to read the journal; the tail goes privately to the requester and approvers
 who may read logs; every secret shape is masked wherever a journal is shown, and in the log at DEBUG."""
 

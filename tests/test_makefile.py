@@ -1,4 +1,4 @@
-"""`make run` as a newcomer meets it (the newcomer's trial, /work/reports/trial.md items 1 and 3): it serves Slack
+"""`make run` as a newcomer meets it: it serves Slack
 when gpubot would find a bot token (in `.env` too, or as `GPUBOT_SLACK_BOT_TOKEN`), and a venv left without pip by
 an interrupted first run is made again instead of failing on `.venv/bin/pip` every time.
 

@@ -1,4 +1,4 @@
-"""The new model is checked before anything is stopped, deleted or started (issue 21 items 3, 4), over
+"""The new model is checked before anything is stopped, deleted or started, over
 the real sshd hosts with stand-in units whose ExecStart names real folders made here: missing weights,
 a missing shard, a download still running, weights the pivot itself would delete, and weights too big
 for the unit's GPUs refuse the plan up front (the canary weight folder and the running unit survive);

@@ -1,4 +1,4 @@
-"""The partial dump (issue 23 item 3): a batch whose deadline passes returns what it read, over real
+"""The partial dump: a batch whose deadline passes returns what it read, over real
 SSH to a fake host of this module's own sshd whose ``df`` sleeps past the deadline
 (tests/support/faults.py ``slow-df``).
 

@@ -1,4 +1,4 @@
-"""Deletion and kill as root, attacked (issue 20: items 1-3 and the kill rule).
+"""Deletion and kill as root, attacked.
 
 This machine is the GPU host: a real sshd on loopback (tests/support/sshd.py), real sudo with the
 file `gpubot hosts sudoers` prints (plus, where a test says so, the older rule an earlier gpubot

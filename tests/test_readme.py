@@ -1,4 +1,4 @@
-"""The README stays what a newcomer reads in five minutes (issue 22 item 6); the manual is docs/, whose
+"""The README stays what a newcomer reads in five minutes; the manual is docs/, whose
 links and nav `mkdocs build --strict` checks in `make test`. This checks what mkdocs does not read: the
 README's size and its own links."""
 

@@ -1,4 +1,4 @@
-"""The seed scenario, end to end (issue 21 item 6), through the real Bolt app and the real sshd.
+"""The seed scenario, end to end, through the real Bolt app and the real sshd.
 
 node174: 8 GPUs of 97,887 MiB (RTX PRO 6000 Blackwell, through the fake nvidia-smi); vllm-glm5.service
 stopped, one orphan python of it still in its cgroup holding 81,920 MiB on GPU 3 (a real process in a

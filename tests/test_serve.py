@@ -210,9 +210,9 @@ async def _serve_until_sigterm(
 async def test_sigterm_while_socket_mode_cannot_connect_exits(tmp_path):
     """auth.test and apps.connections.open answer (the recorder), but the WebSocket URL they give is
     a closed local port: slack_sdk retries the connect forever, and SIGTERM only set an event
-    awaited after the connect returned (the trial's serve ran 10 min after timeout's SIGTERM, a
-    traceback every 10 s). Now the connect is cancelled and the process exits 0; each failed
-    attempt is one line, no traceback."""
+    awaited after the connect returned (serve ran on for 10 min after SIGTERM, a traceback every
+    10 s). The connect is cancelled and the process exits 0; each failed attempt is one line, no
+    traceback."""
     async with SlackApiRecorder() as recorder:
         recorder.responses["apps.connections.open"] = {"ok": True, "url": f"ws://127.0.0.1:{free_port()}/link"}
         env = {

@@ -1,4 +1,4 @@
-"""``gpubot serve`` checks its Slack credentials at start (issue 25, item 2): a credential that is missing
+"""``gpubot serve`` checks its Slack credentials at start: a credential that is missing
 or that Slack refuses keeps the process alive and unready, the reason in ``/readyz`` and the log, so a
 container's restart policy has nothing to restart in a loop; good ones read ``slack_credentials: ok``."""
 

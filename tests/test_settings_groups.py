@@ -1,6 +1,6 @@
 """Code in ``bot/`` reads a setting through its group (``settings.ssh.ssh_user``) or takes the group whole
-(``def runner(ssh: SshSettings)``), never flat (``settings.ssh_user``): issue 22 item 5, "each component gets its
-group whole". ``bot/foundation/config.py`` declares the flat fields and is the one module left out.
+(``def runner(ssh: SshSettings)``), never flat (``settings.ssh_user``): each component gets its group whole.
+``bot/foundation/config.py`` declares the flat fields and is the one module left out.
 
 An AST scan: an attribute read ``X.<field>`` where ``X`` is a name ``settings`` or ``s``, or ``self.settings`` /
 ``services.settings`` (any ``<name>.settings``), and ``<field>`` is one of :class:`Settings`' fields. Tests may keep

@@ -1,4 +1,4 @@
-"""Issue 23, items 2 and 3: the chat's writes are short and a batch's output leaves the host once.
+"""The chat's writes are short and a batch's output leaves the host once.
 
 * A delivery claim is one ``INSERT … ON CONFLICT DO NOTHING`` (no savepoint), on both backends.
 * A fan-out's snapshot batch on SQLite runs whole in a thread on a synchronous engine: it commits

@@ -1,4 +1,4 @@
-"""Issue 20 item 6 and issue 25's alias defect, over the real loopback sshd: what gpubot takes from an
+"""Over the real loopback sshd: what gpubot takes from an
 ssh_config file and what it refuses.
 
 * ``ForwardAgent yes`` never hands the bot's SSH agent to the host (a real ``ssh-agent`` runs beside

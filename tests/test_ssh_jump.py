@@ -1,4 +1,4 @@
-"""Jump hosts and ssh_config (issue 9): a bastion and a target as two real sshd on loopback.
+"""Jump hosts and ssh_config: a bastion and a target as two real sshd on loopback.
 
 The bastion logs at DEBUG1, so each test can see the forwarded connection it made to the target
 (``server_request_direct_tcpip ... target 127.0.0.1 port P``): the probe really went through it. Both hops are verified

@@ -1,4 +1,4 @@
-"""The SSH connection pool: reuse, and its faults (issue 9, "Bad input and faults").
+"""The SSH connection pool: reuse, and its faults.
 
 Real sshd on loopback throughout; a second sshd (own host key, own fake state) stands for a host
 that shares an address with another and differs only by port. The pool's own rules (LRU, idle

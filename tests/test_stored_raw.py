@@ -1,5 +1,5 @@
-"""Raw probe outputs are stored capped, and say where they were cut (issue 28: a host's 50 MB answer
-was stored whole in one snapshot row)."""
+"""Raw probe outputs are stored capped, and say where they were cut: a host's 50 MB answer
+is never stored whole in one snapshot row."""
 
 from __future__ import annotations
 

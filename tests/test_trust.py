@@ -1,4 +1,4 @@
-"""Issue 20 item 7 and issue 25's trust defect: `hosts trust` replaces every known_hosts line that names
+"""`hosts trust` replaces every known_hosts line that names
 the host (hashed by OpenSSH's own ``ssh-keygen -H``, among several names, plain), so the old key is
 refused afterwards; lines of other hosts and comments stay; a host registered by a DNS name is trusted
 (it crashed: the name was passed where asyncssh wants an IP address); a known_hosts file others may

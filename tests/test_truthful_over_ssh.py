@@ -1,6 +1,6 @@
-"""Issue 8 over real SSH (the loopback sshd test hosts): a GPU lost between two probes, a hung
-mount that costs only its own probe, a connection dropped mid-batch, case-insensitive host names,
-and who holds a GPU."""
+"""Wrong answers found on real-world hosts, over real SSH (the loopback sshd test hosts): a GPU lost between
+two probes, a hung mount that costs only its own probe, a connection dropped mid-batch, case-insensitive
+host names, and who holds a GPU."""
 
 import dataclasses
 import os

@@ -1,4 +1,4 @@
-"""Issue 8: each wrong answer found on real-world hosts, as an input with its right verdict (pure layer).
+"""Each wrong answer found on real-world hosts, as an input with its right verdict (pure layer).
 
 The over-SSH cases (a GPU lost between two probes, a hung mount, a dropped connection) are in
 tests/test_truthful_over_ssh.py.

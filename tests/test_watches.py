@@ -1,4 +1,4 @@
-"""Watches (issue 24 item 1): background probes over the real sshd whose fake GPU state changes
+"""Watches: background probes over the real sshd whose fake GPU state changes
 between probes, the real Bolt app with signed requests, and the Web API recorder.
 
 A change is posted once a second probe confirms it; a change seen once and gone is not; recovery

@@ -1,4 +1,4 @@
-"""serve's ``/metrics`` counts the fan-out workers' pooled SSH connections (issue 23): the pools live
+"""serve's ``/metrics`` counts the fan-out workers' pooled SSH connections: the pools live
 in the worker processes, so ``gpubot_ssh_pooled_connections`` (this process's) read 0 in serve after
 any fan-out. Each worker records its pool's open connections at the end of each job
 (``fleet_workers``); serve sums the workers heard from within 15 minutes."""

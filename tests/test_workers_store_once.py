@@ -1,4 +1,4 @@
-"""A host is stored once per fan-out even when two workers probe it (issue 23): a worker that looked
+"""A host is stored once per fan-out even when two workers probe it: a worker that looked
 stalled but lives goes on while its job is retried by another, and both come to store the same
 (run, host). Each snapshot batch claims its hosts' progress rows first (``INSERT … ON CONFLICT DO
 NOTHING`` on the unique ``(run_id, host_name)``) and stores only the hosts it claimed, in the same

@@ -1,4 +1,4 @@
-"""Recent Xid errors (issue 14): the kernel-log probe's parser and the verdict it leads to.
+"""Recent Xid errors: the kernel-log probe's parser and the verdict it leads to.
 
 Xid line shapes as the NVIDIA driver logs them (``NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen
 off the bus.``, ``NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: ...``); the dmesg

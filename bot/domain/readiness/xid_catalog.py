@@ -22,7 +22,7 @@ The policy, precisely:
   reboot: a wrong *ready* is worse than a wrong *not ready*. Each such row says so in a comment.
 * ECC and NVLink Xids are unusable because, and only where, the catalog says so (ECC: 48, 64, 95,
   140; NVLink: 74, 136, 144-150, 155). The earlier rule "every contained or uncontained ECC Xid"
-  (issue 14) is contradicted by the catalog for Xid 94, a contained error (``RESTART_APP``: other
+  is contradicted by the catalog for Xid 94, a contained error (``RESTART_APP``: other
   applications are unaffected and new ones may run): it is a warning. A reset such an error leaves
   due is still caught live, by the health probe's pending row remaps and the driver's recovery
   action (:mod:`bot.domain.readiness.gpu_health`).

@@ -1,6 +1,7 @@
-"""Issue 26 (verdicts, round three), the pure layer: each public case as the text the driver prints,
+"""What the GPU driver says about NVSwitch fabrics, passed-through GPUs, slow starts and failures, the pure
+layer: each public case as the text the driver prints,
 through the batch parser and the verdict. The HGX host, the slow driver and the passed-through GPU
-over real sshd are in tests/test_round3_over_ssh.py.
+over real sshd are in tests/test_gpu_driver_over_ssh.py.
 
 Sources of the wording: nvidia-smi's own messages as quoted in NVIDIA/nvidia-container-toolkit#48
 and #69, NVIDIA/open-gpu-kernel-modules#387, microsoft/WSL#9938, NVIDIA/gpu-operator#356 and #375,
@@ -43,7 +44,7 @@ def codes(a) -> list[str]:
     return [r.code for r in a.reasons]
 
 
-# --- 4. failure kinds the driver names plainly -------------------------------------------------------------
+# --- failure kinds the driver names plainly -------------------------------------------------------------
 def test_nvml_unknown_error_after_a_lost_device_cgroup_is_not_ready_with_the_container_fix():
     """`Failed to initialize NVML: Unknown Error`, exit 255: the container lost /dev/nvidia* after a
     `systemctl daemon-reload` on the host (nvidia-container-toolkit#48). Was: unknown, "exited 255"."""
@@ -84,7 +85,7 @@ def test_an_unclassified_failure_stays_unknown():
     assert a.verdict is Verdict.UNKNOWN and codes(a) == ["gpu_unknown"]
 
 
-# --- 5. the lost device is named, the other GPUs keep their readings --------------------------------------
+# --- the lost device is named, the other GPUs keep their readings --------------------------------------
 HANDLE = "Unable to determine the device handle for GPU0000:4F:00.0: Unknown Error\n"
 
 
@@ -175,7 +176,7 @@ def test_unknown_error_in_temperature_or_power_is_a_warning_on_that_gpu():
     ]
 
 
-# --- 6. Exclusive_Process --------------------------------------------------------------------------------
+# --- Exclusive_Process --------------------------------------------------------------------------------
 def test_exclusive_process_is_a_note_and_default_is_silent():
     _, a = judge(out(FIELDS + row(0, mode="Exclusive_Process") + row(1)))
     assert a.verdict is Verdict.READY and codes(a) == ["gpu_exclusive"]
@@ -184,7 +185,7 @@ def test_exclusive_process_is_a_note_and_default_is_silent():
     assert "`nvidia-smi -i 0 -c DEFAULT`" in a.reasons[0].text
 
 
-# --- 3. a GPU passed through to a VM is a note, not a lost GPU -------------------------------------------
+# --- a GPU passed through to a VM is a note, not a lost GPU -------------------------------------------
 def _pci(drivers: list[str]) -> ProbeOutput:
     return out("pci-scanned\n" + "".join(f"pci 0000:{0x18 + i:02x}:00.0 0x030200 {d}\n" for i, d in enumerate(drivers)))
 
@@ -238,7 +239,7 @@ def test_nouveau_is_named_and_an_unbound_gpu_is_still_missing():
     assert missing.text.startswith("6 of 7 GPUs present") and "0000:1f:00.0" in missing.text
 
 
-# --- 1. HGX: NVSwitches, the fabric and its manager ------------------------------------------------------
+# --- HGX: NVSwitches, the fabric and its manager ------------------------------------------------------
 HGX_FIELDS = "# fields: " + ",".join((*GPU_FIELDS, "compute_mode", "fabric.state", "fabric.status")) + "\n"
 SWITCHES = "".join(f"nvswitch 0000:{0x05 + i:02x}:00.0 0x068000 nvidia-nvswitch\n" for i in range(4))
 
@@ -353,7 +354,7 @@ def test_a_host_without_nvswitches_is_not_asked_about_the_fabric():
     assert r.fabric is None and a.verdict is Verdict.READY and a.reasons == []
 
 
-# --- 2. a slow driver: the pure side (the over-SSH run is in test_round3_over_ssh.py) ---------------------
+# --- a slow driver: the pure side (the over-SSH run is in test_gpu_driver_over_ssh.py) ---------------------
 def test_took_line_and_the_slow_warning_replace_the_per_gpu_persistence_notes():
     rows = "".join(row(i) for i in range(2))
     fields = "# fields: " + ",".join((*GPU_FIELDS, "compute_mode", "persistence_mode")) + "\n"

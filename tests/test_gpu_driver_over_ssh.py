@@ -1,4 +1,4 @@
-"""Issue 26 over real SSH (the loopback sshd test hosts, host keys verified): an HGX host whose Fabric
+"""What the GPU driver says, over real SSH (the loopback sshd test hosts, host keys verified): an HGX host whose Fabric
 Manager is down, a GPU passed through to a VM, and a driver slow to start without persistence mode.
 The fake hosts answer nvidia-smi and systemctl from their state and read a fake sysfs of their own
 (``GPUBOT_SYSFS``, tests/support/fakestate.py write_sysfs)."""
