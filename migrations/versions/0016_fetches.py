@@ -1,16 +1,16 @@
 """Downloads started by ``/gpu fetch`` (``fetches``): the detached process on the host, its progress as last
 read, and the verified result.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-01
 """
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = '0015'
-down_revision = '0014'
+revision = '0016'
+down_revision = '0015'
 branch_labels = None
 depends_on = None
 
