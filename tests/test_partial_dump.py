@@ -7,7 +7,8 @@ SSH to a fake host of this module's own sshd whose ``df`` sleeps past the deadli
   finished so far, so the GPU probe's readings arrive and are parsed; the host is *unknown*, its
   reason naming the probes that did not finish, never *unreachable*.
 * The host's own deadline passes first: ``df`` is cut at the deadline and what comes after it is not
-  run; the host is *unknown* naming them, the GPU readings kept.
+  run; the host is *unknown* naming them, the GPU readings kept, and the kernel log (started with the
+  batch, beside the GPU probe) read.
 """
 
 from __future__ import annotations
@@ -85,4 +86,7 @@ async def test_the_hosts_own_deadline_cuts_the_slow_probe_and_keeps_the_rest(ser
     assert report.readings is not None and len(report.readings.gpu.gpus) == 8  # what finished, parsed
     text = unfinished_named(report)
     assert "df did not answer within" in text, text
-    assert "the batch deadline had passed" in text and "kernel log" in text, text  # not run: named
+    assert "the batch deadline had passed" in text, text  # not run: named
+    # The kernel log started with the batch, under its own limit: the slow df did not use its time.
+    assert report.readings.kernel_log is not None and report.readings.kernel_log.source is not None
+    assert "kernel log" not in text, text

@@ -1,5 +1,6 @@
 """The probe registry: one object per probe, its frames and its reading; the batch script it builds is
-the one gpubot sent before probes were objects (tests/fixtures/probe_scripts/*.sh, written by that code)."""
+the one gpubot sent before probes were objects (tests/fixtures/probe_scripts/*.sh, written by that code; rewritten
+since where the batch changed on purpose: the early kernel-log and disk probes, the stuck-process watchdog)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,9 @@ class HostState:
     ``journalctl -k``/``dmesg``. ``init_delay_s``: seconds a first nvidia-smi call waits while no
     other runs (a driver without persistence mode; calls made together share one wait).
     ``total_mib``, ``gpu_name``: another board's memory and name (0 and "": the H200's), e.g.
-    ``97887`` and ``NVIDIA RTX PRO 6000 Blackwell Server Edition``.
+    ``97887`` and ``NVIDIA RTX PRO 6000 Blackwell Server Edition``. ``extra_fields``: query fields of
+    another driver branch this driver knows (``reset_status.reset_required`` before 570), values from
+    ``gpu_overrides``. ``wedge_s``: how long each nvidia-smi call of a ``wedged`` driver blocks in state D.
     """
 
     gpus: int = 8
@@ -56,6 +58,8 @@ class HostState:
     init_delay_s: float = 0
     total_mib: int = 0
     gpu_name: str = ""
+    extra_fields: list[str] = field(default_factory=list)
+    wedge_s: float = 60
 
     def __post_init__(self) -> None:
         if self.smi_mode not in SMI_MODES:

@@ -1,9 +1,9 @@
 """Answers for a :class:`~bot.probing.ssh.scripted.ScriptedRunner` that receives probe batches: the framed
 output a host would print, built from the captured H200 outputs, for tests of logic (no sshd).
 
-The batch script names its marker and its probes (``gpubot_run NAME CMD``); :func:`probe_batch`
-reads both from the script it is sent and frames, in script order, the answer it has for each
-probe. A probe with no answer prints nothing, as a batch cut short would.
+The batch script names its marker and its probes (``gpubot_run NAME CMD``; ``gpubot_joins NAME...`` for
+those started early); :func:`probe_batch` reads both from the script it is sent and frames, in script order,
+the answer it has for each probe. A probe with no answer prints nothing, as a batch cut short would.
 """
 
 from __future__ import annotations
@@ -68,7 +68,11 @@ def probe_batch(
     def handler(target: HostTarget, script: str) -> RunResult:
         marker = re.search(r"GPUBOT-[0-9a-f]{32}", script)
         assert marker, "not a probe batch script"
-        names = re.findall(r"^gpubot_run (\S+) ", script, re.M)
+        names = [
+            name
+            for m in re.finditer(r"^gpubot_run (\S+) |^gpubot_joins (.+)$", script, re.M)
+            for name in ([m.group(1)] if m.group(1) else m.group(2).split())
+        ]
         body = "".join(framed(marker.group(0), n, answers[n]) for n in names if n in answers)
         return RunResult(banner + body, "", exit_status, 0.01)
 

@@ -11,7 +11,11 @@ An NVSwitch host is one whose PCI scan found NVIDIA bridge devices (class ``0x06
   completed registration with an error status are *not ready*;
 * ``nvidia-fabricmanager.service`` must be active (it is judged without configuration): inactive,
   failed or not installed is *not ready*, with the fix (start it; its version must match the driver);
-* where neither the GPUs' fabric state nor the unit could be read, the host is *unknown*, never ready.
+* where neither the GPUs' fabric state nor the unit could be read, the host is *unknown*, never ready;
+* an A100-class HGX, whose GPUs report no fabric state at all (``N/A``: no registration step), is judged by
+  the Fabric Manager alone: active is *ready*, anything else *not ready* as above;
+* a fatal SXid in the kernel log (the NVSwitch driver's own errors) is judged with the kernel log
+  (:mod:`bot.domain.readiness.driver_log`): it takes the fabric down for every GPU.
 
 A GPU that reports a fabric state on a host with no NVSwitch found (NVLink domains such as GB200
 NVL72, whose switches sit outside the host) is judged by its state alone.
@@ -90,18 +94,36 @@ def fabric_findings(readings: Readings) -> list[Finding]:
             )
         )
     out += manager
-    if switches and not states and not manager:
-        fabric = readings.fabric
-        why = fabric.error if fabric and fabric.error else "the fabric probe did not run"
+    if switches and not states and not manager and not _manager_running(readings):
         out.append(
             Finding(
                 "fabric_unknown",
                 f"{_switches(switches)} and the GPUs' NVLink fabric state could not be read "
-                f"({why}): a model may fail with CUDA error 802",
+                f"({_unread_why(readings)}): a model may fail with CUDA error 802",
                 UNKNOWN,
             )
         )
     return out
+
+
+def _manager_running(readings: Readings) -> bool:
+    """True when ``nvidia-fabricmanager.service`` was read active. On an A100-class HGX the GPUs report no
+    fabric state (``fabric.state`` and ``nvidia-smi -q`` read ``N/A``: their NVLink fabric has no
+    registration step); the running Fabric Manager is then the witness that the fabric is up."""
+    unit = readings.fabric.manager if readings.fabric else None
+    return unit is not None and unit.active_state == "active"
+
+
+def _unread_why(readings: Readings) -> str:
+    """Why neither the GPUs' fabric state nor the Fabric Manager decided, in words that are true."""
+    fabric = readings.fabric
+    if fabric is None:
+        return "the fabric probe did not run"
+    if fabric.error:
+        return fabric.error
+    if fabric.manager is None:
+        return "the fabric probe ran but printed no nvidia-fabricmanager.service state"
+    return fabric.manager.error or "nvidia-fabricmanager.service state not read"
 
 
 def _switches(switches: list[str]) -> str:

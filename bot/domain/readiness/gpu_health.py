@@ -4,6 +4,9 @@
 GPU and the fix. Blockers (host *not ready*):
 
 * a recovery action other than ``None`` ("GPU 3: the driver asks for a GPU reset");
+* on drivers before 570, ``reset_status.reset_required`` or ``reset_status.drain_and_reset_recommended``
+  reading ``Yes`` ("GPU 3: the driver asks for a GPU reset (reset_status.reset_required: Yes) — reset GPU 3
+  before use");
 * pending row remaps ("reset GPU 3 to apply pending row remaps");
 * a row remapping failure ("GPU 3: row remapping failed — hardware replacement criterion");
 * pages pending retirement ("GPU 3: pages pending retirement — reboot to retire pages");
@@ -28,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bot.domain.readiness.xid_catalog import REBOOT, meaning
+from bot.domain.readiness.xid_catalog import DRAIN_AND_RESET, DRAIN_WITH, REBOOT, RESET, meaning
 from bot.probing.probes.gpu_health import GpuHealth
 from bot.probing.probes.kernel_log import KernelLog, XidEvent, bus_key
 from bot.probing.probes.readings import Gpu, Readings
@@ -37,7 +40,16 @@ BLOCKER = "blocker"
 NOTE = "note"
 
 NEEDS_RESET_CODES = frozenset(
-    {"gpu_recovery_action", "gpu_rows_pending", "gpu_pages_pending", "gpu_xid_fatal", "gpu_lost"}
+    {
+        "gpu_recovery_action",
+        "gpu_reset_required",
+        "gpu_rows_pending",
+        "gpu_pages_pending",
+        "gpu_xid_fatal",
+        "gpu_driver_error",
+        "gpu_lost",
+        "fabric_sxid_fatal",
+    }
 )
 """Reason codes that mean "a GPU needs a reset or the host a reboot" (the morning report counts them)."""
 BUSY_CODES = frozenset({"gpu_busy", "vram_no_owner"})
@@ -77,6 +89,15 @@ def _gpu_findings(g: Gpu, h: GpuHealth, idle: bool) -> Iterable[Finding]:
     if h.action_needed and h.recovery_action is not None:
         what = _ACTIONS.get(h.recovery_action.strip().lower(), f"recovery action {h.recovery_action!r}")
         yield Finding("gpu_recovery_action", f"{name}: the driver asks for {what}", BLOCKER)
+    if not h.action_needed and (h.drain_and_reset or h.reset_required):
+        field = "drain_and_reset_recommended" if h.drain_and_reset else "reset_required"
+        what = "a drain and reset" if h.drain_and_reset else "a GPU reset"
+        fix = fix_words(DRAIN_AND_RESET if h.drain_and_reset else RESET, name)
+        yield Finding(
+            "gpu_reset_required",
+            f"{name}: the driver asks for {what} (reset_status.{field}: Yes) — {fix} before use",
+            BLOCKER,
+        )
     if h.rows_pending:
         yield Finding("gpu_rows_pending", f"reset {name} to apply pending row remaps", BLOCKER)
     if h.remap_failure:
@@ -96,12 +117,12 @@ def _gpu_findings(g: Gpu, h: GpuHealth, idle: bool) -> Iterable[Finding]:
         yield Finding("gpu_persistence_off", f"{name}: persistence mode is off (slower first CUDA start)", NOTE)
 
 
-def _gpu_at(pci: str, gpus: list[Gpu]) -> Gpu | None:
+def gpu_at(pci: str, gpus: list[Gpu]) -> Gpu | None:
     """The GPU at PCI address ``pci`` as the kernel log writes it, if the probe listed it."""
     return next((g for g in gpus if g.pci_bus_id and bus_key(g.pci_bus_id) == bus_key(pci)), None)
 
 
-def _when(at: float | None, now: float | None) -> str:
+def when(at: float | None, now: float | None) -> str:
     if at is None:
         return "at an unknown time since boot"
     t = datetime.fromtimestamp(at, UTC)
@@ -128,6 +149,35 @@ def _recovery_asked(event: XidEvent) -> str | None:
     return found.group(1).strip()
 
 
+def fix_words(fix: str | None, target: str, action: str = "") -> str:
+    """The next step for a GPU (``target``: ``"GPU 3"``, ``"the GPU"``) as NVIDIA's catalogue gives it:
+    reset the GPU, drain and reset it, or reboot the host (the VM that owns the GPU for ``RESTART_VM``)."""
+    if fix == REBOOT:
+        return "reboot the host" + (" (the VM that owns the GPU)" if action == "RESTART_VM" else "")
+    if fix == DRAIN_AND_RESET:
+        return f"drain {target} (let its jobs end or stop them) and reset it"
+    if action == "WORKFLOW_NVLINK_ERR":
+        return f"reset {target} (if its NVLink errors come back after the reset, reboot the host)"
+    return f"reset {target}"
+
+
+def recovery_fix(asked: str, target: str) -> str:
+    """The next step for a recovery action the driver named (Xid 154's "changed ... to 0x2 (Node Reboot
+    Required)", ``gpu_recovery_action``): NVIDIA's ``nvmlDeviceGpuRecoveryAction_t`` in words."""
+    a = asked.lower()
+    if "reboot" in a:
+        return fix_words(REBOOT, target)
+    if "drain" in a and "reset" in a:
+        return fix_words(DRAIN_AND_RESET, target)
+    if "drain" in a:
+        return f"drain peer-to-peer traffic on {target} (stop the jobs that use it over NVLink)"
+    if "bus" in a:
+        return f"reset the PCIe bus of {target} (a reboot of the host does it)"
+    if "imex" in a:
+        return f"recover the IMEX domain of {target}"
+    return fix_words(RESET, target)
+
+
 def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
     if log.source is None:
         yield Finding("xid_not_checked", f"Xid not checked: {log.error or 'no kernel log could be read'}", NOTE)
@@ -137,25 +187,28 @@ def _xid_findings(log: KernelLog, gpus: list[Gpu]) -> Iterable[Finding]:
         groups.setdefault((e.pci, e.xid), []).append(e)
     for (pci, xid), events in groups.items():
         m = meaning(xid)
-        at = _gpu_at(pci, gpus)
+        at = gpu_at(pci, gpus)
         index = at.index if at is not None else None
         gpu = f"GPU {index}" if index is not None else f"GPU at PCI {pci}"
         last = events[-1]
         times = f" ×{len(events)}, last" if len(events) > 1 else ""
-        what = f"{gpu}: Xid {xid}{times} {_when(last.at, log.read_at)} ({m.name})"
+        what = f"{gpu}: Xid {xid}{times} {when(last.at, log.read_at)} ({m.name})"
         asked = _recovery_asked(last) if xid == RECOVERY_XID else None
         live = at.health if at is not None else None
+        target = gpu if index is not None else "the GPU"
         if asked and last.at is not None and (live is None or live.recovery_action is None):
             # The driver logged that it needs a recovery action and cannot be asked now: the line is the only witness.
-            fix = "reboot the host" if "reboot" in asked.lower() else f"reset {gpu if index is not None else 'the GPU'}"
             yield Finding(
                 "gpu_recovery_action",
-                f'{what}: the driver asked for "{asked}" and its recovery action cannot be read now — {fix} before use',
+                f'{what}: the driver asked for "{asked}" and its recovery action cannot be read now — '
+                f"{recovery_fix(asked, target)} before use",
                 BLOCKER,
             )
         elif m.unusable and any(e.at is not None for e in events):
-            fix = "reboot the host" if m.fix == REBOOT else f"reset {gpu if index is not None else 'the GPU'}"
-            yield Finding("gpu_xid_fatal", f"{what} — {fix} before use", BLOCKER)
+            fix = m.fix
+            if fix == RESET and DRAIN_WITH.get(xid, frozenset()) & {x for p, x in groups if p == pci}:
+                fix = DRAIN_AND_RESET  # WORKFLOW_XID_48 with Xid 63/64 on the same GPU
+            yield Finding("gpu_xid_fatal", f"{what} — {fix_words(fix, target, m.action)} before use", BLOCKER)
         else:
             yield Finding("gpu_xid", what, NOTE)
     if log.truncated:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.domain.readiness.devices import device_findings
+from bot.domain.readiness.driver_log import driver_log_findings
 from bot.domain.readiness.fabric import fabric_findings
 from bot.domain.readiness.gpu_health import health_findings
 from bot.foundation.sizes import human_bytes, human_mib
@@ -124,7 +125,7 @@ def assess(readings: Readings, req: Requirements) -> Assessment:
     ]
     reasons += [
         Reason(f.code, f.text, Severity(f.severity))
-        for f in device_findings(readings) + fabric_findings(readings)
+        for f in device_findings(readings) + fabric_findings(readings) + driver_log_findings(readings)
         if not (f.code == "fabric_manager" and FABRIC_UNIT in req.units)
     ]  # a configured unit is judged once, as configured
     for f in readings.folders:

@@ -77,6 +77,14 @@ class ProbeOutput:
         sizes = ", ".join(f"{which}: {n:,} bytes" for which, n in found)
         return f"output truncated at {cap_words()} ({sizes})"
 
+    @property
+    def stuck(self) -> list[StuckProcess]:
+        """What of this command still ran half a second before its timeout (the batch's
+        :data:`STUCK_PREFIX` lines; ``[]``: none named, or the command did not time out)."""
+        if STUCK_PREFIX not in self.stderr:
+            return []
+        return [StuckProcess(m.group(1), int(m.group(2)), m.group(3)) for m in _STUCK.finditer(self.stderr)]
+
     def no_answer(self, tool: str) -> str:
         """How a timed-out command is named to people: ``"df did not answer within 20 s"``, or
         ``"df did not finish: the batch was cut short"`` for a frame that never ended."""
@@ -91,6 +99,30 @@ class ProbeOutput:
 
 
 _NO_ANSWER = re.compile(r"gpubot: no answer within (\d+) s")
+_STUCK = re.compile(r"^gpubot: still running at the timeout: (.+) \(pid (\d+)\) in state (\S)$", re.M)
+
+
+@dataclass(frozen=True)
+class StuckProcess:
+    """A process of a timed-out command that still ran: ``state`` is ``/proc/PID/stat``'s letter (``D``:
+    uninterruptible sleep, stuck in the kernel: a wedged driver or a hung mount; no signal ends it)."""
+
+    name: str
+    pid: int
+    state: str
+
+    @property
+    def in_kernel(self) -> bool:
+        """True in state ``D``: waiting in the kernel, where no signal reaches it."""
+        return self.state == "D"
+
+    def words(self) -> str:
+        """``nvidia-smi (pid 5030) is stuck in the kernel (state D, uninterruptible sleep)``."""
+        if self.in_kernel:
+            return f"{self.name} (pid {self.pid}) is stuck in the kernel (state D, uninterruptible sleep)"
+        return f"{self.name} (pid {self.pid}) was still running (state {self.state})"
+
+
 _TRUNCATED = re.compile(r"^gpubot: (stdout|stderr) truncated at \S+ MiB \((\d+) bytes; the rest dropped\)$", re.M)
 
 
@@ -100,6 +132,14 @@ def cap_words(cap: int = OUTPUT_CAP_BYTES) -> str:
 
 
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+STUCK_PREFIX = "gpubot: still running at the timeout: "
+"""The stderr lines naming what of a timed-out command still ran: ``<prefix>nvidia-smi (pid 5030) in state D``."""
+
+ABANDONED_LINE = (
+    "gpubot_abandoned() { echo 'abandoned: it did not exit even after SIGKILL (uninterruptible I/O, e.g. a hung "
+    'network mount)\' >>"$GPUBOT_D/$1.err"; cat "$GPUBOT_D/$1.stuck" >>"$GPUBOT_D/$1.err" 2>/dev/null; }'
+)
 
 
 def frame_script(
@@ -112,6 +152,7 @@ def frame_script(
     timeouts: dict[str, float] | None = None,
     cap: int = OUTPUT_CAP_BYTES,
     send_after: Collection[str] = (),
+    early: Collection[str] = (),
 ) -> str:
     """One POSIX ``sh`` script running each ``(name, command)`` in order, framed with ``marker``.
 
@@ -124,12 +165,19 @@ def frame_script(
     stream cut there gets a last stderr line naming its whole size (:attr:`ProbeOutput.truncated`).
     The frames are sent at the end, at the deadline (the partial dump, see the module docstring) and
     after each command named in ``send_after`` (what must survive a connection lost later: the GPU probe).
+    Commands named in ``early`` start at the beginning, in the background, each under its own limit, so a
+    command that hangs (a wedged driver, a hung mount) cannot use their time; their frames are printed and sent
+    right after the first send (or at their place, if that comes first). Every frame's exit status lies in
+    ``$GPUBOT_D/NAME.rc`` for the commands after it. A command that timed out or was abandoned has, in its
+    stderr, what of it still ran half a second before the timeout (:data:`STUCK_PREFIX` lines: name, pid,
+    state; ``D`` is uninterruptible sleep in the kernel, :attr:`ProbeOutput.stuck`).
     """
     for name, _ in commands:
         if not _NAME.match(name):
             raise ValueError(f"bad command name {name!r}")
     q = shlex.quote
     deadline = int(deadline_s) if deadline_s is not None else 10**9
+    k = int(kill_after_s)
     lines = [
         "export LC_ALL=C",
         f"gpubot_m={q(marker)}",
@@ -138,29 +186,25 @@ def frame_script(
         'gpubot_f="$GPUBOT_D/frames"; : >"$gpubot_f"',
         f"gpubot_end=$(( $(date +%s) + {deadline} ))",
         "trap 'gpubot_cut=1' USR1",
-        "gpubot_run() {",
-        '  printf \'\\n%s BEGIN %s\\n\' "$gpubot_m" "$1"',
-        "  gpubot_left=$(( gpubot_end - $(date +%s) ))",
-        '  if [ "$gpubot_left" -le 0 ]; then',
-        "    printf '\\n%s STDERR %s\\nnot run: the batch deadline had passed\\n%s END %s 124\\n' "
-        '"$gpubot_m" "$1" "$gpubot_m" "$1"',
-        "    return",
-        "  fi",
-        '  gpubot_t=$3; [ "$gpubot_left" -lt "$gpubot_t" ] && gpubot_t=$gpubot_left',
-        "  gpubot_cut=",
-        f'  timeout -k {int(kill_after_s)} "$gpubot_t" sh -c "$2" </dev/null '
-        '>"$GPUBOT_D/$1.out" 2>"$GPUBOT_D/$1.err" &',
-        "  gpubot_p=$!",
-        # A watchdog that interrupts `wait` if even SIGKILL did not end the command (D state).
-        "  (trap 'kill $gpubot_s 2>/dev/null; exit 0' TERM; sleep $(( gpubot_t + "
-        f"{int(kill_after_s)} + 2 )) & gpubot_s=$!; wait $gpubot_s && kill -USR1 $$) </dev/null >/dev/null 2>&1 &",
-        "  gpubot_w=$!",
-        '  wait "$gpubot_p"; gpubot_rc=$?',
-        '  case $gpubot_rc in 124|137) echo "gpubot: no answer within $gpubot_t s" >>"$GPUBOT_D/$1.err";; esac',
-        '  if [ -n "$gpubot_cut" ]; then gpubot_rc=124;'
-        ' echo "abandoned: it did not exit even after SIGKILL (uninterruptible I/O, e.g. a hung network '
-        'mount)" >>"$GPUBOT_D/$1.err"; fi',
-        '  kill "$gpubot_w" 2>/dev/null',
+        # The processes of a command's process group (coreutils timeout makes one) still running, by name, pid and
+        # state (from /proc/PID/stat), leaving out its shells, timeout and sleep unless they are in state D.
+        "gpubot_procs() {",
+        "  gpubot_pg=$1",
+        "  for gpubot_ps in /proc/[0-9]*/stat; do",
+        '    gpubot_pl=; read -r gpubot_pl <"$gpubot_ps" 2>/dev/null || continue',
+        "    gpubot_pc=${gpubot_pl#*(}; gpubot_pc=${gpubot_pc%)*}",
+        "    set -- ${gpubot_pl##*) }",
+        '    [ "$3" = "$gpubot_pg" ] || continue',
+        '    case "$1:$gpubot_pc" in D:*) ;; *:timeout|*:sh|*:dash|*:bash|*:sleep) continue;; esac',
+        "    gpubot_pp=${gpubot_ps%/stat}",
+        "    printf '" + STUCK_PREFIX + '%s (pid %s) in state %s\\n\' "$gpubot_pc" "${gpubot_pp#/proc/}" "$1"',
+        "  done",
+        "}",
+        # One frame from the files of a command that ended (or was abandoned): $1 name, $2 exit status, $3 its limit.
+        "gpubot_emit() {",
+        "  gpubot_rc=$2",
+        '  case $gpubot_rc in 124|137) echo "gpubot: no answer within $3 s" >>"$GPUBOT_D/$1.err"',
+        '    cat "$GPUBOT_D/$1.stuck" >>"$GPUBOT_D/$1.err" 2>/dev/null;; esac',
         # At most the cap of each stream crosses the network; the sizes say what was dropped.
         '  gpubot_o=$(wc -c <"$GPUBOT_D/$1.out" 2>/dev/null); gpubot_e=$(wc -c <"$GPUBOT_D/$1.err" 2>/dev/null)',
         f'  head -c {cap} "$GPUBOT_D/$1.out"',
@@ -171,6 +215,65 @@ def frame_script(
         f'  [ "$(( ${{gpubot_e:-0}} ))" -gt {cap} ] && printf \'\\ngpubot: stderr truncated at '
         f'{cap_words(cap)} (%d bytes; the rest dropped)\\n\' "$gpubot_e"',
         '  printf \'\\n%s END %s %d\\n\' "$gpubot_m" "$1" "$gpubot_rc"',
+        '  echo "$gpubot_rc" >"$GPUBOT_D/$1.rc"',
+        "}",
+        ABANDONED_LINE,
+        "gpubot_run() {",
+        '  printf \'\\n%s BEGIN %s\\n\' "$gpubot_m" "$1"',
+        "  gpubot_left=$(( gpubot_end - $(date +%s) ))",
+        '  if [ "$gpubot_left" -le 0 ]; then',
+        "    printf '\\n%s STDERR %s\\nnot run: the batch deadline had passed\\n%s END %s 124\\n' "
+        '"$gpubot_m" "$1" "$gpubot_m" "$1"',
+        '    echo 124 >"$GPUBOT_D/$1.rc"',
+        "    return",
+        "  fi",
+        '  gpubot_t=$3; [ "$gpubot_left" -lt "$gpubot_t" ] && gpubot_t=$gpubot_left',
+        "  gpubot_cut=",
+        f'  timeout -k {k} "$gpubot_t" sh -c "$2" </dev/null >"$GPUBOT_D/$1.out" 2>"$GPUBOT_D/$1.err" &',
+        "  gpubot_p=$!",
+        # A watchdog: half a second before the timeout it notes what of the command still runs (a process stuck in
+        # state D is named so), and it interrupts `wait` if even SIGKILL did not end the command.
+        "  (trap 'kill $gpubot_s 2>/dev/null; exit 0' TERM; sleep \"$(( gpubot_t - 1 )).5\" & gpubot_s=$!; "
+        'wait $gpubot_s || exit 0; gpubot_procs "$gpubot_p" >"$GPUBOT_D/$1.stuck"; '
+        f'sleep "{k + 2}.5" & gpubot_s=$!; wait $gpubot_s && kill -USR1 $$) </dev/null >/dev/null 2>&1 &',
+        "  gpubot_w=$!",
+        '  wait "$gpubot_p"; gpubot_rc=$?',
+        '  if [ -n "$gpubot_cut" ]; then gpubot_rc=124; gpubot_abandoned "$1"; fi',
+        '  kill "$gpubot_w" 2>/dev/null',
+        '  gpubot_emit "$1" "$gpubot_rc" "$gpubot_t"',
+        "}",
+        # A command started at the beginning, in the background, under its own limit (no other command's time counts
+        # against it); gpubot_join waits for it (at most its limit and the kill's grace) and prints its frame.
+        "gpubot_early() {",
+        f'  echo "$(( $(date +%s) + $3 + {k} + 2 ))" >"$GPUBOT_D/$1.until"; echo "$3" >"$GPUBOT_D/$1.limit"',
+        f'  ( timeout -k {k} "$3" sh -c "$2" </dev/null >"$GPUBOT_D/$1.out" 2>"$GPUBOT_D/$1.err" &',
+        "    gpubot_q=$!",
+        "    (trap 'kill $gpubot_s 2>/dev/null; exit 0' TERM; sleep \"$(( $3 - 1 )).5\" & gpubot_s=$!; "
+        'wait $gpubot_s && gpubot_procs "$gpubot_q" >"$GPUBOT_D/$1.stuck") </dev/null >/dev/null 2>&1 &',
+        "    gpubot_y=$!",
+        '    wait "$gpubot_q"; echo $? >"$GPUBOT_D/$1.erc"; kill "$gpubot_y" 2>/dev/null',
+        "  ) </dev/null >/dev/null 2>&1 &",
+        "}",
+        "gpubot_join() {",
+        '  printf \'\\n%s BEGIN %s\\n\' "$gpubot_m" "$1"',
+        '  gpubot_u=$(cat "$GPUBOT_D/$1.until")',
+        '  while [ ! -s "$GPUBOT_D/$1.erc" ] && [ "$(date +%s)" -lt "$gpubot_u" ]; do sleep 0.1; done',
+        '  if [ -s "$GPUBOT_D/$1.erc" ]; then gpubot_rc=$(cat "$GPUBOT_D/$1.erc")',
+        '  else gpubot_rc=124; gpubot_abandoned "$1"; fi',
+        '  gpubot_emit "$1" "$gpubot_rc" "$(cat "$GPUBOT_D/$1.limit")"',
+        "}",
+        # The frames of early commands, each as soon as it ended (or its time is up), in the order they end.
+        "gpubot_joins() {",
+        '  while [ "$#" -gt 0 ]; do',
+        "    gpubot_rest=",
+        '    for gpubot_n in "$@"; do',
+        '      if [ -s "$GPUBOT_D/$gpubot_n.erc" ] || [ "$(date +%s)" -ge "$(cat "$GPUBOT_D/$gpubot_n.until")" ]; then',
+        '        gpubot_join "$gpubot_n" >>"$gpubot_f"',
+        '      else gpubot_rest="$gpubot_rest $gpubot_n"; fi',
+        "    done",
+        "    set -- $gpubot_rest",
+        '    [ "$#" -gt 0 ] && sleep 0.1',
+        "  done",
         "}",
     ]
     # Sending: the bytes of the frames file not sent yet, under a lock (mkdir is atomic) that the
@@ -198,11 +301,24 @@ def frame_script(
             "gpubot_dump=$!",
         ]
     per = timeouts or {}
+    limit = {name: max(1, int(per.get(name, timeout_s))) for name, _ in commands}
+    waiting = [name for name, _ in commands if name in early]
     for name, cmd in commands:
-        t = max(1, int(per.get(name, timeout_s)))
-        lines.append(f'gpubot_run {q(name)} {q(cmd)} {t} >>"$gpubot_f"')
+        if name in early:
+            lines.append(f"gpubot_early {q(name)} {q(cmd)} {min(limit[name], deadline)}")
+    for name, cmd in commands:
+        if name in early:
+            if name in waiting:
+                waiting.remove(name)
+                lines.append(f"gpubot_joins {q(name)}")
+            continue
+        lines.append(f'gpubot_run {q(name)} {q(cmd)} {limit[name]} >>"$gpubot_f"')
         if name in send_after:
             lines.append("gpubot_send")
+            if waiting:  # the early frames join right after the first send, and leave the host with them
+                lines.append("gpubot_joins " + " ".join(q(n) for n in waiting))
+                waiting.clear()
+                lines.append("gpubot_send")
     if deadline_s is not None:  # the watcher stops (never in the middle of a send: the lock), then the rest goes
         lines.append('gpubot_lock; kill "$gpubot_dump" 2>/dev/null; wait "$gpubot_dump"; rmdir "$GPUBOT_D/lock"')
     lines.append("gpubot_send")

@@ -12,6 +12,16 @@ what a real H200 (driver 580.159.04) answers (``query_gpu_health_nounits.out``):
     clocks_event_reasons.hw_slowdown        Not Active | Active
     persistence_mode                        Enabled | Disabled
 
+Drivers before 570 report a GPU that needs a reset through two fields of their own instead of
+``gpu_recovery_action`` (their ``--help-query-gpu``: "Either of these being 'Yes' indicates that an
+unrecoverable error has occurred")::
+
+    reset_status.reset_required               No | Yes
+    reset_status.drain_and_reset_recommended  No | Yes
+
+They are asked only where the driver refuses ``gpu_recovery_action`` and lists them
+(:data:`IF_KNOWN_FIELDS`; the 580 driver of the H200 capture knows the first and neither of them).
+
 ``clocks_event_reasons.hw_slowdown`` is the newer name of ``clocks_throttle_reasons.hw_slowdown``
 (this driver knows both, and prints the newer one in its header); a driver that knows only the
 older one is asked for that one instead (:data:`FIELD_FALLBACKS`).
@@ -42,6 +52,10 @@ HEALTH_FIELDS = (
     "persistence_mode",
 )
 """``--query-gpu`` health fields, in the order they follow the other GPU fields."""
+
+IF_KNOWN_FIELDS = ("reset_status.reset_required", "reset_status.drain_and_reset_recommended")
+"""Asked in place of ``gpu_recovery_action`` where the driver refuses it, and only those of them its
+``nvidia-smi --help-query-gpu`` lists (:mod:`bot.probing.probes.gpu_query`)."""
 
 FIELD_FALLBACKS = {"clocks_event_reasons.hw_slowdown": "clocks_throttle_reasons.hw_slowdown"}
 """A field the driver refuses -> the older name asked for instead (``""``: none)."""
@@ -79,6 +93,10 @@ class GpuHealth:
     ecc_uncorrected_volatile: int | None = None
     hw_slowdown: bool | None = None
     persistence_mode: bool | None = None
+    reset_required: bool | None = None
+    """``reset_status.reset_required`` (drivers before 570): the GPU needs a reset."""
+    drain_and_reset: bool | None = None
+    """``reset_status.drain_and_reset_recommended`` (drivers before 570): drain the GPU's work, then reset it."""
 
     @property
     def action_needed(self) -> bool:
@@ -114,7 +132,7 @@ def _count(value: str | None) -> int | None:
 def health_from_row(row: dict[str, str]) -> GpuHealth | None:
     """The health of one ``--query-gpu`` row (``{field name: cell text}``); ``None`` when the
     row holds none of the health fields (an old probe, or a driver that knows none of them)."""
-    names = set(HEALTH_FIELDS) | set(FIELD_FALLBACKS.values())
+    names = set(HEALTH_FIELDS) | set(FIELD_FALLBACKS.values()) | set(IF_KNOWN_FIELDS)
     if not names & row.keys():
         return None
     action = row.get("gpu_recovery_action")
@@ -127,6 +145,8 @@ def health_from_row(row: dict[str, str]) -> GpuHealth | None:
         ecc_uncorrected_volatile=_count(row.get("ecc.errors.uncorrected.volatile.total")),
         hw_slowdown=_flag(slowdown),
         persistence_mode=_flag(row.get("persistence_mode")),
+        reset_required=_flag(row.get("reset_status.reset_required")),
+        drain_and_reset=_flag(row.get("reset_status.drain_and_reset_recommended")),
     )
 
 

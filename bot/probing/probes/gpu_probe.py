@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.probing.probes.frames import ProbeOutput
-from bot.probing.probes.gpu_health import FIELD_FALLBACKS, HEALTH_FIELDS
+from bot.probing.probes.gpu_health import FIELD_FALLBACKS, HEALTH_FIELDS, IF_KNOWN_FIELDS
 from bot.probing.probes.gpu_query import retry_query_command, unsupported_fields
 from bot.probing.probes.nvidia_smi import APP_FIELDS, GPU_FIELDS, parse_gpu_report
 from bot.probing.probes.probe import TRUNCATED, Frame, Probe, ProbePlan
@@ -41,10 +41,14 @@ APPS_QUERY = f"nvidia-smi --query-compute-apps={','.join(APP_FIELDS)} --format=c
 APPS_COMMAND = (
     'if [ -f "$GPUBOT_D/apps.prc" ]; then cat "$GPUBOT_D/apps.pre"; cat "$GPUBOT_D/apps.perr" >&2; '
     'exit "$(cat "$GPUBOT_D/apps.prc")"; fi\n'
+    'case $(cat "$GPUBOT_D/gpus.rc" 2>/dev/null) in 124|137) '
+    "echo 'not run: nvidia-smi did not answer the GPU query, so it would not answer this one either' >&2; "
+    "exit 124;; esac\n"
     f"exec {APPS_QUERY}"
 )
 """The ``apps`` frame: the process list the GPU query already read (its output, stderr and exit status),
-else (the GPU query was cut before it finished) the query itself."""
+else the query itself (the GPU query was cut before it finished), but not after a GPU query that timed out:
+a driver that hangs one call hangs the next, and the batch's time belongs to the probes after it."""
 
 
 def gpu_query_command() -> str:
@@ -64,6 +68,7 @@ def gpu_query_command() -> str:
         dict.fromkeys([*GPU_FIELDS, *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS]),
         optional=OPTIONAL_GPU_FIELDS,
         fallbacks=FIELD_FALLBACKS,
+        if_known={"gpu_recovery_action": IF_KNOWN_FIELDS},
     )
     return (
         "gpubot_t0=$(date +%s)\n"

@@ -22,21 +22,42 @@ from collections.abc import Iterable, Mapping
 SMI_QUERY = "nvidia-smi --format=csv,noheader,nounits --query-gpu="
 
 
-def retry_query_command(fields: Iterable[str], *, optional: Iterable[str], fallbacks: Mapping[str, str]) -> str:
+HELP_TIMEOUT_S = 5
+"""How long ``nvidia-smi --help-query-gpu`` may take (it prints the driver's field list without asking a GPU)."""
+
+
+def retry_query_command(
+    fields: Iterable[str],
+    *,
+    optional: Iterable[str],
+    fallbacks: Mapping[str, str],
+    if_known: Mapping[str, Iterable[str]] | None = None,
+) -> str:
     """A POSIX ``sh`` command: ``--query-gpu=<fields>``, retried without each refused field of
     ``optional`` (replaced by ``fallbacks[field]`` where given, which is then optional too).
+
+    ``if_known`` maps a field to the older fields that stand for it where the driver refuses it; they are
+    asked only where this driver lists them in ``nvidia-smi --help-query-gpu`` (read then, and only then):
+    ``gpu_recovery_action`` refused (drivers before 570) -> ``reset_status.*`` where that driver knows
+    them. A driver that knows the field costs no extra call; one whose help could not be read is asked
+    for none of them.
 
     At most one retry per optional field. Exit status: nvidia-smi's last one.
     """
     names = list(fields)
-    drop = list(dict.fromkeys([*optional, *fallbacks.values()]))
-    for name in [*names, *drop]:
+    known = {k: list(v) for k, v in (if_known or {}).items()}
+    drop = list(dict.fromkeys([*optional, *fallbacks.values(), *(f for v in known.values() for f in v)]))
+    for name in [*names, *drop, *known]:
         if not re.fullmatch(r"[A-Za-z0-9_.]+", name):
             raise ValueError(f"not a query field name: {name!r}")
     q = shlex.quote
     alt_cases = " ".join(f"{q(k)}) alt={q(v)};;" for k, v in fallbacks.items())
-    return (
-        f"f={q(','.join(names))}; miss=''; n=0\n"
+    help_cases = "".join(
+        f"  case $bad in {q(k)}) h=$(timeout {HELP_TIMEOUT_S} nvidia-smi --help-query-gpu 2>/dev/null </dev/null)\n"
+        f'    for y in {" ".join(v)}; do case $h in *"\\"$y\\""*) alt="$alt${{alt:+,}}$y";; esac; done;; esac\n'
+        for k, v in known.items()
+    )
+    return f"f={q(','.join(names))}; miss=''; n=0\n" + (
         "while :; do\n"
         f'  out=$({SMI_QUERY}"$f"); rc=$?\n'
         '  bad=$(printf \'%s\\n\' "$out" | sed -n \'s/^Field "\\(.*\\)" is not a valid field to '
@@ -44,8 +65,7 @@ def retry_query_command(fields: Iterable[str], *, optional: Iterable[str], fallb
         f'  [ $rc -eq 2 ] && [ -n "$bad" ] && [ $n -lt {len(drop) + 1} ] || break\n'
         f'  case " {" ".join(drop)} " in *" $bad "*) ;; *) break;; esac\n'
         '  case ",$f," in *",$bad,"*) ;; *) break;; esac\n'
-        f"  alt=''; case $bad in {alt_cases} *) ;; esac\n"
-        "  nf=''\n"
+        f"  alt=''; case $bad in {alt_cases} *) ;; esac\n" + help_cases + "  nf=''\n"
         "  for x in $(printf '%s' \"$f\" | tr ',' ' '); do\n"
         '    [ "$x" = "$bad" ] && x=$alt\n'
         '    [ -n "$x" ] && nf="$nf${nf:+,}$x"\n'

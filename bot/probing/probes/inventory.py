@@ -61,6 +61,8 @@ grep -q '^nvswitch ' "$GPUBOT_D/inventory.out" 2>/dev/null || exit 0
 echo '# unit'
 systemctl show -p LoadState,ActiveState,SubState,MainPID -- UNIT; rc=$?
 echo "# unit-exit $rc"
+case "$(cat "$GPUBOT_D/gpus.rc" "$GPUBOT_D/nvml.rc" 2>/dev/null)" in *124*|*137*)
+  echo '# smi-q skipped: the GPU probe did not answer'; exit 0;; esac
 if [ ! -f "$GPUBOT_D/gpus.out" ] || grep -q '^# unsupported:.*fabric[.]state' "$GPUBOT_D/gpus.out"; then
   echo '# smi-q'
   nvidia-smi -q | awk '/^GPU [0-9A-Fa-f]+:/ {print; next} /^    Fabric *$/ {f=1; next} f && /^        (State|Status) *:/ {print; next} /^    [^ ]/ {f=0}'
@@ -69,7 +71,8 @@ true
 """.strip().replace("UNIT", FABRIC_UNIT)  # noqa: E501 (a script sent to the hosts as it stands: its long lines stay)
 """The NVSwitch fabric, read only on a host whose PCI scan found NVSwitches: ``systemctl show`` of
 :data:`FABRIC_UNIT` after ``# unit`` (``# unit-exit N``: its exit status), and, where this driver
-refused the ``fabric.state`` query field, the ``Fabric`` section of ``nvidia-smi -q`` after ``# smi-q``
+refused the ``fabric.state`` query field, the ``Fabric`` section of ``nvidia-smi -q`` after ``# smi-q`` (not
+after a GPU probe that timed out: ``# smi-q skipped: ...``)
 (``GPU 00000000:18:00.0`` lines, then its ``State :`` and ``Status :``; also with the NVML backend,
 which does not read the fabric). Prints nothing on a host
 without NVSwitches. Parsed by :func:`parse_fabric`."""

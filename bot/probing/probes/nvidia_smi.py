@@ -159,6 +159,23 @@ def driver_failure(status: int | None, text: str) -> DriverFailure | None:
     return DRIVER_FAILURES.get(status) if status is not None else None
 
 
+WEDGED_HINT = (
+    "the NVIDIA driver is hung, not slow to start (a slow start sleeps interruptibly) — the kernel log names the "
+    "Xid that wedged it when it logged one; reset the GPU or reboot the host"
+)
+
+
+def wedged_words(out: ProbeOutput) -> str | None:
+    """When a GPU probe that timed out left a process stuck in the kernel (state ``D``, named by the batch:
+    :attr:`ProbeOutput.stuck`), what to say: which process, and that the driver is hung. ``None`` otherwise
+    (a slow driver initialization without persistence mode is then the likelier cause)."""
+    stuck = [p for p in out.stuck if p.in_kernel]
+    if not stuck:
+        return None
+    names = ", ".join(p.words() for p in stuck[:3]) + (f" and {len(stuck) - 3} more" if len(stuck) > 3 else "")
+    return f"{names}: {WEDGED_HINT}"
+
+
 def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
     """``(failure kind, message)`` for a failed nvidia-smi run, ``None`` if it succeeded.
 
@@ -174,6 +191,9 @@ def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
     if status is None:
         return ProbeFailure.TIMEOUT, "the probe batch was cut short before nvidia-smi finished"
     if status in (124, 137):
+        wedged = wedged_words(out)
+        if wedged:
+            return ProbeFailure.TIMEOUT, f"{out.no_answer('nvidia-smi')}: {wedged}"
         return ProbeFailure.TIMEOUT, (
             f"{out.no_answer('nvidia-smi')} (with persistence mode off its first call can take "
             "~30 s on an 8-GPU host: enable nvidia-persistenced, or raise GPUBOT_GPU_PROBE_TIMEOUT_S)"

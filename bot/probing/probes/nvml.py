@@ -22,7 +22,7 @@ from bot.foundation.sizes import MIB
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.gpu_health import health_from_nvml
 from bot.probing.probes.gpu_probe import truncated_report
-from bot.probing.probes.nvidia_smi import driver_failure, kernel_bus_id
+from bot.probing.probes.nvidia_smi import driver_failure, kernel_bus_id, wedged_words
 from bot.probing.probes.probe import LOST, Frame, Probe, ProbePlan
 from bot.probing.probes.readings import Gpu, GpuProcess, GpuReport, MigDevice, ProbeFailure
 
@@ -79,7 +79,9 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
             failure=ProbeFailure.MISSING, message="python3 with nvidia-ml-py is not available", source="nvml"
         )
     if out.exit_status in (124, 137) or out.exit_status is None:
-        return GpuReport(failure=ProbeFailure.TIMEOUT, message="the NVML probe did not finish", source="nvml")
+        wedged = wedged_words(out) if out.exit_status is not None else None
+        message = f"the NVML probe did not finish: {wedged}" if wedged else "the NVML probe did not finish"
+        return GpuReport(failure=ProbeFailure.TIMEOUT, message=message, source="nvml")
     if out.exit_status != 0:
         msg = (out.stdout.strip() or out.stderr.strip() or f"exit {out.exit_status}").splitlines()[0]
         code = re.match(r"NVML error (\d+)", msg)

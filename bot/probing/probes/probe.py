@@ -56,12 +56,15 @@ class Frame:
     commands find its stdout as ``$GPUBOT_D/NAME.out``); ``command`` the POSIX ``sh`` text, every value
     from configuration or a user already quoted; ``timeout_s`` its own limit in seconds (``None``: the
     plan's ``probe_timeout_s``); ``send_after``: its frames so far leave the host once it ends (what
-    must survive a connection lost later)."""
+    must survive a connection lost later); ``early``: it starts with the batch, in the background, under
+    its own limit, so a probe that hangs before it (a wedged driver) cannot use its time; it must read no
+    other frame's output."""
 
     name: str
     command: str
     timeout_s: int | None = None
     send_after: bool = False
+    early: bool = False
 
 
 TRUNCATED = -1

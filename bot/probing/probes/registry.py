@@ -100,6 +100,7 @@ def _build(plan: ProbePlan) -> str:
         deadline_s=plan.deadline_s,
         timeouts={f.name: f.timeout_s for f in frames if f.timeout_s is not None},
         send_after=[f.name for f in frames if f.send_after],
+        early=[f.name for f in frames if f.early],
     )
 
 

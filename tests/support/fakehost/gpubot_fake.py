@@ -21,7 +21,8 @@ process), ``gpu_overrides`` (``{gpu index: {canonical field: value text}}``), ``
 (see journalctl), ``unknown_fields`` (query field names this host's driver refuses, as an older
 driver does), ``kernel_log`` (``{"readable": "dmesg" | "journalctl" | "none", "xids": [{"age_s",
 "pci", "xid", "text"}]}``, see kernellog.py), ``init_delay_s`` (seconds the driver takes to
-initialize the GPUs for a first client: see :func:`driver_init_wait`).
+initialize the GPUs for a first client: see :func:`driver_init_wait`), ``extra_fields`` (query fields of
+another driver branch this driver knows), ``wedge_s`` (how long a ``wedged`` driver blocks a call).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 1 << 20
 
-SMI_MODES = ("ok", "missing", "driver_failure", "no_devices", "no_reserved_field")
+SMI_MODES = ("ok", "missing", "driver_failure", "no_devices", "no_reserved_field", "wedged")
 KERNEL_LOG_READERS = ("dmesg", "journalctl", "none")
 
 # --- Values of one H200, read off tests/fixtures/h200/ (driver 580.159.04) -------------------

@@ -1,7 +1,9 @@
 """Fake ``journalctl`` and ``dmesg`` answering from this host's JSON state ``kernel_log``.
 
 ``kernel_log = {"readable": "journalctl" | "dmesg" | "none", "xids": [{"age_s", "pci", "xid",
-"text"}]}`` (default: dmesg readable, no Xid). Shapes as captured on the H200 host
+"text"}], "lines": [{"age_s", "text"}]}`` (default: dmesg readable, no Xid; ``lines`` are other kernel
+lines as logged, e.g. an NVSwitch SXid or an ``NVRM: ... [NV_ERR_RESET_REQUIRED]`` line). Shapes as captured
+on the H200 host
 (tests/fixtures/h200/dmesg_tail.out, dmesg_denied.err):
 
 * ``journalctl -k`` (``-o short-unix``, ``-q``, ``-n N``, ``--since=...`` understood, ``--since``
@@ -31,7 +33,7 @@ BOOT_NOISE = [
 def _state() -> dict:
     state = fake.load_state(fake.state_dir(), fake.host_addr())
     log = state.get("kernel_log") or {}
-    return {"readable": log.get("readable", "dmesg"), "xids": log.get("xids", [])}
+    return {"readable": log.get("readable", "dmesg"), "xids": log.get("xids", []), "lines": log.get("lines", [])}
 
 
 def _uptime() -> float:
@@ -46,6 +48,7 @@ def _lines(now: float) -> list[tuple[float, str]]:
     for x in _state()["xids"]:
         text = f"NVRM: Xid (PCI:{x.get('pci', '0000:00:06')}): {int(x['xid'])}, {x.get('text', 'pid=0')}"
         out.append((now - float(x.get("age_s", 60)), text))
+    out += [(now - float(x.get("age_s", 60)), str(x["text"])) for x in _state()["lines"]]
     return sorted(out)
 
 

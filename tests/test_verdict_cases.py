@@ -1,0 +1,61 @@
+"""Verdict cases as data: every ``tests/verdict_cases/*.json`` is a host as a public report shows it (its
+``source``), through the whole batch parser and the verdict.
+
+A case holds the frames that differ from a healthy idle H200 host (``tests.support.scripted.idle_h200``:
+stdout and stderr as lists of lines, joined with ``\\n``, and the exit status), the verdict it must get,
+its reason codes in order, words its reasons must say (``texts``) and must not (``absent``), and whether a
+model could be served there (``can_serve``): none that cannot may read *ready*, and one that can must.
+Adding a case is adding a file; the journal frames' host clock is 2026-11-30 12:45:35 UTC."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.domain.readiness.verdict import Requirements, Verdict, assess
+from bot.probing.probes.frames import ProbeOutput, split_frames
+from bot.probing.probes.probe import ProbePlan
+from bot.probing.probes.readings import Readings
+from bot.probing.probes.registry import parse_batch
+from tests.support.scripted import framed, idle_h200
+
+CASES = sorted((Path(__file__).parent / "verdict_cases").glob("*.json"))
+MARKER = "GPUBOT-0123456789abcdef0123456789abcdef"
+
+
+def judge(case: dict):
+    outputs = idle_h200() | {
+        name: ProbeOutput(name, "\n".join(f["stdout"]), "\n".join(f["stderr"]), f["exit_status"])
+        for name, f in case["frames"].items()
+    }
+    batch = "".join(framed(MARKER, name, out) for name, out in outputs.items())
+    readings = parse_batch(ProbePlan(), split_frames(batch, MARKER))
+    return readings, assess(readings, Requirements())
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_verdict_case(path: Path):
+    case = json.loads(path.read_text())
+    assert case["source"].startswith("https://"), "a case cites where it comes from"
+    readings, a = judge(case)
+    said = [r.text for r in a.reasons]
+    assert a.verdict is Verdict(case["verdict"]), said
+    assert [r.code for r in a.reasons] == case["codes"], said
+    for words in case["texts"]:
+        assert any(words in text for text in said), (words, said)
+    for words in case["absent"]:
+        assert not any(words in text for text in said), (words, said)
+    if case["can_serve"]:
+        assert a.verdict is Verdict.READY
+    else:
+        assert a.verdict not in (Verdict.READY, Verdict.SERVING)
+    assert Readings.from_json(json.loads(json.dumps(readings.to_json()))) == readings
+
+
+def test_there_are_cases_of_every_kind():
+    names = [p.stem for p in CASES]
+    for kind in ("nvrm_", "reset_status_", "sxid_", "a100_hgx_", "wedged_driver_", "xid_"):
+        assert any(n.startswith(kind) for n in names), kind
+    assert len(names) >= 10
