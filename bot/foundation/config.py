@@ -403,6 +403,13 @@ class HistorySettings(BaseModel):
     watch_eval_s: int = Field(default=60, ge=5)
     """Seconds between watch evaluations of the stored snapshots (so any probe's change counts); each background
     probe pass is also followed by one."""
+    watch_flap_alerts: int = Field(default=3, ge=0)
+    """A watch's host whose alerts started this many times within ``watch_flap_window_s`` is *flapping*: that
+    alert is said once in the channel, as flapping, in the thread of the host's last alert message, and the
+    alerts after it only in that thread (its message kept up to date), until the host settles (no alert
+    started within the window). 0 = no flap damping."""
+    watch_flap_window_s: int = Field(default=3600, ge=60)
+    """The window of ``watch_flap_alerts``, in seconds."""
     watch_lease_s: int = Field(default=300, ge=30)
     """An alert claimed this many seconds ago and not yet being posted (its instance died between the claim and the
     post) is taken over and posted by another instance; one whose post began that long ago and never finished is

@@ -17,13 +17,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.flows.services import Clock, Services
 from bot.flows.status.host import StatusReport
-from bot.flows.watches.flows import AlertLine, Watcher, WatchMessage
+from bot.flows.watches.flows import AlertLine, Flap, Watcher, WatchMessage
 from bot.flows.watches.models import Watch
 from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
 from bot.slack.reports import channel_ref, refused
 from bot.slack.watch_blocks import watch_blocks
-from bot.words.render.watch_view import headline, reminder_text, resolution_text
+from bot.words.render.watch_view import flapping_text, headline, reminder_text, resolution_text
 
 log = logging.getLogger("gpubot.slack")
 
@@ -60,6 +60,16 @@ class SlackOutlet:
         text = reminder_text(line, now)
         await self.client.chat_postMessage(
             channel=channel, thread_ts=ts, text=text, blocks=text_blocks(escape_keeping_mentions(text))
+        )
+
+    async def flapping(self, channel: str, ts: str, line: AlertLine, flap: Flap) -> None:
+        text = flapping_text(line, flap.count, flap.window_s, first=flap.first)
+        await self.client.chat_postMessage(
+            channel=channel,
+            thread_ts=ts,
+            reply_broadcast=flap.first,  # the first: once in the channel too ("also sent to the channel")
+            text=text,
+            blocks=text_blocks(escape(text)),
         )
 
     async def refused(self, watch: Watch, problem: ChannelUnavailable) -> None:

@@ -63,6 +63,16 @@ class AlertLine:
 
 
 @dataclass(frozen=True)
+class Flap:
+    """A host flapping: its ``count``-th alert within ``window_s`` seconds; ``first``: the one that made it
+    flapping (said once in the channel too), else a later one (its thread only)."""
+
+    count: int
+    window_s: int
+    first: bool
+
+
+@dataclass(frozen=True)
 class WatchMessage:
     """What one watch message shows: the watch, its hosts (one :class:`AlertLine` each)."""
 
@@ -84,6 +94,8 @@ class Outlet(Protocol):
     async def resolved(self, channel: str, ts: str, line: AlertLine, now_report: StatusReport | None) -> None: ...
 
     async def reminder(self, channel: str, ts: str, line: AlertLine, now: datetime) -> None: ...
+
+    async def flapping(self, channel: str, ts: str, line: AlertLine, flap: Flap) -> None: ...
 
     async def refused(self, watch: Watch, problem: ChannelUnavailable) -> None: ...
 
@@ -281,6 +293,14 @@ class Watcher:
         if lost:  # this instance's claim expired and another took it over: that one posts them
             log.warning("watch #%d: claim of %s taken over by another instance; not posting it", w.id, ", ".join(lost))
         claimed = [a for a in claimed if a.id in mine]
+        quiet = []
+        for a in claimed:
+            found = await self._flapping(w, a)
+            if found is not None:
+                await self._post_flap(w, a, *found, out)
+            else:
+                quiet.append(a)
+        claimed = quiet
         if not claimed:
             return
         ids = [a.id for a in claimed]
@@ -307,6 +327,53 @@ class Watcher:
             await watches.posted(db_session=db, alert_ids=ids, channel=channel, ts=ts, now=self.now())
         out.posted.extend(ids)
         log.info("watch #%d: posted %s to %s", w.id, ", ".join(a.host_name for a in claimed), w.channel)
+
+    async def _flapping(self, w: Watch, alert: WatchAlert) -> tuple[WatchAlert, Flap] | None:
+        """``(the host's last alert, the flap)`` when ``alert`` makes its host's alerts of this watch within the
+        flap window ``watch_flap_alerts`` or more; ``None`` when it is posted as usual."""
+        history = self.services.settings.history
+        if history.watch_flap_alerts <= 0:
+            return None
+        since = alert.started_at - timedelta(seconds=history.watch_flap_window_s)
+        async with self.services.sessions() as db:
+            earlier = await watches.recent_alerts(
+                db_session=db, watch_id=w.id, host_name=alert.host_name, since=since, before_id=alert.id
+            )
+        count = len(earlier) + 1
+        if count < history.watch_flap_alerts or not earlier:
+            return None
+        return earlier[-1], Flap(count, history.watch_flap_window_s, first=count == history.watch_flap_alerts)
+
+    async def _post_flap(self, w: Watch, alert: WatchAlert, last: WatchAlert, flap: Flap, out: Outcome) -> None:
+        """A flapping host's alert: in the thread of its last alert message (once in the channel too, the first
+        time), that message updated with it; no new channel message."""
+        assert last.channel is not None and last.message_ts is not None
+        channel, ts = last.channel, last.message_ts
+        line = (await self.message(w, [alert])).lines[0]
+        try:
+            await self.outlet.flapping(channel, ts, line, flap)
+        except Exception as exc:
+            async with self.services.sessions() as db, db.begin():
+                await watches.failed(db_session=db, alert_ids=[alert.id], error=f"{type(exc).__name__}: {exc}")
+            out.failed.append(alert.id)
+            log.exception("watch #%d: the flapping alert of %s could not be posted", w.id, alert.host_name)
+            return
+        async with self.services.sessions() as db, db.begin():
+            await watches.posted(db_session=db, alert_ids=[alert.id], channel=channel, ts=ts, now=self.now())
+        out.posted.append(alert.id)
+        log.info(
+            "watch #%d: %s flapping (%d alerts within %d s): in the thread only",
+            w.id,
+            alert.host_name,
+            flap.count,
+            flap.window_s,
+        )
+        async with self.services.sessions() as db:
+            alerts = await watches.alerts_of_message(db_session=db, channel=channel, ts=ts)
+        try:
+            await self.outlet.update(channel, ts, await self.message(w, alerts))
+        except Exception:
+            log.exception("watch #%d: could not update the message of flapping %s", w.id, alert.host_name)
 
     async def _resolve(self, w: Watch, alert: WatchAlert, snapshot_id: int, clear_since_id: int, out: Outcome) -> None:
         """Resolve ``alert``: the host is clear in ``snapshot_id`` and has been since ``clear_since_id``

@@ -121,6 +121,25 @@ async def open_alert(*, db_session: AsyncSession, watch_id: int, host_name: str)
     return (await db_session.execute(q)).scalars().first()
 
 
+async def recent_alerts(
+    *, db_session: AsyncSession, watch_id: int, host_name: str, since: datetime, before_id: int
+) -> list[WatchAlert]:
+    """The alerts of this watch and host older than alert ``before_id`` that started at ``since`` or later and
+    were posted (they have a message), oldest first."""
+    q = (
+        select(WatchAlert)
+        .where(
+            WatchAlert.watch_id == watch_id,
+            WatchAlert.host_name == host_name,
+            WatchAlert.id < before_id,
+            WatchAlert.started_at >= since,
+            WatchAlert.message_ts.is_not(None),
+        )
+        .order_by(WatchAlert.id)
+    )
+    return list((await db_session.execute(q)).scalars())
+
+
 async def lock_watch(*, db_session: AsyncSession, watch_id: int) -> bool:
     """Lock the watch's row for this transaction (an ``UPDATE`` that changes nothing: PostgreSQL
     makes every other replica claiming for this watch wait until this transaction ends, SQLite's

@@ -121,6 +121,22 @@ def reminder_text(x: AlertLine, now: datetime) -> str:
     )
 
 
+def flapping_text(x: AlertLine, count: int, window_s: int, *, first: bool) -> str:
+    """The thread reply of a flapping host's alert: the first says it is flapping and that the channel hears
+    no more until it settles; later ones just that it is bad again."""
+    window = duration_words(timedelta(seconds=window_s))
+    if first:
+        return (
+            f"{x.host} is flapping: {count} alerts within {window}, now {states_words(x.states)} again since "
+            f"{utc(x.started_at)}. No new messages in the channel until it settles ({window} without a new alert); "
+            "this thread follows it."
+        )
+    return (
+        f"{x.host} is {states_words(x.states)} again since {utc(x.started_at)} "
+        f"(flapping: {count} alerts within {window})."
+    )
+
+
 def watch_line(w: Watch, *, channel_ref: str) -> str:
     """``#3 group:train → #ops on not ready, unreachable · repeat every 2 h · by <@U1>``."""
     repeat = f" · repeat every {duration_words(timedelta(seconds=w.repeat_s))}" if w.repeat_s else ""
