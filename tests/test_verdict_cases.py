@@ -59,3 +59,19 @@ def test_there_are_cases_of_every_kind():
     for kind in ("nvrm_", "reset_status_", "sxid_", "a100_hgx_", "wedged_driver_", "xid_"):
         assert any(n.startswith(kind) for n in names), kind
     assert len(names) >= 10
+
+
+def test_every_blocker_of_these_cases_is_one_a_health_watch_alerts_on_and_the_report_counts():
+    """A `health` watch (on=health) and the morning report's "needs a reset" count see the new faults too."""
+    from bot.domain.readiness.gpu_health import needs_reset
+    from bot.domain.readiness.verdict import Severity
+    from bot.flows.watches.conditions import HEALTH_CODES
+
+    blockers = set()
+    for path in CASES:
+        _, a = judge(json.loads(path.read_text()))
+        blockers |= {r.code for r in a.reasons if r.severity is Severity.BLOCKER}
+    assert {"gpu_driver_error", "gpu_reset_required", "fabric_sxid_fatal"} <= blockers
+    assert blockers <= HEALTH_CODES, blockers - HEALTH_CODES
+    for code in ("gpu_driver_error", "gpu_reset_required", "fabric_sxid_fatal"):
+        assert needs_reset([code])

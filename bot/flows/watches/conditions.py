@@ -34,6 +34,8 @@ GPU_LOST_CODES = frozenset({"gpu_lost", "gpu_missing"})
 HEALTH_CODES = frozenset(
     {
         "gpu_recovery_action",
+        "gpu_reset_required",
+        "gpu_driver_error",
         "gpu_rows_pending",
         "gpu_remap_failure",
         "gpu_pages_pending",
@@ -41,9 +43,11 @@ HEALTH_CODES = frozenset(
         "gpu_xid_fatal",
         "fabric_not_ready",
         "fabric_manager",
+        "fabric_sxid_fatal",
     }
 )
-"""Blocker reason codes of :mod:`bot.domain.readiness.gpu_health` and :mod:`bot.domain.readiness.fabric`."""
+"""Blocker reason codes of :mod:`bot.domain.readiness.gpu_health`, :mod:`bot.domain.readiness.driver_log` and
+:mod:`bot.domain.readiness.fabric`."""
 UNIT_FAILED_CODES = frozenset({"unit_failed"})
 
 ON_USAGE = "on=not-ready,unreachable,unknown,gpu-lost,health,unit-failed,disk<SIZE"
