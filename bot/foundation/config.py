@@ -244,6 +244,12 @@ class ProbeSettings(BaseModel):
         default=None, json_schema_extra=_unset("the SSH user's ``$HF_HOME`` or ``~/.cache/huggingface``")
     )
     """The Hugging Face cache folder measured on the hosts."""
+    status_path_roots: list[str] = []
+    """Folders under which anyone may name extra paths for ``status HOST /path`` (its size measured), besides
+    the host's ``model_volumes`` (``/`` excepted), ``weight_paths``, ``hf_cache`` and ``GPUBOT_ALLOWED_ROOTS``;
+    any other path is refused before the host is asked."""
+    status_max_paths: int = Field(default=8, ge=1)
+    """Most extra paths one ``status HOST /path…`` may name."""
     units: dict[str, Literal["active", "inactive", "failed", "activating", "deactivating", "reloading"]] = {}
     """Unit name -> the ActiveState that counts as ready (``{"vllm.service": "inactive"}``); a unit the host does
     not know makes the verdict *unknown*."""
@@ -528,6 +534,11 @@ class ServiceSettings(BaseModel):
 
     model_config = _GROUP_CONFIG
 
+    http_host: str = "127.0.0.1"
+    """The address the HTTP port listens on: ``127.0.0.1`` (this machine only; put a reverse proxy or load balancer
+    in front of it), ``0.0.0.0`` for every interface (docker-compose.yml sets it inside the container, whose port
+    Compose publishes), or one interface's address. ``/metrics`` names hosts, units and GPU memory: expose it only
+    to what scrapes it."""
     http_port: int = 3000
     """HTTP mode: ``POST /slack/events``; in both modes ``/healthz``, ``/readyz`` and ``/metrics``."""
     log_format: Literal["text", "json"] = "text"

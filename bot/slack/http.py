@@ -55,7 +55,7 @@ def add_health_routes(web_app: web.Application, *, readiness: Readiness | None =
 async def start_http(
     app: AsyncApp | None,
     *,
-    host: str = "0.0.0.0",
+    host: str = "127.0.0.1",
     port: int = 3000,
     readiness: Readiness | None = None,
     services: Any = None,

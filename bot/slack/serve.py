@@ -126,14 +126,14 @@ class Served:
                 return 0
             assert app is not None
             if handler is not None:
-                log.info("starting in Socket Mode; health and metrics on port %d", port)
+                log.info("starting in Socket Mode; health and metrics on %s port %d", settings.service.http_host, port)
                 if not await connect_until_stopped(handler, stop):
                     self.stopping.append(time.monotonic())
                     services.gate.close()
                     log.info("shutting down before Socket Mode connected: connecting cancelled")
                     return 0
             else:
-                log.info("HTTP mode: listening on port %d, POST %s", port, EVENTS_PATH)
+                log.info("HTTP mode: listening on %s port %d, POST %s", settings.service.http_host, port, EVENTS_PATH)
             self.sched = await start_scheduler(services, app.client)  # reports, retention, background probes
             self.sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
             self.fetcher = asyncio.create_task(fetches_forever(services, app.client))  # downloads on the hosts
@@ -204,7 +204,11 @@ async def serving(settings: Settings) -> AsyncIterator[Served]:
             )
             readiness.states["slack_credentials"] = missing or "not checked yet"
             http, port = await start_http(
-                None if handler else app, port=settings.service.http_port, readiness=readiness, services=services
+                None if handler else app,
+                host=settings.service.http_host,
+                port=settings.service.http_port,
+                readiness=readiness,
+                services=services,
             )
             served = Served(settings, services, app, missing, handler, readiness, port)
             try:

@@ -9,8 +9,10 @@ import time
 
 from slack_sdk.errors import SlackApiError
 
+from bot.flows.actions.policy import allowed_roots
 from bot.flows.status.fleet import check_fleet, fleet_group, hosts_of
 from bot.flows.status.host import StatusReport, check_host
+from bot.flows.status.paths import check_status_paths, status_places
 from bot.flows.watches import service as watches
 from bot.foundation.errors import DatabaseUnavailable, ProgressLost, UsageError
 from bot.slack.blocks import (
@@ -62,6 +64,10 @@ async def status(ctx: CommandContext, cmd: StatusCommand) -> None:
 
 async def _one(ctx: CommandContext, cmd: StatusCommand, host: str) -> None:
     resolved = await ctx.known_host(host)  # an unknown name is answered to the caller alone, before anything is posted
+    if cmd.paths:  # only under the host's model folders, refused before anything is posted, queued or run
+        settings, row = ctx.services.settings, resolved[1]
+        places = status_places(settings.probes, row, allowed_roots(settings.actions, host, row.group if row else None))
+        check_status_paths(cmd.paths, places, host=host, max_paths=settings.probes.status_max_paths)
     checks = ctx.services.checks
     admitted = checks.admit() if checks is not None else None  # a full queue is told to the caller alone
     try:
