@@ -246,3 +246,31 @@ async def test_a_pooled_connection_to_an_alias_is_dropped_when_its_hostnames_key
             await runner.run(target, "echo two", timeout=15)
     finally:
         await runner.close()
+
+
+@pytest.mark.sshd
+async def test_send_env_and_set_env_never_reach_a_host_that_accepts_them(tmp_path, monkeypatch):
+    from bot.probing.ssh.config_file import ignored, ignored_note
+    from tests.support.sshd import SshTestServer
+
+    token, url = "xoxb-sendenv-canary-1234", "postgresql+asyncpg://gpubot:pw-sendenv@db/gpubot"
+    monkeypatch.setenv("SLACK_BOT_TOKEN", token)
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", url)
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n  SendEnv SLACK_* GPUBOT_*\n  SetEnv GPUBOT_SET=planted-by-setenv\n")
+    script = "env"
+    with SshTestServer(extra_config=["AcceptEnv *"]) as server:
+        # The control: with asyncssh's defaults the same file sends both, and this sshd accepts them.
+        async with asyncssh.connect(**server.connect_kwargs("127.0.0.1", config=[str(config)])) as conn:
+            sent = (await conn.run(script, check=True)).stdout
+        assert token in sent and url in sent and "planted-by-setenv" in sent
+        runner = runner_for(server, str(config))
+        try:
+            res = await runner.run(HostTarget("n1", "127.0.0.1", server.port), script, timeout=15)
+        finally:
+            await runner.close()
+    assert res.exit_status == 0 and "PATH=" in res.stdout
+    assert token not in res.stdout and url not in res.stdout and "planted-by-setenv" not in res.stdout
+    assert [(r.directive, r.line) for r in ignored(str(config))] == [("SendEnv", 2), ("SetEnv", 3)]
+    note = ignored_note(str(config)) or ""
+    assert f"SendEnv ({config} line 2) would send this machine's environment" in note and "SetEnv" in note

@@ -35,9 +35,10 @@ from bot.entry.cli.errors import EX_CONFIG, EX_IOERR, EX_USAGE
 from bot.flows.actions.policy import check_policy
 from bot.flows.status.fleet import check_fleet, hosts_of
 from bot.flows.status.host import StatusReport, check_host
-from bot.foundation.config import DatabaseSettings, Settings, default_data_dir, load_settings
+from bot.foundation.config import DatabaseSettings, Settings, config_file, default_data_dir, load_settings
 from bot.foundation.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
 from bot.foundation.errors import ConfigError, PolicyError, SshConfigRefused, UsageError
+from bot.foundation.filemodes import check_files
 from bot.foundation.printable import PrintableStream
 from bot.probing.ssh.config_file import SshConfigFile, config_path
 from bot.wiring import build_services
@@ -302,6 +303,11 @@ def _main(argv: list[str] | None) -> int:
     configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)
     try:
         settings = load_settings(args.config)
+        check_files(
+            config=config_file(args.config, os.environ),
+            env_file=".env" if os.path.isfile(".env") else None,
+            key_file=settings.ssh.ssh_key_file,
+        )
         check_policy(settings.actions)
         ssh = settings.ssh
         SshConfigFile(config_path(ssh.ssh_config), allow_commands=ssh.ssh_config_allow_commands).checked()

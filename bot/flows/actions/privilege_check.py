@@ -35,6 +35,7 @@ from bot.foundation.errors import GpubotError, SudoersError, UnsafeSudoersWord
 from bot.probing.probes.engine import run_framed
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.readings import FolderState
+from bot.probing.ssh.config_file import config_path, ignored_note
 from bot.probing.ssh.target import HostTarget
 
 q = shlex.quote
@@ -253,6 +254,9 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
         return HostCheck(host_name, user=user, error=str(exc))
     me = access.user or user
     lines = [_probe_line(report, me)]
+    ignored = ignored_note(config_path(services.settings.ssh.ssh_config))
+    if ignored:  # SendEnv, SetEnv…: what the file asks for that gpubot never does
+        lines.append(CheckLine(True, "ssh_config", ignored))
     granted = grants(access, needs, host=host_name)
     for i, g in enumerate(granted):
         own = access.outputs.get(f"self.{i}")

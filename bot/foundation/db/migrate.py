@@ -30,8 +30,8 @@ def upgrade(url: str, revision: str = "heads", *, create_folder: bool = False) -
 
     Safe to run from several processes at once: SQLite upgrades hold an exclusive lock on a
     ``<db>.migrate.lock`` file beside the database; PostgreSQL ones take an advisory lock inside
-    the migration transaction (``migrations/env.py``). A missing SQLite folder is created only
-    with ``create_folder`` (the default data directory); otherwise it raises
+    the migration transaction (``migrations/env.py``). A new SQLite file is created 0600. A missing SQLite
+    folder is created (0700) only with ``create_folder`` (the default data directory); otherwise it raises
     :class:`~bot.foundation.errors.DatabaseUnavailable`, so that a mistyped path is not silently given an
     empty database.
     """
@@ -40,18 +40,31 @@ def upgrade(url: str, revision: str = "heads", *, create_folder: bool = False) -
         command.upgrade(alembic_config(url), revision)
         return
     folder = os.path.dirname(path) or "."
-    if create_folder:
-        os.makedirs(folder, exist_ok=True)
+    if create_folder and not os.path.isdir(folder):
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)  # makedirs' mode is masked by the umask
     elif not os.path.isdir(folder):
         raise DatabaseUnavailable(
             where(url), f"the folder {folder} does not exist; create it, or correct the path", url=redacted(url)
         )
+    _private_file(path)  # role grants, the audit trail, raw outputs: SQLite gives its -wal/-shm files this mode too
+    _private_file(path + ".migrate.lock")
     with open(path + ".migrate.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             command.upgrade(alembic_config(url), revision)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _private_file(path: str) -> None:
+    """Create ``path`` empty with mode 0600 when missing (SQLite uses an empty file as a new database); an
+    existing file is left as it is."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 def downgrade(url: str, revision: str) -> None:

@@ -49,6 +49,21 @@ HARMLESS_VALUES = {
     "knownhostscommand": "none",
     "pkcs11provider": "none",
 }
+IGNORED: dict[str, str] = {
+    "sendenv": "would send this machine's environment (the bot token, the signing secret, the database URL)",
+    "setenv": "would set variables on the host for gpubot's commands",
+    "forwardagent": "would hand the bot's SSH agent to the host",
+    "requesttty": "would put gpubot's script through a terminal",
+    "remotecommand": "would run a command on the host in place of gpubot's",
+    "gssapidelegatecredentials": "would send the bot's Kerberos credentials to the host",
+    "forwardx11": "would open an X11 channel from the host",
+    "forwardx11trusted": "would open an X11 channel from the host",
+    "localforward": "would forward a port",
+    "remoteforward": "would forward a port",
+    "dynamicforward": "would forward ports",
+}
+"""Directives that send something to the host or run something there: never obeyed, named by ``hosts check``
+(:func:`ignored`). Lower case -> what obeying it would do."""
 MAX_DEPTH = 16
 """Include depth at which OpenSSH gives up (READCONF_MAX_DEPTH)."""
 ALLOW_SETTING = "GPUBOT_SSH_CONFIG_ALLOW_COMMANDS"
@@ -132,6 +147,31 @@ def scan(path: str) -> tuple[list[Refusal], list[str]]:
         elif key in RUNS_HERE and (not values or values[0] != HARMLESS_VALUES.get(key)):
             found.append(Refusal(file, number, words[0], RUNS_HERE[key]))
     return found, seen
+
+
+def ignored(path: str | None) -> list[Refusal]:
+    """The directives of :data:`IGNORED` in the config file ``path`` and the files it includes (``[]``: no
+    file, or it cannot be read), each with its file and line; ``hosts check`` notes them."""
+    if path is None:
+        return []
+    try:
+        return [
+            Refusal(file, number, words[0], IGNORED[words[0].lower()])
+            for file, number, words in _lines(path, 0, [])
+            if words[0].lower() in IGNORED
+        ]
+    except OSError:
+        return []
+
+
+def ignored_note(path: str | None) -> str | None:
+    """One line for ``hosts check`` naming what gpubot ignores in the config file (``None``: nothing)."""
+    found = ignored(path)
+    if not found:
+        return None
+    lines = "; ".join(f"{r.directive} ({r.path} line {r.line}) {r.why}" for r in found[:5])
+    more = f"; and {len(found) - 5} more" if len(found) > 5 else ""
+    return f"gpubot ignores {lines}{more}"
 
 
 def refusal_message(path: str, refusals: list[Refusal]) -> str:

@@ -18,6 +18,8 @@ from typing import Any
 
 import asyncssh
 
+from bot.foundation.filemodes import check_private_key
+
 FileStamp = tuple[int, int, int] | None
 """``(st_ino, st_size, st_mtime_ns)`` of a file, ``None`` when it does not exist."""
 
@@ -98,7 +100,8 @@ class KnownHosts:
 class ClientKeys:
     """Client key files, each loaded once (``asyncssh.load_keypairs``: the private key and a
     ``-cert.pub`` next to it) and loaded again when the file changes. Raises asyncssh's
-    ``KeyImportError`` or ``OSError`` for an unreadable or invalid key (the caller names it)."""
+    ``KeyImportError`` or ``OSError`` for an unreadable or invalid key (the caller names it), and
+    :class:`~bot.foundation.errors.ConfigError` for a key others may read."""
 
     reads: int = 0
     _keys: dict[str, tuple[FileStamp, Sequence[asyncssh.SSHKeyPair]]] = field(default_factory=dict)
@@ -109,6 +112,7 @@ class ClientKeys:
         held = self._keys.get(path)
         if held is not None and held[0] == now and now is not None:
             return held[1]
+        check_private_key(path)  # others may read it: refused, as OpenSSH refuses it (ConfigError)
         pairs = asyncssh.load_keypairs(path)
         self.reads += 1
         self._keys[path] = (now, pairs)

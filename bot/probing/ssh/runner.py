@@ -39,6 +39,7 @@ from typing import Protocol, TypeVar
 import asyncssh
 
 from bot.foundation.errors import (
+    ConfigError,
     ConnectionLost,
     GpubotError,
     HostKeyRejected,
@@ -259,6 +260,12 @@ class SshRunner:
             "tunnel": tunnel,  # never a string: asyncssh would verify that hop with its own defaults
             "agent_forwarding": False,  # whatever ForwardAgent says: root on the host would get the bot's agent
             "request_pty": False,  # RequestTTY force would put the script through a terminal
+            # SendEnv/SetEnv would hand this machine's environment (the bot token, the signing secret, the database
+            # URL) to the host; GSSAPIDelegateCredentials the bot's Kerberos tickets; ForwardX11Trusted an X11 channel
+            "env": None,
+            "send_env": None,
+            "gss_delegate_creds": False,
+            "x11_forwarding": False,
         }
         if not self.config.allow_commands:  # scanned already; this holds if the file changed since
             opts.update(proxy_command=None, pkcs11_provider=None)
@@ -338,6 +345,8 @@ class SshRunner:
             raise HostKeyRejected(host_key_message(target, self.known_hosts)) from exc
         except asyncssh.KeyImportError as exc:
             raise HostUnreachable(f"{target.name}: cannot use the SSH key {self._key_path(target)}: {exc}") from exc
+        except ConfigError as exc:  # a private key others may read
+            raise HostUnreachable(f"{target.name}: {exc}") from exc
         except FileNotFoundError as exc:
             raise HostUnreachable(f"{target.name}: cannot read {exc.filename or 'a file'}: {exc.strerror}") from exc
         except asyncssh.PermissionDenied as exc:
