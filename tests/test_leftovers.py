@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.osuser import sudo_available
 from tests.support.sshd import remove_user
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +62,23 @@ def test_a_run_that_leaves_a_login_account_fails_naming_it(tmp_path):
         assert "1 passed" in res.stdout
     finally:
         remove_user(name)
+
+
+@pytest.mark.skipif(not sudo_available(), reason="writes a sudoers drop-in: needs root and sudo")
+def test_a_run_that_leaves_a_sudoers_drop_in_fails_naming_it(tmp_path):
+    body = (
+        "from tests.support.osuser import SudoersDropIn\n"
+        "def test_installs_a_drop_in():\n"
+        "    drop_in = SudoersDropIn()\n"
+        "    drop_in.install('# a comment only: grants nothing\\n')\n"
+        "    open('path', 'w').write(drop_in.path)\n"
+    )
+    res = _pytest(tmp_path, body)
+    path = (tmp_path / "path").read_text()
+    if os.path.exists(path):  # the inner run removes it as it exits (atexit): after its check
+        os.unlink(path)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"sudoers drop-ins left in /etc/sudoers.d: {os.path.basename(path)}" in res.stdout, res.stdout
 
 
 def test_a_run_that_leaves_an_entry_of_the_root_folder_names_it_and_the_test(tmp_path):

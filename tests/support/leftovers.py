@@ -5,7 +5,8 @@ Docker engine answers, its images; at the end it compares. Only what this run ca
 processes on the machine (other test runs among them) cannot fail it:
 
 * **accounts** named ``gpubot-t-<pid>-…`` (:data:`tests.support.osuser.USER_PREFIX`) with the PID of this process
-  (each xdist worker checks its own; :func:`run_user` makes such a name);
+  (each xdist worker checks its own; :func:`run_user` makes such a name), and sudoers drop-ins
+  ``/etc/sudoers.d/gpubot-test-<pid>-…`` likewise;
 * **entries of** ``/`` that were not there at the start, each named with the test after which it was first seen;
   one that appeared while another test run was running (a pytest process outside this run) is only reported, not
   failed, since it may be that run's;
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.osuser import USER_PREFIX, sweep_stale
+from tests.support.osuser import SUDOERS_DIR, SUDOERS_PREFIX, USER_PREFIX, sweep_stale
 
 RUN_ID = os.environ.setdefault("GPUBOT_TEST_RUN", f"{os.getpid()}-{secrets.token_hex(3)}")
 """This test run's id, shared by its xdist workers (the environment they inherit)."""
@@ -54,6 +55,15 @@ def _users() -> set[str]:
 
 def _mine(user: str) -> bool:
     return user.startswith(f"{USER_PREFIX}{os.getpid()}-")
+
+
+def _sudoers() -> set[str]:
+    """This process's drop-ins in ``/etc/sudoers.d`` (:class:`tests.support.osuser.SudoersDropIn` names them)."""
+    try:
+        names = os.listdir(SUDOERS_DIR)
+    except OSError:
+        return set()
+    return {name for name in names if name.startswith(f"{SUDOERS_PREFIX}{os.getpid()}-")}
 
 
 def _root() -> set[str]:
@@ -127,6 +137,7 @@ def _other_test_runs() -> list[int]:
 @dataclass
 class _Start:
     users: set[str]
+    sudoers: set[str]
     root: set[str]
     images: dict[str, str] | None
     seen_root: set[str] = field(default_factory=set)
@@ -146,7 +157,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         sweep_stale()  # what runs that died left: their PIDs are gone
     controller = not hasattr(session.config, "workerinput")
     root = _root()
-    _start = _Start(users=_users(), root=root, images=_images() if controller else None, seen_root=set(root))
+    images = _images() if controller else None
+    _start = _Start(users=_users(), sudoers=_sudoers(), root=root, images=images, seen_root=set(root))
 
 
 @pytest.hookimpl(trylast=True)
@@ -173,6 +185,9 @@ def _found(*, ran_tests: bool) -> dict[str, Any]:
     users = sorted(u for u in _users() - _start.users if _mine(u))
     if users:
         failed.append(f"login accounts left: {', '.join(users)} (userdel them; tests/support/osuser.py)")
+    drop_ins = sorted(_sudoers() - _start.sudoers)
+    if drop_ins:
+        failed.append(f"sudoers drop-ins left in {SUDOERS_DIR}: {', '.join(drop_ins)}")
     left_root = _root() - _start.root if ran_tests else set()
     for name in sorted(left_root):
         if name in _start.blamed:
