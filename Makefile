@@ -4,8 +4,9 @@
 #   make test   install what the tests need (system packages, PostgreSQL; see deps-system), the test and docs
 #               tools in the virtualenv, lint, type-check, build the manual (docs/, mkdocs build --strict: a broken
 #               link or anchor fails), run the tests
-# While changing code: make test-fast (every test that needs neither sshd nor PostgreSQL and starts no programs;
-# CI runs make test, every test). make setup: the virtualenv with the test and docs tools (what make test uses).
+# While changing code: make test-fast (every test that needs neither sshd nor PostgreSQL, starts no programs and is
+# not marked slow; CI runs make test, every test). make setup: the virtualenv with the test and docs tools (what make
+# test uses). make image: the Docker image, also without a registry (docs/deployment.md).
 PY ?= python3
 VENV ?= .venv
 BIN = $(VENV)/bin
