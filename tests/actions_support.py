@@ -25,6 +25,7 @@ def fast(services, root: Path | None = None, **overrides) -> None:
     s.unit_health_poll_s = 0.3
     s.unit_health_http_timeout_s = 1.0
     s.action_heartbeat_s = 0.2
+    s.release_wait_s = 3.0
     if root is not None:
         s.allowed_roots = {"*": [str(root)]}
     for key, value in overrides.items():

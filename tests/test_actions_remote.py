@@ -131,7 +131,7 @@ async def test_kill_ends_a_real_gpu_process(services, ssh_server, fake_hosts):
     outcome = await approve(services, view.id)
     assert outcome.view.state is State.DONE, outcome.view.message
     assert holder.wait(timeout=5) is not None and bystander.poll() is None
-    assert f"pid {holder.pid} terminated" in outcome.view.steps[0].summary
+    assert f"pid {holder.pid} ended by SIGTERM after " in outcome.view.steps[0].summary
 
 
 async def test_a_reused_pid_is_spared(services, ssh_server, fake_hosts):
@@ -157,7 +157,7 @@ async def test_a_reused_pid_is_spared(services, ssh_server, fake_hosts):
     outcome = await runner.run(replace(step, procs=procs))
     assert outcome.ok, outcome.summary
     assert f"pid {holder.pid} spared (PID reused by another process)" in outcome.summary
-    assert f"pid {other.pid} terminated" in outcome.summary
+    assert f"pid {other.pid} ended by SIGTERM after " in outcome.summary
     assert holder.poll() is None and other.wait(timeout=5) is not None
     # Through the whole flow, the re-check at approval already refuses to go on.
     again = await flows.request_action(

@@ -51,7 +51,9 @@ async def test_a_pivot_plans_and_ends_what_the_stopped_unit_left_in_its_cgroup(
     v = outcome.view
     assert v.state is State.DONE, v.message
     assert orphan.wait(timeout=5) is not None and not old.exists()
-    assert f"pid {orphan.pid} terminated" in v.steps[1].summary and "every GPU is free" in v.steps[2].summary
+    assert (
+        f"pid {orphan.pid} ended by SIGTERM after " in v.steps[1].summary and "every GPU is free" in v.steps[2].summary
+    )
     assert fake_hosts.read("127.0.0.14").units["model-b.service"]["ActiveState"] == "active"
 
 
@@ -129,7 +131,7 @@ async def test_attacks_on_the_leftover_kill_spare_every_canary(services, ssh_ser
     stopped_a(fake_hosts, "127.0.0.18")
     orphan = fake_hosts.orphan("127.0.0.18", "model-a.service", gpu=1, used_mib=8000)
     idle_in_cgroup = fake_hosts.holders.spawn("sleeper")  # in the unit's cgroup, on no GPU
-    fake_hosts.cgroups.join(idle_in_cgroup.pid, "model-a.service")
+    fake_hosts.in_unit("127.0.0.18", idle_in_cgroup.pid, "model-a.service")
     with pytest.raises(PlanRefused, match=f"pid {idle_in_cgroup.pid} is not a GPU compute process on lo5"):
         await flows.request_action(services=services, spec=pivot("lo5", pids=(idle_in_cgroup.pid,)), requester="U1")
     view = await flows.request_action(services=services, spec=pivot("lo5"), requester="U1")
@@ -144,7 +146,7 @@ async def test_attacks_on_the_leftover_kill_spare_every_canary(services, ssh_ser
     assert orphan.wait(timeout=5) is not None and late.wait(timeout=5) is not None and idle_in_cgroup.poll() is None
     # the unit runs again with its main process on a GPU: a stop leaves it to systemd, no kill step
     main = fake_hosts.hold("127.0.0.18", gpu=0, used_mib=9000)
-    fake_hosts.cgroups.join(main.pid, "model-a.service")
+    fake_hosts.in_unit("127.0.0.18", main.pid, "model-a.service")
     fake_hosts.update(
         "127.0.0.18",
         units={"model-a.service": unit(active=True, main_pid=main.pid), "model-b.service": unit(active=False)},

@@ -136,7 +136,7 @@ async def test_one_pivot_and_one_approval_take_node174_from_glm5_to_serving_kimi
     await click(slack_bot, APPROVE, rid, ts, "U2")
     outcome = await result(slack_bot, ts, timeout=120)
     assert "Done" in outcome, outcome
-    assert f"pid {orphan.pid} terminated" in outcome and "freed 402 GB (1 path)" in outcome
+    assert f"pid {orphan.pid} ended by SIGTERM after " in outcome and "freed 402 GB (1 path)" in outcome
     assert f"{KIMI} up after " in outcome and f"http://127.0.0.1:{port}/health → 200 OK" in outcome
     assert f"node174 now: serving: {KIMI} (healthy)" in outcome
     final = last_card(slack_bot, ts)

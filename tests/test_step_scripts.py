@@ -13,6 +13,7 @@ from pathlib import Path
 from bot.flows.actions import remote
 from bot.flows.actions.exits import StepExit
 from bot.flows.actions.plan import PathItem, ProcItem
+from tests.support import cgroups
 
 
 def sh(script: str) -> subprocess.CompletedProcess[str]:
@@ -79,7 +80,9 @@ def test_kill_script_ends_the_planned_process_and_spares_a_reused_pid():
     try:
         res = sh(remote.kill_script([_planned(planned), _planned(reused, start_shift=1)], 2.0)[1])
         assert res.returncode == 0, res
-        assert remote.kill_results(res.stdout) == {planned.pid: "terminated", reused.pid: "spared"}
+        results = remote.kill_results(res.stdout)
+        assert results[planned.pid].how == "TERM" and results[reused.pid].how == "spared", res.stdout
+        assert results[planned.pid].words().startswith("ended by SIGTERM after ")
         assert planned.wait(timeout=5) is not None and reused.poll() is None
     finally:
         for p in (planned, reused):
@@ -156,10 +159,11 @@ def test_a_kill_without_the_helper_spares_a_system_daemon_that_took_the_planned_
         assert _planned(attacker) == planned  # same pid, start time and command line as planned
         res = sh(remote.kill_script([planned, _planned(other)], 1.0)[1])
         results = remote.kill_results(res.stdout)
-        assert results[attacker.pid] == (
-            f"refused: pid {attacker.pid} is {daemon}, a system daemon (never killed by gpubot: stop its unit instead)"
+        assert results[attacker.pid].words() == (
+            f"NOT signalled, refused: pid {attacker.pid} is {daemon}, a system daemon (never killed by gpubot: "
+            "stop its unit instead)"
         ), res
-        assert results[other.pid] == "terminated"
+        assert results[other.pid].how == "TERM"
         assert res.returncode == StepExit.REFUSED
         assert attacker.poll() is None  # the canary lives
         assert other.wait(timeout=5) is not None
@@ -168,3 +172,78 @@ def test_a_kill_without_the_helper_spares_a_system_daemon_that_took_the_planned_
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+IGNORE_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+
+
+def test_a_process_that_ignores_sigterm_is_ended_by_sigkill_and_the_result_says_so():
+    stubborn = subprocess.Popen([sys.executable, "-c", IGNORE_TERM])
+    polite = subprocess.Popen(["sleep", "300"])
+    try:
+        time.sleep(0.3)  # the handler is in place
+        res = sh(remote.kill_script([_planned(stubborn), _planned(polite)], 1.0, confirm_s=5.0)[1])
+        assert res.returncode == 0, res
+        results = remote.kill_results(res.stdout)
+        assert results[stubborn.pid].how == "KILL" and results[stubborn.pid].seconds >= 1.0, res.stdout
+        assert results[stubborn.pid].words().startswith("ended by SIGKILL after ")
+        assert results[polite.pid].how == "TERM"
+        assert stubborn.wait(timeout=5) == -9 and polite.wait(timeout=5) == -15
+    finally:
+        for p in (stubborn, polite):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_a_process_sigkill_cannot_end_is_reported_still_running_with_its_state():
+    """A process frozen by the v1 freezer sits in state D and outlives SIGKILL (as one stuck in a
+    driver call does): the script says so and exits ALIVE; it is never reported ended."""
+    frozen = cgroups.FrozenCgroup()
+    stuck = subprocess.Popen(["sleep", "300"])
+    try:
+        planned = _planned(stuck)
+        frozen.freeze(stuck.pid)
+        res = sh(remote.kill_script([planned], 0.5, confirm_s=1.0)[1])
+        assert res.returncode == StepExit.ALIVE, res
+        result = remote.kill_results(res.stdout)[stuck.pid]
+        assert result.how == "alive" and result.state == "D" and not result.ended
+        assert result.words().startswith("still running after SIGKILL (state D, uninterruptible")
+    finally:
+        frozen.close()
+        if stuck.poll() is None:
+            stuck.kill()
+        stuck.wait(timeout=10)
+
+
+def test_the_pinned_signal_spares_another_process_with_and_without_python3(tmp_path: Path):
+    """The helper's pinned_signal: through a pidfd where python3 has one, else by the check and
+    kill of the same call; either way a PID whose start time or command line is not the planned
+    one is never signalled (exit 2), a gone one is 1, the planned one is signalled (0)."""
+    from bot.domain.privilege.sudoers import helper_shared
+
+    bare = tmp_path / "bin"  # a PATH without python3
+    bare.mkdir()
+    for tool in ("cat", "sha256sum", "cut", "kill", "sleep"):
+        if found := shutil.which(tool):
+            (bare / tool).symlink_to(found)
+    for path in (os.environ["PATH"], str(bare)):
+        victim = subprocess.Popen(["sleep", "300"])
+        try:
+            p = _planned(victim)
+
+            def run(start: object, sha: str, pid: int = victim.pid, path: str = path) -> str:
+                script = helper_shared() + f'pinned_signal TERM {pid} {start} {sha}; echo "rc=$?"'
+                done = subprocess.run(
+                    ["/bin/sh", "-c", script], capture_output=True, text=True, env={"PATH": path}, timeout=30
+                )
+                return done.stdout.strip()
+
+            assert run(int(p.start_time) + 1, p.cmd_sha) == "rc=2" and victim.poll() is None
+            assert run(p.start_time, "0" * 64) == "rc=2" and victim.poll() is None
+            assert run(p.start_time, p.cmd_sha) == "rc=0" and victim.wait(timeout=5) == -15
+            assert run(p.start_time, p.cmd_sha) == "rc=1"
+        finally:
+            if victim.poll() is None:
+                victim.kill()
+                victim.wait()

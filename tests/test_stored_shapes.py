@@ -99,8 +99,8 @@ def test_report_run_snapshot_ids_of_both_versions_load():
         load_run_snapshots({"node1": "not an id"})
 
 
-LATER_PROC_FIELDS = ("user", "owner")
-"""Fields :class:`ProcItem` gained after version 1 (with defaults)."""
+LATER_PROC_FIELDS = ("user", "owner", "mib_by_gpu")
+"""Fields :class:`ProcItem` gained after version 1 (with defaults: ``None``, or empty)."""
 
 
 def v1_args(step: Step) -> dict[str, Any]:
@@ -111,7 +111,8 @@ def v1_args(step: Step) -> dict[str, Any]:
         case KillStep(procs=procs, via=via):  # a process's owner and user came later: unset, they are left out
             return {
                 "procs": [
-                    {k: v for k, v in asdict(p).items() if v is not None or k not in LATER_PROC_FIELDS} for p in procs
+                    {k: v for k, v in asdict(p).items() if v not in (None, ()) or k not in LATER_PROC_FIELDS}
+                    for p in procs
                 ],
                 "via": via,
             }

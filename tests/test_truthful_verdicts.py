@@ -377,7 +377,29 @@ def test_owner_from_cgroup_paths():
     assert owner_from_cgroup("/machine.slice/libpod-" + "e" * 64 + ".scope")["runtime"] == "podman"
     # The captured sandbox: neither a unit nor a container, and no guess.
     sandbox = captured("holder_cgroup").stdout.strip().split(":", 2)[-1]
-    assert owner_from_cgroup(sandbox) == {"unit": None, "container_id": None, "runtime": None, "pod_uid": None}
+    assert set(owner_from_cgroup(sandbox).values()) == {None}
+
+
+def test_a_user_unit_or_a_guest_unit_named_like_a_system_unit_is_never_that_system_unit():
+    """A researcher's own ``systemd-run --user --unit=vllm`` and an nspawn guest's vllm.service lie in
+    cgroups whose last unit is ``vllm.service``: neither is the host's system unit of that name."""
+    user = owner_from_cgroup("/user.slice/user-1019.slice/user@1019.service/app.slice/vllm.service")
+    assert (user["unit"], user["inner_unit"], user["user_uid"]) == (None, "vllm.service", "1019")
+    session = owner_from_cgroup("/user.slice/user-1019.slice/session-3.scope")
+    assert (session["unit"], session["inner_unit"], session["user_uid"]) == ("session-3.scope", None, "1019")
+    guest = owner_from_cgroup("/machine.slice/machine-lab\\x2dguest.scope/payload/system.slice/vllm.service")
+    assert (guest["unit"], guest["inner_unit"], guest["machine"]) == (None, "vllm.service", "lab-guest")
+    nspawn = owner_from_cgroup("/machine.slice/systemd-nspawn@box.service/payload/system.slice/vllm.service")
+    assert (nspawn["unit"], nspawn["machine"]) == (None, "box")
+    assert owner_from_cgroup("/gpu.slice/vllm.service")["unit"] == "vllm.service"  # a system unit in a slice of its own
+    text = (
+        "pid 77 listed\nps 77 alice 60 python3 -m vllm\n"
+        "cgroup 77 1:name=systemd:/user.slice/user-1019.slice/user@1019.service/app.slice/vllm.service\n"
+        "cgroup 77 0::/user.slice/user-1019.slice/user@1019.service/app.slice/vllm.service\n"
+    )
+    (o,) = parse_owners(ProbeOutput("owners", text, "", 0)).owners
+    assert (o.unit, o.inner_unit, o.user_uid, o.user) == (None, "vllm.service", 1019, "alice")
+    assert o.cgroup == "/user.slice/user-1019.slice/user@1019.service/app.slice/vllm.service"
 
 
 def test_owners_probe_output_with_captured_holder():

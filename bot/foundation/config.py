@@ -468,6 +468,12 @@ class ActionSettings(BaseModel):
     deletes and kills through ``sudo -n <this> delete|kill …`` when it may not do so itself."""
     kill_grace_s: float = 10.0
     """Seconds between SIGTERM and SIGKILL for ``kill``."""
+    kill_confirm_s: float = Field(default=5.0, gt=0)
+    """After SIGKILL: how long a kill waits to see each process gone before it says it is still running (a process
+    in uninterruptible sleep, state D, outlives SIGKILL until the kernel call it waits in returns)."""
+    release_wait_s: float = Field(default=30.0, ge=0)
+    """After an action ended GPU processes (a kill, a stop): how long its closing look waits for the driver to show
+    their memory freed (the driver frees it a moment after the process ends) before it says what the host is now."""
     pivot_gpu_wait_s: float = 300.0
     """How long a pivot waits until every GPU is free."""
     pivot_gpu_poll_s: float = 5.0

@@ -44,6 +44,8 @@ class HostState:
     ``97887`` and ``NVIDIA RTX PRO 6000 Blackwell Server Edition``. ``extra_fields``: query fields of
     another driver branch this driver knows (``reset_status.reset_required`` before 570), values from
     ``gpu_overrides``. ``wedge_s``: how long each nvidia-smi call of a ``wedged`` driver blocks in state D.
+    ``unit_slice``: the cgroup folder (below the root) the fake ``systemctl show -p ControlGroup`` places
+    units in. ``systemd``: False, every ``systemctl`` call fails as on a host not booted with systemd.
     """
 
     gpus: int = 8
@@ -60,6 +62,8 @@ class HostState:
     gpu_name: str = ""
     extra_fields: list[str] = field(default_factory=list)
     wedge_s: float = 60
+    unit_slice: str = "system.slice"
+    systemd: bool = True
 
     def __post_init__(self) -> None:
         if self.smi_mode not in SMI_MODES:
@@ -154,9 +158,14 @@ def update_state(server: Any, addr: str, **changes: Any) -> HostState:
     return state
 
 
-def add_holder(server: Any, addr: str, pid: int, gpu: int, used_mib: int, name: str = "python3") -> dict:
-    """Append a holder entry (the process itself: :func:`tests.support.holders.spawn_holder`)."""
-    entry = {"pid": int(pid), "gpu": int(gpu), "used_mib": int(used_mib), "name": name}
+def add_holder(
+    server: Any, addr: str, pid: int, gpu: int, used_mib: int, name: str = "python3", linger_s: float = 0
+) -> dict:
+    """Append a holder entry (the process itself: :func:`tests.support.holders.spawn_holder`). ``linger_s``:
+    the fake driver keeps listing its memory (as ``[No data]``) that long after the process ended."""
+    entry: dict[str, Any] = {"pid": int(pid), "gpu": int(gpu), "used_mib": int(used_mib), "name": name}
+    if linger_s:
+        entry |= {"linger_s": float(linger_s), "linger_token": os.urandom(4).hex()}
     with core.locked(_dir(server), addr):
         state = read_state(server, addr)
         state.holders.append(entry)

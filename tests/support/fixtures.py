@@ -38,21 +38,39 @@ class FakeHosts:
     def read(self, addr: str) -> fakestate.HostState:
         return fakestate.read_state(self.server, addr)
 
-    def hold(self, addr: str, gpu: int, used_mib: int, name: str = "python3", args: tuple[str, ...] = ()):
+    def hold(
+        self,
+        addr: str,
+        gpu: int,
+        used_mib: int,
+        name: str = "python3",
+        args: tuple[str, ...] = (),
+        *,
+        ignore_term: bool = False,
+    ):
         """A live process recorded as holding ``used_mib`` on ``gpu`` (``args`` at the end of its command
-        line); kill it to free the GPU."""
-        return self.holders.hold(addr, gpu, used_mib, name, args)
+        line); kill it to free the GPU (``ignore_term``: only SIGKILL ends it)."""
+        return self.holders.hold(addr, gpu, used_mib, name, args, ignore_term=ignore_term)
 
     def sysfs(self, addr: str, devices: list[tuple[str, str, str | None]]) -> str:
         """Give ``addr`` a fake PCI bus (:func:`tests.support.fakestate.write_sysfs`)."""
         return fakestate.write_sysfs(self.server, addr, devices)
 
-    def orphan(self, addr: str, unit: str, gpu: int, used_mib: int, name: str = "python3"):
+    def orphan(
+        self, addr: str, unit: str, gpu: int, used_mib: int, name: str = "python3", *, ignore_term: bool = False
+    ):
         """A live process holding ``used_mib`` on ``gpu`` that lies in ``unit``'s cgroup (as a process a
         stopped service left behind does); kill it to free the GPU."""
-        proc = self.hold(addr, gpu, used_mib, name)
-        self.cgroups.join(proc.pid, unit)
+        proc = self.hold(addr, gpu, used_mib, name, ignore_term=ignore_term)
+        self.in_unit(addr, proc.pid, unit)
         return proc
+
+    def in_unit(self, addr: str, pid: int, unit: str) -> None:
+        """Move ``pid`` into ``unit``'s cgroup, the one ``addr``'s fake systemctl names as the unit's
+        ``ControlGroup``."""
+        self.cgroups.join(pid, unit)
+        if self.read(addr).unit_slice != self.cgroups.slice:
+            self.update(addr, unit_slice=self.cgroups.slice)
 
     def reset(self) -> None:
         self.holders.close()

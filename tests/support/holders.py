@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,20 +22,31 @@ _CODE = (
     "    ctypes.CDLL(None).prctl(15, sys.argv[1].encode()[:15], 0, 0, 0)\n"
     "except Exception:\n"
     "    pass\n"
+    "if sys.argv[2:3] == ['ignore-term']:\n"
+    "    import signal\n"
+    "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     "time.sleep(3600)\n"
 )
 
 
-def spawn_holder(name: str = "python3", args: Sequence[str] = ()) -> subprocess.Popen:
+def spawn_holder(name: str = "python3", args: Sequence[str] = (), *, ignore_term: bool = False) -> subprocess.Popen:
     """Start a sleeping process (up to an hour) whose comm is ``name``, ``args`` at the end of its
-    command line (``/proc/PID/cmdline``); reap with :func:`reap`."""
-    return subprocess.Popen(
-        [sys.executable, "-S", "-c", _CODE, name, *args],
+    command line (``/proc/PID/cmdline``); reap with :func:`reap`. ``ignore_term``: it ignores SIGTERM
+    (only SIGKILL ends it), as a stubborn orphan does."""
+    proc = subprocess.Popen(
+        [sys.executable, "-S", "-c", _CODE, name, *(["ignore-term"] if ignore_term else []), *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    if ignore_term:  # until its handler is in place, SIGTERM would still end it
+        for _ in range(200):
+            with open(f"/proc/{proc.pid}/status") as f:
+                if any(line.startswith("SigIgn:") and int(line.split()[1], 16) & (1 << 14) for line in f):
+                    break
+            time.sleep(0.01)
+    return proc
 
 
 def reap(proc: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 5.0) -> int:
@@ -45,10 +57,17 @@ def reap(proc: subprocess.Popen, sig: int = signal.SIGKILL, timeout: float = 5.0
 
 
 def hold_gpu(
-    server: Any, addr: str, gpu: int, used_mib: int, name: str = "python3", args: Sequence[str] = ()
+    server: Any,
+    addr: str,
+    gpu: int,
+    used_mib: int,
+    name: str = "python3",
+    args: Sequence[str] = (),
+    *,
+    ignore_term: bool = False,
 ) -> subprocess.Popen:
     """Spawn a holder and record it in ``addr``'s state on ``gpu`` with ``used_mib``."""
-    proc = spawn_holder(name, args)
+    proc = spawn_holder(name, args, ignore_term=ignore_term)
     fakestate.add_holder(server, addr, proc.pid, gpu, used_mib, name)
     return proc
 
@@ -61,9 +80,16 @@ class HolderPool:
         self.procs: list[subprocess.Popen] = []
 
     def hold(
-        self, addr: str, gpu: int, used_mib: int, name: str = "python3", args: Sequence[str] = ()
+        self,
+        addr: str,
+        gpu: int,
+        used_mib: int,
+        name: str = "python3",
+        args: Sequence[str] = (),
+        *,
+        ignore_term: bool = False,
     ) -> subprocess.Popen:
-        proc = hold_gpu(self.server, addr, gpu, used_mib, name, args)
+        proc = hold_gpu(self.server, addr, gpu, used_mib, name, args, ignore_term=ignore_term)
         self.procs.append(proc)
         return proc
 

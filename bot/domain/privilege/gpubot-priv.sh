@@ -25,6 +25,8 @@
 #       /proc/PID/stat; SHA: SHA-256 of /proc/PID/cmdline) and a GPU process: listed by
 #       `nvidia-smi --query-compute-apps=pid` or holding /dev/nvidia* open. Never PID 1, never a
 #       system daemon that holds the GPUs (SYSTEM_DAEMONS below, by the name of /proc/PID/exe).
+#       The signal itself goes through pinned_signal (a pidfd where python3 has one), so a PID
+#       reused after these checks is never signalled.
 #       Exit 0 signalled, 1 gone (or a zombie), 2 spared (the PID is another process now),
 #       4 refused.
 # nvidia-smi is looked up next to this script first (a root-owned folder), then in the system path.
@@ -47,6 +49,60 @@ system_daemon() {
   for s_d in $SYSTEM_DAEMONS; do
     [ "${s_exe##*/}" = "$s_d" ] && { printf '%s\n' "$s_exe"; return 0; }
   done
+  return 1
+}
+
+# pinned_signal TERM|KILL PID START SHA: send the signal to PID only while it is still the process
+# planned (START: field 22 of /proc/PID/stat; SHA: SHA-256 of /proc/PID/cmdline). With python3 (3.9+,
+# Linux 5.3+) the process is held by a pidfd first and checked through /proc after that, and the
+# signal goes to the pidfd: a PID reused at any moment is never signalled. Without it, the check
+# and `kill` run back to back in this call. Return 0 signalled, 1 gone (or a zombie), 2 spared
+# (the PID is another process now), 5 not permitted.
+pinned_signal() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -I -S -c '
+import hashlib, os, signal, sys
+def main(sig, pid, start, sha):
+    pid = int(pid)
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return 1
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return 1
+    if st[0] == "Z":
+        return 1
+    if st[19] != start or hashlib.sha256(cmd).hexdigest() != sha:
+        return 2
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGTERM if sig == "TERM" else signal.SIGKILL)
+    except ProcessLookupError:
+        return 1
+    except PermissionError:
+        return 5
+    return 0
+try:
+    sys.exit(main(*sys.argv[1:5]))
+except Exception:
+    sys.exit(9)
+' "$1" "$2" "$3" "$4"
+    p_rc=$?
+    case $p_rc in 0|1|2|5) return $p_rc;; esac
+  fi
+  p_st=$(cat "/proc/$2/stat" 2>/dev/null) || return 1
+  p_st=${p_st##*) }
+  # shellcheck disable=SC2086
+  set -- "$1" "$2" "$3" "$4" $p_st
+  [ "$5" = Z ] && return 1
+  [ "${24}" = "$3" ] || return 2
+  [ "$(sha256sum < "/proc/$2/cmdline" 2>/dev/null | cut -c1-64)" = "$4" ] || return 2
+  kill "-$1" "$2" 2>/dev/null && return 0
+  [ -d "/proc/$2" ] && return 5
   return 1
 }
 
@@ -200,7 +256,12 @@ do_kill() {
     2) [ -d "/proc/$pid" ] || { echo "$pid gone"; exit 1; }; refuse "pid $pid: cannot read /proc/$pid/exe";;
   esac
   gpu_process "$pid" || refuse "pid $pid is not a GPU process"
-  kill "-$sig" "$pid" 2>/dev/null || { echo "$pid gone"; exit 1; }
+  pinned_signal "$sig" "$pid" "$start" "$sha"; case $? in
+    0) ;;
+    2) echo "$pid spared"; exit 2;;
+    5) refuse "pid $pid: not permitted";;
+    *) echo "$pid gone"; exit 1;;
+  esac
   echo "$pid $sig"
 }
 

@@ -201,6 +201,8 @@ def _owner_text(readings: Readings, pid: int) -> str:
         return f" of {o.unit}"
     if o.container_id:
         return f" in container {o.container_name or o.container_id[:12]}"
+    if (whose := o.of_whom()) is not None:
+        return f" of {whose}"
     return ""
 
 

@@ -6,7 +6,9 @@ Drift that aborts an action (each becomes one sentence for the card):
   (percent of the planned size; 0 → any change); a cleanup that would now delete *more* entries;
 * a process to end is gone and its PID reused (another start time or command line), or a new
   compute process appeared among the ones the request selects;
-* a unit's ActiveState differs from the plan's;
+* a GPU process a pivot leaves running that the card did not show (new since, or another owner now);
+* a unit's ActiveState differs from the plan's; the weights of a unit to start changed (path, bytes,
+  shard names);
 * the health URL a start will wait for changed (the unit's ``ExecStart`` port, its setting);
 * a fetch's repo moved on the Hub (another commit) or its folder resolves elsewhere;
 * a step would now get its privilege another way (e.g. the folder is no longer writable by the
@@ -18,7 +20,7 @@ A process that simply ended is not drift (there is less to do); it is noted by t
 from __future__ import annotations
 
 from bot.domain.privilege.rights import VIA_WORDS, Via
-from bot.flows.actions.plan import DeleteStep, FetchStep, KillStep, Plan, Step, UnitStep
+from bot.flows.actions.plan import DeleteStep, FetchStep, KillStep, Plan, Step, UnitStep, gpu_words
 from bot.foundation.sizes import human_bytes
 
 
@@ -44,6 +46,8 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
             reasons.append(f"new process pid {proc.pid} ({proc.name}, {proc.used_mib or 0:,} MiB) is not in the plan")
         elif (was.start_time, was.cmd_sha) != (proc.start_time, proc.cmd_sha):
             reasons.append(f"pid {proc.pid} now belongs to another process ({proc.name}, `{proc.cmdline[:60]}`)")
+    reasons += _new_bystanders(old, new)
+    reasons += _weights_changed(old, new)
     units = {u.name: u for u in new.units}
     for u in old.units:
         now_u = units.get(u.name)
@@ -73,6 +77,45 @@ def compare(old: Plan, new: Plan, *, threshold_pct: float) -> list[str]:
                 f"step {n} ({was_step.title}) would now run {VIA_WORDS[now_via]}, not {VIA_WORDS[was_via]} as approved"
             )
     return reasons
+
+
+def _new_bystanders(old: Plan, new: Plan) -> list[str]:
+    """A GPU process the pivot leaves running that the card did not show (new, or with another
+    owner): it would stop the old unit and then wait on that process."""
+    if old.bystanders is None or new.bystanders is None:
+        return []
+    was = {p.pid: p for p in old.bystanders}
+    out = []
+    for p in new.bystanders:
+        where = ", ".join(
+            x
+            for x in [f"{p.used_mib or 0:,} MiB on {gpu_words(p.gpus)}", p.owner, f"user {p.user}" if p.user else ""]
+            if x
+        )
+        before = was.get(p.pid)
+        if before is None:
+            out.append(
+                f"new GPU process pid {p.pid} ({p.name}, {where}) started after the card: the pivot would stop "
+                "the running model and then wait on it"
+            )
+        elif before.owner != p.owner:
+            out.append(f"pid {p.pid} now belongs to {p.owner or 'no unit'}, not {before.owner or 'no unit'}")
+    return out
+
+
+def _weights_changed(old: Plan, new: Plan) -> list[str]:
+    fresh = {w.unit: w for w in new.weights}
+    out = []
+    for w in old.weights:
+        now = fresh.get(w.unit)
+        if now is None:
+            continue
+        if (now.path, now.size_bytes, now.shards) != (w.path, w.size_bytes, w.shards):
+            out.append(
+                f"the weights of {w.unit} changed since the card: {w.path} {human_bytes(w.size_bytes)} in "
+                f"{len(w.shards)} files → {now.path} {human_bytes(now.size_bytes)} in {len(now.shards)} files"
+            )
+    return out
 
 
 def _health_urls(plan: Plan) -> dict[str, str | None]:

@@ -21,9 +21,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, assert_never
 
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Severity
@@ -31,7 +32,17 @@ from bot.domain.readiness.words import verdict_text
 from bot.flows.actions import fetches, service
 from bot.flows.actions.drift import compare
 from bot.flows.actions.kinds import ActionKind, State
-from bot.flows.actions.plan import DeleteStep, FetchStep, KillStep, Plan, UnitStep
+from bot.flows.actions.model_gate import check_model
+from bot.flows.actions.plan import (
+    CheckDiskStep,
+    DeleteStep,
+    FetchStep,
+    KillStep,
+    Plan,
+    Step,
+    UnitStep,
+    WaitGpusStep,
+)
 from bot.flows.actions.planner import build_plan
 from bot.flows.actions.remote import keyvalues
 from bot.flows.actions.step_runner import StepRunner
@@ -42,6 +53,7 @@ from bot.flows.status.host import check_host, plan_for
 from bot.foundation.errors import GpubotError
 from bot.foundation.lifecycle import cancelled_meanwhile
 from bot.foundation.sizes import human_bytes
+from bot.probing.probes.readings import GpuReport
 
 log = logging.getLogger("gpubot.actions")
 
@@ -249,8 +261,11 @@ async def _steps(
         if not outcome.ok:
             already = "; ".join(done) or "nothing"
             failure = (
-                f"Stopped at step {idx} of {len(plan.steps)} ({step.title}): {outcome.summary}\n"
-                f"Already done: {already}. Later steps were not run."
+                cause_line(
+                    f"Stopped at step {idx} of {len(plan.steps)} ({short_title(step)}): ",
+                    outcome.cause or outcome.summary,
+                )
+                + f"\nAlready done: {already}. Later steps were not run."
             )
             if outcome.journal is not None:
                 extra["journal"] = outcome.journal.to_json()
@@ -264,7 +279,13 @@ async def _steps(
             break
         done.append(step.title)
         await notify(await load())
+    if "pivot_back" in extra.get("next", []) and (gone := await _old_weights_gone(services, runner, plan)):
+        extra["next"] = [n for n in extra["next"] if n != "pivot_back"]
+        extra["pivot_back_refused"] = gone
     lines = await _result_lines(services, runner, plan, len(done), summaries)
+    if gone := extra.get("pivot_back_refused"):
+        lines.append(f"Pivot back is not offered: {gone}")
+    await _await_release(services, runner, plan.steps[: len(done)])
     after = await check_host(services=services, host_name=plan.spec.host, requested_by=f"action #{request_id}")
     verdict = after.assessment.verdict
     reasons = [r.text for r in after.assessment.reasons if r.severity is not Severity.NOTE]
@@ -305,6 +326,91 @@ async def _record_fetch(services: Services, request_id: int, host: str, step: Fe
             now=services.clock(),
         )
         return row.id
+
+
+async def _old_weights_gone(services: Services, runner: StepRunner, plan: Plan) -> str | None:
+    """Why *Pivot back* cannot work: the old unit's weights are missing or incomplete now (the pivot
+    deleted them, or they went meanwhile); ``None`` when they look whole or cannot be told."""
+    unit = plan.spec.from_unit
+    if not unit:
+        return None
+    try:
+        gate = await check_model(
+            runner=services.runner,
+            target=runner.target,
+            timeout=services.settings.probes.batch_timeout_s,
+            host=plan.spec.host,
+            unit=unit,
+            readings=None,
+            need_bytes=None,
+        )
+    except GpubotError:
+        return None
+    gone = [r for r in gate.refusals if "could not be checked" not in r]
+    return f"{unit}'s weights are gone: {gone[0]}" if gone else None
+
+
+def _released(report: GpuReport, ended: set[int], free_mib: int) -> bool:
+    """No ended process still listed, and no GPU holding memory that no listed process explains."""
+    if report.failure is not None:
+        return True  # nothing to wait for that a look could tell
+    if any(p.pid in ended for p in report.processes):
+        return False
+    held = {p.gpu_uuid for p in report.processes}
+    return all(g.memory_used_mib is None or g.memory_used_mib <= free_mib or g.uuid in held for g in report.gpus)
+
+
+async def _await_release(services: Services, runner: StepRunner, ran: list[Step]) -> None:
+    """After a kill or a stop that ran: the driver frees a process's memory a moment after it ended, so
+    wait (up to ``GPUBOT_RELEASE_WAIT_S``) until it no longer lists the ended processes and no GPU holds
+    memory without a process, before the closing look says what the host is now."""
+    ended = {p.pid for s in ran if isinstance(s, KillStep) for p in s.procs}
+    if not ended and not any(isinstance(s, UnitStep) and s.verb == "stop" for s in ran):
+        return
+    actions = services.settings.actions
+    started = time.monotonic()
+    while True:
+        try:
+            report = await runner.gpus_now()
+        except GpubotError:
+            return
+        if _released(report, ended, runner.gpu_free_mib):
+            return
+        if time.monotonic() - started + actions.pivot_gpu_poll_s > actions.release_wait_s:
+            return
+        await asyncio.sleep(actions.pivot_gpu_poll_s)
+
+
+CAUSE_CAP = 280
+"""A failed step's first line on its card stays within this (a card shortens longer lines in their middle)."""
+
+
+def short_title(step: Step) -> str:
+    """A step in a few words: ``start vllm-kimi.service``, ``end 2 processes``, ``delete /shared/x``."""
+    match step:
+        case UnitStep(verb=verb, unit=unit):
+            return f"{verb} {unit}"
+        case KillStep(procs=procs):
+            return f"end {len(procs)} process{'es' if len(procs) != 1 else ''}"
+        case DeleteStep(item=item):
+            return f"delete {item.real}"
+        case WaitGpusStep():
+            return "wait until every GPU is free"
+        case CheckDiskStep(path=path):
+            return f"free disk on {path}"
+        case FetchStep(repo=repo):
+            return f"fetch {repo}"
+        case _:
+            assert_never(step)
+
+
+def cause_line(head: str, summary: str, cap: int = CAUSE_CAP) -> str:
+    """``head + summary`` on one line of at most ``cap`` characters: a longer one keeps its start (the
+    cause) and ends at its last word that fits, with `` …`` (the step's own summary keeps it whole)."""
+    line = head + " ".join(summary.split())
+    if len(line) <= cap:
+        return line
+    return line[: cap - 2].rsplit(" ", 1)[0] + " …"
 
 
 async def _result_lines(

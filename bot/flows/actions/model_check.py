@@ -100,6 +100,7 @@ check() {
       printf 'total=%s\n' "$(grep -o '"total_size": *[0-9]*' "$idx" 2>/dev/null | head -n 1 | grep -o '[0-9]*$')"
       grep -o '"[^"/]*\.safetensors"' "$idx" 2>/dev/null | tr -d '"' | sort -u | while IFS= read -r s; do
         if [ -e "$p/$s" ]; then printf 'shard %s %s\n' "$(stat -L -c %s -- "$p/$s" 2>/dev/null || echo x)" "$(hx "$s")"
+          printf 'at %s %s\n' "$(hx "$s")" "$(hx "$(realpath -e -- "$p/$s" 2>/dev/null)")"
         else printf 'shard - %s\n' "$(hx "$s")"; fi
       done
     fi
@@ -111,6 +112,7 @@ check() {
   for f in "$d"/*.safetensors "$d"/*.gguf "$d"/*.bin "$d"/*.pt "$d"/*.pth; do
     [ -e "$f" ] || continue
     printf 'file %s %s\n' "$(stat -L -c %s -- "$f" 2>/dev/null || echo x)" "$(hx "${f##*/}")"
+    printf 'at %s %s\n' "$(hx "${f##*/}")" "$(hx "$(realpath -e -- "$f" 2>/dev/null)")"
   done
   find "$d" -maxdepth 5 -name '*.incomplete' 2>/dev/null | head -n 20 | while IFS= read -r f; do printf 'incomplete %s\n' "$(hx "$f")"; done
   case $real in */snapshots/*)
@@ -124,7 +126,8 @@ check() {
 def weights_commands(model: str, hub_dirs: list[str]) -> list[tuple[str, str]]:
     """The framed commands of the weights check: ``weights`` (``exists=``, ``real=`` hex, ``type=``,
     ``index=yes``, ``total=`` the index's ``total_size`` in bytes, ``shard SIZE|-|x HEXNAME``,
-    ``file SIZE HEXNAME``, ``incomplete HEXPATH``; for a hub id first ``hub=`` hex of the cache
+    ``file SIZE HEXNAME``, ``at HEXNAME HEXREAL`` (where a present shard's or file's bytes lie),
+    ``incomplete HEXPATH``; for a hub id first ``hub=`` hex of the cache
     and ``snapshot=`` hex of the folder, or ``hub=none``) and ``df`` (``df -P -B1`` of the
     nearest existing folder). ``model`` is a local path (starts with ``/``) or a hub id already
     matched against :data:`HUB_ID`; ``hub_dirs`` are the HF hub caches to look in, in order."""
@@ -176,6 +179,9 @@ class Weights:
     incomplete: list[str] = field(default_factory=list)
     disk: Disk | None = None
     error: str | None = None
+    reals: dict[str, str] = field(default_factory=dict)
+    """Shard and weight-file names → the real path their bytes lie at (``realpath -e``: symlinks and an HF
+    snapshot's links into ``blobs/`` followed)."""
 
     @property
     def missing_shards(self) -> list[str]:
@@ -225,6 +231,7 @@ def parse_weights(model: str, outputs: dict[str, ProbeOutput]) -> Weights:
     shards: dict[str, int | None] = {}
     files: dict[str, int | None] = {}
     incomplete: list[str] = []
+    reals: dict[str, str] = {}
     for line in o.stdout.splitlines():
         words = line.split(" ")
         if words[0] in ("shard", "file") and len(words) == 3:
@@ -236,6 +243,10 @@ def parse_weights(model: str, outputs: dict[str, ProbeOutput]) -> Weights:
                 shards[name] = size if words[1] != "-" else None
             else:
                 files[name] = size
+        elif words[0] == "at" and len(words) == 3:
+            name, at = _unhex(words[1]), _unhex(words[2])
+            if name is not None and at:
+                reals[name] = at
         elif words[0] == "incomplete" and len(words) == 2:
             if (p := _unhex(words[1])) is not None and p not in incomplete:
                 incomplete.append(p)
@@ -260,6 +271,7 @@ def parse_weights(model: str, outputs: dict[str, ProbeOutput]) -> Weights:
         files,
         incomplete,
         disk,
+        reals=reals,
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from bot.flows.actions.model_check import (
     HUB_ID,
+    Weights,
     fit,
     parse_unit_command,
     parse_weights,
@@ -35,6 +36,8 @@ class ModelGate:
     refusals: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    weights: Weights | None = None
+    """The weights checked, when they passed (the re-check at approval compares them)."""
 
 
 def hub_dirs(env: dict[str, str], readings: Readings | None) -> list[str]:
@@ -50,6 +53,37 @@ def hub_dirs(env: dict[str, str], readings: Readings | None) -> list[str]:
     if hf is not None and hf.path.startswith("/"):
         out.append(hf.path.rstrip("/") + "/hub")
     return list(dict.fromkeys(out))
+
+
+def deleted_weights(w: Weights, deleting: Sequence[PathItem], *, where: str, unit: str) -> list[str]:
+    """Why deleting ``deleting`` first would take ``w`` away: its folder lies under one of them, or
+    a shard (a weight file) resolves there, through a symlink (shards shared with another version,
+    an HF snapshot's links into ``blobs/``); each reason names the shard and the folder."""
+    out = []
+    real = w.real or w.path or ""
+    for it in deleting:
+        gone = it.real.rstrip("/")
+
+        def under(path: str, gone: str = gone) -> bool:
+            return path == gone or path.startswith(gone + "/")
+
+        if under(real):
+            out.append(
+                f"the pivot deletes {it.real} ({human_bytes(it.size_bytes)}), which holds `{w.path}` "
+                f"({where}): {unit} would start without its weights"
+            )
+            continue
+        hit = [(name, at) for name, at in w.reals.items() if under(at)]
+        if hit:
+            named = ", ".join(f"{name} → {at}" for name, at in hit[:3]) + (
+                f" and {len(hit) - 3} more" if len(hit) > 3 else ""
+            )
+            out.append(
+                f"the pivot deletes {it.real}, where {len(hit)} weight file{'s' if len(hit) > 1 else ''} of "
+                f"`{w.path}` ({where}) really lie{'' if len(hit) > 1 else 's'}: {named}; {unit} would start "
+                "without them"
+            )
+    return out
 
 
 async def check_model(
@@ -99,23 +133,16 @@ async def check_model(
     except ProbeError as exc:
         return ModelGate(refusals=[f"the weights of `{served.model}` ({where}) could not be checked on {host}: {exc}"])
     refusals = weights_problems(w, where=where, host=host, need_bytes=need_bytes)
-    real = w.real or w.path or ""
-    for it in deleting:
-        gone = it.real.rstrip("/")
-        if real == gone or real.startswith(gone + "/"):
-            refusals.append(
-                f"the pivot deletes {it.real} ({human_bytes(it.size_bytes)}), which holds `{w.path}` "
-                f"({where}): {unit} would start without its weights"
-            )
+    refusals += deleted_weights(w, deleting, where=where, unit=unit)
     if refusals:
         return ModelGate(refusals=refusals)
     lines = [weights_line(w, where)]
     gpu = readings.gpu if readings else None
     if gpu is None or gpu.failure is not None:
-        return ModelGate(lines=lines, warnings=["fit not judged: the GPUs are unknown"])
+        return ModelGate(lines=lines, warnings=["fit not judged: the GPUs are unknown"], weights=w)
     f = fit(served, w.weights_bytes, cmd.cuda_devices, gpu.gpus)
     if f.fits is False:
         return ModelGate(refusals=[f"{unit} cannot load `{w.path}`: {f.line}"])
     if f.fits is None:
-        return ModelGate(lines=lines, warnings=[f.line])
-    return ModelGate(lines=[*lines, f.line])
+        return ModelGate(lines=lines, warnings=[f.line], weights=w)
+    return ModelGate(lines=[*lines, f.line], weights=w)

@@ -57,6 +57,65 @@ class ProcItem:
     owner: str | None = None
     """What it belongs to, from its cgroup: a unit (``vllm-glm5.service``), a container
     (``docker NAME``), a Kubernetes pod; ``None``: nothing (or not read)."""
+    mib_by_gpu: tuple[tuple[int, int | None], ...] = ()
+    """``(GPU index, MiB)`` for each GPU it holds memory on (``used_mib`` is their sum; empty in plans
+    stored before it existed)."""
+
+    def where(self) -> str:
+        """``on GPU 3 — 81,920 MiB``; ``88,000 MiB on each of GPUs 0–7 (704,000 MiB in all)`` for a process
+        spread over GPUs; ``holding /dev/nvidia* open`` when no GPU listed it."""
+        if len(self.mib_by_gpu) > 1:
+            return spread_words(self.mib_by_gpu)
+        if self.gpu is None:
+            return "holding /dev/nvidia* open"
+        return f"on GPU {self.gpu} — {self.used_mib or 0:,} MiB"
+
+
+def gpu_words(gpus: tuple[int, ...] | list[int]) -> str:
+    """``GPU 3``, ``GPUs 0–7`` (a run), ``GPUs 0, 2, 5``; ``no GPU`` for none."""
+    gpus = sorted(gpus)
+    if not gpus:
+        return "no GPU"
+    if len(gpus) == 1:
+        return f"GPU {gpus[0]}"
+    if gpus == list(range(gpus[0], gpus[-1] + 1)):
+        return f"GPUs {gpus[0]}–{gpus[-1]}"
+    return "GPUs " + ", ".join(map(str, gpus))
+
+
+def spread_words(mib_by_gpu: tuple[tuple[int, int | None], ...]) -> str:
+    """One process's memory over several GPUs: ``88,000 MiB on each of GPUs 0–7 (704,000 MiB in all)``,
+    or ``on GPUs 0, 1 — 40,000 + 20,000 MiB``."""
+    gpus = tuple(g for g, _ in mib_by_gpu)
+    sizes = [m or 0 for _, m in mib_by_gpu]
+    if len(set(sizes)) == 1:
+        return f"{sizes[0]:,} MiB on each of {gpu_words(gpus)} ({sum(sizes):,} MiB in all)"
+    ordered = sorted(mib_by_gpu)
+    return f"on {gpu_words(gpus)} — " + " + ".join(f"{m or 0:,}" for _, m in ordered) + " MiB"
+
+
+@dataclass(frozen=True)
+class SeenProc:
+    """A GPU process the plan leaves running, as the card showed it (the re-check at approval
+    aborts when one that was not there, or whose owner changed, sits on the plan's GPUs)."""
+
+    pid: int
+    name: str
+    gpus: tuple[int, ...]
+    used_mib: int | None
+    owner: str | None = None
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class WeightsSeen:
+    """A unit's model weights as the card showed them (re-checked at approval): their path, bytes
+    and shard names."""
+
+    unit: str
+    path: str
+    size_bytes: int | None
+    shards: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,6 +273,10 @@ class Plan:
     volume: str | None = None
     volume_avail_bytes: int | None = None
     warnings: list[str] = field(default_factory=list)
+    bystanders: list[SeenProc] | None = None
+    """The GPU processes a pivot leaves running, as planned (``None``: not recorded, older plans)."""
+    weights: list[WeightsSeen] = field(default_factory=list)
+    """The weights of the units the plan starts, as planned."""
 
     @property
     def freed_bytes(self) -> int:

@@ -29,11 +29,14 @@ from bot.flows.actions.plan import (
     PathItem,
     Plan,
     ProcItem,
+    SeenProc,
     Step,
     UnitItem,
     UnitStep,
     Verb,
     WaitGpusStep,
+    WeightsSeen,
+    gpu_words,
 )
 from bot.flows.actions.policy import allowed_roots, configured_units
 from bot.flows.actions.unit_up import HealthCheck, default_url, exec_argv
@@ -304,9 +307,9 @@ async def _kill(ctx: _Ctx) -> Plan:
         f"end {len(items)} process{'es' if len(items) > 1 else ''}: SIGTERM, SIGKILL after {grace:g} s", tuple(items)
     )
     lines = [_proc_line(p) for p in items]
-    gpus = sorted({p.gpu for p in items if p.gpu is not None})
+    gpus = _gpus_of(items)
     expected = f"ends {len(items)} process{'es' if len(items) > 1 else ''}" + (
-        f"; frees {sum(p.used_mib or 0 for p in items):,} MiB on GPU {', '.join(map(str, gpus))}" if gpus else ""
+        f"; frees {sum(p.used_mib or 0 for p in items):,} MiB on {gpu_words(gpus)}" if gpus else ""
     )
     return Plan(spec, ctx.report.snapshot_id, [step], lines, expected, procs=items, warnings=warnings)
 
@@ -351,6 +354,10 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
         cmdline = mask_secrets("".join(c for c in raw if c.isprintable()).strip())  # shown on the card, stored
         used = sum(e.used_memory_mib or 0 for e in entries)
         owner = owners.get(pid)
+        spread: dict[int, int] = {}
+        for e in entries:
+            if (i := index.get(e.gpu_uuid)) is not None:
+                spread[i] = spread.get(i, 0) + (e.used_memory_mib or 0)
         items.append(
             ProcItem(
                 pid,
@@ -362,6 +369,7 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
                 cmdline,
                 user=owner.user if owner else None,
                 owner=owner_words(owner),
+                mib_by_gpu=tuple(sorted(spread.items())),
             )
         )
     if unreadable or daemons:
@@ -390,15 +398,15 @@ def owner_words(o: ProcessOwner | None) -> str | None:
         )
     if o.container_id:
         return f"{o.runtime or 'container'} {o.container_name or o.container_id[:12]}"
-    return o.unit
+    return o.unit or o.of_whom()
 
 
 def _proc_line(p: ProcItem, why: str = "") -> str:
     """``pid 31582 python3 on GPU 3 — 81,920 MiB — vllm-glm5.service, user vllm — `cmdline```: what a kill
     step will end, as the card shows it (the command line in full up to 120 characters)."""
-    who = ", ".join(x for x in [p.owner or "", f"user {p.user}" if p.user else ""] if x)
-    where = f"on GPU {p.gpu} — {p.used_mib or 0:,} MiB" if p.gpu is not None else "holding /dev/nvidia* open"
-    return f"pid {p.pid} {p.name} {where}" + (f" — {who}" if who else "") + why + f" — `{p.cmdline[:120]}`"
+    of_user = p.user is not None and (p.owner or "").endswith(f" of {p.user}")
+    who = ", ".join(x for x in [p.owner or "", f"user {p.user}" if p.user and not of_user else ""] if x)
+    return f"pid {p.pid} {p.name} {p.where()}" + (f" — {who}" if who else "") + why + f" — `{p.cmdline[:120]}`"
 
 
 RUNNING_STATES = frozenset({"active", "activating", "reloading", "deactivating"})
@@ -408,9 +416,9 @@ RUNNING_STATES = frozenset({"active", "activating", "reloading", "deactivating"}
 @dataclass(frozen=True)
 class Leftovers:
     """GPU processes a stop of ``unit`` will not end, grouped by pid (their rows of the GPU probe):
-    ``ours`` are in the unit's cgroup while the unit is not running (an orphan outlived it: systemd
-    will not kill them again), ``others`` belong to anything else (another unit, a container, a
-    user's shell)."""
+    ``ours`` are in the unit's own cgroup (its ``ControlGroup``, or below it) while the unit is not
+    running (an orphan outlived it: systemd will not kill them again), ``others`` belong to anything
+    else (another unit, a user's own unit of the same name, a container, a user's shell)."""
 
     unit: str
     ours: dict[int, list[GpuProcess]]
@@ -422,10 +430,59 @@ KILL_MODES_THAT_LEAVE = frozenset({"process", "none"})
 main process, ``none`` none of them (systemd.kill(5))."""
 
 
-def leftovers(ctx: _Ctx, unit: UnitItem, kill_mode: str | None = None) -> Leftovers:
+@dataclass(frozen=True)
+class UnitCgroup:
+    """What the host's systemd says of a unit's processes: ``path`` its cgroup (``ControlGroup``, or,
+    while systemd holds none for it, the one ``Slice`` gives it); ``None`` when it could not be read,
+    and then no process counts as the unit's. ``kill_mode``: its ``KillMode=``."""
+
+    path: str | None
+    kill_mode: str | None = None
+
+    def holds(self, cgroup: str | None) -> bool:
+        """True for a process whose (systemd) cgroup is the unit's or below it."""
+        if self.path is None or cgroup is None or self.path in ("", "/"):
+            return False
+        return cgroup == self.path or cgroup.startswith(self.path.rstrip("/") + "/")
+
+
+def slice_path(slice_name: str) -> str | None:
+    """The cgroup path of a slice: ``system.slice`` is ``/system.slice``, ``a-b.slice`` is
+    ``/a.slice/a-b.slice``, ``-.slice`` the root; ``None`` for a name that is no slice."""
+    if slice_name == "-.slice":
+        return ""
+    if not slice_name.endswith(".slice") or slice_name.startswith("-"):
+        return None
+    words = slice_name.removesuffix(".slice").split("-")
+    return "".join("/" + "-".join(words[: i + 1]) + ".slice" for i in range(len(words)))
+
+
+async def unit_cgroup(ctx: _Ctx, unit: UnitItem) -> UnitCgroup:
+    """The unit's own cgroup and ``KillMode=``, read on the host (one round trip)."""
+    try:
+        out = await run_framed(
+            ctx.services.runner,
+            ctx.target,
+            [("cgroup", f"systemctl show -p ControlGroup -p Slice -p KillMode -- {remote.q(unit.name)}")],
+            timeout=ctx.services.settings.probes.batch_timeout_s,
+        )
+    except ProbeError:
+        return UnitCgroup(None)
+    o = out.get("cgroup")
+    if o is None or o.exit_status != 0:
+        return UnitCgroup(None)
+    kv = remote.keyvalues(o.stdout)
+    path = kv.get("ControlGroup", "").strip() or None
+    if path is None and (above := slice_path(kv.get("Slice", "").strip())) is not None:
+        path = f"{above}/{unit.name}"
+    return UnitCgroup(path, kv.get("KillMode", "").strip() or None)
+
+
+def leftovers(ctx: _Ctx, unit: UnitItem, cgroup: UnitCgroup) -> Leftovers:
     """Split the probe's GPU processes by what stopping ``unit`` does to them (see :class:`Leftovers`).
-    A process of the unit's cgroup while it runs is neither (the stop ends it), unless the unit's
-    ``kill_mode`` (its ``KillMode=``) leaves it: ``process`` spares all but the main process, ``none`` all."""
+    A process of the unit's own cgroup (``cgroup``: matched by path, never by a unit's name) while it
+    runs is neither (the stop ends it), unless the unit's ``KillMode=`` leaves it: ``process`` spares
+    all but the main process, ``none`` all."""
     gpu = ctx.report.readings.gpu if ctx.report.readings else None
     ours: dict[int, list[GpuProcess]] = {}
     others: dict[int, list[GpuProcess]] = {}
@@ -436,9 +493,10 @@ def leftovers(ctx: _Ctx, unit: UnitItem, kill_mode: str | None = None) -> Leftov
     seen = next((u for u in (readings.units if readings else []) if u.name == unit.name), None)
     main_pid = seen.main_pid if seen and seen.main_pid else None
     running = unit.active_state in RUNNING_STATES
+    kill_mode = cgroup.kill_mode
     for p in gpu.processes:
         o = owners.get(p.pid)
-        in_cgroup = o is not None and o.unit == unit.name and not o.container_id
+        in_cgroup = o is not None and cgroup.holds(o.cgroup) and not o.container_id
         if in_cgroup or (running and p.pid == main_pid):
             if not running or kill_mode == "none" or (kill_mode == "process" and p.pid != main_pid):
                 ours.setdefault(p.pid, []).append(p)
@@ -447,31 +505,16 @@ def leftovers(ctx: _Ctx, unit: UnitItem, kill_mode: str | None = None) -> Leftov
     return Leftovers(unit.name, ours, others)
 
 
-async def _kill_mode(ctx: _Ctx, unit: UnitItem) -> str | None:
-    """The unit's ``KillMode=`` when it runs with GPU processes in its cgroup (``None``: not read, or not needed)."""
-    if unit.active_state not in RUNNING_STATES or not any(o.unit == unit.name for o in _owners(ctx).values()):
-        return None
-    try:
-        out = await run_framed(
-            ctx.services.runner,
-            ctx.target,
-            [("killmode", f"systemctl show -p KillMode --value -- {remote.q(unit.name)}")],
-            timeout=ctx.services.settings.probes.batch_timeout_s,
-        )
-    except ProbeError:
-        return None
-    o = out.get("killmode")
-    return o.stdout.strip() or None if o and o.exit_status == 0 else None
-
-
 async def _leftover_kill(
     ctx: _Ctx, unit: UnitItem, *, others_too: bool
-) -> tuple[KillStep | None, list[ProcItem], list[str], list[str]]:
-    """The pinned kill step of a stop or pivot: ``(step or None, items, lines, warnings)``. It ends the
+) -> tuple[KillStep | None, list[ProcItem], list[str], list[str], list[SeenProc]]:
+    """The pinned kill step of a stop or pivot: ``(step or None, items, lines, warnings, bystanders)``
+    (``bystanders``: the GPU processes it leaves running, as seen now). It ends the
     processes left in ``unit``'s cgroup (unless ``kill=none``) and those named with ``pid=``; with
     ``others_too`` (a pivot, which needs every GPU) the GPU processes it leaves running are warned about."""
-    kill_mode = await _kill_mode(ctx, unit)
-    spec, found = ctx.spec, leftovers(ctx, unit, kill_mode)
+    cgroup = await unit_cgroup(ctx, unit)
+    kill_mode = cgroup.kill_mode
+    spec, found = ctx.spec, leftovers(ctx, unit, cgroup)
     known = found.ours | found.others
     stray = [str(pid) for pid in spec.pids if pid not in known]
     if stray:
@@ -480,6 +523,11 @@ async def _leftover_kill(
         pid: rows for pid, rows in known.items() if pid in spec.pids or (spec.kill_leftovers and pid in found.ours)
     }
     items, warnings = await _pin(ctx, chosen)
+    if cgroup.path is None:
+        warnings.append(
+            f"{unit.name}'s cgroup could not be read (`systemctl show -p ControlGroup`): no GPU process is "
+            "taken for a process it left"
+        )
     if found.ours and not spec.kill_leftovers:
         left = ", ".join(f"pid {pid}" for pid in found.ours if pid not in spec.pids)
         if left:
@@ -500,8 +548,21 @@ async def _leftover_kill(
                 + f") is not {unit.name}'s and will not be ended: the GPU wait fails unless it ends; "
                 f"add pid={pid} to end it"
             )
+    index = _gpu_index(ctx)
+    bystanders = [
+        SeenProc(
+            pid,
+            rows[0].process_name,
+            tuple(sorted({i for r in rows if (i := index.get(r.gpu_uuid)) is not None})),
+            sum(r.used_memory_mib or 0 for r in rows),
+            owner_words(o := _owners(ctx).get(pid)),
+            o.user if o else None,
+        )
+        for pid, rows in found.others.items()
+        if pid not in spec.pids
+    ]
     if not items:
-        return None, [], [], warnings
+        return None, [], [], warnings, bystanders
     grace = ctx.services.settings.actions.kill_grace_s
     n = len(items)
     title = (
@@ -514,14 +575,30 @@ async def _leftover_kill(
         else f" — left in {unit.name}'s cgroup ({unit.active_state or 'state unknown'})"
     )
     lines = [("end " + _proc_line(p, left if p.pid in found.ours else " — named with pid=")) for p in items]
-    return KillStep(title, tuple(items)), items, lines, warnings
+    return KillStep(title, tuple(items)), items, lines, warnings, bystanders
+
+
+def _gpu_index(ctx: _Ctx) -> dict[str, int]:
+    gpu = ctx.report.readings.gpu if ctx.report.readings else None
+    return {g.uuid: g.index for g in gpu.gpus} if gpu else {}
+
+
+def _weights_seen(unit: str, gate: ModelGate) -> list[WeightsSeen]:
+    w = gate.weights
+    if w is None or not (w.real or w.path):
+        return []
+    return [WeightsSeen(unit, w.real or w.path or "", w.weights_bytes, tuple(sorted(w.shards or w.files)))]
+
+
+def _gpus_of(items: list[ProcItem]) -> list[int]:
+    return sorted({g for p in items for g in ([x for x, _ in p.mib_by_gpu] or ([p.gpu] if p.gpu is not None else []))})
 
 
 def _ends(items: list[ProcItem]) -> str:
-    gpus = sorted({p.gpu for p in items if p.gpu is not None})
+    gpus = _gpus_of(items)
     return (
         f"ends {len(items)} process{'es' if len(items) > 1 else ''} ({sum(p.used_mib or 0 for p in items):,} MiB"
-        + (f" on GPU {', '.join(map(str, gpus))}" if gpus else "")
+        + (f" on {gpu_words(gpus)}" if gpus else "")
         + ")"
     )
 
@@ -596,7 +673,7 @@ async def _unit_plan(ctx: _Ctx) -> Plan:
     goal = "inactive" if verb == "stop" else "active"
     warnings = [f"{u.name} is already {u.active_state}"] if u.active_state == goal and verb != "restart" else []
     if verb == "stop":
-        kill, items, kill_lines, kill_warnings = await _leftover_kill(ctx, u, others_too=False)
+        kill, items, kill_lines, kill_warnings, _ = await _leftover_kill(ctx, u, others_too=False)
         steps: list[Step] = [unit_step(verb, u.name), *([kill] if kill else [])]
         expected = f"{u.name}: {u.active_state or 'unknown'} → {goal}" + (f"; {_ends(items)}" if items else "")
         return Plan(
@@ -619,6 +696,7 @@ async def _unit_plan(ctx: _Ctx) -> Plan:
         f"{u.name}: {u.active_state or 'unknown'} → up",
         units=[u],
         warnings=warnings + model.warnings,
+        weights=_weights_seen(u.name, model),
     )
 
 
@@ -654,7 +732,7 @@ async def _pivot(ctx: _Ctx) -> Plan:
     model = await _model(ctx, b.name, items)
     readings = ctx.report.readings
     disk = readings.disks[0] if readings and readings.disks else None
-    kill, procs, kill_lines, warnings = await _leftover_kill(ctx, a, others_too=True)
+    kill, procs, kill_lines, warnings, bystanders = await _leftover_kill(ctx, a, others_too=True)
     steps: list[Step] = [
         unit_step("stop", a.name),
         *([kill] if kill else []),
@@ -711,6 +789,8 @@ async def _pivot(ctx: _Ctx) -> Plan:
         volume=disk.path if disk else None,
         volume_avail_bytes=disk.avail_bytes if disk else None,
         warnings=warnings + model.warnings,
+        bystanders=bystanders,
+        weights=_weights_seen(b.name, model),
     )
 
 

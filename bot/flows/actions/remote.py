@@ -13,6 +13,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bot.domain.privilege.sudoers import delete_argv, helper_shared, sudo_line, unit_argv
 from bot.flows.actions.exits import StepExit
@@ -189,23 +190,54 @@ CHECK_FN = """chk() {
 belongs to another process (different start time or command line)."""
 
 
-def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None = None) -> tuple[str, str]:
+KILL_CONFIRM_TICK_S = 0.1
+"""How often the kill script looks whether a signalled process has ended."""
+
+TIMING_FN = """now() { read n_up n_rest < /proc/uptime; n_s=${n_up%.*}; n_c=${n_up#*.}; echo $((n_s*100+1$n_c-100)); }
+secs() { printf '%d.%d' $(($1 / 100)) $(($1 % 100 / 10)); }
+split() { pid=${1%%:*}; s_r=${1#*:}; start=${s_r%%:*}; sha=${s_r#*:}; }
+watch() {
+  w_n=0
+  while [ -n "$waiting" ]; do
+    w_left=
+    for k_e in $waiting; do
+      split "$k_e"
+      if chk "$pid" "$start" "$sha"; then w_left="$w_left $k_e"; else echo "$pid ended $1 $(secs $(($(now) - t0)))"; fi
+    done
+    waiting=$w_left
+    [ -n "$waiting" ] && [ $w_n -lt $2 ] || break
+    sleep TICK; w_n=$((w_n + 1))
+  done
+}"""
+"""``now``: centiseconds since boot (``/proc/uptime``); ``secs CS``: ``2.1``; ``split PID:START:SHA``;
+``watch SIGNAL TICKS``: poll ``$waiting`` until each planned process is gone, printing ``PID ended
+SIGNAL SECONDS`` (seconds since the first SIGTERM), for at most TICKS looks."""
+
+
+def kill_script(
+    procs: Sequence[ProcItem], grace_s: float, *, confirm_s: float = 5.0, helper: str | None = None
+) -> tuple[str, str]:
     """``(display command, script)``: SIGTERM each planned process that is still *the same*
-    process, wait up to ``grace_s`` seconds, SIGKILL the survivors (re-checked again), then
-    confirm. Prints ``PID term|kill|gone|spared|alive`` lines (``PID denied REASON`` when sudo
-    refused, ``PID refused REASON`` when the process is a system daemon now); exit
+    process, watch up to ``grace_s`` seconds for each to end, SIGKILL those still there (re-checked
+    again), watch up to ``confirm_s`` more, and say of each what became of it. Prints per PID
+    ``PID term`` / ``PID kill`` (signal sent), ``PID ended TERM|KILL SECONDS`` (seen gone, seconds
+    after the first SIGTERM), ``PID gone`` (gone before any signal), ``PID spared`` (the PID is
+    another process now), ``PID alive STATE WCHAN`` (still running after SIGKILL: its state letter
+    from ``/proc/PID/stat`` and kernel wait channel), ``PID denied REASON`` (sudo refused),
+    ``PID refused REASON`` (a system daemon now, or not ours to signal); exit
     :attr:`StepExit.ALIVE` if any is still alive, :attr:`StepExit.REFUSED` if one was refused,
     :attr:`StepExit.SUDO_REFUSED` if sudo refused one. Without ``helper`` (as root or as the bot
     user) each signal first reads ``/proc/PID/exe`` again with the helper's shared ``system_daemon``
-    check (:func:`bot.domain.privilege.sudoers.helper_shared`, the one ``SYSTEM_DAEMONS`` list). With ``helper`` (its
-    path on
-    the host) each signal is ``sudo -n HELPER kill SIG PID START SHA``, which re-checks the
-    process as root (exit 1 gone, 2 spared)."""
+    check (:func:`bot.domain.privilege.sudoers.helper_shared`, the one ``SYSTEM_DAEMONS`` list) and
+    is sent by the helper's ``pinned_signal`` (pidfd-pinned where the host's python3 can). With
+    ``helper`` (its path on the host) each signal is ``sudo -n HELPER kill SIG PID START SHA``, which
+    re-checks the process as root and signals it the same way (exit 1 gone, 2 spared)."""
     for p in procs:
         if not p.start_time.isdecimal() or not all(c in "0123456789abcdef" for c in p.cmd_sha):
             raise ValueError("a planned process has a malformed start time or command hash")
-    ids = [(int(p.pid), q(p.start_time), q(p.cmd_sha)) for p in procs]
-    ticks = max(1, int(grace_s / 0.2))
+    ids = [f"{int(p.pid)}:{p.start_time}:{p.cmd_sha}" for p in procs]
+    ticks = max(1, round(grace_s / KILL_CONFIRM_TICK_S))
+    confirm = max(1, round(confirm_s / KILL_CONFIRM_TICK_S))
     if helper:
         sig = (
             "sig() { o=$(sudo -n " + q(helper) + ' kill "$1" "$2" "$3" "$4" 2>&1); r=$?; '
@@ -220,61 +252,118 @@ def kill_script(procs: Sequence[ProcItem], grace_s: float, *, helper: str | None
             '0) echo "$2 refused pid $2 is $e, a system daemon (never killed by gpubot: stop its unit instead)"; '
             "return 3;; "
             '2) [ -d /proc/$2 ] || return 1; echo "$2 refused cannot read /proc/$2/exe"; return 3;; esac; '
-            "kill -$1 $2 2>/dev/null; }"
+            'pinned_signal "$1" "$2" "$3" "$4"; case $? in 5) echo "$2 refused not permitted to signal pid $2 '
+            "(another user's process: give gpubot the sudo helper)\"; return 3;; 0) return 0;; 2) return 2;; esac; "
+            "return 1; }"
         )
         shared = helper_shared()
-    lines = [shared + "export LC_ALL=C", CHECK_FN, sig, "term=' '", "denied=", "refused="]
-    for pid, start, sha in ids:
-        lines.append(
-            f"chk {pid} {start} {sha}; case $? in "
-            f"0) sig TERM {pid} {start} {sha}; case $? in 0) echo '{pid} term'; term=\"$term{pid} \";; "
-            f"1) echo '{pid} gone';; 2) echo '{pid} spared';; 3) refused=1;; *) denied=1;; esac;; "
-            f"1) echo '{pid} gone';; *) echo '{pid} spared';; esac"
-        )
-
-    def each_signalled(body: str) -> str:
-        return (
-            " ".join(
-                f"case \"$term\" in *' {pid} '*) {body.format(pid=pid, start=start, sha=sha)};; esac;"
-                for pid, start, sha in ids
-            )
-            or ":"
-        )
-
-    lines += [
-        "n=0",
-        f"while [ $n -lt {ticks} ]; do alive=0; "
-        + each_signalled("chk {pid} {start} {sha} && alive=1")
-        + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
-        each_signalled(
-            "chk {pid} {start} {sha} && {{ sig KILL {pid} {start} {sha}; case $? in 0) echo '{pid} kill';; "
-            "3) refused=1;; esac; }}"
-        ),
-        "n=0; while [ $n -lt 10 ]; do alive=0; "
-        + each_signalled("chk {pid} {start} {sha} && alive=1")
-        + " [ $alive = 0 ] && break; sleep 0.2; n=$((n+1)); done",
-        "rc=0; "
-        + each_signalled(f"chk {{pid}} {{start}} {{sha}} && {{{{ echo '{{pid}} alive'; rc={StepExit.ALIVE:d}; }}}}"),
+    lines = [
+        shared + "export LC_ALL=C",
+        CHECK_FN,
+        TIMING_FN.replace("TICK", f"{KILL_CONFIRM_TICK_S:g}"),
+        sig,
+        f"procs={q(' '.join(ids))}",
+        "t0=$(now); waiting=; denied=; refused=",
+        'for k_e in $procs; do split "$k_e"; chk "$pid" "$start" "$sha"; case $? in '
+        '0) sig TERM "$pid" "$start" "$sha"; case $? in 0) echo "$pid term"; waiting="$waiting $k_e";; '
+        '1) echo "$pid gone";; 2) echo "$pid spared";; 3) refused=1;; *) denied=1;; esac;; '
+        '1) echo "$pid gone";; *) echo "$pid spared";; esac; done',
+        f"watch TERM {ticks}",
+        "killing=$waiting; waiting=",
+        'for k_e in $killing; do split "$k_e"; sig KILL "$pid" "$start" "$sha"; case $? in '
+        '0) echo "$pid kill"; waiting="$waiting $k_e";; 1|2) echo "$pid ended TERM $(secs $(($(now) - t0)))";; '
+        "3) refused=1;; *) denied=1;; esac; done",
+        f"watch KILL {confirm}",
+        "rc=0",
+        'for k_e in $waiting; do split "$k_e"; s=$(cat /proc/$pid/stat 2>/dev/null); s=${s##*) }; '
+        'w=$(cat /proc/$pid/wchan 2>/dev/null); echo "$pid alive ${s%% *} ${w:-?}"; '
+        f"rc={StepExit.ALIVE:d}; done",
         f'[ -n "$refused" ] && rc={StepExit.REFUSED:d}',
         f'[ -n "$denied" ] && rc={StepExit.SUDO_REFUSED:d}',
         "exit $rc",
     ]
     how = f"sudo -n {helper} kill" if helper else "kill"
-    display = f"{how} -TERM {' '.join(str(i[0]) for i in ids)}; after {grace_s:g} s {how} -KILL survivors"
+    display = (
+        f"{how} -TERM {' '.join(i.split(':')[0] for i in ids)}; after {grace_s:g} s {how} -KILL survivors; "
+        f"confirm each gone within {confirm_s:g} s"
+    )
     return display, "\n".join(lines)
 
 
-def kill_results(stdout: str) -> dict[int, str]:
-    """Last word per PID from :func:`kill_script`: ``terminated``, ``killed``, ``gone``,
-    ``spared`` (the PID was reused) or ``alive``."""
-    out: dict[int, str] = {}
-    words = {"term": "terminated", "kill": "killed", "gone": "gone", "spared": "spared", "alive": "alive"}
+@dataclass(frozen=True)
+class KillResult:
+    """What became of one planned process: ``how`` is ``TERM`` / ``KILL`` (it ended after that
+    signal, ``seconds`` after the first SIGTERM), ``gone`` (before any signal), ``spared`` (its PID
+    is another process now), ``alive`` (still running after SIGKILL; ``state`` its
+    ``/proc/PID/stat`` letter, ``wchan`` where it waits in the kernel), ``denied`` / ``refused``
+    (not signalled; ``reason``), ``signalled`` (a signal was sent and nothing more was heard)."""
+
+    pid: int
+    how: str
+    seconds: float | None = None
+    state: str | None = None
+    wchan: str | None = None
+    reason: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.how in ("TERM", "KILL", "gone")
+
+    def words(self) -> str:
+        """``ended by SIGTERM after 2.1 s``, ``still running (state D, uninterruptible, in …)``…"""
+        match self.how:
+            case "TERM" | "KILL":
+                return f"ended by SIG{self.how} after {self.seconds or 0:g} s"
+            case "gone":
+                return "already gone"
+            case "spared":
+                return "spared (PID reused by another process)"
+            case "alive":
+                what = STATE_WORDS.get(self.state or "", "")
+                where = f", in the kernel at {self.wchan}" if self.wchan and self.wchan not in ("0", "?") else ""
+                return f"still running after SIGKILL (state {self.state or '?'}{', ' + what if what else ''}{where})"
+            case "denied":
+                return f"NOT signalled, sudo denied: {self.reason}"
+            case "refused":
+                return f"NOT signalled, refused: {self.reason}"
+            case _:
+                return f"signalled (SIG{self.how.removeprefix('sent ')}), not seen ending"
+
+
+STATE_WORDS = {
+    "D": "uninterruptible",
+    "R": "running",
+    "S": "sleeping",
+    "T": "stopped",
+    "t": "stopped by a tracer",
+    "Z": "zombie",
+}
+"""``/proc/PID/stat`` state letters, in words."""
+
+
+def kill_results(stdout: str) -> dict[int, KillResult]:
+    """The last word per PID of :func:`kill_script`'s output."""
+    out: dict[int, KillResult] = {}
     for line in stdout.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0].isdecimal() and parts[1] in words:
-            out[int(parts[0])] = words[parts[1]]
-        elif len(parts) > 2 and parts[0].isdecimal() and parts[1] in ("denied", "refused"):
-            out[int(parts[0])] = parts[1] + ": " + " ".join(parts[2:])[:200]
+        if len(parts) < 2 or not parts[0].isdecimal():
+            continue
+        pid, word, rest = int(parts[0]), parts[1], parts[2:]
+        if word in ("term", "kill"):
+            out[pid] = KillResult(pid, "sent " + word.upper())
+        elif word == "ended" and len(rest) == 2 and rest[0] in ("TERM", "KILL"):
+            try:
+                out[pid] = KillResult(pid, rest[0], float(rest[1]))
+            except ValueError:
+                continue
+        elif word in ("gone", "spared") and not rest:
+            out[pid] = KillResult(pid, word)
+        elif word == "alive":
+            out[pid] = KillResult(
+                pid, "alive", state=rest[0] if rest else None, wchan=rest[1] if len(rest) > 1 else None
+            )
+        elif word in ("denied", "refused") and rest:
+            out[pid] = KillResult(pid, word, reason=" ".join(rest)[:200])
     return out
 
 
@@ -284,7 +373,8 @@ def unit_script(
 ) -> tuple[str, str]:
     """``(display, script)``: ``systemctl VERB -- UNIT``, then poll ``ActiveState`` until it is
     one of ``expect`` (exit 0) or ``wait_s`` passes (exit :attr:`StepExit.NOT_REACHED`). Prints
-    ``ActiveState=…``; when systemctl itself fails, its exit status and ``systemctl exited N``. With
+    ``ActiveState=…``; when systemctl itself fails, ``systemctl exited N: WHAT IT SAID`` (its own
+    output, which stays on stderr too). With
     ``systemctl`` (its absolute path on the host) the change runs as ``sudo -n SYSTEMCTL VERB --
     UNIT``, exactly the line sudoers allows; the polling stays unprivileged."""
     if verb not in ("stop", "start", "restart") or not set(expect) <= {*STOPPED, *RUNNING}:
@@ -295,8 +385,10 @@ def unit_script(
     script = "\n".join(
         [
             "export LC_ALL=C",
-            f"{change}; rc=$?",
-            '[ $rc -eq 0 ] || { echo "systemctl exited $rc"; exit $rc; }',
+            f"said=$({change} 2>&1); rc=$?",
+            '[ -n "$said" ] && printf \'%s\\n\' "$said" >&2',
+            "[ $rc -eq 0 ] || { echo \"systemctl exited $rc: $(printf '%s' \"$said\" | tr '\\n' ' ' | cut -c1-400)\"; "
+            "exit $rc; }",
             "n=0",
             "while :; do",
             f"  st=$(systemctl show -p ActiveState --value -- {u})",

@@ -49,6 +49,8 @@ class StepOutcome:
     journal: JournalTail | None = None
     holders: tuple[int, ...] = ()
     """A GPU wait that failed: the PIDs of the GPU processes still listed at its last look."""
+    cause: str | None = None
+    """A failed step's reason alone, without the details ``summary`` adds (``None``: the summary is the reason)."""
 
 
 def sudo_said(text: str, *, command: str, host: str) -> str | None:
@@ -92,7 +94,10 @@ class StepRunner:
                 return remote.delete_script(item, helper=actions.sudo_helper if via == "sudo" else None)
             case KillStep(procs=procs, via=via):
                 return remote.kill_script(
-                    procs, actions.kill_grace_s, helper=actions.sudo_helper if via == "sudo" else None
+                    procs,
+                    actions.kill_grace_s,
+                    confirm_s=actions.kill_confirm_s,
+                    helper=actions.sudo_helper if via == "sudo" else None,
                 )
             case UnitStep(verb=verb, unit=unit, expect=expect, health=health, via=via):
                 display, script = remote.unit_script(
@@ -152,7 +157,14 @@ class StepRunner:
             out += f"\n--- journalctl -u {step.unit} ---\n" + res.journal.text()
         ok = res.last.phase == "up"
         return StepOutcome(
-            ok, res.last.summary(), ExitCode.OK if ok else StepExit.NOT_UP, out, started.stderr, res.last, res.journal
+            ok,
+            res.last.summary(),
+            ExitCode.OK if ok else StepExit.NOT_UP,
+            out,
+            started.stderr,
+            res.last,
+            res.journal,
+            cause=None if ok else f"{step.unit} did not come up: {res.last.reason or res.last.phase}",
         )
 
     def _timeout(self, step: DeleteStep | KillStep | UnitStep | FetchStep) -> float:
@@ -161,7 +173,7 @@ class StepRunner:
             case FetchStep():
                 return 60.0
             case KillStep():
-                return actions.kill_grace_s + 30
+                return actions.kill_grace_s + actions.kill_confirm_s + 30
             case UnitStep(health=health):
                 # systemctl start of a Type=notify (or oneshot) unit returns only once it is ready: give it the
                 # health wait's bound too, as the wait that follows would have had
@@ -183,22 +195,12 @@ class StepRunner:
         if said:
             return said
         match step:
-            case KillStep():
+            case KillStep(procs=procs):
                 results = remote.kill_results(stdout)
-                words = {
-                    "spared": "spared (PID reused by another process)",
-                    "gone": "already gone",
-                    "alive": "STILL RUNNING",
-                }
-                results = {
-                    pid: "NOT signalled, sudo " + r
-                    if r.startswith("denied")
-                    else "NOT signalled, " + r
-                    if r.startswith("refused")
-                    else r
-                    for pid, r in results.items()
-                }
-                text = ", ".join(f"pid {pid} {words.get(r, r)}" for pid, r in results.items())
+                text = ", ".join(
+                    f"pid {p.pid} {results[p.pid].words() if p.pid in results else 'not reported by the kill'}"
+                    for p in procs
+                )
                 return text or last
             case UnitStep(unit=unit, expect=expect) if status == StepExit.NOT_REACHED:
                 wait_s = self.settings.actions.unit_wait_s

@@ -96,7 +96,8 @@ def unit_command(unit: str) -> str:
     return "\n".join(
         [
             f"u={q(unit)}",
-            f'systemctl show -p ActiveState,SubState,Result,MainPID -- "$u" || exit {StepExit.REFUSED:d}',
+            'systemctl show -p ActiveState,SubState,Result,MainPID,ExecMainCode,ExecMainStatus -- "$u" || '
+            f"exit {StepExit.REFUSED:d}",
             'main=$(systemctl show -p MainPID --value -- "$u"); case "$main" in ""|*[!0-9]*) main=0;; esac',
             'cg=$(systemctl show -p ControlGroup --value -- "$u" 2>/dev/null)',
             'if [ "$main" -gt 0 ] && s=$(cat /proc/$main/stat 2>/dev/null); then s=${s##*) }; set -- $s; echo '
@@ -155,6 +156,27 @@ class UnitLook:
     health_error: str | None = None
     health_status: int | None = None
     error: str | None = None
+    exit_how: str | None = None
+    """How the last main process ended (``ExecMainCode``/``ExecMainStatus``): ``exited with status 1``,
+    ``killed by signal 9 (KILL)``; ``None`` while it runs or when systemd did not say."""
+
+
+SIGNALS = {1: "HUP", 2: "INT", 6: "ABRT", 7: "BUS", 9: "KILL", 11: "SEGV", 15: "TERM"}
+
+
+def exit_words(code: str | None, status: str | None) -> str | None:
+    """``ExecMainCode`` (1 exited, 2 killed, 3 dumped core) and ``ExecMainStatus`` in words."""
+    if not (code or "").isdecimal() or not (status or "").isdecimal():
+        return None
+    n = int(status or 0)
+    match int(code or 0):
+        case 1:
+            return f"exited with status {n}"
+        case 2 | 3 as c:
+            name = f" ({SIGNALS[n]})" if n in SIGNALS else ""
+            return f"killed by signal {n}{name}" + (", core dumped" if c == 3 else "")
+        case _:
+            return None
 
 
 def parse_look(outputs: dict[str, ProbeOutput], gpu: GpuReport | None) -> UnitLook:
@@ -193,6 +215,7 @@ def parse_look(outputs: dict[str, ProbeOutput], gpu: GpuReport | None) -> UnitLo
         code,
         err,
         status,
+        exit_how=exit_words(kv.get("ExecMainCode"), kv.get("ExecMainStatus")),
     )
 
 
@@ -242,6 +265,8 @@ class HealthProgress:
 
     def summary(self) -> str:
         """One sentence for the step: ``up after 7.3 s: active (running), pid 42; …; … → 200``."""
+        if self.phase == "failed" and self.reason:  # the cause first: a card shortens a long line in its middle
+            return f"{self.unit} did not come up: {self.reason}; {self.unit_state}; {self.gpu_text()}"
         what = f"up after {duration(self.elapsed_s)}" if self.phase == "up" else (self.reason or self.phase)
         gpu = (
             f"{sum(self.gpu_mib.values()):,} MiB on GPU {', '.join(map(str, sorted(self.gpu_mib)))}"
@@ -335,7 +360,7 @@ def judge(
     a = look.active_state
     if a in ("failed", "inactive", "deactivating"):
         result = f", result {look.result}" if look.result and look.result != "success" else ""
-        return failed(f"{unit} is {a}{result} — its main process exited")
+        return failed(f"{unit} is {a}{result} — its main process {look.exit_how or 'exited'}")
     if a == "activating" and look.sub_state == "auto-restart":
         return failed(f"{unit}'s main process exited and systemd is restarting it (auto-restart)")
     if first_pid and look.main_pid and look.main_pid != first_pid:

@@ -214,6 +214,11 @@ def _first_message_line(out: ProbeOutput) -> str:
     return ""
 
 
+UNNAMED = "process"
+"""A compute process whose name the driver gave as a placeholder (``[No data]``, ``[N/A]``, ``[Not Supported]``:
+often one that just ended): never shown as a name."""
+
+
 def placeholder(value: str) -> bool:
     """True for nvidia-smi's bracketed placeholders such as ``[N/A]``."""
     v = value.strip()
@@ -348,8 +353,8 @@ def kernel_bus_id(value: str) -> str | None:
 def parse_apps(stdout: str) -> list[GpuProcess]:
     """Parse ``--query-compute-apps=gpu_uuid,pid,used_memory,process_name`` rows.
 
-    The name is last and may contain commas, so only the first three commas split. Raises
-    ``ValueError`` on a malformed row.
+    The name is last and may contain commas, so only the first three commas split; a placeholder
+    name (``[No data]``) is :data:`UNNAMED`. Raises ``ValueError`` on a malformed row.
     """
     procs: list[GpuProcess] = []
     n = len(APP_FIELDS)
@@ -364,7 +369,12 @@ def parse_apps(stdout: str) -> list[GpuProcess]:
         if pid_value is None:
             raise ValueError(f"compute app without a pid: {line!r}")
         procs.append(
-            GpuProcess(gpu_uuid=uuid, pid=pid_value, used_memory_mib=_int(mem.removesuffix("MiB")), process_name=name)
+            GpuProcess(
+                gpu_uuid=uuid,
+                pid=pid_value,
+                used_memory_mib=_int(mem.removesuffix("MiB")),
+                process_name=UNNAMED if placeholder(name) else name,
+            )
         )
     return procs
 

@@ -22,7 +22,7 @@ from bot.foundation.sizes import MIB
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.gpu_health import health_from_nvml
 from bot.probing.probes.gpu_probe import truncated_report
-from bot.probing.probes.nvidia_smi import driver_failure, kernel_bus_id, wedged_words
+from bot.probing.probes.nvidia_smi import UNNAMED, driver_failure, kernel_bus_id, placeholder, wedged_words
 from bot.probing.probes.probe import LOST, Frame, Probe, ProbePlan
 from bot.probing.probes.readings import Gpu, GpuProcess, GpuReport, MigDevice, ProbeFailure
 
@@ -47,7 +47,7 @@ def _procs(doc: dict[str, Any], gpu_uuid: str, procs: list[GpuProcess], unread: 
                 gpu_uuid=gpu_uuid,
                 pid=int(p["pid"]),
                 used_memory_mib=_mib(p.get("usedGpuMemory")),
-                process_name=p.get("name", "[unknown]"),
+                process_name=name if isinstance(name := p.get("name"), str) and not placeholder(name) else UNNAMED,
             )
         )
     return len(listed)

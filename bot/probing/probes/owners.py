@@ -2,10 +2,13 @@
 :class:`~bot.probing.probes.readings.ProcessOwner` values.
 
 The owner is read from the process's cgroup path (``/proc/PID/cgroup``, v2 ``0::PATH`` or v1
-lines): a systemd unit (``/system.slice/vllm.service``), a container (docker ``docker-<id>.scope``
-or ``/docker/<id>``, containerd ``cri-containerd-<id>.scope``, podman ``libpod-<id>.scope``,
-CRI-O ``crio-<id>.scope``), a Kubernetes pod (``kubepods…pod<uid>``). A path that is none of these
-(e.g. ``/process_api/<id>`` in a sandbox) gives no unit and no container — never a guess.
+lines): a unit of the system manager (``/system.slice/vllm.service``), a user's own unit
+(``/user.slice/user-1019.slice/user@1019.service/app.slice/vllm.service``: a *user* unit, never the
+system unit of the same name), a container guest's (``/machine.slice/machine-guest.scope/…``),
+a container (docker ``docker-<id>.scope`` or ``/docker/<id>``, containerd
+``cri-containerd-<id>.scope``, podman ``libpod-<id>.scope``, CRI-O ``crio-<id>.scope``), a
+Kubernetes pod (``kubepods…pod<uid>``). A path that is none of these (e.g. ``/process_api/<id>``
+in a sandbox) gives no unit and no container — never a guess.
 """
 
 from __future__ import annotations
@@ -30,10 +33,25 @@ _RUNTIMES = {
 }
 
 
+_USER_SLICE = re.compile(r"user-(\d+)\.slice")
+_USER_MANAGER = re.compile(r"user@(\d+)\.service")
+_MACHINE = re.compile(r"(?:machine-(.+)\.scope|systemd-nspawn@(.+)\.service)")
+OWNER_KEYS = ("unit", "container_id", "runtime", "pod_uid", "user_uid", "inner_unit", "machine")
+
+
+def _unescape(name: str) -> str:
+    """systemd's unit-name escapes (``\\x2d`` is ``-``) undone."""
+    return re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), name)
+
+
 def owner_from_cgroup(path: str) -> dict[str, str | None]:
-    """``unit``, ``container_id``, ``runtime``, ``pod_uid`` read off one cgroup path (pure)."""
+    """``unit`` (a unit of the host's *system* manager), ``container_id``, ``runtime``, ``pod_uid``,
+    ``user_uid`` (``user-UID.slice``), ``inner_unit`` (a unit of a user's own manager,
+    ``user@UID.service``, or of a container guest's systemd) and ``machine`` (a ``machine.slice``
+    guest: nspawn, a VM) read off one cgroup path (pure). A process under ``user.slice`` or
+    ``machine.slice`` never has a system ``unit``, whatever its own unit is called."""
     parts = [p for p in path.strip().split("/") if p]
-    found: dict[str, str | None] = {"unit": None, "container_id": None, "runtime": None, "pod_uid": None}
+    found: dict[str, str | None] = dict.fromkeys(OWNER_KEYS)
     pod = _POD.search(path)
     if pod:
         found["pod_uid"] = pod.group(1).replace("_", "-")
@@ -45,10 +63,37 @@ def owner_from_cgroup(path: str) -> dict[str, str | None]:
             found["runtime"] = _RUNTIMES.get(
                 prefix, "kubernetes" if pod else ("docker" if prefix == "docker" else None)
             )
-    if found["container_id"] is None and parts and parts[0] in ("system.slice", "user.slice", "machine.slice"):
-        last = next((p for p in reversed(parts) if p.endswith((".service", ".scope"))), None)
-        found["unit"] = last
+    if found["container_id"] is not None or not parts or not parts[0].endswith(".slice"):
+        return found
+    units = [p for p in parts if p.endswith((".service", ".scope"))]
+    if parts[0] == "user.slice":
+        uid = next((m.group(1) for p in parts if (m := _USER_SLICE.fullmatch(p))), None)
+        found["user_uid"] = uid
+        manager = next((i for i, p in enumerate(parts) if _USER_MANAGER.fullmatch(p)), None)
+        if manager is None:  # a login session's scope: a unit of the system manager
+            found["unit"] = units[-1] if units else None
+        else:  # under the user's own manager: its units are the user's, never the system's
+            inner = [p for p in parts[manager + 1 :] if p.endswith((".service", ".scope"))]
+            found["inner_unit"] = inner[-1] if inner else None
+    elif parts[0] == "machine.slice":
+        m = _MACHINE.fullmatch(parts[1]) if len(parts) > 1 else None
+        found["machine"] = _unescape(m.group(1) or m.group(2)) if m else (parts[1] if len(parts) > 1 else None)
+        inner = [p for p in parts[2:] if p.endswith((".service", ".scope"))]
+        found["inner_unit"] = inner[-1] if inner else None
+    else:
+        found["unit"] = units[-1] if units else None
     return found
+
+
+def systemd_cgroup(lines: list[str]) -> str | None:
+    """The cgroup path systemd keeps a process in, from its ``/proc/PID/cgroup`` lines: the
+    ``name=systemd`` hierarchy's (a v1 or hybrid host), else the unified ``0::`` one."""
+    for line in lines:
+        _, _, rest = line.partition(":")
+        controllers, _, where = rest.partition(":")
+        if "name=systemd" in controllers.split(","):
+            return where
+    return next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), None)
 
 
 def parse_owners(out: ProbeOutput | None) -> OwnerReport:
@@ -75,7 +120,7 @@ def parse_owners(out: ProbeOutput | None) -> OwnerReport:
         elif head == "cgroup":
             cg_pid, _, cg = rest.partition(" ")
             if cg_pid.isdecimal():
-                cgroups.setdefault(int(cg_pid), []).append(cg.split(":", 2)[-1])
+                cgroups.setdefault(int(cg_pid), []).append(cg)
         elif head == "container":
             ident, _, name = rest.partition(" ")
             if ident:
@@ -84,10 +129,16 @@ def parse_owners(out: ProbeOutput | None) -> OwnerReport:
             limited = True
     owners = []
     for pid, source in pids.items():
-        found: dict[str, str | None] = {"unit": None, "container_id": None, "runtime": None, "pod_uid": None}
-        for cg in cgroups.get(pid, []):
-            got = owner_from_cgroup(cg)
+        lines = cgroups.get(pid, [])
+        cgroup = systemd_cgroup(lines)
+        found: dict[str, str | None] = dict.fromkeys(OWNER_KEYS)
+        for cg in lines:
+            got = owner_from_cgroup(cg.split(":", 2)[-1])
             found = {k: found[k] or got[k] for k in found}
+        if cgroup is not None:  # systemd's own hierarchy decides whose unit it is
+            got = owner_from_cgroup(cgroup)
+            for k in ("unit", "user_uid", "inner_unit", "machine"):
+                found[k] = got[k]
         user, elapsed, command = ps.get(pid) or (None, None, None)
         cid = found["container_id"]
         owners.append(
@@ -103,6 +154,10 @@ def parse_owners(out: ProbeOutput | None) -> OwnerReport:
                 pod_uid=found["pod_uid"],
                 container_name=containers.get(cid) if cid else None,
                 alive=pid in ps,
+                cgroup=cgroup,
+                user_uid=int(found["user_uid"]) if found["user_uid"] else None,
+                inner_unit=found["inner_unit"],
+                machine=found["machine"],
             )
         )
     return OwnerReport(owners=owners, scan_limited=limited)

@@ -138,8 +138,8 @@ class ProcessOwner:
     """Who a GPU process is (``bot.probing.probes.owners``): read from ``ps`` and ``/proc/PID/cgroup``.
 
     ``source`` is ``listed`` (the GPU probe listed the PID) or ``device-file`` (found holding
-    ``/dev/nvidia<N>`` while no process was listed). ``unit`` is a systemd unit (``vllm.service``,
-    or a scope); ``container_id`` a docker/containerd/podman id (64 hex), ``container_name`` its
+    ``/dev/nvidia<N>`` while no process was listed). ``unit`` is a unit of the host's system manager
+    (``vllm.service``, or a scope); ``container_id`` a docker/containerd/podman id (64 hex), ``container_name`` its
     name where the runtime answered; ``pod_uid`` a Kubernetes pod. ``elapsed_s`` is seconds.
     ``alive`` False: no such process any more when ``ps`` ran.
     """
@@ -155,6 +155,25 @@ class ProcessOwner:
     runtime: str | None = None
     pod_uid: str | None = None
     alive: bool = True
+    cgroup: str | None = None
+    """Its cgroup path in systemd's hierarchy (``/system.slice/vllm.service``; ``None``: not read)."""
+    user_uid: int | None = None
+    """Under ``user.slice``: the uid of ``user-UID.slice``."""
+    inner_unit: str | None = None
+    """A unit of a user's own manager (``user@UID.service``) or of a container guest's systemd: never a
+    unit of the host's system manager (``unit``), whatever it is called."""
+    machine: str | None = None
+    """Under ``machine.slice``: the guest's name (nspawn ``machine-NAME.scope``, a VM)."""
+
+    def of_whom(self) -> str | None:
+        """Whose it is when no system unit owns it: ``user unit vllm.service of alice`` (a unit of a
+        user's own manager), ``container lab-guest's vllm.service`` (a
+        ``machine.slice`` guest); ``None`` otherwise."""
+        if self.machine is not None:
+            return f"container {self.machine}" + (f"'s {self.inner_unit}" if self.inner_unit else "")
+        if self.user_uid is not None and self.inner_unit:
+            return f"user unit {self.inner_unit} of {self.user or f'uid {self.user_uid}'}"
+        return None
 
 
 @dataclass(frozen=True)

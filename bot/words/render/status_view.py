@@ -77,7 +77,9 @@ def _owner(r: Readings, pid: int) -> str:
         )
     elif o.unit:
         parts.append(o.unit)
-    if o.user:
+    elif (whose := o.of_whom()) is not None:
+        parts.append(whose)
+    if o.user and not (o.unit is None and o.of_whom()):
         parts.append(f"user {o.user}")
     if o.elapsed_s is not None:
         parts.append(f"up {_duration(o.elapsed_s)}")

@@ -31,6 +31,7 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 1 << 20
@@ -227,9 +228,34 @@ def pid_alive(pid: int) -> bool:
 
 
 def live_holders(state: dict) -> list[dict]:
-    """Holders whose process is alive, ordered by GPU index (stable within a GPU)."""
-    live = [h for h in state.get("holders", []) if pid_alive(h["pid"])]
+    """Holders whose process is alive, ordered by GPU index (stable within a GPU). A holder with
+    ``linger_s`` stays listed that long after its process ended, named ``[No data]``, as a real driver
+    keeps an ended process's memory (and lists it so) for a moment."""
+    live = []
+    for h in state.get("holders", []):
+        if pid_alive(h["pid"]):
+            live.append(h)
+        elif h.get("linger_s") and _lingers(h):
+            live.append({**h, "name": "[No data]"})
     return sorted(live, key=lambda h: int(h["gpu"]))
+
+
+def _lingers(h: dict) -> bool:
+    """True while ``h``'s ended process is within its ``linger_s``, counted from the first call that saw
+    it ended (its time kept in a file of the state folder)."""
+    mark = os.path.join(state_dir(), f"ended-{int(h['pid'])}-{h.get('linger_token', '')}")
+    try:
+        fd = os.open(mark, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(repr(time.time()))
+        return True
+    except FileExistsError:
+        try:
+            with open(mark) as f:
+                since = float(f.read() or 0)
+        except (OSError, ValueError):
+            return False
+        return time.time() - since < float(h["linger_s"])
 
 
 def _octet(addr: str) -> int:
