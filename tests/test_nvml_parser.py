@@ -60,3 +60,13 @@ async def test_nvml_probe_script_reads_v2_through_the_library(monkeypatch):
     assert results["idle"].failure is None and results["idle"].gpus[0].memory_used_mib == 0
     assert results["busy"].gpus[0].memory_used_mib == 42191
     assert [(p.pid, p.used_memory_mib) for p in results["busy"].processes] == [(467, 42182)]
+
+
+def test_an_nvml_probe_stuck_in_the_kernel_says_the_driver_is_hung_not_slow():
+    stuck = "gpubot: no answer within 35 s\ngpubot: still running at the timeout: python3 (pid 812) in state D\n"
+    r = parse_nvml(ProbeOutput("nvml", "", stuck, 124))
+    assert r.failure is not None and r.failure.value == "timeout"
+    assert r.message.startswith("the NVML probe did not finish: python3 (pid 812) is stuck in the kernel (state D")
+    assert "the NVIDIA driver is hung" in r.message
+    sleeping = "gpubot: no answer within 35 s\ngpubot: still running at the timeout: python3 (pid 812) in state S\n"
+    assert parse_nvml(ProbeOutput("nvml", "", sleeping, 124)).message == "the NVML probe did not finish"

@@ -75,3 +75,20 @@ def test_every_blocker_of_these_cases_is_one_a_health_watch_alerts_on_and_the_re
     assert blockers <= HEALTH_CODES, blockers - HEALTH_CODES
     for code in ("gpu_driver_error", "gpu_reset_required", "fabric_sxid_fatal"):
         assert needs_reset([code])
+
+
+def test_the_history_diff_names_a_new_sxid_and_a_new_driver_error_once():
+    from bot.domain.history.gpu_health_diff import health_lines
+
+    healthy, _ = judge({"frames": {}})
+    case = json.loads(
+        (Path(__file__).parent / "verdict_cases" / "nvrm_reset_required_without_xid_or_pci.json").read_text()
+    )
+    reset, _ = judge(case)
+    assert health_lines(healthy, reset) == ["NV_ERR_RESET_REQUIRED at 12:35 UTC on a GPU"]
+    assert health_lines(reset, reset) == []
+    case = json.loads(
+        (Path(__file__).parent / "verdict_cases" / "sxid_fatal_ltssm_fault_with_its_follow_up_lines.json").read_text()
+    )
+    sxid, _ = judge(case)
+    assert health_lines(healthy, sxid) == ["SXid 20034 (fatal) at 12:44 UTC on NVSwitch 0000:a9:00.0"]
