@@ -40,6 +40,7 @@ KIND_WORDS = {
     "start": "start",
     "restart": "restart",
     "pivot": "pivot",
+    "fetch": "fetch",
 }
 
 _actions = table(

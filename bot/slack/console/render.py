@@ -19,6 +19,8 @@ EMOJI = {
     # waiting, late, expired
     ":hourglass_flowing_sand:": "[..]",
     ":hourglass:": "[..]",
+    # a fetch in progress (bot.slack.fetch_blocks)
+    ":arrow_down:": "[v]",
     # approval card states and steps (bot.slack.action_blocks)
     ":raised_hand:": "[?]",
     ":mag:": "[..]",
