@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from bot.flows.actions import fetches, flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.actions.privilege_check import check_access, check_text
 from bot.flows.services import Services
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.foundation.errors import PlanRefused
@@ -200,6 +201,17 @@ async def test_every_refusal_comes_before_anything_is_written(services, ssh_serv
     finally:
         hf.with_name("hf.away").rename(hf)
     assert "the `hf` command is not installed on f2: the Python package huggingface_hub is needed" in said
+    # `hosts check` says the same, without counting it against the host (a host that never downloads needs neither)
+    hf.rename(hf.with_name("hf.away"))
+    try:
+        check = await check_access(services=services, host_name="f2")
+    finally:
+        hf.with_name("hf.away").rename(hf)
+    text = "\n".join(check_text(check))
+    assert "· fetch: the hf command: not installed, so /gpu fetch is refused here — fix: install the Python" in text
+    assert f"✔ fetch into {root}: as root, no sudo (the download writes the model folders itself)" in text
+    check = await check_access(services=services, host_name="f2")
+    assert f"✔ fetch: the hf command: at {hf}" in "\n".join(check_text(check))
     assert sorted(p.name for p in root.iterdir()) == ["escape"] and list(outside.iterdir()) == []
 
 

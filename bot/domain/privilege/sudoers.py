@@ -186,6 +186,7 @@ def render_sudoers(spec: SudoersSpec, *, group: str = "gpubot-models") -> str:
             f"#   chgrp -R {group} {roots} && chmod -R g+rwX {roots}",
             f"#   find {roots} -type d -exec chmod g+s {{}} +",
             "# and have the services that write weights use umask 002.",
+            f"# /gpu fetch needs no rule either way: it downloads as {user} into folders {user} may write.",
         ]
     return "\n".join(lines) + "\n"
 

@@ -56,8 +56,8 @@ except Exception as x:
     say(error="import", detail=str(x)[:300])
 repo, rev = os.environ["GPUBOT_REPO"], os.environ.get("GPUBOT_REVISION") or None
 include = [g for g in os.environ.get("GPUBOT_INCLUDE", "").split("\n") if g]
-token = h.get_token() is not None
-base = dict(version=h.__version__, token=token, endpoint=os.environ.get("HF_ENDPOINT", ""))
+# "logged_in", not a key named like a secret: host output is masked as it is read, and the answer must stay JSON
+base = dict(version=h.__version__, logged_in=h.get_token() is not None, endpoint=os.environ.get("HF_ENDPOINT", ""))
 try:
     info = HfApi().model_info(repo, revision=rev, files_metadata=True)
 except e.GatedRepoError as x:
@@ -187,7 +187,7 @@ def parse_hub(out: ProbeOutput | None) -> HubAnswer:
         d.get("error"),
         d.get("sha"),
         files,
-        d.get("token"),
+        d.get("logged_in"),
         bool(d.get("gated")),
         d.get("version"),
         d.get("status"),

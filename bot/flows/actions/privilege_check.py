@@ -63,6 +63,9 @@ class HostCheck:
     groups: tuple[str, ...] = ()
     lines: list[CheckLine] = field(default_factory=list)
     error: str | None = None
+    notes: list[CheckLine] = field(default_factory=list)
+    """What ``/gpu fetch`` would find (the ``hf`` command, the roots it may write): said, not counted in
+    :attr:`ok` — a host that never downloads needs neither."""
 
     @property
     def ok(self) -> bool:
@@ -288,7 +291,45 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
     )
     if not units:
         lines.append(CheckLine(True, "units", "none configured, so stop/start/restart are not offered on this host"))
-    return HostCheck(host_name, me, access.uid, access.groups, lines)
+    notes = await fetch_notes(services, target, me or "the bot user", roots, host_name)
+    return HostCheck(host_name, me, access.uid, access.groups, lines, notes=notes)
+
+
+async def fetch_notes(services: Services, target: HostTarget, me: str, roots: list[str], host: str) -> list[CheckLine]:
+    """``/gpu fetch`` on this host: whether it has the ``hf`` command (huggingface_hub) and which allowed roots
+    the bot user may write (a fetch downloads as the bot user, never through sudo). One read-only round trip."""
+    cmds = [("hf", "command -v hf")] + [
+        (f"write.{j}", f'r={q(r)}; [ -d "$r" ] || exit 2; [ -w "$r" ] && [ -x "$r" ]') for j, r in enumerate(roots)
+    ]
+    try:
+        out = await run_framed(services.runner, target, cmds, timeout=services.settings.probes.batch_timeout_s)
+    except GpubotError as exc:
+        return [CheckLine(False, "fetch", f"could not be checked ({exc})")]
+    hf = out.get("hf")
+    found = hf is not None and hf.exit_status == 0 and hf.stdout.strip()
+    notes = [
+        CheckLine(True, "fetch: the hf command", f"at {hf.stdout.strip()}" if found and hf else "")
+        if found
+        else CheckLine(
+            False,
+            "fetch: the hf command",
+            "not installed, so /gpu fetch is refused here",
+            "install the Python package huggingface_hub (`pip install huggingface_hub`)",
+        )
+    ]
+    for j, r in enumerate(roots):
+        o = out.get(f"write.{j}")
+        ok = o is not None and o.exit_status == 0
+        how = (
+            f"as {me}, no sudo (the download writes the model folders itself)"
+            if ok
+            else f"{r} does not exist"
+            if o is not None and o.exit_status == 2
+            else f"{r} is not writable by {me}, so /gpu fetch into it is refused"
+        )
+        fix = f"make {r} writable by {me} (the group alternative of {sudoers_command(host)}); a fetch never uses sudo"
+        notes.append(CheckLine(ok, f"fetch into {r}", how, fix))
+    return notes
 
 
 def _stale_rule(access: Access, index: int, g: Grant, host: str) -> CheckLine | None:
@@ -389,6 +430,11 @@ def check_text(check: HostCheck) -> list[str]:
     for line in check.lines:
         out.append(
             f"{'✔' if line.ok else '✘'} {line.what}: {line.how}"
+            + (f" — fix: {line.fix}" if line.fix and not line.ok else "")
+        )
+    for line in check.notes:
+        out.append(
+            f"{'✔' if line.ok else '·'} {line.what}: {line.how}"
             + (f" — fix: {line.fix}" if line.fix and not line.ok else "")
         )
     return out
