@@ -244,7 +244,9 @@ def test_the_advice_fits_the_state():
     assert steps_of(STATES["someone's process"]) == ["`/gpu kill node174 pid=999` — python3 (pid 999), user bob"]
     assert steps_of(STATES["owner not read"]) == ["`/gpu kill node174 pid=1000` — python3 (pid 1000)"]
     assert steps_of(STATES["a unit nobody configured"]) == [
-        "`/gpu kill node174 pid=1001` — python3 (pid 1001), user vllm"
+        "`/gpu kill node174 pid=1001` — python3 (pid 1001), user vllm; it runs in jupyter.service, which this host's "
+        "settings do not name: systemd may start it again (its Restart=), so stop the unit on node174 (`systemctl "
+        "stop jupyter.service`), or add it to the host's units for `/gpu stop node174 jupyter.service`"
     ]
     assert steps_of(STATES["device files held, nothing listed"]) == [
         "`/gpu kill node174 pid=2024` — python3 (pid 2024), user bob holds /dev/nvidia* open"
@@ -433,3 +435,26 @@ async def test_a_step_sudo_refused_names_the_chat_command_that_checks_the_host(s
     )
     assert other == "sudo: sorry, you are not allowed to run /usr/local/sbin/gpubot-priv (`/gpu hosts check node9`)"
     assert check_everything_suggested(outcome.summary.replace("/gpu-staging", "/gpu") + other, "") == 2
+
+
+def test_a_process_of_an_unconfigured_unit_says_systemd_may_start_it_again():
+    card = status_text(status_view(STATES["a unit nobody configured"], command="/gpu"))
+    assert "`/gpu kill node174 pid=1001`" in card
+    assert "it runs in jupyter.service, which this host's settings do not name: systemd may start it again" in card
+    assert "`systemctl stop jupyter.service`" in card
+
+
+def test_a_gpu_that_needs_a_reset_gets_the_reset_and_one_that_needs_a_reboot_the_reboot():
+    from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
+
+    base = STATES["owner not read"]
+    for text, step in (
+        (
+            "GPU 3: the driver asks for a GPU reset",
+            "`nvidia-smi -r -i 3` as root on node174 once no process uses GPU 3 (a reset; if it fails, reboot node174)",
+        ),
+        ("GPU 5: the driver asks for a reboot of the host", "reboot node174 once its GPU work is stopped"),
+    ):
+        a = Assessment(Verdict.NOT_READY, [Reason("gpu_recovery_action", text, Severity.BLOCKER)])
+        card = status_text(status_view(replace(base, assessment=a)))
+        assert "Next step" in card and f"{step} — {text}" in card, card

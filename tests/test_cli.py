@@ -235,6 +235,34 @@ def test_hosts_trust_in_the_terminal(db_env, tmp_path, ssh_server, fake_hosts):
 
 
 @pytest.mark.process
+def test_trusting_a_host_by_its_dns_name_keeps_the_line_of_the_host_registered_by_its_address(
+    db_env, tmp_path, ssh_server, fake_hosts
+):
+    known = tmp_path / "kh"
+    (mine,) = [x for x in ssh_server.known_hosts_lines() if x.startswith("[127.0.0.1]:")]
+    known.write_text(mine + "\n")
+    known.chmod(0o600)
+    env = {
+        **db_env,
+        "GPUBOT_KNOWN_HOSTS": str(known),
+        "GPUBOT_SSH_KEY_FILE": ssh_server.client_key_path,
+        "GPUBOT_SSH_USER": ssh_server.username,
+    }
+    port = str(ssh_server.port)
+    assert gpubot("hosts", "add", "ip174", "127.0.0.1", "--port", port, env=env).returncode == 0
+    assert gpubot("hosts", "add", "dns174", "localhost", "--port", port, env=env).returncode == 0
+    assert gpubot("status", "ip174", env=env).returncode == 0
+    ask = gpubot("hosts", "trust", "dns174", env=env)
+    fingerprint = next(w for w in ask.stdout.split() if w.startswith("SHA256:"))
+    ok = gpubot("hosts", "trust", "dns174", "--fingerprint", fingerprint, env=env)
+    assert ok.returncode == 0, ok.stderr
+    lines = known.read_text().splitlines()
+    assert mine in lines and any(x.startswith(f"[localhost]:{port} ") for x in lines), lines
+    assert gpubot("status", "ip174", env=env).returncode == 0  # still reachable: its line was not removed
+    assert gpubot("status", "dns174", env=env).returncode == 0
+
+
+@pytest.mark.process
 def test_out_of_range_limits_are_usage_errors_naming_the_flag(db_env):
     for bad in ("0", "-1"):
         res = gpubot("audit", "--limit", bad, env=db_env)

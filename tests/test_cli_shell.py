@@ -3,8 +3,10 @@ is in --help, `--version`, and completion scripts for bash, zsh and fish that th
 complete gpubot's commands."""
 
 import argparse
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -98,3 +100,35 @@ def test_fish_completes_subcommands_at_each_depth_and_choices():
     assert sorted(_fish_complete("gpubot console --role ")) == ["admin", "operator", "viewer"]
     assert "--fingerprint" in _fish_complete("gpubot hosts trust n1 --f")
     assert "--fingerprint" not in _fish_complete("gpubot hosts add n1 --f")  # trust's option, not add's
+
+
+def test_bash_zsh_and_fish_complete_the_registered_host_names(tmp_path, monkeypatch, capsys):
+    from bot.entry.cli import main
+
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'g.db'}")
+    for name in ("node174", "node175", "train01"):
+        assert main(["hosts", "add", name, "10.0.0.9"]) == 0
+    capsys.readouterr()
+    assert main(["completion", "--host-names"]) == 0
+    assert capsys.readouterr().out.split() == ["localhost", "node174", "node175", "train01"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gpubot").write_text(f'#!/bin/sh\nexec {sys.executable} -m bot "$@"\n')
+    (bin_dir / "gpubot").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    words = ["gpubot", "hosts", "show", "node17"]
+    line = " ".join(words)
+    bash = (
+        f"source /dev/stdin <<'EOF'\n{script(_build_parser(), 'bash')}\nEOF\n"
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}; "
+        f"COMP_LINE={line!r}; COMP_POINT=${{#COMP_LINE}}; _shtab_gpubot; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    )
+    res = subprocess.run(["bash", "-c", bash], capture_output=True, text=True, timeout=120, env=env)
+    assert sorted(res.stdout.split()) == ["node174", "node175"], res.stderr
+    fish = (
+        f"source (printf '%s\\n' {_fish_word(script(_build_parser(), 'fish'))} | psub); "
+        f"complete -C {_fish_word('gpubot hosts trust tr')}"
+    )
+    res = subprocess.run(["fish", "-c", fish], capture_output=True, text=True, timeout=120, env=env)
+    assert [row.split("\t")[0] for row in res.stdout.splitlines()] == ["train01"], res.stderr
+    assert "_gpubot_host_names" in script(_build_parser(), "zsh")

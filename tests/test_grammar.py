@@ -30,6 +30,10 @@ G = command_grammar()
         ),
         ("status group:train", StatusCommand(Target("group", "train"))),
         ("status all need=1T", StatusCommand(Target("all"), 10**12)),
+        # a size as prose writes it, and as the refusal of incomplete weights suggests it
+        ("status node174 need=86.22 GB", StatusCommand(Target("host", "node174"), 86_220_000_000)),
+        ("status node174 need=86.22GB", StatusCommand(Target("host", "node174"), 86_220_000_000)),
+        ("status node174 need=2 TiB /models/x", StatusCommand(Target("host", "node174"), 2 * 2**40, ("/models/x",))),
         ("status", StatusCommand(Target("default"))),
         ("status <http://node174|node174>", StatusCommand(Target("host", "node174"))),
         ("status <http://node174>", StatusCommand(Target("host", "node174"))),

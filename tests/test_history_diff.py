@@ -155,3 +155,35 @@ def test_an_error_both_snapshots_had_is_not_a_change():
     same = "node2: SSH authentication failed as root"
     assert describe(snap(same), snap(same)) == []
     assert describe(snap("node2: no SSH answer"), snap(same)) == [f"error: {same}"]
+
+
+def _eight(used: int, procs: list[tuple[int, int]] = (), unit: str | None = None):
+    """A stored 8-GPU reading (the committed v1 fixture's GPU, eight times) with ``used`` MiB on each GPU and
+    ``procs`` (gpu index, pid) of python3, owned by ``unit``."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from bot.probing.probes.readings import GpuProcess, OwnerReport, ProcessOwner, Readings
+
+    doc = json.loads((Path(__file__).parent / "fixtures" / "stored" / "readings_v1.json").read_text())
+    r = Readings.from_json(doc)
+    g = r.gpu.gpus[0]
+    gpus = [dataclasses.replace(g, index=i, uuid=f"GPU-{i}", memory_used_mib=used) for i in range(8)]
+    processes = [GpuProcess(f"GPU-{i}", pid, used, "python3") for i, pid in procs]
+    owners = OwnerReport([ProcessOwner(pid, unit=unit) for _, pid in procs]) if unit else None
+    return dataclasses.replace(r, gpu=dataclasses.replace(r.gpu, gpus=gpus, processes=processes), owners=owners)
+
+
+def test_eight_gpus_that_changed_alike_read_as_one_line_with_their_owner():
+    from bot.domain.history.diff import diff_readings
+
+    idle = _eight(0)
+    served = _eight(81920, [(i, 100 + i) for i in range(8)], unit="vllm.service")
+    assert diff_readings(idle, served) == [
+        "GPUs 0-7: 0 → 81,920 MiB each, new processes python3 (pids 100, 101, 102, 103, 104, 105, 106, 107) "
+        "of vllm.service"
+    ]
+    assert diff_readings(idle, _eight(81920)) == ["GPUs 0-7: 0 → 81,920 MiB each"]  # no process seen: still one line
+    one_more = _eight(81920, [(i, 100 + i) for i in range(8)] + [(3, 999)], unit="vllm.service")
+    assert diff_readings(served, one_more) == ["GPU 3: new process python3 (pid 999) of vllm.service"]

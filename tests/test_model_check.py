@@ -128,7 +128,7 @@ def test_a_folder_with_a_shard_missing_is_refused_with_what_to_download():
     assert why == (
         "`/shared/Kimi` (the model of k.service's ExecStart) is incomplete: 2 of 54 shards named in "
         "model.safetensors.index.json missing (model-00053-of-00054.safetensors, model-00054-of-00054.safetensors); "
-        "the index says 540 GB in all, 520 GB present: about 20 GB to download (need=20 GB); /shared: 1.3 TB free"
+        "the index says 540 GB in all, 520 GB present: about 20 GB to download (need=20GB); /shared: 1.3 TB free"
     )
 
 
@@ -137,7 +137,7 @@ def test_missing_weights_and_a_running_download_are_refused():
     (why,) = weights_problems(gone, where="--model of k.service's ExecStart", host="node174", need_bytes=540 * GB)
     assert why == (
         "`/shared/Kimi` (--model of k.service's ExecStart) does not exist on node174: download the weights first "
-        "(/shared: 1.3 TB free; give need=SIZE of the model so the pivot checks room for it; need=540 GB was asked)"
+        "(/shared: 1.3 TB free; give need=SIZE of the model so the pivot checks room for it; need=540GB was asked)"
     )
     running = parse_weights(
         "/shared/Kimi",

@@ -77,7 +77,7 @@ async def test_a_pivot_to_weights_never_downloaded_is_refused_before_anything_is
         f"`{new}` (the model of vllm-kimi.service's ExecStart) does not exist on m1: download the weights first ("
         in text
     )
-    assert " free; give need=SIZE of the model so the pivot checks room for it; need=540 GB was asked)" in text
+    assert " free; give need=SIZE of the model so the pivot checks room for it; need=540GB was asked)" in text
     # a start of the same unit: the same refusal
     with pytest.raises(PlanRefused, match="does not exist on m1"):
         await flows.request_action(
@@ -96,7 +96,7 @@ async def test_a_shard_missing_or_a_download_running_refuses_the_pivot(services,
     assert (
         f"`{new}` (--model of vllm-kimi.service's ExecStart) is incomplete: 1 of 4 shards named in "
         "model.safetensors.index.json missing (model-00003-of-00004.safetensors); the index says 16.38 KB in all, "
-        "12.29 KB present: about 4.1 KB to download (need=4.1 KB); "
+        "12.29 KB present: about 4.1 KB to download (need=4.1KB); "
     ) in text
     (new / "model-00003-of-00004.safetensors").write_bytes(b"\0" * 4096)
     cache = new / ".cache" / "huggingface" / "download"

@@ -155,3 +155,34 @@ async def test_trust_reads_the_key_of_a_host_behind_a_jump_host(bastion, target_
         assert res.stdout == "ok\n"
     finally:
         await runner.close()
+
+
+@pytest.mark.process
+@pytest.mark.sshd  # bastion and target_server: sshds of their own
+def test_hosts_trust_offers_the_jump_hosts_key_then_the_hosts(bastion, target_server, tmp_path):
+    """`gpubot hosts add behind174 … --jump user@bastion:port && gpubot hosts trust behind174`, with neither
+    key in known_hosts: the advice names the command that records the jump host's key, then the host's."""
+    from tests.test_cli import gpubot
+
+    known = tmp_path / "known_hosts"
+    env = {
+        "GPUBOT_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'g.db'}",
+        "GPUBOT_KNOWN_HOSTS": str(known),
+        "GPUBOT_SSH_KEY_FILE": target_server.client_key_path,
+        "GPUBOT_SSH_USER": target_server.username,
+    }
+    jump = f"{bastion.username}@127.0.0.1:{bastion.port}"
+    add = gpubot("hosts", "add", "behind174", "127.0.0.1", "--port", str(target_server.port), "--jump", jump, env=env)
+    assert add.returncode == 0, add.stderr
+    first = gpubot("hosts", "trust", "behind174", env=env)
+    assert first.returncode == 64, first.stderr + first.stdout
+    jump_fp = next(w for w in first.stdout.split() if w.startswith("SHA256:"))
+    assert f"jump host {jump} (127.0.0.1:{bastion.port}) offers ssh-ed25519 {jump_fp}" in first.stdout
+    assert f"`gpubot hosts trust behind174 --jump-fingerprint {jump_fp}`" in first.stderr, first.stderr
+    second = gpubot("hosts", "trust", "behind174", "--jump-fingerprint", jump_fp, env=env)
+    assert second.returncode == 64 and f"recorded jump host {jump} in {known}" in second.stdout, second.stderr
+    fp = next(w for w in second.stdout.split("behind174 (127.0.0.1", 1)[1].split() if w.startswith("SHA256:"))
+    assert f"`gpubot hosts trust behind174 --fingerprint {fp}`" in second.stderr, second.stderr
+    third = gpubot("hosts", "trust", "behind174", "--fingerprint", fp, env=env)
+    assert third.returncode == 0 and "recorded in" in third.stdout, third.stderr
+    assert gpubot("status", "behind174", env=env).returncode == 0

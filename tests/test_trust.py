@@ -148,3 +148,22 @@ def test_others_may_write_names_the_file_or_its_folder(tmp_path):
     os.chmod(tmp_path, 0o1777)  # sticky, as /tmp: others cannot replace the file
     assert others_may_write(str(path)) is None
     os.chmod(tmp_path, 0o755)
+
+
+def test_a_line_by_an_address_the_name_resolves_to_goes_only_when_it_is_no_other_hosts_and_holds_another_key():
+    forms = host_forms({"box.lab"}, 22)
+    resolved = host_forms({"10.0.0.5", "10.0.0.6"}, 22) - forms
+    text = "\n".join(
+        [
+            "10.0.0.5 ssh-ed25519 AAAAsame",  # the key the name offers: nothing to replace, stays
+            "10.0.0.6 ssh-ed25519 AAAAother",  # another key, and host ip6 is registered by it: stays, reported
+            "box.lab ssh-ed25519 AAAAold",  # the name itself: goes
+        ]
+    )
+    edit = replace_entries(text, forms, "box.lab ssh-ed25519 AAAAsame", resolved=resolved, protected={"10.0.0.6"})
+    assert edit.removed == [3] and edit.others == [(2, "10.0.0.6")]
+    assert "AAAAother" in edit.text and "10.0.0.5 ssh-ed25519 AAAAsame" in edit.text and "AAAAold" not in edit.text
+    alone = replace_entries(
+        "10.0.0.6 ssh-ed25519 AAAAother\n", forms, "box.lab ssh-ed25519 AAAAsame", resolved=resolved
+    )
+    assert alone.removed == [1]  # no other host uses it: its old key must not keep covering the name

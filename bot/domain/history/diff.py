@@ -28,6 +28,37 @@ def _proc(p: GpuProcess) -> str:
     return f"{p.process_name} (pid {p.pid})"
 
 
+def _owner(r: Readings, pid: int) -> str:
+    """`` of vllm.service`` / `` in container NAME`` for a process whose unit or container was read, else ``""``."""
+    o = next((o for o in (r.owners.owners if r.owners else []) if o.pid == pid), None)
+    if o is None:
+        return ""
+    if o.container_id:
+        return f" in container {o.container_name or o.container_id[:12]}"
+    return f" of {o.unit}" if o.unit and o.unit.endswith(".service") else ""
+
+
+def _procs(r: Readings, procs: list[GpuProcess]) -> str:
+    """``python3 (pid 4411) of vllm.service``; the same program of the same owner on several GPUs once, with
+    its PIDs (``python3 (pids 4411, 4412) of vllm.service``)."""
+    by: dict[tuple[str, str], list[int]] = {}
+    for p in procs:
+        by.setdefault((p.process_name, _owner(r, p.pid)), []).append(p.pid)
+    return ", ".join(
+        f"{name} (pid{'s' if len(set(ps)) > 1 else ''} {', '.join(str(x) for x in sorted(set(ps)))}){owner}"
+        for (name, owner), ps in by.items()
+    )
+
+
+def _indices(idx: list[int]) -> str:
+    """``GPU 3``; ``GPUs 0-7``; ``GPUs 0, 2, 5``."""
+    if len(idx) == 1:
+        return f"GPU {idx[0]}"
+    if idx == list(range(idx[0], idx[-1] + 1)):
+        return f"GPUs {idx[0]}-{idx[-1]}"
+    return "GPUs " + ", ".join(map(str, idx))
+
+
 def _gpus(a: Readings, b: Readings, min_mib: int) -> list[str]:
     ga, gb = a.gpu, b.gpu
     if ga.failure is None and gb.failure is not None:
@@ -43,18 +74,44 @@ def _gpus(a: Readings, b: Readings, min_mib: int) -> list[str]:
         out.append(f"GPU {idx} disappeared")
     for idx in sorted(after.keys() - before.keys()):
         out.append(f"GPU {idx} appeared ({after[idx].name})")
+    # GPUs that changed the same way (the same memory step, the same program of the same owner) read as one line
+    groups: dict[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], list[int]] = {}
+    new_of: dict[int, list[GpuProcess]] = {}
+    gone_of: dict[int, list[GpuProcess]] = {}
     for idx in sorted(before.keys() & after.keys()):
         g0, g1 = before[idx], after[idx]
-        parts: list[str] = []
         u0, u1 = g0.memory_used_mib, g1.memory_used_mib
-        if (u0 is None) != (u1 is None) or (u0 is not None and u1 is not None and abs(u1 - u0) > min_mib):
-            parts.append(f"{_mib(u0)} → {_mib(u1)} MiB")
+        mem = (
+            f"{_mib(u0)} → {_mib(u1)} MiB"
+            if (u0 is None) != (u1 is None) or (u0 is not None and u1 is not None and abs(u1 - u0) > min_mib)
+            else ""
+        )
         p0 = {p.pid: p for p in ga.processes if p.gpu_uuid == g0.uuid}
         p1 = {p.pid: p for p in gb.processes if p.gpu_uuid == g1.uuid}
-        parts += [f"new process {_proc(p1[pid])}" for pid in sorted(p1.keys() - p0.keys())]
-        parts += [f"process {_proc(p0[pid])} gone" for pid in sorted(p0.keys() - p1.keys())]
-        if parts:
-            out.append(f"GPU {idx}: " + ", ".join(parts))
+        new_of[idx] = [p1[pid] for pid in sorted(p1.keys() - p0.keys())]
+        gone_of[idx] = [p0[pid] for pid in sorted(p0.keys() - p1.keys())]
+        if not (mem or new_of[idx] or gone_of[idx]):
+            continue
+        key = (
+            mem,
+            tuple((p.process_name, _owner(b, p.pid)) for p in new_of[idx]),
+            tuple((p.process_name, _owner(a, p.pid)) for p in gone_of[idx]),
+        )
+        groups.setdefault(key, []).append(idx)
+    for (mem, _, _), same in sorted(groups.items(), key=lambda kv: kv[1][0]):
+        parts = [mem] if mem else []
+        new = [p for i in same for p in new_of[i]]
+        gone = [p for i in same for p in gone_of[i]]
+        if new:
+            parts.append(f"new process{'es' if len({p.pid for p in new}) > 1 else ''} {_procs(b, new)}")
+        if gone:
+            parts.append(f"process{'es' if len({p.pid for p in gone}) > 1 else ''} {_procs(a, gone)} gone")
+        if mem and not new and not gone:  # memory moved with no process change: say who holds it now
+            holders = [p for i in same for p in gb.processes if p.gpu_uuid == after[i].uuid]
+            if holders:
+                parts.append(f"held by {_procs(b, holders)}")
+        each = " each" if len(same) > 1 and mem else ""
+        out.append(f"{_indices(same)}: " + ", ".join(parts[:1]) + each + "".join(f", {x}" for x in parts[1:]))
     if ga.driver_version and gb.driver_version and ga.driver_version != gb.driver_version:
         out.append(f"driver {ga.driver_version} → {gb.driver_version}")
     return out

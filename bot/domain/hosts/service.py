@@ -105,6 +105,55 @@ async def add(
     return host
 
 
+UNSET: Any = object()
+"""An :func:`edit` argument left as it is."""
+
+
+async def edit(
+    *,
+    db_session: AsyncSession,
+    name: str,
+    address: str = UNSET,
+    port: int = UNSET,
+    user: str | None = UNSET,
+    key_file: str | None = UNSET,
+    group: str | None = UNSET,
+    jump: str | None = UNSET,
+) -> tuple[Host, dict[str, tuple[Any, Any]]]:
+    """Change a registered host's address, port, user, key file, group or jump host (``None``
+    clears the optional ones), each validated as :func:`add` does; returns the host and what
+    changed (field -> (old, new)). Raises :class:`NotFoundError`, :class:`UsageError`."""
+    host = await get(db_session=db_session, name=name)
+    if host is None:
+        raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
+    new: dict[str, Any] = {}
+    if address is not UNSET:
+        new["address"] = validate_address(address)
+    if port is not UNSET:
+        if not 0 < port < 65536:
+            raise UsageError(f"port {port} is out of range")
+        new["port"] = port
+    if user is not UNSET:
+        if user is not None and not USER_RE.match(user):
+            raise UsageError(f"`{user[:40]}` is not a user name")
+        new["user"] = user
+    if key_file is not UNSET:
+        new["key_file"] = os.path.abspath(os.path.expanduser(key_file)) if key_file is not None else None
+    if group is not UNSET:
+        if group is not None:
+            validate_host(group)
+        new["group"] = group
+    if jump is not UNSET:
+        if jump is not None and host.transport != "ssh":
+            raise UsageError("a jump host goes with the ssh transport")
+        new["jump"] = str(parse_hop(jump)) if jump is not None else None
+    changed = {k: (getattr(host, k), v) for k, v in new.items() if getattr(host, k) != v}
+    for k, (_, v) in changed.items():
+        setattr(host, k, v)
+    await db_session.flush()
+    return host, changed
+
+
 async def remove(*, db_session: AsyncSession, name: str) -> None:
     """Unregister ``name`` (its snapshots stay); raises :class:`NotFoundError`."""
     host = await get(db_session=db_session, name=name)

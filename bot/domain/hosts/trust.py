@@ -14,7 +14,8 @@ import os
 import socket
 import stat
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import asyncssh
@@ -48,6 +49,11 @@ class Recorded:
     key: OfferedKey
     replaced: list[int]
     still_covering: list[tuple[int, str]]
+    kept_for_others: list[tuple[int, str]] = field(default_factory=list)
+    """``(line, names)`` of lines naming an address the host's name resolves to, with another key, left
+    because another registered host uses that address."""
+    created: bool = False
+    """The known_hosts file did not exist and was created."""
 
 
 def host_pattern(target: HostTarget) -> str:
@@ -125,13 +131,17 @@ def normalized_fingerprint(text: str) -> str:
     return "SHA256:" + body.strip().rstrip("=")
 
 
-async def record(target: HostTarget, known_hosts: str, fingerprint: str, *, runner: Any = None) -> Recorded:
+async def record(
+    target: HostTarget, known_hosts: str, fingerprint: str, *, runner: Any = None, others: Iterable[str] = ()
+) -> Recorded:
     """Re-read the host key and, if its fingerprint is still ``fingerprint``, write it to
     ``known_hosts`` in place of every line naming the host: its registered name or alias, the
     address it is reached at, the IP addresses that resolves to; plain or hashed, alone or among
     other names, ``name`` or ``[name]:port`` (:mod:`bot.probing.ssh.known_hosts_edit`), so the old key is
-    refused afterwards. The file is replaced atomically, without group or other write permission.
-    Raises :class:`UsageError` when the host now offers a different key."""
+    refused afterwards. A line that names only an address the name resolves to and belongs to another
+    registered host (``others``: their addresses) is left, and said (:func:`recorded_text`): removing
+    it would make that host unreachable. The file is replaced atomically, without group or other write
+    permission. Raises :class:`UsageError` when the host now offers a different key."""
     offered = await fetch_host_key(target, known_hosts, runner=runner)
     if offered.fingerprint != fingerprint:
         raise UsageError(
@@ -139,33 +149,59 @@ async def record(target: HostTarget, known_hosts: str, fingerprint: str, *, runn
             "recorded"
         )
     where = offered.where or target
-    forms = host_forms({target.address, where.address, *(await _addresses(where.address))}, where.port)
+    forms = host_forms({target.address, where.address}, where.port)
+    resolved = host_forms(await _addresses(where.address), where.port) - forms
     text, mode = "", 0o600
     if os.path.exists(known_hosts):
         with open(known_hosts) as f:
             text = f.read()
         mode = stat.S_IMODE(os.stat(known_hosts).st_mode) & ~0o022
-    edit = replace_entries(text, forms, offered.line)
+    edit = replace_entries(text, forms, offered.line, resolved=resolved, protected=set(others))
     folder = os.path.dirname(os.path.abspath(known_hosts))
-    os.makedirs(folder, exist_ok=True)
+    check_known_hosts_path(known_hosts)
+    created = not os.path.exists(known_hosts)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".known_hosts.")
     with os.fdopen(fd, "w") as f:
         f.write(edit.text)
     os.chmod(tmp, mode)
     os.replace(tmp, known_hosts)
     key = OfferedKey(offered.key_type, offered.fingerprint, offered.line, "trusted", where)
-    return Recorded(key, edit.removed, edit.wildcards)
+    return Recorded(key, edit.removed, edit.wildcards, edit.others, created)
+
+
+DEFAULT_KNOWN_HOSTS = "~/.ssh/known_hosts"
+"""``GPUBOT_KNOWN_HOSTS``'s default: its folder may be created (a fresh machine has no ~/.ssh)."""
+
+
+def check_known_hosts_path(known_hosts: str) -> None:
+    """Refuse to create the folders of a known_hosts file that is not the default one: a misspelt
+    ``GPUBOT_KNOWN_HOSTS`` would get a file nothing else reads. Raises :class:`UsageError`."""
+    folder = os.path.dirname(os.path.abspath(known_hosts))
+    if os.path.isdir(folder) or os.path.abspath(known_hosts) == os.path.abspath(
+        os.path.expanduser(DEFAULT_KNOWN_HOSTS)
+    ):
+        return
+    raise UsageError(
+        f"GPUBOT_KNOWN_HOSTS is {known_hosts}, and its folder {folder} does not exist (a typo?): nothing "
+        "recorded; correct the setting, or create the folder if that is where it should be"
+    )
 
 
 def recorded_text(done: Recorded, known_hosts: str) -> list[str]:
-    """What :func:`record` did, in lines for the terminal and chat: the lines replaced, and the
-    wildcard lines that still cover the host (with the old key, perhaps)."""
-    lines = []
+    """What :func:`record` did, in lines for the terminal and chat: the file created, the lines replaced,
+    and the wildcard lines that still cover the host (with the old key, perhaps)."""
+    lines = [f"created {known_hosts} (it did not exist)"] if done.created else []
     if done.replaced:
         nums = ", ".join(str(n) for n in done.replaced)
         lines.append(
             f"replaced {len(done.replaced)} older line{'s' if len(done.replaced) > 1 else ''} for this host "
             f"(line{'s' if len(done.replaced) > 1 else ''} {nums} of {known_hosts})"
+        )
+    for number, names in done.kept_for_others:
+        lines.append(
+            f"warning: line {number} of {known_hosts} (`{names[:80]}`) names an address this host's name resolves "
+            "to, with another key, and another registered host uses that address: left as it is"
         )
     for number, names in done.still_covering:
         lines.append(

@@ -431,11 +431,12 @@ async def get(*, db_session: AsyncSession, snapshot_id: int) -> Snapshot | None:
     return await db_session.get(Snapshot, snapshot_id)
 
 
-async def latest(*, db_session: AsyncSession, host_name: str) -> Snapshot | None:
-    """The newest snapshot of ``host_name``, or ``None``."""
+async def latest(*, db_session: AsyncSession, host_name: str, host_id: int | None = None) -> Snapshot | None:
+    """The newest snapshot of ``host_name``, or ``None``; with ``host_id``, of that registration only (a
+    host removed and registered again under the same name does not show the old one's verdict)."""
     q = (
         select(Snapshot)
-        .where(Snapshot.host_name == host_name)
+        .where(Snapshot.host_name == host_name, *([Snapshot.host_id == host_id] if host_id is not None else []))
         .order_by(Snapshot.taken_at.desc(), Snapshot.id.desc())
         .limit(1)
     )

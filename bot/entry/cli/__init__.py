@@ -296,7 +296,11 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
+    if args.cmd == "completion" and args.host_names:  # what a script completes a host with: quiet, never fails
+        return _host_names(args.config)
     if args.cmd == "completion":  # needs no settings nor database: it goes in ~/.bashrc
+        if args.shell is None:
+            parser.error("completion: give a shell (bash, zsh or fish), or --host-names")
         sys.stdout.write(cli_shell.script(parser, args.shell))
         return 0
     quiet = argv is not None or args.cmd not in ("serve", "worker")
@@ -331,6 +335,25 @@ def _main(argv: list[str] | None) -> int:
         return _run(args, settings)
     except Exception as exc:  # said in one line with its exit status (bot/entry/cli/errors.py), or raised again
         return cli_errors.exit_status(exc, database_url=settings.database.database_url)
+
+
+def _host_names(config: str | None) -> int:
+    """``completion --host-names``: the registered host names and ``localhost``, one a line; nothing
+    (and exit 0) when the settings or the database cannot be read: a Tab press never prints an error."""
+    from bot.domain.hosts import service as hosts
+
+    async def names(settings: Settings) -> list[str]:
+        async with build_services(settings) as services, services.sessions() as db:
+            return [h.name for h in await hosts.list_all(db_session=db)]
+
+    configure_logging(fmt="text", level=logging.CRITICAL)
+    try:
+        settings = load_settings(config)
+        found = asyncio.run(asyncio.wait_for(names(settings), 5))
+    except Exception:  # noqa: BLE001  (a completion shows nothing rather than an error)
+        found = []
+    print("\n".join(sorted({*found, "localhost"})))
+    return 0
 
 
 def _upgrade(database: DatabaseSettings) -> None:

@@ -4,7 +4,9 @@ argparse parser, so it never lists a command or option the parser does not have.
 bash and zsh scripts come from shtab (static: a Tab press runs no Python); shtab has no fish
 generator, so :func:`fish_script` walks the same parser and writes fish's ``complete`` lines
 (subcommands with their help as descriptions, options, choices). The scripts complete commands,
-options and fixed choices; host names are not completed (they live in the database).
+options and fixed choices; a host name (an argument marked with :func:`host_name_argument`) is completed
+from ``gpubot completion --host-names``, which reads the registry when it is asked (nothing when the
+database cannot be read).
 
 Load one with ``source <(gpubot completion bash)`` (``~/.bashrc``), ``gpubot completion zsh >
 "${fpath[1]}/_gpubot"`` or ``gpubot completion fish > ~/.config/fish/completions/gpubot.fish``.
@@ -29,7 +31,39 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
         'in ~/.bashrc; zsh: `gpubot completion zsh > "${fpath[1]}/_gpubot"`; fish: '
         "`gpubot completion fish > ~/.config/fish/completions/gpubot.fish`.",
     )
-    co.add_argument("shell", choices=SHELLS, help="the shell the script is for")
+    co.add_argument("shell", nargs="?", choices=SHELLS, help="the shell the script is for")
+    co.add_argument(
+        "--host-names",
+        action="store_true",
+        help="print the registered host names, one a line (what the scripts complete a host with)",
+    )
+
+
+HOST_NAMES = "gpubot completion --host-names 2>/dev/null"
+"""The command a completion script runs for host names."""
+_BASH_HOSTS = f"""_gpubot_host_names() {{
+  compgen -W "$({HOST_NAMES})" -- "$1"
+}}"""
+_ZSH_HOSTS = f"""_gpubot_host_names() {{
+  local -a names
+  names=(${{(f)"$({HOST_NAMES})"}})
+  compadd -a names
+}}"""
+
+
+def _mark_host_names(parser: argparse.ArgumentParser) -> None:
+    """Every argument marked ``host_name = True`` (a positional NAME of ``gpubot hosts …``), at any depth,
+    gets shtab's completion from the registry (:data:`HOST_NAMES`)."""
+    for action in parser._actions:
+        if getattr(action, "host_name", False):
+            action.complete = {  # type: ignore[attr-defined]
+                "bash": "_gpubot_host_names",
+                "zsh": "_gpubot_host_names",
+                "preamble": {"bash": _BASH_HOSTS, "zsh": _ZSH_HOSTS},
+            }
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _mark_host_names(child)
 
 
 def script(parser: argparse.ArgumentParser, shell: str) -> str:
@@ -38,6 +72,7 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     if shell == "fish":
         return fish_script(parser)
     if shell in ("bash", "zsh"):
+        _mark_host_names(parser)
         return str(shtab.complete(parser, shell=shell))
     raise ValueError(f"no completion for {shell!r}; give one of {', '.join(SHELLS)}")
 
@@ -84,6 +119,9 @@ def fish_script(parser: argparse.ArgumentParser) -> str:
                 lines.append(f"complete -c {prog} -n {_fish_quote(cond)}{flags}{takes}{choices}{desc}")
             elif choices and path:
                 lines.append(f"complete -c {prog} -n {_fish_quote(cond)}{choices}{desc}")
+            elif getattr(action, "host_name", False) and path:
+                hosts = _fish_quote(f"({HOST_NAMES})")
+                lines.append(f"complete -c {prog} -n {_fish_quote(cond)} -xa {hosts}{desc}")
         for name, child in sub.choices.items() if sub else ():
             walk(child, [*path, name])
 

@@ -291,7 +291,7 @@ def weights_problems(w: Weights, *, where: str, host: str, need_bytes: int | Non
         if w.disk and w.disk.avail_bytes is not None
         else "free disk unknown"
     )
-    asked = f"; need={human_bytes(need_bytes)} was asked" if need_bytes is not None else ""
+    asked = f"; need={human_bytes(need_bytes).replace(' ', '')} was asked" if need_bytes is not None else ""
     if w.error:
         return [f"the weights of `{w.model}` ({where}) could not be checked on {host}: {w.error}"]
     if w.path is None:
@@ -317,7 +317,7 @@ def weights_problems(w: Weights, *, where: str, host: str, need_bytes: int | Non
         left = (
             f"; the index says {human_bytes(w.index_total)} in all, {human_bytes(have)} present: about "
             f"{human_bytes(max(0, w.index_total - have))} to download "
-            f"(need={human_bytes(max(0, w.index_total - have))})"
+            f"(need={human_bytes(max(0, w.index_total - have)).replace(' ', '')})"
             if w.index_total
             else ""
         )

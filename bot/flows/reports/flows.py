@@ -85,23 +85,25 @@ async def _changes(
     return out, new
 
 
-def _total(per_host: dict[str, list[Point]], since: datetime, until: datetime, steps: int = 200) -> ChartSeries:
-    """The group's sum on an even grid, each host carrying its last value forward."""
-    step = (until - since) / steps
-    grid = [since + step * i for i in range(steps + 1)]
+def _total(per_host: dict[str, list[Point]], since: datetime, until: datetime) -> ChartSeries:
+    """The group's sum at each time a host has a point (each host carrying its last value forward): a
+    fleet probed for an hour of a 7-day window is a point there, marked, not a blank chart (an even
+    grid of 200 steps left it one step at the window's end, drawn as nothing)."""
+    grid = sorted({p.start for pts in per_host.values() for p in pts if since <= p.start <= until})
     gpu: list[int | None] = []
     disk: list[int | None] = []
     for t in grid:
         g = d = 0
-        seen = False
+        seen_gpu = seen_disk = False
         for pts in per_host.values():
             last = next((p for p in reversed(pts) if p.start <= t), None)
             if last is not None:
-                seen = True
-                g += last.gpu_used_mib or 0
-                d += last.disk_free_bytes or 0
-        gpu.append(g if seen else None)
-        disk.append(d if seen else None)
+                if last.gpu_used_mib is not None:
+                    g, seen_gpu = g + last.gpu_used_mib, True
+                if last.disk_free_bytes is not None:
+                    d, seen_disk = d + last.disk_free_bytes, True
+        gpu.append(g if seen_gpu else None)
+        disk.append(d if seen_disk else None)
     return ChartSeries(f"all {len(per_host)} hosts", grid, gpu, disk)
 
 

@@ -66,14 +66,43 @@ class Edit:
     text: str
     removed: list[int] = field(default_factory=list)
     wildcards: list[tuple[int, str]] = field(default_factory=list)
+    others: list[tuple[int, str]] = field(default_factory=list)
+    """``(line number, names)`` of lines left because they name another registered host (``protected``)."""
 
 
-def replace_entries(text: str, forms: set[str], new_line: str) -> Edit:
+def _key_of(line: str) -> tuple[str, str] | None:
+    """``(keytype, base64 key)`` of a known_hosts line (after its marker and names)."""
+    words = line.split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    return (words[1], words[2]) if len(words) >= 3 else None
+
+
+def _bare(form: str) -> str:
+    """``[name]:port`` or ``name`` -> ``name``."""
+    return form[1:].split("]:", 1)[0] if form.startswith("[") else form
+
+
+def replace_entries(
+    text: str,
+    forms: set[str],
+    new_line: str,
+    *,
+    resolved: set[str] = frozenset(),  # type: ignore[assignment]
+    protected: set[str] = frozenset(),  # type: ignore[assignment]
+) -> Edit:
     """``text`` (a known_hosts file) without the lines naming one of ``forms`` (:func:`host_forms`),
     plain or hashed, alone or among other names, with ``new_line`` appended. Comments, blank lines
-    and the other hosts' lines are kept as they were."""
+    and the other hosts' lines are kept as they were.
+
+    ``resolved``: forms of the addresses the host's name resolves to. A line naming only those goes
+    too (its old key would still be trusted for the name), except when it holds ``new_line``'s key
+    (nothing to replace) or names one of ``protected`` (the addresses of other registered hosts: it is
+    theirs, and removing it would leave them unreachable; reported in ``others``)."""
     kept: list[str] = []
     edit = Edit("")
+    new_key = _key_of(new_line)
+    guarded = {p.strip("[]").lower() for p in protected}
     for number, line in enumerate(text.splitlines(), 1):
         words = line.split()
         if not words or words[0].startswith("#"):
@@ -91,6 +120,21 @@ def replace_entries(text: str, forms: set[str], new_line: str) -> Edit:
             any(c in e for c in "*?") and not e.startswith("!") and any(_glob(e, f) for f in forms) for e in entries
         )
         if exact and not negated:
+            edit.removed.append(number)
+            continue
+        by_address = {
+            f
+            for f in resolved
+            if any(e.lower() == f or (e.startswith("|") and _hashed_matches(e, {f})) for e in entries)
+        }
+        if by_address and not negated:
+            if _key_of(line) == new_key:
+                kept.append(line)
+                continue
+            if any(_bare(f) in guarded for f in by_address):
+                edit.others.append((number, names))
+                kept.append(line)
+                continue
             edit.removed.append(number)
             continue
         if wild and not negated:

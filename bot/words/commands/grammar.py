@@ -10,6 +10,7 @@ for *any* text, never another exception. Help is generated from the specs.
 from __future__ import annotations
 
 import difflib
+import re
 import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -87,12 +88,27 @@ def tokens(text: str) -> list[str]:
         ) from None
 
 
+_UNIT = re.compile(r"(?i)[kmgtpe]i?b?|b|bytes?")
+"""A size unit written as a word of its own: ``GB``, ``G``, ``GiB``, ``TB``, ``bytes``."""
+_NUMBER_OPTION = re.compile(r"[A-Za-z_-]+=[0-9]+(?:\.[0-9]+)?")
+"""``need=86.22``: an option whose value is a bare number (a unit may follow as the next word)."""
+
+
 def split_options(args: list[str], allowed: Iterable[str], usage: str) -> tuple[dict[str, str], list[str]]:
-    """Split ``key=value`` options (keys lower-cased, only ``allowed``) from plain words."""
+    """Split ``key=value`` options (keys lower-cased, only ``allowed``) from plain words. A number
+    followed by a size unit as the next word (``need=86.22 GB``, as a size is written in prose) is
+    one value, ``86.22GB``."""
     allowed = list(allowed)
     opts: dict[str, str] = {}
     words: list[str] = []
+    args = list(args)
+    joined: list[str] = []
     for arg in args:
+        if joined and _UNIT.fullmatch(arg) and _NUMBER_OPTION.fullmatch(joined[-1]):
+            joined[-1] += arg
+        else:
+            joined.append(arg)
+    for arg in joined:
         key, eq, value = arg.partition("=")
         if (
             not eq or not key or "/" in key or any(c.isspace() for c in key)

@@ -5,8 +5,10 @@ the same content. Pure."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
+from bot.domain.readiness.gpu_health import NEEDS_RESET_CODES
 from bot.domain.readiness.verdict import SERVING_CODES, Severity, Verdict
 from bot.domain.readiness.words import VERDICT_WORDS, verdict_text
 from bot.flows.status.host import StatusReport
@@ -157,8 +159,15 @@ def next_steps(report: StatusReport, *, chat: str = CHAT) -> list[str]:
             step = f"`{chat} kill {host} pid={pid}` — {what}{whose}" + (
                 " holds /dev/nvidia* open" if o and o.source == "device-file" else ""
             )
+            if o is not None and o.unit and o.unit.endswith(".service") and o.unit not in report.units_expected:
+                step += (
+                    f"; it runs in {o.unit}, which this host's settings do not name: systemd may start it again "
+                    f"(its Restart=), so stop the unit on {host} (`systemctl stop {o.unit}`), or add it to the "
+                    f"host's units for `{chat} stop {host} {o.unit}`"
+                )
         if not any(x.split(" — ")[0] == step.split(" — ")[0] for x in steps):
             steps.append(step)
+    steps += _recovery_steps(report)
     for name, held in left.items():
         state = units[name].active_state
         targets = [
@@ -172,6 +181,31 @@ def next_steps(report: StatusReport, *, chat: str = CHAT) -> list[str]:
             f"{', '.join(f'{names.get(p, chr(63))} (pid {p})' for p in held)} left in {name}'s cgroup after it "
             f"stopped ({state}): stopping it again frees nothing{pivot}"
         )
+    return steps
+
+
+_GPU_INDEX = re.compile(r"\bGPU (\d+)\b")
+
+
+def _recovery_steps(report: StatusReport) -> list[str]:
+    """A GPU that needs a reset or the host a reboot (the driver's recovery action, pending row remaps
+    or page retirement, a fatal Xid, a GPU off the bus): the step the driver asks for, once its processes
+    are gone. gpubot does neither itself."""
+    steps: list[str] = []
+    for r in report.assessment.reasons:
+        if r.code not in NEEDS_RESET_CODES or r.severity is not Severity.BLOCKER:
+            continue
+        m = _GPU_INDEX.search(r.text)
+        reboot = "reboot" in r.text.lower() or r.code in ("gpu_lost", "gpu_pages_pending") or m is None
+        if reboot:
+            step = f"reboot {report.host} once its GPU work is stopped — {r.text}"
+        else:
+            step = (
+                f"`nvidia-smi -r -i {m.group(1) if m else '?'}` as root on {report.host} once no process uses "
+                f"GPU {m.group(1) if m else '?'} (a reset; if it fails, reboot {report.host}) — {r.text}"
+            )
+        if step not in steps:
+            steps.append(step)
     return steps
 
 
