@@ -38,8 +38,9 @@ _KEYS = (
 
 _VALUE_END = r"[^\s\"'\\,;&}\])]+"
 """A bare value: up to a blank, a quote, a separator or a closing bracket."""
-_NOT_MASKED = r"(?!\[|Some\(|None\b|null\b|Null\b)"
-"""Not a list (masked by its own pattern) nor a value already masked, nor an empty one (``None``, ``null``)."""
+_NOT_MASKED = r"(?!\[|Some\(|(?:None|null|Null|true|false|True|False)\b)"
+"""Not a list (masked by its own pattern) nor a value already masked, nor an empty one (``None``, ``null``), nor
+a yes or no (``"token": true``: whether there is one, in JSON a program reads back)."""
 _ASSIGN = _KEYS + _QUOTE + r"\s*[=:]\s*"
 """``api_key=``, ``"token": ``, ``'api_key': ``, ``api_key: `` (Rust's Debug)."""
 
