@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from bot.flows.actions import fetches, flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
+from bot.flows.actions.models import Fetch
 from bot.flows.actions.privilege_check import check_access, check_text
 from bot.flows.services import Services
 from bot.foundation.db.session import make_engine, make_session_factory
@@ -53,7 +54,7 @@ def ssh_server(hf_home: Path):
     ``HF_HOME`` of their own, so the client's cache and token files stay in a temp folder."""
     hf = (Path(sys.executable).parent / "hf").read_text()
     with SshTestServer(
-        [f"127.0.0.{n}" for n in range(41, 48)],
+        [f"127.0.0.{n}" for n in range(41, 49)],
         extra_bin={"hf": hf},
         env={"HF_HOME": str(hf_home), "HF_HUB_DISABLE_TELEMETRY": "1", "NO_COLOR": "1"},
     ) as server:
@@ -435,3 +436,28 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
     captured = capsys.readouterr()
     assert f"Fetched and verified {REPO} on f7" in captured.out and "verified: 6 files" in captured.out
     assert f"] Fetched and verified {REPO} on f7" in captured.err  # the progress line, last seen when it ended
+
+
+async def test_with_fetch_approval_off_the_command_starts_it_and_the_thread_follows(
+    services, ssh_server, fake_hosts, hub, tmp_path, slack_bot
+):
+    bot = slack_bot
+    await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f8", "127.0.0.48")
+    services.settings.operators = ["U1"]
+    services.settings.fetch_needs_approval = False
+    status, _, _ = await bot.command(f"fetch f8 {REPO}", user_id="U1")
+    assert status == 200
+    said = await bot.recorder.wait_for(
+        "chat.postMessage", lambda c: "download started on f8" in blocks_text(c.body.get("blocks") or []), timeout=60
+    )
+    ts = said.body["thread_ts"]
+    progress = await bot.recorder.wait_for(
+        "chat.postMessage", lambda c: c.body.get("thread_ts") == ts and "Tiny-3B on f8" in c.body["text"], timeout=30
+    )
+    validate_message(progress.body["blocks"], progress.body["text"])
+    assert "gpubot.fetches.cancel" in buttons(progress.body["blocks"])  # a running fetch can be cancelled
+    async with services.sessions() as db:
+        fetch_id = (await db.execute(select(Fetch.id).where(Fetch.host == "f8"))).scalar_one()
+    done = await until_ended(services, fetch_id)
+    assert done.state == "done" and done.units == [UNIT]
+    assert done.progress_ts is not None  # the thread message the watcher edits from now on
