@@ -3,6 +3,7 @@
 from bot.domain.grants.models import Delivery, RoleGrant
 from bot.domain.history import models as _history_indexes  # noqa: F401  (indexes on snapshots)
 from bot.domain.hosts.models import Host
+from bot.domain.snapshots.answers import AnswerCheckRow
 from bot.domain.snapshots.models import GpuSeen, Snapshot, SnapshotHour
 from bot.flows.actions.models import ActionRequest, ActionStep, Approval, Fetch
 from bot.flows.reports.models import ReportRun, ReportSchedule
@@ -12,6 +13,7 @@ from bot.foundation.db.base import Base
 
 __all__ = [
     "ActionRequest",
+    "AnswerCheckRow",
     "ActionStep",
     "Fetch",
     "Approval",

@@ -45,7 +45,7 @@ def serving_a(fake_hosts, addr: str, model_b: dict) -> None:
 async def test_pivot_reports_progress_then_done_when_the_new_model_answers(services, ssh_server, fake_hosts, tmp_path):
     root = tmp_path / "shared"
     old = weights(root, "model-a-weights")
-    fast(services, root, unit_health_wait_s=20.0)
+    fast(services, root, unit_health_wait_s=20.0, answer_check=True)
     port = free_port()
     await register(services, "hl1", "127.0.0.14", ssh_server, probe={"units": UNITS})
     serving_a(
@@ -83,8 +83,13 @@ async def test_pivot_reports_progress_then_done_when_the_new_model_answers(servi
     assert elapsed == sorted(elapsed) and looks.seen[-1].elapsed_s < took
     up = looks.seen[-1]
     assert up.health == "200 OK" and up.gpu_mib == {0: 60000, 1: 61000} and "alive" in up.unit_state
-    summary = v.steps[-1].summary
+    summary = v.steps[-2].summary
     assert summary.startswith("model-b.service up after ") and f"{url} → 200 OK" in summary
+    # then the question: this stand-in serves /health only, which is said plainly, and the pivot passes on health
+    assert v.steps[-1].summary == (
+        f"model-b.service answer not checked: http://127.0.0.1:{port}/v1/models: HTTP 404: no OpenAI-compatible API "
+        "there; up on its health alone"
+    )
     assert "121,000 MiB on GPU 0, 1" in summary
     assert any(line.startswith("model-b.service up after ") for line in v.result_lines)
     assert not old.exists()
@@ -93,7 +98,7 @@ async def test_pivot_reports_progress_then_done_when_the_new_model_answers(servi
 async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journal(
     services, ssh_server, fake_hosts, tmp_path
 ):
-    fast(services, unit_health_wait_s=30.0)
+    fast(services, unit_health_wait_s=30.0, answer_check=True)
     await register(services, "hl2", "127.0.0.15", ssh_server, probe={"units": UNITS})
     serving_a(
         fake_hosts,
@@ -118,8 +123,8 @@ async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journa
     outcome = await approve(services, view.id, progress=looks)
     v = outcome.view
     assert v.state is State.FAILED and time.monotonic() - started < 20  # at once, not at the 30 s limit
-    assert [s.state for s in v.steps] == ["ok", "ok", "failed"] and await step_count(services, view.id) == 3
-    assert v.message.startswith("Stopped at step 3 of 3 (start model-b.service")
+    assert [s.state for s in v.steps] == ["ok", "ok", "failed", "skipped"] and await step_count(services, view.id) == 3
+    assert v.message.startswith("Stopped at step 3 of 4 (start model-b.service")
     # systemd's view ("failed") or, a moment earlier, the main process seen gone: both end the wait at once
     assert re.search(
         r"model-b\.service is failed, result exit-code — its main process exited|main process \d+ is gone", v.message
@@ -142,6 +147,42 @@ async def test_a_unit_dying_of_oom_while_loading_fails_the_pivot_with_its_journa
     assert new.pending and new.command == "pivot hl2 from=model-b.service to=model-a.service"
     with pytest.raises(UsageError, match=f"followed up as #{new.id}"):
         await flows.follow_up(services=services, request_id=view.id, what="restart", requester="U2", role=Role.OPERATOR)
+
+
+async def test_a_model_that_answers_wrongly_fails_the_pivot_and_offers_pivot_back(
+    services, ssh_server, fake_hosts, tmp_path
+):
+    """The seed's failure: up, healthy, holding its GPUs, and answering nonsense."""
+    fast(services, unit_health_wait_s=30.0, answer_check=True)
+    await register(services, "hl3", "127.0.0.12", ssh_server, probe={"units": UNITS})
+    serving_a(
+        fake_hosts,
+        "127.0.0.12",
+        model_unit(
+            "/usr/bin/vllm",
+            "serve",
+            str(model_dir(tmp_path)),
+            "--port",
+            str(free_port()),
+            gpus={"0": 1000},
+            answer={"text": "ings ings ings ings zurück zurück 的的的", "token_s": 0.01},
+        ),
+    )
+    view = await flows.request_action(services=services, spec=pivot("hl3"), requester="U1")
+    assert any(line.startswith("then: ask http://127.0.0.1:") for line in view.lines), view.lines
+    outcome = await approve(services, view.id)
+    v = outcome.view
+    assert v.state is State.FAILED, v.message
+    assert [s.state for s in v.steps] == ["ok", "ok", "ok", "failed"]
+    assert v.message.startswith("Stopped at step 4 of 4 (ask model-b.service): ")
+    assert (
+        "model-b.service the model answers, but not correctly: «ings ings ings ings zurück zurück 的的的»" in v.message
+    )
+    assert " · first token " in v.message and " tok/s" in v.message
+    assert "pivot_back" in v.follow_ups and v.replannable
+    back = v.follow_up_spec("pivot_back")
+    assert (back.kind, back.from_unit, back.to_unit) == (ActionKind.PIVOT, "model-b.service", "model-a.service")
+    assert fake_hosts.read("127.0.0.12").units["model-b.service"]["ActiveState"] == "active"  # up, and wrong
 
 
 async def test_a_health_url_that_never_answers_ends_at_the_limit(services, ssh_server, fake_hosts):

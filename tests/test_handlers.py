@@ -25,6 +25,7 @@ G = command_grammar()
 
 # one text per command: proves each parses to its own spec
 SAMPLES = {
+    "check": "check n1 vllm.service",
     "status": "status node174",
     "hosts": "hosts",
     "hosts show": "hosts show n1",

@@ -7,10 +7,12 @@ real) holding glm5-gguf, a 402 GB file (sparse: `du -b` reads its 402 GB, the fi
 1.3 TB free), and the 540 GB of Kimi-K2.5-NVFP4's shards; vllm-kimi.service a stand-in vLLM (fake
 systemctl + fake-unit) that loads for a few seconds, then holds GPU memory on all 8 GPUs and answers
 /health. One command, one approval by a second person: the orphan is killed, the old weights are
-deleted, the new unit is started and the host reads *serving*.
+deleted, the new unit is started, the host reads *serving*, and the new model answers correctly, with its
+first-token time and decode speed on the card.
 """
 
 import json
+import re
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -71,7 +73,7 @@ async def test_one_pivot_and_one_approval_take_node174_from_glm5_to_serving_kimi
     sparse(old / "GLM-5-Q4_K_M.gguf", 402 * GB)
     kimi = kimi_weights(shared)
     port = free_port()
-    fast(services, shared, unit_health_wait_s=60.0)
+    fast(services, shared, unit_health_wait_s=60.0, answer_check=True)
     operators(services, "U1", "U2")
     await register(
         services,
@@ -97,6 +99,7 @@ async def test_one_pivot_and_one_approval_take_node174_from_glm5_to_serving_kimi
                 gpus={str(g): 88000 for g in range(8)},
                 load_s=1.5,
                 healthy_after_s=3,
+                answer={"token_s": 0.01},
             ),
         },
     )
@@ -127,7 +130,7 @@ async def test_one_pivot_and_one_approval_take_node174_from_glm5_to_serving_kimi
     assert f"• delete {old} — 402 GB (directory)" in shown
     assert "ends 1 process (81,920 MiB on GPU 3); frees 402 GB; 1.7 TB free after on " in shown
     steps = [line.split(". ", 1)[1] for line in shown.splitlines() if line.startswith(":white_small_square: ")]
-    assert [s.split(" ")[0] for s in steps] == ["stop", "end", "wait", "delete", "check", "start"], steps
+    assert [s.split(" ")[0] for s in steps] == ["stop", "end", "wait", "delete", "check", "start", "ask"], steps
     assert ":warning:" not in shown
 
     # … one approval by a second person (the requester may not approve a pivot)
@@ -139,6 +142,10 @@ async def test_one_pivot_and_one_approval_take_node174_from_glm5_to_serving_kimi
     assert f"pid {orphan.pid} ended by SIGTERM after " in outcome and "freed 402 GB (1 path)" in outcome
     assert f"{KIMI} up after " in outcome and f"http://127.0.0.1:{port}/health → 200 OK" in outcome
     assert f"node174 now: serving: {KIMI} (healthy)" in outcome
+    # … and it answers: the last line, with its figures
+    answered = outcome.rstrip().splitlines()[-1]
+    assert answered.startswith(f"{KIMI} answers correctly: «1, 2, 3, 4, 5, 6, 7, 8, 9, 10» · first token "), outcome
+    assert re.search(r"first token \d+\.\d\d s · \d+ tok/s$", answered), answered
     final = last_card(slack_bot, ts)
     assert "Done: pivot on node174" in blocks_text(final) and not buttons(final)
 

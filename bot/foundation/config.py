@@ -46,19 +46,59 @@ HEALTH_URL_PATTERN = (
 """An ``http(s)://host[:port][/path][?query]`` health URL: no spaces, quotes or control characters."""
 
 
+API_BASE_PATTERN = r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?(/[A-Za-z0-9._~!&*+,;=:@%/-]*)?$"
+"""An ``http(s)://host[:port][/prefix]`` API address: no spaces, quotes, query or control characters."""
+
+
+class UnitAnswer(BaseModel):
+    """The question a started unit must answer (``answer`` in its ``unit_health`` setting).
+
+    ``check``: ask at all (false: up on health alone). ``url``: the OpenAI-compatible API's address
+    (``http://127.0.0.1:8000``; default: the health URL's scheme, host and port). ``prompt`` and ``expect`` (a regular
+    expression searched case-insensitively in the answer): the question and what a right answer holds (default:
+    count from 1 to 10). ``min_tok_s``: fewer decoded tokens per second is a warning. ``api_key``: where the key is
+    read on the host, never shown: ``command`` (vLLM's ``--api-key`` on the unit's command line), ``env:NAME`` (a
+    variable of the unit's ``Environment``), ``none``; default: the command line's, else ``VLLM_API_KEY`` or
+    ``OPENAI_API_KEY`` in its Environment. ``model``: the id asked for (default: the first ``/v1/models`` lists).
+    ``max_tokens``: the answer's bound (default ``answer_max_tokens``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    check: bool = True
+    url: str | None = Field(default=None, max_length=300, pattern=API_BASE_PATTERN)
+    prompt: str | None = Field(default=None, min_length=1, max_length=2000)
+    expect: str | None = Field(default=None, min_length=1, max_length=500)
+    min_tok_s: float | None = Field(default=None, gt=0)
+    api_key: str = Field(default="auto", pattern=r"^(auto|command|none|env:[A-Za-z_][A-Za-z0-9_]{0,127})$")
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    max_tokens: int | None = Field(default=None, ge=1, le=4096)
+
+    @field_validator("expect")
+    @classmethod
+    def _a_pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+
 class UnitHealth(BaseModel):
     """How a started unit is judged up (``GPUBOT_UNIT_HEALTH`` per unit, or a host's ``unit_health``).
 
     ``url``: the health URL read on the host with ``curl`` (HTTP 200 = healthy); unset: the default
     of a well-known server found in the unit's command line (vLLM, SGLang, TGI, llama.cpp), else
     none. ``gpu``: the unit's processes must hold GPU memory (false for units that use no GPU).
-    ``wait_s``: how long it may take (default ``unit_health_wait_s``)."""
+    ``wait_s``: how long it may take (default ``unit_health_wait_s``). ``answer``: the question it must then
+    answer (:class:`UnitAnswer`)."""
 
     model_config = ConfigDict(extra="forbid")
 
     url: str | None = Field(default=None, max_length=300, pattern=HEALTH_URL_PATTERN)
     gpu: bool = True
     wait_s: float | None = Field(default=None, gt=0)
+    answer: UnitAnswer = UnitAnswer()
 
 
 DATABASE_FORMS = "sqlite+aiosqlite:///PATH or postgresql+asyncpg://USER:PASSWORD@HOST[:PORT]/DB"
@@ -488,6 +528,17 @@ class ActionSettings(BaseModel):
     edited after each)."""
     journal_lines: int = Field(default=50, ge=1, le=1000)
     """Journal lines a failed start shows in the thread (and ``/gpu logs``' default)."""
+    answer_check: bool = True
+    """After a start/restart/pivot is up: ask the unit one question through its OpenAI-compatible API and judge the
+    answer, the first token's time and the decode speed (per unit: ``answer`` in its ``unit_health``)."""
+    answer_max_tokens: int = Field(default=64, ge=1, le=4096)
+    """The answer's ``max_tokens`` (a unit's ``answer.max_tokens`` beats it)."""
+    answer_first_token_s: float = Field(default=60.0, gt=0)
+    """Seconds the first token may take (a cold server compiles its graphs on the first request)."""
+    answer_timeout_s: float = Field(default=120.0, gt=0)
+    """Seconds the whole answer may take."""
+    answer_cap_kib: int = Field(default=256, ge=4, le=16384)
+    """KiB of the answer read at most: a server that sends more is stopped there (and the check fails)."""
     drift_threshold_pct: float = 5.0
     """A planned path whose size changed by more than this (percent) aborts the action."""
     action_step_timeout_s: float = 900.0

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 
 import bot.words.commands
-from bot.slack.handlers import actions, fetches, help, history, hosts, status, watches
+from bot.slack.handlers import actions, answers, fetches, help, history, hosts, status, watches
 from bot.slack.router import Handler, Route, Router
 from bot.words.commands.grammar import CommandSpec, Grammar
 
@@ -23,6 +23,7 @@ ROUTERS: tuple[Router, ...] = (
     hosts.router,
     actions.router,
     fetches.router,
+    answers.router,
     history.router,
     watches.router,
     help.router,

@@ -105,7 +105,7 @@ def exec_start(*argv: str) -> str:
 def model_unit(*argv: str, **behaviour: Any) -> dict:
     """An inactive unit whose start runs ``argv`` as a fake model server (see fake-unit):
     ``gpus={"0": MiB}``, ``load_s``, ``port``, ``healthy_after_s``, ``log``, ``fail_after_s``,
-    ``fail_lines``, ``exit_status``."""
+    ``fail_lines``, ``exit_status``, ``answer`` (its OpenAI-compatible API: right, wrong, slow, cut, refused...)."""
     return {**unit(active=False), "ExecStart": exec_start(*(argv or ("/usr/bin/fake-server",))), "_fake": behaviour}
 
 

@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.domain.history.diff import diff_readings
 from bot.domain.history.timeline import Change, Point, hourly_series, marked_changes, scan
 from bot.domain.readiness.words import stored_serving, verdict_text
+from bot.domain.snapshots import answers
 from bot.domain.snapshots.models import Snapshot
 from bot.foundation.errors import NotFoundError, NothingToCompare, UsageError
 from bot.probing.probes.readings import Readings
@@ -146,9 +147,19 @@ async def load_history(
     if newest.snapshot_id != chain[-1].snapshot_id:
         chain.append(newest)
     readings, serving = await _readings_of(db_session, [c.snapshot_id for c in chain])
+    checked = await answers.between(
+        db_session=db_session,
+        host_name=host_name,
+        after_id=min(c.snapshot_id for c in chain) - 1,
+        upto_id=max(c.snapshot_id for c in chain),
+    )
     entries: list[Entry] = []
     for i, c in enumerate(chain):
         details = diff_readings(readings.get(chain[i - 1].snapshot_id), readings.get(c.snapshot_id)) if i else []
+        low = chain[i - 1].snapshot_id if i else c.snapshot_id - 1
+        details += [
+            f"{a.unit} {a.verdict.text()}" for a in checked if a.snapshot_id and low < a.snapshot_id <= c.snapshot_id
+        ]
         entries.append(
             Entry(
                 c,
@@ -250,4 +261,8 @@ async def diff_snapshots(
         before = found
     if before.taken_at > after.taken_at:
         before, after = after, before
-    return SnapshotDiff(host_name, before.id, before.taken_at, after.id, after.taken_at, describe(before, after))
+    lines = describe(before, after) + answers.answer_diff(
+        await answers.as_of(db_session=db_session, host_name=host_name, snapshot_id=before.id),
+        await answers.as_of(db_session=db_session, host_name=host_name, snapshot_id=after.id),
+    )
+    return SnapshotDiff(host_name, before.id, before.taken_at, after.id, after.taken_at, lines)

@@ -25,7 +25,9 @@ Read from the database at each scrape (the same on every replica, since they sha
 * ``gpubot_actions{state}`` — action requests per state (pending, approved, executing, done, …);
 * ``gpubot_report_runs{outcome}`` — report runs per status (sent, late, skipped, failed, claimed);
 * per registered host, from its newest stored snapshot: ``gpubot_host_verdict``, per-GPU memory,
-  free disk, units, findings (:mod:`bot.observability.fleet`, which documents them and their cardinality).
+  free disk, units, findings (:mod:`bot.observability.fleet`, which documents them and their cardinality);
+* per unit ever checked, its last answer check: right or not, first-token time, tokens per second
+  (:mod:`bot.domain.observability.answers`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from prometheus_client.core import REGISTRY
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.observability import fleet
+from bot.domain.observability import answers, fleet
 from bot.foundation.errors import DatabaseUnavailable
 
 log = logging.getLogger("gpubot.metrics")
@@ -163,6 +165,7 @@ async def refresh_from_database(
                     if with_fleet
                     else None
                 )
+                checked = await answers.read(db) if with_fleet else None
     except (SQLAlchemyError, OSError, TimeoutError, DatabaseUnavailable) as exc:
         reason = (
             exc.reason
@@ -192,6 +195,8 @@ async def refresh_from_database(
             WORKERS_SSH_POOLED.set(workers[1])
         if hosts is not None:
             fleet.publish(hosts)
+        if checked is not None:
+            answers.publish(checked, now=services.clock())
     engine = getattr(services, "engine", None)
     pool = engine.sync_engine.pool if engine is not None else None
     for gauge, name in ((DB_POOL_SIZE, "size"), (DB_POOL_CHECKED_OUT, "checkedout"), (DB_POOL_OVERFLOW, "overflow")):

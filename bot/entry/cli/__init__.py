@@ -446,6 +446,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
         return asyncio.run(cli_actions.logs(settings, args))
     if args.cmd == "fetch":
         return asyncio.run(cli_actions.fetch(settings, args))
+    if args.cmd == "check":
+        return asyncio.run(cli_actions.check(settings, args))
     if args.cmd == "report":
         return asyncio.run(cli_history.report_list(settings, args))
     if args.cmd in ("history", "diff"):

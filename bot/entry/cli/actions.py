@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.flows.actions import fetches, flows
+from bot.flows.actions.answer_check import check_unit
 from bot.flows.actions.audit import AuditEntry, audit_text, trail
 from bot.flows.actions.journal import MAX_LINES, read_journal
 from bot.foundation.config import Settings
@@ -57,6 +58,10 @@ def add_parsers(sub: argparse._SubParsersAction[Any]) -> None:
     au.add_argument(
         "--json", action="store_true", help="print a JSON array of requests with decisions and steps (docs/commands.md)"
     )
+    ck = sub.add_parser("check", help="ask a serving unit one question: right or not, first token, tokens/s")
+    ck.add_argument("host", metavar="HOST", help="a registered host")
+    ck.add_argument("unit", metavar="UNIT", help="a watched unit serving an OpenAI-compatible API")
+    ck.add_argument("--json", action="store_true", help="print the verdict as JSON")
     lg = sub.add_parser("logs", help="a watched unit's recent journal (journalctl -u UNIT -n N on the host)")
     lg.add_argument("host", metavar="HOST", help="a registered host")
     lg.add_argument("unit", metavar="UNIT", help="a systemd unit the host runs (e.g. vllm-kimi.service)")
@@ -134,6 +139,18 @@ async def logs(settings: Settings, args: argparse.Namespace) -> int:
         return 2
     print("\n".join(tail.lines))
     return 0
+
+
+async def check(settings: Settings, args: argparse.Namespace) -> int:
+    """The answer check on demand; exit 0 when it passes (correct, slow, not served), 1 when not."""
+    host, unit = validate_host(args.host), validate_unit(args.unit)
+    async with build_services(settings) as services:
+        checked = await check_unit(services=services, host=host, unit=unit, requested_by="cli")
+    if args.json:
+        print(dumps({"host": host, "unit": unit, "snapshot_id": checked.snapshot_id, **checked.verdict.to_json()}))
+    else:
+        print(checked.text())
+    return 0 if checked.verdict.ok else 1
 
 
 async def audit(settings: Settings, args: argparse.Namespace) -> int:

@@ -30,10 +30,12 @@ from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Severity
 from bot.domain.readiness.words import verdict_text
 from bot.flows.actions import fetches, service
+from bot.flows.actions.answer_check import record_answers
 from bot.flows.actions.drift import compare
 from bot.flows.actions.kinds import ActionKind, State
 from bot.flows.actions.model_gate import check_model
 from bot.flows.actions.plan import (
+    AnswerStep,
     CheckDiskStep,
     DeleteStep,
     FetchStep,
@@ -53,6 +55,7 @@ from bot.flows.status.host import check_host, plan_for
 from bot.foundation.errors import GpubotError
 from bot.foundation.lifecycle import cancelled_meanwhile
 from bot.foundation.sizes import human_bytes
+from bot.probing.probes.answer import AnswerVerdict
 from bot.probing.probes.readings import GpuReport
 
 log = logging.getLogger("gpubot.actions")
@@ -225,6 +228,7 @@ async def _steps(
     failure: str | None = None
     summaries: dict[int, str] = {}
     extra: dict[str, Any] = {}
+    answered: list[tuple[str, AnswerVerdict]] = []
     for idx, step in enumerate(plan.steps, 1):
         async with services.sessions() as db, db.begin():
             mine = await service.heartbeat(db_session=db, request_id=request_id, executor=services.executor_id)
@@ -258,6 +262,8 @@ async def _steps(
         summaries[idx] = outcome.summary
         if outcome.ok and isinstance(step, FetchStep):
             extra["fetch"] = await _record_fetch(services, request_id, plan.spec.host, step, outcome.stdout)
+        if isinstance(step, AnswerStep) and outcome.answer is not None:
+            answered.append((step.unit, outcome.answer))
         if not outcome.ok:
             already = "; ".join(done) or "nothing"
             failure = (
@@ -294,6 +300,14 @@ async def _steps(
         + (f" ({reasons[0]})" if reasons else "")
         + f" · snapshot #{after.snapshot_id}"
     )
+    said = await record_answers(
+        services=services,
+        host=plan.spec.host,
+        snapshot_id=after.snapshot_id,
+        verdicts=answered,
+        requested_by=f"action #{request_id}",
+    )
+    lines += [] if failure else said
     await _transition(
         services,
         request_id,
@@ -400,6 +414,8 @@ def short_title(step: Step) -> str:
             return f"free disk on {path}"
         case FetchStep(repo=repo):
             return f"fetch {repo}"
+        case AnswerStep(unit=unit):
+            return f"ask {unit}"
         case _:
             assert_never(step)
 

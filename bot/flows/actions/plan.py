@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from bot.domain.privilege.rights import Via
+from bot.flows.actions.answer_check import AnswerCheck
 from bot.flows.actions.kinds import ActionSpec
 from bot.flows.actions.unit_up import HealthCheck
 from bot.foundation.db import versioned
@@ -215,7 +216,20 @@ class FetchStep:
     op: Literal["fetch"] = "fetch"
 
 
-Step = Annotated[DeleteStep | KillStep | UnitStep | WaitGpusStep | CheckDiskStep | FetchStep, Field(discriminator="op")]
+@dataclass(frozen=True)
+class AnswerStep:
+    """Ask the started ``unit`` one question through its OpenAI-compatible API and judge the answer (read-only;
+    :mod:`bot.flows.actions.answer_check`)."""
+
+    title: str
+    unit: str
+    check: AnswerCheck
+    op: Literal["answer"] = "answer"
+
+
+Step = Annotated[
+    DeleteStep | KillStep | UnitStep | WaitGpusStep | CheckDiskStep | FetchStep | AnswerStep, Field(discriminator="op")
+]
 """One step of a plan, told apart by ``op``. Code that handles steps ``match``es on the class and
 ends with ``assert_never``, so a new kind fails type-checking until every place handles it."""
 

@@ -18,6 +18,7 @@ from bot.domain.hosts import service as hosts
 from bot.domain.privilege.rights import read_access
 from bot.domain.privilege.sudoers import system_daemons
 from bot.flows.actions import fetches, remote, step_privilege
+from bot.flows.actions.answer_step import answer_line, answer_step
 from bot.flows.actions.exits import StepExit
 from bot.flows.actions.fetch_plan import plan_fetch
 from bot.flows.actions.kinds import UNIT_KINDS, ActionKind, ActionSpec
@@ -688,11 +689,12 @@ async def _unit_plan(ctx: _Ctx) -> Plan:
         )
     model = await _model(ctx, u.name) if verb == "start" else ModelGate()
     check = await health_check(ctx, u.name)
+    ask = answer_step(ctx.services.settings, ctx.probe, u.name, check)
     return Plan(
         ctx.spec,
         ctx.report.snapshot_id,
-        [unit_step(verb, u.name, check)],
-        [f"{verb} {u.name} — now {_state(u)}", *model.lines, _up_line(check)],
+        [unit_step(verb, u.name, check), *([ask] if ask else [])],
+        [f"{verb} {u.name} — now {_state(u)}", *model.lines, _up_line(check), *answer_line(ask)],
         f"{u.name}: {u.active_state or 'unknown'} → up",
         units=[u],
         warnings=warnings + model.warnings,
@@ -775,7 +777,9 @@ async def _pivot(ctx: _Ctx) -> Plan:
         lines.append(f"check {human_bytes(spec.need_bytes)} free on {disk.path if disk else '/'}")
     check = await health_check(ctx, b.name)
     steps.append(unit_step("start", b.name, check))
-    lines += [f"start {b.name} — now {_state(b)}", *model.lines, _up_line(check)]
+    ask = answer_step(s, ctx.probe, b.name, check)
+    steps += [ask] if ask else []
+    lines += [f"start {b.name} — now {_state(b)}", *model.lines, _up_line(check), *answer_line(ask)]
     expected.append(f"{b.name} up" + (f" ({check.url} → 200)" if check.url else ""))
     return Plan(
         spec,

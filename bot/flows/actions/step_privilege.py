@@ -21,7 +21,17 @@ from typing import assert_never
 
 from bot.domain.privilege.rights import Access, Grant, Need, Via, grant, sudoers_command
 from bot.domain.privilege.sudoers import delete_argv, kill_argv, trust_command, unit_argv
-from bot.flows.actions.plan import CheckDiskStep, DeleteStep, FetchStep, KillStep, Plan, Step, UnitStep, WaitGpusStep
+from bot.flows.actions.plan import (
+    AnswerStep,
+    CheckDiskStep,
+    DeleteStep,
+    FetchStep,
+    KillStep,
+    Plan,
+    Step,
+    UnitStep,
+    WaitGpusStep,
+)
 
 q = shlex.quote
 
@@ -117,7 +127,7 @@ def needs(plan: Plan, *, systemctl: str, helper: str, host: str) -> list[tuple[i
                         ),
                     )
                 )
-            case WaitGpusStep() | CheckDiskStep():
+            case WaitGpusStep() | CheckDiskStep() | AnswerStep():
                 pass  # read-only
             case FetchStep():
                 pass  # the bot user writes into a folder it may write (the planner checked it): no sudo

@@ -17,16 +17,27 @@ from typing import assert_never
 
 from bot.domain.readiness.verdict import Requirements, Verdict, assess
 from bot.flows.actions import remote
+from bot.flows.actions.answer_check import AnswerCheck, run_answer_check
 from bot.flows.actions.exits import StepExit
 from bot.flows.actions.fetch_remote import launch_script
 from bot.flows.actions.journal import JournalTail
-from bot.flows.actions.plan import CheckDiskStep, DeleteStep, FetchStep, KillStep, Step, UnitStep, WaitGpusStep
+from bot.flows.actions.plan import (
+    AnswerStep,
+    CheckDiskStep,
+    DeleteStep,
+    FetchStep,
+    KillStep,
+    Step,
+    UnitStep,
+    WaitGpusStep,
+)
 from bot.flows.actions.unit_up import HealthCheck, HealthProgress
 from bot.flows.actions.unit_wait import Progress, wait_until_up
 from bot.foundation.config import Settings
 from bot.foundation.errors import ProbeError
 from bot.foundation.masking import mask_secrets
 from bot.foundation.sizes import human_bytes
+from bot.probing.probes.answer import AnswerVerdict
 from bot.probing.probes.engine import run_framed
 from bot.probing.probes.frames import ExitCode
 from bot.probing.probes.readings import GpuReport, HostContext, Readings
@@ -51,6 +62,8 @@ class StepOutcome:
     """A GPU wait that failed: the PIDs of the GPU processes still listed at its last look."""
     cause: str | None = None
     """A failed step's reason alone, without the details ``summary`` adds (``None``: the summary is the reason)."""
+    answer: AnswerVerdict | None = None
+    """An answer check's verdict."""
 
 
 def sudo_said(text: str, *, command: str, host: str) -> str | None:
@@ -116,6 +129,8 @@ class StepRunner:
                 return remote.df_command(path)[0][1], None
             case FetchStep():
                 return launch_script(step)
+            case AnswerStep(check=check):
+                return check.describe(), None
             case _:
                 assert_never(step)
 
@@ -126,6 +141,8 @@ class StepRunner:
                     return await self._wait_gpus()
                 case CheckDiskStep(path=path, need_bytes=need):
                     return await self._check_disk(path, need)
+                case AnswerStep(unit=unit, check=check):
+                    return await self._answer(unit, check)
                 case DeleteStep() | KillStep() | UnitStep() | FetchStep():
                     _, script = self.describe(step)
                     assert script is not None
@@ -140,6 +157,14 @@ class StepRunner:
         if ok and isinstance(step, UnitStep) and step.health is not None:
             return await self._wait_up(step, step.health, outcome)
         return outcome
+
+    async def _answer(self, unit: str, check: AnswerCheck) -> StepOutcome:
+        """The answer check (:mod:`bot.flows.actions.answer_check`); the verdict rides on the outcome."""
+        v = await run_answer_check(
+            runner=self.runner, target=self.target, unit=unit, check=check, settings=self.settings
+        )
+        out = "\n".join(f"{k}: {val}" for k, val in v.to_json().items() if val not in (None, "", {}))
+        return StepOutcome(v.ok, f"{unit} {v.text()}", 0 if v.ok else 1, out, answer=v)
 
     async def _wait_up(self, step: UnitStep, check: HealthCheck, started: StepOutcome) -> StepOutcome:
         """After systemctl: the health wait; its looks and the journal tail join the step's output."""
