@@ -278,3 +278,30 @@ async def test_a_host_name_with_a_backslash_is_refused_naming_it_never_registere
     assert "`a\\b` is not a valid host name: `\\` is not allowed" in text, text
     async with services.sessions() as db:
         assert await hosts.list_all(db_session=db) == []
+
+
+async def test_a_host_removed_and_registered_again_shows_only_its_own_snapshots(slack_bot, services):
+    from bot.domain.readiness.verdict import Assessment, Verdict
+    from bot.domain.snapshots import service as snapshots
+    from bot.probing.probes.engine import ProbeResult
+
+    async with services.sessions() as db, db.begin():
+        old = await hosts.add(db_session=db, name="node174", address="10.0.0.174")
+        await snapshots.store(
+            db_session=db,
+            result=ProbeResult("node174", services.clock(), 5, None, {}, "unreachable", "gone"),
+            assessment=Assessment(Verdict.NOT_READY, []),
+            host_id=old.id,
+        )
+    assert "last verdict *not ready*" in shown(await answer_to(slack_bot, "hosts show node174"))
+    async with services.sessions() as db, db.begin():
+        await hosts.remove(db_session=db, name="node174")
+    async with services.sessions() as db, db.begin():
+        await hosts.add(db_session=db, name="node174", address="10.0.0.75")  # another machine, the same name
+    text = shown(await answer_to(slack_bot, "hosts show node174"))
+    assert "never probed" in text and "not ready" not in text, text
+    from bot.domain.observability.fleet import read_fleet
+
+    async with services.sessions() as db:
+        (sample,) = await read_fleet(db, now=services.clock(), expected_gpus=None)
+    assert sample.host == "node174" and sample.verdict is None  # /metrics: never probed, not the old verdict

@@ -120,8 +120,11 @@ async def read_fleet(db_session: AsyncSession, *, now: datetime, expected_gpus: 
         .join(newest, (Snapshot.host_name == newest.c.host_name) & (Snapshot.taken_at == newest.c.at))
         .order_by(Snapshot.id)
     )
+    ids = {h.name: h.id for h in hosts}
     snaps: dict[str, Snapshot] = {}
     for s in (await db_session.execute(q)).scalars():
+        if s.host_id != ids.get(s.host_name):
+            continue  # a removed host's (its host_id cleared or another's), under a name registered again
         snaps[s.host_name] = s  # two at the same instant: the later id
     rows = (await db_session.execute(select(GpuSeen.host_name, func.count()).group_by(GpuSeen.host_name))).all()
     known = {str(name): int(n) for name, n in rows}

@@ -74,7 +74,7 @@ async def list_hosts(ctx: CommandContext, cmd: HostsList) -> None:
 async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
     async with ctx.session() as db:
         h, name = await hosts.registered_or_built_in(db_session=db, name=cmd.name)
-        snap = await snapshots.latest(db_session=db, host_name=name)
+        snap = await snapshots.latest(db_session=db, host_name=name, host_id=h.id if h is not None else None)
         gpus = await inventory.listing(db_session=db, host_name=name)
     head = _line(h, ctx.services) if h is not None else BUILT_IN.format(name=name)
     last = (
