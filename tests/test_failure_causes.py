@@ -5,7 +5,7 @@ server dying at start (its exit status, systemd's result) and a stop on a host w
 from bot.flows.actions import flows
 from bot.flows.actions.executor import CAUSE_CAP
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
-from bot.slack.action_blocks import card_blocks
+from bot.slack.action_blocks import card_blocks, journal_blocks
 from tests.actions_support import approve, fast, model_dir, register
 from tests.support.blockkit import blocks_text
 from tests.support.fakestate import model_unit, unit
@@ -51,6 +51,9 @@ async def test_a_server_dying_at_start_shows_its_exit_status_on_the_card(service
         or "is gone" in line
     ), line
     assert " … " not in line.split(": ", 1)[1][:120]
+    # those who may read logs get the server's own last word with the journal, privately
+    assert v.journal is not None and v.journal.last_own_line() == OOM
+    assert f"its last own line: `{OOM}`" in blocks_text(journal_blocks(v.journal))
 
 
 async def test_a_stop_on_a_host_without_systemd_says_what_systemctl_said(services, ssh_server, fake_hosts):

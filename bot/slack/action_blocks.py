@@ -232,7 +232,9 @@ def journal_blocks(tail: JournalTail, *, all_lines_hint: str | None = None) -> l
         if cut
         else f"last {len(lines)} line{'s' if len(lines) > 1 else ''}"
     )
-    blocks: list[Block] = [_md(f"{head} — {what}:"), _md(f"```{body[: SECTION_LIMIT - 10]}```")]
+    own = tail.last_own_line()
+    said = f"\nits last own line: `{escape(shorten_middle(own, LINE_CAP))}`" if own else ""
+    blocks: list[Block] = [_md(f"{head} — {what}:{said}"), _md(f"```{body[: SECTION_LIMIT - 10]}```")]
     if cut and all_lines_hint:
         blocks.append(ContextBlock(elements=[MarkdownTextObject(text=all_lines_hint)]))
     return [b.to_dict() for b in blocks]

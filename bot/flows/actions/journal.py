@@ -54,6 +54,15 @@ class JournalTail:
             asked=int(d.get("asked", 0)),
         )
 
+    def last_own_line(self) -> str | None:
+        """The message of the last line the unit's own processes wrote (not systemd's ``systemd[1]:``
+        lines about it): where a server says why it stopped (already masked, as every line)."""
+        for line in reversed(self.lines):
+            head, sep, message = line.partition("]: ")
+            if sep and not head.rstrip().endswith("systemd[1") and message.strip():
+                return message.strip()
+        return None
+
     def text(self) -> str:
         """The lines as one text (for a file), or the note."""
         return "\n".join(self.lines) + "\n" if self.lines else (self.note or "") + "\n"

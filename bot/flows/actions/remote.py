@@ -195,23 +195,23 @@ KILL_CONFIRM_TICK_S = 0.1
 
 TIMING_FN = """now() { read n_up n_rest < /proc/uptime; n_s=${n_up%.*}; n_c=${n_up#*.}; echo $((n_s*100+1$n_c-100)); }
 secs() { printf '%d.%d' $(($1 / 100)) $(($1 % 100 / 10)); }
-split() { pid=${1%%:*}; s_r=${1#*:}; start=${s_r%%:*}; sha=${s_r#*:}; }
+split() { pid=${1%%:*}; s_r=${1#*:}; start=${s_r%%:*}; s_r=${s_r#*:}; sha=${s_r%%:*}; t=${s_r#*:}; }
 watch() {
-  w_n=0
+  w_end=$(($(now) + $2))
   while [ -n "$waiting" ]; do
     w_left=
     for k_e in $waiting; do
       split "$k_e"
-      if chk "$pid" "$start" "$sha"; then w_left="$w_left $k_e"; else echo "$pid ended $1 $(secs $(($(now) - t0)))"; fi
+      if chk "$pid" "$start" "$sha"; then w_left="$w_left $k_e"; else echo "$pid ended $1 $(secs $(($(now) - t)))"; fi
     done
     waiting=$w_left
-    [ -n "$waiting" ] && [ $w_n -lt $2 ] || break
-    sleep TICK; w_n=$((w_n + 1))
+    [ -n "$waiting" ] && [ "$(now)" -lt $w_end ] || break
+    sleep TICK
   done
 }"""
-"""``now``: centiseconds since boot (``/proc/uptime``); ``secs CS``: ``2.1``; ``split PID:START:SHA``;
-``watch SIGNAL TICKS``: poll ``$waiting`` until each planned process is gone, printing ``PID ended
-SIGNAL SECONDS`` (seconds since the first SIGTERM), for at most TICKS looks."""
+"""``now``: centiseconds since boot (``/proc/uptime``); ``secs CS``: ``2.1``; ``split PID:START:SHA:T``
+(``T``: when its SIGTERM was sent); ``watch SIGNAL CS``: poll ``$waiting`` until each planned process is
+gone, printing ``PID ended SIGNAL SECONDS`` (seconds after its SIGTERM), for at most CS centiseconds."""
 
 
 def kill_script(
@@ -221,7 +221,7 @@ def kill_script(
     process, watch up to ``grace_s`` seconds for each to end, SIGKILL those still there (re-checked
     again), watch up to ``confirm_s`` more, and say of each what became of it. Prints per PID
     ``PID term`` / ``PID kill`` (signal sent), ``PID ended TERM|KILL SECONDS`` (seen gone, seconds
-    after the first SIGTERM), ``PID gone`` (gone before any signal), ``PID spared`` (the PID is
+    after its SIGTERM), ``PID gone`` (gone before any signal), ``PID spared`` (the PID is
     another process now), ``PID alive STATE WCHAN`` (still running after SIGKILL: its state letter
     from ``/proc/PID/stat`` and kernel wait channel), ``PID denied REASON`` (sudo refused),
     ``PID refused REASON`` (a system daemon now, or not ours to signal); exit
@@ -236,8 +236,8 @@ def kill_script(
         if not p.start_time.isdecimal() or not all(c in "0123456789abcdef" for c in p.cmd_sha):
             raise ValueError("a planned process has a malformed start time or command hash")
     ids = [f"{int(p.pid)}:{p.start_time}:{p.cmd_sha}" for p in procs]
-    ticks = max(1, round(grace_s / KILL_CONFIRM_TICK_S))
-    confirm = max(1, round(confirm_s / KILL_CONFIRM_TICK_S))
+    ticks = max(1, round(grace_s * 100))
+    confirm = max(1, round(confirm_s * 100))
     if helper:
         sig = (
             "sig() { o=$(sudo -n " + q(helper) + ' kill "$1" "$2" "$3" "$4" 2>&1); r=$?; '
@@ -263,15 +263,16 @@ def kill_script(
         TIMING_FN.replace("TICK", f"{KILL_CONFIRM_TICK_S:g}"),
         sig,
         f"procs={q(' '.join(ids))}",
-        "t0=$(now); waiting=; denied=; refused=",
-        'for k_e in $procs; do split "$k_e"; chk "$pid" "$start" "$sha"; case $? in '
-        '0) sig TERM "$pid" "$start" "$sha"; case $? in 0) echo "$pid term"; waiting="$waiting $k_e";; '
+        "waiting=; denied=; refused=",
+        'for k_e in $procs; do split "$k_e:0"; chk "$pid" "$start" "$sha"; case $? in '
+        '0) sig TERM "$pid" "$start" "$sha"; case $? in 0) echo "$pid term"; waiting="$waiting $k_e:$(now)"; '
+        "watch TERM 0;; "  # one look at those signalled so far: an end is seen within one signal's time
         '1) echo "$pid gone";; 2) echo "$pid spared";; 3) refused=1;; *) denied=1;; esac;; '
         '1) echo "$pid gone";; *) echo "$pid spared";; esac; done',
         f"watch TERM {ticks}",
         "killing=$waiting; waiting=",
         'for k_e in $killing; do split "$k_e"; sig KILL "$pid" "$start" "$sha"; case $? in '
-        '0) echo "$pid kill"; waiting="$waiting $k_e";; 1|2) echo "$pid ended TERM $(secs $(($(now) - t0)))";; '
+        '0) echo "$pid kill"; waiting="$waiting $k_e";; 1|2) echo "$pid ended TERM $(secs $(($(now) - t)))";; '
         "3) refused=1;; *) denied=1;; esac; done",
         f"watch KILL {confirm}",
         "rc=0",
