@@ -154,6 +154,7 @@ async def test_a_refused_key_names_the_user_the_key_and_the_fix(services, ssh_se
 
     other = tmp_path / "id_other"
     asyncssh.generate_private_key("ssh-ed25519").write_private_key(str(other))
+    other.chmod(0o600)  # a key others may read is refused before any login is tried
     await register(services, "node2", "127.0.0.16", ssh_server, key_file=str(other), user=ssh_server.username)
     report = await check_host(services=services, host_name="node2")
     assert report.assessment.verdict is Verdict.UNREACHABLE
