@@ -1,8 +1,9 @@
 """Two `gpubot serve` replicas on one PostgreSQL, the second one's wall clock two hours ahead (libfaketime
 preloaded into it alone: its Python, its SQLAlchemy, its pool processes read that clock; PostgreSQL's is
 right). An approval card with an hour left, posted through the first replica, stays pending through the
-second one's sweeps and is approved there as any card with time left: the card's expiry is the
-database's time, never a replica's."""
+second one's sweeps and is approved there as any card with time left, and a report due in 90 minutes is
+not sent by the second one's scheduler: a card's expiry and a schedule's fire times are the database's
+time, never a replica's."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ import os
 import secrets
 import subprocess
 import time
+from datetime import timedelta
 
 import aiohttp
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from bot.domain.hosts import service as hosts
 from bot.flows.actions.models import ActionRequest
+from bot.flows.reports import service as reports
+from bot.flows.reports.models import ReportRun
+from bot.foundation.db.base import utcnow
 from bot.foundation.db.migrate import upgrade
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.slack.ids import ActionId
@@ -55,6 +60,15 @@ async def _state(url: str, request_id: int) -> str:
         await engine.dispose()
 
 
+async def _report_runs(url: str) -> int:
+    engine = make_engine(url)
+    try:
+        async with make_session_factory(engine)() as db:
+            return int((await db.execute(select(func.count()).select_from(ReportRun))).scalar_one())
+    finally:
+        await engine.dispose()
+
+
 async def test_a_replica_whose_clock_runs_ahead_expires_no_card_with_time_left(tmp_path, ssh_server, fake_hosts):
     assert os.path.exists(LIBFAKETIME), "libfaketime is needed (Debian package faketime: make deps-system)"
     name = f"gpubot_clock_{secrets.token_hex(4)}"
@@ -68,8 +82,19 @@ async def test_a_replica_whose_clock_runs_ahead_expires_no_card_with_time_left(t
         folder.mkdir(parents=True)
         (folder / "model.gguf").write_bytes(b"\0" * 100_000)
         engine = make_engine(url)
+        fire = (utcnow() + timedelta(minutes=90)).replace(second=0, microsecond=0)
         async with make_session_factory(engine)() as db, db.begin():
             await hosts.add(db_session=db, name="node521", address="127.0.0.16", port=ssh_server.port)
+            # due in 90 minutes by the database's clock; half an hour late by the replica's that runs ahead
+            await reports.create(
+                db_session=db,
+                expr=f"{fire.minute} {fire.hour} * * *",
+                tz="UTC",
+                group=None,
+                channel="C9",
+                created_by="U1",
+                now=utcnow() - timedelta(minutes=3),
+            )
         await engine.dispose()
         common = {
             "GPUBOT_OPERATORS": '["U1", "U2"]',
@@ -128,6 +153,8 @@ async def test_a_replica_whose_clock_runs_ahead_expires_no_card_with_time_left(t
             assert int(probe.stdout) - time.time() > AHEAD_S - 60  # the preload moves that clock
             await asyncio.sleep(2)  # a few of its sweeps: an expiry by its own clock would happen here
             assert await _state(url, int(request_id)) == "pending"
+            assert await _report_runs(url) == 0  # its scheduler's first pass fired nothing early
+            assert not [c for c in recorder.calls_of("chat.postMessage") if c.body.get("channel") == "C9"]
 
             click = block_action_body(
                 APPROVE, request_id, user_id="U2", message_ts=ts, response_url=recorder.response_url("U2")

@@ -8,13 +8,14 @@ import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.foundation.config import Settings
-from bot.foundation.db.base import utcnow
+from bot.foundation.db.base import db_now, utcnow
 from bot.foundation.db.session import SessionFactory
 from bot.foundation.errors import SshConfigRefused
 from bot.foundation.lifecycle import CheckQueue, WorkGate
@@ -23,6 +24,29 @@ from bot.probing.ssh.target import HostTarget
 
 Clock = Callable[[], datetime]
 """Returns the current time, timezone-aware UTC (:func:`bot.foundation.db.base.utcnow` outside tests)."""
+
+
+class DatabaseClock:
+    """The database server's time, as a :data:`Clock`: read with :meth:`refresh` (one ``SELECT``, at the start of
+    each pass of a job that decides across replicas: report schedules and their leases, watch alerts and their
+    leases), followed by ``local`` in between. So a replica whose own clock runs ahead fires, claims and takes
+    over nothing early: every replica decides by the one clock."""
+
+    def __init__(self, sessions: SessionFactory, local: Clock):
+        self.sessions = sessions
+        self.local = local
+        self.offset = timedelta(0)
+
+    async def refresh(self) -> None:
+        """Read the database's time now (raises :class:`~bot.foundation.errors.DatabaseUnavailable` when away)."""
+        async with self.sessions() as db:
+            before = self.local()
+            server = (await db.execute(select(db_now()))).scalar_one()
+            after = self.local()
+        self.offset = server - (before + (after - before) / 2)
+
+    def __call__(self) -> datetime:
+        return self.local() + self.offset
 
 
 @functools.cache

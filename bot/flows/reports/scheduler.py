@@ -46,7 +46,7 @@ from bot.flows.reports import background, cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import Post, build_report
 from bot.flows.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
-from bot.flows.services import Services
+from bot.flows.services import DatabaseClock, Services
 from bot.flows.watches.flows import Watcher
 from bot.foundation.errors import ChannelUnavailable, DatabaseUnavailable
 from bot.foundation.lifecycle import cancelled_meanwhile
@@ -113,7 +113,9 @@ class ReportScheduler:
         """Evaluates watches after each background pass and every ``watch_eval_s`` (``None``: no watches)."""
         self.post = post
         self.notify = notify
-        self.now = now or services.clock
+        self._db_clock = DatabaseClock(services.sessions, services.clock) if now is None else None
+        self.now: Clock = now or self._db_clock or services.clock
+        """Fire times, leases and their stamps: the database's time (read at each pass), unless a clock is given."""
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.aps: AsyncIOScheduler | None = None
         self._jobs: dict[int, str] = {}
@@ -127,6 +129,8 @@ class ReportScheduler:
     async def run_due(self, schedule_id: int | None = None) -> list[Outcome]:
         """Handle every due fire time of one schedule (or all), and every run whose holder's lease
         expired; paused schedules are left alone. Returns what this instance did."""
+        if self._db_clock is not None:
+            await self._db_clock.refresh()
         async with self.services.sessions() as db:
             rows = await reports.list_all(db_session=db)
         out: list[Outcome] = []
@@ -483,6 +487,8 @@ class ReportScheduler:
     async def prune(self) -> retention.Pruned:
         """One retention pass with the settings' periods."""
         history = self.services.settings.history
+        if self._db_clock is not None:
+            await self._db_clock.refresh()
         return await retention.prune(
             sessions=self.services.sessions,
             now=self.now(),

@@ -35,7 +35,7 @@ from sqlalchemy import select
 from bot.domain.hosts.models import Host
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
 from bot.domain.snapshots.models import Snapshot
-from bot.flows.services import Clock, Services
+from bot.flows.services import Clock, DatabaseClock, Services
 from bot.flows.status.host import StatusReport, plan_for
 from bot.flows.watches import service as watches
 from bot.flows.watches.conditions import Episode, episode
@@ -141,7 +141,9 @@ class Watcher:
     def __init__(self, services: Services, outlet: Outlet, *, now: Clock | None = None, instance: str | None = None):
         self.services = services
         self.outlet = outlet
-        self.now = now or services.clock
+        self._db_clock = DatabaseClock(services.sessions, services.clock) if now is None else None
+        self.now: Clock = now or self._db_clock or services.clock
+        """Leases and stamps of alerts: the database's time (read at each evaluation), unless a clock is given."""
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
     async def _reports(self, ids: list[int]) -> dict[int, StatusReport]:
@@ -184,6 +186,8 @@ class Watcher:
     async def evaluate(self) -> Outcome:
         """One pass over every watch (see the module's description)."""
         out = Outcome()
+        if self._db_clock is not None:
+            await self._db_clock.refresh()
         async with self.services.sessions() as db:
             rows = await watches.list_all(db_session=db)
         for w in rows:

@@ -37,6 +37,7 @@ from bot.flows.actions.kinds import ActionSpec, State
 from bot.flows.actions.unit_up import HealthProgress
 from bot.flows.actions.views import RequestView
 from bot.flows.services import Services
+from bot.foundation.errors import DatabaseUnavailable
 from bot.foundation.roles import Role
 from bot.slack.action_blocks import (
     FOLLOW_UP_IDS,
@@ -184,24 +185,36 @@ def _card_updater(
     return notify
 
 
-async def sweep_once(services: Services, client: AsyncWebClient) -> None:
+async def sweep_once(services: Services, client: AsyncWebClient, *, quiet: list[bool] | None = None) -> bool:
     """Expire due cards and report interrupted actions now, on their cards (:func:`update_cards`);
-    a failure is logged, never raised."""
+    a failure is logged, never raised. The database away is a warning without a traceback, and only the first
+    time in a row when ``quiet`` (a one-item flag the caller keeps between sweeps) is given. Whether it worked."""
     try:
         views = await flows.sweep(services=services)
+    except DatabaseUnavailable as exc:
+        if quiet is None or not quiet[0]:
+            log.warning("action sweep: %s; sweeping again every pass until it is back", exc)
+        if quiet is not None:
+            quiet[0] = True
+        return False
     except Exception:
         log.exception("action sweep failed")
-        return
+        return False
+    if quiet is not None and quiet[0]:
+        log.info("action sweep: the database is back")
+        quiet[0] = False
     await update_cards(client, views)
+    return True
 
 
 async def sweep_forever(services: Services, client: AsyncWebClient) -> None:
     """:func:`sweep_once` every ``action_sweep_interval_s`` seconds, also on a quiet bot (``gpubot
-    serve`` runs this as a task; cancel it to stop). Requests never wait for it."""
+    serve`` runs this as a task; cancel it to stop). Requests never wait for it; an outage is one warning."""
     interval = services.settings.actions.action_sweep_interval_s
+    quiet = [False]
     while interval > 0:
         await asyncio.sleep(interval)
-        await sweep_once(services, client)
+        await sweep_once(services, client, quiet=quiet)
 
 
 async def update_cards(client: AsyncWebClient, views: list[RequestView]) -> None:
