@@ -33,7 +33,7 @@ setup: $(VENV)/.installed-dev
 
 run: $(VENV)/.installed-runtime
 	$(BIN)/gpubot db upgrade
-	@$(BIN)/gpubot status localhost; echo "(gpubot status exit $$?: 0 ready, 1 not ready, 2 unknown or unreachable)"
+	@$(BIN)/gpubot status localhost; echo "(gpubot status exit $$?: 0 ready, 3 serving, 1 not ready, 2 unknown or unreachable)"
 	@echo "gpubot is $(BIN)/gpubot, not on your PATH: run \`. $(BIN)/activate\` in your shell to type \`gpubot hosts list\`"
 	@if $(SLACK_TOKEN_SET); then $(BIN)/gpubot serve; else $(BIN)/gpubot console; fi
 

@@ -92,3 +92,11 @@ def test_a_venv_without_pip_is_made_again(folder: Path):
     redo = _make(folder, "-n", "run")
     venv = [i for i, line in enumerate(redo) if line.endswith("-m venv venv")]
     assert venv and venv[0] < redo.index("venv/bin/pip install -q -e .")
+
+
+@pytest.mark.process
+def test_make_run_names_what_a_serving_exit_means(folder: Path):
+    """A host that serves a model makes `gpubot status` exit 3: the line after it says what 3 is."""
+    _script(folder / "venv" / "bin" / "gpubot", 'echo "gpubot $*"; [ "$1" = status ] && exit 3; exit 0')
+    legend = next(line for line in _make(folder, "run") if line.startswith("(gpubot status exit"))
+    assert legend == "(gpubot status exit 3: 0 ready, 3 serving, 1 not ready, 2 unknown or unreachable)"
