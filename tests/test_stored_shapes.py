@@ -9,9 +9,11 @@ from typing import Any, assert_never
 
 import pytest
 
+from bot.flows.actions.answer_check import AnswerCheck
 from bot.flows.actions.kinds import SPEC_SCHEMA_VERSION, ActionKind, ActionSpec
 from bot.flows.actions.plan import (
     PLAN_SCHEMA_VERSION,
+    AnswerStep,
     CheckDiskStep,
     DeleteStep,
     KillStep,
@@ -139,6 +141,11 @@ def test_plan_steps_keep_their_arguments():
         WaitGpusStep("wait"),
         CheckDiskStep("check", "/models", 10**12),
         UnitStep("start b.service", "start", "b.service", ("active",), health),
+        AnswerStep(
+            "ask b.service",
+            "b.service",
+            AnswerCheck("http://127.0.0.1:8000", "health URL", expect=r"\b4\b", min_tok_s=30.0, key="env:K"),
+        ),
     ]
     plan = Plan(ActionSpec(ActionKind.PIVOT, "n1", from_unit="a.service", to_unit="b.service"), None, steps, [], "")
     assert Plan.from_json(json.loads(json.dumps(plan.to_json()))).steps == steps
