@@ -115,3 +115,18 @@ def test_an_interrupted_command_exits_130_with_one_line(tmp_path, silent_port):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and err.strip() == "gpubot: interrupted", err
+
+
+def test_ctrl_c_at_the_prompt_under_make_reaches_the_console_only(tmp_path):
+    """`make run` ends in the console; Ctrl-C at its prompt also stopped make ("Interrupt") once the console
+    was left, as the terminal sent SIGINT to the whole process group."""
+    makefile = tmp_path / "Makefile"
+    makefile.write_text(f"run:\n\t@{sys.executable} -m bot console\n\t@echo make went on\n")
+    term = Terminal(["make", "-s", "-f", str(makefile), "run"], _env(tmp_path))
+    term.read_until("gpubot> ", timeout=120)
+    term.keys("\x03")
+    term.read_until("gpubot> ")
+    term.type("quit")
+    assert "make went on" in term.read_until("make went on")
+    assert term.close() == 0
+    assert "Interrupt" not in term.screen and "Traceback" not in term.screen, term.screen

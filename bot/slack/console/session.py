@@ -30,6 +30,7 @@ from bot.foundation.errors import UsageError
 from bot.foundation.roles import Role
 from bot.slack.app import build_app
 from bot.slack.console.demo import Demo, active_demo
+from bot.slack.console.foreground import own_foreground
 from bot.slack.console.render import Choice, button_key, button_line, render_message
 from bot.slack.console.standin import WebApiStandIn
 from bot.slack.handlers.actions import sweep_once
@@ -377,6 +378,13 @@ class Console:
 
 
 async def run_console(services: Services, *, note: str | None = None) -> int:
+    """:func:`_run_console` with the terminal's foreground to itself
+    (:func:`~bot.slack.console.foreground.own_foreground`): a Ctrl-C reaches the console, not ``make``."""
+    with own_foreground():
+        return await _run_console(services, note=note)
+
+
+async def _run_console(services: Services, *, note: str | None = None) -> int:
     """The interactive loop on stdin/stdout; ``note`` is printed under the banner. While the demo
     is on, the demo's banner is printed instead, for your role (a viewer is not offered the clean).
 
