@@ -351,7 +351,10 @@ async def _pin(ctx: _Ctx, by_pid: dict[int, list[GpuProcess]]) -> tuple[list[Pro
                 "(stop its unit on the host if it must go)"
             )
             continue
-        raw = bytes.fromhex(kv.get("cmd", "")).replace(b"\0", b" ").decode("utf-8", "replace")
+        head = bytes.fromhex(kv.get("cmd", ""))
+        if len(head) >= remote.CMD_HEAD and not head.endswith(b"\0"):  # cut inside an argument: drop that piece,
+            head = head[: head.rfind(b"\0") + 1] + "…".encode()  # a token's head is too short to be masked
+        raw = head.replace(b"\0", b" ").decode("utf-8", "replace")
         cmdline = mask_secrets("".join(c for c in raw if c.isprintable()).strip())  # shown on the card, stored
         used = sum(e.used_memory_mib or 0 for e in entries)
         owner = owners.get(pid)

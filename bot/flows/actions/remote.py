@@ -142,9 +142,13 @@ def _resolves_still(p: str, real: str) -> list[str]:
 
 
 # --- Processes -----------------------------------------------------------------------------------
+CMD_HEAD = 512
+"""How many bytes of a process's ``/proc/PID/cmdline`` :func:`proc_commands` reads (``cmd``)."""
+
+
 def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
     """``proc.PID``: ``state``, ``start`` (field 22 of /proc/PID/stat), ``sha`` of the raw
-    cmdline, ``cmd`` (hex of its first 512 bytes), ``exe`` (hex of /proc/PID/exe's target; empty
+    cmdline, ``cmd`` (hex of its first :data:`CMD_HEAD` bytes), ``exe`` (hex of /proc/PID/exe's target; empty
     when the SSH user may not read it: another user's process). Exit :attr:`StepExit.GONE`: no such process;
     :attr:`StepExit.REFUSED`: the SSH user may not read it (``/proc`` mounted with ``hidepid``;
     the reason on stderr)."""
@@ -166,7 +170,7 @@ def proc_commands(pids: list[int]) -> list[tuple[str, str]]:
                     "set -- $s",
                     'printf \'state=%s\\nstart=%s\\n\' "$1" "${20}"',
                     f"printf 'sha=%s\\n' \"$(sha256sum < /proc/{int(pid)}/cmdline | cut -c1-64)\"",
-                    f"printf 'cmd=%s\\n' \"$(head -c 512 /proc/{int(pid)}/cmdline | {HEX})\"",
+                    f"printf 'cmd=%s\\n' \"$(head -c {CMD_HEAD} /proc/{int(pid)}/cmdline | {HEX})\"",
                     f"e=$(readlink -- /proc/{int(pid)}/exe 2>/dev/null); printf 'exe=%s\\n' \"$(printf '%s' \"$e\" | "
                     f'{HEX})"',
                 ]
