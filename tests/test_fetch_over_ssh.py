@@ -432,9 +432,13 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
     assert "6 files, 600.32 KB" in out and "Nothing started: approve request #" in out
     assert not (root / "Tiny-3B").exists()
     args.yes = True
+    services.settings.fetch_sha256_max_bytes = 100_000  # less than the shards: sizes only, and said so
     assert await cli_actions.fetch(services.settings, args) == 0
     captured = capsys.readouterr()
     assert f"Fetched and verified {REPO} on f7" in captured.out and "verified: 6 files" in captured.out
+    assert (
+        "sha256 not computed: 600 KB of LFS files is more than GPUBOT_FETCH_SHA256_MAX_BYTES (100 KB)" in captured.out
+    )
     assert f"] Fetched and verified {REPO} on f7" in captured.err  # the progress line, last seen when it ended
 
 

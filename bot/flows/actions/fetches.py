@@ -250,14 +250,18 @@ async def poll(*, services: Services, fetch_id: int) -> FetchView:
             row.bytes_done, row.files_done = got, n
         row.polled_at = now
         row.message = None
-        ended = state is not None and (state.rc is not None or (state.found and not state.alive))
+        ended = state is not None and (state.rc is not None or not state.alive)
     if not ended or state is None:
         return await load(services=services, fetch_id=fetch_id)
     if not await _claim(services, fetch_id, "running", "verifying"):
         return await load(services=services, fetch_id=fetch_id)
     if state.rc == 0:
         return await verify(services=services, fetch_id=fetch_id)
-    if state.rc is None:
+    if not state.found:
+        why = (
+            f"{target}/{fetch_remote.STATE} is gone (the folder was moved or deleted): the download cannot be followed"
+        )
+    elif state.rc is None:
         why = "the download process ended without an exit status (killed, or the host restarted)"
     elif state.rc == CANCELLED_RC:
         why = "the download was cancelled"
