@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.flows.actions.fetch_plan import default_target
+from bot.flows.actions.fetch_plan import _untrusted_answer, default_target
+from bot.flows.actions.fetch_remote import HubAnswer
 from bot.flows.actions.fetches import measure, view_of
 from bot.flows.actions.kinds import ActionKind, ActionSpec
 from bot.flows.actions.models import Fetch
@@ -90,3 +91,23 @@ def test_the_message_says_rate_time_left_and_a_stall():
     assert "0 of 1 files complete · 1 GB/s, about 4 min 30 s left" in text
     assert "stalled: no progress for 12 min" in text
     assert "stalled" not in fetch_text(view_of(row, now=now - timedelta(minutes=3), stall_s=600))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        HubAnswer(None, "--upload-to=/x", ()),
+        HubAnswer(None, "0" * 40, (FetchFile("../../etc/cron.d/x", 5),)),
+        HubAnswer(None, "0" * 40, (FetchFile("/etc/passwd", 5),)),
+        HubAnswer(None, "0" * 40, (FetchFile("-rf", 5),)),
+        HubAnswer(None, "0" * 40, (FetchFile("a\nb", 5),)),
+    ],
+)
+def test_what_a_hub_answers_is_checked_before_it_reaches_a_command_line(answer):
+    said = _untrusted_answer(answer)
+    assert said is not None and "nothing is" in said
+
+
+def test_an_ordinary_answer_passes():
+    ok = HubAnswer(None, "0123456789abcdef0123456789abcdef01234567", (FetchFile("sub/model.safetensors", 5, "x"),))
+    assert _untrusted_answer(ok) is None

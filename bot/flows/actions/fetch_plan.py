@@ -9,6 +9,7 @@ reason, before anything is written on the host.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,7 +177,7 @@ async def plan_fetch(
         df.mount if df else None,
     )
     reasons: list[str] = []
-    hub_said = _hub_refusal(seen.hub, spec, host, endpoint)
+    hub_said = _hub_refusal(seen.hub, spec, host, endpoint) or _untrusted_answer(seen.hub)
     if hub_said:
         reasons.append(hub_said)
     where = seen.where
@@ -258,6 +259,29 @@ async def plan_fetch(
     )
     expected = f"{real} holds `{repo}` at {seen.hub.sha[:12]}: {len(files)} files, {human_bytes(total)}, verified"
     return Plan(spec, report.snapshot_id, [step], lines, expected, volume=seen.mount, volume_avail_bytes=seen.avail)
+
+
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _untrusted_answer(hub: HubAnswer) -> str | None:
+    """What the Hub (or a mirror) answered is checked before it reaches a command line: the commit is 40 hex
+    digits, every file a relative path without ``..``, control characters or a leading ``-``."""
+    if hub.error is not None or hub.sha is None:
+        return None
+    if not COMMIT.match(hub.sha):
+        return f"the Hub answered a commit that is not one (`{hub.sha[:60]}`): nothing is downloaded from it"
+    for f in hub.files:
+        parts = f.path.split("/")
+        if (
+            f.path.startswith(("/", "-"))
+            or ".." in parts
+            or "" in parts
+            or any(ord(c) < 32 or c == "\x7f" for c in f.path)
+            or f.size < 0
+        ):
+            return f"the Hub listed a file named `{f.path[:80]!r}`, which gpubot does not download: nothing is"
+    return None
 
 
 def _there_line(have: list[FetchFile], files: tuple[FetchFile, ...], where: TargetState | None, parts: int) -> str:
