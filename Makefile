@@ -66,7 +66,7 @@ test: deps-system setup
 	$(BIN)/ruff format --check bot tests bench tools
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 # test-fast leaves out four markers (pyproject.toml, tests/conftest.py): sshd, postgres, process (starts gpubot as a
 # program, Docker, make, multiprocessing workers or dozens of programs) and slow (seconds of CPU each);
