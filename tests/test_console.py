@@ -206,3 +206,18 @@ def test_the_demo_root_is_allowed_on_localhost_only_not_on_another_name_for_this
     term.type("quit")
     assert term.close() == 0
     assert sum(f.stat().st_size for f in demo.iterdir()) == 5 * 1024 * 1024 + 512
+
+
+def test_a_bare_clean_asks_for_the_host_first(tmp_path):
+    """`/gpu clean` alone was told "say what to clean", and once `weights=` was added, "name the host": two
+    tries for what one answer can say (as `/gpu kill` and `/gpu fetch` do)."""
+    term = Terminal([sys.executable, "-m", "bot", "console"], _first_run_env(tmp_path))
+    term.read_until("gpubot> ")
+    term.type("/gpu clean")
+    screen = term.read_until("gpubot> ")
+    assert "[!] name the host and what to clean: weights=PATH or hf-cache" in screen, screen
+    term.type("/gpu clean localhost")
+    screen = term.read_until("gpubot> ")
+    assert "[!] say what to clean: weights=PATH or hf-cache" in screen, screen
+    term.type("quit")
+    assert term.close() == 0

@@ -107,7 +107,8 @@ def parse_clean(args: list[str]) -> ActionSpec:
     if "repo" in opts:
         raise UsageError("`repo=` goes with `hf-cache`", usage=CLEAN_USAGE)
     if not weights:
-        raise UsageError("say what to clean: `weights=PATH` or `hf-cache`", usage=CLEAN_USAGE)
+        what = "say what to clean" if words else "name the host and what to clean"
+        raise UsageError(f"{what}: `weights=PATH` or `hf-cache`", usage=CLEAN_USAGE)
     return ActionSpec(
         ActionKind.CLEAN_WEIGHTS, _host(words, CLEAN_USAGE, paths=True)[0], paths=_paths(weights, CLEAN_USAGE)
     )
