@@ -22,7 +22,7 @@ from bot.flows.actions import fetches, flows
 from bot.flows.actions.fetches import FetchView
 from bot.flows.actions.kinds import ActionSpec
 from bot.flows.services import Services
-from bot.foundation.errors import PermissionDenied, UsageError
+from bot.foundation.errors import DatabaseUnavailable, PermissionDenied, UsageError
 from bot.slack.action_blocks import card_blocks, card_lines, card_text, planning_blocks, result_blocks
 from bot.slack.context import CommandContext
 from bot.slack.fetch_blocks import fetch_blocks, fetch_text
@@ -79,25 +79,39 @@ async def show(services: Services, client: AsyncWebClient, view: FetchView) -> N
         await client.chat_delete(channel=view.channel, ts=posted["ts"])
 
 
-async def watch_once(services: Services, client: AsyncWebClient) -> None:
-    """One look at every running fetch, each message edited; a failure is logged, never raised."""
+async def watch_once(services: Services, client: AsyncWebClient, *, quiet: list[bool] | None = None) -> None:
+    """One look at every running fetch, each message edited; a failure is logged, never raised. The database
+    away is a warning without a traceback, only the first time in a row when ``quiet`` (a one-item flag the
+    caller keeps between looks) is given."""
     try:
         async with services.sessions() as db:
             ids = await fetches.running_ids(db_session=db)
+    except DatabaseUnavailable as exc:
+        if quiet is None or not quiet[0]:
+            log.warning("could not list the running fetches: %s; trying again every look until it is back", exc)
+        if quiet is not None:
+            quiet[0] = True
+        return
     except Exception:
         log.exception("could not list the running fetches")
         return
+    if quiet is not None and quiet[0]:
+        log.info("running fetches: the database is back")
+        quiet[0] = False
     for fetch_id in ids:
         try:
             await show(services, client, await fetches.poll(services=services, fetch_id=fetch_id))
+        except DatabaseUnavailable as exc:
+            log.warning("could not follow fetch #%s: %s", fetch_id, exc)
         except Exception:
             log.exception("could not follow fetch #%s", fetch_id)
 
 
 async def fetches_forever(services: Services, client: AsyncWebClient) -> None:
     """:func:`watch_once` every ``fetch_poll_s`` seconds (``gpubot serve`` runs it as a task; cancel it to stop)."""
+    quiet = [False]
     while True:
-        await watch_once(services, client)
+        await watch_once(services, client, quiet=quiet)
         await asyncio.sleep(services.settings.actions.fetch_poll_s)
 
 
