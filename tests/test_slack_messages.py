@@ -286,14 +286,15 @@ async def test_a_host_removed_and_registered_again_shows_only_its_own_snapshots(
     from bot.probing.probes.engine import ProbeResult
 
     async with services.sessions() as db, db.begin():
-        old = await hosts.add(db_session=db, name="node174", address="10.0.0.174")
+        old = await hosts.add(db_session=db, name="node174", address="10.0.0.174", key_file="/keys/id_node174")
         await snapshots.store(
             db_session=db,
             result=ProbeResult("node174", services.clock(), 5, None, {}, "unreachable", "gone"),
             assessment=Assessment(Verdict.NOT_READY, []),
             host_id=old.id,
         )
-    assert "last verdict *not ready*" in shown(await answer_to(slack_bot, "hosts show node174"))
+    text = shown(await answer_to(slack_bot, "hosts show node174"))
+    assert "last verdict *not ready*" in text and "key file /keys/id_node174" in text, text
     async with services.sessions() as db, db.begin():
         await hosts.remove(db_session=db, name="node174")
     async with services.sessions() as db, db.begin():

@@ -76,7 +76,11 @@ async def show_host(ctx: CommandContext, cmd: HostsShow) -> None:
         h, name = await hosts.registered_or_built_in(db_session=db, name=cmd.name)
         snap = await snapshots.latest(db_session=db, host_name=name, host_id=h.id if h is not None else None)
         gpus = await inventory.listing(db_session=db, host_name=name)
-    head = _line(h, ctx.services) if h is not None else BUILT_IN.format(name=name)
+    head = (
+        _line(h, ctx.services) + (f" · key file {h.key_file}" if h.key_file else "")
+        if h is not None
+        else BUILT_IN.format(name=name)
+    )
     last = (
         f"last verdict *{snap.verdict.replace('_', ' ')}* at {snap.taken_at:%Y-%m-%d %H:%M} UTC (snapshot #{snap.id})"
         if snap
