@@ -85,12 +85,18 @@ ALERT_REFUSED = (
 )
 
 
+def stored_id(value: str) -> int | None:
+    """``value`` as a row id when it can be one (ASCII digits that fit a 64-bit column), else ``None``:
+    ``str.isdigit`` also takes ``²`` and ``١``, and a 40-digit value overflows the database's integer."""
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 18 else None
+
+
 async def alert_mismatch(services: Services, click: Click) -> str | None:
     """``None`` when ``click`` (a watch alert button) was pressed on the message its alert was
     posted in (same channel and ts, as stored on ``watch_alerts``), else the answer to the clicker."""
-    if not click.value.isdigit():
+    alert_id = stored_id(click.value)
+    if alert_id is None:
         return f"This button names no alert (`{click.value[:40]}`); nothing was done."
-    alert_id = int(click.value)
     async with services.sessions() as db:
         alert = await watches.get_alert(db_session=db, alert_id=alert_id)
     if (
@@ -114,10 +120,11 @@ async def fetch_mismatch(services: Services, click: Click) -> str | None:
     """``None`` when ``click`` (a fetch button, value ``ID`` or ``ID:UNIT``) was pressed on the message that
     fetch is shown in (its card's thread, as stored on ``fetches``), else the answer to the clicker."""
     head = click.value.split(":", 1)[0]
-    if not head.isdigit():
+    fetch_id = stored_id(head)
+    if fetch_id is None:
         return f"This button names no fetch (`{click.value[:40]}`); nothing was done."
     try:
-        view = await fetches.load(services=services, fetch_id=int(head))
+        view = await fetches.load(services=services, fetch_id=fetch_id)
     except NotFoundError:
         return FETCH_REFUSED.format(id=head)
     if click.channel is None or click.ts is None or (view.channel, view.progress_ts) != (click.channel, click.ts):
@@ -131,9 +138,9 @@ async def mismatch(services: Services, click: Click) -> str | None:
     Matches when the request's stored card is the message clicked (same channel and ts); a request
     with no ts yet is pinned to the message clicked when that message shows this button
     (:func:`~bot.flows.actions.flows.pin_card`). Unknown or non-numeric values are refused too."""
-    if not click.value.isdigit():
+    request_id = stored_id(click.value)
+    if request_id is None:
         return NOT_A_REQUEST.format(value=click.value[:40])
-    request_id = int(click.value)
     try:
         view = await flows.load_view(services=services, request_id=request_id)
     except NotFoundError:

@@ -35,6 +35,7 @@ from bot.domain.observability.readyz import Readiness
 from bot.flows.services import Services
 from bot.foundation.config import ServiceSettings, Settings, SlackSettings
 from bot.slack.app import build_app
+from bot.slack.card_guard import stored_id
 from bot.slack.handlers.actions import sweep_forever
 from bot.slack.handlers.fetches import fetches_forever
 from bot.slack.reports import start_scheduler
@@ -315,7 +316,7 @@ async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[An
     with log_context(
         slack_user=user_id,
         slack_action=actions[0].get("action_id") if isinstance(actions[0], dict) else None,
-        action_request=int(value) if value.isdigit() else None,
+        action_request=stored_id(value),
     ):
         return await next()
 
