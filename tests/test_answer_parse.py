@@ -102,3 +102,25 @@ def test_a_units_own_pattern_judges_its_own_question():
     )
     assert verdict(out, expect=r"\b4\b").outcome is Outcome.CORRECT
     assert verdict(out, expect=r"\bfive\b").outcome is Outcome.WRONG
+
+
+def test_the_step_follows_the_units_answer_setting_and_can_be_turned_off():
+    from bot.flows.actions.answer_step import answer_step
+    from bot.flows.actions.unit_up import HealthCheck
+    from bot.foundation.config import Settings
+
+    health = HealthCheck("http://127.0.0.1:8001/health", "vLLM default", True, 60.0)
+    s = Settings(_env_file=None)
+    step = answer_step(s, {}, "b.service", health)
+    assert step is not None and step.check.base == "http://127.0.0.1:8001" and step.check.key == "auto"
+    own = {"unit_health": {"b.service": {"answer": {"url": "http://10.0.0.5:9000/", "prompt": "2+2?", "expect": "4"}}}}
+    mine = answer_step(s, own, "b.service", health)
+    assert mine is not None and (mine.check.base, mine.check.prompt, mine.check.expect) == (
+        "http://10.0.0.5:9000",
+        "2+2?",
+        "4",
+    )
+    assert "its own question" in mine.title
+    assert answer_step(s, {"unit_health": {"b.service": {"answer": {"check": False}}}}, "b.service", health) is None
+    s.answer_check = False
+    assert answer_step(s, {}, "b.service", health) is None

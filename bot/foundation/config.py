@@ -332,8 +332,10 @@ class ProbeSettings(BaseModel):
     """``curl --max-time`` of one health request (each probe reads a unit's health URL; so does a starting
     unit's wait)."""
     unit_health: dict[str, UnitHealth] = {}
-    """Unit -> ``{"url": "http://127.0.0.1:8000/health", "gpu": true, "wait_s": 2400}`` (all keys optional; a
-    host's ``unit_health`` in ``--probe`` beats it): read by every probe, and how a started unit is judged up."""
+    """Unit -> ``{"url": "http://127.0.0.1:8000/health", "gpu": true, "wait_s": 2400, "answer": {"min_tok_s": 40}}``
+    (all keys optional; a host's ``unit_health`` in ``--probe`` beats it): read by every probe, and how a started unit
+    is judged up; ``answer``: the question it must then answer (``url``, ``prompt``, ``expect``, ``min_tok_s``,
+    ``api_key``: ``command``, ``env:NAME`` or ``none``, ``model``, ``max_tokens``, ``check``)."""
 
     @field_validator("model_volumes")
     @classmethod
