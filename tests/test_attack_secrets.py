@@ -9,7 +9,9 @@ import sys
 
 from sqlalchemy import select
 
+from bot.flows.actions.journal import parse_journal
 from bot.flows.actions.models import ActionRequest
+from bot.probing.probes.frames import ProbeOutput
 from tests.actions_support import fast, operators, register
 from tests.slack_env import ask
 from tests.support import holders
@@ -48,3 +50,28 @@ async def test_a_token_cut_at_the_command_lines_head_leaves_no_piece_in_card_or_
     for where, text in (("Slack", calls), ("the plan", plans)):
         assert HEAD[4:] not in text, f"{where} holds the token's head"
     assert "vllm serve /models/qwen --served-model-name" in plans  # the command line is still there
+
+
+KEY_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7planted"
+
+
+def test_a_private_key_printed_line_by_line_in_a_journal_keeps_no_body_line():
+    """journalctl prints each line of a logged key as a record of its own, prefix and all: the pass that
+    masks a key across lines sees no key in any one of them."""
+    text = (
+        "".join(
+            f"Dec 02 00:01:02 h vllm[12]: {m}\n"
+            for m in [
+                "loading TLS key",
+                "-----BEGIN PRIVATE KEY-----",
+                KEY_BODY,
+                KEY_BODY[::-1],
+                "-----END PRIVATE KEY-----",
+            ]
+        )
+        + "Dec 02 00:01:03 h vllm[12]: ready with --port 8000\n"
+    )
+    tail = parse_journal("h", "vllm.service", ProbeOutput("journal", text, "", 0), 10)
+    shown = "\n".join(tail.lines)
+    assert KEY_BODY[:16] not in shown and KEY_BODY[::-1][:16] not in shown, shown
+    assert tail.lines[-1].endswith("ready with --port 8000") and len(tail.lines) == 6

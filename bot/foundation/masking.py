@@ -20,7 +20,7 @@ the CLI's and the audit's text and in every log record (:class:`~bot.domain.obse
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -190,3 +190,24 @@ def mask_secrets(text: str) -> str:
                 line = pattern.sub(repl, line)
         lines[i] = line
     return "\n".join(lines)
+
+
+_PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/]{16,}={0,2}")
+
+
+def mask_lines(lines: Iterable[str]) -> list[str]:
+    """:func:`mask_secrets` of each line, and of a private key printed one line per record, each with a
+    prefix of its own (a journal's ``Dec 02 00:01:02 host unit[12]: ``), the body lines as well: from a
+    line that begins a key to the line that ends it, every base64 run is :data:`MASK`."""
+    out, inside = [], False
+    for line in lines:
+        masked = mask_secrets(line)
+        if inside:
+            masked = _PEM_BODY.sub(MASK, masked)
+            inside = _PEM_END.search(line) is None
+        elif _PEM_BEGIN.search(line) and not _PEM_END.search(line):
+            inside = True
+        out.append(masked)
+    return out

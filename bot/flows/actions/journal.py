@@ -21,7 +21,7 @@ from bot.domain.hosts import service as hosts
 from bot.flows.actions.policy import configured_units
 from bot.flows.services import Services
 from bot.foundation.errors import ProbeError, UsageError
-from bot.foundation.masking import mask_secrets
+from bot.foundation.masking import mask_lines, mask_secrets
 from bot.foundation.printable import printable
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.ssh.runner import Runner
@@ -94,11 +94,9 @@ def parse_journal(host: str, unit: str, out: ProbeOutput, asked: int) -> Journal
         return JournalTail(
             host, unit, note=f"journalctl failed on {host} (exit {out.exit_status}): {err[:300]}", asked=asked
         )
-    lines = [
-        mask_secrets(printable(line))
-        for line in text.splitlines()
-        if line.strip() and line.strip() != "-- No entries --"
-    ]
+    lines = mask_lines(
+        printable(line) for line in text.splitlines() if line.strip() and line.strip() != "-- No entries --"
+    )
     if lines:
         return JournalTail(host, unit, lines=lines, asked=asked)
     if "systemd-journal" in err or "not seeing messages from other users" in err:
