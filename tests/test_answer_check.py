@@ -155,6 +155,10 @@ async def test_the_key_on_the_units_command_line_is_used_and_never_shown(service
     v = await ask(services, ssh_server, fake_hosts, server)
     assert v.outcome is Outcome.CORRECT, v
     assert KEY not in json.dumps(v.to_json()) and KEY not in v.text()
+    other = stand_in({"key": "sk-other-0123456789abcdef0123"}, "--api-key", KEY)
+    refused = await ask(services, ssh_server, fake_hosts, other)
+    assert refused.outcome is Outcome.FAILED and KEY not in json.dumps(refused.to_json())
+    assert "(/v1/models: HTTP 401; API key: its command line's --api-key)" in (refused.reason or ""), refused.reason
 
 
 async def test_a_key_from_the_units_environment(services, ssh_server, fake_hosts, stand_in):

@@ -72,11 +72,11 @@ def api_key() -> tuple[str | None, str]:
         argv = argv_of(show(unit, "ExecStart"))
         for i, a in enumerate(argv):
             if a == "--api-key" and i + 1 < len(argv):
-                return argv[i + 1], "--api-key on its command line"
+                return argv[i + 1], "its command line's --api-key"
             if a.startswith("--api-key="):
-                return a.split("=", 1)[1], "--api-key on its command line"
+                return a.split("=", 1)[1], "its command line's --api-key"
         if how == "command":
-            return None, "no --api-key on its command line"
+            return None, "its command line has no --api-key"
     env = env_of(unit)
     names = [how[4:]] if how.startswith("env:") else list(KEY_ENVS)
     for name in names:
