@@ -458,3 +458,18 @@ def test_an_ssh_config_that_runs_commands_here_stops_every_command_naming_file_a
     )
     assert allowed.returncode == 0, allowed.stderr
     assert gpubot("hosts", "list", env={**db_env, "GPUBOT_SSH_CONFIG": "none"}).returncode == 0
+
+
+@pytest.mark.process
+def test_a_question_with_no_reason_of_its_own_points_at_the_hosts(db_env, tmp_path):
+    """`gpubot status localhost /some/path` on a host with reasons of its own: the path adds none, and the
+    answer read "unknown — and the host's own reasons below", an "and" after nothing."""
+    env = {
+        **db_env,
+        "GPUBOT_UNITS": '{"gpubot-test-absent.service": "active"}',
+        "GPUBOT_MODEL_VOLUMES": f'["{tmp_path}"]',
+    }
+    res = gpubot("status", "localhost", str(tmp_path / "absent"), env=env)
+    lines = res.stdout.splitlines()
+    answer = lines[lines.index(f"For {tmp_path / 'absent'}:") + 1].strip()
+    assert re.fullmatch(r"(not ready|unknown) — for the host's own reasons below", answer), res.stdout

@@ -337,7 +337,7 @@ def question_section(report: StatusReport, *, command: str = TERMINAL) -> Sectio
         and not (x.code == "unit_state" and x.text.startswith(same) and q.serving)
     ]
     if any(x.severity is not Severity.NOTE for x in report.assessment.reasons) and q.verdict is not Verdict.READY:
-        why.append("and the host's own reasons below")
+        why.append(("and " if why else "for ") + "the host's own reasons below")
     first = VERDICT_WORDS[q.verdict] + (" — " + "; ".join(why) if why else "")
     lines = [first]
     r = report.readings
