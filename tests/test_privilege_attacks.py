@@ -16,6 +16,7 @@ with renameat2(RENAME_EXCHANGE) (no moment where neither is there), bounded in c
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
@@ -41,7 +42,7 @@ from bot.probing.ssh.runner import RoutingRunner, RunResult, SshRunner
 from bot.probing.ssh.target import HostTarget
 from tests.actions_support import clean, fast, register, weights
 from tests.conftest import make_settings
-from tests.support import fakestate, osuser
+from tests.support import fakestate, holders, osuser
 from tests.support.sshd import SshTestServer
 
 ADDR = "127.0.0.1"
@@ -590,3 +591,89 @@ async def test_a_system_daemon_the_bot_user_can_see_is_refused_at_planning(svc, 
     finally:
         proc.kill()
         proc.wait()
+
+
+async def _kill_rule(svc: Services, box: Box) -> None:
+    name = await host(svc, box, [])
+    box.sudoers.install(await sudoers_for(services=svc, host_name=name))
+
+
+async def helper_kill(svc: Services, box: Box, *args: object) -> RunResult:
+    return await as_bot(svc, box, f"sudo -n {box.helper} kill " + " ".join(str(a) for a in args))
+
+
+async def test_the_helper_spares_a_pid_that_is_another_process_now(svc, box):
+    """The planned process exec'd another program under the same PID and start time (only the command
+    hash tells), or the PID was reused (another start time): spared, never signalled."""
+    proc = subprocess.Popen(["/bin/sh", "-c", "read x; exec /bin/sleep 3600"], stdin=subprocess.PIPE)
+    try:
+        fakestate.add_holder(box.server, ADDR, proc.pid, 0, 512, "python3")
+        await _kill_rule(svc, box)
+        start, planned = _pinned(proc.pid)
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        for _ in range(500):
+            if _pinned(proc.pid)[1] != planned:
+                break
+            await asyncio.sleep(0.01)
+        assert _pinned(proc.pid) != (start, planned) and _pinned(proc.pid)[0] == start  # exec'd, same start
+        res = await helper_kill(svc, box, "KILL", proc.pid, start, planned)
+        assert (res.exit_status, res.stdout.strip()) == (2, f"{proc.pid} spared"), res.stdout
+        res = await helper_kill(svc, box, "KILL", proc.pid, int(start) + 1, _pinned(proc.pid)[1])
+        assert (res.exit_status, res.stdout.strip()) == (2, f"{proc.pid} spared"), res.stdout
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_the_helper_refuses_malformed_pids_and_processes_that_hold_no_gpu(svc, box):
+    proc = subprocess.Popen(["/bin/sleep", "3600"])  # root's, and not on a GPU
+    try:
+        await _kill_rule(svc, box)
+        start, sha = _pinned(proc.pid)
+        res = await helper_kill(svc, box, "KILL", proc.pid, start, sha)
+        assert (res.exit_status, res.stdout.strip()) == (4, f"refused: pid {proc.pid} is not a GPU process")
+        for pid in ["1", f"0{proc.pid}", f"'{proc.pid};id'", f"'{proc.pid} 1'", "-1"]:
+            res = await helper_kill(svc, box, "KILL", pid, start, sha)
+            assert res.exit_status != 0 and "uid=" not in res.stdout, (pid, res.stdout)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def test_the_helper_calls_a_zombie_gone_and_a_term_trap_survives_term_not_kill(svc, box):
+    parent = subprocess.Popen(
+        [
+            SYSTEM_PYTHON,
+            "-c",
+            "import os, time\nc = os.fork()\nif c == 0: os._exit(0)\nprint(c, flush=True)\ntime.sleep(3600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    stubborn = holders.spawn_holder("python3", ignore_term=True)
+    try:
+        assert parent.stdout is not None
+        zombie = int(parent.stdout.readline())
+        for _ in range(500):
+            if Path(f"/proc/{zombie}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            await asyncio.sleep(0.01)
+        fakestate.add_holder(box.server, ADDR, zombie, 0, 512, "python3")
+        fakestate.add_holder(box.server, ADDR, stubborn.pid, 1, 512, "python3")
+        await _kill_rule(svc, box)
+        res = await helper_kill(svc, box, "KILL", zombie, *_pinned(zombie))
+        assert (res.exit_status, res.stdout.strip()) == (1, f"{zombie} gone"), res.stdout
+        assert parent.poll() is None  # the zombie's parent was not signalled
+        pin = _pinned(stubborn.pid)
+        res = await helper_kill(svc, box, "TERM", stubborn.pid, *pin)
+        assert res.exit_status == 0 and stubborn.poll() is None, res.stdout
+        res = await helper_kill(svc, box, "KILL", stubborn.pid, *pin)
+        assert res.exit_status == 0 and stubborn.wait(10) == -9, res.stdout
+    finally:
+        for p in (parent, stubborn):
+            p.kill()
+            p.wait()
