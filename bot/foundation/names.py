@@ -10,9 +10,9 @@ from collections.abc import Callable
 from bot.foundation.errors import UsageError
 
 MAX_PATH = 4096
-HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-DNS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
-UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]{1,200}\.(service|target|socket|timer|scope)$")
+HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+DNS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]{1,200}\.(service|target|socket|timer|scope)\Z")
 
 
 def validate_address(address: str) -> str:

@@ -23,7 +23,7 @@ LOCAL_NAMES = ("localhost",)
 registered with the local transport)."""
 RESERVED_NAMES = ("all",)
 """``status all`` means every host, so no host may be called that."""
-USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,63}$")
+USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,63}\Z")
 
 
 async def get(*, db_session: AsyncSession, name: str) -> Host | None:

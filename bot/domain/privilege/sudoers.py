@@ -26,7 +26,7 @@ from importlib import resources
 
 from bot.foundation.errors import UnsafeSudoersWord
 
-SAFE_ARG = re.compile(r"^[A-Za-z0-9@._/+-]+$")
+SAFE_ARG = re.compile(r"^[A-Za-z0-9@._/+-]+\Z")
 """Arguments written into sudoers verbatim: nothing sudoers or a glob would read specially."""
 
 UNIT_VERBS = ("stop", "start", "restart")

@@ -261,7 +261,7 @@ async def plan_fetch(
     return Plan(spec, report.snapshot_id, [step], lines, expected, volume=seen.mount, volume_avail_bytes=seen.avail)
 
 
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def _untrusted_answer(hub: HubAnswer) -> str | None:

@@ -34,7 +34,7 @@ from bot.probing.probes.system import parse_df
 q = shlex.quote
 HEX = "od -An -v -tx1 | tr -d ' \\n'"
 MIB = 1 << 20
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}\Z")
 """A Hugging Face repo id as a server's model argument takes it (``org/name``)."""
 WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
 _SPLIT_GGUF = re.compile(r"^(?P<stem>.+)-(?P<part>\d{5})-of-(?P<parts>\d{5})\.gguf$")

@@ -131,7 +131,7 @@ def cap_words(cap: int = OUTPUT_CAP_BYTES) -> str:
     return f"{cap / MIB:g} MiB"
 
 
-_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+\Z")
 
 STUCK_PREFIX = "gpubot: still running at the timeout: "
 """The stderr lines naming what of a timed-out command still ran: ``<prefix>nvidia-smi (pid 5030) in state D``."""

@@ -41,7 +41,7 @@ CONSOLE_USER = "UCONSOLE"
 CONSOLE_CHANNEL = "CCONSOLE"
 ROLE_FIELDS = {"admin": "admins", "operator": "operators", "viewer": "viewers"}
 """Role label -> the settings field listing its Slack ids."""
-USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}$")
+USER_ID = re.compile(r"^[UW][A-Z0-9]{2,}\Z")
 BANNER = (
     "gpubot console — type `/gpu help` (or just `help`), a number to press a button, `quit` to leave,\n"
     "`as NAME` to act as another person (with your role, never more; e.g. to approve your own request), "

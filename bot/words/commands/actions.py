@@ -30,7 +30,7 @@ KILL_CHOICES = {"leftovers": True, "none": False}
 default) or not."""
 AUDIT_USAGE = "audit [HOST]"
 LOGS_USAGE = "logs HOST UNIT [lines=N]"
-REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}\Z")
 MAX_PID = 4_194_304  # Linux's PID_MAX_LIMIT
 MAX_ITEMS = 20
 HEALTH_RE = re.compile(HEALTH_URL_PATTERN)

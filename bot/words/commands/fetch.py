@@ -16,9 +16,9 @@ from bot.foundation.roles import Role
 from bot.words.commands.grammar import CommandSpec, split_options
 
 FETCH_USAGE = "fetch HOST ORG/NAME [revision=REV] [to=PATH] [include=GLOB...]"
-REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
-GLOB_RE = re.compile(r"^[A-Za-z0-9._*?\[\]/-]{1,200}$")
+REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}\Z")
+REVISION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}\Z")
+GLOB_RE = re.compile(r"^[A-Za-z0-9._*?\[\]/-]{1,200}\Z")
 MAX_GLOBS = 20
 
 

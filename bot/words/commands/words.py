@@ -13,7 +13,7 @@ from bot.foundation.names import validate_host
 MAX_WINDOW = timedelta(days=400)
 _SPAN = re.compile(r"^(\d{1,5})([mhdw])$", re.IGNORECASE)
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{5,20}$")
+CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{5,20}\Z")
 
 
 def parse_span(text: str, usage: str) -> timedelta:
