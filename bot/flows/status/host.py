@@ -32,6 +32,7 @@ from bot.domain.readiness.verdict import (
 from bot.domain.snapshots import inventory
 from bot.domain.snapshots import service as snapshots
 from bot.flows.services import Services
+from bot.flows.status.paths import action_roots, confined, status_places
 from bot.foundation.config import ProbeSettings, UnitHealth
 from bot.foundation.errors import DatabaseUnavailable, GpubotError, ProbeSettingsError
 from bot.foundation.lifecycle import resume
@@ -73,17 +74,25 @@ class StatusReport:
         return self.question or self.assessment
 
 
-def plan_for(probes: ProbeSettings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
+def plan_for(
+    probes: ProbeSettings,
+    host: Host | None,
+    paths: tuple[str, ...] = (),
+    confined: tuple[tuple[str, str, str], ...] = (),
+) -> tuple[ProbePlan, Requirements]:
     """The probe plan and requirements: the probe settings (``settings.probes``), overridden by the host's
-    ``probe`` dict, plus the weight ``paths`` the user named."""
+    ``probe`` dict, plus the weight ``paths`` the user named (``confined``: those kept to their place,
+    :func:`bot.flows.status.paths.confined`)."""
     o: dict[str, Any] = validate_overrides(host.probe, host=host.name) if host else {}
     units: dict[str, str] = dict(o.get("units", probes.units))
-    folders = tuple(dict.fromkeys([*o.get("weight_paths", probes.weight_paths), *paths]))
+    configured = o.get("weight_paths", probes.weight_paths)
+    folders = tuple(dict.fromkeys([*configured, *paths]))
     own = o.get("unit_health") or {}
     urls = tuple(UnitHealth.model_validate(own[u] if u in own else probes.unit_health.get(u, {})).url for u in units)
     plan = ProbePlan(
         volumes=tuple(o.get("model_volumes", probes.model_volumes)) or ("/",),
         folders=folders,
+        confined=tuple(c for c in confined if c[0] not in configured),
         hf_cache=o.get("hf_cache", probes.hf_cache),
         units=tuple(units),
         health_urls=urls,
@@ -156,7 +165,10 @@ async def probe_and_judge(
     own verdict, never by the asker's question (:func:`judge_both`)."""
     probes = services.settings.probes
     try:
-        plan, req = plan_for(probes, host, paths)
+        places = status_places(
+            probes, host, action_roots(services.settings.actions, target.name, host.group if host else None)
+        )
+        plan, req = plan_for(probes, host, paths, confined(paths, places))
         configured = plan_for(probes, host)[0].folders
     except ProbeSettingsError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))

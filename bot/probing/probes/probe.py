@@ -36,6 +36,9 @@ class ProbePlan:
 
     volumes: tuple[str, ...] = ("/",)
     folders: tuple[str, ...] = ()
+    confined: tuple[tuple[str, str, str], ...] = ()
+    """``(folder, ROOT, REST)`` for a folder the asker named: measured only while it resolves to ROOT's own
+    resolved path followed by REST (its path below ROOT), so a symbolic link below ROOT cannot lead it out."""
     hf_cache: str | None = None
     units: tuple[str, ...] = ()
     health_urls: tuple[str | None, ...] = ()

@@ -168,13 +168,29 @@ class DisksProbe(Probe):
         return {"disks": [parse_df(v, outputs.get(f"df.{i}", LOST)) for i, v in enumerate(plan.volumes)]}
 
 
+def _du(folder: str, confined: tuple[str, str] | None) -> str:
+    """``du -sxb FOLDER``; ``confined`` (ROOT, REST): refused (exit 3, without saying where it leads) when
+    FOLDER exists and resolves anywhere but ROOT's resolved path followed by REST."""
+    du = f"du -sxb -- {shlex.quote(folder)}"
+    if confined is None:
+        return du
+    root, rest = confined
+    f, r = shlex.quote(folder), shlex.quote(root)
+    why = shlex.quote(f"{folder} goes through a symbolic link out of {root}: not measured")
+    return (
+        f"if p=$(realpath -e -- {f} 2>/dev/null); then b=$(realpath -e -- {r} 2>/dev/null) || b=; "
+        f'[ -n "$b" ] && [ "$p" = "${{b%/}}"{shlex.quote(rest)} ] || {{ echo {why} >&2; exit 3; }}; fi; {du}'
+    )
+
+
 class FoldersProbe(Probe):
     """Size of each of ``plan.folders`` (weight folders): ``du -sxb`` in frames ``du.0``... Fills ``folders``."""
 
     fields = ("folders",)
 
     def frames(self, plan: ProbePlan) -> list[Frame]:
-        return [Frame(f"du.{i}", f"du -sxb -- {shlex.quote(folder)}") for i, folder in enumerate(plan.folders)]
+        roots = {folder: (root, rest) for folder, root, rest in plan.confined}
+        return [Frame(f"du.{i}", _du(folder, roots.get(folder))) for i, folder in enumerate(plan.folders)]
 
     def names(self, plan: ProbePlan) -> list[str]:
         return [f"du.{i}" for i in range(len(plan.folders))]
