@@ -331,7 +331,7 @@ def test_a_process_name_with_escape_sequences_is_shown_not_obeyed(db_env, ssh_se
     ("args", "said"),
     [
         ((), "gpubot: error: name a command: db, hosts, status,"),
-        (("hosts",), "gpubot hosts: error: name a command: add, list,"),
+        (("hosts",), "gpubot hosts: error: name a command: add, edit, list,"),
         (("stauts", "n1"), "unknown command `stauts` (did you mean `gpubot status`?)"),
         (("hosts", "ad"), "unknown command `ad` (did you mean `gpubot hosts add`?)"),
         (
@@ -473,3 +473,12 @@ def test_a_question_with_no_reason_of_its_own_points_at_the_hosts(db_env, tmp_pa
     lines = res.stdout.splitlines()
     answer = lines[lines.index(f"For {tmp_path / 'absent'}:") + 1].strip()
     assert re.fullmatch(r"(not ready|unknown) — for the host's own reasons below", answer), res.stdout
+
+
+@pytest.mark.process
+def test_status_without_a_target_says_what_to_name():
+    """`gpubot status` alone answered "the following arguments are required: ARG"."""
+    res = gpubot("status")
+    assert res.returncode == 64, res.stderr
+    assert "usage: gpubot status [-h] [--json] HOST|group:NAME|all [need=SIZE] [PATH ...]" in res.stderr, res.stderr
+    assert res.stderr.rstrip().endswith("the following arguments are required: HOST"), res.stderr

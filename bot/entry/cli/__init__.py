@@ -93,11 +93,15 @@ def _build_parser() -> argparse.ArgumentParser:
     down.add_argument("revision", metavar="REVISION", help="a migration id (`0009`) or `base` (every table dropped)")
     down.add_argument("--yes", action="store_true", help="do not ask (needed where there is no terminal to ask on)")
     cli_hosts.add_parsers(sub)
-    st = sub.add_parser("status", help="probe a host and print its verdict")
+    st = sub.add_parser(
+        "status",
+        help="probe a host and print its verdict",
+        usage="%(prog)s [-h] [--json] HOST|group:NAME|all [need=SIZE] [PATH ...]",
+    )
     st.add_argument(
         "words",
         nargs="+",
-        metavar="ARG",
+        metavar="HOST",
         help="HOST, group:NAME or all, then optional need=SIZE and (one host) absolute weight-folder paths",
     )
     st.add_argument(
