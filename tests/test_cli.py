@@ -352,22 +352,19 @@ def test_usage_errors_say_what_to_type_not_argparse_internals(args, said, db_env
 
 
 @pytest.mark.process
-def test_hosts_add_takes_labels_and_hosts_list_a_group_as_chat_does(db_env):
-    add = gpubot(
-        "hosts",
-        "add",
-        "n2",
-        "10.0.0.2",
-        "--group",
-        "train",
-        "--labels",
-        "rack:a3,owner:ml",
-        "--key-file",
-        "/nonexistent/key",
-        env=db_env,
+def test_hosts_add_takes_labels_and_hosts_list_a_group_as_chat_does(db_env, tmp_path):
+    typed = ("hosts", "add", "n2", "10.0.0.2", "--group", "train", "--labels", "rack:a3,owner:ml", "--key-file")
+    mistyped = gpubot(*typed, "/nonexistent/key", env=db_env)
+    assert mistyped.returncode == 64, mistyped.stderr
+    assert (
+        "the key file /nonexistent/key does not exist here" in mistyped.stderr and "nothing changed" in mistyped.stderr
     )
-    assert add.returncode == 0 and "added n2" in add.stdout
-    assert "the key file /nonexistent/key cannot be read here" in add.stderr, add.stderr
+    assert "n2 " not in gpubot("hosts", "list", env=db_env).stdout
+    key = tmp_path / "id_n2"
+    key.write_text("a key\n")
+    key.chmod(0o600)
+    add = gpubot(*typed, str(key), env=db_env)
+    assert add.returncode == 0 and "added n2" in add.stdout, add.stderr
     assert gpubot("hosts", "add", "n3", "10.0.0.3", env=db_env).returncode == 0
     listed = gpubot("hosts", "list", "--group", "train", env=db_env)
     assert listed.returncode == 0 and "n2 " in listed.stdout and "labels=rack:a3,owner:ml" in listed.stdout
