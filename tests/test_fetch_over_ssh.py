@@ -10,14 +10,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+import stat
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from bot.flows.actions import fetches, flows
+from bot.domain.hosts import service as hosts
+from bot.flows.actions import fetch_remote, fetches, flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.actions.models import Fetch
 from bot.flows.actions.privilege_check import check_access, check_text
@@ -29,6 +35,7 @@ from bot.probing.ssh.runner import RoutingRunner, SshRunner
 from bot.slack.handlers.fetches import watch_once
 from tests.actions_support import approve, fast, register
 from tests.slack_env import APPROVE, ask, buttons, click, result
+from tests.support import osuser
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.fakehub import FakeHub, Repo, small_model
 from tests.support.fakestate import model_unit
@@ -465,3 +472,100 @@ async def test_with_fetch_approval_off_the_command_starts_it_and_the_thread_foll
     done = await until_ended(services, fetch_id)
     assert done.state == "done" and done.units == [UNIT]
     assert done.progress_ts is not None  # the thread message the watcher edits from now on
+
+
+@pytest.fixture
+def shared_room() -> Iterator[tuple[Path, osuser.LoginUser]]:
+    """A folder every user may reach (the test's own temp folder is root's alone) and a second ordinary
+    user, the co-tenant who may write where the bot user downloads."""
+    osuser.sweep_stale()
+    work = Path(tempfile.mkdtemp(prefix="gpubot-fetch-atk-"))
+    os.chmod(work, 0o755)
+    other = osuser.LoginUser().create(str(work))
+    try:
+        yield work, other
+    finally:
+        other.remove()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def as_user(user: osuser.LoginUser, *argv: str) -> None:
+    subprocess.run(list(argv), check=True, capture_output=True, user=user.uid, group=user.gid, extra_groups=[])
+
+
+async def test_a_co_tenant_planting_a_state_symlink_is_refused_at_plan_and_at_start(
+    services, ssh_server, fake_hosts, hub, shared_room
+):
+    work, other = shared_room
+    root = await setup_host(services, ssh_server, fake_hosts, hub, work, "f9", "127.0.0.41")
+    canary = work / "canary"
+    canary.mkdir()
+    (canary / "rc").write_text("canary\n")
+    # a target folder others may write, its .cache planted as a link to the canary by the co-tenant
+    open_dir = root / "Open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    as_user(other, "ln", "-s", str(canary), str(open_dir / ".cache"))
+    said = await refused(services, ActionSpec(ActionKind.FETCH, "f9", repo=REPO, target=str(open_dir)))
+    assert f"{open_dir} is writable by group or others (mode 777)" in said and f"chmod go-w {open_dir}" in said
+    # the folder made safe, its planted .cache is still refused by name
+    open_dir.chmod(0o755)
+    said = await refused(services, ActionSpec(ActionKind.FETCH, "f9", repo=REPO, target=str(open_dir)))
+    assert f"{open_dir}/.cache is a symbolic link" in said
+    # planned while the folder did not exist; the co-tenant, who may write the root, makes it with a link inside
+    root.chmod(0o777)
+    later = root / "Later"
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.FETCH, "f9", repo=REPO, target=str(later)), requester="U1"
+    )
+    as_user(other, "mkdir", str(later))
+    as_user(other, "ln", "-s", str(canary), str(later / ".cache"))
+    outcome = await approve(services, view.id)
+    assert outcome.view.state is not State.DONE
+    told = outcome.view.message + "\n".join(outcome.view.result_lines)
+    assert f"{later} belongs to {other.name}, not root" in told, told
+    assert await fetches.of_request(services=services, request_id=view.id) is None
+    # the same after the plan of a folder the bot user owns: a link swapped in for its state folder
+    mine = root / "Mine"
+    mine.mkdir()
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.FETCH, "f9", repo=REPO, target=str(mine)), requester="U1"
+    )
+    (mine / ".cache").mkdir()
+    (mine / ".cache" / "gpubot-fetch").symlink_to(canary)
+    outcome = await approve(services, view.id)
+    told = outcome.view.message + "\n".join(outcome.view.result_lines)
+    assert outcome.view.state is not State.DONE and f"{mine}/.cache/gpubot-fetch is a symbolic link" in told, told
+    # a cancel of a download whose state folder became a link ends it but writes nothing through the link
+    (canary / "rc").unlink()
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        start = Path(f"/proc/{sleeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        async with services.sessions() as db:
+            where, _ = await hosts.resolve(db_session=db, name="f9")
+        res = await services.runner.run(where, fetch_remote.cancel_script(str(mine), sleeper.pid, start), timeout=60)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert f"unsafe {mine}/.cache/gpubot-fetch is a symbolic link" in res.stdout, res
+    assert res.stdout.strip().splitlines()[-1] == "cancelled"
+    assert os.listdir(canary) == []
+    assert sorted(os.listdir(later)) == [".cache"] and os.listdir(mine) == [".cache"]
+
+
+async def test_a_fetch_makes_its_folders_readable_and_its_state_private(
+    services, ssh_server, fake_hosts, hub, tmp_path
+):
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f10", "127.0.0.42")
+    target = root / "a" / "Tiny-3B"
+    view = await flows.request_action(
+        services=services, spec=ActionSpec(ActionKind.FETCH, "f10", repo=REPO, target=str(target)), requester="U1"
+    )
+    outcome = await approve(services, view.id)
+    assert outcome.view.state is State.DONE, outcome.view.message
+    fetch = await fetches.of_request(services=services, request_id=view.id)
+    assert fetch is not None
+    done = await until_ended(services, fetch.id)
+    assert done.state == "done", done.message
+    assert stat.S_IMODE((root / "a").stat().st_mode) == 0o755 and stat.S_IMODE(target.stat().st_mode) == 0o755
+    assert stat.S_IMODE((target / ".cache" / "gpubot-fetch").stat().st_mode) == 0o700

@@ -197,6 +197,8 @@ async def plan_fetch(
             reasons.append(f"{folder}:{via} outside the allowed roots ({', '.join(roots)}; `GPUBOT_ALLOWED_ROOTS`)")
         elif where.mount:
             reasons.append(f"{folder}: {where.mount} (a download never goes through a mount point under the root)")
+        elif where.unsafe:
+            reasons.append(where.unsafe)
         else:
             root = max(under, key=lambda rc: len(rc[0]))[1]
         busy = next((fid for fid, t in running if t.rstrip("/") == real.rstrip("/")), None)

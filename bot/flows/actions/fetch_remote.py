@@ -44,6 +44,26 @@ blanks)."""
 HEX = "od -An -v -tx1 | tr -d ' \\n'"
 STATE = ".cache/gpubot-fetch"
 """The state folder inside the target: ``pid``, ``start``, ``log``, ``rc``."""
+GUARD_FN = "\n".join(
+    [
+        "guard() {",
+        '  if [ -L "$1" ]; then echo "$1 is a symbolic link: another user could point the bot user\'s writes '
+        'anywhere; remove it, or give a real folder"; return 1; fi',
+        '  [ -e "$1" ] || return 0',
+        '  [ -d "$1" ] || { echo "$1 is not a folder: remove it"; return 1; }',
+        '  gu=$(stat -c %u -- "$1") && gm=$(stat -c %a -- "$1") || { echo "$1 could not be checked"; return 1; }',
+        '  [ "$gu" = "$(id -u)" ] || { echo "$1 belongs to $(stat -c %U -- "$1"), not $(id -un): another user '
+        'could plant links in it; give a folder $(id -un) owns (chown $(id -un) $1)"; return 1; }',
+        '  [ $((0$gm & 022)) -eq 0 ] || { echo "$1 is writable by group or others (mode $gm): another user could '
+        'plant links in it; chmod go-w $1"; return 1; }',
+        "}",
+        f'guards() {{ for gd in "$1" "$1/.cache" "$1/{STATE}"; do guard "$gd" || return 1; done; }}',
+    ]
+)
+"""``guard PATH``: refuse (the reason on stdout, status 1) an existing PATH that is a symlink, not a folder,
+not owned by the user running it, or writable by group or others; ``guards TARGET``: the target, its
+``.cache`` and the state folder. A folder that passes can be changed by no one else but root, so what is
+written inside it goes where it was meant to."""
 
 _META_PY = r"""
 import json, os, sys
@@ -131,6 +151,8 @@ def _target_sh(target: str, roots: list[str]) -> str:
             'if [ -n "$best" ]; then if m=$(mounts_near "$best" "$real"); then echo mount=no; else '
             'printf \'mount=%s\\n\' "$(hx "$m")"; fi; fi',
             f's="$real/{STATE}"',
+            GUARD_FN,
+            'if u=$(guards "$real"); then :; else printf \'unsafe=%s\\n\' "$(hx "$u")"; fi',
             START_FN,
             'if [ -f "$s/pid" ] && [ ! -f "$s/rc" ]; then p=$(cat -- "$s/pid"); st=$(cat -- "$s/start" 2>/dev/null); '
             'now=$(started "$p"); [ -n "$now" ] && [ "$now" = "$st" ] && echo "running=$p"; fi',
@@ -211,6 +233,8 @@ class TargetState:
     running: int | None
     files: dict[str, int] = field(default_factory=dict)
     parts: dict[str, int] = field(default_factory=dict)
+    unsafe: str | None = None
+    """Why the target, its ``.cache`` or state folder may not be written through (see ``GUARD_FN``)."""
 
 
 def unhex(text: str) -> str | None:
@@ -254,6 +278,7 @@ def parse_target(out: ProbeOutput | None) -> TargetState | None:
         int(kv["running"]) if kv.get("running", "").isdecimal() else None,
         files,
         parts,
+        unhex(kv["unsafe"]) or "unsafe" if "unsafe" in kv else None,
     )
 
 
@@ -270,11 +295,14 @@ def launch_script(step: FetchStep) -> tuple[str, str]:
     argv = " ".join(q(a) for a in args)
     refused = f"exit {StepExit.REFUSED:d}"
     display = f"setsid nohup hf download {argv} (HF_ENDPOINT={step.endpoint})"
-    run = 'hf download "$@" > "$0/log" 2>&1; echo $? > "$0/rc.tmp"; mv -f -- "$0/rc.tmp" "$0/rc"'
+    # set -C: a state file is created anew (O_EXCL: a symlink in its place fails instead of being followed)
+    run = 'set -C; hf download "$@" > "$0/log" 2>&1; echo $? > "$0/rc.tmp"; mv -f -- "$0/rc.tmp" "$0/rc"'
     script = helper_shared() + "\n".join(
         [
             "export LC_ALL=C",
+            "umask 022",
             START_FN,
+            GUARD_FN,
             "command -v hf >/dev/null 2>&1 || { echo 'the hf command (Python package huggingface_hub) is not "
             f"installed on this host'; {refused}; }}",
             f"rr=$(realpath -e -- {q(step.root)}) || {{ echo {q(f'the allowed root {step.root} does not exist')}; "
@@ -284,7 +312,11 @@ def launch_script(step: FetchStep) -> tuple[str, str]:
             f"r=$(realpath -e -- {t}) || {refused}",
             f'[ "$r" = {t} ] || {{ echo {q(step.target + " now resolves to ")}"$r"; {refused}; }}',
             f'm=$(mounts_near "$rr" {t}) || {{ echo "$m"; {refused}; }}',
-            f"mkdir -p -- {s} || {refused}",
+            f"guards {t} || {refused}",
+            f"[ -d {t}/.cache ] || mkdir -m 755 -- {t}/.cache || {refused}",
+            f"[ -d {s} ] || mkdir -m 700 -- {s} || {refused}",
+            f"guards {t} || {refused}",
+            f"chmod 700 -- {s} || {refused}",
             f"if [ -f {s}/pid ] && [ ! -f {s}/rc ]; then p=$(cat -- {s}/pid); st=$(cat -- {s}/start 2>/dev/null); "
             'now=$(started "$p"); '
             f'[ -n "$now" ] && [ "$now" = "$st" ] && {{ echo "a download into {step.target} is already running '
@@ -296,7 +328,7 @@ def launch_script(step: FetchStep) -> tuple[str, str]:
             f"setsid nohup sh -c {q(run)} {s} {argv} </dev/null >/dev/null 2>&1 &",
             "p=$!",
             'st=$(started "$p")',
-            f'printf %s "$p" > {s}/pid; printf %s "$st" > {s}/start',
+            f'set -C; printf %s "$p" > {s}/pid; printf %s "$st" > {s}/start',
             'printf "pid=%s\\nstart=%s\\n" "$p" "$st"',
         ]
     )
@@ -363,11 +395,12 @@ def _orphans(target: str) -> str:
 
 def cancel_script(target: str, pid: int, start: str) -> str:
     """End the download's process group (SIGTERM, then SIGKILL after 5 s) only while ``pid`` still has
-    the start time it had when it was started; writes ``rc`` as cancelled (130). Prints
-    ``cancelled``, ``gone`` or ``spared``."""
+    the start time it had when it was started; writes ``rc`` as cancelled (130) while the target's
+    folders pass ``guards`` (else ``unsafe REASON`` and nothing is written). Prints ``cancelled``,
+    ``gone`` or ``spared`` last."""
     if not start.isdecimal():
         raise ValueError("a fetch's start time is not a number")
-    s = q(f"{target}/{STATE}")
+    t, s = q(target), q(f"{target}/{STATE}")
     p = int(pid)
     return "\n".join(
         [
@@ -380,8 +413,12 @@ def cancel_script(target: str, pid: int, start: str) -> str:
             f'  now=$(started {p}); [ "$now" = {q(start)} ] || break',
             "  sleep 0.2; n=$((n+1)); done",
             f'[ "$(started {p})" = {q(start)} ] && kill -KILL -{p} 2>/dev/null',
-            f"[ -f {s}/rc ] || {{ echo 130 > {s}/rc.tmp && mv -f -- {s}/rc.tmp {s}/rc; }}",
-            f'[ -n "$(started {p})" ] || {_orphans(target)}',
+            GUARD_FN,
+            f"if u=$(guards {t}); then",
+            f"  [ -f {s}/rc ] || {{ rm -f -- {s}/rc.tmp; (set -C; echo 130 > {s}/rc.tmp) && "
+            f"mv -f -- {s}/rc.tmp {s}/rc; }}",
+            f'  [ -n "$(started {p})" ] || {_orphans(target)}',
+            'else printf "unsafe %s\\n" "$u"; fi',
             "echo cancelled",
         ]
     )
