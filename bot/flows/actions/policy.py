@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.flows.actions.kinds import DESTRUCTIVE, ActionKind
-from bot.foundation.config import ActionSettings, ProbeSettings, allowed_root
+from bot.flows.status.paths import allowed_roots as allowed_roots  # where status reads it too
+from bot.foundation.config import ActionSettings, ProbeSettings
 from bot.foundation.errors import PolicyError
 from bot.foundation.roles import Role
 
@@ -152,25 +153,6 @@ def may_reject(
     return may_approve(
         rule, kind=ActionKind.START, requester="", user_id=user_id, user_groups=user_groups, role=role, proven=proven
     )
-
-
-def allowed_roots(actions: ActionSettings, host: str, group: str | None) -> list[str]:
-    """Roots for ``host`` (``actions``: the action settings, ``settings.actions``): its own entry, else
-    ``group:GROUP``'s, else ``*``'s (may be empty).
-
-    Settings check the roots when they load; they are checked again here (a settings copy is not
-    re-validated): :class:`PolicyError` naming ``GPUBOT_ALLOWED_ROOTS`` for a relative path or ``/``."""
-    roots = actions.allowed_roots
-    for key in (host, f"group:{group}" if group else None, "*"):
-        if key and key in roots:
-            value = roots[key]
-            if not isinstance(value, list):
-                raise PolicyError(f"GPUBOT_ALLOWED_ROOTS[{key!r}] must be a list of absolute paths")
-            try:
-                return [allowed_root(r) for r in value]
-            except ValueError as exc:
-                raise PolicyError(f"GPUBOT_ALLOWED_ROOTS[{key!r}]: {exc}") from None
-    return []
 
 
 def configured_units(probes: ProbeSettings, host_probe: dict[str, Any] | None) -> list[str]:

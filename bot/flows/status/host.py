@@ -32,7 +32,7 @@ from bot.domain.readiness.verdict import (
 from bot.domain.snapshots import inventory
 from bot.domain.snapshots import service as snapshots
 from bot.flows.services import Services
-from bot.flows.status.paths import action_roots, confined, status_places
+from bot.flows.status.paths import allowed_roots, check_status_paths, status_places
 from bot.foundation.config import ProbeSettings, UnitHealth
 from bot.foundation.errors import DatabaseUnavailable, GpubotError, ProbeSettingsError
 from bot.foundation.lifecycle import resume
@@ -74,25 +74,17 @@ class StatusReport:
         return self.question or self.assessment
 
 
-def plan_for(
-    probes: ProbeSettings,
-    host: Host | None,
-    paths: tuple[str, ...] = (),
-    confined: tuple[tuple[str, str, str], ...] = (),
-) -> tuple[ProbePlan, Requirements]:
+def plan_for(probes: ProbeSettings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:
     """The probe plan and requirements: the probe settings (``settings.probes``), overridden by the host's
-    ``probe`` dict, plus the weight ``paths`` the user named (``confined``: those kept to their place,
-    :func:`bot.flows.status.paths.confined`)."""
+    ``probe`` dict, plus the weight ``paths`` the user named."""
     o: dict[str, Any] = validate_overrides(host.probe, host=host.name) if host else {}
     units: dict[str, str] = dict(o.get("units", probes.units))
-    configured = o.get("weight_paths", probes.weight_paths)
-    folders = tuple(dict.fromkeys([*configured, *paths]))
+    folders = tuple(dict.fromkeys([*o.get("weight_paths", probes.weight_paths), *paths]))
     own = o.get("unit_health") or {}
     urls = tuple(UnitHealth.model_validate(own[u] if u in own else probes.unit_health.get(u, {})).url for u in units)
     plan = ProbePlan(
         volumes=tuple(o.get("model_volumes", probes.model_volumes)) or ("/",),
         folders=folders,
-        confined=tuple(c for c in confined if c[0] not in configured),
         hf_cache=o.get("hf_cache", probes.hf_cache),
         units=tuple(units),
         health_urls=urls,
@@ -156,20 +148,21 @@ async def probe_and_judge(
     host: Host | None,
     need_bytes: int | None = None,
     paths: tuple[str, ...] = (),
+    roots: tuple[str, ...] = (),
     known: tuple[KnownGpu, ...] = (),
 ) -> Judged:
     """Probe ``target`` once and judge it; no database. ``known`` are the GPUs the host showed
-    before (:func:`bot.domain.snapshots.inventory.known`). Never raises for the host's failures
+    before (:func:`bot.domain.snapshots.inventory.known`). The asker's ``paths`` (other than the configured
+    weight folders) are measured only when their real path on the host lies under one of ``roots``
+    (:func:`~bot.flows.status.paths.status_places`; none: every one refused there). Never raises for the host's failures
     (invalid stored probe settings read *unknown*, an unreachable host *unreachable*). Counts the
     probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``) by the host's
     own verdict, never by the asker's question (:func:`judge_both`)."""
     probes = services.settings.probes
     try:
-        places = status_places(
-            probes, host, action_roots(services.settings.actions, target.name, host.group if host else None)
-        )
-        plan, req = plan_for(probes, host, paths, confined(paths, places))
+        plan, req = plan_for(probes, host, paths)
         configured = plan_for(probes, host)[0].folders
+        plan = replace(plan, asked=tuple(p for p in paths if p not in configured), asked_roots=roots)
     except ProbeSettingsError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         unknown = Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)])
@@ -254,6 +247,7 @@ async def probe_or_interrupted(
     host: Host | None,
     need_bytes: int | None = None,
     paths: tuple[str, ...] = (),
+    roots: tuple[str, ...] = (),
     known: tuple[KnownGpu, ...] = (),
 ) -> Judged:
     """:func:`probe_and_judge`, interruptible by the shutdown (:meth:`~bot.foundation.lifecycle.WorkGate.interrupt`):
@@ -263,7 +257,13 @@ async def probe_or_interrupted(
     try:
         with services.gate.interruptible():
             return await probe_and_judge(
-                services=services, target=target, host=host, need_bytes=need_bytes, paths=paths, known=known
+                services=services,
+                target=target,
+                host=host,
+                need_bytes=need_bytes,
+                paths=paths,
+                roots=roots,
+                known=known,
             )
     except asyncio.CancelledError:
         if not services.gate.interrupted:
@@ -376,8 +376,21 @@ async def _probe_and_store(
             )
         )[target.name]
         await db.commit()  # end the read: no connection held during the probe
+    roots: tuple[str, ...] = ()
+    if paths:  # by name here (before the host is asked), by real path on the host (the probe)
+        settings = services.settings
+        group = host.group if host else None
+        places = status_places(settings.probes, host, allowed_roots(settings.actions, target.name, group))
+        check_status_paths(paths, places, host=host_name, max_paths=settings.probes.status_max_paths)
+        roots = tuple(p.root for p in places)
     judged = await probe_or_interrupted(
-        services=services, target=target, host=host, need_bytes=need_bytes, paths=paths, known=tuple(known)
+        services=services,
+        target=target,
+        host=host,
+        need_bytes=need_bytes,
+        paths=paths,
+        roots=roots,
+        known=tuple(known),
     )
     result, assessment, req = judged.result, judged.assessment, judged.req
     snapshot_id: int | None = None

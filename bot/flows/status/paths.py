@@ -16,8 +16,8 @@ from typing import Any
 
 from bot.domain.hosts.models import Host
 from bot.domain.hosts.probe_settings import validate_overrides
-from bot.foundation.config import ActionSettings, ProbeSettings
-from bot.foundation.errors import ProbeSettingsError, UsageError
+from bot.foundation.config import ActionSettings, ProbeSettings, allowed_root
+from bot.foundation.errors import PolicyError, ProbeSettingsError, UsageError
 
 WIDEN = "GPUBOT_STATUS_PATH_ROOTS"
 """The setting that adds places (named in every refusal)."""
@@ -36,6 +36,25 @@ def _normal(path: str) -> str | None:
     if not path.startswith("/") or ".." in path.split("/"):
         return None
     return "/" + posixpath.normpath(path).lstrip("/")
+
+
+def allowed_roots(actions: ActionSettings, host: str, group: str | None) -> list[str]:
+    """Roots for ``host`` (``actions``: the action settings, ``settings.actions``): its own entry, else
+    ``group:GROUP``'s, else ``*``'s (may be empty).
+
+    Settings check the roots when they load; they are checked again here (a settings copy is not
+    re-validated): :class:`PolicyError` naming ``GPUBOT_ALLOWED_ROOTS`` for a relative path or ``/``."""
+    roots = actions.allowed_roots
+    for key in (host, f"group:{group}" if group else None, "*"):
+        if key and key in roots:
+            value = roots[key]
+            if not isinstance(value, list):
+                raise PolicyError(f"GPUBOT_ALLOWED_ROOTS[{key!r}] must be a list of absolute paths")
+            try:
+                return [allowed_root(r) for r in value]
+            except ValueError as exc:
+                raise PolicyError(f"GPUBOT_ALLOWED_ROOTS[{key!r}]: {exc}") from None
+    return []
 
 
 def status_places(probes: ProbeSettings, host: Host | None, allowed_roots: list[str]) -> list[Place]:
@@ -87,27 +106,3 @@ def check_status_paths(paths: tuple[str, ...], places: list[Place], *, host: str
         f"Places are the host's model_volumes (other than /), weight_paths and hf_cache, GPUBOT_ALLOWED_ROOTS, "
         f"and {WIDEN}, which an operator can widen"
     )
-
-
-def confined(paths: tuple[str, ...], places: list[Place]) -> tuple[tuple[str, str, str], ...]:
-    """``(path, ROOT, REST)`` for each of ``paths`` under one of ``places`` (the deepest): what the probe keeps
-    it to (:attr:`~bot.probing.probes.probe.ProbePlan.confined`). A path under none is left out."""
-    found = []
-    for path in paths:
-        normal = _normal(path)
-        under = [p.root for p in places if normal is not None and (normal == p.root or normal.startswith(p.root + "/"))]
-        if normal is not None and under:
-            root = max(under, key=len)
-            found.append((path, root, normal[len(root) :]))
-    return tuple(found)
-
-
-def action_roots(actions: ActionSettings, host: str, group: str | None) -> list[str]:
-    """``GPUBOT_ALLOWED_ROOTS`` for ``host`` as written (its own entry, else ``group:GROUP``'s, else ``*``'s), for
-    :func:`status_places`, which drops any that is not absolute or is ``/`` (the actions' own reading,
-    ``bot.flows.actions.policy.allowed_roots``, lies in a layer above this one)."""
-    for key in (host, f"group:{group}" if group else None, "*"):
-        if key and key in actions.allowed_roots:
-            value = actions.allowed_roots[key]
-            return [str(r) for r in value] if isinstance(value, list) else []
-    return []

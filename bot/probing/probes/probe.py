@@ -24,7 +24,9 @@ class ProbePlan:
     """What one batch probes on a host.
 
     ``volumes`` are paths whose filesystem free space is read (``df``); ``folders`` are weight
-    folders whose size is read (``du``); ``hf_cache`` is a path, or ``None`` for the SSH user's
+    folders whose size is read (``du``); ``asked``: those of ``folders`` the asker named (not configured),
+    measured only when their real path on the host (symlinks resolved) lies under one of ``asked_roots``
+    (resolved there too), else refused unmeasured; ``hf_cache`` is a path, or ``None`` for the SSH user's
     ``$HF_HOME`` or ``~/.cache/huggingface``; ``units`` are systemd unit names.
     ``gpu_backend`` is ``"nvidia-smi"`` or ``"nvml"`` (python3 with nvidia-ml-py on the host).
     ``probe_timeout_s`` bounds each probe, ``gpu_timeout_s`` the GPU probe (``gpus`` or ``nvml``: a
@@ -36,9 +38,8 @@ class ProbePlan:
 
     volumes: tuple[str, ...] = ("/",)
     folders: tuple[str, ...] = ()
-    confined: tuple[tuple[str, str, str], ...] = ()
-    """``(folder, ROOT, REST)`` for a folder the asker named: measured only while it resolves to ROOT's own
-    resolved path followed by REST (its path below ROOT), so a symbolic link below ROOT cannot lead it out."""
+    asked: tuple[str, ...] = ()
+    asked_roots: tuple[str, ...] = ()
     hf_cache: str | None = None
     units: tuple[str, ...] = ()
     health_urls: tuple[str | None, ...] = ()

@@ -168,35 +168,71 @@ class DisksProbe(Probe):
         return {"disks": [parse_df(v, outputs.get(f"df.{i}", LOST)) for i, v in enumerate(plan.volumes)]}
 
 
-def _du(folder: str, confined: tuple[str, str] | None) -> str:
-    """``du -sxb FOLDER``; ``confined`` (ROOT, REST): refused (exit 3, without saying where it leads) when
-    FOLDER exists and resolves anywhere but ROOT's resolved path followed by REST."""
-    du = f"du -sxb -- {shlex.quote(folder)}"
-    if confined is None:
-        return du
-    root, rest = confined
-    f, r = shlex.quote(folder), shlex.quote(root)
-    why = shlex.quote(f"{folder} goes through a symbolic link out of {root}: not measured")
+OUTSIDE = (
+    "resolves outside the allowed folders (GPUBOT_STATUS_PATH_ROOTS), through a symbolic link out of them: not measured"
+)
+"""The warning of an asked path whose real path on the host is under none of the allowed places."""
+
+OUTSIDE_EXIT = 3
+"""The exit status of the frame of an asked path refused on the host (its stderr says :data:`OUTSIDE`)."""
+
+
+def _real(var: str, path: str) -> str:
+    """``sh`` setting ``var`` to the real path of ``path`` (quoted, or a ``"$var"``) on the host, symlinks on the
+    way resolved (GNU ``realpath -m``, else ``readlink -f``); empty when it cannot be resolved."""
+    return f"{var}=$(realpath -m -- {path} 2>/dev/null) || {var}=$(readlink -f -- {path} 2>/dev/null) || {var}="
+
+
+def confined_du(path: str, roots: tuple[str, ...]) -> str:
+    """``du -sxb`` of the real path of ``path`` only when it lies under the real path of one of ``roots``
+    (``/`` and an unresolvable root never count); else :data:`OUTSIDE` on stderr, exit :data:`OUTSIDE_EXIT`,
+    nothing measured. One round trip; every value quoted."""
+    refuse = f"echo {shlex.quote('gpubot: ' + OUTSIDE)} >&2; exit {OUTSIDE_EXIT}"
+    if not roots:
+        return refuse
+    listed = " ".join(shlex.quote(r) for r in roots)
     return (
-        f"if p=$(realpath -e -- {f} 2>/dev/null); then b=$(realpath -e -- {r} 2>/dev/null) || b=; "
-        f'[ -n "$b" ] && [ "$p" = "${{b%/}}"{shlex.quote(rest)} ] || {{ echo {why} >&2; exit 3; }}; fi; {du}'
+        f"{_real('gpubot_p', shlex.quote(path))}; "
+        f"for gpubot_a in {listed}; do {_real('gpubot_r', chr(34) + '$gpubot_a' + chr(34))}; "
+        'case $gpubot_r in ""|/) continue;; esac; '
+        'case $gpubot_p in "$gpubot_r"|"$gpubot_r"/*) exec du -sxb -- "$gpubot_p";; esac; '
+        f"done; {refuse}"
     )
 
 
+def parse_asked_du(path: str, out: ProbeOutput) -> Folder:
+    """:func:`parse_du` of an asked path's frame (:func:`confined_du`), a refusal on the host read as such."""
+    if out.exit_status == OUTSIDE_EXIT and OUTSIDE in out.stderr and not out.stdout.strip():
+        return Folder(path=path, state=FolderState.ERROR, warning=OUTSIDE)
+    return parse_du(path, out)
+
+
 class FoldersProbe(Probe):
-    """Size of each of ``plan.folders`` (weight folders): ``du -sxb`` in frames ``du.0``... Fills ``folders``."""
+    """Size of each of ``plan.folders`` (weight folders): ``du -sxb`` in frames ``du.0``... Fills ``folders``.
+    An asked one (``plan.asked``) is measured only when its real path lies under ``plan.asked_roots``
+    (:func:`confined_du`)."""
 
     fields = ("folders",)
 
     def frames(self, plan: ProbePlan) -> list[Frame]:
-        roots = {folder: (root, rest) for folder, root, rest in plan.confined}
-        return [Frame(f"du.{i}", _du(folder, roots.get(folder))) for i, folder in enumerate(plan.folders)]
+        return [
+            Frame(
+                f"du.{i}",
+                confined_du(folder, plan.asked_roots) if folder in plan.asked else f"du -sxb -- {shlex.quote(folder)}",
+            )
+            for i, folder in enumerate(plan.folders)
+        ]
 
     def names(self, plan: ProbePlan) -> list[str]:
         return [f"du.{i}" for i in range(len(plan.folders))]
 
     def read(self, plan: ProbePlan, outputs: Mapping[str, ProbeOutput]) -> dict[str, Any]:
-        return {"folders": [parse_du(p, outputs.get(f"du.{i}", LOST)) for i, p in enumerate(plan.folders)]}
+        return {
+            "folders": [
+                (parse_asked_du if p in plan.asked else parse_du)(p, outputs.get(f"du.{i}", LOST))
+                for i, p in enumerate(plan.folders)
+            ]
+        }
 
 
 class HfCacheProbe(Probe):
