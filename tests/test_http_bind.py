@@ -75,8 +75,8 @@ def serve(tmp_path: Path, port: int, **env: str) -> subprocess.Popen[str]:
         GPUBOT_HTTP_PORT=str(port),
         GPUBOT_SLACK_API_URL="http://127.0.0.1:9/api/",
         XDG_CONFIG_HOME=str(tmp_path / "xdg"),
-        **env,
     )
+    full.update(env)
     return subprocess.Popen(
         [sys.executable, "-m", "bot", "serve"],
         env=full,
@@ -128,5 +128,25 @@ async def test_the_default_bind_refuses_another_machine_and_0000_answers_it(remo
         await answering(proc, port)
         got = remote.curl(f"http://{remote.host_address}:{port}/metrics")
         assert got.returncode == 0 and got.stdout == "200", got  # the same curl reaches an open bind
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        pytest.param({"GPUBOT_NOT_A_SETTING": "1"}, id="settings-that-do-not-load"),
+        pytest.param({"GPUBOT_DATABASE_URL": "postgresql+asyncpg://gpubot@127.0.0.1:9/gpubot"}, id="database-down"),
+    ],
+)
+async def test_an_unready_serve_listens_only_where_a_ready_one_would(remote, tmp_path, env):
+    port = free_port()
+    proc = serve(tmp_path, port, **env)
+    try:
+        await answering(proc, port)
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/readyz") as r:
+            assert r.status == 503  # up and unready, as the test means
+        got = remote.curl(f"http://{remote.host_address}:{port}/readyz")
+        assert got.returncode == 7 and "connect" in got.stderr.lower(), got
     finally:
         stop(proc)

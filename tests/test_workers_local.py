@@ -23,6 +23,7 @@ from tests.conftest import make_settings
 from tests.support.workers import start_worker, stop
 
 
+@pytest.mark.process
 async def test_a_fan_out_runs_in_the_local_worker_processes_and_reports_back_through_the_database(
     database_url, ssh_server, fake_hosts
 ):

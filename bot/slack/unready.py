@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
@@ -39,10 +40,27 @@ def port_from_environment(environ: dict[str, str] | None = None) -> int:
     return port if 0 < port < 65536 else DEFAULT_PORT
 
 
-def serve_unready(reason: str, *, port: int | None = None, host: str = "0.0.0.0") -> int:
+def host_from_environment(environ: dict[str, str] | None = None) -> str:
+    """``GPUBOT_HTTP_HOST`` read directly (the settings did not load), else ``127.0.0.1``: a serve that is
+    unready listens where a ready one would, never wider."""
+    raw = (os.environ if environ is None else environ).get("GPUBOT_HTTP_HOST", "").strip()
+    try:
+        return str(ipaddress.ip_address(raw))
+    except ValueError:
+        return "127.0.0.1"
+
+
+def serve_unready(reason: str, *, port: int | None = None, host: str | None = None) -> int:
     """Log ``reason`` as a configuration error and answer health checks unready until SIGTERM/SIGINT;
-    returns 0 then. ``port`` defaults to :func:`port_from_environment`."""
-    return asyncio.run(_serve_unready(reason, port=port_from_environment() if port is None else port, host=host))
+    returns 0 then. ``port`` and ``host`` default to :func:`port_from_environment` and
+    :func:`host_from_environment`."""
+    return asyncio.run(
+        _serve_unready(
+            reason,
+            port=port_from_environment() if port is None else port,
+            host=host_from_environment() if host is None else host,
+        )
+    )
 
 
 async def _serve_unready(reason: str, *, port: int, host: str) -> int:
@@ -85,7 +103,7 @@ def wait_for_database(
     attempt: Callable[[], None],
     *,
     port: int,
-    host: str = "0.0.0.0",
+    host: str = "127.0.0.1",
     first_s: float = DB_RETRY_FIRST_S,
     max_s: float = DB_RETRY_MAX_S,
 ) -> bool:

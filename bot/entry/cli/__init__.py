@@ -433,7 +433,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if args.cmd == "serve":  # a database out of reach at start: up and unready, retrying (a restart loop otherwise)
         from bot.slack.unready import wait_for_database
 
-        if not wait_for_database(lambda: _upgrade(settings.database), port=settings.service.http_port):
+        if not wait_for_database(
+            lambda: _upgrade(settings.database), port=settings.service.http_port, host=settings.service.http_host
+        ):
             return 0
         cli_actions.startup(settings)
         return _serve(settings)
