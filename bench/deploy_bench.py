@@ -75,7 +75,7 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--pg", default="postgresql+asyncpg://postgres@127.0.0.1:5432/test")
     args = ap.parse_args()
-    engine = ensure_engine()
+    engine = ensure_engine(str(Path(tempfile.mkdtemp(prefix="gpubot-bench-")) / "dockerd.log"))
     try:
         print(f"base image: {ensure_base_image():.0f} s (0 = cached)")
         print(f"image build: {build_image():.0f} s")

@@ -18,6 +18,7 @@ iptables chains it made, and prints what could not be removed (nothing, normally
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from tests.support.postgres_image import ensure_postgres_image  # noqa: E402
 
 
 def main() -> int:
-    engine = ensure_engine()
+    engine = ensure_engine(str(Path(tempfile.mkdtemp(prefix="gpubot-bench-")) / "dockerd.log"))
     if engine.started is None:
         print("an engine is already running: stop it first (this script empties its build cache)", file=sys.stderr)
         return 2

@@ -64,10 +64,10 @@ def _has(tag: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def engine():
+def engine(tmp_path_factory):
     before = network_state()
     try:
-        engine = ensure_engine()
+        engine = ensure_engine(str(tmp_path_factory.mktemp("dockerd") / "dockerd.log"))
     except DockerUnavailable as exc:
         pytest.fail(f"no Docker engine: {exc}")
     had = {tag for tag in TEST_IMAGES if _has(tag)}

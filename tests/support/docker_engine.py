@@ -170,8 +170,9 @@ def _answers() -> bool:
         return False
 
 
-def ensure_engine(log_path: str = "/tmp/gpubot-test-dockerd.log") -> Engine:
-    """The engine that answers, or a ``dockerd`` started now (stop it with :meth:`Engine.stop`)."""
+def ensure_engine(log_path: str) -> Engine:
+    """The engine that answers, or a ``dockerd`` started now (stop it with :meth:`Engine.stop`), logging to
+    ``log_path`` (a file in the caller's temporary folder)."""
     if shutil.which("docker") is None or shutil.which("dockerd") is None:
         raise DockerUnavailable("docker/dockerd not installed (make deps-system installs docker.io)")
     if _answers():
