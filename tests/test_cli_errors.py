@@ -9,6 +9,7 @@ from bot.foundation.errors import (
     ConfigError,
     DatabaseUnavailable,
     HostKeyRejected,
+    NotConfigured,
     NotFoundError,
     PolicyError,
     UsageError,
@@ -26,6 +27,7 @@ URL = "postgresql+asyncpg://gpubot:hunter2@db:5432/gpubot"
             "gpubot: no host called `nod174`. Did you mean: node174?",
         ),
         (UsageError("bad window", suggestion="7d"), EX_USAGE, "gpubot: bad window (did you mean `7d`?)"),
+        (NotConfigured("no allowed roots are set"), EX_CONFIG, "gpubot: no allowed roots are set"),
         (
             DatabaseUnavailable("postgresql at db:5432", "connection refused"),
             EX_IOERR,

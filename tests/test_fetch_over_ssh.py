@@ -23,13 +23,14 @@ import pytest
 from sqlalchemy import select
 
 from bot.domain.hosts import service as hosts
+from bot.entry.cli.errors import EX_CONFIG, exit_status
 from bot.flows.actions import fetch_remote, fetches, flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.actions.models import Fetch
 from bot.flows.actions.privilege_check import check_access, check_text
 from bot.flows.services import Services
 from bot.foundation.db.session import make_engine, make_session_factory
-from bot.foundation.errors import PlanRefused
+from bot.foundation.errors import NotConfigured, PlanRefused
 from bot.foundation.roles import Role
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
 from bot.slack.handlers.fetches import watch_once
@@ -447,6 +448,13 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
         "sha256 not computed: 600 KB of LFS files is more than GPUBOT_FETCH_SHA256_MAX_BYTES (100 KB)" in captured.out
     )
     assert f"] Fetched and verified {REPO} on f7" in captured.err  # the progress line, last seen when it ended
+    # no allowed roots: a setting to add, not a command mistyped (exit 78, not 64)
+    services.settings.allowed_roots = {}
+    with pytest.raises(NotConfigured) as got:
+        await cli_actions.fetch(services.settings, args)
+    assert "nothing may be downloaded on f7: no allowed roots are set" in str(got.value)
+    assert exit_status(got.value, database_url=services.settings.database_url) == EX_CONFIG == 78
+    assert "gpubot: refused:" in capsys.readouterr().err
 
 
 async def test_with_fetch_approval_off_the_command_starts_it_and_the_thread_follows(

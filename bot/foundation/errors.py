@@ -3,6 +3,7 @@
     GpubotError
     ├── UsageError            the user's input is wrong; the message is shown as is
     │   ├── PlanRefused       an action cannot be planned as asked (a path outside the roots, an unknown unit)
+    │   │   └── NotConfigured a setting the action needs is not set (no allowed roots): the CLI exits 78
     │   └── SudoersError      a configured unit, root or path cannot be written safely into sudoers
     ├── NotFoundError         a named thing (host, snapshot) does not exist
     │   └── NothingToCompare  a diff of a registered host finds no snapshot old enough (never probed, one only)
@@ -206,6 +207,11 @@ class ChannelUnavailable(GpubotError):
 
 class PlanRefused(UsageError):
     """The action cannot be planned as asked (a path outside the roots, an unknown unit...)."""
+
+
+class NotConfigured(PlanRefused):
+    """The action cannot be planned because a setting it needs is not set (no allowed roots for a fetch or a
+    deletion): the configuration to change, not the words typed (the CLI exits 78, ``EX_CONFIG``)."""
 
 
 class SudoersError(UsageError):

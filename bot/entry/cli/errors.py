@@ -2,7 +2,8 @@
 password) and its exit status (pyinfra keeps the same in ``pyinfra_cli/exceptions.py``).
 
 Exit statuses: 64 usage error (``EX_USAGE``), 69 host not registered (``hosts sudoers``: not reached),
-74 database or file error, 78 configuration error (``EX_CONFIG``), 141 output pipe closed, 2 any other error of gpubot's
+74 database or file error, 78 configuration error (``EX_CONFIG``; a plan refused for a missing setting too), 141
+output pipe closed, 2 any other error of gpubot's
 (:class:`~bot.foundation.errors.GpubotError`); 130 for Ctrl-C is :mod:`bot.entry`'s and :func:`bot.entry.cli.main`'s.
 """
 
@@ -17,7 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from bot.foundation.config import settings_problem
-from bot.foundation.errors import DatabaseUnavailable, GpubotError, NotFoundError, UsageError
+from bot.foundation.errors import DatabaseUnavailable, GpubotError, NotConfigured, NotFoundError, UsageError
 
 EX_USAGE = 64
 EX_NOHOST = 69
@@ -64,6 +65,9 @@ def exit_status(exc: Exception, *, database_url: str) -> int:
             near = f" Did you mean: {', '.join(exc.near)}?" if exc.near else ""
             _say(f"gpubot: {exc}.{near}")
             return EX_NOHOST
+        case NotConfigured():  # a plan that no words could fix: a setting is missing
+            _say(f"gpubot: {exc}")
+            return EX_CONFIG
         case UsageError():
             _say(f"gpubot: {exc}" + (f" (did you mean `{exc.suggestion}`?)" if exc.suggestion else ""))
             return EX_USAGE

@@ -21,7 +21,7 @@ from bot.flows.actions.plan import FetchFile, FetchStep, Plan
 from bot.flows.actions.policy import allowed_roots, configured_units
 from bot.flows.services import Services
 from bot.flows.status.host import StatusReport
-from bot.foundation.errors import PlanRefused, ProbeError
+from bot.foundation.errors import NotConfigured, PlanRefused, ProbeError
 from bot.foundation.sizes import human_bytes
 from bot.probing.probes.engine import run_framed
 from bot.probing.probes.readings import FolderState
@@ -137,18 +137,17 @@ async def plan_fetch(
     running: list[tuple[int, str]],
 ) -> Plan:
     """Plan ``spec`` (a fetch). ``running``: ``(fetch id, target)`` of the fetches the database holds as
-    running on this host. Raises :class:`PlanRefused`."""
+    running on this host. Raises :class:`PlanRefused` (:class:`NotConfigured` when no allowed root covers the host)."""
     s = services.settings
     host = spec.host
     repo = spec.repo or ""
     endpoint = endpoint_of(services, probe)
     roots = allowed_roots(s.actions, host, group)
     if not roots:
-        raise _refuse(
-            [
-                f"nothing may be downloaded on {host}: no allowed roots are set (a fetch writes only under them), e.g. "
-                '`GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}`'
-            ]
+        raise NotConfigured(
+            "refused:\n"
+            f"• nothing may be downloaded on {host}: no allowed roots are set (a fetch writes only under them), e.g. "
+            '`GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}`'
         )
     volumes = list(probe.get("model_volumes") or s.probes.model_volumes)
     folder = spec.target or default_target(repo, volumes, roots)

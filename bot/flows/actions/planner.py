@@ -44,7 +44,7 @@ from bot.flows.actions.unit_up import HealthCheck, default_url, exec_argv
 from bot.flows.services import Services
 from bot.flows.status.host import StatusReport, check_host
 from bot.foundation.config import UnitHealth
-from bot.foundation.errors import PlanRefused, ProbeError, UsageError
+from bot.foundation.errors import NotConfigured, PlanRefused, ProbeError, UsageError
 from bot.foundation.masking import mask_secrets
 from bot.foundation.names import validate_path
 from bot.foundation.sizes import human_bytes
@@ -137,7 +137,7 @@ async def resolve_paths(ctx: _Ctx, paths: list[str], roots: list[str]) -> list[P
     (resolved) ``roots`` and the mount table has no mount point at it, on the way to it from its
     root, or below it; then measure them. Raises :class:`PlanRefused`."""
     if not roots:
-        raise PlanRefused(no_roots_refusal(ctx.spec.host, ctx.services.settings.actions.allowed_roots))
+        raise NotConfigured(no_roots_refusal(ctx.spec.host, ctx.services.settings.actions.allowed_roots))
     timeout = ctx.services.settings.probes.batch_timeout_s
     out = await run_framed(ctx.services.runner, ctx.target, remote.resolve_commands(paths, roots), timeout=timeout)
     resolved = [
