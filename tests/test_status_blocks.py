@@ -117,3 +117,27 @@ def test_a_unit_systemctl_could_not_read_keeps_its_sentences_whole():
     (units,) = [s.lines for s in status_view(report).sections if s.title == "Units"]
     assert units == [f"vllm.service — unknown, expected inactive: {why}"]
     assert ".," not in status_text(status_view(report))
+
+
+def test_a_model_volume_df_could_not_read_is_said_once():
+    why = "df: /nonexistent-vol: No such file or directory"
+    readings = Readings(
+        GpuReport(gpus=[Gpu(0, "GPU-0", "NVIDIA H200", 143771, 0, 143000, 0, 30, 70.0, "Disabled")], processes=[]),
+        [Disk("/nonexistent-vol", error=why)],
+        [],
+        None,
+        [],
+        HostContext(),
+    )
+    report = StatusReport(
+        "node174",
+        "ops@10.0.0.1:22",
+        7,
+        datetime(2026, 11, 29, tzinfo=UTC),
+        300,
+        assess(readings, Requirements()),
+        readings,
+    )
+    text = status_text(status_view(report))
+    assert text.count(why) == 1, text
+    assert f"/nonexistent-vol — unknown ({why})" in text

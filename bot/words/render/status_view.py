@@ -226,7 +226,13 @@ def status_view(report: StatusReport, *, command: str = TERMINAL, chat: str = CH
         for r in a.reasons
         if r.severity is not Severity.NOTE or r.code in SERVING_CODES
     ]
-    notes = [r.text for r in a.reasons if r.severity is Severity.NOTE and r.code not in SERVING_CODES]
+    # A disk that could not be measured is said on its own line under Disk, with df's words: not again as a note.
+    shown_below = {"disk_error"} if report.readings is not None else set()
+    notes = [
+        r.text
+        for r in a.reasons
+        if r.severity is Severity.NOTE and r.code not in SERVING_CODES and r.code not in shown_below
+    ]
     sections: list[Section] = []
     r = report.readings
     if report.question is not None:
