@@ -37,7 +37,7 @@ def test_console_answers_like_slack_with_numbered_buttons(tmp_path, ssh_server, 
     term.type("status box")
     screen = term.read_until("gpubot> ")
     assert "box: unreachable" in screen and "is not in" in screen  # key not trusted yet
-    assert "Next: /gpu hosts trust box" in screen, screen
+    assert "Next: `/gpu hosts trust box`" in screen, screen
     term.type("hosts trust box")
     screen = term.read_until("gpubot> ")
     assert "SHA256:" in screen and "[1] Trust this key" in screen and "[2] Cancel" in screen
@@ -198,7 +198,7 @@ def test_the_demo_root_is_allowed_on_localhost_only_not_on_another_name_for_this
         screen = term.read_until("gpubot> ")
         assert (
             "no allowed roots cover n3" in screen
-            and 'add n3, its group:NAME or *, e.g. GPUBOT_ALLOWED_ROOTS={"*": [' in screen
+            and 'add n3, its group:NAME or *, e.g. `GPUBOT_ALLOWED_ROOTS={"*": [' in screen
         ), screen
         assert "Approve" not in screen and "Approval needed" not in screen, screen
     term.type("audit")

@@ -23,7 +23,7 @@ def test_a_viewer_acting_as_an_admin_stays_a_viewer(tmp_path):
     assert "now acting as U0ADMIN (viewer)" in term.read_until("gpubot> ")
     term.type("hosts add node9 127.0.0.9")  # admins only
     refused = term.read_until("gpubot> ")
-    assert "hosts add is not open to you (needs the admin role)" in refused and "Added" not in refused, refused
+    assert "`hosts add` is not open to you (needs the admin role)" in refused and "Added" not in refused, refused
     demo = tmp_path / "data" / "gpubot" / "demo" / "old-model"
     term.type(f"clean localhost weights={demo}")  # operators and admins only
     refused = term.read_until("gpubot> ")

@@ -49,7 +49,7 @@ async def test_a_slack_id_granted_admin_in_the_database_is_no_admin_in_a_viewer_
         console.act_as("U0ADMIN")
         assert console.who() == "U0ADMIN (viewer)"
         await console.handle_line("hosts add node9 127.0.0.9")
-        assert "hosts add is not open to you (needs the admin role)" in lines[-1], lines[-1]
+        assert "`hosts add` is not open to you (needs the admin role)" in lines[-1], lines[-1]
         await console.handle_line("hosts")
         assert "node9" not in lines[-1]
     finally:

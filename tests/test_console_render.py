@@ -122,5 +122,15 @@ def test_an_update_lists_every_button_it_removed_as_gone():
 
 def test_a_star_in_a_code_span_is_typed_text_not_bold():
     text = 'add `n3`, its `group:NAME` or `*`, e.g. `GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}`'
-    assert plain(text) == 'add n3, its group:NAME or *, e.g. GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}'
+    assert plain(text) == 'add n3, its group:NAME or *, e.g. `GPUBOT_ALLOWED_ROOTS={"*": ["/shared/models"]}`'
     assert plain("*bold* `*not*` _it_ `_x_`") == "bold *not* it _x_"
+
+
+def test_a_rule_with_spaces_keeps_its_backticks_so_it_ends_where_it_ends():
+    rule = "`ops ALL=(root) NOPASSWD: /usr/bin/systemctl stop vllm.service`"
+    text = f"allow it in sudoers: {rule} (all rules: `gpubot hosts sudoers n1`)"
+    assert plain(text) == (
+        "allow it in sudoers: `ops ALL=(root) NOPASSWD: /usr/bin/systemctl stop vllm.service` "
+        "(all rules: `gpubot hosts sudoers n1`)"
+    )
+    assert plain("stop `vllm.service` first") == "stop vllm.service first"

@@ -63,7 +63,7 @@ def plain(text: str) -> str:
 
     Format: https://api.slack.com/reference/surfaces/formatting. A ``*`` or ``_`` counts as a
     mark only when it hugs a word (``*ready*``), so ``0 8 * * 1-5`` stays as typed;
-    inside a code span (`` `*` ``) nothing is a mark.
+    inside a code span (`` `*` ``) nothing is a mark, and a span with a space in it keeps its backticks.
     """
     text = emoji_words(text)
     text = re.sub(r"<!date\^\d+\^[^|>]*\|([^>]*)>", r"\1", text)
@@ -77,7 +77,14 @@ def plain(text: str) -> str:
     for i in range(0, len(parts), 2):
         parts[i] = re.sub(r"(?<![\w*])\*(\S(?:[^*\n]*\S)?)\*(?![\w*])", r"\1", parts[i])
         parts[i] = re.sub(r"(?<![\w_])_(\S(?:[^_\n]*\S)?)_(?![\w_])", r"\1", parts[i])
-    text = "".join(parts).replace("`", "")
+    # A code span of one word loses its marks (`vllm.service`); one with spaces keeps them, as the CLI prints it,
+    # so a command or a sudoers rule does not run into the words after it.
+    for i in range(1, len(parts), 2):
+        if not re.search(r"\s", parts[i][1:-1]):
+            parts[i] = parts[i][1:-1]
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("`", "")
+    text = "".join(parts)
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
