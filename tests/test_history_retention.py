@@ -7,12 +7,13 @@ from sqlalchemy import func, select
 
 from bot.domain.grants import service as access
 from bot.domain.grants.models import Delivery
+from bot.domain.history import scheduled as history_jobs
 from bot.domain.history.retention import prune
 from bot.domain.hosts import service as hosts
 from bot.domain.snapshots.models import Snapshot
-from bot.flows.reports import background
+from bot.flows.reports import scheduled as report_jobs
 from bot.flows.reports import service as reports
-from bot.flows.reports.scheduler import ReportScheduler
+from bot.flows.status import background
 from bot.flows.status.host import check_host
 from bot.foundation.db.base import utcnow
 from tests.support.clock import ago
@@ -49,16 +50,17 @@ async def test_prune_forgets_delivery_claims_a_week_old(services):
         assert await access.claim_delivery(db_session=db, key="cmd:0", now=now)  # a forgotten one is new again
 
 
-async def test_scheduler_prunes_with_its_clock(services, ssh_server, fake_hosts):
+async def test_the_retention_job_prunes_with_its_clock(services, ssh_server, fake_hosts):
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="node174", address="127.0.0.15", port=ssh_server.port)
     await check_host(services=services, host_name="node174")
 
-    async def never(channel, report):
-        raise AssertionError("nothing to post")
+    async def later():
+        return utcnow() + timedelta(days=401)
 
-    later = utcnow() + timedelta(days=401)
-    result = await ReportScheduler(services, never, now=lambda: later).prune()
+    (job,) = history_jobs.jobs(sessions=services.sessions, history=services.settings.history, now=later)
+    assert job.id == "retention"
+    result = await job.run()
     assert result.deleted == 1
 
 
@@ -66,7 +68,7 @@ async def test_background_probe_covers_report_hosts_only(services, ssh_server, f
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="train0", address="127.0.0.17", port=ssh_server.port, group="train")
         await hosts.add(db_session=db, name="infer0", address="127.0.0.18", port=ssh_server.port, group="infer")
-        assert await background.probe_report_hosts(services) == 0  # no schedule yet: nothing probed
+        assert await report_jobs.probe_report_hosts(services) == 0  # no schedule yet: nothing probed
         await reports.create(
             db_session=db,
             expr="0 8 * * 1-5",
@@ -76,7 +78,7 @@ async def test_background_probe_covers_report_hosts_only(services, ssh_server, f
             created_by="U1",
             now=services.clock(),
         )
-    assert await background.probe_report_hosts(services) == 1
+    assert await report_jobs.probe_report_hosts(services) == 1
     assert await background.probe_groups(services, ["*"]) == 2
     async with services.sessions() as db:
         counts = dict(

@@ -12,11 +12,11 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from bot.domain.snapshots.models import Snapshot, SnapshotHour
-from bot.flows.reports.scheduler import ReportScheduler
+from bot.flows.status.scheduled import BackgroundProbes
 from bot.flows.watches.models import WatchAlert
+from bot.flows.watches.scheduled import evaluation
 from bot.foundation.db.base import utcnow
 from bot.slack.app import build_client
-from bot.slack.reports import make_poster
 from bot.slack.watches import make_watcher
 from tests.slack_env import start_bot
 from tests.support.blockkit import blocks_text
@@ -63,9 +63,7 @@ async def test_a_serving_host_asked_need_keeps_its_record_and_pages_no_one_until
             await bot.command("watch node174", channel_id="C5")
             await rec.wait_for("chat.postMessage", lambda c: c.body["text"].startswith("Watch #"), timeout=10)
             client = build_client(svc)
-            sched = ReportScheduler(
-                svc, make_poster(client), now=clock.now, watcher=make_watcher(svc, client, now=clock.now, instance="r1")
-            )
+            sched = BackgroundProbes(svc, then=evaluation(make_watcher(svc, client, now=clock.now, instance="r1")))
 
             def alerts(start=0):
                 return [
@@ -91,7 +89,7 @@ async def test_a_serving_host_asked_need_keeps_its_record_and_pages_no_one_until
                 assert f"not ready — busy: serving {KIMI} (healthy, GPU 0, 1)" in text, text
                 assert " free of " in text and "need 900 TB" in text
                 assert "/gpu stop" not in text and "Next step" not in text, text
-            await sched.watch()  # the watch reads what the questions stored
+            await sched.after_pass()  # the watch reads what the questions stored
 
             after, hours_after, watch_alerts = await _rows(svc)
             asked = after[len(before) :]

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from bot.domain.hosts import service as hosts
-from bot.flows.reports import cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.scheduler import ReportScheduler
+from bot.foundation import cron
 from bot.slack.app import build_client
 from bot.slack.reports import make_notifier, make_poster
 from tests.support.blockkit import blocks_text

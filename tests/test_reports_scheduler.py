@@ -8,11 +8,11 @@ import pytest
 from sqlalchemy import update
 
 from bot.domain.hosts import service as hosts
-from bot.flows.reports import cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.models import ReportSchedule, load_run_snapshots
 from bot.flows.reports.scheduler import ReportScheduler
 from bot.flows.services import Services
+from bot.foundation import cron
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.foundation.errors import UsageError
 

@@ -8,16 +8,17 @@ import pytest
 
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
-from bot.flows.reports import cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import HostChange, Report
 from bot.flows.status.fleet import FleetReport
 from bot.flows.status.host import StatusReport
+from bot.foundation import cron
 from bot.foundation.db.base import utcnow
 from bot.slack.app import build_client
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length
 from bot.slack.report_blocks import report_blocks
-from bot.slack.reports import make_poster, start_scheduler
+from bot.slack.reports import make_poster
+from bot.slack.scheduled import start_scheduler
 from tests.support.blockkit import blocks_text, validate_message
 from tests.test_history_slack import png_size
 
@@ -54,7 +55,8 @@ async def test_schedule_from_slack_posts_the_report_at_its_time(slack_bot, servi
 
     fire = cron.next_fire(row.cron, row.tz, utcnow())
     clock = Clock(fire - timedelta(seconds=30))
-    sched = await start_scheduler(services, build_client(services), now=clock.now, instance="test")
+    running = await start_scheduler(services, build_client(services), now=clock.now, instance="test")
+    sched = running.reports
     try:
         await sched.sync()  # what APScheduler runs every report_sync_s: jobs match the rows, due ones run
         for _ in range(100):  # and the pass APScheduler itself ran at start, before the clock moves on
@@ -67,7 +69,7 @@ async def test_schedule_from_slack_posts_the_report_at_its_time(slack_bot, servi
         clock.t = fire + timedelta(seconds=3)
         (outcome,) = await sched.run_due(row.id)  # what the cron job runs when the alarm rings
     finally:
-        sched.shutdown()
+        running.shutdown()
     assert outcome.status == "sent"
     report = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: c is not confirm, timeout=10)
     assert report.body["channel"] == "C1"

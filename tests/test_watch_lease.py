@@ -14,13 +14,12 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
-from bot.flows.reports.scheduler import ReportScheduler
+from bot.flows.status.scheduled import BackgroundProbes
 from bot.flows.watches import service as watches
 from bot.flows.watches.conditions import episode
 from bot.flows.watches.flows import Outcome
 from bot.flows.watches.models import AlertStatus, Watch, WatchAlert
 from bot.slack.app import build_client
-from bot.slack.reports import make_poster
 from bot.slack.watches import make_watcher
 from tests.test_watches import A, B, _alerts, _pass, _setup
 
@@ -30,7 +29,7 @@ LEASE = 300  # the default GPUBOT_WATCH_LEASE_S
 async def _two_hosts_lost(slack_bot, services, ssh_server, fake_hosts):
     rec, clock, svc, _ = await _setup(slack_bot, services, ssh_server)
     client = build_client(services)
-    probes_only = ReportScheduler(svc, make_poster(client), now=clock.now)  # evaluation is left to the replicas
+    probes_only = BackgroundProbes(svc)  # evaluation is left to the replicas
     await _pass(probes_only, clock)
     fake_hosts.write(A, gpus=7)
     fake_hosts.write(B, gpus=6)

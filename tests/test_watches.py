@@ -17,14 +17,14 @@ import pytest
 from sqlalchemy import select
 
 from bot.domain.hosts import service as hosts
-from bot.flows.reports.scheduler import ReportScheduler
+from bot.flows.status.scheduled import BackgroundProbes
 from bot.flows.watches import conditions as cond
 from bot.flows.watches.models import WatchAlert
+from bot.flows.watches.scheduled import evaluation
 from bot.foundation.db.base import utcnow
 from bot.foundation.errors import UsageError
 from bot.slack.app import build_client
 from bot.slack.ids import ActionId
-from bot.slack.reports import make_poster
 from bot.slack.watches import make_watcher
 from tests.support.blockkit import blocks_text
 from tests.support.slack_requests import block_action_body
@@ -104,13 +104,7 @@ async def _setup(slack_bot, services, ssh_server, channel="C5", on=""):
     clock = Clock()
     svc = dataclasses.replace(services, clock=clock.now)
     client = build_client(services)
-    sched = ReportScheduler(
-        svc,
-        make_poster(client),
-        now=clock.now,
-        instance="r1",
-        watcher=make_watcher(svc, client, now=clock.now, instance="r1"),
-    )
+    sched = BackgroundProbes(svc, then=evaluation(make_watcher(svc, client, now=clock.now, instance="r1")))
     return rec, clock, svc, sched
 
 
@@ -187,7 +181,7 @@ async def test_hosts_changing_together_are_one_message_and_two_replicas_post_it_
 ):
     rec, clock, svc, _ = await _setup(slack_bot, services, ssh_server)
     client = build_client(services)
-    probes_only = ReportScheduler(svc, make_poster(client), now=clock.now)  # evaluation is left to the two replicas
+    probes_only = BackgroundProbes(svc)  # evaluation is left to the two replicas
     await _pass(probes_only, clock)
     fake_hosts.write(A, gpus=7)
     fake_hosts.write(B, gpus=6)
@@ -328,7 +322,7 @@ async def test_a_watch_on_a_channel_the_bot_cannot_post_in_is_refused_and_a_late
     clock = Clock()
     svc = dataclasses.replace(services, clock=clock.now)
     client = build_client(services)
-    sched = ReportScheduler(svc, make_poster(client), now=clock.now, watcher=make_watcher(svc, client, now=clock.now))
+    sched = BackgroundProbes(svc, then=evaluation(make_watcher(svc, client, now=clock.now)))
     await _pass(sched, clock)
     fake_hosts.write(A, gpus=7)
     await _pass(sched, clock)

@@ -48,6 +48,11 @@ class DatabaseClock:
     def __call__(self) -> datetime:
         return self.local() + self.offset
 
+    async def read(self) -> datetime:
+        """:meth:`refresh`, then the time: for a pass that decides by the database's time as it starts."""
+        await self.refresh()
+        return self()
+
 
 @functools.cache
 def process_identity() -> str:

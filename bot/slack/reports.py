@@ -1,11 +1,9 @@
-"""The Slack side of scheduled reports: the ``post`` and ``notify`` callbacks, the channel check
-and :func:`start_scheduler`.
+"""The Slack side of scheduled reports: the ``post`` and ``notify`` callbacks and the channel check (the
+scheduler that calls them is started by :mod:`bot.slack.scheduled`).
 
-``start_scheduler(services, client)`` is called by :mod:`bot.slack.serve` once the app runs (and
-by tests, with a controlled ``now``). The domain (:mod:`bot.flows.reports`) decides what and when; this
-module only renders and calls the Web API: ``chat.postMessage`` for the report (sent again
-smaller while Slack refuses it as too long), replies in its thread for what does not fit, and ``files_upload_v2``
-for the chart. A post Slack refuses for the
+The domain (:mod:`bot.flows.reports`) decides what and when; this module only renders and calls the Web
+API: ``chat.postMessage`` for the report (sent again smaller while Slack refuses it as too long), replies in
+its thread for what does not fit, and ``files_upload_v2`` for the chart. A post Slack refuses for the
 channel (``not_in_channel``, ``channel_not_found``, ``is_archived``) becomes
 :class:`~bot.foundation.errors.ChannelUnavailable` saying how to fix it; ``notify`` sends it to the
 schedule's creator as a direct message (``chat.postMessage`` to the user ID).
@@ -20,8 +18,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.flows.reports.flows import Post, Report
-from bot.flows.reports.scheduler import ChannelProblem, Clock, Notify, ReportScheduler
-from bot.flows.services import Services
+from bot.flows.reports.scheduler import ChannelProblem, Notify
 from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
 from bot.slack.context import too_long
@@ -176,22 +173,3 @@ def make_notifier(client: AsyncWebClient) -> Notify:
         await client.chat_postMessage(channel=problem.created_by, text=text, blocks=text_blocks(text))
 
     return notify
-
-
-async def start_scheduler(
-    services: Services, client: AsyncWebClient, *, now: Clock | None = None, instance: str | None = None
-) -> ReportScheduler:
-    """Start report schedules, retention and background probes on the running event loop;
-    call ``.shutdown()`` on the result to stop."""
-    from bot.slack.watches import make_watcher  # watches post with the same client
-
-    sched = ReportScheduler(
-        services,
-        make_poster(client),
-        instance=instance,
-        notify=make_notifier(client),
-        now=now,
-        watcher=make_watcher(services, client, now=now, instance=instance),
-    )
-    sched.start()
-    return sched

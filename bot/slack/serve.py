@@ -38,7 +38,7 @@ from bot.slack.app import build_app
 from bot.slack.card_guard import stored_id
 from bot.slack.handlers.actions import sweep_forever
 from bot.slack.handlers.fetches import fetches_forever
-from bot.slack.reports import start_scheduler
+from bot.slack.scheduled import Scheduled, start_scheduler
 from bot.wiring import build_services
 
 log = logging.getLogger("gpubot.serve")
@@ -85,7 +85,7 @@ class Served:
     handler: Any
     readiness: Readiness
     port: int
-    sched: Any = None
+    sched: Scheduled | None = None
     sweeper: asyncio.Task[None] | None = None
     fetcher: asyncio.Task[None] | None = None
     stopping: list[float] = field(default_factory=list)
@@ -135,7 +135,7 @@ class Served:
                     return 0
             else:
                 log.info("HTTP mode: listening on %s port %d, POST %s", settings.service.http_host, port, EVENTS_PATH)
-            self.sched = await start_scheduler(services, app.client)  # reports, retention, background probes
+            self.sched = await start_scheduler(services, app.client)  # reports, background probes, watches, retention
             self.sweeper = asyncio.create_task(sweep_forever(services, app.client))  # expiry, interrupted actions
             self.fetcher = asyncio.create_task(fetches_forever(services, app.client))  # downloads on the hosts
             await stop.wait()
@@ -322,7 +322,7 @@ async def bind_log_context(body: dict[str, Any], next: Callable[[], Awaitable[An
 
 
 async def _drain(
-    service: ServiceSettings, services: Services, handler: Any, sched: Any, sweeper: asyncio.Task[None]
+    service: ServiceSettings, services: Services, handler: Any, sched: Scheduled, sweeper: asyncio.Task[None]
 ) -> int:
     """Steps 1–3 of the module docstring; returns 0."""
     started = time.monotonic()

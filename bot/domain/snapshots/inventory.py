@@ -2,16 +2,15 @@
 
 :func:`record_rows` runs inside every snapshot write (:func:`bot.domain.snapshots.service.write_rows`), so
 the inventory never lags the snapshots; :func:`known` reads it for the verdict (one query for any
-number of hosts); :func:`forget_missing` removes a GPU deliberately (``hosts forget-gpu``, in chat
-and in the terminal), never one the latest probe lists. A GPU seen
-before and absent now is *missing* (:mod:`bot.domain.readiness.verdict`), with the snapshot it was last
-seen in.
+number of hosts); :func:`forget` removes a GPU deliberately (``hosts forget-gpu``, in chat and in the
+terminal: :func:`bot.domain.snapshots.forget_gpu.forget_missing`), never one the latest probe lists. A GPU
+seen before and absent now is *missing* (:mod:`bot.domain.readiness.verdict`), with the snapshot it was
+last seen in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, cast
@@ -140,35 +139,3 @@ async def forget(*, db_session: AsyncSession, host_name: str, gpu: str, keep: Co
             delete(GpuSeen).where(GpuSeen.host_name == host_name, GpuSeen.uuid.in_([r.uuid for r in hit]))
         )
     return [r.uuid for r in hit]
-
-
-@dataclass(frozen=True)
-class Forgotten:
-    """What ``hosts forget-gpu HOST GPU`` did (:func:`forget_missing`).
-
-    ``named``: the inventory rows ``GPU`` names (empty: the host has no such GPU); ``gone``: the
-    UUIDs removed; ``kept``: the named rows present in ``snapshot_id`` (the host's latest
-    snapshot, ``None`` when it has none), which stay."""
-
-    named: list[GpuSeen]
-    gone: list[str]
-    kept: list[GpuSeen]
-    snapshot_id: int | None
-
-
-async def forget_missing(*, db_session: AsyncSession, host_name: str, gpu: str) -> Forgotten:
-    """Forget the GPUs of ``host_name`` that ``gpu`` names (an index, a UUID or its unique prefix, or
-    ``all``) and that its latest snapshot does not list: a GPU present now is never forgotten (the
-    next probe would put it back, and it was never missing). The one rule for chat and terminal."""
-    from bot.domain.snapshots import service as snapshots
-
-    snap = await snapshots.latest(db_session=db_session, host_name=host_name)
-    here = present_now(snap)
-    named = matching(await listing(db_session=db_session, host_name=host_name), gpu)
-    gone = await forget(db_session=db_session, host_name=host_name, gpu=gpu, keep=here)
-    return Forgotten(
-        named=named,
-        gone=gone,
-        kept=[g for g in named if g.uuid in here],
-        snapshot_id=snap.id if snap is not None else None,
-    )

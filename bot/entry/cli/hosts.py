@@ -329,13 +329,13 @@ def built_in_json(name: str) -> dict[str, Any]:
 
 async def _host_inventory(db: Any, args: argparse.Namespace, services: Any) -> int:
     """``hosts show`` and ``hosts forget-gpu`` in the terminal."""
-    from bot.domain.snapshots import inventory
+    from bot.domain.snapshots import forget_gpu, inventory
     from bot.domain.snapshots import service as snapshots
     from bot.words.render.text import forgotten_text, inventory_lines
 
     h, name = await hosts.registered_or_built_in(db_session=db, name=args.name)  # localhost is built in
     if args.hosts_cmd == "forget-gpu":
-        done = await inventory.forget_missing(db_session=db, host_name=name, gpu=args.gpu)
+        done = await forget_gpu.forget_missing(db_session=db, host_name=name, gpu=args.gpu)
         removed, text = forgotten_text(done, host=name, gpu=args.gpu, show_command=f"gpubot hosts show {name}")
         print(text, file=sys.stdout if removed else sys.stderr)
         return 0 if removed else (64 if not done.named else 1)

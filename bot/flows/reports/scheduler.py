@@ -1,9 +1,9 @@
-"""Runs report schedules (exactly once per fire time), background probes and retention.
+"""Runs report schedules, exactly once per fire time.
 
-APScheduler 3's ``AsyncIOScheduler`` is only the alarm clock: one cron job per schedule
-(``CronTrigger`` from :func:`bot.flows.reports.cron.trigger`), a sync job every ``report_sync_s``
-seconds that re-reads the schedules (another replica's edits) and catches up, a retention job and
-the background probe jobs. The decisions are in :meth:`ReportScheduler.run_due`, which reads the
+The alarm clock is :class:`~bot.foundation.scheduler.Scheduler`: one cron job per schedule
+(``CronTrigger`` from :func:`bot.foundation.cron.trigger`), kept in step with the rows by the sync job
+(:mod:`bot.flows.reports.scheduled`: every ``report_sync_s`` seconds it re-reads the schedules, another
+replica's edits, and catches up). The decisions are in :meth:`ReportScheduler.run_due`, which reads the
 time only from the injected ``now()`` callable, so tests move a clock instead of sleeping:
 
 * the fire times due since the schedule's last run row (or its creation) are computed;
@@ -30,26 +30,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-from apscheduler.schedulers.asyncio import AsyncIOScheduler
-from apscheduler.triggers.interval import IntervalTrigger
-
-from bot.domain.history import retention
-from bot.flows.reports import background, cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import Post, build_report
 from bot.flows.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
 from bot.flows.services import DatabaseClock, Services
-from bot.flows.watches.flows import Watcher
-from bot.foundation.errors import ChannelUnavailable, DatabaseUnavailable
+from bot.foundation import cron
+from bot.foundation.errors import ChannelUnavailable
 from bot.foundation.lifecycle import cancelled_meanwhile
+from bot.foundation.scheduler import Job, Scheduler
 
 log = logging.getLogger("gpubot.reports")
 
@@ -95,8 +92,8 @@ class Outcome:
 
 
 class ReportScheduler:
-    """Owns the ``AsyncIOScheduler``; ``post`` and ``notify`` are the Slack layer's callbacks;
-    ``now`` the clock (default: the services' clock)."""
+    """Decides and sends each schedule's reports; ``post`` and ``notify`` are the Slack layer's callbacks;
+    ``now`` the clock (default: the database's); ``scheduler`` rings the schedules' cron jobs."""
 
     def __init__(
         self,
@@ -106,23 +103,21 @@ class ReportScheduler:
         now: Clock | None = None,
         instance: str | None = None,
         notify: Notify | None = None,
-        watcher: Watcher | None = None,
+        scheduler: Scheduler | None = None,
     ):
         self.services = services
-        self.watcher = watcher
-        """Evaluates watches after each background pass and every ``watch_eval_s`` (``None``: no watches)."""
+        self.scheduler = scheduler
+        """Rings each schedule's cron job, kept in step by :meth:`sync` (``None``: nothing rings; tests call
+        :meth:`run_due`)."""
         self.post = post
         self.notify = notify
         self._db_clock = DatabaseClock(services.sessions, services.clock) if now is None else None
         self.now: Clock = now or self._db_clock or services.clock
         """Fire times, leases and their stamps: the database's time (read at each pass), unless a clock is given."""
         self.instance = instance or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-        self.aps: AsyncIOScheduler | None = None
         self._jobs: dict[int, str] = {}
         self.sync_passes = 0
-        """Completed :meth:`sync` passes (the first one runs as soon as :meth:`start` is called)."""
-        self._failed_passes = 0
-        """Passes in a row that met the database away (one warning when the first fails, one line when it is back)."""
+        """Completed :meth:`sync` passes (the first one runs as soon as the scheduler starts)."""
 
     # -- decisions (clock-driven, no APScheduler needed) ---------------------------------------
 
@@ -359,101 +354,26 @@ class ReportScheduler:
                 log.exception("could not tell the creator of report schedule #%d", sched.id)
         return Outcome(sched.id, fire, RunStatus.FAILED.value)
 
-    # -- the alarm clock ------------------------------------------------------------------------
-
-    def _quiet(self, job: Callable[..., Awaitable[object]]) -> Callable[..., Awaitable[None]]:
-        """``job`` as APScheduler runs it: the database away is one warning per outage (not a traceback per
-        pass), and one line once a pass works again; any other error is still logged with its traceback."""
-
-        async def run(*args: object) -> None:
-            try:
-                await job(*args)
-            except asyncio.CancelledError:  # cancelled at shutdown: nothing to say
-                return
-            except DatabaseUnavailable as exc:
-                self._failed_passes += 1
-                if self._failed_passes == 1:
-                    log.warning("scheduler: %s; scheduled passes retry quietly until it is back", exc)
-                return
-            except Exception:
-                log.exception("scheduler: %s failed", getattr(job, "__name__", "a job"))
-                return
-            if self._failed_passes:
-                log.info("scheduler: the database is back (%d passes met it away)", self._failed_passes)
-                self._failed_passes = 0
-
-        run.__name__ = getattr(job, "__name__", "job")
-        return run
-
-    def start(self) -> None:
-        """Start APScheduler on the running event loop: the sync job (first run right away, which
-        sends missed reports late or records them skipped), retention, background probes."""
-        history = self.services.settings.history
-        self.aps = AsyncIOScheduler(timezone=UTC)
-        first = datetime.now(UTC)
-        self.aps.add_job(
-            self._quiet(self.sync),
-            IntervalTrigger(seconds=max(5, history.report_sync_s)),
-            id="reports:sync",
-            next_run_time=first,
-            coalesce=True,
-            max_instances=1,
-        )
-        self.aps.add_job(
-            self._quiet(self.prune),
-            cron.trigger(history.retention_cron, "UTC"),
-            id="retention",
-            coalesce=True,
-            max_instances=1,
-        )
-        for group, every in history.background_probe_groups.items():
-            if every > 0:
-                self.aps.add_job(
-                    self._quiet(self.probe_groups),
-                    IntervalTrigger(seconds=every),
-                    args=[[group]],
-                    id=f"probe:{group}",
-                    coalesce=True,
-                    max_instances=1,
-                )
-        if history.background_probe_report_hosts_s > 0:
-            self.aps.add_job(
-                self._quiet(self.probe_report_hosts),
-                IntervalTrigger(seconds=history.background_probe_report_hosts_s),
-                id="probe:reports",
-                coalesce=True,
-                max_instances=1,
-            )
-        if self.watcher is not None:
-            self.aps.add_job(
-                self._quiet(self.watch),
-                IntervalTrigger(seconds=history.watch_eval_s),
-                id="watches",
-                coalesce=True,
-                max_instances=1,
-            )
-        self.aps.start()
-
     async def sync(self) -> None:
-        """Make the cron jobs match the ``report_schedules`` rows, then :meth:`run_due`."""
+        """Make the cron jobs match the ``report_schedules`` rows (on :attr:`scheduler`, when there is one),
+        then :meth:`run_due`."""
         async with self.services.sessions() as db:
             rows = await reports.list_all(db_session=db)
-        if self.aps is not None:
+        if self.scheduler is not None:
             wanted = {r.id: f"{r.cron}|{r.tz}" for r in rows if not r.paused}
             for sid in set(self._jobs) - set(wanted):
-                self.aps.remove_job(f"report:{sid}")
+                self.scheduler.remove(f"report:{sid}")
                 del self._jobs[sid]
             for r in rows:
                 if r.id in wanted and self._jobs.get(r.id) != wanted[r.id]:
-                    self.aps.add_job(
-                        self._quiet(self.run_due),
-                        cron.trigger(r.cron, r.tz),
-                        args=[r.id],
-                        id=f"report:{r.id}",
-                        replace_existing=True,
-                        coalesce=True,
-                        misfire_grace_time=None,
-                        max_instances=3,
+                    self.scheduler.put(
+                        Job(
+                            f"report:{r.id}",
+                            cron.trigger(r.cron, r.tz),
+                            functools.partial(self.run_due, r.id),
+                            max_instances=3,
+                            late_ok=True,
+                        )
                     )
                     self._jobs[r.id] = wanted[r.id]
         try:
@@ -461,47 +381,6 @@ class ReportScheduler:
         finally:
             self.sync_passes += 1
 
-    async def probe_groups(self, groups: list[str | None]) -> int:
-        """One background pass over ``groups``, then the watches read what it stored."""
-        n = await background.probe_groups(self.services, groups)
-        await self.watch()
-        return n
-
-    async def probe_report_hosts(self) -> int:
-        """One background pass over the report schedules' hosts, then the watches."""
-        n = await background.probe_report_hosts(self.services)
-        await self.watch()
-        return n
-
-    async def watch(self) -> None:
-        """One watch evaluation (nothing without a watcher); a failure is logged, never raised."""
-        if self.watcher is None:
-            return
-        try:
-            await self.watcher.evaluate()
-        except DatabaseUnavailable:
-            raise  # the scheduler's outage line says it (once), not a traceback per evaluation
-        except Exception:
-            log.exception("watch evaluation failed")
-
-    async def prune(self) -> retention.Pruned:
-        """One retention pass with the settings' periods."""
-        history = self.services.settings.history
-        if self._db_clock is not None:
-            await self._db_clock.refresh()
-        return await retention.prune(
-            sessions=self.services.sessions,
-            now=self.now(),
-            readings_days=history.retention_readings_days,
-            raw_days=history.retention_raw_days,
-            batch=history.retention_batch,
-        )
-
     def next_fire(self, schedule_id: int) -> datetime | None:
-        """When APScheduler will next wake this schedule's job (``None`` if it has none)."""
-        job = self.aps.get_job(f"report:{schedule_id}") if self.aps else None
-        return job.next_run_time if job else None
-
-    def shutdown(self) -> None:
-        if self.aps is not None and self.aps.running:
-            self.aps.shutdown(wait=False)
+        """When the scheduler will next wake this schedule's job (``None`` if it has none)."""
+        return self.scheduler.next_run(f"report:{schedule_id}") if self.scheduler else None

@@ -16,7 +16,6 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.flows.reports import cron
 from bot.flows.reports.models import (
     PAUSE_AFTER,
     ReportRun,
@@ -25,6 +24,7 @@ from bot.flows.reports.models import (
     dump_run_snapshots,
     load_run_snapshots,
 )
+from bot.foundation import cron
 from bot.foundation.errors import NotFoundError, UsageError
 
 MAX_SCHEDULES = 100

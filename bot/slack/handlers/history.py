@@ -11,10 +11,10 @@ from slack_sdk.errors import SlackApiError
 from bot.domain.history.chart import render_png
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import diff_snapshots, load_history
-from bot.flows.reports import cron
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import build_report
 from bot.flows.status.fleet import fleet_group, hosts_of
+from bot.foundation import cron
 from bot.slack.blocks import escape, text_blocks
 from bot.slack.context import CommandContext
 from bot.slack.report_blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks

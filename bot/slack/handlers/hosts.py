@@ -11,6 +11,7 @@ from bot.domain.hosts import service as hosts
 from bot.domain.hosts import trust
 from bot.domain.snapshots import inventory
 from bot.domain.snapshots import service as snapshots
+from bot.domain.snapshots.forget_gpu import forget_missing
 from bot.flows.actions.privilege_check import check_access, check_text
 from bot.flows.services import Services
 from bot.foundation.errors import PermissionDenied
@@ -145,7 +146,7 @@ async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
 async def forget_gpu(ctx: CommandContext, cmd: HostsForgetGpu) -> None:
     async with ctx.session() as db:
         _, name = await hosts.registered_or_built_in(db_session=db, name=cmd.name)
-        done = await inventory.forget_missing(db_session=db, host_name=name, gpu=cmd.gpu)
+        done = await forget_missing(db_session=db, host_name=name, gpu=cmd.gpu)
     removed, text = forgotten_text(done, host=name, gpu=cmd.gpu, show_command=f"/gpu hosts show {name}")
     if not removed:
         await ctx.reply_ephemeral(text)

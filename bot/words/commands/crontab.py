@@ -3,7 +3,7 @@ before the scheduler reads it, so a typo is not answered in the scheduler librar
 
 Numbers are checked (in ``5``, ``1-5``, ``*/15``, ``10-50/5``, lists of them) in the minute,
 hour, day-of-month and month fields, and the minute and hour hold nothing else (or ``*``); names
-(``jan``) and the rest are left to :func:`bot.flows.reports.cron.trigger`, which also reads the
+(``jan``) and the rest are left to :func:`bot.foundation.cron.trigger`, which also reads the
 day-of-week field.
 """
 

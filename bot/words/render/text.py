@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from bot.domain.snapshots.inventory import Forgotten
+from bot.domain.snapshots.forget_gpu import Forgotten
 from bot.domain.snapshots.models import GpuSeen
 from bot.words.render.status_view import FleetView, StatusView
 

@@ -1,11 +1,11 @@
 """Background probing, so history exists without anyone typing.
 
 Per settings: ``background_probe_groups`` maps a group (``"*"`` = every host) to seconds between
-probes; ``background_probe_report_hosts_s`` probes the hosts that some report schedule covers
-(0 = off). Hosts outside both are never probed in the background. Each pass is one
-:func:`~bot.flows.status.fleet.check_fleet`, so it has the probe engine's limits (at most
-``max_concurrent_probes`` batches at once on new connections and ``max_concurrent_pooled_probes`` on pooled
-ones, each with its timeouts) and stores a snapshot per host
+probes (its jobs: :mod:`bot.flows.status.scheduled`); ``background_probe_report_hosts_s`` probes the hosts
+that some report schedule covers (0 = off; its job: :mod:`bot.flows.reports.scheduled`). Hosts outside both
+are never probed in the background. Each pass is one :func:`~bot.flows.status.fleet.check_fleet`, so it has
+the probe engine's limits (at most ``max_concurrent_probes`` batches at once on new connections and
+``max_concurrent_pooled_probes`` on pooled ones, each with its timeouts) and stores a snapshot per host
 with ``requested_by="background"``.
 """
 
@@ -13,18 +13,11 @@ from __future__ import annotations
 
 import logging
 
-from bot.flows.reports import service as reports
 from bot.flows.services import Services
 from bot.flows.status.fleet import check_fleet, hosts_of
 from bot.foundation.errors import NotFoundError
 
 log = logging.getLogger("gpubot.background")
-
-
-async def report_groups(services: Services) -> list[str | None]:
-    """The groups the report schedules cover (``None`` = all hosts), deduplicated."""
-    async with services.sessions() as db:
-        return list(dict.fromkeys(s.group_name for s in await reports.list_all(db_session=db)))
 
 
 async def probe_groups(services: Services, groups: list[str | None]) -> int:
@@ -41,9 +34,3 @@ async def probe_groups(services: Services, groups: list[str | None]) -> int:
         return 0
     fleet = await check_fleet(services=services, names=names, title="background", requested_by="background")
     return len(fleet.reports)
-
-
-async def probe_report_hosts(services: Services) -> int:
-    """One background pass over the hosts of every report schedule."""
-    groups = await report_groups(services)
-    return await probe_groups(services, groups) if groups else 0
