@@ -124,6 +124,7 @@ def peak_rss_mb() -> float:
 
 async def worker_gpubot(cfg: dict) -> dict:
     from bot.flows.status.fleet import check_fleet, hosts_of
+    from bot.flows.status.loop_thread import OnThread
     from bot.foundation.config import Settings
     from bot.wiring import build_services
 
@@ -151,7 +152,8 @@ async def worker_gpubot(cfg: dict) -> dict:
                 "ok": sum(1 for r in fleet.reports if r.readings is not None and r.snapshot_id is not None),
                 "verdicts": dict((v.value, n) for v, n in fleet.counts.items()),
             }
-        fan_out = services.fleet_loop.services if services.fleet_loop is not None else services  # the fan-out's own
+        thread = services.fan_out.thread.services if isinstance(services.fan_out, OnThread) else None
+        fan_out = thread or services  # the services of the fan-out's own loop
         pool = fan_out.runner.ssh.pool
         out["pooled_open"] = pool.open_count() if pool else 0
         out["peak_rss_mb"] = peak_rss_mb()
@@ -508,7 +510,7 @@ async def help_latency(n: int, db: str, concurrency: int, fleet_workers: str = "
         )
         # As gpubot serve builds them: fan-outs in worker processes (the local pool, or gpubot worker on the queue)
         workers = []
-        async with build_services(settings, workers=fleet_workers != "thread") as services:
+        async with build_services(settings, role="serve") as services:
             if fleet_workers == "queue":
                 env = {
                     **os.environ,

@@ -63,7 +63,7 @@ async def main(n: int, processes: int, latency: str, db: str, concurrency: int) 
     try:
         await upgrade_async(url)
         settings = Settings(_env_file=None, database_url=url, max_concurrent_probes=concurrency, ssh_config=os.devnull)
-        async with build_services(settings, fleet_thread=False) as services:
+        async with build_services(settings, role="inline") as services:
             names = [f"sim{i:05d}" for i in range(1, n + 1)]
             async with services.sessions() as s, s.begin():
                 s.add_all(
@@ -80,7 +80,7 @@ async def main(n: int, processes: int, latency: str, db: str, concurrency: int) 
                     ]
                 )
             pool = LocalPool(settings, sim_worker_services, processes=processes)
-            services = replace(services, fleet_jobs=pool)
+            services = replace(services, fan_out=pool)
             async with SlackApiRecorder() as recorder:
                 recorder.max_block_text = SLACK_REFUSES_PAST
                 bot, close = await start_bot(services, recorder)

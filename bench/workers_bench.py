@@ -51,7 +51,7 @@ async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
     try:
         await upgrade_async(url)
         settings = Settings(_env_file=None, database_url=url, max_concurrent_probes=50, ssh_config=os.devnull)
-        async with build_services(settings, fleet_thread=False) as services:
+        async with build_services(settings, role="inline") as services:
             names = [f"w{i:05d}" for i in range(n)]
             async with services.sessions() as s, s.begin():
                 s.add_all(
@@ -70,7 +70,7 @@ async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
             rates: dict[int, list[float]] = {}
             for processes in counts:
                 pool = LocalPool(settings, scripted_services, processes=processes)
-                svc = replace(services, fleet_jobs=pool)
+                svc = replace(services, fan_out=pool)
                 try:
                     await check_fleet(services=svc, names=names, title="warm-up")
                     rates[processes] = []

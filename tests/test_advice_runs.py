@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bot.domain.hosts import service as hosts
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Requirements, assess, unreachable
 from bot.entry.cli import _build_parser
 from bot.flows.actions import flows
@@ -21,7 +22,7 @@ from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.actions.plan import KillStep, ProcItem
 from bot.flows.actions.step_runner import StepRunner, sudo_said
 from bot.flows.actions.views import RequestView, StepView
-from bot.flows.status.host import StatusReport, check_host
+from bot.flows.status.host import check_host
 from bot.foundation.errors import PlanRefused, UsageError
 from bot.probing.probes.readings import (
     Disk,

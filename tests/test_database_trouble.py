@@ -104,6 +104,10 @@ class CutTheDatabaseDuringTheProbe:
 
     def __init__(self, runner: RoutingRunner, proxy: TcpProxy):
         self.runner, self.proxy, self.cuts = runner, proxy, 0
+        self.ssh = runner.ssh
+
+    async def close(self):
+        await self.runner.close()
 
     async def run(self, target, script, *, timeout):
         result = await self.runner.run(target, script, timeout=timeout)

@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict, unreachable
-from bot.flows.status.host import StatusReport
 from bot.probing.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, Readings
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length, fleet_blocks
 from bot.words.render.status_view import fleet_view

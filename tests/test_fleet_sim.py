@@ -47,7 +47,7 @@ async def test_status_all_over_2000_hosts_in_the_workers_ends_in_one_message_sla
     try:
         async with SlackApiRecorder() as recorder:
             recorder.max_block_text = SLACK_REFUSES_PAST
-            bot, close = await start_bot(replace(services, fleet_jobs=pool), recorder)
+            bot, close = await start_bot(replace(services, fan_out=pool), recorder)
             try:
                 await bot.command("status all")
                 final = await recorder.wait_for("chat.update", lambda c: "answered" not in c.body["text"], timeout=300)

@@ -11,14 +11,16 @@ from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Verdict
 from bot.domain.snapshots.models import Snapshot
 from bot.flows.status.fleet import check_fleet
+from bot.flows.status.loop_thread import OnThread
 from bot.models import Base
 from bot.wiring import build_services
 from tests.conftest import make_settings
 
 
 async def test_a_fan_out_on_the_fleet_thread_reports_back_on_the_callers_loop(database_url, ssh_server, fake_hosts):
-    async with build_services(make_settings(database_url, ssh_server), fleet_thread=True) as services:
-        assert services.fleet_loop is not None
+    async with build_services(make_settings(database_url, ssh_server)) as services:
+        fan_out = services.fan_out
+        assert isinstance(fan_out, OnThread)  # a command's fan-outs: chosen once, by the composition root
         try:
             async with services.sessions() as db, db.begin():
                 for i in range(4):
@@ -47,11 +49,12 @@ async def test_a_fan_out_on_the_fleet_thread_reports_back_on_the_callers_loop(da
                 "ft3": Verdict.READY,
             }
             assert sorted(seen) == sorted([(k, f"ft{i}", True) for k in ("answered", "stored") for i in range(4)])
-            assert services.fleet_loop.services.runner.ssh.pool.open_count() == 4  # the thread's own pool
+            assert fan_out.open_connections() == 4  # the thread's own pool
+            assert services.runner.ssh.open_connections() == 0 and services.open_connections() == 4
             async with services.sessions() as db:
                 assert await db.scalar(select(func.count()).select_from(Snapshot)) == 4
         finally:
             async with services.sessions() as db, db.begin():  # leave the database empty, as the services fixture does
                 for table in reversed(Base.metadata.sorted_tables):
                     await db.execute(table.delete())
-    assert services.fleet_loop._thread is None
+    assert fan_out.thread._thread is None

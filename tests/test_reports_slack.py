@@ -7,11 +7,10 @@ from datetime import timedelta
 import pytest
 
 from bot.domain.hosts import service as hosts
+from bot.domain.readiness.report import FleetReport, StatusReport
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import HostChange, Report
-from bot.flows.status.fleet import FleetReport
-from bot.flows.status.host import StatusReport
 from bot.foundation import cron
 from bot.foundation.db.base import utcnow
 from bot.slack.app import build_client

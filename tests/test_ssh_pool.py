@@ -21,7 +21,7 @@ from bot.domain.readiness.verdict import Verdict
 from bot.flows.status.fleet import check_fleet
 from bot.flows.status.host import check_host
 from bot.probing.ssh.pool import ConnectionPool
-from bot.probing.ssh.runner import LocalRunner, RoutingRunner
+from bot.probing.ssh.runner import RoutingRunner, SshRunner
 from bot.probing.ssh.target import HostTarget
 from tests.support import fakestate, faults
 from tests.support.sshd import SshTestServer
@@ -117,8 +117,9 @@ async def test_only_an_open_pooled_ssh_connection_counts_as_pooled():
     conn.close()
     assert not pool.holds("a")
     local = HostTarget(name="gpu-local", address="localhost", transport="local")
-    assert not RoutingRunner(LocalRunner()).pooled(local)
-    assert not RoutingRunner(LocalRunner()).pooled(HostTarget(name="x", address="127.0.0.2"))
+    unpooled = RoutingRunner(SshRunner(known_hosts=os.devnull, pool=False, ssh_config="none"))
+    assert not unpooled.pooled(local)
+    assert not unpooled.pooled(HostTarget(name="x", address="127.0.0.2"))
     await pool.close()
 
 

@@ -2,8 +2,8 @@
 
 from datetime import UTC, datetime
 
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Requirements, assess
-from bot.flows.status.host import StatusReport
 from bot.probing.probes.readings import (
     Disk,
     Folder,

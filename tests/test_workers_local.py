@@ -27,8 +27,8 @@ from tests.support.workers import start_worker, stop
 async def test_a_fan_out_runs_in_the_local_worker_processes_and_reports_back_through_the_database(
     database_url, ssh_server, fake_hosts
 ):
-    async with build_services(make_settings(database_url, ssh_server, fleet_processes=2), workers=True) as services:
-        assert isinstance(services.fleet_jobs, LocalPool) and services.fleet_loop is None
+    async with build_services(make_settings(database_url, ssh_server, fleet_processes=2), role="serve") as services:
+        assert isinstance(services.fan_out, LocalPool)
         try:
             async with services.sessions() as db, db.begin():
                 for i in range(6):

@@ -48,9 +48,9 @@ async def _stored(services) -> tuple[dict[str, int], dict[str, str]]:
 async def test_two_workers_store_every_host_exactly_once(ssh_server, fake_hosts):
     async with own_database() as url:
         async with build_services(
-            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), workers=True
+            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), role="serve"
         ) as services:
-            assert isinstance(services.fleet_jobs, QueueJobs)
+            assert isinstance(services.fan_out, QueueJobs)
             workers = [
                 start_worker(database_url=url, ssh=ssh_server, env={"GPUBOT_WORKER_CONCURRENCY": "1"}) for _ in range(2)
             ]
@@ -94,7 +94,7 @@ async def test_a_killed_worker_s_job_is_retried_by_the_other_none_lost_none_doub
     slow = "127.0.0.7"  # q5 answers only when the test lets it: the job is still running when its worker dies
     async with own_database() as url:
         async with build_services(
-            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=10), workers=True
+            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=10), role="serve"
         ) as services:
             patient = {
                 "GPUBOT_PROBE_TIMEOUT_S": "300",
@@ -138,7 +138,7 @@ async def test_a_worker_pinned_to_a_group_takes_only_that_group_s_hosts(ssh_serv
     async with (
         own_database() as url,
         build_services(
-            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), workers=True
+            make_settings(url, ssh_server, fleet_workers="queue", fleet_job_hosts=2), role="serve"
         ) as services,
     ):
         pinned = start_worker(database_url=url, ssh=ssh_server, groups=("siteA",))

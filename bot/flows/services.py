@@ -6,20 +6,21 @@ import functools
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.domain.readiness.report import FleetReport, Progress
 from bot.foundation.config import Settings
 from bot.foundation.db.base import db_now, utcnow
 from bot.foundation.db.session import SessionFactory
 from bot.foundation.errors import SshConfigRefused
 from bot.foundation.lifecycle import CheckQueue, WorkGate
-from bot.probing.ssh.runner import Runner
+from bot.probing.ssh.runner import HostRunner
 from bot.probing.ssh.target import HostTarget
 
 Clock = Callable[[], datetime]
@@ -54,6 +55,48 @@ class DatabaseClock:
         return self()
 
 
+class FanOut(Protocol):
+    """Where a fleet fan-out probes its hosts, chosen once by the composition root (:mod:`bot.wiring`, from
+    ``GPUBOT_FLEET_WORKERS``), like an HTTP client's transport: on the caller's event loop
+    (:class:`~bot.flows.status.fleet.Inline`), on an event loop of its own in a second thread
+    (:class:`~bot.flows.status.loop_thread.OnThread`), in worker processes (:mod:`bot.flows.workers`:
+    :class:`~bot.flows.workers.local.LocalPool`, :class:`~bot.flows.workers.queue.QueueJobs`).
+    :func:`bot.flows.status.fleet.check_fleet` calls :meth:`run`; every way gives the same reports and calls
+    the callbacks the same way."""
+
+    async def run(
+        self,
+        *,
+        services: Services,
+        names: Sequence[str],
+        title: str,
+        need_bytes: int | None = None,
+        requested_by: str | None = None,
+        on_progress: Progress | None = None,
+        on_stored: Progress | None = None,
+    ) -> FleetReport:
+        """Probe ``names`` and store a snapshot of each (:func:`~bot.flows.status.fleet.check_fleet` says how)."""
+        ...
+
+    def start(self) -> None:
+        """Start the workers now (``gpubot serve`` at its start), so a fan-out never waits for them."""
+        ...
+
+    @property
+    def hosts_in_flight(self) -> int:
+        """Hosts of this process's fan-outs whose workers have not recorded them yet (what a shutdown waits for
+        beyond the work gate)."""
+        ...
+
+    def open_connections(self) -> int:
+        """Open pooled SSH connections the fan-out holds besides the caller's runner (a loop thread's own)."""
+        ...
+
+    async def close(self) -> None:
+        """Release what it holds (processes, a thread, connections)."""
+        ...
+
+
 @functools.cache
 def process_identity() -> str:
     """This process as recorded on the action requests it runs: ``hostname:pid:nonce`` (hostname
@@ -76,15 +119,13 @@ class Services:
 
     settings: Settings
     sessions: SessionFactory
-    runner: Runner
+    runner: HostRunner
+    """Runs probe batches; its SSH runner (``runner.ssh``) gives the ssh_config, the pool and known_hosts."""
     engine: AsyncEngine | None = None
     clock: Clock = utcnow
-    fleet_loop: Any = None
-    """A :class:`~bot.flows.status.loop_thread.LoopThread` that runs fleet fan-outs off this loop
-    (``None``: they run here)."""
-    fleet_jobs: Any = None
-    """Runs fleet fan-outs in worker processes (:class:`bot.flows.workers.dispatch.FleetJobs`; ``None``:
-    in this process). Set for ``gpubot serve`` only; a worker's own services have none."""
+    fan_out: FanOut | None = None
+    """Where fleet fan-outs run (:class:`FanOut`; ``None``: on the caller's loop,
+    :class:`~bot.flows.status.fleet.Inline`). A worker's own services and the loop thread's have none."""
     gate: WorkGate = field(default_factory=WorkGate)
     checks: CheckQueue | None = None
     """The admission of single-host checks (``gpubot serve``: a bounded queue; ``None``: no limit)."""
@@ -92,32 +133,37 @@ class Services:
 
     def runner_known_hosts(self) -> str:
         """The known_hosts file the SSH runner verifies against (expanded)."""
-        import os
-
-        ssh = getattr(self.runner, "ssh", self.runner)
-        return getattr(ssh, "known_hosts", os.path.expanduser(self.settings.ssh.known_hosts))
+        ssh = self.runner.ssh
+        return ssh.known_hosts if ssh is not None else os.path.expanduser(self.settings.ssh.known_hosts)
 
     def reached(self, target: HostTarget) -> HostTarget:
         """``target`` as the SSH runner reaches it (ssh_config ``HostName``, ``Port``, ``User``,
         ``ProxyJump`` filled in: :meth:`~bot.probing.ssh.runner.SshRunner.effective`); ``target`` when the
-        runner reads no ssh_config."""
-        ssh = getattr(self.runner, "ssh", self.runner)
-        return cast(HostTarget, ssh.effective(target)) if hasattr(ssh, "effective") else target
+        runner has no SSH runner."""
+        ssh = self.runner.ssh
+        return ssh.effective(target) if ssh is not None else target
 
     def pooled(self, target: HostTarget) -> bool:
         """Whether the runner would probe ``target`` on an open pooled connection (no handshake; no I/O:
-        :meth:`~bot.probing.ssh.runner.SshRunner.pooled`); ``False`` for a runner that does not say."""
-        pooled = getattr(self.runner, "pooled", None)
-        return bool(pooled(target)) if pooled is not None else False
+        :meth:`~bot.probing.ssh.runner.SshRunner.pooled`); ``False`` without an SSH runner."""
+        ssh = self.runner.ssh
+        return ssh is not None and ssh.pooled(target)
 
     def ssh_aliases(self) -> frozenset[str]:
         """The host names the SSH runner's ssh_config file defines (lower case; empty without a
         file, or when the file is refused: using it then says why)."""
-        ssh = getattr(self.runner, "ssh", self.runner)
+        ssh = self.runner.ssh
         try:
-            return cast(frozenset[str], ssh.aliases()) if hasattr(ssh, "aliases") else frozenset()
+            return ssh.aliases() if ssh is not None else frozenset()
         except SshConfigRefused:
             return frozenset()
+
+    def open_connections(self) -> int:
+        """Open pooled SSH connections: the runner's, and those the fan-out holds (a loop thread's own pool
+        once it started); 0 without a pool (``GPUBOT_SSH_POOL=false``)."""
+        ssh = self.runner.ssh
+        mine = ssh.open_connections() if ssh is not None else 0
+        return mine + (self.fan_out.open_connections() if self.fan_out is not None else 0)
 
     async def __aenter__(self) -> Services:
         """``async with Services(...) as services:`` for services put together by hand (tests with a
@@ -129,14 +175,10 @@ class Services:
         await self.close()
 
     async def close(self) -> None:
-        """Stop the fleet loop; close the runner's pooled SSH connections; dispose the engine when
-        this object owns one."""
-        if self.fleet_jobs is not None:
-            await self.fleet_jobs.close()
-        if self.fleet_loop is not None:
-            await self.fleet_loop.close()
-        close = getattr(self.runner, "close", None)
-        if close is not None:
-            await close()
+        """Close the fan-out (worker pool or queue, loop thread); close the runner's pooled SSH connections;
+        dispose the engine when this object owns one."""
+        if self.fan_out is not None:
+            await self.fan_out.close()
+        await self.runner.close()
         if self.engine is not None:
             await self.engine.dispose()

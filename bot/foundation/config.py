@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import posixpath
 import re
@@ -26,7 +27,16 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Any, Literal, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -38,6 +48,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from bot.foundation.errors import ConfigError
+
+log = logging.getLogger("gpubot.config")
 
 HEALTH_URL_PATTERN = (
     r"^https?://([A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?"
@@ -353,14 +365,16 @@ class FleetSettings(BaseModel):
 
     model_config = _GROUP_CONFIG
 
-    fleet_thread: bool = True
-    """Run fleet fan-outs on an event loop in a second thread (own DB engine and SSH pool), so Slack requests are
-    not queued behind a fan-out's work (``GPUBOT_FLEET_WORKERS=thread``, and commands in a terminal)."""
-    fleet_workers: Literal["local", "queue", "thread"] = "local"
-    """Where ``gpubot serve`` runs fan-outs (status of a group, reports, background probes, watches): ``local`` a
-    pool of ``fleet_processes`` worker processes on this machine; ``queue`` procrastinate jobs on PostgreSQL, run by
-    ``gpubot worker`` processes (any number, any machine); ``thread`` a second thread of the serve process (no
-    worker process)."""
+    fleet_workers: Literal["local", "queue", "thread", "inline"] = "local"
+    """Where fan-outs run (status of a group, reports, background probes, watches). For ``gpubot serve``: ``local``
+    a pool of ``fleet_processes`` worker processes on this machine; ``queue`` procrastinate jobs on PostgreSQL, run
+    by ``gpubot worker`` processes (any number, any machine); ``thread`` an event loop in a second thread of the
+    serve process (own DB engine and SSH pool, so Slack requests are not queued behind a fan-out's work). Other
+    commands (a terminal, the console) use that thread with ``local``, ``queue`` and ``thread``. ``inline``: on the
+    caller's own event loop, everywhere."""
+    fleet_thread: bool | None = Field(default=None, json_schema_extra=_unset("unset"))
+    """Deprecated, read only so that an old ``.env`` still loads: ``false`` with ``GPUBOT_FLEET_WORKERS=thread``
+    means ``GPUBOT_FLEET_WORKERS=inline``; set that instead and remove this one."""
     fleet_processes: int = Field(default=2, ge=1)
     """Worker processes of the ``local`` pool."""
     fleet_nice: int = Field(default=10, ge=0, le=19)
@@ -669,6 +683,29 @@ class Settings(
         above = (init_settings, env_settings, dotenv_settings)
         toml = (_Beneath(settings_cls, TomlConfigSettingsSource(settings_cls, toml_file=path), above),) if path else ()
         return (*above, *toml, file_secret_settings)
+
+    @model_validator(mode="after")
+    def _deprecated_fleet_thread(self) -> Settings:
+        """``GPUBOT_FLEET_THREAD`` read as the one setting it became (``GPUBOT_FLEET_WORKERS``), saying so."""
+        if self.fleet_thread is None:
+            return self
+        if self.fleet_thread is False and self.fleet_workers == "thread":
+            self.fleet_workers = "inline"
+            meaning = "read as GPUBOT_FLEET_WORKERS=inline; set that instead"
+        elif self.fleet_thread is False:
+            meaning = (
+                f"ignored (GPUBOT_FLEET_WORKERS={self.fleet_workers}: commands outside serve use the fan-out "
+                "thread); set GPUBOT_FLEET_WORKERS=inline to run every fan-out on the caller's loop"
+            )
+        else:
+            meaning = "ignored; remove it"
+        log.warning(
+            "GPUBOT_FLEET_THREAD is deprecated: where fan-outs run is GPUBOT_FLEET_WORKERS (local, queue, thread or "
+            "inline) alone. GPUBOT_FLEET_THREAD=%s is %s.",
+            str(self.fleet_thread).lower(),
+            meaning,
+        )
+        return self
 
     def group(self, kind: type[_G]) -> _G:
         """This object's values of the group ``kind`` (one of :data:`GROUPS`), already validated."""

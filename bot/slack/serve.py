@@ -171,9 +171,9 @@ async def serving(settings: Settings) -> AsyncIterator[Served]:
 
     served: Served | None = None
     try:
-        async with build_services(settings, workers=True) as services:
-            if services.fleet_jobs is not None:  # the workers start now: a SIGTERM soon after start finds them up
-                services.fleet_jobs.start()
+        async with build_services(settings, role="serve") as services:
+            if services.fan_out is not None:  # the workers start now: a SIGTERM soon after start finds them up
+                services.fan_out.start()
             missing = credentials_missing(settings.slack)
             app = None
             if missing is None:
@@ -196,7 +196,7 @@ async def serving(settings: Settings) -> AsyncIterator[Served]:
                     return bool(await handler.client.is_connected())
 
             metrics.track_gate(services.gate)
-            metrics.track_ssh_pool(metrics.ssh_pool_counter(services))
+            metrics.track_ssh_pool(services.open_connections)
             readiness = Readiness(
                 sessions=services.sessions,
                 gate=services.gate,
@@ -332,7 +332,7 @@ async def _drain(
         "in the workers",
         service.shutdown_grace_s,
         services.gate.in_flight,
-        services.fleet_jobs.hosts_in_flight if services.fleet_jobs is not None else 0,
+        services.fan_out.hosts_in_flight if services.fan_out is not None else 0,
     )
     sched.shutdown()
     sweeper.cancel()

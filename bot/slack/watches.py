@@ -15,8 +15,8 @@ from datetime import datetime
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.domain.readiness.report import StatusReport
 from bot.flows.services import Clock, Services
-from bot.flows.status.host import StatusReport
 from bot.flows.watches.flows import AlertLine, Flap, Watcher, WatchMessage
 from bot.flows.watches.models import Watch
 from bot.foundation.errors import ChannelUnavailable

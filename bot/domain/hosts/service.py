@@ -198,11 +198,19 @@ async def resolve(
     host = await get(db_session=db_session, name=name)
     if host is not None:
         return to_target(host), host
-    if name.lower() in LOCAL_NAMES:
-        return HostTarget(name=name.lower(), address="localhost", transport="local"), None
+    local = local_target(name)
+    if local is not None:
+        return local, None
     if name.lower() in ssh_aliases and HOST_RE.match(name):
         return HostTarget(name=name.lower(), address=name.lower()), None
     raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
+
+
+def local_target(name: str) -> HostTarget | None:
+    """The built-in local host's target when ``name`` names it (:data:`LOCAL_NAMES`, any case), else ``None``."""
+    if name.lower() not in LOCAL_NAMES:
+        return None
+    return HostTarget(name=name.lower(), address="localhost", transport="local")
 
 
 def to_target(host: Host) -> HostTarget:

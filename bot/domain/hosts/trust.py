@@ -24,6 +24,7 @@ from bot.foundation.errors import HostUnreachable, UsageError
 from bot.foundation.names import endpoint
 from bot.probing.ssh.files import ip_or_empty
 from bot.probing.ssh.known_hosts_edit import host_forms, others_may_write, replace_entries
+from bot.probing.ssh.runner import SshRunner
 from bot.probing.ssh.target import HostTarget
 
 
@@ -61,24 +62,23 @@ def host_pattern(target: HostTarget) -> str:
     return target.address if target.port == 22 else f"[{target.address}]:{target.port}"
 
 
-def _reached(target: HostTarget, runner: Any) -> HostTarget:
+def _reached(target: HostTarget, runner: SshRunner | None) -> HostTarget:
     """``target`` as the runner reaches it (ssh_config ``HostName``/``Port`` applied)."""
-    effective = getattr(runner, "effective", None)
-    return effective(target) if effective is not None else target
+    return runner.effective(target) if runner is not None else target
 
 
-def _connect_options(runner: Any) -> dict[str, Any]:
+def _connect_options(runner: SshRunner | None) -> dict[str, Any]:
     """The ssh_config (checked: raises :class:`~bot.foundation.errors.SshConfigRefused`) and the things it may
     not do, as the runner connects; without a runner no config file at all."""
-    config = getattr(runner, "config", None)
-    if config is None:
+    if runner is None:
         return {"config": None, "proxy_command": None}
+    config = runner.config
     path = config.checked()
     return {"config": [path] if path else None, **({} if config.allow_commands else {"proxy_command": None})}
 
 
 async def fetch_host_key(
-    target: HostTarget, known_hosts: str, *, timeout: float = 10.0, runner: Any = None
+    target: HostTarget, known_hosts: str, *, timeout: float = 10.0, runner: SshRunner | None = None
 ) -> OfferedKey:
     """Connect only far enough to read the host key; raises :class:`HostUnreachable` (and
     :class:`~bot.foundation.errors.SshConfigRefused` for a refused ssh_config).
@@ -90,7 +90,7 @@ async def fetch_host_key(
     where = _reached(target, runner)
     try:
         async with contextlib.AsyncExitStack() as stack, asyncio.timeout(timeout):
-            tunnel = await runner.tunnel_to(target, stack) if hasattr(runner, "tunnel_to") else None
+            tunnel = await runner.tunnel_to(target, stack) if runner is not None else None
             key = await asyncssh.get_server_host_key(
                 where.address, where.port, tunnel=cast(Any, tunnel), **_connect_options(runner)
             )
@@ -132,7 +132,12 @@ def normalized_fingerprint(text: str) -> str:
 
 
 async def record(
-    target: HostTarget, known_hosts: str, fingerprint: str, *, runner: Any = None, others: Iterable[str] = ()
+    target: HostTarget,
+    known_hosts: str,
+    fingerprint: str,
+    *,
+    runner: SshRunner | None = None,
+    others: Iterable[str] = (),
 ) -> Recorded:
     """Re-read the host key and, if its fingerprint is still ``fingerprint``, write it to
     ``known_hosts`` in place of every line naming the host: its registered name or alias, the

@@ -33,7 +33,6 @@ Read from the database at each scrape (the same on every replica, since they sha
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -99,25 +98,6 @@ def track_gate(gate: Any) -> None:
 def track_ssh_pool(count: Callable[[], int] | None) -> None:
     """Make ``gpubot_ssh_pooled_connections`` read ``count()``; ``None`` reads 0 (no pool)."""
     SSH_POOLED.set_function((lambda: float(count())) if count is not None else (lambda: 0.0))
-
-
-def ssh_pool_counter(services: Any) -> Callable[[], int]:
-    """Open pooled SSH connections of ``services``' SSH runner plus those of the fleet thread's
-    runner once it started (:mod:`bot.flows.status.loop_thread`); 0 without a pool (``GPUBOT_SSH_POOL=false``)."""
-
-    def read() -> int:
-        total = 0
-        fleet = getattr(getattr(services, "fleet_loop", None), "services", None)
-        for svc in (services, fleet):
-            runner = getattr(svc, "runner", None)
-            ssh = getattr(runner, "ssh", runner)
-            count = getattr(getattr(ssh, "pool", None), "open_count", None)
-            if callable(count):
-                with contextlib.suppress(RuntimeError):  # the other thread changed the pool while it was read
-                    total += int(count())
-        return total
-
-    return read
 
 
 _database_down_reason: str | None = None

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from bot.domain.observability.logs import configure_logging, secrets_of
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Verdict, assessment_doc
 from bot.entry.cli import actions as cli_actions
 from bot.entry.cli import errors as cli_errors
@@ -34,7 +35,7 @@ from bot.entry.cli import shell as cli_shell
 from bot.entry.cli.errors import EX_CONFIG, EX_IOERR, EX_USAGE
 from bot.flows.actions.policy import check_policy
 from bot.flows.status.fleet import check_fleet, hosts_of
-from bot.flows.status.host import StatusReport, check_host
+from bot.flows.status.host import check_host
 from bot.foundation.config import DatabaseSettings, Settings, config_file, default_data_dir, load_settings
 from bot.foundation.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
 from bot.foundation.errors import ConfigError, PolicyError, SshConfigRefused, UsageError
@@ -270,7 +271,7 @@ def _worker(settings: Settings, groups: list[str], concurrency: int | None) -> i
         return EX_CONFIG
 
     async def _run() -> None:
-        async with build_services(settings, fleet_thread=False) as services:  # a worker's: fan-outs run right here
+        async with build_services(settings, role="inline") as services:  # a worker's: fan-outs run right here
             await run_worker(settings, services, groups=groups, concurrency=concurrency)
 
     asyncio.run(_run())

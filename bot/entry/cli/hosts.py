@@ -404,7 +404,7 @@ async def _trust(services: Any, args: argparse.Namespace) -> int:
         others = [h.address for h in await hosts.list_all(db_session=db) if h.name != target.name]
     known = services.runner_known_hosts()
     trust.check_known_hosts_path(known)  # before anything is asked: a misspelt path is not created
-    ssh = getattr(services.runner, "ssh", None)
+    ssh = services.runner.ssh
     warning = trust.file_warning(known)
     if warning:
         print(f"gpubot: {warning}", file=sys.stderr)

@@ -27,9 +27,9 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Verdict
 from bot.domain.readiness.words import VERDICT_WORDS
-from bot.flows.status.host import StatusReport
 from bot.foundation.printable import printable
 from bot.words.render.status_view import ORDER, fleet_view, one_line
 

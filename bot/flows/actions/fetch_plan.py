@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from bot.domain.readiness.report import StatusReport
 from bot.flows.actions import fetch_remote
 from bot.flows.actions.fetch_remote import HubAnswer, TargetState
 from bot.flows.actions.kinds import ActionSpec
@@ -20,7 +21,6 @@ from bot.flows.actions.model_check import parse_unit_command, unit_command
 from bot.flows.actions.plan import FetchFile, FetchStep, Plan
 from bot.flows.actions.policy import allowed_roots, configured_units
 from bot.flows.services import Services
-from bot.flows.status.host import StatusReport
 from bot.foundation.errors import NotConfigured, PlanRefused, ProbeError
 from bot.foundation.sizes import human_bytes
 from bot.probing.probes.engine import run_framed

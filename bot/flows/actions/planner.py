@@ -17,6 +17,7 @@ from typing import Any
 from bot.domain.hosts import service as hosts
 from bot.domain.privilege.rights import read_access
 from bot.domain.privilege.sudoers import system_daemons
+from bot.domain.readiness.report import StatusReport
 from bot.flows.actions import fetches, remote, step_privilege
 from bot.flows.actions.answer_step import answer_line, answer_step
 from bot.flows.actions.exits import StepExit
@@ -42,7 +43,7 @@ from bot.flows.actions.plan import (
 from bot.flows.actions.policy import allowed_roots, configured_units
 from bot.flows.actions.unit_up import HealthCheck, default_url, exec_argv
 from bot.flows.services import Services
-from bot.flows.status.host import StatusReport, check_host
+from bot.flows.status.host import check_host
 from bot.foundation.config import UnitHealth
 from bot.foundation.errors import NotConfigured, PlanRefused, ProbeError, UsageError
 from bot.foundation.masking import mask_secrets

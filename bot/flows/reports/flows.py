@@ -18,10 +18,11 @@ from bot.domain.history.chart import MAX_LINES, ChartMark, ChartSeries, render_p
 from bot.domain.history.chart_data import action_marks, host_series, verdict_changes
 from bot.domain.history.service import describe
 from bot.domain.history.timeline import HourlyRows, Point, hourly_rows, merge_hourly
+from bot.domain.readiness.report import FleetReport
 from bot.domain.snapshots.models import Snapshot
 from bot.flows.reports import service as reports
 from bot.flows.services import Services
-from bot.flows.status.fleet import FleetReport, check_fleet, hosts_of
+from bot.flows.status.fleet import check_fleet, hosts_of
 from bot.foundation.errors import NotFoundError
 
 

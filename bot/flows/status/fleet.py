@@ -12,11 +12,10 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import SQLAlchemyError
@@ -24,36 +23,23 @@ from sqlalchemy.exc import SQLAlchemyError
 from bot.domain.hosts import service as hosts
 from bot.domain.hosts.models import Host
 from bot.domain.observability.logs import log_context
+from bot.domain.readiness.report import FleetReport, Progress, StatusReport
 from bot.domain.readiness.verdict import Assessment, KnownGpu, Reason, Severity, Verdict
 from bot.domain.snapshots import inventory
 from bot.domain.snapshots.batcher import SnapshotBatcher
 from bot.domain.snapshots.service import StoredSnapshot, StoreItem
 from bot.flows.services import Services
-from bot.flows.status.host import StatusReport, make_report, probe_or_interrupted, question_doc, store_error_text
-from bot.flows.status.loop_thread import relay
+from bot.flows.status.host import make_report, probe_or_interrupted, question_doc, store_error_text
 from bot.foundation.config import ProbeSettings, SlackSettings
 from bot.foundation.errors import NotFoundError, ShuttingDown
 from bot.probing.ssh.target import HostTarget
 
 log = logging.getLogger("gpubot.fleet")
 
-Progress = Callable[[int, int, StatusReport], Awaitable[None]]
 FLEET_BATCH = 50
 """Snapshots per write in a fan-out."""
 FLEET_BATCH_WAIT_S = 0.5
 """Longest a fan-out's answered host waits for its snapshot to be written."""
-
-
-@dataclass(frozen=True)
-class FleetReport:
-    """Reports in host-name order; ``counts`` per verdict."""
-
-    title: str
-    reports: list[StatusReport]
-
-    @property
-    def counts(self) -> Counter[Verdict]:
-        return Counter(r.assessment.verdict for r in self.reports)
 
 
 def fleet_group(slack: SlackSettings, *, group: str | None = None, all_hosts: bool = False) -> str | None:
@@ -145,142 +131,208 @@ async def check_fleet(
     requested_by: str | None = None,
     on_progress: Progress | None = None,
     on_stored: Progress | None = None,
-    in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
-    claim: Callable[[Connection, list[Any]], set[int]] | None = None,
-    limit: ProbeLimits | None = None,
 ) -> FleetReport:
-    """Probe ``names`` with at most ``settings.probes.max_concurrent_probes`` batches at once on new connections,
-    and at most ``settings.probes.max_concurrent_pooled_probes`` more on open pooled ones (each probe asks the runner
-    before its slot: :meth:`~bot.flows.services.Services.pooled`).
+    """Probe ``names`` where ``services.fan_out`` says (:class:`~bot.flows.services.FanOut`, chosen once by
+    :mod:`bot.wiring`: worker processes for ``gpubot serve``, a loop thread of its own, or :class:`Inline` here,
+    the default); every way probes, stores and calls back as :func:`probe_fleet` does.
 
     ``on_progress(answered, total, report)`` is awaited after each host answers (its
     ``snapshot_id`` may still be ``None``: the snapshot is written with its batch);
     ``on_stored(stored, total, report)`` once its snapshot is written (or failed: ``store_error``),
-    with the final report. The returned reports carry their snapshot ids (or ``store_error``). Every host gives a
-    report (an
-    unreachable one, a name no longer registered, a failing store too); none raises. During a shutdown a host
-    whose slot comes up is not probed (reason ``shutting_down``, nothing stored), and a probe cut off when the
-    grace period ends is stored as *interrupted* (reason ``interrupted``).
+    with the final report (workers: ``on_progress`` right before ``on_stored`` of each host, as the database
+    says they were recorded). The returned reports carry their snapshot ids (or ``store_error``). Every host
+    gives a report (an unreachable one, a name no longer registered, a failing store too); none raises."""
+    fan_out = services.fan_out or INLINE
+    return await fan_out.run(
+        services=services,
+        names=names,
+        title=title,
+        need_bytes=need_bytes,
+        requested_by=requested_by,
+        on_progress=on_progress,
+        on_stored=on_stored,
+    )
 
-    With ``services.fleet_jobs`` set (``gpubot serve``: :mod:`bot.flows.workers`) the fan-out runs in worker
-    processes and this process reads its progress from the database; the callbacks are called the same
-    way, ``on_progress`` right before ``on_stored`` of each host. ``in_store(conn, [(stored snapshot,
+
+async def probe_fleet(
+    *,
+    services: Services,
+    names: list[str],
+    title: str,
+    need_bytes: int | None = None,
+    requested_by: str | None = None,
+    on_progress: Progress | None = None,
+    on_stored: Progress | None = None,
+    in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
+    claim: Callable[[Connection, list[Any]], set[int]] | None = None,
+    limit: ProbeLimits | None = None,
+) -> FleetReport:
+    """Probe ``names`` on this event loop with at most ``settings.probes.max_concurrent_probes`` batches at once
+    on new connections, and at most ``settings.probes.max_concurrent_pooled_probes`` more on open pooled ones
+    (each probe asks the runner before its slot: :meth:`~bot.flows.services.Services.pooled`). Callbacks as
+    :func:`check_fleet`. During a shutdown a host whose slot comes up is not probed (reason ``shutting_down``,
+    nothing stored), and a probe cut off when the grace period ends is stored as *interrupted* (reason
+    ``interrupted``).
+
+    A worker's job (:mod:`bot.flows.workers.job`) passes three more: ``in_store(conn, [(stored snapshot,
     report), …])`` runs inside each snapshot batch's transaction (the worker's own progress rows), after
     ``claim(conn, [report, …])`` (the positions to store; a host not claimed is not stored and its
     report has neither a snapshot id nor a store error: :class:`~bot.domain.snapshots.batcher.SnapshotBatcher`);
-    ``limit`` replaces the fan-out's own limits (a worker shares one :class:`ProbeLimits` among its jobs).
-    """
-    if services.fleet_jobs is not None:
-        return cast(
-            FleetReport,
-            await services.fleet_jobs.run(
-                services=services,
-                names=names,
-                title=title,
-                need_bytes=need_bytes,
-                requested_by=requested_by,
-                on_progress=on_progress,
-                on_stored=on_stored,
-            ),
-        )
-    if services.fleet_loop is not None and not services.fleet_loop.is_current():
-        home = asyncio.get_running_loop()
-        progress, stored_cb = relay(on_progress, home), relay(on_stored, home)
-        return cast(
-            FleetReport,
-            await services.fleet_loop.run(
-                lambda svc: check_fleet(
-                    services=replace(svc, clock=services.clock, gate=services.gate),
-                    names=names,
-                    title=title,
-                    need_bytes=need_bytes,
-                    requested_by=requested_by,
-                    on_progress=progress,
-                    on_stored=stored_cb,
-                )
-            ),
-        )
+    ``limit`` replaces the fan-out's own limits (a worker shares one :class:`ProbeLimits` among its jobs)."""
     rows, known = await _rows(services, names)
-    limits = limit or ProbeLimits.of(services.settings.probes)
     batcher = SnapshotBatcher(
         services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store, claim=claim
     )
-    done = stored_count = 0
-    lock = asyncio.Lock()
+    run = _Run(
+        services,
+        limit or ProbeLimits.of(services.settings.probes),
+        batcher,
+        rows,
+        known,
+        total=len(names),
+        need_bytes=need_bytes,
+        requested_by=requested_by,
+        on_progress=on_progress,
+        on_stored=on_stored,
+    )
+    try:
+        reports = await asyncio.gather(*(run.one(n) for n in names))
+    finally:
+        await batcher.close()
+    return FleetReport(title, sorted(reports, key=lambda r: r.host))
 
-    async def one(name: str) -> StatusReport:
-        # The work gate is held from the slot coming up until the snapshot is written, so a
-        # shutdown waits for both; once it closed, a host whose slot comes up is not probed.
+
+@dataclass
+class _Run:
+    """One fan-out on this loop: its limits, its snapshot batcher, the rows read up front, and how many hosts
+    answered and were stored so far (callbacks are called in that order, one at a time)."""
+
+    services: Services
+    limits: ProbeLimits
+    batcher: SnapshotBatcher
+    rows: dict[str, Host]
+    known: dict[str, list[KnownGpu]]
+    total: int
+    need_bytes: int | None
+    requested_by: str | None
+    on_progress: Progress | None
+    on_stored: Progress | None
+    answered: int = 0
+    stored: int = 0
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def one(self, name: str) -> StatusReport:
+        """``name``'s report. The work gate is held from the slot coming up until the snapshot is written, so a
+        shutdown waits for both; once it closed, a host whose slot comes up is not probed."""
         with log_context(host=name):
             async with contextlib.AsyncExitStack() as in_gate:
-                return await gated(name, in_gate)
+                return await self._gated(name, in_gate)
 
-    async def gated(name: str, in_gate: contextlib.AsyncExitStack) -> StatusReport:
-        nonlocal done, stored_count
+    def _target(self, name: str) -> HostTarget | None:
+        """The registered host's target, the built-in local host's, or ``None`` (not registered any more)."""
+        host = self.rows.get(name.lower())
+        return hosts.to_target(host) if host is not None else hosts.local_target(name)
+
+    async def _gated(self, name: str, in_gate: contextlib.AsyncExitStack) -> StatusReport:
+        services = self.services
         stored: asyncio.Future[tuple[int | None, Exception | None]] | None = None
-        host = rows.get(name.lower())
-        target: HostTarget | None = (
-            hosts.to_target(host)
-            if host is not None
-            else HostTarget(name=name, address="localhost", transport="local")
-            if name in hosts.LOCAL_NAMES
-            else None
-        )
+        host = self.rows.get(name.lower())
+        target = self._target(name)
         # A handshake (CPU-heavy, refused in bursts by sshd's MaxStartups) takes the smaller limit.
-        async with limits.pooled if target is not None and services.pooled(target) else limits.new:
+        async with self.limits.pooled if target is not None and services.pooled(target) else self.limits.new:
             try:
                 await in_gate.enter_async_context(services.gate.job("probe"))
                 if target is None:
                     raise NotFoundError(f"no host called `{name}` (removed during the fan-out?)")
                 judged = await probe_or_interrupted(
-                    services=services, target=target, host=host, need_bytes=need_bytes, known=tuple(known.get(name, ()))
+                    services=services,
+                    target=target,
+                    host=host,
+                    need_bytes=self.need_bytes,
+                    known=tuple(self.known.get(name, ())),
                 )
                 report = make_report(
                     services.reached(target),
                     judged.result,
                     judged.assessment,
                     judged.req,
-                    need_bytes=need_bytes,
+                    need_bytes=self.need_bytes,
                     question=judged.question,
                 )
                 item = StoreItem(
                     judged.result,
                     judged.assessment,
                     host.id if host else None,
-                    requested_by,
-                    question_doc(judged.question, need_bytes=need_bytes),
+                    self.requested_by,
+                    question_doc(judged.question, need_bytes=self.need_bytes),
                 )
-                stored = batcher.add(item, tag=report)
+                stored = self.batcher.add(item, tag=report)
             except ShuttingDown as exc:  # never started: no snapshot, no traceback
                 report = failed_report(name, exc, services.clock())
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown
                 log.exception("status of %s failed", name)
                 report = failed_report(name, exc, services.clock())
-        async with lock:
-            done += 1
-            if on_progress is not None:
-                await on_progress(done, len(names), report)
+        async with self.lock:
+            self.answered += 1
+            if self.on_progress is not None:
+                await self.on_progress(self.answered, self.total, report)
         if stored is not None:
             snapshot_id, error = await stored
-            report = dataclasses.replace(
-                report,
-                snapshot_id=snapshot_id,
-                store_error=(
-                    store_error_text(error)
-                    if isinstance(error, SQLAlchemyError)
-                    else f"the snapshot was not stored: {error}"
-                    if error
-                    else None
-                ),
-            )
-        if on_stored is not None:
-            async with lock:
-                stored_count += 1
-                await on_stored(stored_count, len(names), report)
+            report = dataclasses.replace(report, snapshot_id=snapshot_id, store_error=_store_error(error))
+        if self.on_stored is not None:
+            async with self.lock:
+                self.stored += 1
+                await self.on_stored(self.stored, self.total, report)
         return report
 
-    try:
-        reports = await asyncio.gather(*(one(n) for n in names))
-    finally:
-        await batcher.close()
-    return FleetReport(title, sorted(reports, key=lambda r: r.host))
+
+def _store_error(error: Exception | None) -> str | None:
+    """What a report says when its snapshot was not written (``None``: it was)."""
+    if error is None:
+        return None
+    return store_error_text(error) if isinstance(error, SQLAlchemyError) else f"the snapshot was not stored: {error}"
+
+
+class Inline:
+    """The fan-out on the caller's own event loop (:func:`probe_fleet`): commands with
+    ``GPUBOT_FLEET_WORKERS=inline``, a worker process, the loop thread's own services, tests."""
+
+    async def run(
+        self,
+        *,
+        services: Services,
+        names: Sequence[str],
+        title: str,
+        need_bytes: int | None = None,
+        requested_by: str | None = None,
+        on_progress: Progress | None = None,
+        on_stored: Progress | None = None,
+    ) -> FleetReport:
+        return await probe_fleet(
+            services=services,
+            names=list(names),
+            title=title,
+            need_bytes=need_bytes,
+            requested_by=requested_by,
+            on_progress=on_progress,
+            on_stored=on_stored,
+        )
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    @property
+    def hosts_in_flight(self) -> int:
+        """0: a shutdown waits for this loop's probes through the work gate."""
+        return 0
+
+    def open_connections(self) -> int:
+        """0: the caller's runner holds this fan-out's connections."""
+        return 0
+
+    async def close(self) -> None:
+        """Nothing to close."""
+
+
+INLINE = Inline()
+"""The fan-out of services that name none (:attr:`~bot.flows.services.Services.fan_out` ``None``)."""

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +17,7 @@ from bot.domain.hosts.models import Host
 from bot.domain.hosts.probe_settings import validate_overrides
 from bot.domain.observability.logs import log_context
 from bot.domain.observability.metrics import observe_probe
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import (
     Assessment,
     KnownGpu,
@@ -38,40 +39,10 @@ from bot.foundation.errors import DatabaseUnavailable, GpubotError, ProbeSetting
 from bot.foundation.lifecycle import resume
 from bot.foundation.names import endpoint
 from bot.probing.probes.engine import ProbeResult, run_probe
-from bot.probing.probes.readings import Readings
 from bot.probing.probes.script import ProbePlan
 from bot.probing.ssh.target import HostTarget
 
 log = logging.getLogger("gpubot.status")
-
-
-@dataclass(frozen=True)
-class StatusReport:
-    """What ``status`` found: the verdict, the readings (``None`` if unreachable), the snapshot."""
-
-    host: str
-    where: str
-    snapshot_id: int | None
-    taken_at: datetime
-    duration_ms: int
-    assessment: Assessment
-    readings: Readings | None
-    error: str | None = None
-    need_bytes: int | None = None
-    units_expected: dict[str, str] = field(default_factory=dict)
-    store_error: str | None = None
-    """Set when the snapshot could not be written; the verdict is still shown."""
-    question: Assessment | None = None
-    """The asker's own judgement (``need=``, weight paths named): the readings judged against what was
-    asked. ``assessment`` stays the host's verdict as configured, the one history, roll-ups, metrics and
-    watches read; this one is shown to the asker and stored beside the snapshot for the audit."""
-    paths: tuple[str, ...] = ()
-    """The weight paths the asker named."""
-
-    @property
-    def answer(self) -> Assessment:
-        """What the asker is answered: their question's judgement when they asked one, else the host's verdict."""
-        return self.question or self.assessment
 
 
 def plan_for(probes: ProbeSettings, host: Host | None, paths: tuple[str, ...] = ()) -> tuple[ProbePlan, Requirements]:

@@ -33,10 +33,11 @@ from typing import Protocol
 from sqlalchemy import select
 
 from bot.domain.hosts.models import Host
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
 from bot.domain.snapshots.models import Snapshot
 from bot.flows.services import Clock, DatabaseClock, Services
-from bot.flows.status.host import StatusReport, plan_for
+from bot.flows.status.host import plan_for
 from bot.flows.watches import service as watches
 from bot.flows.watches.conditions import Episode, episode
 from bot.flows.watches.models import AlertStatus, Watch, WatchAlert

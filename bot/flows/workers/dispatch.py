@@ -2,9 +2,9 @@
 progress back from the database and call the fan-out's callbacks as hosts are recorded.
 
 :class:`FleetJobs` is the executor interface :func:`bot.flows.status.fleet.check_fleet` calls through
-``Services.fleet_jobs``; :meth:`FleetJobs.submit` is what an executor provides (a local process
-pool, procrastinate jobs). Nothing of the fan-out's CPU work (SSH, parsing, snapshot rows) runs here:
-this process reads one query per poll.
+``Services.fan_out`` (a :class:`~bot.flows.services.FanOut`); :meth:`FleetJobs.submit` is what an executor
+provides (a local process pool, procrastinate jobs). Nothing of the fan-out's CPU work (SSH, parsing,
+snapshot rows) runs here: this process reads one query per poll.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.domain.readiness.report import FleetReport, Progress, StatusReport
 from bot.flows.services import Services
-from bot.flows.status.fleet import FleetReport, Progress, failed_report
-from bot.flows.status.host import StatusReport
+from bot.flows.status.fleet import failed_report
 from bot.flows.workers.models import FleetRun, FleetRunHost
 from bot.flows.workers.report_json import load
 from bot.foundation.db.availability import where
@@ -115,6 +115,10 @@ class FleetJobs:
     def hosts_in_flight(self) -> int:
         """Hosts of this process's fan-outs that the workers have not recorded yet (what a shutdown waits for)."""
         return sum(self._open_runs.values())
+
+    def open_connections(self) -> int:
+        """0: the workers' connections are their own (each reports its count: ``fleet_workers`` rows)."""
+        return 0
 
     async def close(self) -> None:
         """Release the executor (its processes, its connections)."""

@@ -18,11 +18,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.observability.metrics import ssh_pool_counter
+from bot.domain.readiness.report import StatusReport
 from bot.domain.snapshots.service import StoredSnapshot
 from bot.flows.services import Services
-from bot.flows.status.fleet import ProbeLimits, check_fleet
-from bot.flows.status.host import StatusReport
+from bot.flows.status.fleet import ProbeLimits, probe_fleet
 from bot.flows.workers.models import FleetRunHost, FleetWorker
 from bot.flows.workers.report_json import dump
 from bot.foundation.errors import DatabaseUnavailable, ShuttingDown
@@ -93,7 +92,7 @@ async def report_worker(services: Services) -> None:
     """Record this worker process's open pooled SSH connections (``fleet_workers``, its row upserted;
     rows silent for :data:`WORKER_KEPT_S` deleted). Never raises for the database: logged."""
     now = services.clock()
-    row = {"executor_id": services.executor_id[:80], "ssh_pooled": ssh_pool_counter(services)(), "seen_at": now}
+    row = {"executor_id": services.executor_id[:80], "ssh_pooled": services.open_connections(), "seen_at": now}
     try:
         async with services.sessions() as db, db.begin():
             conn = await db.connection()
@@ -181,7 +180,7 @@ async def run_job(
         except (SQLAlchemyError, DatabaseUnavailable) as exc:
             log.warning("could not record %s for fleet run %s: %s", report.host, run_id, exc)
 
-    await check_fleet(
+    await probe_fleet(
         services=services,
         names=todo,
         title=f"run {run_id}",

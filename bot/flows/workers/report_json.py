@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict, assessment_doc, assessment_of
-from bot.flows.status.host import StatusReport
 from bot.probing.probes.readings import Readings
 
 VERSION = 1

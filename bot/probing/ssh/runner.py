@@ -79,6 +79,17 @@ class Runner(Protocol):
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult: ...
 
 
+class HostRunner(Runner, Protocol):
+    """A runner as :class:`~bot.flows.services.Services` holds it: it runs scripts, names the :class:`SshRunner`
+    under it (``None``: it reaches no host over SSH, as a local or a scripted runner), whose ssh_config, pool and
+    known_hosts the flows read, and closes what it holds open."""
+
+    @property
+    def ssh(self) -> SshRunner | None: ...
+
+    async def close(self) -> None: ...
+
+
 class LocalRunner:
     """Run the script through a local ``sh -c`` subprocess, in a session of its own.
 
@@ -87,6 +98,14 @@ class LocalRunner:
     of its own; :func:`end_session`), and the shell is reaped. A process that left the session (``setsid``,
     a daemon) is not followed; if it still holds the output pipes the wait for them ends after
     :data:`REAP_WAIT_S` seconds."""
+
+    @property
+    def ssh(self) -> None:
+        """No SSH runner: every target runs here."""
+        return None
+
+    async def close(self) -> None:
+        """Nothing held open."""
 
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         started = time.monotonic()
@@ -205,6 +224,15 @@ class SshRunner:
             ConnectionPool(max_open=pool_max, idle_s=pool_idle_s) if pool else None
         )
         self.config = SshConfigFile(config_path(ssh_config), allow_commands=allow_config_commands)
+
+    @property
+    def ssh(self) -> SshRunner:
+        """This runner (a :class:`HostRunner` of its own)."""
+        return self
+
+    def open_connections(self) -> int:
+        """Open pooled connections (0 without a pool)."""
+        return self.pool.open_count() if self.pool is not None else 0
 
     @property
     def ssh_config(self) -> str | None:
@@ -663,7 +691,7 @@ def host_key_message(target: HostTarget, known_hosts: str) -> str:
 class RoutingRunner:
     """Send ``transport="local"`` targets to a :class:`LocalRunner`, the rest over SSH."""
 
-    def __init__(self, ssh: Runner, local: Runner | None = None):
+    def __init__(self, ssh: SshRunner, local: Runner | None = None):
         self.ssh = ssh
         self.local = local or LocalRunner()
 
@@ -674,11 +702,8 @@ class RoutingRunner:
     def pooled(self, target: HostTarget) -> bool:
         """Whether a run on ``target`` would reuse an open pooled SSH connection (no I/O); ``False`` for
         a local target and for an SSH runner without a pool."""
-        pooled = getattr(self.ssh, "pooled", None)
-        return target.transport != "local" and pooled is not None and bool(pooled(target))
+        return target.transport != "local" and self.ssh.pooled(target)
 
     async def close(self) -> None:
         """Close what the SSH runner holds open (its connection pool)."""
-        close = getattr(self.ssh, "close", None)
-        if close is not None:
-            await close()
+        await self.ssh.close()

@@ -35,6 +35,14 @@ class ScriptedRunner:
         self.handler = handler
         self.calls: list[Call] = []
 
+    @property
+    def ssh(self) -> None:
+        """No SSH runner: no ssh_config, no pool (:class:`~bot.probing.ssh.runner.HostRunner`)."""
+        return None
+
+    async def close(self) -> None:
+        """Nothing held open."""
+
     async def run(self, target: HostTarget, script: str, *, timeout: float) -> RunResult:
         self.calls.append(Call(target, script, timeout))
         answer = self.handler(target, script)

@@ -123,9 +123,7 @@ async def trust_host(ctx: CommandContext, cmd: HostsTrust) -> None:
     async with ctx.session() as db:
         target, _ = await hosts.resolve(db_session=db, name=cmd.name, ssh_aliases=ctx.services.ssh_aliases())
     trust.check_known_hosts_path(ctx.services.runner_known_hosts())  # a misspelt path is not created
-    offered = await trust.fetch_host_key(
-        target, ctx.services.runner_known_hosts(), runner=getattr(ctx.services.runner, "ssh", None)
-    )
+    offered = await trust.fetch_host_key(target, ctx.services.runner_known_hosts(), runner=ctx.services.runner.ssh)
     warning = trust.file_warning(ctx.services.runner_known_hosts())
     if offered.state == "trusted":
         text = f"{cmd.name}: its key {offered.fingerprint} is already trusted." + (
@@ -177,9 +175,7 @@ def register(app: AsyncApp, services: Services, resolver: RoleResolver) -> None:
             target, _ = await hosts.resolve(db_session=db, name=name, ssh_aliases=services.ssh_aliases())
             others = [h.address for h in await hosts.list_all(db_session=db) if h.name != target.name]
         known = services.runner_known_hosts()
-        done = await trust.record(
-            target, known, fingerprint, runner=getattr(services.runner, "ssh", None), others=others
-        )
+        done = await trust.record(target, known, fingerprint, runner=services.runner.ssh, others=others)
         notes = "".join(f"\n{escape(line)}" for line in trust.recorded_text(done, known))
         await respond(text=f"<@{user}> trusted {name}'s host key {fingerprint}.{notes}", replace_original=True)
 

@@ -9,9 +9,10 @@ import time
 
 from slack_sdk.errors import SlackApiError
 
+from bot.domain.readiness.report import StatusReport
 from bot.flows.actions.policy import allowed_roots
 from bot.flows.status.fleet import check_fleet, fleet_group, hosts_of
-from bot.flows.status.host import StatusReport, check_host
+from bot.flows.status.host import check_host
 from bot.flows.status.paths import check_status_paths, status_places
 from bot.flows.watches import service as watches
 from bot.foundation.errors import DatabaseUnavailable, ProgressLost, UsageError

@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass, field
 
 from bot.domain.readiness.gpu_health import NEEDS_RESET_CODES
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import SERVING_CODES, Severity, Verdict
 from bot.domain.readiness.words import VERDICT_WORDS, verdict_text
-from bot.flows.status.host import StatusReport
 from bot.foundation.sizes import human_bytes, human_mib
 from bot.probing.probes.readings import Folder, FolderState, ProcessOwner, Readings
 

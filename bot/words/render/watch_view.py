@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Severity
 from bot.domain.readiness.words import verdict_text
-from bot.flows.status.host import StatusReport
 from bot.flows.watches.conditions import describe
 from bot.flows.watches.flows import AlertLine, WatchMessage
 from bot.flows.watches.models import AlertStatus, Silence, Watch
