@@ -218,7 +218,7 @@ async def test_every_refusal_comes_before_anything_is_written(services, ssh_serv
         hf.with_name("hf.away").rename(hf)
     text = "\n".join(check_text(check))
     assert "· fetch: the hf command: not installed, so /gpu fetch is refused here — fix: install the Python" in text
-    assert f"✔ fetch into {root}: as root, no sudo (the download writes the model folders itself)" in text
+    assert f"✔ fetch into {root}: as root (the bot logs in as root)" in text
     check = await check_access(services=services, host_name="f2")
     assert f"✔ fetch: the hf command: at {hf}" in "\n".join(check_text(check))
     assert sorted(p.name for p in root.iterdir()) == ["escape"] and list(outside.iterdir()) == []
@@ -520,19 +520,24 @@ async def test_a_co_tenant_planting_a_state_symlink_is_refused_at_plan_and_at_st
     open_dir.chmod(0o755)
     said = await refused(services, ActionSpec(ActionKind.FETCH, "f9", repo=REPO, target=str(open_dir)))
     assert f"{open_dir}/.cache is a symbolic link" in said
-    # planned while the folder did not exist; the co-tenant, who may write the root, makes it with a link inside
-    root.chmod(0o777)
+    # planned while the folder did not exist; then the root is opened to everyone (no sticky bit) and the
+    # co-tenant makes the folder with a link inside: the start refuses the root itself
     later = root / "Later"
     view = await flows.request_action(
         services=services, spec=ActionSpec(ActionKind.FETCH, "f9", repo=REPO, target=str(later)), requester="U1"
     )
+    root.chmod(0o777)
     as_user(other, "mkdir", str(later))
     as_user(other, "ln", "-s", str(canary), str(later / ".cache"))
     outcome = await approve(services, view.id)
     assert outcome.view.state is not State.DONE
     told = outcome.view.message + "\n".join(outcome.view.result_lines)
-    assert f"{later} belongs to {other.name}, not root" in told, told
+    assert f"root {root} is not safe for a download as root: {root} is writable by everyone (mode 777)" in told, told
     assert await fetches.of_request(services=services, request_id=view.id) is None
+    # and a plan into such a root is refused before anything is written
+    said = await refused(services, ActionSpec(ActionKind.FETCH, "f9", repo=REPO, target=str(root / "Else")))
+    assert f"{root} is writable by everyone (mode 777)" in said
+    root.chmod(0o755)
     # the same after the plan of a folder the bot user owns: a link swapped in for its state folder
     mine = root / "Mine"
     mine.mkdir()
@@ -577,3 +582,30 @@ async def test_a_fetch_makes_its_folders_readable_and_its_state_private(
     assert done.state == "done", done.message
     assert stat.S_IMODE((root / "a").stat().st_mode) == 0o755 and stat.S_IMODE(target.stat().st_mode) == 0o755
     assert stat.S_IMODE((target / ".cache" / "gpubot-fetch").stat().st_mode) == 0o700
+
+
+async def test_a_cancel_spares_a_pid_that_names_another_process_now(services, ssh_server, fake_hosts, hub, tmp_path):
+    root = await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f11", "127.0.0.43")
+    folder = root / "M"
+    folder.mkdir()
+    sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        start = int(Path(f"/proc/{sleeper.pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        async with services.sessions() as db:
+            where, _ = await hosts.resolve(db_session=db, name="f11")
+        # the PID a fetch recorded is another process's now: its start time differs, so it is not signalled
+        script = fetch_remote.cancel_script(str(folder), sleeper.pid, str(start + 1))
+        assert "pinned_signal TERM" in script or "fetch_cancel given" in script
+        res = await services.runner.run(where, script, timeout=60)
+        assert res.stdout.strip().splitlines()[-1] == "spared", res
+        assert sleeper.poll() is None
+        assert os.listdir(folder) == []  # nothing written for a process it spared
+        # the process it did start, with the start time it had: its group is ended
+        res = await services.runner.run(
+            where, fetch_remote.cancel_script(str(folder), sleeper.pid, str(start)), timeout=60
+        )
+        assert res.stdout.strip().splitlines()[-1] == "cancelled", res
+        assert sleeper.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        sleeper.kill()
+        sleeper.wait()

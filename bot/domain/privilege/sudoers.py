@@ -87,6 +87,12 @@ def delete_argv(helper: str, root: str, real: str) -> tuple[str, ...]:
     return (helper, "delete", root, real)
 
 
+def fetch_argv(helper: str, *words: str) -> tuple[str, ...]:
+    """``gpubot-priv fetch HF ROOT TARGET REPO COMMIT ENDPOINT [INCLUDE…]`` (or ``… ROOT cancel TARGET PID
+    START``): sudoers pins ``HF`` and ``ROOT`` (``HELPER fetch HF ROOT *``), the helper checks the rest."""
+    return (helper, "fetch", *words)
+
+
 def sudo_line(argv: tuple[str, ...]) -> str:
     """The shell text ``sudo -n ARGV…`` (every word quoted)."""
     return "sudo -n " + " ".join(shlex.quote(a) for a in argv)
@@ -115,6 +121,9 @@ class SudoersSpec:
     hf_hub: str | None = None
     """``<hf_cache>/hub`` when an HF cache path is configured; it gets its own delete rule
     unless it lies under an allowed root."""
+    hf: str | None = None
+    """The host's ``hf`` command (as the bot user finds it): each allowed root gets ``HELPER fetch HF ROOT *``,
+    the helper downloading as the owner of the folder a model goes into; ``None``: no ``fetch`` rule."""
     untrusted: dict[str, str] = field(default_factory=dict)
     """Root (allowed root or hub) -> why someone other than root could change it or a folder on
     the way (the helper's ``trusted`` walk, read on the host): such a root gets no ``delete``
@@ -134,6 +143,9 @@ class SudoersSpec:
                 raise UnsafeSudoersWord("the root folder / cannot be an allowed root for deletion")
             if _safe(root, "allowed root") not in self.untrusted:
                 out.append(f"{helper} delete {root} *")
+        if self.hf:
+            hf = _safe(self.hf, "hf command path")
+            out += [f"{helper} fetch {hf} {root} *" for root in self.roots]
         hub = self.hf_hub
         if (
             hub
@@ -186,8 +198,15 @@ def render_sudoers(spec: SudoersSpec, *, group: str = "gpubot-models") -> str:
             f"#   chgrp -R {group} {roots} && chmod -R g+rwX {roots}",
             f"#   find {roots} -type d -exec chmod g+s {{}} +",
             "# and have the services that write weights use umask 002.",
-            f"# /gpu fetch needs no rule either way: it downloads as {user} into folders {user} may write.",
         ]
+    if spec.roots:
+        lines += [
+            "#",
+            f"# /gpu fetch: the `fetch` lines let the helper run `{spec.hf or 'hf'} download` as the owner of the",
+            f"# folder a model goes into (never as root, nothing else); a folder {user} owns needs no rule.",
+        ]
+        if not spec.hf:
+            lines.append(f"# No `fetch` lines: {user} finds no `hf` command{where} (pip install huggingface_hub).")
     return "\n".join(lines) + "\n"
 
 

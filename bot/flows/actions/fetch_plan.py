@@ -196,19 +196,21 @@ async def plan_fetch(
             reasons.append(f"{folder}:{via} outside the allowed roots ({', '.join(roots)}; `GPUBOT_ALLOWED_ROOTS`)")
         elif where.mount:
             reasons.append(f"{folder}: {where.mount} (a download never goes through a mount point under the root)")
+        elif where.place:
+            reasons.append(f"{folder}: {where.place}")
         elif where.unsafe:
             reasons.append(where.unsafe)
+        elif where.route == "sudo" and where.hf_unsafe:
+            reasons.append(where.hf_unsafe)
         else:
             root = max(under, key=lambda rc: len(rc[0]))[1]
         busy = next((fid for fid, t in running if t.rstrip("/") == real.rstrip("/")), None)
         if where.running is not None or busy is not None:
             what = f"fetch #{busy}" if busy is not None else f"pid {where.running} on the host"
             reasons.append(f"a download into {real} is already running ({what}): one fetch per folder at a time")
-        if not where.writable and where.me != "root":
+        if where.route == "user" and not where.writable:
             reasons.append(
-                f"{where.me} may not write in {where.base} (it belongs to {where.owner}): make the model folders "
-                f"writable by {where.me} (their group, setgid; see `gpubot hosts sudoers {host}`' group alternative) "
-                "so it downloads as itself, without sudo"
+                f"{where.me} may not write in {where.base}, its own folder: `chmod u+w {where.base}` so it downloads"
             )
     files = seen.hub.files
     there = where.files if where else {}
@@ -247,6 +249,17 @@ async def plan_fetch(
         if units
         else "no configured unit names that folder as its model",
     ]
+    assert where is not None and where.route is not None
+    who = {"root": "root", "user": where.me}.get(where.route, where.by_name or f"uid {where.by}")
+    lines.insert(
+        3,
+        f"downloads as {who}"
+        + {
+            "root": " (the bot logs in as root)",
+            "user": " (the bot user owns the folder it goes into)",
+            "sudo": f", the owner of {where.base}, through sudo and the helper ({s.actions.sudo_helper} fetch)",
+        }[where.route],
+    )
     step = FetchStep(
         f"download {repo} into {real} ({human_bytes(need)} to fetch)",
         repo,
@@ -256,7 +269,9 @@ async def plan_fetch(
         endpoint,
         files,
         spec.include,
-        via="root" if where and where.me == "root" else "user",
+        via=where.route,  # type: ignore[arg-type]
+        hf=where.hf or "hf",
+        owner=who,
     )
     expected = f"{real} holds `{repo}` at {seen.hub.sha[:12]}: {len(files)} files, {human_bytes(total)}, verified"
     return Plan(spec, report.snapshot_id, [step], lines, expected, volume=seen.mount, volume_avail_bytes=seen.avail)

@@ -27,44 +27,15 @@ import json
 import shlex
 from dataclasses import dataclass, field
 
-from bot.domain.privilege.sudoers import helper_shared
+from bot.domain.privilege.sudoers import fetch_argv, helper_shared, sudo_line
 from bot.flows.actions.exits import StepExit
 from bot.flows.actions.plan import FetchFile, FetchStep
 from bot.probing.probes.frames import ProbeOutput
 
 q = shlex.quote
-ORPHANS = "*." + "[0-9a-f]" * 8 + ".incomplete"
-"""The parts a client of one process leaves when it is killed (huggingface_hub 2.x names them ``HASH.ETAG.RANDOM8
-.incomplete``, unique to that process, and never reads them again): removed when a fetch starts and after a cancel,
-so the pivot's pre-flight check does not take them for a download still running. A part named without that suffix
-(older clients resume those) stays."""
-START_FN = 'started() { x=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; x=${x##*) }; set -- $x; printf %s "${20}"; }'
-"""``started PID``: field 22 of ``/proc/PID/stat`` (its start time), read past the command name (it may hold
-blanks)."""
 HEX = "od -An -v -tx1 | tr -d ' \\n'"
 STATE = ".cache/gpubot-fetch"
-"""The state folder inside the target: ``pid``, ``start``, ``log``, ``rc``."""
-GUARD_FN = "\n".join(
-    [
-        "guard() {",
-        '  if [ -L "$1" ]; then echo "$1 is a symbolic link: another user could point the bot user\'s writes '
-        'anywhere; remove it, or give a real folder"; return 1; fi',
-        '  [ -e "$1" ] || return 0',
-        '  [ -d "$1" ] || { echo "$1 is not a folder: remove it"; return 1; }',
-        '  gu=$(stat -c %u -- "$1") && gm=$(stat -c %a -- "$1") || { echo "$1 could not be checked"; return 1; }',
-        '  [ "$gu" = "$(id -u)" ] || { echo "$1 belongs to $(stat -c %U -- "$1"), not $(id -un): another user '
-        'could plant links in it; give a folder $(id -un) owns (chown $(id -un) $1)"; return 1; }',
-        '  [ $((0$gm & 022)) -eq 0 ] || { echo "$1 is writable by group or others (mode $gm): another user could '
-        'plant links in it; chmod go-w $1"; return 1; }',
-        "}",
-        f'guards() {{ for gd in "$1" "$1/.cache" "$1/{STATE}"; do guard "$gd" || return 1; done; }}',
-    ]
-)
-"""``guard PATH``: refuse (the reason on stdout, status 1) an existing PATH that is a symlink, not a folder,
-not owned by the user running it, or writable by group or others; ``guards TARGET``: the target, its
-``.cache`` and the state folder. A folder that passes can be changed by no one else but root, so what is
-written inside it goes where it was meant to."""
-
+"""The state folder inside the target: ``pid``, ``start``, ``log``, ``rc`` (the helper's ``FETCH_STATE``)."""
 _META_PY = r"""
 import json, os, sys
 def say(**kw):
@@ -125,9 +96,13 @@ def _target_sh(target: str, roots: list[str]) -> str:
     ``exists=yes|no``, ``link=yes`` when the target itself is a symlink, ``base=`` (hex, that existing
     folder), ``writable=yes|no`` (for the SSH user), ``owner=``, ``me=``, ``root.J=`` (hex, each root
     resolved; empty when it does not exist), ``mount=no|HEX`` (a mount point at, on the way to or below
-    the target from its deepest root), ``running=PID`` when a download started there still runs, the
-    files there (``file SIZE HEX``, the state and client folders under ``.cache`` left out) and the
-    parts of a cut download (``part SIZE HEX``)."""
+    the target from its deepest root), the helper's ``fetch_place`` for that root: ``by=UID`` and
+    ``by_name=`` (the parent folder's owner: who downloads) or ``place=HEX`` (why not), ``route=root|user|sudo``
+    (a bot logged in as root downloads as root; a bot user that owns the parent as itself; else sudo
+    runs the helper, which downloads as the owner), ``hf=HEX`` (the ``hf`` command) and ``hf_unsafe=HEX``
+    (why the owner may not run it), ``unsafe=HEX`` (the helper's ``guards`` for the user who downloads),
+    ``running=PID`` when a download started there still runs, the files there (``file SIZE HEX``, the state
+    and client folders under ``.cache`` left out) and the parts of a cut download (``part SIZE HEX``)."""
     listed = " ".join(q(r) for r in roots)
     return helper_shared() + "\n".join(
         [
@@ -144,16 +119,28 @@ def _target_sh(target: str, roots: list[str]) -> str:
             'if [ -e "$t" ]; then echo exists=yes; else echo exists=no; fi',
             'if [ -w "$b" ] && [ -x "$b" ]; then echo writable=yes; else echo writable=no; fi',
             'printf \'owner=%s\\nme=%s\\n\' "$(stat -c %U -- "$b")" "$(id -un)"',
-            "j=0; best=",
+            "j=0; best=; bestc=",
             f'for g in {listed}; do rr=$(realpath -e -- "$g" 2>/dev/null) || rr=; '
             'printf \'root.%s=%s\\n\' "$j" "$(hx "$rr")"; '
-            'case $real in "${rr%/}"/?*) [ -n "$rr" ] && [ ${#rr} -gt ${#best} ] && best=$rr;; esac; j=$((j+1)); done',
+            'case $real in "${rr%/}"/?*) [ -n "$rr" ] && [ ${#rr} -gt ${#best} ] && best=$rr && bestc=$g;; esac; '
+            "j=$((j+1)); done",
             'if [ -n "$best" ]; then if m=$(mounts_near "$best" "$real"); then echo mount=no; else '
             'printf \'mount=%s\\n\' "$(hx "$m")"; fi; fi',
+            "gu=$(id -u)",
+            'if [ -n "$bestc" ]; then',
+            '  if [ "$gu" = 0 ]; then w=0; else w=nonroot; fi',
+            '  if pl=$(fetch_place "$bestc" "$real" $w); then',
+            "    by=$(printf '%s\\n' \"$pl\" | sed -n 's/^owner=//p'); "
+            "printf 'by=%s\\nby_name=%s\\n' \"$by\" \"$(printf '%s\\n' \"$pl\" | sed -n 's/^user=//p')\"",
+            '    if [ "$gu" = 0 ]; then echo route=root; elif [ "$by" = "$gu" ]; then echo route=user; '
+            "else echo route=sudo; gu=$by; fi",
+            '  else printf \'place=%s\\n\' "$(hx "${pl#refused: }")"; fi',
+            "fi",
+            'if h=$(command -v hf 2>/dev/null); then printf \'hf=%s\\n\' "$(hx "$h")"; '
+            'if [ "$gu" != "$(id -u)" ]; then t_uid=$gu; t_who=$(getent passwd "$gu" | cut -d: -f1); '
+            'if hs=$(fetch_hf "$h"); then :; else printf \'hf_unsafe=%s\\n\' "$(hx "${hs#refused: }")"; fi; fi; fi',
             f's="$real/{STATE}"',
-            GUARD_FN,
-            'if u=$(guards "$real"); then :; else printf \'unsafe=%s\\n\' "$(hx "$u")"; fi',
-            START_FN,
+            'if u=$(guards "$real" "$gu"); then :; else printf \'unsafe=%s\\n\' "$(hx "$u")"; fi',
             'if [ -f "$s/pid" ] && [ ! -f "$s/rc" ]; then p=$(cat -- "$s/pid"); st=$(cat -- "$s/start" 2>/dev/null); '
             'now=$(started "$p"); [ -n "$now" ] && [ "$now" = "$st" ] && echo "running=$p"; fi',
             'if [ -d "$real" ]; then',
@@ -234,7 +221,18 @@ class TargetState:
     files: dict[str, int] = field(default_factory=dict)
     parts: dict[str, int] = field(default_factory=dict)
     unsafe: str | None = None
-    """Why the target, its ``.cache`` or state folder may not be written through (see ``GUARD_FN``)."""
+    """Why the target, its ``.cache`` or state folder may not be written through (the helper's ``guards``)."""
+    place: str | None = None
+    """Why the helper's ``fetch_place`` refuses the target (``None``: it accepts it, or no root contains it)."""
+    route: str | None = None
+    """``root``, ``user`` or ``sudo`` (see :func:`_target_sh`); ``None`` when ``place`` refused or no root holds it."""
+    by: int | None = None
+    """The uid of the parent folder's owner (who downloads through sudo)."""
+    by_name: str | None = None
+    hf: str | None = None
+    """The ``hf`` command the bot user's ``PATH`` finds."""
+    hf_unsafe: str | None = None
+    """Why the owner may not run that ``hf`` (the helper's ``fetch_hf``)."""
 
 
 def unhex(text: str) -> str | None:
@@ -279,57 +277,51 @@ def parse_target(out: ProbeOutput | None) -> TargetState | None:
         files,
         parts,
         unhex(kv["unsafe"]) or "unsafe" if "unsafe" in kv else None,
+        unhex(kv["place"]) or "refused" if "place" in kv else None,
+        kv.get("route") if kv.get("route") in ("root", "user", "sudo") else None,
+        int(kv["by"]) if kv.get("by", "").isdecimal() else None,
+        kv.get("by_name") or None,
+        unhex(kv["hf"]) if "hf" in kv else None,
+        unhex(kv["hf_unsafe"]) or "unsafe" if "hf_unsafe" in kv else None,
     )
 
 
 # --- Launch ----------------------------------------------------------------------------------------
-def launch_script(step: FetchStep) -> tuple[str, str]:
-    """``(display command, script)``: re-check the target (it resolves to the planned real path, lies
-    strictly under the allowed root resolved now, no mount point at, on the way to or below it, no
-    download running into it), then start the client detached (see the module). Prints ``pid=`` and
-    ``start=``; exit :attr:`StepExit.REFUSED` with the reason on stdout."""
-    t, s = q(step.target), q(f"{step.target}/{STATE}")
-    args = [step.repo, "--revision", step.commit, "--local-dir", step.target]
-    for g in step.include:
-        args += ["--include", g]
-    argv = " ".join(q(a) for a in args)
-    refused = f"exit {StepExit.REFUSED:d}"
-    display = f"setsid nohup hf download {argv} (HF_ENDPOINT={step.endpoint})"
-    # set -C: a state file is created anew (O_EXCL: a symlink in its place fails instead of being followed)
-    run = 'set -C; hf download "$@" > "$0/log" 2>&1; echo $? > "$0/rc.tmp"; mv -f -- "$0/rc.tmp" "$0/rc"'
+def fetch_words(step: FetchStep) -> tuple[str, ...]:
+    """``HF ROOT TARGET REPO COMMIT ENDPOINT [INCLUDE...]``, the helper's ``fetch`` arguments."""
+    return (step.hf, step.root, step.target, step.repo, step.commit, step.endpoint, *step.include)
+
+
+def launch_script(step: FetchStep, *, helper: str | None = None) -> tuple[str, str]:
+    """``(display command, script)``: the helper's own checks again (``fetch_place``: the target resolves to
+    the planned real path, strictly under the allowed root resolved now, no symlink or mount point near
+    it, the walks from ``/`` changeable only by root or the user who downloads), then ``fetch_launch``
+    (the target's folders checked with ``guards``, no download running into it, the client started
+    detached). With ``helper`` (the step's ``via`` is ``sudo``): ``sudo -n HELPER fetch …``, which does
+    the same as root and downloads as the parent folder's owner. Prints ``pid=`` and ``start=``; exit
+    :attr:`StepExit.REFUSED` with the reason on stdout."""
+    words = fetch_words(step)
+    if helper is not None:
+        argv = fetch_argv(helper, *words)
+        line = sudo_line(argv)
+        return line, f"{line} 2>&1"
+    hf = q(step.hf) if step.hf.startswith("/") else '"$(command -v hf)"'  # a plan from before it named the path
+    shown = " ".join(q(w) for w in words[2:])
+    display = f"setsid nohup {step.hf} download {step.repo} … into {step.target} (HF_ENDPOINT={step.endpoint})"
+    as_root = step.via == "root"
     script = helper_shared() + "\n".join(
         [
             "export LC_ALL=C",
-            "umask 022",
-            START_FN,
-            GUARD_FN,
-            "command -v hf >/dev/null 2>&1 || { echo 'the hf command (Python package huggingface_hub) is not "
-            f"installed on this host'; {refused}; }}",
-            f"rr=$(realpath -e -- {q(step.root)}) || {{ echo {q(f'the allowed root {step.root} does not exist')}; "
-            f"{refused}; }}",
-            f'case {t} in "${{rr%/}}"/?*) ;; *) echo {q(step.target)}" is not under $rr"; {refused};; esac',
-            f"mkdir -p -- {t} || {refused}",
-            f"r=$(realpath -e -- {t}) || {refused}",
-            f'[ "$r" = {t} ] || {{ echo {q(step.target + " now resolves to ")}"$r"; {refused}; }}',
-            f'm=$(mounts_near "$rr" {t}) || {{ echo "$m"; {refused}; }}',
-            f"guards {t} || {refused}",
-            f"[ -d {t}/.cache ] || mkdir -m 755 -- {t}/.cache || {refused}",
-            f"[ -d {s} ] || mkdir -m 700 -- {s} || {refused}",
-            f"guards {t} || {refused}",
-            f"chmod 700 -- {s} || {refused}",
-            f"if [ -f {s}/pid ] && [ ! -f {s}/rc ]; then p=$(cat -- {s}/pid); st=$(cat -- {s}/start 2>/dev/null); "
-            'now=$(started "$p"); '
-            f'[ -n "$now" ] && [ "$now" = "$st" ] && {{ echo "a download into {step.target} is already running '
-            f'(pid $p)"; {refused}; }}; fi',
-            f"rm -f -- {s}/rc {s}/rc.tmp {s}/log {s}/pid {s}/start",
-            _orphans(step.target),
-            f"export HF_ENDPOINT={q(step.endpoint)} HF_HUB_DISABLE_TELEMETRY=1",
-            f"cd -- {s} || {refused}",
-            f"setsid nohup sh -c {q(run)} {s} {argv} </dev/null >/dev/null 2>&1 &",
-            "p=$!",
-            'st=$(started "$p")',
-            f'set -C; printf %s "$p" > {s}/pid; printf %s "$st" > {s}/start',
-            'printf "pid=%s\\nstart=%s\\n" "$p" "$st"',
+            f"command -v {q(step.hf)} >/dev/null 2>&1 || refuse {q(f'the hf command {step.hf} is not installed')}",
+            f"fetch_words {hf} {' '.join(q(w) for w in words[1:])}",
+            f"p=$(fetch_place {q(step.root)} {q(step.target)}{' 0' if as_root else ''}) || "
+            f'{{ echo "$p"; exit {StepExit.REFUSED:d}; }}',
+            "by=$(printf '%s\\n' \"$p\" | sed -n 's/^owner=//p')",
+            ""
+            if as_root
+            else '[ "$by" = "$(id -u)" ] || refuse "the folder the download goes into belongs to '
+            'uid $by now, not $(id -un)"',
+            f"fetch_launch private {hf} {shown}",
         ]
     )
     return display, script
@@ -341,9 +333,8 @@ def poll_commands(target: str) -> list[tuple[str, str]]:
     ``rc=`` once it ended, ``log=`` (hex, the log's last 1,500 bytes); ``target``: the files (see
     :func:`_target_sh`); ``df``."""
     s = q(f"{target}/{STATE}")
-    state = "\n".join(
+    state = helper_shared() + "\n".join(
         [
-            START_FN,
             f"s={s}",
             '[ -d "$s" ] || { echo state=none; exit 0; }',
             'p=$(cat -- "$s/pid" 2>/dev/null); st=$(cat -- "$s/start" 2>/dev/null)',
@@ -388,40 +379,20 @@ def parse_state(out: ProbeOutput | None) -> RunState | None:
     )
 
 
-def _orphans(target: str) -> str:
-    d = q(f"{target}/.cache/huggingface/download")
-    return f"find {d} -maxdepth 1 -type f -name {q(ORPHANS)} -delete 2>/dev/null; :"
-
-
-def cancel_script(target: str, pid: int, start: str) -> str:
+def cancel_script(target: str, pid: int, start: str, *, hf: str = "", root: str = "", helper: str | None = None) -> str:
     """End the download's process group (SIGTERM, then SIGKILL after 5 s) only while ``pid`` still has
-    the start time it had when it was started; writes ``rc`` as cancelled (130) while the target's
-    folders pass ``guards`` (else ``unsafe REASON`` and nothing is written). Prints ``cancelled``,
-    ``gone`` or ``spared`` last."""
+    the start time it had when it was started: the helper's ``fetch_cancel``, which holds the process by a
+    pidfd through the check and the signal (``pinned_signal``, the kill's own), so a PID reused by another
+    process is never signalled. Writes ``rc`` as cancelled (130) while the target's folders pass
+    ``guards`` (else ``unsafe REASON`` and nothing is written). With ``helper`` (a download through sudo):
+    ``sudo -n HELPER fetch HF ROOT cancel TARGET PID START``, which ends only the download the target's
+    state folder records, as its owner. Prints ``cancelled``, ``gone``, ``spared`` or ``refused`` last."""
     if not start.isdecimal():
         raise ValueError("a fetch's start time is not a number")
-    t, s = q(target), q(f"{target}/{STATE}")
-    p = int(pid)
-    return "\n".join(
-        [
-            START_FN,
-            f"now=$(started {p})",
-            '[ -n "$now" ] || { echo gone; exit 0; }',
-            f'[ "$now" = {q(start)} ] || {{ echo spared; exit 0; }}',
-            f"kill -TERM -{p} 2>/dev/null || kill -TERM {p}",  # dash: no -- before a process group
-            "n=0; while [ $n -lt 25 ]; do",
-            f'  now=$(started {p}); [ "$now" = {q(start)} ] || break',
-            "  sleep 0.2; n=$((n+1)); done",
-            f'[ "$(started {p})" = {q(start)} ] && kill -KILL -{p} 2>/dev/null',
-            GUARD_FN,
-            f"if u=$(guards {t}); then",
-            f"  [ -f {s}/rc ] || {{ rm -f -- {s}/rc.tmp; (set -C; echo 130 > {s}/rc.tmp) && "
-            f"mv -f -- {s}/rc.tmp {s}/rc; }}",
-            f'  [ -n "$(started {p})" ] || {_orphans(target)}',
-            'else printf "unsafe %s\\n" "$u"; fi',
-            "echo cancelled",
-        ]
-    )
+    p = str(int(pid))
+    if helper is not None:
+        return sudo_line(fetch_argv(helper, hf, root, "cancel", target, p, start)) + " 2>&1"
+    return helper_shared() + f"fetch_cancel given {q(target)} {p} {q(start)}\n"
 
 
 # --- Verification ----------------------------------------------------------------------------------

@@ -31,12 +31,13 @@ from bot.flows.actions.model_check import (
     weights_line,
     weights_problems,
 )
-from bot.flows.actions.models import Fetch
-from bot.flows.actions.plan import FetchFile, FetchStep
+from bot.flows.actions.models import ActionRequest, Fetch
+from bot.flows.actions.plan import FetchFile, FetchStep, Plan
 from bot.flows.actions.policy import configured_units
 from bot.flows.services import Services
 from bot.flows.status.host import check_host
 from bot.foundation.errors import NotFoundError, PermissionDenied, ProbeError, UsageError
+from bot.foundation.masking import mask_secrets
 from bot.foundation.roles import Role
 from bot.foundation.sizes import human_bytes
 from bot.probing.probes.engine import run_framed
@@ -73,6 +74,8 @@ class FetchView:
     channel: str | None = None
     thread_ts: str | None = None
     progress_ts: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
     @property
     def running(self) -> bool:
@@ -110,6 +113,8 @@ def view_of(row: Fetch, *, now: datetime, stall_s: float) -> FetchView:
         row.channel,
         row.thread_ts,
         row.progress_ts,
+        row.started_at,
+        row.finished_at,
     )
 
 
@@ -156,6 +161,19 @@ async def running_on(*, db_session: AsyncSession, host: str) -> list[tuple[int, 
         select(Fetch.id, Fetch.target).where(Fetch.host == host, Fetch.state.in_(("running", "verifying")))
     )
     return [(int(i), str(t)) for i, t in rows.all()]
+
+
+async def of_host(
+    *, db_session: AsyncSession, host: str, since: datetime, now: datetime, stall_s: float, limit: int = 20
+) -> list[FetchView]:
+    """The fetches of ``host`` started since ``since`` or still running, newest first (``/gpu history``)."""
+    rows = await db_session.execute(
+        select(Fetch)
+        .where(Fetch.host == host, (Fetch.started_at >= since) | Fetch.state.in_(("running", "verifying")))
+        .order_by(Fetch.started_at.desc(), Fetch.id.desc())
+        .limit(limit)
+    )
+    return [view_of(r, now=now, stall_s=stall_s) for r in rows.scalars()]
 
 
 async def running_ids(*, db_session: AsyncSession) -> list[int]:
@@ -388,10 +406,28 @@ async def cancel(*, services: Services, fetch_id: int, role: Role) -> FetchView:
             return view_of(row, now=services.clock(), stall_s=services.settings.actions.fetch_stall_s)
         ssh_target, _ = await hosts.resolve(db_session=db, name=row.host)
         pid, start, target = row.pid, row.start, row.target
+        step = await _step_of(db, row.request_id)
     said = "gone"
     if pid is not None and start:
-        res = await services.runner.run(ssh_target, fetch_remote.cancel_script(target, pid, start), timeout=60)
+        via_sudo = step is not None and step.via == "sudo"
+        script = fetch_remote.cancel_script(
+            target,
+            pid,
+            start,
+            hf=step.hf if step else "",
+            root=step.root if step else "",
+            helper=services.settings.actions.sudo_helper if via_sudo else None,
+        )
+        res = await services.runner.run(ssh_target, script, timeout=60)
         said = (res.stdout.strip().splitlines() or ["?"])[-1]
+        if said not in ("cancelled", "spared", "gone"):
+            async with services.sessions() as db, db.begin():
+                await db.execute(
+                    update(Fetch)
+                    .where(Fetch.id == fetch_id)
+                    .values(message=f"cancel refused on {ssh_target.name}: {mask_secrets(res.stdout.strip())[-300:]}")
+                )
+            return await load(services=services, fetch_id=fetch_id)
     if not await _claim(services, fetch_id, "running", "verifying"):
         return await load(services=services, fetch_id=fetch_id)
     what = {"cancelled": "cancelled: the download was stopped", "spared": "cancelled (its pid is another process now)"}
@@ -402,6 +438,14 @@ async def cancel(*, services: Services, fetch_id: int, role: Role) -> FetchView:
         what.get(said, "cancelled (the download had already ended)") + "; the parts on disk stay for a resumed fetch",
         [],
     )
+
+
+async def _step_of(db: AsyncSession, request_id: int) -> FetchStep | None:
+    """The planned :class:`FetchStep` of the request that started a fetch (how it downloads: ``via``)."""
+    req = await db.get(ActionRequest, request_id)
+    if req is None:
+        return None
+    return next((s for s in Plan.from_json(req.plan).steps if isinstance(s, FetchStep)), None)
 
 
 async def pivot_spec(*, services: Services, fetch_id: int, unit: str, role: Role) -> ActionSpec:

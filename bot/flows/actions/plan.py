@@ -213,6 +213,11 @@ class FetchStep:
     files: tuple[FetchFile, ...]
     include: tuple[str, ...] = ()
     via: Via | None = None
+    hf: str = "hf"
+    """The host's ``hf`` command (an absolute path once planned; sudoers pins it for the ``sudo`` route)."""
+    owner: str | None = None
+    """Who downloads: the bot user (``via`` ``user``), root (``root``), or the owner of the target's parent
+    folder, through the helper (``sudo``)."""
     op: Literal["fetch"] = "fetch"
 
 

@@ -180,6 +180,21 @@ async def untrusted_roots(
     return unsafe
 
 
+async def host_hf(services: Services, host_name: str) -> str | None:
+    """Where the bot user's ``PATH`` finds ``hf`` on the host (read-only); ``None`` when nowhere or unreachable."""
+    async with services.sessions() as db:
+        target, _ = await hosts.resolve(db_session=db, name=host_name)
+    try:
+        out = await run_framed(
+            services.runner, target, [("hf", "command -v hf")], timeout=services.settings.probes.batch_timeout_s
+        )
+    except GpubotError:
+        return None
+    o = out.get("hf")
+    path = o.stdout.strip() if o is not None and o.exit_status == 0 else ""
+    return path if path.startswith("/") else None
+
+
 async def sudoers_for(*, services: Services, host_name: str, warn: Callable[[str], None] | None = None) -> str:
     """The sudoers file (with install steps and the group alternative) for ``host_name``. Asks
     the host (read-only) who controls each root first: a root that someone other than root could
@@ -199,7 +214,9 @@ async def sudoers_for(*, services: Services, host_name: str, warn: Callable[[str
     try:
         spec.rules()  # a name sudoers would read specially is refused before the host is asked
         spec = dataclasses.replace(
-            spec, untrusted=await untrusted_roots(services, host_name, delete_roots(roots, hf_cache), warn=warn)
+            spec,
+            untrusted=await untrusted_roots(services, host_name, delete_roots(roots, hf_cache), warn=warn),
+            hf=await host_hf(services, host_name) if roots else None,
         )
         return sudoers.render_sudoers(spec)
     except UnsafeSudoersWord as exc:
@@ -296,20 +313,21 @@ async def check_access(*, services: Services, host_name: str, requested_by: str 
 
 
 async def fetch_notes(services: Services, target: HostTarget, me: str, roots: list[str], host: str) -> list[CheckLine]:
-    """``/gpu fetch`` on this host: whether it has the ``hf`` command (huggingface_hub) and which allowed roots
-    the bot user may write (a fetch downloads as the bot user, never through sudo). One read-only round trip."""
-    cmds = [("hf", "command -v hf")] + [
-        (f"write.{j}", f'r={q(r)}; [ -d "$r" ] || exit 2; [ -w "$r" ] && [ -x "$r" ]') for j, r in enumerate(roots)
+    """``/gpu fetch`` on this host: whether it has the ``hf`` command (huggingface_hub) and, per allowed root, how
+    a download there runs: as root (a root login), as the bot user (it owns the root), or through the helper's
+    ``fetch`` as the owner of the folder a model goes into (its sudo rule checked). Read-only round trips."""
+    cmds = [("hf", "command -v hf"), ("uid", "id -u")] + [
+        (f"own.{j}", f'r={q(r)}; [ -d "$r" ] || exit 2; stat -c "%u %U" -- "$r"') for j, r in enumerate(roots)
     ]
     try:
         out = await run_framed(services.runner, target, cmds, timeout=services.settings.probes.batch_timeout_s)
     except GpubotError as exc:
         return [CheckLine(False, "fetch", f"could not be checked ({exc})")]
     hf = out.get("hf")
-    found = hf is not None and hf.exit_status == 0 and hf.stdout.strip()
+    hf_path = hf.stdout.strip() if hf is not None and hf.exit_status == 0 else ""
     notes = [
-        CheckLine(True, "fetch: the hf command", f"at {hf.stdout.strip()}" if found and hf else "")
-        if found
+        CheckLine(True, "fetch: the hf command", f"at {hf_path}")
+        if hf_path
         else CheckLine(
             False,
             "fetch: the hf command",
@@ -317,18 +335,62 @@ async def fetch_notes(services: Services, target: HostTarget, me: str, roots: li
             "install the Python package huggingface_hub (`pip install huggingface_hub`)",
         )
     ]
+    uid = (out["uid"].stdout.strip() if "uid" in out else "") or "?"
+    helper = services.settings.actions.sudo_helper
+    sudo_roots: list[tuple[str, str]] = []
     for j, r in enumerate(roots):
-        o = out.get(f"write.{j}")
-        ok = o is not None and o.exit_status == 0
-        how = (
-            f"as {me}, no sudo (the download writes the model folders itself)"
-            if ok
-            else f"{r} does not exist"
-            if o is not None and o.exit_status == 2
-            else f"{r} is not writable by {me}, so /gpu fetch into it is refused"
+        o = out.get(f"own.{j}")
+        owner_uid, _, owner = (o.stdout.strip() if o is not None and o.exit_status == 0 else "").partition(" ")
+        if o is not None and o.exit_status == 2:
+            notes.append(CheckLine(False, f"fetch into {r}", f"{r} does not exist", "create it"))
+        elif uid == "0":
+            notes.append(CheckLine(True, f"fetch into {r}", "as root (the bot logs in as root)"))
+        elif owner_uid == uid:
+            notes.append(CheckLine(True, f"fetch into {r}", f"as {me}, no sudo ({me} owns {r})"))
+        elif not owner_uid:
+            notes.append(CheckLine(False, f"fetch into {r}", f"{r} could not be inspected"))
+        else:
+            sudo_roots.append((r, owner))
+    if sudo_roots:
+        notes += await _fetch_sudo_notes(services, target, hf_path or "hf", sudo_roots, helper, host)
+    return notes
+
+
+async def _fetch_sudo_notes(
+    services: Services, target: HostTarget, hf: str, roots: list[tuple[str, str]], helper: str, host: str
+) -> list[CheckLine]:
+    """Whether sudo lets the bot user run the helper's ``fetch`` for each ``(root, its owner)``."""
+    needs = [
+        Need(
+            f"fetch.{r}",
+            f"fetch into {r}",
+            sudoers.fetch_argv(helper, hf, r, r.rstrip("/") + "/gpubot-check", "acme/check", "0" * 40, "https://hub"),
+            rule=f"{helper} fetch {hf} {r} *",
         )
-        fix = f"make {r} writable by {me} (the group alternative of {sudoers_command(host)}); a fetch never uses sudo"
-        notes.append(CheckLine(ok, f"fetch into {r}", how, fix))
+        for r, _ in roots
+    ]
+    try:
+        access = await read_access(services.runner, target, needs, timeout=services.settings.probes.batch_timeout_s)
+    except GpubotError as exc:
+        return [CheckLine(False, "fetch", f"could not be checked ({exc})")]
+    notes = []
+    for g, (r, owner) in zip(grants(access, needs, host=host), roots, strict=True):
+        as_whom = (
+            f"a model folder directly under {r} is refused: {r} belongs to root and a download never runs as root"
+            if owner == "root"
+            else f"the helper downloads as the owner of the folder a model goes into ({r} belongs to {owner})"
+        )
+        if g.ok:
+            notes.append(
+                CheckLine(
+                    owner != "root",
+                    g.need.label,
+                    f"via sudo ({helper} fetch); {as_whom}",
+                    f"chown USER {r}, USER the owner of the weights",
+                )
+            )
+        else:
+            notes.append(CheckLine(False, g.need.label, f"{g.reason}; {as_whom}", g.fix))
     return notes
 
 

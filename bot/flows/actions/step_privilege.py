@@ -9,8 +9,9 @@ Steps (:data:`bot.flows.actions.plan.Step`) and the sudo command each one needs 
   itself (parent folder writable, not sticky or the entry is its own, every folder inside
   writable and searchable, on one filesystem).
 
-``wait_gpus`` and ``check_disk`` only read; ``fetch`` writes as the bot user into a folder the planner found
-it may write (never through sudo).
+``wait_gpus`` and ``check_disk`` only read; ``fetch`` needs nothing when the bot user owns the folder it goes
+into (or logs in as root), else ``gpubot-priv fetch HF ROOT TARGET …``: the helper downloads as that folder's
+owner, never as root (the planner found which: the step's ``via``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import shlex
 from typing import assert_never
 
 from bot.domain.privilege.rights import Access, Grant, Need, Via, grant, sudoers_command
-from bot.domain.privilege.sudoers import delete_argv, kill_argv, trust_command, unit_argv
+from bot.domain.privilege.sudoers import delete_argv, fetch_argv, kill_argv, trust_command, unit_argv
 from bot.flows.actions.plan import (
     AnswerStep,
     CheckDiskStep,
@@ -82,6 +83,22 @@ def delete_need(key: str, label: str, helper: str, root: str, real: str, self_ch
     )
 
 
+def fetch_need(step: FetchStep, helper: str, *, host: str) -> Need:
+    """The helper's ``fetch`` of ``step`` (``HELPER fetch HF ROOT TARGET REPO COMMIT ENDPOINT [INCLUDE…]``),
+    allowed by the rule ``HELPER fetch HF ROOT *``."""
+    rule = f"{helper} fetch {step.hf} {step.root} *"
+    return Need(
+        f"fetch.{step.target}",
+        f"download into {step.target} as {step.owner or 'its owner'}",
+        fetch_argv(helper, step.hf, step.root, step.target, step.repo, step.commit, step.endpoint, *step.include),
+        rule=rule,
+        fix=(
+            f"install the helper {helper} and allow `{rule}` ({sudoers_command(host)}), or let the bot user own "
+            "the folder the download goes into"
+        ),
+    )
+
+
 def own_process_check(pid: int) -> str:
     """sh: exit 0 when process ``pid`` belongs to the current user."""
     return (
@@ -129,8 +146,10 @@ def needs(plan: Plan, *, systemctl: str, helper: str, host: str) -> list[tuple[i
                 )
             case WaitGpusStep() | CheckDiskStep() | AnswerStep():
                 pass  # read-only
+            case FetchStep(via="sudo"):
+                out.append((i, fetch_need(step, helper, host=host)))
             case FetchStep():
-                pass  # the bot user writes into a folder it may write (the planner checked it): no sudo
+                pass  # the bot user downloads into its own folder, or logs in as root: no sudo
             case _:
                 assert_never(step)
     return out

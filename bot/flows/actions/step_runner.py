@@ -127,8 +127,8 @@ class StepRunner:
                 )
             case CheckDiskStep(path=path):
                 return remote.df_command(path)[0][1], None
-            case FetchStep():
-                return launch_script(step)
+            case FetchStep(via=via):
+                return launch_script(step, helper=actions.sudo_helper if via == "sudo" else None)
             case AnswerStep(check=check):
                 return check.describe(), None
             case _:
