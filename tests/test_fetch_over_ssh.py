@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import stat
@@ -296,6 +297,19 @@ async def test_in_slack_the_thread_follows_the_download_and_offers_the_pivot(
     await bot.post(forged)
     told = await bot.recorder.wait_for("response_url", lambda c: c.path.endswith("U1-forged"), timeout=30, start=start)
     assert f"does not belong to fetch #{fetch.id}" in told.body["text"]
+    # the host's history names the fetch: repo, target, size, state, when, verified
+    start = len(bot.recorder.calls)
+    await bot.command("history f3 1d", user_id="U1")
+    posted = await bot.recorder.wait_for(
+        "chat.postMessage", lambda c: "Fetches" in blocks_text(c.body.get("blocks") or []), timeout=30, start=start
+    )
+    validate_message(posted.body["blocks"], posted.body.get("text", ""))
+    text = blocks_text(posted.body["blocks"])
+    assert (
+        f"fetch #{fetch.id} {REPO} into {tmp_path / 'shared' / 'Tiny-3B'} · 600.32 KB · done · verified: 6 files"
+        in (text)
+    ), text
+    assert " UTC → " in text
 
 
 @contextlib.asynccontextmanager
@@ -448,6 +462,20 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
         "sha256 not computed: 600 KB of LFS files is more than GPUBOT_FETCH_SHA256_MAX_BYTES (100 KB)" in captured.out
     )
     assert f"] Fetched and verified {REPO} on f7" in captured.err  # the progress line, last seen when it ended
+    # `gpubot history` lists the host's fetches: the one planned only is no fetch, the started one is
+    from bot.entry.cli import history as cli_history
+
+    hist = argparse.Namespace(host="f7", since="1d", need=None, json=False, png=None)
+    assert await cli_history.history(services.settings, hist) == 0
+    out = capsys.readouterr().out
+    assert "Fetches:" in out and f"{REPO} into {root / 'Tiny-3B'} · 600.32 KB · done · verified: 6 files" in out, out
+    assert out.count(" · fetch #") == 1
+    # and the audit says how the download ended, not only that it started
+    from bot.flows.actions.audit import audit_text, trail
+
+    said = audit_text(await trail(services=services, host="f7"))
+    assert re.search(r"  fetch #\d+ done: ([\d,]+) of \1 bytes, 6 of 6 files into ", said), said
+    assert "    verified: 6 files" in said
     # no allowed roots: a setting to add, not a command mistyped (exit 78, not 64)
     services.settings.allowed_roots = {}
     with pytest.raises(NotConfigured) as got:

@@ -47,12 +47,14 @@ def _dicts(blocks: list[Block]) -> list[dict[str, Any]]:
 def history_blocks(view: HistoryView) -> list[dict[str, Any]]:
     """The timeline message (the chart follows in its thread)."""
     lines = [f"• {escape(x)}" for x in view.lines]
+    fetched = pack_sections(["*Fetches*", *(f"• {escape(x)}" for x in view.fetches)]) if view.fetches else []
     return _dicts(
         [
             HeaderBlock(text=view.headline[:HEADER_LIMIT]),
             _md(escape(view.summary)),
             DividerBlock(),
-            *pack_sections(lines)[: MAX_BLOCKS - 4],
+            *pack_sections(lines)[: MAX_BLOCKS - 4 - min(len(fetched), 4)],
+            *fetched[:4],
             ContextBlock(elements=[MarkdownTextObject(text="The chart of GPU memory and free disk is in the thread.")]),
         ]
     )

@@ -23,6 +23,7 @@ from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import History, diff_snapshots, load_history
 from bot.domain.hosts import service as hosts
 from bot.domain.snapshots import service as snapshots
+from bot.flows.actions import fetches
 from bot.flows.reports import service as reports
 from bot.flows.reports.models import ReportSchedule
 from bot.foundation import cron
@@ -74,7 +75,10 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
                 if args.png
                 else None
             )
-    view = history_view(h)
+            fetched = await fetches.of_host(
+                db_session=db, host=h.host, since=h.since, now=until, stall_s=settings.actions.fetch_stall_s
+            )
+    view = history_view(h, fetched)
     if args.json:
         print(dumps(history_json(h)))
     else:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import select
+
 from bot.domain.hosts import service as hosts
 from bot.flows.actions import service
 from bot.flows.actions.kinds import ActionSpec, State
-from bot.flows.actions.models import ActionRequest, ActionStep, Approval
+from bot.flows.actions.models import ActionRequest, ActionStep, Approval, Fetch
 from bot.flows.actions.plan import Plan
 from bot.flows.services import Services
 from bot.foundation.masking import mask_secrets
@@ -19,6 +21,8 @@ class AuditEntry:
     request: ActionRequest
     decisions: list[Approval]
     steps: list[ActionStep]
+    fetch: Fetch | None = None
+    """The download a ``fetch`` request started: how it ended (the step only says it started)."""
 
 
 async def trail(*, services: Services, host: str | None = None, limit: int = 20) -> list[AuditEntry]:
@@ -34,6 +38,7 @@ async def trail(*, services: Services, host: str | None = None, limit: int = 20)
                 r,
                 await service.decisions(db_session=db, request_id=r.id),
                 await service.steps(db_session=db, request_id=r.id),
+                (await db.execute(select(Fetch).where(Fetch.request_id == r.id))).scalars().first(),
             )
             for r in reqs
         ]
@@ -100,6 +105,18 @@ def entry_lines(e: AuditEntry, *, full: bool = True) -> list[str]:
         f"before #{r.before_snapshot_id}" if r.before_snapshot_id else "",
         f"after #{r.after_snapshot_id}" if r.after_snapshot_id else "",
     ]
+    f = e.fetch
+    if f is not None:
+        ended = f", ended {_t(f.finished_at)}" if f.finished_at else ""
+        lines.append(
+            f"  fetch #{f.id} {f.state}: {f.bytes_done:,} of {f.total_bytes:,} bytes, {f.files_done} of "
+            f"{len(f.files)} files into {f.target}, started {_t(f.started_at)}{ended}"
+        )
+        verified = [x for x in (f.result or {}).get("lines", []) if str(x).startswith("verified")]
+        if verified:
+            lines.append(f"    {verified[0]}")
+        elif f.message:
+            lines.append(f"    not verified: {mask_secrets(f.message)}")
     if any(snaps):
         lines.append("  snapshots: " + ", ".join(s for s in snaps if s))
     if r.replaced_by:

@@ -11,6 +11,7 @@ from slack_sdk.errors import SlackApiError
 from bot.domain.history.chart import render_png
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import diff_snapshots, load_history
+from bot.flows.actions import fetches
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import build_report
 from bot.flows.status.fleet import fleet_group, hosts_of
@@ -53,7 +54,14 @@ async def history(ctx: CommandContext, cmd: HistoryCommand) -> None:
         series, marks = await history_chart(
             db_session=db, host_name=h.host, since=h.since, until=h.until, points=h.points
         )
-    view = history_view(h)
+        fetched = await fetches.of_host(
+            db_session=db,
+            host=h.host,
+            since=h.since,
+            now=until,
+            stall_s=ctx.services.settings.actions.fetch_stall_s,
+        )
+    view = history_view(h, fetched)
     ref = await ctx.post(view.headline, history_blocks(view))
     png = await asyncio.to_thread(
         partial(

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from bot.domain.history.diff import compact
 from bot.domain.history.service import History, SnapshotDiff
 from bot.domain.readiness.words import verdict_text
+from bot.flows.actions.fetches import FetchView
 from bot.foundation.sizes import human_bytes, human_mib
 
 
@@ -19,6 +21,8 @@ class HistoryView:
     headline: str
     summary: str
     lines: list[str]
+    fetches: list[str] = field(default_factory=list)
+    """One line per fetch of the host in the window (or still running), newest first."""
 
 
 def _utc(t: datetime) -> str:
@@ -35,8 +39,27 @@ def span_words(span: timedelta) -> str:
     return f"{s} seconds"
 
 
-def history_view(h: History) -> HistoryView:
-    """The timeline: one line per verdict change (and the newest snapshot), with the numbers."""
+def fetch_line(v: FetchView) -> str:
+    """``2026-12-01 10:00 UTC → 10:42 UTC · acme/Tiny-3B into /shared/Tiny-3B · 600.32 KB · done · verified: …``:
+    repo, target, size, state, started/ended, and verified or why not."""
+    when = _utc(v.started_at) if v.started_at else "?"
+    if v.finished_at:
+        when += f" → {_utc(v.finished_at)}"
+    size = human_bytes(v.total_bytes)
+    if v.state in ("running", "verifying"):
+        why = f"{human_bytes(v.bytes_done)} of {size}, {v.files_done} of {v.total_files} files so far"
+        if v.stalled_s is not None:
+            why += f", stalled for {int(v.stalled_s // 60)} min"
+    elif v.state == "done":
+        why = next((x for x in v.lines if x.startswith("verified")), "verified")
+    else:
+        why = "not verified: " + (v.message or v.state)
+    return f"{when} · fetch #{v.id} {v.repo} into {v.target} · {size} · {v.state} · {why}"
+
+
+def history_view(h: History, fetches: Sequence[FetchView] = ()) -> HistoryView:
+    """The timeline: one line per verdict change (and the newest snapshot), with the numbers; then the host's
+    fetches (:func:`fetch_line`)."""
     lines = []
     for e in h.entries:
         c = e.change
@@ -63,7 +86,9 @@ def history_view(h: History) -> HistoryView:
         f"peak GPU memory used {human_mib(peak)} · lowest free disk {human_bytes(low)} · "
         f"{sum(p.count for p in h.points):,} snapshots"
     )
-    return HistoryView(f"{h.host}: last {span_words(h.until - h.since)}", summary, lines)
+    return HistoryView(
+        f"{h.host}: last {span_words(h.until - h.since)}", summary, lines, [fetch_line(f) for f in fetches]
+    )
 
 
 def diff_headline(d: SnapshotDiff) -> str:
@@ -72,7 +97,10 @@ def diff_headline(d: SnapshotDiff) -> str:
 
 def history_text(view: HistoryView) -> str:
     """Terminal text of a history."""
-    return "\n".join([view.headline, "=" * len(view.headline), view.summary, "", *(f"  {x}" for x in view.lines)])
+    out = [view.headline, "=" * len(view.headline), view.summary, "", *(f"  {x}" for x in view.lines)]
+    if view.fetches:
+        out += ["", "Fetches:", *(f"  {x}" for x in view.fetches)]
+    return "\n".join(out)
 
 
 def diff_text(d: SnapshotDiff) -> str:
