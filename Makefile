@@ -61,12 +61,16 @@ deps-system:
 	@command -v dockerd >/dev/null && command -v docker-compose >/dev/null && command -v debootstrap >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io docker-compose debootstrap; }
 
+# The tests run on TEST_WORKERS pytest-xdist workers (most wait on sshd, PostgreSQL and programs, so more workers
+# than cores pay), --dist loadgroup: the Docker tests on one worker, in order (tests/support/scheduling.py). Each
+# worker has its own sshd, PostgreSQL database and temporary folders. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 4
 test: deps-system setup
 	$(BIN)/ruff check bot tests bench tools
 	$(BIN)/ruff format --check bot tests bench tools
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python -m pytest -q --durations=20
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # test-fast leaves out four markers (pyproject.toml, tests/conftest.py): sshd, postgres, process (starts gpubot as a
 # program, Docker, make, multiprocessing workers or dozens of programs) and slow (seconds of CPU each);

@@ -1,7 +1,11 @@
 """Shared fixtures: databases (SQLite and PostgreSQL), services wired to the real sshd test hosts.
 
-PostgreSQL: the server at 127.0.0.1:5432 (trust auth). Each test session creates its own
-database ``gpubot_test_<hex>`` from the ``test`` database and drops it at the end.
+PostgreSQL: the server at 127.0.0.1:5432 (trust auth). Each test session (each pytest-xdist worker)
+creates its own database ``gpubot_test_<worker>_<hex>`` (``gw0``…, ``main`` without xdist) from the
+``test`` database and drops it at the end.
+
+pytest-xdist: ``make test`` runs ``--dist loadgroup`` with the groups of tests/support/scheduling.py (the Docker
+tests on one worker, in order); a test marked ``docker`` outside its group's file fails at collection.
 
 Markers are set here from what a test uses, so nobody has to remember them: ``sshd`` on every test
 that uses the ``ssh_server`` fixture (directly, or through ``fake_hosts``), ``postgres`` on every
@@ -17,6 +21,7 @@ import asyncio
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import delete, inspect, text
@@ -28,6 +33,7 @@ from bot.foundation.db.migrate import upgrade
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.models import Base
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
+from tests.support.scheduling import SERIAL_MARKERS, GroupScheduling, group_of
 
 pytest_plugins = [
     "tests.support.fixtures",
@@ -51,7 +57,23 @@ LONGER_TIMEOUTS = (("docker", 600), ("process", 600), ("sshd", 300))
 (pyproject.toml's ``timeout`` for the rest): they wait on programs and sessions that a loaded machine slows."""
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: xdist's, with the groups of tests/support/scheduling.py."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    misplaced = [
+        f"{item.nodeid} is marked {marker} but is not in a file of group {group!r}"
+        for item in items
+        for marker, group in SERIAL_MARKERS.items()
+        if item.get_closest_marker(marker) and group_of(item.nodeid) != group
+    ]
+    if misplaced:
+        raise pytest.UsageError("tests/support/scheduling.py: SERIAL_FILES lacks a file:\n" + "\n".join(misplaced))
     for item in items:
         if "ssh_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.sshd)
@@ -72,7 +94,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         upgrade(url)
         yield url
         return
-    name = f"gpubot_test_{secrets.token_hex(4)}"
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    name = f"gpubot_test_{worker}_{secrets.token_hex(4)}"
     asyncio.run(_pg(f"CREATE DATABASE {name}"))
     url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     upgrade(url)

@@ -21,10 +21,11 @@ INNER = ("-p", "tests.support.leftovers", "test_inner.py")
 pytestmark = pytest.mark.process
 
 
-def _pytest(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
+def _pytest(tmp_path: Path, body: str, *options: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "test_inner.py").write_text(body)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("GPUBOT_TEST_RUN", None)
+    for name in ("GPUBOT_TEST_RUN", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        env.pop(name, None)  # a run of its own, also when this one runs on an xdist worker
     return subprocess.run(
         [
             sys.executable,
@@ -35,6 +36,7 @@ def _pytest(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
             "no:cacheprovider",
             "-p",
             "tests.support.leftovers",
+            *options,
             "test_inner.py",
         ],
         cwd=tmp_path,
@@ -95,6 +97,41 @@ def test_a_run_that_leaves_an_entry_of_the_root_folder_names_it_and_the_test(tmp
     else:
         assert res.returncode == 1, res.stdout + res.stderr
         assert f"/{name} left in / (first seen after test_inner.py::test_writes_into_the_root_folder)" in res.stdout
+
+
+def test_under_xdist_an_entry_of_the_root_folder_names_the_tests_running_on_each_worker_then(tmp_path):
+    """Two workers: one test makes the entry while the other runs; the controller lists ``/`` as each test ends and
+    cannot know which one made it, so the line names both (whichever ended first)."""
+    name = f"gpubot-leftover-check-{secrets.token_hex(4)}"
+    body = (
+        "import os, time\n"
+        "from pathlib import Path\n"
+        "FLAG = Path(__file__).with_name('beside-started')\n"
+        "def _wait(done):\n"
+        "    deadline = time.monotonic() + 120\n"
+        "    while not done() and time.monotonic() < deadline:\n"
+        "        time.sleep(0.05)\n"
+        "def test_makes_it():\n"
+        "    _wait(FLAG.exists)\n"
+        f"    open('/{name}', 'w').close()\n"
+        "def test_runs_beside():\n"
+        "    FLAG.touch()\n"
+        f"    _wait(lambda: os.path.exists('/{name}'))\n"
+        "    time.sleep(3)\n"
+    )
+    try:
+        res = _pytest(tmp_path, body, "-n", "2")
+    finally:
+        if os.path.exists(f"/{name}"):
+            os.unlink(f"/{name}")
+    assert "2 passed" in res.stdout, res.stdout + res.stderr
+    if f"/{name} appeared in / while another test run was running" in res.stdout:
+        assert res.returncode == 0, res.stdout + res.stderr
+        return
+    assert res.returncode == 1, res.stdout + res.stderr
+    (line,) = [line for line in res.stdout.splitlines() if line.startswith(f"/{name} left in /")]
+    assert "running on other workers then: test_inner.py::" in line, line
+    assert "test_inner.py::test_makes_it" in line and "test_inner.py::test_runs_beside" in line, line
 
 
 def test_a_run_that_removes_what_it_made_passes(tmp_path):

@@ -538,7 +538,7 @@ async def test_a_swap_loop_beside_hundreds_of_deletions_without_sudo_never_reach
 def _pinned(pid: int) -> tuple[str, str]:
     stat = Path(f"/proc/{pid}/stat").read_text()
     start = stat.rsplit(")", 1)[1].split()[19]
-    return start, hashlib.sha256(Path(f"/proc/{pid}/cmdline").read_bytes()).hexdigest()
+    return start, hashlib.sha256(holders.exec_done(pid)).hexdigest()  # not the empty one of a program being exec'd
 
 
 @pytest.mark.parametrize("daemon", ["nvidia-persistenced", "nv-hostengine", "Xorg", "nv-fabricmanager"])

@@ -14,6 +14,7 @@ from bot.flows.actions import remote
 from bot.flows.actions.exits import StepExit
 from bot.flows.actions.plan import PathItem, ProcItem
 from tests.support import cgroups
+from tests.support.holders import exec_done
 
 
 def sh(script: str) -> subprocess.CompletedProcess[str]:
@@ -70,7 +71,7 @@ def test_resolve_and_proc_commands_say_gone(tmp_path: Path):
 def _planned(proc: subprocess.Popen[bytes], *, start_shift: int = 0) -> ProcItem:
     stat = Path(f"/proc/{proc.pid}/stat").read_text()
     start = int(stat.rsplit(")", 1)[1].split()[19]) + start_shift
-    sha = hashlib.sha256(Path(f"/proc/{proc.pid}/cmdline").read_bytes()).hexdigest()
+    sha = hashlib.sha256(exec_done(proc.pid)).hexdigest()  # not the empty one of a program still being exec'd
     return ProcItem(proc.pid, "sleep", 0, 1, str(start), sha, "sleep 300")
 
 

@@ -29,6 +29,25 @@ _CODE = (
 )
 
 
+def exec_done(pid: int, timeout: float = 10.0) -> bytes:
+    """``/proc/PID/cmdline`` once the kernel has filled it in. Right after :class:`subprocess.Popen` returns it can
+    still be empty: the parent of a vfork'd child (Popen's way) resumes as the child's ``execve`` replaces its memory,
+    before the new program's arguments are in place; the window is short, but wide on a loaded machine (tests running
+    beside each other). A zombie's stays empty: returned at once. Empty after ``timeout`` too."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return b""
+        if cmdline or state == "Z" or time.monotonic() > deadline:
+            return cmdline
+        time.sleep(0.005)
+
+
 def spawn_holder(name: str = "python3", args: Sequence[str] = (), *, ignore_term: bool = False) -> subprocess.Popen:
     """Start a sleeping process (up to an hour) whose comm is ``name``, ``args`` at the end of its
     command line (``/proc/PID/cmdline``); reap with :func:`reap`. ``ignore_term``: it ignores SIGTERM
@@ -40,6 +59,7 @@ def spawn_holder(name: str = "python3", args: Sequence[str] = (), *, ignore_term
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    exec_done(proc.pid)  # its command line is read as it stands (the probes, tests of masking)
     if ignore_term:  # until its handler is in place, SIGTERM would still end it
         for _ in range(200):
             with open(f"/proc/{proc.pid}/status") as f:

@@ -7,13 +7,16 @@ processes on the machine (other test runs among them) cannot fail it:
 * **accounts** named ``gpubot-t-<pid>-…`` (:data:`tests.support.osuser.USER_PREFIX`) with the PID of this process
   (each xdist worker checks its own; :func:`run_user` makes such a name), and sudoers drop-ins
   ``/etc/sudoers.d/gpubot-test-<pid>-…`` likewise;
-* **entries of** ``/`` that were not there at the start, each named with the test after which it was first seen;
-  one that appeared while another test run was running (a pytest process outside this run) is only reported, not
-  failed, since it may be that run's;
+* **entries of** ``/`` that were not there at the start, each named with the test after which it was first seen
+  (``/`` is listed as each test ends) and, under pytest-xdist, the tests the other workers were running then, since
+  any of them may have made it; one that appeared while another test run was running (a pytest process outside this
+  run) is only reported, not failed, since it may be that run's;
 * **images** tagged ``gpubot…`` or ``postgres…`` that carry this run's label (:data:`RUN_LABEL` =
   :data:`RUN_ID`, put on every image the tests build: :func:`label_args`); new such tags without it are reported.
 
-Under pytest-xdist each worker sends what it found to the controller (``workeroutput``), which fails the run.
+Under pytest-xdist each worker checks the accounts and drop-ins it made and sends what it found to the controller
+(``workeroutput``), which fails the run; ``/`` and the images are the controller's: it lists ``/`` as each test's
+end is reported (``pytest_runtest_logfinish``, from any worker) and knows which tests are running on the others.
 Use with ``pytest_plugins = ["tests.support.leftovers"]``.
 """
 
@@ -104,9 +107,9 @@ def _images() -> dict[str, str] | None:
 
 
 def _other_test_runs() -> list[int]:
-    """PIDs of pytest processes that are not this run's: neither this process, its xdist controller, their
-    descendants, nor the processes above them."""
-    root = os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid()
+    """PIDs of pytest processes that are not this run's: neither this process (the run, or xdist's controller), its
+    descendants (the workers), nor the processes above it."""
+    root = os.getpid()
     parents: dict[int, int] = {}
     runs = []
     for name in os.listdir("/proc"):
@@ -140,46 +143,86 @@ class _Start:
     sudoers: set[str]
     root: set[str]
     images: dict[str, str] | None
+    lists_root: bool
+    """Whether this process checks ``/`` (:func:`_checks_root`)."""
     seen_root: set[str] = field(default_factory=set)
     blamed: dict[str, str] = field(default_factory=dict)
-    """New entry of ``/`` -> the test after which it was first seen."""
+    """New entry of ``/`` -> the test after which it was first seen (and those running beside it)."""
     shared: dict[str, str] = field(default_factory=dict)
     """New entry of ``/`` -> why it is not counted (another test run was running)."""
+    running: dict[str, int] = field(default_factory=dict)
+    """Tests started and not yet ended (node id -> how many times: a rerun may overlap), on every worker."""
 
 
 _start: _Start | None = None
 _from_workers: list[dict[str, Any]] = []
 
 
+def _checks_root(config: pytest.Config) -> bool:
+    """Whether this process checks ``/``: a run without xdist, or xdist's controller (not a worker)."""
+    return not hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     global _start
     if os.geteuid() == 0:
         sweep_stale()  # what runs that died left: their PIDs are gone
-    controller = not hasattr(session.config, "workerinput")
-    root = _root()
+    controller = _checks_root(session.config)
+    root = _root() if controller else set()
     images = _images() if controller else None
-    _start = _Start(users=_users(), sudoers=_sudoers(), root=root, images=images, seen_root=set(root))
+    _start = _Start(
+        users=_users(), sudoers=_sudoers(), root=root, images=images, lists_root=controller, seen_root=set(root)
+    )
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    if _start is not None:
+        _start.running[nodeid] = _start.running.get(nodeid, 0) + 1
+
+
+def _ended(nodeid: str) -> None:
+    assert _start is not None
+    if _start.running.get(nodeid, 0) > 1:
+        _start.running[nodeid] -= 1
+    else:
+        _start.running.pop(nodeid, None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: object, sched: object) -> None:
+    """xdist's controller: a worker died in ``crashitem``, which never reports its end."""
+    if _start is not None:
+        _ended(crashitem)
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item) -> None:
+def pytest_runtest_logfinish(nodeid: str, location: object) -> None:
+    """The test ``nodeid`` ended (in this process, or on a worker): note what is new in ``/``, and whom to blame."""
     if _start is None:
+        return
+    _ended(nodeid)
+    if not _start.lists_root:  # a worker: the controller lists /
         return
     new = _root() - _start.seen_root
     if not new:
         return
     others = _other_test_runs()
+    beside = sorted(_start.running)
     for name in sorted(new):
         if others:
             _start.shared[name] = f"another test run was running (PID {', '.join(map(str, others[:3]))})"
+        elif beside:
+            shown = ", ".join(beside[:5]) + (f" and {len(beside) - 5} more" if len(beside) > 5 else "")
+            _start.blamed[name] = f"{nodeid}; running on other workers then: {shown}"
         else:
-            _start.blamed[name] = item.nodeid
+            _start.blamed[name] = nodeid
     _start.seen_root |= new
 
 
-def _found(*, ran_tests: bool) -> dict[str, Any]:
+def _found(*, ran_tests: bool, checks_root: bool) -> dict[str, Any]:
     """What this process left: ``failed`` (lines naming it) and ``noted`` (lines that do not fail the run).
-    ``ran_tests`` ``False`` (xdist's controller): the accounts and ``/`` are the workers' to check."""
+    ``ran_tests`` ``False`` (xdist's controller): the accounts are the workers' to check; ``checks_root``
+    ``False`` (a worker): ``/`` and the images are the controller's."""
     assert _start is not None
     failed, noted = [], []
     users = sorted(u for u in _users() - _start.users if _mine(u))
@@ -188,7 +231,7 @@ def _found(*, ran_tests: bool) -> dict[str, Any]:
     drop_ins = sorted(_sudoers() - _start.sudoers)
     if drop_ins:
         failed.append(f"sudoers drop-ins left in {SUDOERS_DIR}: {', '.join(drop_ins)}")
-    left_root = _root() - _start.root if ran_tests else set()
+    left_root = _root() - _start.root if checks_root else set()
     for name in sorted(left_root):
         if name in _start.blamed:
             failed.append(f"/{name} left in / (first seen after {_start.blamed[name]})")
@@ -220,7 +263,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _start is None:
         return
     distributed = getattr(session.config.option, "dist", "no") != "no"  # xdist's controller: workers run the tests
-    found = _found(ran_tests=hasattr(session.config, "workerinput") or not distributed)
+    worker = hasattr(session.config, "workerinput")
+    found = _found(ran_tests=worker or not distributed, checks_root=not worker)
     if hasattr(session.config, "workerinput"):
         session.config.workeroutput["gpubot_leftovers"] = found  # type: ignore[attr-defined]
         return
