@@ -185,3 +185,22 @@ async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists
         done.body["text"]
     )
     assert "GPUs 0, 1, 2, 3, 4, 5, present now, stay." in done.body["text"], done.body["text"]
+
+
+async def test_a_host_removed_and_registered_again_starts_with_its_own_gpu_inventory(
+    slack_bot, services, ssh_server, fake_hosts
+):
+    services.settings.admins = ["UADMIN"]
+    await register(services, "node204", "127.0.0.19", ssh_server)
+    fake_hosts.write("127.0.0.19", gpus=8)
+    assert (await check_host(services=services, host_name="node204")).assessment.verdict is Verdict.READY
+    await slack_bot.command("hosts remove node204", user_id="UADMIN")
+    said = await slack_bot.recorder.wait_for("chat.postMessage", lambda c: "Removed" in c.body.get("text", ""))
+    assert "its GPU inventory (8) is forgotten" in said.body["text"], said.body["text"]
+    # another machine under the same name, with 4 GPUs: none of the old 8 is "missing" on it
+    await register(services, "node204", "127.0.0.20", ssh_server)
+    fake_hosts.write("127.0.0.20", gpus=4)
+    again = await check_host(services=services, host_name="node204")
+    assert again.assessment.verdict is Verdict.READY, again.assessment.reasons
+    async with services.sessions() as db:
+        assert [g.gpu_index for g in await inventory.listing(db_session=db, host_name="node204")] == [0, 1, 2, 3]

@@ -154,8 +154,11 @@ async def edit(
     return host, changed
 
 
-async def remove(*, db_session: AsyncSession, name: str) -> None:
-    """Unregister ``name`` (its snapshots stay); raises :class:`NotFoundError`."""
+async def remove(*, db_session: AsyncSession, name: str) -> str:
+    """Unregister ``name`` (its snapshots stay) and return its registered spelling; raises
+    :class:`NotFoundError`. The caller forgets its GPU inventory too
+    (:func:`bot.domain.snapshots.inventory.forget`, ``gpu="all"``): a machine registered later under the same name
+    starts with its own."""
     host = await get(db_session=db_session, name=name)
     if host is None and name.lower() in LOCAL_NAMES:
         raise NotFoundError(
@@ -164,6 +167,7 @@ async def remove(*, db_session: AsyncSession, name: str) -> None:
     if host is None:
         raise NotFoundError(f"no host called `{name}`", near=await near_names(db_session=db_session, name=name))
     await db_session.delete(host)
+    return host.name
 
 
 async def near_names(*, db_session: AsyncSession, name: str, limit: int = 3) -> list[str]:

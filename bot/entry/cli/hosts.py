@@ -191,8 +191,11 @@ async def run(settings: Settings, args: argparse.Namespace) -> int:
             elif args.hosts_cmd == "trust":
                 return await _trust(services, args)
             elif args.hosts_cmd == "remove":
-                await hosts.remove(db_session=db, name=args.name)
-                print(f"removed {args.name}")
+                from bot.domain.snapshots import inventory
+
+                name = await hosts.remove(db_session=db, name=args.name)
+                gone = await inventory.forget(db_session=db, host_name=name, gpu="all")
+                print(f"removed {name}" + (f" (and its GPU inventory of {len(gone)})" if gone else ""))
             elif args.hosts_cmd in ("show", "forget-gpu"):
                 return await _host_inventory(db, args, services)
             else:

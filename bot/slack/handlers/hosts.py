@@ -113,8 +113,11 @@ async def add_host(ctx: CommandContext, cmd: HostsAdd) -> None:
 @router.command(HOSTS_REMOVE)
 async def remove_host(ctx: CommandContext, cmd: HostsRemove) -> None:
     async with ctx.session() as db:
-        await hosts.remove(db_session=db, name=cmd.name)
-    text = f"Removed `{cmd.name}` (by <@{ctx.user_id}>); its snapshots stay in the history."
+        name = await hosts.remove(db_session=db, name=cmd.name)
+        gone = await inventory.forget(db_session=db, host_name=name, gpu="all")
+    text = f"Removed `{name}` (by <@{ctx.user_id}>); its snapshots stay in the history" + (
+        f", its GPU inventory ({len(gone)}) is forgotten." if gone else "."
+    )
     await ctx.post(text, text_blocks(text))
 
 
