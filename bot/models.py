@@ -7,7 +7,7 @@ from bot.domain.snapshots.answers import AnswerCheckRow
 from bot.domain.snapshots.models import GpuSeen, Snapshot, SnapshotHour
 from bot.flows.actions.models import ActionRequest, ActionStep, Approval, Fetch
 from bot.flows.reports.models import ReportRun, ReportSchedule
-from bot.flows.watches.models import Silence, Watch, WatchAlert
+from bot.flows.watches.models import Silence, Watch, WatchAlert, WatchFetchAlert
 from bot.flows.workers.models import FleetRun, FleetRunHost, FleetWorker
 from bot.foundation.db.base import Base
 
@@ -29,6 +29,7 @@ __all__ = [
     "Silence",
     "Watch",
     "WatchAlert",
+    "WatchFetchAlert",
     "FleetRun",
     "FleetRunHost",
     "FleetWorker",

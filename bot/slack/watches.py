@@ -16,14 +16,16 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.domain.readiness.report import StatusReport
+from bot.flows.actions import fetches
 from bot.flows.services import Clock, Services
-from bot.flows.watches.flows import AlertLine, Flap, Watcher, WatchMessage
+from bot.flows.watches.conditions import FetchFacts
+from bot.flows.watches.flows import AlertLine, FetchAlert, Flap, Watcher, WatchMessage
 from bot.flows.watches.models import Watch
 from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
 from bot.slack.reports import channel_ref, refused
 from bot.slack.watch_blocks import watch_blocks
-from bot.words.render.watch_view import flapping_text, headline, reminder_text, resolution_text
+from bot.words.render.watch_view import fetch_alert_text, flapping_text, headline, reminder_text, resolution_text
 
 log = logging.getLogger("gpubot.slack")
 
@@ -72,6 +74,17 @@ class SlackOutlet:
             blocks=text_blocks(escape(text)),
         )
 
+    async def fetch(self, channel: str, alert: FetchAlert) -> tuple[str, str]:
+        text = fetch_alert_text(alert, chat=self.chat)
+        try:
+            resp = await self.client.chat_postMessage(channel=channel, text=text, blocks=text_blocks(escape(text)))
+        except SlackApiError as exc:
+            problem = refused(channel, exc)
+            if problem is not None:
+                raise problem from exc
+            raise
+        return str(resp["channel"]), str(resp["ts"])
+
     async def refused(self, watch: Watch, problem: ChannelUnavailable) -> None:
         if not watch.created_by:
             return
@@ -86,5 +99,15 @@ class SlackOutlet:
 def make_watcher(
     services: Services, client: AsyncWebClient, *, now: Clock | None = None, instance: str | None = None
 ) -> Watcher:
-    """A :class:`Watcher` posting with ``client``."""
-    return Watcher(services, SlackOutlet(client, services.settings.slack.command), now=now, instance=instance)
+    """A :class:`Watcher` posting with ``client``, reading the downloads for ``fetch-*`` conditions."""
+
+    async def downloads() -> list[FetchFacts]:
+        return await fetches.watch_facts(services=services)
+
+    return Watcher(
+        services,
+        SlackOutlet(client, services.settings.slack.command),
+        now=now,
+        instance=instance,
+        fetches=downloads,
+    )

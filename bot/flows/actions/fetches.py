@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -36,6 +36,7 @@ from bot.flows.actions.plan import FetchFile, FetchStep, Plan
 from bot.flows.actions.policy import configured_units
 from bot.flows.services import Services
 from bot.flows.status.host import check_host
+from bot.flows.watches.conditions import FetchFacts
 from bot.foundation.errors import NotFoundError, PermissionDenied, ProbeError, UsageError
 from bot.foundation.masking import mask_secrets
 from bot.foundation.roles import Role
@@ -174,6 +175,41 @@ async def of_host(
         .limit(limit)
     )
     return [view_of(r, now=now, stall_s=stall_s) for r in rows.scalars()]
+
+
+WATCHED_FAILURES_S = 24 * 3600
+"""How long after its end a failed fetch is still handed to the watches (a watch says it once anyway)."""
+
+
+async def watch_facts(*, services: Services) -> list[FetchFacts]:
+    """The fetches a watch's ``fetch-stalled``/``fetch-failed`` may match: the running ones and those that failed
+    within :data:`WATCHED_FAILURES_S`, with the stall as :func:`view_of` computes it."""
+    now = services.clock()
+    async with services.sessions() as db:
+        rows = await db.execute(
+            select(Fetch)
+            .where(
+                (Fetch.state == "running")
+                | ((Fetch.state == "failed") & (Fetch.finished_at >= now - timedelta(seconds=WATCHED_FAILURES_S)))
+            )
+            .order_by(Fetch.id)
+        )
+        views = [view_of(r, now=now, stall_s=services.settings.actions.fetch_stall_s) for r in rows.scalars()]
+    return [
+        FetchFacts(
+            v.id,
+            v.host,
+            v.repo,
+            v.target,
+            v.state,
+            v.bytes_done,
+            v.total_bytes,
+            v.stalled_s,
+            v.message,
+            v.finished_at,
+        )
+        for v in views
+    ]
 
 
 async def running_ids(*, db_session: AsyncSession) -> list[int]:

@@ -5,12 +5,17 @@ A watch's ``on=`` list names conditions (:data:`CONDITIONS`, plus ``disk<SIZE``)
 matches none of a watch's conditions is *clear* for that watch. ``unknown`` is never clear by
 accident: it is a condition of its own, and a snapshot whose free disk is unknown does not match
 ``disk<SIZE`` (it matches ``unknown`` when asked for, since its verdict is then unknown).
+
+``fetch-stalled`` and ``fetch-failed`` (:data:`FETCH_CONDITIONS`) are read from a download's row instead
+(:class:`FetchFacts`, handed in by the layer that owns downloads): a snapshot never matches them, and each
+fires once per download and state (:func:`fetch_matches`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from bot.foundation.errors import UsageError
@@ -23,6 +28,8 @@ CONDITIONS: dict[str, str] = {
     "gpu-lost": "a GPU lost or missing",
     "health": "a GPU health fault",
     "unit-failed": "a unit failed",
+    "fetch-stalled": "a fetch stalled",
+    "fetch-failed": "a fetch failed",
 }
 """Condition word -> how a message says it."""
 
@@ -49,8 +56,10 @@ HEALTH_CODES = frozenset(
 """Blocker reason codes of :mod:`bot.domain.readiness.gpu_health`, :mod:`bot.domain.readiness.driver_log` and
 :mod:`bot.domain.readiness.fabric`."""
 UNIT_FAILED_CODES = frozenset({"unit_failed"})
+FETCH_CONDITIONS = ("fetch-stalled", "fetch-failed")
+"""The conditions read from downloads (``/gpu fetch``), not from snapshots."""
 
-ON_USAGE = "on=not-ready,unreachable,unknown,gpu-lost,health,unit-failed,disk<SIZE"
+ON_USAGE = "on=not-ready,unreachable,unknown,gpu-lost,health,unit-failed,fetch-stalled,fetch-failed,disk<SIZE"
 
 
 @dataclass(frozen=True)
@@ -179,3 +188,38 @@ def episode(newest_first: Sequence[SnapshotFacts], on: Sequence[str]) -> Episode
             n += 1
         since, clear_since = (newest_first[n - 1], None) if bad else (None, newest_first[n - 1])
     return Episode(bad, clear, since, newest, tuple(hits[0]) if hits else (), clear_since)
+
+
+@dataclass(frozen=True)
+class FetchFacts:
+    """The parts of a download (a ``fetches`` row) a fetch condition reads: ``state`` (``running``,
+    ``verifying``, ``done``, ``failed``, ``cancelled``), ``stalled_s`` (seconds without growth once past the
+    stall limit, else ``None``), ``message`` (why it failed), ``finished_at`` (when it ended)."""
+
+    fetch_id: int
+    host: str
+    repo: str
+    target: str
+    state: str
+    bytes_done: int
+    total_bytes: int
+    stalled_s: float | None
+    message: str | None
+    finished_at: datetime | None
+
+
+def fetch_matches(facts: FetchFacts, on: Sequence[str], *, since: datetime) -> list[str]:
+    """The fetch conditions of ``on`` that ``facts`` is in, in ``on``'s order: ``fetch-stalled`` while it runs
+    without growth past the stall limit, ``fetch-failed`` once it ended failed at ``since`` or later (the
+    watch's creation: a download that failed before the watch is not news)."""
+    hit = []
+    for word in on:
+        if word == "fetch-stalled":
+            ok = facts.state == "running" and facts.stalled_s is not None
+        elif word == "fetch-failed":
+            ok = facts.state == "failed" and facts.finished_at is not None and facts.finished_at >= since
+        else:
+            ok = False
+        if ok:
+            hit.append(word)
+    return hit

@@ -15,6 +15,11 @@ someone's ``/gpu status``. For each watch and each host it covers:
   with this pass's new alerts of the watch. One whose post began that long ago and never finished is
   marked ``failed``, never posted twice (:mod:`bot.flows.watches.models`).
 
+A watch on ``fetch-stalled`` or ``fetch-failed`` also reads the downloads, handed in by the composition as a
+:data:`FetchSource` (downloads belong to a layer above this one): each download of a covered host in one of
+those states is claimed once per watch and state (:func:`bot.flows.watches.service.claim_fetch`; one replica
+wins) and posted on its own; a silenced host's is claimed and never said.
+
 The Slack layer supplies an :class:`Outlet`; this package never imports Slack. A post Slack
 refuses for the channel (:class:`~bot.foundation.errors.ChannelUnavailable`) marks the alerts ``failed`` and
 tells the watch's creator.
@@ -26,6 +31,7 @@ import logging
 import os
 import secrets
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -39,7 +45,7 @@ from bot.domain.snapshots.models import Snapshot
 from bot.flows.services import Clock, DatabaseClock, Services
 from bot.flows.status.host import plan_for
 from bot.flows.watches import service as watches
-from bot.flows.watches.conditions import Episode, episode
+from bot.flows.watches.conditions import FETCH_CONDITIONS, Episode, FetchFacts, episode, fetch_matches
 from bot.flows.watches.models import AlertStatus, Watch, WatchAlert
 from bot.foundation.errors import ChannelUnavailable, DatabaseUnavailable
 from bot.probing.probes.readings import Readings
@@ -84,6 +90,20 @@ class WatchMessage:
     lines: list[AlertLine] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class FetchAlert:
+    """One download in a watched state: ``state`` the condition word, ``facts`` the download as read."""
+
+    alert_id: int
+    watch_id: int
+    state: str
+    facts: FetchFacts
+
+
+FetchSource = Callable[[], Awaitable[list[FetchFacts]]]
+"""The downloads a fetch condition may match (running ones, and ones that ended recently), read when asked."""
+
+
 class Outlet(Protocol):
     """The Slack layer's side. ``post`` returns ``(channel id, message ts)`` and raises
     :class:`~bot.foundation.errors.ChannelUnavailable` for a channel Slack refuses."""
@@ -100,17 +120,22 @@ class Outlet(Protocol):
 
     async def refused(self, watch: Watch, problem: ChannelUnavailable) -> None: ...
 
+    async def fetch(self, channel: str, alert: FetchAlert) -> tuple[str, str]: ...
+
 
 @dataclass(frozen=True)
 class Outcome:
     """What this instance did in one pass: ``posted`` alert ids, ``resolved``, ``repeated``,
-    ``silenced`` hosts (confirmed bad but muted), ``failed`` alert ids."""
+    ``silenced`` hosts (confirmed bad but muted), ``failed`` alert ids; ``fetches`` and ``fetches_failed``:
+    the ids of download alerts posted and refused."""
 
     posted: list[int] = field(default_factory=list)
     resolved: list[int] = field(default_factory=list)
     repeated: list[int] = field(default_factory=list)
     silenced: list[str] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    fetches: list[int] = field(default_factory=list)
+    fetches_failed: list[int] = field(default_factory=list)
 
 
 def report_of(snap: Snapshot, host: Host | None, services: Services) -> StatusReport:
@@ -139,9 +164,19 @@ def report_of(snap: Snapshot, host: Host | None, services: Services) -> StatusRe
 class Watcher:
     """Evaluates every watch; ``outlet`` is the Slack layer; ``now`` the clock (default: the services')."""
 
-    def __init__(self, services: Services, outlet: Outlet, *, now: Clock | None = None, instance: str | None = None):
+    def __init__(
+        self,
+        services: Services,
+        outlet: Outlet,
+        *,
+        now: Clock | None = None,
+        instance: str | None = None,
+        fetches: FetchSource | None = None,
+    ):
         self.services = services
         self.outlet = outlet
+        self.fetches = fetches
+        """The downloads for ``fetch-*`` conditions (``None``: such a watch never fires)."""
         self._db_clock = DatabaseClock(services.sessions, services.clock) if now is None else None
         self.now: Clock = now or self._db_clock or services.clock
         """Leases and stamps of alerts: the database's time (read at each evaluation), unless a clock is given."""
@@ -191,14 +226,72 @@ class Watcher:
             await self._db_clock.refresh()
         async with self.services.sessions() as db:
             rows = await watches.list_all(db_session=db)
+        downloads: list[FetchFacts] | None = None
         for w in rows:
             try:
                 await self._watch(w, out)
+                if self.fetches is not None and set(w.conditions or ()) & set(FETCH_CONDITIONS):
+                    if downloads is None:
+                        downloads = await self.fetches()
+                    await self._fetch_watch(w, downloads, out)
             except DatabaseUnavailable:
                 raise  # the pass ends: its caller says the database is away (once per outage)
             except Exception:
                 log.exception("watch #%d could not be evaluated", w.id)
         return out
+
+    async def _fetch_watch(self, w: Watch, downloads: list[FetchFacts], out: Outcome) -> None:
+        """Claim and post each download of ``w``'s hosts newly in one of its fetch states (see the module)."""
+        now = self.now()
+        async with self.services.sessions() as db:
+            names = {n.lower() for n in await watches.hosts_of(db_session=db, watch=w)}
+            said = await watches.fetch_alerted(db_session=db, watch_id=w.id)
+        on = list(w.conditions or ())
+        for f in downloads:
+            if f.host.lower() not in names:
+                continue
+            for state in fetch_matches(f, on, since=w.created_at):
+                if (f.fetch_id, state) in said:
+                    continue
+                async with self.services.sessions() as db:
+                    muted = await watches.silence_of(db_session=db, host_name=f.host, now=now)
+                async with self.services.sessions() as db, db.begin():
+                    row = await watches.claim_fetch(
+                        db_session=db,
+                        watch_id=w.id,
+                        fetch_id=f.fetch_id,
+                        state=state,
+                        host_name=f.host,
+                        status="silenced" if muted is not None else "posting",
+                        instance=self.instance,
+                        now=now,
+                    )
+                if row is None:
+                    continue
+                if muted is not None:
+                    out.silenced.append(f.host)
+                    continue
+                await self._post_fetch(w, FetchAlert(row.id, w.id, state, f), out)
+
+    async def _post_fetch(self, w: Watch, alert: FetchAlert, out: Outcome) -> None:
+        channel = ts = error = None
+        try:
+            channel, ts = await self.outlet.fetch(w.channel, alert)
+        except ChannelUnavailable as exc:
+            error = f"{exc.reason}: {exc}"
+            log.warning("watch #%d: Slack refused %s (%s)", w.id, w.channel, exc.reason)
+            try:
+                await self.outlet.refused(w, exc)
+            except Exception:
+                log.exception("could not tell the creator of watch #%d", w.id)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.exception("watch #%d: the alert of fetch #%d could not be posted", w.id, alert.facts.fetch_id)
+        async with self.services.sessions() as db, db.begin():
+            await watches.fetch_alert_done(db_session=db, alert_id=alert.alert_id, channel=channel, ts=ts, error=error)
+        (out.fetches_failed if error else out.fetches).append(alert.alert_id)
+        if not error:
+            log.info("watch #%d: posted %s of fetch #%d to %s", w.id, alert.state, alert.facts.fetch_id, w.channel)
 
     def _expired(self, alert: WatchAlert, now: datetime) -> bool:
         return alert.claimed_at < now - timedelta(seconds=self.services.settings.history.watch_lease_s)

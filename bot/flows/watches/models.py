@@ -117,3 +117,25 @@ class Silence(Base):
     @property
     def target(self) -> str:
         return self.host_name or f"group:{self.group_name}"
+
+
+class WatchFetchAlert(Base):
+    """One post of a watch about one download in one state (``fetch-stalled``, ``fetch-failed``): the unique
+    constraint on ``(watch_id, fetch_id, state)`` is the claim (one replica's insert wins, so it is said once).
+    ``status``: ``posting`` (claimed), ``posted``, ``silenced`` (the host was silenced: never said), ``failed``
+    (Slack refused it). A claim whose poster died before posting is not posted again."""
+
+    __tablename__ = "watch_fetch_alerts"
+    __table_args__ = (UniqueConstraint("watch_id", "fetch_id", "state", name="uq_watch_fetch_alerts_state"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    watch_id: Mapped[int] = mapped_column(ForeignKey("watches.id", ondelete="CASCADE"))
+    fetch_id: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    host_name: Mapped[str] = mapped_column(String(128))
+    status: Mapped[str] = mapped_column(String(16))
+    claimed_by: Mapped[str | None] = mapped_column(String(64))
+    claimed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    channel: Mapped[str | None] = mapped_column(String(100))
+    message_ts: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)

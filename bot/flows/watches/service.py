@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from bot.domain.hosts.models import Host
 from bot.domain.snapshots.models import Snapshot
 from bot.flows.watches.conditions import SnapshotFacts
-from bot.flows.watches.models import OPEN_STATUSES, AlertStatus, Silence, Watch, WatchAlert
+from bot.flows.watches.models import OPEN_STATUSES, AlertStatus, Silence, Watch, WatchAlert, WatchFetchAlert
 from bot.foundation.errors import NotFoundError, UsageError
 
 MAX_WATCHES = 100
@@ -370,3 +370,50 @@ async def unsilence(*, db_session: AsyncSession, silence_id: int, now: datetime)
     row.ends_at = now
     await db_session.flush()
     return row
+
+
+async def claim_fetch(
+    *,
+    db_session: AsyncSession,
+    watch_id: int,
+    fetch_id: int,
+    state: str,
+    host_name: str,
+    status: str,
+    instance: str,
+    now: datetime,
+) -> WatchFetchAlert | None:
+    """Claim the post of download ``fetch_id`` in ``state`` for watch ``watch_id`` (``status`` ``posting``, or
+    ``silenced``: claimed, never said); ``None`` when another instance (or an earlier pass) already has it."""
+    try:
+        async with db_session.begin_nested():
+            row = WatchFetchAlert(
+                watch_id=watch_id,
+                fetch_id=fetch_id,
+                state=state,
+                host_name=host_name,
+                status=status,
+                claimed_by=instance[:64],
+                claimed_at=now,
+            )
+            db_session.add(row)
+        return row
+    except IntegrityError:
+        return None
+
+
+async def fetch_alerted(*, db_session: AsyncSession, watch_id: int) -> set[tuple[int, str]]:
+    """``(fetch id, state)`` of the downloads watch ``watch_id`` has already claimed."""
+    q = select(WatchFetchAlert.fetch_id, WatchFetchAlert.state).where(WatchFetchAlert.watch_id == watch_id)
+    return {(int(i), str(s)) for i, s in (await db_session.execute(q)).all()}
+
+
+async def fetch_alert_done(
+    *, db_session: AsyncSession, alert_id: int, channel: str | None, ts: str | None, error: str | None
+) -> None:
+    """Record how the post of a download alert went: ``posted`` with its message, else ``failed`` with ``error``."""
+    await db_session.execute(
+        update(WatchFetchAlert)
+        .where(WatchFetchAlert.id == alert_id)
+        .values(status="failed" if error else "posted", channel=channel, message_ts=ts, error=error)
+    )

@@ -13,7 +13,8 @@ from bot.words.commands.grammar import CommandSpec, split_options
 from bot.words.commands.words import group_of, is_channel, item_number, parse_channel, parse_span
 
 WATCH_USAGE = (
-    "watch group:NAME|HOST|all [#channel] [on=not-ready,unreachable,gpu-lost,health,unit-failed,disk<SIZE] [repeat=4h]"
+    "watch group:NAME|HOST|all [#channel] "
+    "[on=not-ready,unreachable,gpu-lost,health,unit-failed,fetch-stalled,fetch-failed,disk<SIZE] [repeat=4h]"
 )
 SILENCE_USAGE = "silence HOST|group:NAME 2h [reason]"
 MIN_REPEAT = timedelta(minutes=10)

@@ -9,8 +9,9 @@ from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Severity
 from bot.domain.readiness.words import verdict_text
 from bot.flows.watches.conditions import describe
-from bot.flows.watches.flows import AlertLine, WatchMessage
+from bot.flows.watches.flows import AlertLine, FetchAlert, WatchMessage
 from bot.flows.watches.models import AlertStatus, Silence, Watch
+from bot.foundation.sizes import human_bytes
 from bot.words.render.status_view import CHAT, next_steps
 
 MAX_REASONS = 3
@@ -50,6 +51,21 @@ def owners(report: StatusReport | None) -> list[str]:
     gpu_pids = {p.pid for p in r.gpu.processes}
     return list(
         dict.fromkeys(o.user for o in r.owners.owners if o.user and (o.pid in gpu_pids or o.source == "device-file"))
+    )
+
+
+def fetch_alert_text(alert: FetchAlert, *, chat: str = CHAT) -> str:
+    """``Fetch of org/Kimi on node174 stalled: no progress for 12 min (3.1 GB of 8.4 GB) into /shared/Kimi``;
+    a failure says why (the download's own words) instead of the stall."""
+    f = alert.facts
+    done = f"{human_bytes(f.bytes_done)} of {human_bytes(f.total_bytes)}"
+    if alert.state == "fetch-stalled":
+        why = f"stalled: no progress for {duration_words(timedelta(seconds=f.stalled_s or 0))}"
+    else:
+        why = f"failed: {(f.message or 'no reason recorded')[:400]}"
+    return (
+        f"Fetch #{f.fetch_id} of {f.repo} on {f.host} {why} ({done} into {f.target}) · watch #{alert.watch_id}, "
+        f"`{chat} history {f.host}` shows its story"
     )
 
 
