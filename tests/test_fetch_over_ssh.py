@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -470,6 +471,12 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
     out = capsys.readouterr().out
     assert "Fetches:" in out and f"{REPO} into {root / 'Tiny-3B'} · 600.32 KB · done · verified: 6 files" in out, out
     assert out.count(" · fetch #") == 1
+    hist.json = True
+    assert await cli_history.history(services.settings, hist) == 0
+    (fetched,) = json.loads(capsys.readouterr().out)["fetches"]
+    assert (fetched["repo"], fetched["state"], fetched["target"]) == (REPO, "done", str(root / "Tiny-3B"))
+    assert fetched["bytes_done"] == fetched["total_bytes"] > 0 and fetched["files_done"] == fetched["total_files"] == 6
+    assert fetched["verified"][0].startswith("verified: 6 files") and fetched["message"] is None
     # and the audit says how the download ended, not only that it started
     from bot.flows.actions.audit import audit_text, trail
 

@@ -24,6 +24,7 @@ from bot.domain.history.service import History, diff_snapshots, load_history
 from bot.domain.hosts import service as hosts
 from bot.domain.snapshots import service as snapshots
 from bot.flows.actions import fetches
+from bot.flows.actions.fetches import FetchView
 from bot.flows.reports import service as reports
 from bot.flows.reports.models import ReportSchedule
 from bot.foundation import cron
@@ -80,7 +81,7 @@ async def history(settings: Settings, args: argparse.Namespace) -> int:
             )
     view = history_view(h, fetched)
     if args.json:
-        print(dumps(history_json(h)))
+        print(dumps(history_json(h, fetched)))
     else:
         print(history_text(view))
     if args.png and chart is not None:
@@ -122,12 +123,37 @@ async def diff(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def history_json(h: History) -> dict[str, Any]:
+def fetch_json(v: FetchView) -> dict[str, Any]:
+    """A fetch of ``history --json``: ``{"id", "request_id", "repo", "commit", "target", "endpoint", "state",
+    "total_bytes", "bytes_done", "total_files", "files_done", "started_at", "finished_at", "message" (why it failed
+    or was cancelled, null), "verified": [text], "units": [the units it may be pivoted to]}``."""
+    return {
+        "id": v.id,
+        "request_id": v.request_id,
+        "repo": v.repo,
+        "commit": v.commit,
+        "target": v.target,
+        "endpoint": v.endpoint,
+        "state": v.state,
+        "total_bytes": v.total_bytes,
+        "bytes_done": v.bytes_done,
+        "total_files": v.total_files,
+        "files_done": v.files_done,
+        "started_at": v.started_at,
+        "finished_at": v.finished_at,
+        "message": v.message,
+        "verified": v.lines,
+        "units": v.units,
+    }
+
+
+def history_json(h: History, fetched: list[FetchView] | None = None) -> dict[str, Any]:
     """``history --json``: ``{"host", "since", "until", "total_changes", "changes": [{"snapshot_id",
     "taken_at", "verdict", "previous" (the verdict before, null for the window's first), "gpu_used_mib"
     (sum over GPUs, MiB), "disk_free_bytes" (first model volume, bytes), "details": [text], "latest"}],
-    "points": [{"start", "end", "gpu_used_mib" (peak), "disk_free_bytes" (lowest), "count" (snapshots)}]}``;
-    ``changes`` oldest first, at most the newest 200 (``total_changes`` counts them all)."""
+    "points": [{"start", "end", "gpu_used_mib" (peak), "disk_free_bytes" (lowest), "count" (snapshots)}],
+    "fetches": [:func:`fetch_json`]}``; ``changes`` oldest first, at most the newest 200 (``total_changes`` counts
+    them all); ``fetches`` those started in the span or still running, newest first."""
     return {
         "host": h.host,
         "since": h.since,
@@ -135,6 +161,7 @@ def history_json(h: History) -> dict[str, Any]:
         "total_changes": h.total_changes,
         "changes": [{**dataclasses.asdict(e.change), "details": e.details, "latest": e.latest} for e in h.entries],
         "points": h.points,
+        "fetches": [fetch_json(v) for v in fetched or []],
     }
 
 
