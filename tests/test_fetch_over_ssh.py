@@ -463,6 +463,7 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
         "sha256 not computed: 600 KB of LFS files is more than GPUBOT_FETCH_SHA256_MAX_BYTES (100 KB)" in captured.out
     )
     assert f"] Fetched and verified {REPO} on f7" in captured.err  # the progress line, last seen when it ended
+    assert re.search(r"fetch #\d+ started on f7, running as detached process pid \d+\n", captured.err), captured.err
     # `gpubot history` lists the host's fetches: the one planned only is no fetch, the started one is
     from bot.entry.cli import history as cli_history
 
@@ -477,6 +478,7 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
     assert (fetched["repo"], fetched["state"], fetched["target"]) == (REPO, "done", str(root / "Tiny-3B"))
     assert fetched["bytes_done"] == fetched["total_bytes"] > 0 and fetched["files_done"] == fetched["total_files"] == 6
     assert fetched["verified"][0].startswith("verified: 6 files") and fetched["message"] is None
+    assert re.fullmatch(r"detached process pid \d+", fetched["runs"]), fetched
     # and the audit says how the download ended, not only that it started
     from bot.flows.actions.audit import audit_text, trail
 

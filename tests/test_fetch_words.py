@@ -85,10 +85,12 @@ def test_the_message_says_rate_time_left_and_a_stall():
         files_done=0,
         rate_bps=10**9,
         grew_at=now - timedelta(minutes=12),
+        pid=4242,
     )
     text = fetch_text(view_of(row, now=now, stall_s=600))
     assert "Downloading org/Kimi on node174: 50% (270 GB of 540 GB)" in text
     assert "0 of 1 files complete · 1 GB/s, about 4 min 30 s left" in text
+    assert "running as detached process pid 4242" in text
     assert "stalled: no progress for 12 min" in text
     assert "stalled" not in fetch_text(view_of(row, now=now - timedelta(minutes=3), stall_s=600))
 

@@ -114,6 +114,8 @@ async def fetch(settings: Settings, args: argparse.Namespace) -> int:
             print(f"gpubot: request #{view.id} {final.state.value}; no download was started", file=sys.stderr)
             return 1
         shown = ""
+        if got.runs:
+            print(f"fetch #{got.id} started on {got.host}, running as {got.runs}", file=sys.stderr)
         while got.running:
             await asyncio.sleep(settings.actions.fetch_poll_s)
             got = await fetches.poll(services=services, fetch_id=got.id)

@@ -126,7 +126,8 @@ async def diff(settings: Settings, args: argparse.Namespace) -> int:
 def fetch_json(v: FetchView) -> dict[str, Any]:
     """A fetch of ``history --json``: ``{"id", "request_id", "repo", "commit", "target", "endpoint", "state",
     "total_bytes", "bytes_done", "total_files", "files_done", "started_at", "finished_at", "message" (why it failed
-    or was cancelled, null), "verified": [text], "units": [the units it may be pivoted to]}``."""
+    or was cancelled, null), "verified": [text], "units": [the units it may be pivoted to], "runs" (how it runs on
+    the host: ``detached process pid N``; null when not known)}``."""
     return {
         "id": v.id,
         "request_id": v.request_id,
@@ -144,6 +145,7 @@ def fetch_json(v: FetchView) -> dict[str, Any]:
         "message": v.message,
         "verified": v.lines,
         "units": v.units,
+        "runs": v.runs,
     }
 
 

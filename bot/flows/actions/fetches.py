@@ -52,7 +52,7 @@ CANCELLED_RC = 130
 class FetchView:
     """A fetch as people see it. ``eta_s``: seconds left at the recent rate (``None``: not known);
     ``stalled_s``: seconds without growth once past ``fetch_stall_s`` (else ``None``); ``units``: the
-    units a verified folder may be pivoted to."""
+    units a verified folder may be pivoted to; ``runs``: how it runs on the host (``detached process pid 4242``)."""
 
     id: int
     request_id: int
@@ -77,6 +77,7 @@ class FetchView:
     progress_ts: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    runs: str | None = None
 
     @property
     def running(self) -> bool:
@@ -116,6 +117,7 @@ def view_of(row: Fetch, *, now: datetime, stall_s: float) -> FetchView:
         row.progress_ts,
         row.started_at,
         row.finished_at,
+        f"detached process pid {row.pid}" if row.pid else None,
     )
 
 

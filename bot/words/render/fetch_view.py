@@ -41,6 +41,8 @@ def fetch_lines(v: FetchView) -> list[str]:
         rate = f"{human_bytes(int(v.rate_bps))}/s" if v.rate_bps else "rate not known yet"
         eta = f", about {duration(v.eta_s)} left" if v.eta_s is not None else ""
         lines.append(f"{v.files_done} of {v.total_files} files complete · {rate}{eta}")
+        if v.runs:
+            lines.append(f"running as {v.runs}")
         if v.stalled_s is not None:
             lines.append(f"stalled: no progress for {duration(v.stalled_s)}")
     elif v.state == "verifying":
