@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bot.entry.cli import main
-from bot.foundation.db.migrate import alembic_config, upgrade
+from bot.foundation.db.migrate import alembic_config, revisions, upgrade
 from tests.conftest import PG_ADMIN_URL, _pg
 from tests.support.fakehost.gpubot_fake import gpu_identity
 from tests.support.fakestate import FAKEHOST_DIR, write_state
@@ -73,6 +73,10 @@ def test_an_upgraded_database_from_before_0008_counts_a_gpu_that_vanished_missin
     monkeypatch.setenv("GPUBOT_GPU_INVENTORY_DAYS", str(_days_since_the_fixture_was_made()))
     monkeypatch.setenv("GPUBOT_FAKE_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("PATH", f"{FAKEHOST_DIR}:{os.environ['PATH']}")
+    assert main(["status", "localhost"]) == 78  # only `db upgrade` and `serve` migrate
+    assert "behind this gpubot" in capsys.readouterr().err
+    assert main(["db", "upgrade"]) == 0
+    capsys.readouterr()
     assert main(["status", "localhost"]) != 0
     out = capsys.readouterr().out
     assert out.startswith("localhost: not ready")
@@ -300,3 +304,35 @@ def test_snapshots_that_mixed_a_need_question_into_the_hosts_verdict_get_the_hos
     command.upgrade(cfg, "head")  # again: nothing left to move
     with closing(sqlite3.connect(path)) as db:
         assert [r[0] for r in db.execute("SELECT verdict FROM snapshots ORDER BY id")] == ["serving"] * 4
+
+
+# --- only `db upgrade` and `serve` migrate ---------------------------------------------------------
+@pytest.mark.slow  # runs the migrations: about a second of CPU
+def test_a_database_behind_stops_other_commands_with_the_fix_and_stays_as_it_is(tmp_path, monkeypatch, capsys):
+    path = str(tmp_path / "g.db")
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{path}")
+    assert main(["db", "upgrade"]) == 0
+    head = _revision(path)
+    assert main(["db", "downgrade", "0010", "--yes"]) == 0
+    capsys.readouterr()
+
+    assert main(["hosts", "list"]) == 78
+    err = capsys.readouterr().err
+    assert f"is at revision 0010, behind this gpubot ({head}); run `gpubot db upgrade`" in err, err
+    assert _revision(path) == "0010"  # checked, not changed
+
+    assert main(["db", "upgrade"]) == 0 and _revision(path) == head
+    assert main(["hosts", "list"]) == 0
+
+    with closing(sqlite3.connect(path)) as db, db:  # as a newer gpubot would leave it
+        db.execute("UPDATE alembic_version SET version_num = '9999'")
+    assert main(["hosts", "list"]) == 78
+    assert "is at revision 9999, newer than this gpubot knows" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # runs the migrations: about a second of CPU
+def test_a_brand_new_sqlite_database_is_created_at_the_newest_revision(tmp_path, monkeypatch, capsys):
+    path = str(tmp_path / "new.db")
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{path}")
+    assert main(["hosts", "list"]) == 0  # nothing to migrate in a database that is not there yet
+    assert _revision(path) == max(rev for rev, _ in revisions())

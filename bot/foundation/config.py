@@ -220,8 +220,10 @@ class DatabaseSettings(BaseModel):
     """``sqlite+aiosqlite:///PATH`` or ``postgresql+asyncpg://user:pw@host/db`` (no other driver: anything else
     stops every command with exit 78, naming the two forms); only the default folder is created when missing — a
     configured SQLite file whose folder does not exist answers "the database is unavailable (sqlite at PATH: the
-    folder … does not exist …)", exit 74, and creates nothing; migrations run on every start and are safe to run
-    from several processes at once. SQLite waits up to 30 s for another writer; a file still locked after that,
+    folder … does not exist …)", exit 74, and creates nothing. Migrations run when ``gpubot serve`` starts and by
+    ``gpubot db upgrade``, safe from several processes at once; other commands stop on a database behind (exit 78,
+    naming ``gpubot db upgrade``) and create a database without gpubot's tables yet at the newest revision.
+    SQLite waits up to 30 s for another writer; a file still locked after that,
     unreadable or on a full disk answers "the database is unavailable (sqlite at PATH: locked by another writer for
     30 s)". A file that can be read but not written (a full disk, a read-only file) still answers what needs no
     write: ``help``, and ``status`` with its verdict and "the snapshot was not stored: … the disk is full" (the

@@ -12,6 +12,7 @@
     │   └── ProgressLost      a fan-out's progress could not be read back past its retry bound (what was read kept)
     ├── ChannelUnavailable    Slack refused a post to a channel the bot cannot use (not a member, gone, archived)
     ├── ConfigError           a name in the environment or config file that is no setting; an unreadable config file
+    ├── SchemaBehind          the database's schema is not this gpubot's (`gpubot db upgrade`): the CLI exits 78
     ├── PolicyError           ``approval_policy`` or ``allowed_roots`` is malformed
     ├── ProbeSettingsError    a host's stored ``--probe`` overrides are invalid (the host reads *unknown*)
     ├── UnsafeSudoersWord     a name that cannot be written into a sudoers rule (also a ``ValueError``)
@@ -225,6 +226,14 @@ class ConfigError(GpubotError):
     Raised by :func:`bot.foundation.config.load_settings` before anything runs (the CLI exits 78)."""
 
     kind = "settings"
+
+
+class SchemaBehind(GpubotError):
+    """The database's schema is not the revision this gpubot was written for: older (the fix is
+    ``gpubot db upgrade``), or newer than it knows (a newer gpubot migrated it). Raised by a command other than
+    ``gpubot db upgrade`` and ``gpubot serve``, which alone migrate, before it touches a table (the CLI exits 78)."""
+
+    kind = "schema"
 
 
 class PolicyError(GpubotError):

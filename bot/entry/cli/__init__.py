@@ -37,8 +37,17 @@ from bot.flows.actions.policy import check_policy
 from bot.flows.status.fleet import check_fleet, hosts_of
 from bot.flows.status.host import check_host
 from bot.foundation.config import DatabaseSettings, Settings, config_file, default_data_dir, load_settings
-from bot.foundation.db.migrate import current_revision, downgrade, revisions, sqlite_path, undone_by, upgrade
-from bot.foundation.errors import ConfigError, PolicyError, SshConfigRefused, UsageError
+from bot.foundation.db.migrate import (
+    current_revision,
+    downgrade,
+    head,
+    revisions,
+    settled_revision,
+    sqlite_path,
+    undone_by,
+    upgrade,
+)
+from bot.foundation.errors import ConfigError, PolicyError, SchemaBehind, SshConfigRefused, UsageError
 from bot.foundation.filemodes import check_files
 from bot.foundation.printable import PrintableStream
 from bot.probing.ssh.config_file import SshConfigFile, config_path
@@ -371,6 +380,37 @@ def _upgrade(database: DatabaseSettings) -> None:
     )
 
 
+def _check_schema(database: DatabaseSettings) -> None:
+    """Every command but ``db upgrade`` and ``serve``: an existing database's schema checked, never changed;
+    raises :class:`~bot.foundation.errors.SchemaBehind` saying the fix. A database without gpubot's tables yet
+    (no SQLite file: the default one of a fresh checkout's first ``gpubot status localhost``; an empty one) is
+    created at the newest revision instead, as a first run expects: there is nothing in it to migrate, and
+    first runs at once each wait for the one that creates it (:func:`~bot.foundation.db.migrate.upgrade`'s
+    lock). Its folder is created only for the default data directory (:func:`_upgrade`)."""
+    url = database.database_url
+    path = sqlite_path(url)
+    if path is not None and not os.path.exists(path):
+        _upgrade(database)
+        return
+    current = settled_revision(url, connect_timeout_s=database.db_connect_timeout_s)
+    if current is None:
+        _upgrade(database)
+        return
+    newest = head()
+    if current == newest:
+        return
+    where = cli_errors.redacted(url)
+    if any(rev not in {r for r, _ in revisions()} for rev in current.split(",")):
+        raise SchemaBehind(
+            f"the database ({where}) is at revision {current}, newer than this gpubot knows ({newest}): "
+            "a newer gpubot migrated it; run that one"
+        )
+    raise SchemaBehind(
+        f"the database ({where}) is at revision {current}, behind this gpubot ({newest}); "
+        "run `gpubot db upgrade` (or `gpubot serve`, which upgrades it as it starts)"
+    )
+
+
 def _db_upgrade(database: DatabaseSettings) -> int:
     """``gpubot db upgrade``: migrate, saying from which revision to which and what was applied."""
     path = sqlite_path(database.database_url)
@@ -413,7 +453,8 @@ def _downgrade(database: DatabaseSettings, target: str, *, yes: bool) -> int:
         print(f"  {rev}  {doc}")
     print(
         "What those migrations hold is lost: a dropped table or column does not come back with a later upgrade.\n"
-        "Every command of this gpubot upgrades the database again when it starts; run the older gpubot against it."
+        "`gpubot db upgrade` and `gpubot serve` of this gpubot upgrade it again (other commands refuse to run on\n"
+        "it until then); run the older gpubot against it."
     )
     if not yes:
         if not sys.stdin.isatty():
@@ -440,7 +481,7 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         cli_actions.startup(settings)
         return _serve(settings)
-    _upgrade(settings.database)
+    _check_schema(settings.database)  # only `db upgrade` and `serve` migrate
     if args.cmd == "console":
         return _console(settings, args.role)
     if args.cmd == "worker":

@@ -2,8 +2,8 @@
 password) and its exit status (pyinfra keeps the same in ``pyinfra_cli/exceptions.py``).
 
 Exit statuses: 64 usage error (``EX_USAGE``), 69 host not registered (``hosts sudoers``: not reached),
-74 database or file error, 78 configuration error (``EX_CONFIG``; a plan refused for a missing setting too), 141
-output pipe closed, 2 any other error of gpubot's
+74 database or file error, 78 configuration error (``EX_CONFIG``; a plan refused for a missing setting, a
+database schema not this gpubot's), 141 output pipe closed, 2 any other error of gpubot's
 (:class:`~bot.foundation.errors.GpubotError`); 130 for Ctrl-C is :mod:`bot.entry`'s and :func:`bot.entry.cli.main`'s.
 """
 
@@ -18,7 +18,14 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from bot.foundation.config import settings_problem
-from bot.foundation.errors import DatabaseUnavailable, GpubotError, NotConfigured, NotFoundError, UsageError
+from bot.foundation.errors import (
+    DatabaseUnavailable,
+    GpubotError,
+    NotConfigured,
+    NotFoundError,
+    SchemaBehind,
+    UsageError,
+)
 
 EX_USAGE = 64
 EX_NOHOST = 69
@@ -65,6 +72,9 @@ def exit_status(exc: Exception, *, database_url: str) -> int:
             near = f" Did you mean: {', '.join(exc.near)}?" if exc.near else ""
             _say(f"gpubot: {exc}.{near}")
             return EX_NOHOST
+        case SchemaBehind():  # the fix is a command (`gpubot db upgrade`), said in the message
+            _say(f"gpubot: {exc}")
+            return EX_CONFIG
         case NotConfigured():  # a plan that no words could fix: a setting is missing
             _say(f"gpubot: {exc}")
             return EX_CONFIG

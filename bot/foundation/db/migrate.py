@@ -105,6 +105,14 @@ def _summary(doc: str | None) -> str:
     return first if len(first) <= 120 else first[:120].rsplit(" ", 1)[0] + " …"
 
 
+def head() -> str:
+    """The newest revision this code knows (its migrations' head; several joined with ``,``, as
+    :func:`current_revision` gives a database's)."""
+    from alembic.script import ScriptDirectory
+
+    return ",".join(sorted(ScriptDirectory.from_config(alembic_config("sqlite://")).get_heads()))
+
+
 def undone_by(current: str, target: str) -> list[tuple[str, str]]:
     """The migrations a downgrade from ``current`` to ``target`` undoes, newest first, as
     :func:`revisions` gives them (empty when ``target`` is not below ``current``)."""
@@ -139,6 +147,22 @@ async def current_revision(url: str, *, connect_timeout_s: float = 5.0) -> str |
     finally:
         await engine.dispose()
     return ",".join(heads) if heads else None
+
+
+def settled_revision(url: str, *, connect_timeout_s: float = 5.0) -> str | None:
+    """:func:`current_revision` once no upgrade is under way (blocking): on SQLite it is read under the migration
+    lock (shared), so a first run beside another one that is creating the database reads the newest revision,
+    not one half way. PostgreSQL migrates in one transaction: a reader sees before or after."""
+    path = sqlite_path(url)
+    if path is None:
+        return asyncio.run(current_revision(url, connect_timeout_s=connect_timeout_s))
+    _private_file(path + ".migrate.lock")
+    with open(path + ".migrate.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        try:
+            return asyncio.run(current_revision(url, connect_timeout_s=connect_timeout_s))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def sqlite_path(url: str) -> str | None:
