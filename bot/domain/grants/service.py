@@ -32,18 +32,6 @@ def configured_role(roles: RoleSettings, subjects: Iterable[str]) -> Role:
     return Role.NONE
 
 
-async def role_of(
-    *, db_session: AsyncSession, roles: RoleSettings, user_id: str, group_ids: Iterable[str] = ()
-) -> Role:
-    """Highest role from the role settings (``settings.roles``) and the ``role_grants`` table for the user or
-    its groups."""
-    subjects = {user_id, *group_ids}
-    rows = (
-        await db_session.execute(select(RoleGrant.subject, RoleGrant.role).where(RoleGrant.subject.in_(subjects)))
-    ).all()
-    return role_from(roles, subjects, {r.subject: r.role for r in rows})
-
-
 def role_from(roles: RoleSettings, subjects: Iterable[str], granted: dict[str, str]) -> Role:
     """The highest role the role settings ``roles`` and the grants ``granted`` (subject -> role label, as in
     ``role_grants``) give any of ``subjects``."""

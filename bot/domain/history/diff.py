@@ -14,7 +14,7 @@ presence and driver changes always are. ``None`` readings mean "could not be pro
 from __future__ import annotations
 
 from bot.domain.history.gpu_health_diff import health_lines
-from bot.foundation.sizes import human_bytes, human_mib
+from bot.foundation.sizes import human_bytes
 from bot.probing.probes.readings import Folder, FolderState, Gpu, GpuProcess, Readings
 
 GB = 10**9
@@ -22,10 +22,6 @@ GB = 10**9
 
 def _mib(n: int | None) -> str:
     return "unknown" if n is None else f"{n:,}"
-
-
-def _proc(p: GpuProcess) -> str:
-    return f"{p.process_name} (pid {p.pid})"
 
 
 def _owner(r: Readings, pid: int) -> str:
@@ -223,8 +219,3 @@ def compact(lines: list[str], max_gpu_lines: int = 2) -> list[str]:
         else:
             out.append(x)
     return out
-
-
-def total_gpu_line(before_mib: int | None, after_mib: int | None) -> str:
-    """``"GPU memory used 0 → 81,920 MiB"`` for the denormalised per-host sums."""
-    return f"GPU memory used {human_mib(before_mib)} → {human_mib(after_mib)}"

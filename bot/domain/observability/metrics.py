@@ -25,7 +25,7 @@ Read from the database at each scrape (the same on every replica, since they sha
 * ``gpubot_actions{state}`` — action requests per state (pending, approved, executing, done, …);
 * ``gpubot_report_runs{outcome}`` — report runs per status (sent, late, skipped, failed, claimed);
 * per registered host, from its newest stored snapshot: ``gpubot_host_verdict``, per-GPU memory,
-  free disk, units, findings (:mod:`bot.observability.fleet`, which documents them and their cardinality);
+  free disk, units, findings (:mod:`bot.domain.observability.fleet`, which documents them and their cardinality);
 * per unit ever checked, its last answer check: right or not, first-token time, tokens per second
   (:mod:`bot.domain.observability.answers`).
 """
@@ -125,7 +125,7 @@ async def refresh_from_database(
     """Set the gauges read from the database and the engine's pool (called at each scrape):
     ``gpubot_actions`` from ``actions_by_state``, ``gpubot_report_runs`` from ``runs_by_outcome``,
     ``gpubot_workers_*`` from ``workers_pooled`` (when given) and (``with_fleet``) the per-host
-    series of :mod:`bot.observability.fleet`.
+    series of :mod:`bot.domain.observability.fleet`.
 
     A database that cannot be read within :data:`DATABASE_READ_S` seconds sets
     ``gpubot_database_up`` to 0 and leaves the last values; it is logged once, as a one-line

@@ -54,11 +54,6 @@ class XidMeaning:
     """NVIDIA's "Resolution Bucket (Immediate Action)" for the row (``RESET_GPU``, ``RESTART_BM``,
     ``RESTART_APP``, ``IGNORE``, ``WORKFLOW_XID_48``...; ``""``: none in this catalogue revision)."""
 
-    @property
-    def app_error(self) -> bool:
-        """The catalogue's ``RESTART_APP``: the application that hit it must restart; the GPU takes new work."""
-        return self.action == "RESTART_APP"
-
 
 RESET = "reset"
 REBOOT = "reboot"

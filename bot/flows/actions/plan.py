@@ -297,11 +297,6 @@ class Plan:
     weights: list[WeightsSeen] = field(default_factory=list)
     """The weights of the units the plan starts, as planned."""
 
-    @property
-    def freed_bytes(self) -> int:
-        """Bytes the planned deletions free (sizes measured at plan time)."""
-        return sum(p.size_bytes or 0 for p in self.paths)
-
     def to_json(self) -> dict[str, Any]:
         """The stored shape (``action_requests.plan``), with ``schema_version``."""
         d = asdict(self)

@@ -106,10 +106,6 @@ class RequestView:
             return f"Kill PID{'s' if len(self.holders) > 1 else ''} {', '.join(map(str, self.holders))} and continue"
         return f"Pivot back to {spec.from_unit}"
 
-    @property
-    def failed_step(self) -> StepView | None:
-        return next((s for s in self.steps if s.state in ("failed", "interrupted")), None)
-
 
 def view_of(req: ActionRequest, decisions: list[Approval], rows: list[ActionStep]) -> RequestView:
     """The view of ``req`` with its decisions and executed step rows."""

@@ -1,7 +1,7 @@
 """Evaluate watches against the stored snapshots and tell the Slack layer what to post.
 
 :meth:`Watcher.evaluate` reads only the database (no probe), so a change seen by any probe counts:
-background probes (:mod:`bot.flows.reports.background` calls it after each pass), scheduled reports,
+background probes (:mod:`bot.flows.status.scheduled` calls it after each pass), scheduled reports,
 someone's ``/gpu status``. For each watch and each host it covers:
 
 * no open alert, the two newest snapshots both match the watch's conditions, no silence in force:

@@ -7,7 +7,7 @@ Witnesses, all read in the same batch (:data:`INVENTORY_COMMAND`, :class:`Invent
 * the PCI bus in sysfs (vendor ``0x10de``, class ``0x0300``/``0x0302``: display and 3D controllers),
   present even when the driver is not loaded.
 
-History is the fourth witness (the GPUs a host showed before): see :mod:`bot.domain.hosts.inventory`.
+History is the fourth witness (the GPUs a host showed before): see :mod:`bot.domain.snapshots.inventory`.
 Parsers here are pure.
 """
 

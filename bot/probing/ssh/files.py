@@ -117,7 +117,3 @@ class ClientKeys:
         self.reads += 1
         self._keys[path] = (now, pairs)
         return pairs
-
-    def stamp_of(self, path: str) -> FileStamp:
-        """The file identity the loaded key was read at (part of a pooled connection's identity)."""
-        return stamp(path)

@@ -14,7 +14,7 @@ protocols with the :mod:`bot.slack.action_blocks` rendering.
 :func:`sweep_forever` runs :func:`bot.flows.actions.flows.sweep` every ``action_sweep_interval_s``
 seconds in the background (``gpubot serve`` starts it; no request runs or waits for it):
 expired cards turn "expired" and actions whose executor died turn "interrupted". ``gpubot serve``
-also sweeps once before it starts listening (:func:`bot.cli_actions.startup`, cards through
+also sweeps once before it starts listening (:func:`bot.entry.cli.actions.startup`, cards through
 :func:`update_cards`); the console sweeps once when it starts (:func:`sweep_once`).
 """
 
