@@ -20,6 +20,7 @@ from bot.domain.hosts.models import Host
 from bot.domain.readiness.verdict import Verdict
 from bot.flows.status.fleet import check_fleet
 from bot.flows.status.host import check_host
+from bot.models import Base
 from bot.probing.ssh.pool import ConnectionPool
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
 from bot.probing.ssh.target import HostTarget
@@ -220,8 +221,9 @@ async def test_pool_setting_off_keeps_nothing_open(database_url, ssh_server, fak
             assert (await check_host(services=svc, host_name="nopool")).assessment.verdict is Verdict.READY
             assert svc.runner.ssh.pool is None
         finally:
-            async with svc.sessions() as db, db.begin():
-                await db.execute(Host.__table__.delete())
+            async with svc.sessions() as db, db.begin():  # leave the database empty, as the services fixture does:
+                for table in reversed(Base.metadata.sorted_tables):  # its snapshot too, not only the host
+                    await db.execute(table.delete())
 
 
 # --- The pool's rules on stand-in connections ----------------------------------------------------
