@@ -48,16 +48,16 @@ SLACK_TOKEN_SET = $(BIN)/python -c 'import sys; from bot.foundation.config impor
 # What make test changes on this machine (as root; each only when missing): Debian packages openssh-server,
 # zsh, fish, tcsh, sudo, faketime, docker.io, docker-compose, debootstrap, postgresql; PostgreSQL started, and on a
 # PostgreSQL installed here its 127.0.0.1 connections trusted and a `test` database (tools/test-postgres.sh).
-# tests/test_docker.py starts dockerd when none runs and stops it after, removing the bridges and iptables
+# tests/e2e/test_docker.py starts dockerd when none runs and stops it after, removing the bridges and iptables
 # chains it made, and removes the images it built.
 deps-system:
 	@command -v /usr/sbin/sshd >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client; }
 	@command -v zsh >/dev/null && command -v fish >/dev/null && command -v tcsh >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh fish tcsh; }
 	@command -v sudo >/dev/null && command -v visudo >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sudo; }
-	@# tests/test_clock_ahead_replica.py: libfaketime moves one replica's wall clock
+	@# tests/e2e/test_clock_ahead_replica.py: libfaketime moves one replica's wall clock
 	@test -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime; }
 	@tools/test-postgres.sh
-	@# tests/test_docker.py: a Docker engine (started by the test itself), Compose 1.29, debootstrap for its base image
+	@# tests/e2e/test_docker.py: a Docker engine (started by the test itself), Compose 1.29, debootstrap for its base image
 	@command -v dockerd >/dev/null && command -v docker-compose >/dev/null && command -v debootstrap >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io docker-compose debootstrap; }
 

@@ -5,7 +5,7 @@
 As root on a machine with docker.io, docker-compose and debootstrap (``make deps-system``). It
 starts the engine if none runs, makes the local Debian base image if missing (timed), builds the
 image (timed; the dependency layer is cached after the first build), and reads its size. Then, as
-tests/test_docker.py does, it runs the repository's docker-compose.yml ``bot`` service with Compose
+tests/e2e/test_docker.py does, it runs the repository's docker-compose.yml ``bot`` service with Compose
 1.29 on the host network against a fresh PostgreSQL database on this machine (standing in for the
 ``db`` service), HTTP mode, ``--runs`` times:
 

@@ -1,4 +1,4 @@
-"""Benchmark of what tests/test_docker.py costs on a fresh machine (CI): the images it builds, cold.
+"""Benchmark of what tests/e2e/test_docker.py costs on a fresh machine (CI): the images it builds, cold.
 
     python bench/docker_build_bench.py
 

@@ -2,7 +2,7 @@
 
     python bench/fleet_message_size.py [--sizes 250,1000,3000]
 
-Renders the `/gpu status all` answer for N synthetic hosts (tests/test_fleet_blocks.py's mix: every
+Renders the `/gpu status all` answer for N synthetic hosts (tests/unit/test_fleet_blocks.py's mix: every
 7th unreachable with a long reason, every 5th not ready with a python3 holding a GPU, the rest
 ready) exactly as the Slack handler sends it, and prints, per N: the characters of text of every
 host's line together (what one message would hold with every host in it),
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length, fleet_blocks  # noqa: E402
 from bot.words.render.status_view import fleet_view  # noqa: E402
-from tests.test_fleet_blocks import report  # noqa: E402
+from tests.unit.test_fleet_blocks import report  # noqa: E402
 
 
 def main() -> None:

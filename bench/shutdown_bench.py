@@ -26,11 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp  # noqa: E402
 
 from bot.foundation.db.migrate import upgrade  # noqa: E402
+from tests.e2e.test_shutdown import ADDRESSES, _register, slow_gpus  # noqa: E402
 from tests.support.serve import start_serve, wait_ready  # noqa: E402
 from tests.support.slack_recorder import SlackApiRecorder  # noqa: E402
 from tests.support.slack_requests import signed_headers, slash_command_body  # noqa: E402
 from tests.support.sshd import SshTestServer, free_port  # noqa: E402
-from tests.test_shutdown import ADDRESSES, _register, slow_gpus  # noqa: E402
 
 
 async def one(folder: Path, server: SshTestServer, started: Path) -> float:

@@ -1,4 +1,4 @@
-"""Helpers for the tests of approval-gated actions (tests/test_actions_*.py)."""
+"""Helpers for the tests of approval-gated actions (the tests named test_actions_*.py)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ hand and kept): ``docs/configuration.md`` (a table per settings group: variable,
 its class docstring (first line: the title; the rest: what it covers), a row from its field: the variable
 (:func:`bot.foundation.config.env_name`), the default (``json_schema_extra["default_words"]`` where the default is unset
 or
-computed) and the docstring. ``tests/test_config_reference.py`` fails when a committed file differs.
+computed) and the docstring. ``tests/unit/test_config_reference.py`` fails when a committed file differs.
 """
 
 from __future__ import annotations

@@ -662,7 +662,7 @@ class Settings(
 
     A component takes its group whole: ``settings.ssh`` is a :class:`SshSettings` holding this object's values
     (a new one on every access, so a value set on ``settings`` afterwards is seen). Code in ``bot/`` reads a
-    setting through its group, never flat (``settings.ssh_user``; ``tests/test_settings_groups.py`` checks).
+    setting through its group, never flat (``settings.ssh_user``; ``tests/unit/test_settings_groups.py`` checks).
     Flat keyword construction (``Settings(_env_file=None, known_hosts=...)``, what tests use) stays: a field is
     named the same in its group and here, so the variable, the TOML key and the keyword agree.
 

@@ -1,5 +1,5 @@
 """A simulated fleet for `status all` through the worker processes (bench/fleet_sim.py,
-tests/test_fleet_sim.py): worker services whose runner answers each host after an injected latency,
+tests/e2e/test_fleet_sim.py): worker services whose runner answers each host after an injected latency,
 and the check of a sent message against Slack's limits.
 
 Hosts are named ``simNNNNN``: every 25th unreachable, every other 10th a python3 holding 42 GB (not

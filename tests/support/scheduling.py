@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadGroupScheduling
 
-SERIAL_FILES = {"tests/test_docker.py": "docker"}
+SERIAL_FILES = {"tests/e2e/test_docker.py": "docker"}
 """File (as in node ids) -> the group its tests share. The Docker tests share one engine, started and stopped by a
 module fixture, and the images they build."""
 

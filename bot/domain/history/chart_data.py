@@ -52,7 +52,7 @@ _actions = table(
     column("updated_at", UTCDateTime()),
 )
 """A read-only view of :class:`bot.flows.actions.models.ActionRequest` (that package sits above this one in
-the layers; tests/test_chart_data.py checks these columns against the model)."""
+the layers; tests/integration/test_chart_data.py checks these columns against the model)."""
 
 
 def _key(gpu: dict[str, Any]) -> str:

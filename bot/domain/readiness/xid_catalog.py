@@ -34,7 +34,7 @@ The policy, precisely:
 * Xid 154 is judged by :mod:`bot.domain.readiness.gpu_health` from what its line says the recovery action
   changed *to*, when the driver's recovery action cannot be read live.
 
-To change how an Xid is judged, change this table (and its test, tests/test_xid.py).
+To change how an Xid is judged, change this table (and its test, tests/unit/test_xid.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ longer knows are ignored. A document newer than the code is refused.
 
 Adding a field: give it a default (old documents load as they are). Renaming or reshaping one:
 bump the version and add an upgrade from the previous version; the committed fixtures in
-``tests/fixtures/stored/`` must still load (tests/test_stored_shapes.py).
+``tests/fixtures/stored/`` must still load (tests/unit/test_stored_shapes.py).
 """
 
 from __future__ import annotations

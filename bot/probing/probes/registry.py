@@ -43,7 +43,7 @@ PROBES: tuple[Probe, ...] = (
 )
 """Every probe, in run order. Each :class:`~bot.probing.probes.readings.Readings` field but ``cut`` is filled by exactly
 one
-probe of a plan (tests/test_probe_registry.py checks it)."""
+probe of a plan (tests/unit/test_probe_registry.py checks it)."""
 
 _TOOLS: dict[str, str] = {name: tool for probe in PROBES for name, tool in probe.tools.items()}
 

@@ -35,7 +35,7 @@ EMOJI = {
 }
 """Every emoji code gpubot's messages use, as terminal text. Only these are replaced: any other
 ``:word:`` (a time such as ``11:24:39``, a label ``k:v:w``) is left exactly as written, as Slack
-leaves a code it does not know. ``tests/test_console_render.py`` checks that every code in
+leaves a code it does not know. ``tests/unit/test_console_render.py`` checks that every code in
 ``bot/`` is listed here."""
 _EMOJI_RE = re.compile("|".join(re.escape(k) for k in sorted(EMOJI, key=len, reverse=True)))
 
