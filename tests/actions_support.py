@@ -6,10 +6,10 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
+from bot.domain.actions.models import ActionStep, Approval
 from bot.domain.hosts import service as hosts
 from bot.flows.actions import flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec
-from bot.flows.actions.models import ActionStep, Approval
 from bot.flows.actions.views import RequestView
 from bot.foundation.roles import Role
 

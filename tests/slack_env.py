@@ -11,7 +11,7 @@ import aiohttp
 from pydantic import SecretStr
 
 from bot.flows.services import Services
-from bot.slack.action_blocks import STATE
+from bot.slack.actions.blocks import STATE
 from bot.slack.app import build_app
 from bot.slack.http import EVENTS_PATH, start_http
 from bot.slack.ids import ActionId

@@ -1,6 +1,6 @@
 """What a command handler gets: the caller, the channel, and ways to answer.
 
-Handlers (``bot/slack/handlers/*.py``) are ``async def handler(ctx: CommandContext, cmd) -> None``,
+Handlers (``bot/slack/<feature>/handlers.py``) are ``async def handler(ctx: CommandContext, cmd) -> None``,
 each declared with its command's spec on its module's router (:mod:`bot.slack.router`). They call a flow and
 render;
 no business rules; they raise, and the app's one error handler answers (:mod:`bot.slack.errors`).

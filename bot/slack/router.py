@@ -1,6 +1,6 @@
 """A command declared once, next to its handler.
 
-Each handler module (``bot/slack/handlers/*.py``) has one :class:`Router` and declares every command
+Each handler module (``bot/slack/<feature>/handlers.py``) has one :class:`Router` and declares every command
 it answers on its handler::
 
     router = Router()

@@ -14,8 +14,14 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 
 import bot.words.commands
-from bot.slack.handlers import actions, answers, fetches, help, history, hosts, status, watches
+from bot.slack import help
+from bot.slack.actions import answers, fetches
+from bot.slack.actions import handlers as actions
+from bot.slack.history import handlers as history
+from bot.slack.hosts import handlers as hosts
 from bot.slack.router import Handler, Route, Router
+from bot.slack.status import handlers as status
+from bot.slack.watches import handlers as watches
 from bot.words.commands.grammar import CommandSpec, Grammar
 
 ROUTERS: tuple[Router, ...] = (

@@ -22,8 +22,8 @@ from bot.flows.status.scheduled import BackgroundProbes
 from bot.flows.watches import scheduled as watch_jobs
 from bot.flows.watches.flows import Watcher
 from bot.foundation.scheduler import Scheduler
-from bot.slack.reports import make_notifier, make_poster
-from bot.slack.watches import make_watcher
+from bot.slack.history.reports import make_notifier, make_poster
+from bot.slack.watches.alerts import make_watcher
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,10 @@ from bot.domain.observability.logs import log_context
 from bot.domain.observability.readyz import Readiness
 from bot.flows.services import Services
 from bot.foundation.config import ServiceSettings, Settings, SlackSettings
+from bot.slack.actions.fetches import fetches_forever
+from bot.slack.actions.handlers import sweep_forever
 from bot.slack.app import build_app
 from bot.slack.card_guard import stored_id
-from bot.slack.handlers.actions import sweep_forever
-from bot.slack.handlers.fetches import fetches_forever
 from bot.slack.scheduled import Scheduled, start_scheduler
 from bot.wiring import build_services
 

@@ -13,10 +13,10 @@ import aiohttp
 import pytest
 from sqlalchemy import func, select
 
+from bot.domain.actions.models import ActionStep, Approval
 from bot.domain.hosts import service as hosts
-from bot.flows.actions.models import ActionStep, Approval
+from bot.domain.reports.models import ReportRun
 from bot.flows.reports import service as reports
-from bot.flows.reports.models import ReportRun
 from bot.foundation.db.base import utcnow
 from bot.foundation.db.migrate import upgrade
 from bot.foundation.db.session import make_engine, make_session_factory

@@ -13,10 +13,10 @@ from sqlalchemy import func, select
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Verdict
 from bot.domain.snapshots.models import Snapshot
+from bot.domain.workers.models import FleetRunHost
 from bot.flows.status.fleet import check_fleet
 from bot.flows.workers.job import workers_pooled
 from bot.flows.workers.local import LocalPool
-from bot.flows.workers.models import FleetRunHost
 from bot.models import Base
 from bot.wiring import build_services
 from tests.conftest import make_settings

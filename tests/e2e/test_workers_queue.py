@@ -14,8 +14,8 @@ from sqlalchemy import func, select, text
 from bot.domain.hosts import service as hosts
 from bot.domain.readiness.verdict import Verdict
 from bot.domain.snapshots.models import Snapshot
+from bot.domain.workers.models import FleetRunHost
 from bot.flows.status.fleet import check_fleet
-from bot.flows.workers.models import FleetRunHost
 from bot.flows.workers.queue import QueueJobs
 from bot.wiring import build_services
 from tests.conftest import make_settings

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from bot.flows.workers.models import FleetRunHost
+from bot.domain.workers.models import FleetRunHost
 from bot.foundation.db.session import make_engine, make_session_factory
 from tests.support.serve import served
 from tests.support.sshd import SshTestServer

@@ -9,9 +9,9 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from bot.domain.actions.models import ActionRequest, ActionStep
 from bot.flows.actions import flows, service
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
-from bot.flows.actions.models import ActionRequest, ActionStep
 from bot.foundation.db.base import utcnow
 from tests.actions_support import approve, fast, register, weights
 from tests.support.fakestate import journal_lines, unit

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
+from bot.domain.actions.models import ActionRequest, ActionStep, Approval
 from bot.flows.actions import flows
 from bot.flows.actions.kinds import State
-from bot.flows.actions.models import ActionRequest, ActionStep, Approval
 from bot.foundation.db.base import utcnow
 from bot.foundation.roles import Role
 from tests.actions_support import approve, clean, fast, register, weights

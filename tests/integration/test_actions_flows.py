@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
+from bot.domain.actions.models import ActionRequest
 from bot.flows.actions import flows, service
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
-from bot.flows.actions.models import ActionRequest
 from bot.flows.services import Services
 from bot.foundation.db.base import utcnow
 from bot.foundation.db.session import make_engine, make_session_factory

@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import select, update
 
+from bot.domain.actions.models import ActionRequest, ActionStep
 from bot.domain.hosts import service as hosts
 from bot.flows.actions import flows, remote
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
-from bot.flows.actions.models import ActionRequest, ActionStep
 from bot.flows.actions.plan import KillStep, Plan, ProcItem
 from bot.flows.actions.step_runner import StepRunner
 from bot.foundation.errors import PlanRefused

@@ -5,13 +5,13 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from bot.domain.actions.models import ActionRequest
 from bot.flows.actions import service
 from bot.flows.actions.kinds import State
-from bot.flows.actions.models import ActionRequest
 from bot.flows.services import Services
 from bot.foundation.db.base import utcnow
 from bot.foundation.db.session import make_engine, make_session_factory
-from bot.slack.handlers.actions import sweep_once
+from bot.slack.actions.handlers import sweep_once
 from tests.actions_support import fast, operators, register, step_count, weights
 from tests.slack_env import (
     APPROVE,
@@ -424,7 +424,7 @@ async def test_a_full_pivot_through_slack(slack_bot, services, ssh_server, fake_
 
 async def test_a_quiet_bot_still_expires_cards(slack_bot, services, ssh_server, fake_hosts, tmp_path):
     """No click, no request: the background sweep `gpubot serve` runs turns a due card to expired."""
-    from bot.slack.handlers.actions import sweep_forever
+    from bot.slack.actions.handlers import sweep_forever
 
     rid, ts, _, folder = await pending_clean(
         slack_bot, services, ssh_server, tmp_path, "node409", "127.0.0.14", folder="old", size=1000

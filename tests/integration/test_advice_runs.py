@@ -37,7 +37,7 @@ from bot.probing.probes.readings import (
 )
 from bot.probing.ssh.scripted import ScriptedRunner
 from bot.probing.ssh.target import HostTarget, RunResult
-from bot.slack.action_blocks import card_blocks
+from bot.slack.actions.blocks import card_blocks
 from bot.slack.blocks import status_blocks
 from bot.slack.routes import command_grammar
 from bot.words.render.status_view import status_view

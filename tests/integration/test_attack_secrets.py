@@ -9,8 +9,8 @@ import sys
 
 from sqlalchemy import select
 
+from bot.domain.actions.models import ActionRequest
 from bot.flows.actions.journal import parse_journal
-from bot.flows.actions.models import ActionRequest
 from bot.probing.probes.frames import ProbeOutput
 from tests.actions_support import fast, operators, register
 from tests.slack_env import ask

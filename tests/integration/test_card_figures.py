@@ -5,7 +5,7 @@ never shown as a process name."""
 
 from bot.flows.actions import flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
-from bot.slack.action_blocks import card_lines
+from bot.slack.actions.blocks import card_lines
 from tests.actions_support import approve, fast, register
 from tests.support import fakestate
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from sqlalchemy import func, select, update
 
-from bot.flows.actions.models import ActionRequest, ActionStep, Approval
-from bot.slack.action_blocks import FOLLOW_UP_IDS
+from bot.domain.actions.models import ActionRequest, ActionStep, Approval
+from bot.slack.actions.blocks import FOLLOW_UP_IDS
 from bot.slack.ids import NOT_REQUEST_BOUND, ActionId, alert_bound, fetch_bound, request_bound
 from tests.actions_support import fast, operators, register, weights
 from tests.slack_env import APPROVE, REJECT, buttons, click, is_card

@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 import numpy as np
 from matplotlib.colors import to_rgb
 
+from bot.domain.actions.models import ActionRequest
 from bot.domain.history import chart_data
 from bot.domain.history.chart import LOST_COLOUR, MARK_COLOUR, VERDICT_COLOURS, chart_figure
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import load_history
 from bot.domain.hosts import service as hosts
-from bot.flows.actions.models import ActionRequest
 from bot.flows.reports.flows import chart, chart_title
 from bot.flows.status.host import check_host
 from bot.foundation.db.base import utcnow

@@ -12,9 +12,9 @@ import logging
 import pytest
 from sqlalchemy import select
 
+from bot.domain.actions.models import ActionRequest
 from bot.domain.observability.logs import configure_logging
 from bot.domain.snapshots.models import Snapshot
-from bot.flows.actions.models import ActionRequest
 from bot.foundation.masking import MASK
 from tests.actions_support import fast, operators, register
 from tests.slack_env import ask

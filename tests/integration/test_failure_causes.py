@@ -5,7 +5,7 @@ server dying at start (its exit status, systemd's result) and a stop on a host w
 from bot.flows.actions import flows
 from bot.flows.actions.executor import CAUSE_CAP
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
-from bot.slack.action_blocks import card_blocks, journal_blocks
+from bot.slack.actions.blocks import card_blocks, journal_blocks
 from tests.actions_support import approve, fast, model_dir, register
 from tests.support.blockkit import blocks_text
 from tests.support.fakestate import model_unit, unit

@@ -24,18 +24,18 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from bot.domain.actions.models import Fetch
 from bot.domain.hosts import service as hosts
 from bot.entry.cli.errors import EX_CONFIG, exit_status
 from bot.flows.actions import fetch_remote, fetches, flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
-from bot.flows.actions.models import Fetch
 from bot.flows.actions.privilege_check import check_access, check_text
 from bot.flows.services import Services
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.foundation.errors import NotConfigured, PlanRefused
 from bot.foundation.roles import Role
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
-from bot.slack.handlers.fetches import watch_once
+from bot.slack.actions.fetches import watch_once
 from tests.actions_support import approve, fast, register
 from tests.slack_env import APPROVE, ask, buttons, click, result
 from tests.support import osuser

@@ -10,7 +10,7 @@ from bot.foundation.db.base import utcnow
 from bot.probing.probes.gpu_health import GpuHealth
 from bot.probing.probes.kernel_log import KernelLog, XidEvent
 from bot.probing.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
-from bot.slack.report_blocks import report_blocks, report_text
+from bot.slack.history.blocks import report_blocks, report_text
 from bot.words.render.status_view import fleet_view
 from tests.support.blockkit import blocks_text, validate_message
 

@@ -93,7 +93,7 @@ async def test_health_ready_and_metrics_after_a_status_command(served, fake_host
 
 
 async def test_metrics_count_actions_by_state_and_slack_errors_by_method(served, services):
-    from bot.flows.actions.models import ActionRequest
+    from bot.domain.actions.models import ActionRequest
 
     http, recorder = served
     from datetime import timedelta

@@ -12,12 +12,12 @@ from datetime import timedelta
 from sqlalchemy import select
 
 from bot.domain.snapshots.models import Snapshot, SnapshotHour
+from bot.domain.watches.models import WatchAlert
 from bot.flows.status.scheduled import BackgroundProbes
-from bot.flows.watches.models import WatchAlert
 from bot.flows.watches.scheduled import evaluation
 from bot.foundation.db.base import utcnow
 from bot.slack.app import build_client
-from bot.slack.watches import make_watcher
+from bot.slack.watches.alerts import make_watcher
 from tests.integration.test_fleet_metrics import samples, scrape, value  # noqa: F401  (scrape: a fixture)
 from tests.integration.test_serving_over_ssh import KIMI, start_kimi
 from tests.slack_env import start_bot

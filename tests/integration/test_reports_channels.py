@@ -12,7 +12,7 @@ from bot.flows.reports import service as reports
 from bot.flows.reports.scheduler import ReportScheduler
 from bot.foundation import cron
 from bot.slack.app import build_client
-from bot.slack.reports import make_notifier, make_poster
+from bot.slack.history.reports import make_notifier, make_poster
 from tests.support.blockkit import blocks_text
 
 EVERY_MORNING = 'report schedule "0 8 * * *" UTC group:train'

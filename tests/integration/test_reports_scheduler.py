@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import update
 
 from bot.domain.hosts import service as hosts
+from bot.domain.reports.models import ReportSchedule, load_run_snapshots
 from bot.flows.reports import service as reports
-from bot.flows.reports.models import ReportSchedule, load_run_snapshots
 from bot.flows.reports.scheduler import ReportScheduler
 from bot.flows.services import Services
 from bot.foundation import cron

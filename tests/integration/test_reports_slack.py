@@ -15,8 +15,8 @@ from bot.foundation import cron
 from bot.foundation.db.base import utcnow
 from bot.slack.app import build_client
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length
-from bot.slack.report_blocks import report_blocks
-from bot.slack.reports import make_poster
+from bot.slack.history.blocks import report_blocks
+from bot.slack.history.reports import make_poster
 from bot.slack.scheduled import start_scheduler
 from tests.integration.test_history_slack import png_size
 from tests.support.blockkit import blocks_text, validate_message

@@ -11,14 +11,14 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
+from bot.domain.actions.models import ActionRequest, Fetch
 from bot.domain.hosts import service as hosts
-from bot.flows.actions.models import ActionRequest, Fetch
+from bot.domain.watches.models import WatchFetchAlert
 from bot.flows.watches import conditions as cond
-from bot.flows.watches.models import WatchFetchAlert
 from bot.flows.watches.scheduled import evaluation
 from bot.foundation.db.base import utcnow
 from bot.slack.app import build_client
-from bot.slack.watches import make_watcher
+from bot.slack.watches.alerts import make_watcher
 
 GB = 10**9
 

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from bot.flows.watches.models import WatchAlert
+from bot.domain.watches.models import WatchAlert
 from tests.integration.test_watches import A, _pass, _setup
 from tests.support.blockkit import blocks_text
 

@@ -14,13 +14,13 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from bot.domain.watches.models import AlertStatus, Watch, WatchAlert
 from bot.flows.status.scheduled import BackgroundProbes
 from bot.flows.watches import service as watches
 from bot.flows.watches.conditions import episode
 from bot.flows.watches.flows import Outcome
-from bot.flows.watches.models import AlertStatus, Watch, WatchAlert
 from bot.slack.app import build_client
-from bot.slack.watches import make_watcher
+from bot.slack.watches.alerts import make_watcher
 from tests.integration.test_watches import A, B, _alerts, _pass, _setup
 
 LEASE = 300  # the default GPUBOT_WATCH_LEASE_S

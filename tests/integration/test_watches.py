@@ -17,15 +17,15 @@ import pytest
 from sqlalchemy import select
 
 from bot.domain.hosts import service as hosts
+from bot.domain.watches.models import WatchAlert
 from bot.flows.status.scheduled import BackgroundProbes
 from bot.flows.watches import conditions as cond
-from bot.flows.watches.models import WatchAlert
 from bot.flows.watches.scheduled import evaluation
 from bot.foundation.db.base import utcnow
 from bot.foundation.errors import UsageError
 from bot.slack.app import build_client
 from bot.slack.ids import ActionId
-from bot.slack.watches import make_watcher
+from bot.slack.watches.alerts import make_watcher
 from tests.support.blockkit import blocks_text
 from tests.support.slack_requests import block_action_body
 

@@ -5,8 +5,8 @@ such a row, 2 runs of 3)."""
 
 from __future__ import annotations
 
+from bot.domain.workers.models import FleetRun, FleetRunHost
 from bot.flows.workers.dispatch import _late_rows
-from bot.flows.workers.models import FleetRun, FleetRunHost
 
 
 async def test_a_progress_row_that_commits_after_higher_ids_were_read_is_still_read(services):

@@ -11,10 +11,10 @@ from sqlalchemy import update
 
 from bot.domain.hosts import service as hosts
 from bot.domain.observability import metrics
+from bot.domain.workers.models import FleetRun, FleetWorker
 from bot.flows.actions import service as action_service
 from bot.flows.reports import service as report_service
 from bot.flows.workers.job import WORKER_SEEN_S, run_job, workers_pooled
-from bot.flows.workers.models import FleetRun, FleetWorker
 
 ADDRS = ("127.0.0.6", "127.0.0.7")
 

@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 
 from bot.domain.hosts import service as hosts
 from bot.domain.snapshots.models import Snapshot
+from bot.domain.workers.models import FleetRun, FleetRunHost
 from bot.flows.workers.job import run_job
-from bot.flows.workers.models import FleetRun, FleetRunHost
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.probing.ssh.scripted import ScriptedRunner
 from bot.probing.ssh.target import HostTarget, RunResult

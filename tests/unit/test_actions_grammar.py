@@ -15,7 +15,7 @@ from bot.flows.actions.views import RequestView, StepView
 from bot.foundation.config import Settings
 from bot.foundation.errors import PolicyError, UsageError
 from bot.foundation.roles import Role
-from bot.slack.action_blocks import card_blocks, result_blocks
+from bot.slack.actions.blocks import card_blocks, result_blocks
 from bot.slack.ids import ActionId
 from bot.slack.routes import command_grammar
 from bot.words.commands.actions import AuditCommand

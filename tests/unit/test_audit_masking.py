@@ -8,8 +8,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.domain.actions.models import ActionRequest, ActionStep
 from bot.flows.actions.audit import AuditEntry, audit_text
-from bot.flows.actions.models import ActionRequest, ActionStep
 
 STORED = Path(__file__).parents[1] / "fixtures" / "stored" / "action_request_pivot.json"
 SECRETS = ["hf_abcdefghijklmnopqrstuvwxyz0123", "sk-proj-abcdefghijklmnopqrstuvwx", "xoxb-1234-5678-abcdefghijkl"]

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bot.domain.actions.models import Fetch
 from bot.flows.actions.fetch_plan import _untrusted_answer, default_target
 from bot.flows.actions.fetch_remote import HubAnswer
 from bot.flows.actions.fetches import measure, view_of
 from bot.flows.actions.kinds import ActionKind, ActionSpec
-from bot.flows.actions.models import Fetch
 from bot.flows.actions.plan import FetchFile
 from bot.foundation.errors import UsageError
 from bot.words.commands.fetch import parse_fetch

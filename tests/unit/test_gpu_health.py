@@ -292,8 +292,8 @@ def test_whole_batches_on_the_real_h200_read_health_and_xid():
 
 def test_the_real_driver_answers_the_retry_without_the_fields_it_refused():
     """The retry loop run against the H200's nvidia-smi with two fields no driver knows (query_gpu_retry_real.out)."""
-    from bot.probing.probes.gpu_query import unsupported_fields
     from bot.probing.probes.nvidia_smi import parse_gpus
+    from bot.probing.probes.nvidia_smi_query import unsupported_fields
 
     out = captured("query_gpu_retry_real")
     assert out.exit_status == 0 and unsupported_fields(out.stdout) == ["bogus.one", "bogus.two"]

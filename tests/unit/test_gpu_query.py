@@ -9,8 +9,8 @@ import subprocess
 import pytest
 
 from bot.probing.probes.frames import ProbeOutput
-from bot.probing.probes.gpu_query import retry_query_command, unsupported_fields
 from bot.probing.probes.nvidia_smi import parse_gpu_report
+from bot.probing.probes.nvidia_smi_query import retry_query_command, unsupported_fields
 from bot.probing.probes.readings import ProbeFailure
 from bot.probing.probes.script import gpu_query_command
 from tests.fixtures_h200 import captured

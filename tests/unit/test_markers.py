@@ -21,7 +21,7 @@ def test_gpubot_a_python_module_docker_or_many_programs_make_a_process_test():
 def test_a_few_short_commands_keep_a_test_in_the_fast_loop():
     assert programs_started(["sh -c true"] * MANY) is None
     assert (
-        programs_started([f"{PY} -S -c print(1)", "ssh-keygen -q -t ed25519 -f k", f"{PY} /tmp/nvml_probe.py", ""])
+        programs_started([f"{PY} -S -c print(1)", "ssh-keygen -q -t ed25519 -f k", f"{PY} /tmp/nvml_script.py", ""])
         is None
     )
 

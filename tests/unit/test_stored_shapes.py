@@ -9,6 +9,7 @@ from typing import Any, assert_never
 
 import pytest
 
+from bot.domain.reports.models import RUN_SNAPSHOTS_VERSION, dump_run_snapshots, load_run_snapshots
 from bot.flows.actions.answer_check import AnswerCheck
 from bot.flows.actions.kinds import SPEC_SCHEMA_VERSION, ActionKind, ActionSpec
 from bot.flows.actions.plan import (
@@ -24,7 +25,6 @@ from bot.flows.actions.plan import (
     WaitGpusStep,
 )
 from bot.flows.actions.unit_up import HealthCheck
-from bot.flows.reports.models import RUN_SNAPSHOTS_VERSION, dump_run_snapshots, load_run_snapshots
 from bot.foundation.db import versioned
 from bot.foundation.errors import StoredShapeError
 

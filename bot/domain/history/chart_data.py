@@ -51,7 +51,7 @@ _actions = table(
     column("state"),
     column("updated_at", UTCDateTime()),
 )
-"""A read-only view of :class:`bot.flows.actions.models.ActionRequest` (that package sits above this one in
+"""A read-only view of :class:`bot.domain.actions.models.ActionRequest` (that package sits above this one in
 the layers; tests/integration/test_chart_data.py checks these columns against the model)."""
 
 

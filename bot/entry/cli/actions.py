@@ -230,7 +230,7 @@ async def _startup(settings: Settings) -> None:
     async with build_services(settings) as services:
         views = await flows.sweep(services=services)
         if views and settings.slack.slack_bot_token is not None:
+            from bot.slack.actions.handlers import update_cards
             from bot.slack.app import build_client
-            from bot.slack.handlers.actions import update_cards
 
             await update_cards(build_client(services), views)

@@ -22,11 +22,11 @@ from bot.domain.history.chart import render_png
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import History, diff_snapshots, load_history
 from bot.domain.hosts import service as hosts
+from bot.domain.reports.models import ReportSchedule
 from bot.domain.snapshots import service as snapshots
 from bot.flows.actions import fetches
 from bot.flows.actions.fetches import FetchView
 from bot.flows.reports import service as reports
-from bot.flows.reports.models import ReportSchedule
 from bot.foundation import cron
 from bot.foundation.config import Settings
 from bot.foundation.errors import NothingToCompare

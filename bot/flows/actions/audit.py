@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
+from bot.domain.actions.models import ActionRequest, ActionStep, Approval, Fetch
 from bot.domain.hosts import service as hosts
 from bot.flows.actions import service
 from bot.flows.actions.kinds import ActionSpec, State
-from bot.flows.actions.models import ActionRequest, ActionStep, Approval, Fetch
 from bot.flows.actions.plan import Plan
 from bot.flows.services import Services
 from bot.foundation.masking import mask_secrets

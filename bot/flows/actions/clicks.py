@@ -5,7 +5,7 @@ The chat side turns a click into a :class:`Click` (plain data) and offers two sm
 :class:`Clicker`'s identity (role, user groups, whether ids are proven) and the :class:`CardOutlet`
 (update the card, show progress in its thread, post the result or a new card, send the journal
 privately, tell the clicker alone). :func:`decide` and :func:`replace` decide what happens and in
-which order; the outlet only renders and sends (``bot.slack.handlers.actions`` adapts Bolt's ``ack``,
+which order; the outlet only renders and sends (``bot.slack.actions.handlers`` adapts Bolt's ``ack``,
 ``body``, ``client`` and ``respond`` to it).
 
 Errors: what :func:`bot.flows.actions.flows.decide`, :func:`~bot.flows.actions.flows.replan` and

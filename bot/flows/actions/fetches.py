@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.domain.actions.models import ActionRequest, Fetch
 from bot.domain.hosts import service as hosts
 from bot.flows.actions import fetch_remote
 from bot.flows.actions.fetch_plan import units_naming
@@ -31,7 +32,6 @@ from bot.flows.actions.model_check import (
     weights_line,
     weights_problems,
 )
-from bot.flows.actions.models import ActionRequest, Fetch
 from bot.flows.actions.plan import FetchFile, FetchStep, Plan
 from bot.flows.actions.policy import configured_units
 from bot.flows.services import Services

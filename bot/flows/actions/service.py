@@ -20,8 +20,8 @@ from sqlalchemy import ColumnElement, case, func, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from bot.domain.actions.models import ActionRequest, ActionStep, Approval
 from bot.flows.actions.kinds import ActionSpec, State
-from bot.flows.actions.models import ActionRequest, ActionStep, Approval
 from bot.flows.actions.plan import Plan
 from bot.foundation.db.base import db_now
 

@@ -1,6 +1,6 @@
 """What people see of a request: a presentation model built from its rows. Pure.
 
-The Slack card (``bot.slack.action_blocks``) and the terminal audit (:mod:`bot.flows.actions.audit`)
+The Slack card (``bot.slack.actions.blocks``) and the terminal audit (:mod:`bot.flows.actions.audit`)
 render a :class:`RequestView`; flows hand one to their ``notify`` callback after every change.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from bot.domain.actions.models import ActionRequest, ActionStep, Approval
 from bot.flows.actions.journal import JournalTail
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
-from bot.flows.actions.models import ActionRequest, ActionStep, Approval
 from bot.flows.actions.plan import Plan
 
 

@@ -1,7 +1,7 @@
 """Build a readiness report: probe the group now, compare with the previous report, draw the chart.
 
 The Slack layer supplies a :data:`Post` callback (``post(channel, report) -> message ts``), so this
-package never imports Slack. A report is data (:class:`Report`); ``bot.slack.report_blocks``
+package never imports Slack. A report is data (:class:`Report`); ``bot.slack.history.blocks``
 renders it.
 """
 

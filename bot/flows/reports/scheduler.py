@@ -23,7 +23,7 @@ time only from the injected ``now()`` callable, so tests move a clock instead of
   be out) and is recorded ``failed`` once stale;
 * a post Slack refuses for the channel (:class:`~bot.foundation.errors.ChannelUnavailable`) fails the run,
   tells the schedule's creator through ``notify`` and, at
-  :data:`~bot.flows.reports.models.PAUSE_AFTER` in a row, pauses the schedule (``report resume``).
+  :data:`~bot.domain.reports.models.PAUSE_AFTER` in a row, pauses the schedule (``report resume``).
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from bot.domain.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
 from bot.flows.reports import service as reports
 from bot.flows.reports.flows import Post, build_report
-from bot.flows.reports.models import PAUSE_AFTER, ReportRun, ReportSchedule, RunStatus
 from bot.flows.services import DatabaseClock, Services
 from bot.foundation import cron
 from bot.foundation.errors import ChannelUnavailable

@@ -16,7 +16,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.flows.reports.models import (
+from bot.domain.reports.models import (
     PAUSE_AFTER,
     ReportRun,
     ReportSchedule,
@@ -217,7 +217,7 @@ async def record_channel_failure(
     *, db_session: AsyncSession, schedule_id: int, reason: str, now: datetime
 ) -> ReportSchedule | None:
     """Count a post Slack refused for the channel; pause the schedule at
-    :data:`~bot.flows.reports.models.PAUSE_AFTER` in a row. Returns the schedule (``None`` if removed)."""
+    :data:`~bot.domain.reports.models.PAUSE_AFTER` in a row. Returns the schedule (``None`` if removed)."""
     row = await db_session.get(ReportSchedule, schedule_id, with_for_update=True)
     if row is None:
         return None

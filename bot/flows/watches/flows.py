@@ -13,7 +13,7 @@ someone's ``/gpu status``. For each watch and each host it covers:
 * an alert claimed more than ``GPUBOT_WATCH_LEASE_S`` ago and still not being posted (its instance
   died between the claim and the post), the host still bad: taken over (one replica wins) and posted
   with this pass's new alerts of the watch. One whose post began that long ago and never finished is
-  marked ``failed``, never posted twice (:mod:`bot.flows.watches.models`).
+  marked ``failed``, never posted twice (:mod:`bot.domain.watches.models`).
 
 A watch on ``fetch-stalled`` or ``fetch-failed`` also reads the downloads, handed in by the composition as a
 :data:`FetchSource` (downloads belong to a layer above this one): each download of a covered host in one of
@@ -42,11 +42,11 @@ from bot.domain.hosts.models import Host
 from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
 from bot.domain.snapshots.models import Snapshot
+from bot.domain.watches.models import AlertStatus, Watch, WatchAlert
 from bot.flows.services import Clock, DatabaseClock, Services
 from bot.flows.status.host import plan_for
 from bot.flows.watches import service as watches
 from bot.flows.watches.conditions import FETCH_CONDITIONS, Episode, FetchFacts, episode, fetch_matches
-from bot.flows.watches.models import AlertStatus, Watch, WatchAlert
 from bot.foundation.errors import ChannelUnavailable, DatabaseUnavailable
 from bot.probing.probes.readings import Readings
 

@@ -23,8 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.hosts.models import Host
 from bot.domain.snapshots.models import Snapshot
+from bot.domain.watches.models import OPEN_STATUSES, AlertStatus, Silence, Watch, WatchAlert, WatchFetchAlert
 from bot.flows.watches.conditions import SnapshotFacts
-from bot.flows.watches.models import OPEN_STATUSES, AlertStatus, Silence, Watch, WatchAlert, WatchFetchAlert
 from bot.foundation.errors import NotFoundError, UsageError
 
 MAX_WATCHES = 100

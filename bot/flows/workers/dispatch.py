@@ -22,9 +22,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.readiness.report import FleetReport, Progress, StatusReport
+from bot.domain.workers.models import FleetRun, FleetRunHost
 from bot.flows.services import Services
 from bot.flows.status.fleet import failed_report
-from bot.flows.workers.models import FleetRun, FleetRunHost
 from bot.flows.workers.report_json import load
 from bot.foundation.db.availability import where
 from bot.foundation.errors import DatabaseUnavailable, ProgressLost

@@ -20,9 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.readiness.report import StatusReport
 from bot.domain.snapshots.service import StoredSnapshot
+from bot.domain.workers.models import FleetRunHost, FleetWorker
 from bot.flows.services import Services
 from bot.flows.status.fleet import ProbeLimits, probe_fleet
-from bot.flows.workers.models import FleetRunHost, FleetWorker
 from bot.flows.workers.report_json import dump
 from bot.foundation.errors import DatabaseUnavailable, ShuttingDown
 

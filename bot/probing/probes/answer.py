@@ -1,7 +1,7 @@
 """Does a serving model answer, and how fast? One request to its OpenAI-compatible API, read on the host. Pure.
 
 The request runs on the host (the endpoint usually listens on its loopback): :func:`answer_command` sends the
-packaged ``answer_probe.py`` to the host's ``python3`` with the request as one JSON argument (quoted). It reads the
+packaged ``answer_script.py`` to the host's ``python3`` with the request as one JSON argument (quoted). It reads the
 served model id (``GET /v1/models``), then asks one streamed chat completion (a completion where chat is not
 served: HTTP 400/404/405/501) at temperature 0 with a bounded ``max_tokens``, and prints what happened as JSON
 lines; the API key, when the server wants one, is read there (vLLM's ``--api-key`` on the unit's command line, or a
@@ -63,9 +63,9 @@ class AnswerRequest:
 
 
 def answer_command(req: AnswerRequest) -> str:
-    """The script for the host: ``python3 -c <answer_probe.py> <request JSON>``, every value quoted; exit 127
+    """The script for the host: ``python3 -c <answer_script.py> <request JSON>``, every value quoted; exit 127
     without ``python3``."""
-    source = resources.files("bot.probing.probes").joinpath("answer_probe.py").read_text()
+    source = resources.files("bot.probing.probes").joinpath("answer_script.py").read_text()
     conf = json.dumps(asdict(req), ensure_ascii=True)
     return f"command -v python3 >/dev/null 2>&1 || exit 127\npython3 -c {shlex.quote(source)} {shlex.quote(conf)}"
 

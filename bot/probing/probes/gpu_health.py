@@ -26,7 +26,7 @@ They are asked only where the driver refuses ``gpu_recovery_action`` and lists t
 (this driver knows both, and prints the newer one in its header); a driver that knows only the
 older one is asked for that one instead (:data:`FIELD_FALLBACKS`).
 
-NVML reads the same (``nvml_probe.py``; tests/fixtures/h200/nvml_health.json):
+NVML reads the same (``nvml_script.py``; tests/fixtures/h200/nvml_health.json):
 ``nvmlDeviceGetFieldValues(NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)`` (0 none ... 7, see
 :data:`NVML_RECOVERY_ACTIONS`), ``nvmlDeviceGetRemappedRows`` (corrected, uncorrected, pending,
 failure), ``nvmlDeviceGetRetiredPagesPendingStatus`` (Not Supported on the H200),
@@ -55,7 +55,7 @@ HEALTH_FIELDS = (
 
 IF_KNOWN_FIELDS = ("reset_status.reset_required", "reset_status.drain_and_reset_recommended")
 """Asked in place of ``gpu_recovery_action`` where the driver refuses it, and only those of them its
-``nvidia-smi --help-query-gpu`` lists (:mod:`bot.probing.probes.gpu_query`)."""
+``nvidia-smi --help-query-gpu`` lists (:mod:`bot.probing.probes.nvidia_smi_query`)."""
 
 FIELD_FALLBACKS = {"clocks_event_reasons.hw_slowdown": "clocks_throttle_reasons.hw_slowdown"}
 """A field the driver refuses -> the older name asked for instead (``""``: none)."""

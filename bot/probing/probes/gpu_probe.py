@@ -2,7 +2,7 @@
 :class:`~bot.probing.probes.probe.Probe`.
 
 Two frames: ``gpus`` (``--query-gpu`` with every field the verdict reads, retried without the ones
-this driver refuses, :mod:`bot.probing.probes.gpu_query`) and ``apps`` (the compute-process list, read at
+this driver refuses, :mod:`bot.probing.probes.nvidia_smi_query`) and ``apps`` (the compute-process list, read at
 the same time). Parsed by :func:`bot.probing.probes.nvidia_smi.parse_gpu_report`. The NVML backend is
 :class:`bot.probing.probes.nvml.NvmlProbe`.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.gpu_health import FIELD_FALLBACKS, HEALTH_FIELDS, IF_KNOWN_FIELDS
-from bot.probing.probes.gpu_query import retry_query_command, unsupported_fields
 from bot.probing.probes.nvidia_smi import APP_FIELDS, GPU_FIELDS, parse_gpu_report
+from bot.probing.probes.nvidia_smi_query import retry_query_command, unsupported_fields
 from bot.probing.probes.probe import TRUNCATED, Frame, Probe, ProbePlan
 from bot.probing.probes.readings import GpuReport, ProbeFailure
 
@@ -55,7 +55,7 @@ def gpu_query_command() -> str:
     """The ``gpus`` frame: :data:`~bot.probing.probes.nvidia_smi.GPU_FIELDS`, the health fields, :data:`FENCE_FIELDS`
     and
     :data:`FABRIC_FIELDS`, asked again without each field this host's driver refuses (see
-    :mod:`bot.probing.probes.gpu_query`,
+    :mod:`bot.probing.probes.nvidia_smi_query`,
     which writes the ``# fields:`` and ``# unsupported:`` lines the parser reads), then ``# took: N``: the
     seconds the query took.
 

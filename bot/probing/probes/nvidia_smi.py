@@ -307,7 +307,7 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
         if line.startswith("# fields:"):
             fields = [f.strip() for f in line.split(":", 1)[1].split(",")]
             continue
-        if line.startswith("# "):  # "# unsupported: ..." (bot.probing.probes.gpu_query)
+        if line.startswith("# "):  # "# unsupported: ..." (bot.probing.probes.nvidia_smi_query)
             continue
         cols = [c.strip() for c in line.split(",")]
         if len(cols) != len(fields):

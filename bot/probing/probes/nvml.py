@@ -1,11 +1,11 @@
-"""Parse the NVML probe's JSON (see ``nvml_probe.py``; also the shape of the captured dumps).
+"""Parse the NVML probe's JSON (see ``nvml_script.py``; also the shape of the captured dumps).
 
 NVML reports bytes; the model keeps MiB like nvidia-smi. Memory comes from
 ``nvmlDeviceGetMemoryInfo(version=nvmlMemory_v2)``: its ``used`` excludes reserved memory and
 agrees with nvidia-smi. The v1 ``used`` counts the reserved part, so it would call an idle H200
 busy (615 MiB) — it is never read. Power is mW in NVML and W in the model.
 
-:class:`NvmlProbe` is the GPU probe of the ``nvml`` backend: the packaged ``nvml_probe.py`` run by the
+:class:`NvmlProbe` is the GPU probe of the ``nvml`` backend: the packaged ``nvml_script.py`` run by the
 host's ``python3`` (one frame, ``nvml``) and this parser.
 """
 
@@ -142,8 +142,8 @@ def parse_nvml(out: ProbeOutput) -> GpuReport:
 
 
 def nvml_command() -> str:
-    """The NVML probe: the packaged ``nvml_probe.py`` piped to the host's ``python3``."""
-    source = resources.files("bot.probing.probes").joinpath("nvml_probe.py").read_text()
+    """The NVML probe: the packaged ``nvml_script.py`` piped to the host's ``python3``."""
+    source = resources.files("bot.probing.probes").joinpath("nvml_script.py").read_text()
     return f"python3 -c {shlex.quote(source)}"
 
 

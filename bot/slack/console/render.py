@@ -19,9 +19,9 @@ EMOJI = {
     # waiting, late, expired
     ":hourglass_flowing_sand:": "[..]",
     ":hourglass:": "[..]",
-    # a fetch in progress (bot.slack.fetch_blocks)
+    # a fetch in progress (bot.slack.actions.fetch_blocks)
     ":arrow_down:": "[v]",
-    # approval card states and steps (bot.slack.action_blocks)
+    # approval card states and steps (bot.slack.actions.blocks)
     ":raised_hand:": "[?]",
     ":mag:": "[..]",
     ":gear:": "[..]",

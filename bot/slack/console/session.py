@@ -28,12 +28,12 @@ from bot.flows.services import Services
 from bot.foundation.config import Settings, default_data_dir
 from bot.foundation.errors import UsageError
 from bot.foundation.roles import Role
+from bot.slack.actions.handlers import sweep_once
 from bot.slack.app import build_app
 from bot.slack.console.demo import Demo, active_demo
 from bot.slack.console.foreground import own_foreground
 from bot.slack.console.render import Choice, button_key, button_line, render_message
 from bot.slack.console.standin import WebApiStandIn
-from bot.slack.handlers.actions import sweep_once
 from bot.slack.metered import MeteredWebClient
 from bot.slack.routes import command_grammar
 

@@ -1,5 +1,5 @@
 """Presentation models of a host's history and of a diff, shared by Block Kit
-(``bot.slack.report_blocks``) and the terminal (:func:`history_text`, :func:`diff_text`). Pure."""
+(``bot.slack.history.blocks``) and the terminal (:func:`history_text`, :func:`diff_text`). Pure."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Words of watch messages (alerts, resolutions, reminders) and of watch and silence lists. Pure;
-``bot.slack.watch_blocks`` turns them into Block Kit."""
+``bot.slack.watches.blocks`` turns them into Block Kit."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Severity
 from bot.domain.readiness.words import verdict_text
+from bot.domain.watches.models import AlertStatus, Silence, Watch
 from bot.flows.watches.conditions import describe
 from bot.flows.watches.flows import AlertLine, FetchAlert, WatchMessage
-from bot.flows.watches.models import AlertStatus, Silence, Watch
 from bot.foundation.sizes import human_bytes
 from bot.words.render.status_view import CHAT, next_steps
 

@@ -1,5 +1,5 @@
 """A stand-in for nvidia-ml-py's ``pynvml`` that answers from a captured NVML dump
-(``GPUBOT_FAKE_NVML=tests/fixtures/h200/nvml_busy.json``). Only what ``bot/probing/probes/nvml_probe.py``
+(``GPUBOT_FAKE_NVML=tests/fixtures/h200/nvml_busy.json``). Only what ``bot/probing/probes/nvml_script.py``
 calls. ``nvmlDeviceGetMemoryInfo`` returns the v1 struct unless ``version=nvmlMemory_v2`` is
 passed, as the real library does, so a probe that forgets v2 reads the reserved memory as used. A value
 ``{"nvml_error": [code, "text"]}`` in the dump (compute processes, MIG devices) makes that call raise."""
@@ -108,7 +108,7 @@ def nvmlDeviceGetPowerUsage(h):
     return h["power_mw"]
 
 
-# --- health (bot/probing/probes/nvml_probe.py health()): answered from the GPU's "health" object of the dump,
+# --- health (bot/probing/probes/nvml_script.py health()): answered from the GPU's "health" object of the dump,
 # {"recovery_action": int, "remapped_rows": [corr, unc, pending, failure], "retired_pages_pending": 0/1,
 #  "ecc_uncorrected_volatile": int, "clocks_event_reasons": mask, "persistence": 0/1}; a missing key or
 # {"nvml_error": text} raises NVMLError, as the real library does for Not Supported.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.domain.watches.models import AlertStatus
 from bot.flows.watches.flows import WatchMessage
-from bot.flows.watches.models import AlertStatus
 from bot.slack.blocks import escape_keeping_mentions, fit_lines
 from bot.slack.ids import ActionId
 from bot.words.render.watch_view import headline, line_texts

@@ -23,10 +23,10 @@ from bot.flows.actions.fetches import FetchView
 from bot.flows.actions.kinds import ActionSpec
 from bot.flows.services import Services
 from bot.foundation.errors import DatabaseUnavailable, PermissionDenied, UsageError
-from bot.slack.action_blocks import card_blocks, card_lines, card_text, planning_blocks, result_blocks
+from bot.slack.actions.blocks import card_blocks, card_lines, card_text, planning_blocks, result_blocks
+from bot.slack.actions.fetch_blocks import fetch_blocks, fetch_text
+from bot.slack.actions.handlers import SlackCard, _card_updater
 from bot.slack.context import CommandContext
-from bot.slack.fetch_blocks import fetch_blocks, fetch_text
-from bot.slack.handlers.actions import SlackCard, _card_updater
 from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
 from bot.slack.router import Router

@@ -9,7 +9,7 @@ look; when a start does not come up, the thread says so and how to read the jour
 itself goes privately to the requester and approvers who may read logs, since journals hold secrets;
 *Re-plan*, *Restart UNIT* / *Pivot back* post new requests). This module only adapts Bolt to it:
 :func:`click_of` reads the payload, :class:`SlackClicker` and :class:`SlackCard` answer its two
-protocols with the :mod:`bot.slack.action_blocks` rendering.
+protocols with the :mod:`bot.slack.actions.blocks` rendering.
 
 :func:`sweep_forever` runs :func:`bot.flows.actions.flows.sweep` every ``action_sweep_interval_s``
 seconds in the background (``gpubot serve`` starts it; no request runs or waits for it):
@@ -39,7 +39,7 @@ from bot.flows.actions.views import RequestView
 from bot.flows.services import Services
 from bot.foundation.errors import DatabaseUnavailable
 from bot.foundation.roles import Role
-from bot.slack.action_blocks import (
+from bot.slack.actions.blocks import (
     FOLLOW_UP_IDS,
     card_blocks,
     card_lines,
@@ -252,7 +252,7 @@ class SlackClicker:
 class SlackCard:
     """:class:`bot.flows.actions.clicks.CardOutlet` in Slack: the clicked card is ``channel``/``ts`` (else
     ``respond`` replaces it), its thread the one of ``ts``; ``command`` is the slash command named in
-    the journal note. Renders with :mod:`bot.slack.action_blocks`."""
+    the journal note. Renders with :mod:`bot.slack.actions.blocks`."""
 
     client: AsyncWebClient
     respond: Any

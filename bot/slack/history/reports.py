@@ -22,13 +22,13 @@ from bot.flows.reports.scheduler import ChannelProblem, Notify
 from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
 from bot.slack.context import too_long
-from bot.slack.report_blocks import report_blocks, report_text
+from bot.slack.history.blocks import report_blocks, report_text
 from bot.words.render.status_view import fleet_view
 
 log = logging.getLogger("gpubot.slack")
 INVITE = "`/invite @gpubot`"
 REPORT_BUDGETS = (MESSAGE_TEXT_BUDGET, MESSAGE_TEXT_BUDGET // 2, 0)
-"""The report's text budgets (:func:`~bot.slack.report_blocks.report_blocks`), tried in turn while
+"""The report's text budgets (:func:`~bot.slack.history.blocks.report_blocks`), tried in turn while
 Slack refuses one as too long, as ``/gpu status all`` does (0: header, counts, the rest in the thread)."""
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, ConfirmObject, ContextBlock, MarkdownTextObject
 
 from bot.flows.actions.fetches import FetchView
-from bot.slack.action_blocks import _md
+from bot.slack.actions.blocks import _md
 from bot.slack.blocks import escape, fit_lines
 from bot.slack.ids import ActionId
 from bot.words.render.fetch_view import bar, fetch_lines, headline, percent

@@ -16,15 +16,15 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.domain.readiness.report import StatusReport
+from bot.domain.watches.models import Watch
 from bot.flows.actions import fetches
 from bot.flows.services import Clock, Services
 from bot.flows.watches.conditions import FetchFacts
 from bot.flows.watches.flows import AlertLine, FetchAlert, Flap, Watcher, WatchMessage
-from bot.flows.watches.models import Watch
 from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
-from bot.slack.reports import channel_ref, refused
-from bot.slack.watch_blocks import watch_blocks
+from bot.slack.history.reports import channel_ref, refused
+from bot.slack.watches.blocks import watch_blocks
 from bot.words.render.watch_view import fetch_alert_text, flapping_text, headline, reminder_text, resolution_text
 
 log = logging.getLogger("gpubot.slack")

@@ -17,9 +17,9 @@ from slack_sdk.models.blocks import Block, ContextBlock, DividerBlock, HeaderBlo
 
 from bot.domain.history.diff import compact
 from bot.domain.history.service import SnapshotDiff
+from bot.domain.reports.models import ReportSchedule
 from bot.flows.reports.counts import not_ready_counts
 from bot.flows.reports.flows import Report
-from bot.flows.reports.models import ReportSchedule
 from bot.slack.blocks import (
     HEADER_LIMIT,
     MAX_BLOCKS,

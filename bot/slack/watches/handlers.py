@@ -13,13 +13,13 @@ from bot.flows.watches import service as watches
 from bot.foundation.roles import Role
 from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
 from bot.slack.context import CommandContext
-from bot.slack.handlers.history import _channel
+from bot.slack.history.handlers import _channel
+from bot.slack.history.reports import channel_ref, check_channel
 from bot.slack.ids import ActionId
-from bot.slack.reports import channel_ref, check_channel
 from bot.slack.roles import RoleResolver
 from bot.slack.router import Router
-from bot.slack.watch_blocks import watch_blocks
-from bot.slack.watches import make_watcher
+from bot.slack.watches.alerts import make_watcher
+from bot.slack.watches.blocks import watch_blocks
 from bot.words.commands.watches import (
     SILENCE,
     SILENCE_END,

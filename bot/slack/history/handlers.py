@@ -18,8 +18,8 @@ from bot.flows.status.fleet import fleet_group, hosts_of
 from bot.foundation import cron
 from bot.slack.blocks import escape, text_blocks
 from bot.slack.context import CommandContext
-from bot.slack.report_blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks
-from bot.slack.reports import check_channel, make_poster, upload_png
+from bot.slack.history.blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks
+from bot.slack.history.reports import check_channel, make_poster, upload_png
 from bot.slack.router import Router
 from bot.words.commands.history import (
     DIFF,
