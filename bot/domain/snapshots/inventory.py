@@ -77,11 +77,22 @@ async def known(
     *, db_session: AsyncSession, host_names: Sequence[str], since: datetime | None = None
 ) -> dict[str, list[KnownGpu]]:
     """The GPUs each host showed (seen at or after ``since``, when given), by host name."""
-    q = select(GpuSeen).where(GpuSeen.host_name.in_(list(host_names))).order_by(GpuSeen.host_name, GpuSeen.gpu_index)
+    q = (
+        select(
+            GpuSeen.host_name,
+            GpuSeen.uuid,
+            GpuSeen.gpu_index,
+            GpuSeen.bus_id,
+            GpuSeen.last_snapshot_id,
+            GpuSeen.last_seen,
+        )
+        .where(GpuSeen.host_name.in_(list(host_names)))
+        .order_by(GpuSeen.host_name, GpuSeen.gpu_index)
+    )  # columns, not ORM objects: a fan-out reads a fleet's GPUs (8 a host) here
     if since is not None:
         q = q.where(GpuSeen.last_seen >= since)
     out: dict[str, list[KnownGpu]] = {h: [] for h in host_names}
-    for g in (await db_session.execute(q)).scalars():
+    for g in await db_session.execute(q):
         out.setdefault(g.host_name, []).append(
             KnownGpu(
                 uuid=g.uuid,

@@ -180,12 +180,14 @@ async def probe_fleet(
     report has neither a snapshot id nor a store error: :class:`~bot.domain.snapshots.batcher.SnapshotBatcher`);
     ``limit`` replaces the fan-out's own limits (a worker shares one :class:`ProbeLimits` among its jobs)."""
     rows, known = await _rows(services, names)
+    probes = services.settings.probes  # once for the fan-out (each read builds the group)
     batcher = SnapshotBatcher(
         services.sessions, max_items=FLEET_BATCH, max_wait_s=FLEET_BATCH_WAIT_S, in_store=in_store, claim=claim
     )
     run = _Run(
         services,
-        limit or ProbeLimits.of(services.settings.probes),
+        probes,
+        limit or ProbeLimits.of(probes),
         batcher,
         rows,
         known,
@@ -208,6 +210,7 @@ class _Run:
     answered and were stored so far (callbacks are called in that order, one at a time)."""
 
     services: Services
+    probes: ProbeSettings
     limits: ProbeLimits
     batcher: SnapshotBatcher
     rows: dict[str, Host]
@@ -250,6 +253,7 @@ class _Run:
                     host=host,
                     need_bytes=self.need_bytes,
                     known=tuple(self.known.get(name, ())),
+                    probes=self.probes,
                 )
                 report = make_report(
                     services.reached(target),

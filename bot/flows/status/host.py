@@ -85,7 +85,9 @@ def judge(result: ProbeResult, req: Requirements, *, folders: tuple[str, ...] | 
         return unreachable(result.error or "connection lost", result.error_kind)
     readings = result.readings
     if folders is not None:
-        readings = replace(readings, folders=[f for f in readings.folders if f.path in folders])
+        kept = [f for f in readings.folders if f.path in folders]
+        if len(kept) != len(readings.folders):
+            readings = replace(readings, folders=kept)
     return assess(readings, req)
 
 
@@ -99,7 +101,7 @@ def judge_both(
 ) -> tuple[Assessment, Assessment | None]:
     """The host's own verdict (its configured requirements and weight folders, no ``need=``) and, when
     the asker asked something (``need_bytes``, ``paths``), the asker's judgement of the same readings."""
-    host = judge(result, replace(req, need_bytes=None), folders=configured)
+    host = judge(result, replace(req, need_bytes=None) if req.need_bytes is not None else req, folders=configured)
     if need_bytes is None and not paths:
         return host, None
     return host, judge(result, replace(req, need_bytes=need_bytes))
@@ -121,6 +123,7 @@ async def probe_and_judge(
     paths: tuple[str, ...] = (),
     roots: tuple[str, ...] = (),
     known: tuple[KnownGpu, ...] = (),
+    probes: ProbeSettings | None = None,
 ) -> Judged:
     """Probe ``target`` once and judge it; no database. ``known`` are the GPUs the host showed
     before (:func:`bot.domain.snapshots.inventory.known`). The asker's ``paths`` (other than the configured
@@ -128,17 +131,21 @@ async def probe_and_judge(
     (:func:`~bot.flows.status.paths.status_places`; none: every one refused there). Never raises for the host's failures
     (invalid stored probe settings read *unknown*, an unreachable host *unreachable*). Counts the
     probe in the metrics (``gpubot_probes_total``, ``gpubot_probe_duration_seconds``) by the host's
-    own verdict, never by the asker's question (:func:`judge_both`)."""
-    probes = services.settings.probes
+    own verdict, never by the asker's question (:func:`judge_both`). ``probes``: the probe settings
+    (``services.settings.probes`` when ``None``; a fan-out reads them once for all its hosts)."""
+    probes = services.settings.probes if probes is None else probes
     try:
         plan, req = plan_for(probes, host, paths)
-        configured = plan_for(probes, host)[0].folders
-        plan = replace(plan, asked=tuple(p for p in paths if p not in configured), asked_roots=roots)
+        configured = plan_for(probes, host)[0].folders if paths else plan.folders  # the same plan without paths
+        asked = tuple(p for p in paths if p not in configured)
+        if asked != plan.asked or roots != plan.asked_roots:
+            plan = replace(plan, asked=asked, asked_roots=roots)
     except ProbeSettingsError as exc:
         result = ProbeResult(target.name, services.clock(), 0, None, {}, exc.kind, str(exc))
         unknown = Assessment(Verdict.UNKNOWN, [Reason("config", str(exc), Severity.UNKNOWN)])
         return Judged(result, unknown, Requirements(), None)
-    req = replace(req, known_gpus=known)
+    if known != req.known_gpus:
+        req = replace(req, known_gpus=known)
     result = await run_probe(
         target=target,
         plan=plan,
@@ -220,6 +227,7 @@ async def probe_or_interrupted(
     paths: tuple[str, ...] = (),
     roots: tuple[str, ...] = (),
     known: tuple[KnownGpu, ...] = (),
+    probes: ProbeSettings | None = None,
 ) -> Judged:
     """:func:`probe_and_judge`, interruptible by the shutdown (:meth:`~bot.foundation.lifecycle.WorkGate.interrupt`):
     a probe cut off by it is an :func:`interrupted_result`, judged *unknown*, ready to be stored like any
@@ -235,6 +243,7 @@ async def probe_or_interrupted(
                 paths=paths,
                 roots=roots,
                 known=known,
+                probes=probes,
             )
     except asyncio.CancelledError:
         if not services.gate.interrupted:

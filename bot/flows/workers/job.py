@@ -66,12 +66,14 @@ def _insert(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
     return new
 
 
-def _row(run_id: int, worker: str, report: StatusReport) -> dict[str, Any]:
+def _row(run_id: int, worker: str, report: StatusReport, *, claimed: bool = False) -> dict[str, Any]:
+    """The progress row of ``report``; ``claimed``: a claim inside a snapshot batch's transaction, whose report
+    (``{}`` here) the same transaction writes once the snapshot is (never seen so by a reader)."""
     return {
         "run_id": run_id,
         "host_name": report.host,
         "snapshot_id": report.snapshot_id,
-        "report": dump(report),
+        "report": {} if claimed else dump(report),
         "worker": worker[:80],
     }
 
@@ -148,11 +150,12 @@ async def run_job(
     def claim(conn: Connection, reports: list[Any]) -> set[int]:
         # The progress rows first: a host another worker already recorded for this run (a job retried
         # while its first worker, thought stalled, still ran) is not stored again.
-        new = _insert(conn, [_row(run_id, me, report) for report in reports])
+        # A claimed row's report is written with its snapshot (in_store, the same transaction): built once.
+        new = _insert(conn, [_row(run_id, me, report, claimed=True) for report in reports])
         return {i for i, report in enumerate(reports) if report.host in new}
 
     def in_store(conn: Connection, pairs: list[tuple[StoredSnapshot, Any]]) -> None:
-        if pairs:  # the claimed rows get their snapshot, in the same transaction
+        if pairs:  # the claimed rows get their snapshot and their report, in the same transaction
             conn.execute(
                 update(_TABLE)
                 .where(_TABLE.c.run_id == run_id, _TABLE.c.host_name == bindparam("b_host"))

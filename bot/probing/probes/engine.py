@@ -3,7 +3,6 @@ other framed commands (:func:`run_framed`) the same way."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 import uuid
@@ -14,7 +13,7 @@ from typing import Any
 
 from bot.foundation.db.base import utcnow
 from bot.foundation.errors import ProbeError
-from bot.foundation.masking import mask_secrets
+from bot.foundation.masking import mask_secrets, may_hold_secret
 from bot.foundation.sizes import BATCH_OUTPUT_CAP_BYTES
 from bot.probing.probes.frames import ProbeOutput, cap_words, frame_script, split_frames
 from bot.probing.probes.probe import ProbePlan
@@ -43,14 +42,19 @@ class ProbeResult:
     error: str | None = None
 
 
-def masked(outputs: dict[str, ProbeOutput]) -> dict[str, ProbeOutput]:
+def masked(outputs: dict[str, ProbeOutput], *, whole: str | None = None) -> dict[str, ProbeOutput]:
     """``outputs`` with every secret shape masked (:func:`~bot.foundation.masking.mask_secrets`): what
     a host printed (a process's command line, a unit's ExecStart or journal) is masked as it is read,
-    before it is parsed, stored or shown."""
-    return {
-        n: dataclasses.replace(o, stdout=mask_secrets(o.stdout), stderr=mask_secrets(o.stderr))
-        for n, o in outputs.items()
-    }
+    before it is parsed, stored or shown. ``whole``: the text the outputs were cut from; when it holds no
+    secret's shape (:func:`~bot.foundation.masking.may_hold_secret`, one scan) neither does any of them, and
+    ``outputs`` is returned as it is. An output with nothing masked is kept (the same object)."""
+    if whole is not None and not may_hold_secret(whole):
+        return outputs
+    out: dict[str, ProbeOutput] = {}
+    for n, o in outputs.items():
+        stdout, stderr = mask_secrets(o.stdout), mask_secrets(o.stderr)
+        out[n] = o if stdout is o.stdout and stderr is o.stderr else ProbeOutput(o.name, stdout, stderr, o.exit_status)
+    return out
 
 
 def _raw(outputs: dict[str, ProbeOutput]) -> dict[str, Any]:
@@ -79,7 +83,8 @@ async def run_probe(
     try:
         res = await runner.run(target, build_script(plan), timeout=timeout)
     except ProbeError as exc:
-        outputs = masked(split_frames(exc.partial_stdout, plan.marker)) if exc.partial_stdout else {}
+        partial = exc.partial_stdout
+        outputs = masked(split_frames(partial, plan.marker), whole=partial) if partial else {}
         # What arrived is parsed (the partial dump: the frames the host finished before the deadline);
         # the probes that did not finish are named, so the *unknown* says what is missing.
         left = unfinished(plan, outputs) if outputs else []
@@ -97,7 +102,7 @@ async def run_probe(
             "probe_failed",
             f"{target.name}: the probe failed unexpectedly ({type(exc).__name__}: {exc})",
         )
-    outputs = masked(split_frames(res.stdout, plan.marker))
+    outputs = masked(split_frames(res.stdout, plan.marker), whole=res.stdout)
     duration = ms()
     raw = _raw(outputs)
     if not outputs:
@@ -146,4 +151,4 @@ async def run_framed(
     Raises the runner's :class:`~bot.foundation.errors.ProbeError` subclasses."""
     marker = f"GPUBOT-{uuid.uuid4().hex}"
     res = await runner.run(target, framed_script(commands, marker, timeout), timeout=timeout + 10)
-    return masked(split_frames(res.stdout, marker))
+    return masked(split_frames(res.stdout, marker), whole=res.stdout)

@@ -40,6 +40,7 @@ Every value may be ``None``: not supported on this GPU, not known to this driver
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 HEALTH_FIELDS = (
@@ -106,6 +107,8 @@ class GpuHealth:
 
 _TRUE = {"yes", "active", "enabled"}
 _FALSE = {"no", "not active", "disabled"}
+_FLAGS = {**dict.fromkeys(_TRUE, True), **dict.fromkeys(_FALSE, False)}
+"""What :func:`_flag` reads, by the cell's stripped lower case (no placeholder is among them)."""
 
 
 def _placeholder(value: str) -> bool:
@@ -114,10 +117,9 @@ def _placeholder(value: str) -> bool:
 
 
 def _flag(value: str | None) -> bool | None:
-    if value is None or _placeholder(value):
-        return None
-    v = value.strip().lower()
-    return True if v in _TRUE else False if v in _FALSE else None
+    """``True``/``False`` for the words of :data:`_TRUE`/:data:`_FALSE` (any case, blanks around), else ``None``
+    (a placeholder, an empty cell, another word, no cell)."""
+    return None if value is None else _FLAGS.get(value.strip().lower())
 
 
 def _count(value: str | None) -> int | None:
@@ -129,24 +131,52 @@ def _count(value: str | None) -> int | None:
         return None
 
 
+_ANY_HEALTH_FIELD = frozenset(HEALTH_FIELDS) | frozenset(FIELD_FALLBACKS.values()) | frozenset(IF_KNOWN_FIELDS)
+
+
 def health_from_row(row: dict[str, str]) -> GpuHealth | None:
     """The health of one ``--query-gpu`` row (``{field name: cell text}``); ``None`` when the
     row holds none of the health fields (an old probe, or a driver that knows none of them)."""
-    names = set(HEALTH_FIELDS) | set(FIELD_FALLBACKS.values()) | set(IF_KNOWN_FIELDS)
-    if not names & row.keys():
+    if _ANY_HEALTH_FIELD.isdisjoint(row.keys()):
         return None
-    action = row.get("gpu_recovery_action")
-    slowdown = row.get("clocks_event_reasons.hw_slowdown", row.get("clocks_throttle_reasons.hw_slowdown"))
+    get = row.get
+    return _health_of_cells(
+        get("gpu_recovery_action"),
+        get("remapped_rows.pending"),
+        get("remapped_rows.failure"),
+        get("retired_pages.pending"),
+        get("ecc.errors.uncorrected.volatile.total"),
+        get("clocks_event_reasons.hw_slowdown", get("clocks_throttle_reasons.hw_slowdown")),
+        get("persistence_mode"),
+        get("reset_status.reset_required"),
+        get("reset_status.drain_and_reset_recommended"),
+    )
+
+
+@lru_cache(maxsize=256)
+def _health_of_cells(
+    action: str | None,
+    pending: str | None,
+    failure: str | None,
+    retired: str | None,
+    ecc: str | None,
+    slowdown: str | None,
+    persistence: str | None,
+    reset: str | None,
+    drain: str | None,
+) -> GpuHealth:
+    """:class:`GpuHealth` of a row's health cells (``None``: no such cell). Kept for the next rows that read the
+    same (a host's GPUs mostly do, and so do a fleet's): a frozen value, shared."""
     return GpuHealth(
         recovery_action=None if action is None or _placeholder(action) else action.strip(),
-        rows_pending=_flag(row.get("remapped_rows.pending")),
-        remap_failure=_flag(row.get("remapped_rows.failure")),
-        retired_pages_pending=_flag(row.get("retired_pages.pending")),
-        ecc_uncorrected_volatile=_count(row.get("ecc.errors.uncorrected.volatile.total")),
+        rows_pending=_flag(pending),
+        remap_failure=_flag(failure),
+        retired_pages_pending=_flag(retired),
+        ecc_uncorrected_volatile=_count(ecc),
         hw_slowdown=_flag(slowdown),
-        persistence_mode=_flag(row.get("persistence_mode")),
-        reset_required=_flag(row.get("reset_status.reset_required")),
-        drain_and_reset=_flag(row.get("reset_status.drain_and_reset_recommended")),
+        persistence_mode=_flag(persistence),
+        reset_required=_flag(reset),
+        drain_and_reset=_flag(drain),
     )
 
 

@@ -226,6 +226,8 @@ def placeholder(value: str) -> bool:
 
 
 def _int(value: str) -> int | None:
+    if len(value) < 16 and value.isascii() and value.isdigit():  # the common case: what int(float(...)) gives
+        return int(value)
     if placeholder(value):
         return None
     try:
@@ -284,10 +286,8 @@ def lost_gpus(stdout: str) -> list[LostGpu]:
 
 
 def _unreadable(row: dict[str, str]) -> dict[str, str]:
-    """The fields of ``row`` the driver answered with an error placeholder (not ``[N/A]``)."""
-    return {
-        k: v.strip() for k, v in row.items() if v.strip().startswith("[") and v.strip().lower() not in NOT_APPLICABLE
-    }
+    """The fields of ``row`` (its cells stripped) the driver answered with an error placeholder (not ``[N/A]``)."""
+    return {k: v for k, v in row.items() if v[:1] == "[" and v.lower() not in NOT_APPLICABLE}
 
 
 def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
@@ -302,14 +302,15 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
     gpus: list[Gpu] = []
     driver: str | None = None
     for line in stdout.splitlines():
-        if not line.strip() or _NO_HANDLE.match(line.strip()):
+        bare = line.strip()
+        if not bare or bare.startswith("Unable to ") and _NO_HANDLE.match(bare):
             continue
         if line.startswith("# fields:"):
-            fields = [f.strip() for f in line.split(":", 1)[1].split(",")]
+            fields = list(map(str.strip, line.split(":", 1)[1].split(",")))
             continue
         if line.startswith("# "):  # "# unsupported: ..." (bot.probing.probes.nvidia_smi_query)
             continue
-        cols = [c.strip() for c in line.split(",")]
+        cols = list(map(str.strip, line.split(",")))
         if len(cols) != len(fields):
             raise ValueError(f"expected {len(fields)} columns, got {len(cols)}: {line!r}")
         row = dict(zip(fields, cols, strict=True))
