@@ -52,7 +52,7 @@ def same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
+    return bool(a == b) or (isinstance(a, float) and a != a and b != b)  # NaN is itself here
 
 
 def captured_batches() -> list[tuple[str, Readings]]:
