@@ -103,7 +103,7 @@ def the_script() -> str:
     """gpubot's probe batch script for a host with the default settings."""
     from bot.flows.status.host import plan_for
     from bot.foundation.config import Settings
-    from bot.probing.probes.script import build_script
+    from bot.probing.probes.registry import build_script
 
     plan, _ = plan_for(Settings(_env_file=None), None)
     return build_script(plan)

@@ -37,8 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.flows.actions.model_gate import check_model  # noqa: E402
 from bot.probing.probes.engine import run_probe  # noqa: E402
 from bot.probing.probes.frames import frame_script  # noqa: E402
+from bot.probing.probes.probe import ProbePlan  # noqa: E402
 from bot.probing.probes.readings import Folder, FolderState, Gpu, GpuReport, HostContext, Readings  # noqa: E402
-from bot.probing.probes.script import ProbePlan, probe_commands  # noqa: E402
+from bot.probing.probes.registry import probe_commands  # noqa: E402
 from bot.probing.ssh.runner import SshRunner  # noqa: E402
 from bot.probing.ssh.target import HostTarget  # noqa: E402
 from tests.support import fakestate  # noqa: E402

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from bot.probing.probes.frames import split_frames
+from bot.probing.probes.probe import ProbePlan
 from bot.probing.probes.registry import parse_batch
-from bot.probing.probes.script import ProbePlan
 
 H200 = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "h200"
 

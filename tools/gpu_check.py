@@ -34,7 +34,7 @@ from bot.domain.readiness.verdict import Requirements, assess  # noqa: E402
 from bot.flows.actions.plan import ProcItem  # noqa: E402
 from bot.flows.actions.remote import kill_results, kill_script  # noqa: E402
 from bot.probing.probes.engine import run_probe  # noqa: E402
-from bot.probing.probes.script import ProbePlan  # noqa: E402
+from bot.probing.probes.probe import ProbePlan  # noqa: E402
 from bot.probing.ssh.runner import LocalRunner, SshRunner  # noqa: E402
 from bot.probing.ssh.target import HostTarget  # noqa: E402
 

@@ -98,7 +98,7 @@ async def test_a_batch_that_started_but_answered_nothing_in_time_is_unknown_not_
 
 async def test_a_slow_local_batch_keeps_the_frames_that_arrived():
     from bot.probing.probes.engine import run_probe
-    from bot.probing.probes.script import ProbePlan
+    from bot.probing.probes.probe import ProbePlan
     from bot.probing.ssh.runner import LocalRunner
 
     plan = ProbePlan(units=("vllm.service",))
@@ -118,7 +118,7 @@ async def test_a_slow_local_batch_keeps_the_frames_that_arrived():
 
 
 def _script_of(plan) -> str:
-    from bot.probing.probes.script import build_script
+    from bot.probing.probes.registry import build_script
 
     return build_script(plan)
 

@@ -27,8 +27,8 @@ from bot.domain.snapshots.service import StoreItem
 from bot.foundation.roles import Role
 from bot.probing.probes.engine import ProbeResult
 from bot.probing.probes.frames import frame_script, split_frames
+from bot.probing.probes.probe import ProbePlan
 from bot.probing.probes.registry import parse_batch
-from bot.probing.probes.script import ProbePlan
 from bot.probing.ssh.runner import left_line
 from tests.support.scripted import idle_h200
 

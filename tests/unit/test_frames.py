@@ -4,7 +4,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bot.probing.probes.frames import split_frames
-from bot.probing.probes.script import ProbePlan, build_script, probe_commands
+from bot.probing.probes.probe import ProbePlan
+from bot.probing.probes.registry import build_script, probe_commands
 
 M = "GPUBOT-abc"
 

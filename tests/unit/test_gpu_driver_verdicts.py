@@ -9,9 +9,10 @@ NVIDIA/NVSentinel#883 (fabric states), and the H200 captures in tests/fixtures/h
 
 from bot.domain.readiness.verdict import Requirements, Severity, Verdict, assess
 from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.nvidia_smi import GPU_FIELDS
+from bot.probing.probes.probe import ProbePlan
 from bot.probing.probes.readings import ProbeFailure
 from bot.probing.probes.registry import parse_batch
-from bot.probing.probes.script import GPU_FIELDS, ProbePlan
 from tests.support.scripted import idle_h200, out
 
 FIELDS = "# fields: " + ",".join((*GPU_FIELDS, "compute_mode")) + "\n"
@@ -304,7 +305,7 @@ def test_an_older_driver_without_the_fields_is_read_from_nvidia_smi_q():
     (the H200 capture's section, with the state an HGX host without its Fabric Manager shows)."""
     import subprocess
 
-    from bot.probing.probes.script import FABRIC_COMMAND
+    from bot.probing.probes.inventory import FABRIC_COMMAND
     from tests.fixtures_h200 import captured
 
     assert SMI_Q_AWK in FABRIC_COMMAND

@@ -217,7 +217,7 @@ async def test_the_nvml_probe_reads_health_through_the_library(monkeypatch, tmp_
     import sys
 
     from bot.probing.probes.engine import run_probe
-    from bot.probing.probes.script import ProbePlan
+    from bot.probing.probes.probe import ProbePlan
     from bot.probing.ssh.runner import LocalRunner
     from bot.probing.ssh.target import HostTarget
 
@@ -268,8 +268,8 @@ def test_whole_batches_on_the_real_h200_read_health_and_xid():
     """gpubot's own batch run on the H200 host (tests/fixtures/h200/batch_health_*.out): both backends read the same
     healthy GPU; as root the kernel log is read through dmesg; as a plain user it is "Xid not checked"."""
     from bot.probing.probes.frames import split_frames
+    from bot.probing.probes.probe import ProbePlan
     from bot.probing.probes.registry import parse_batch
-    from bot.probing.probes.script import ProbePlan
 
     def judged(name: str, backend: str):
         plan = ProbePlan(gpu_backend=backend, marker="GPUBOT-devcheck", units=("vllm.service",))

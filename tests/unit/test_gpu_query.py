@@ -9,10 +9,10 @@ import subprocess
 import pytest
 
 from bot.probing.probes.frames import ProbeOutput
+from bot.probing.probes.gpu_probe import gpu_query_command
 from bot.probing.probes.nvidia_smi import parse_gpu_report
 from bot.probing.probes.nvidia_smi_query import retry_query_command, unsupported_fields
 from bot.probing.probes.readings import ProbeFailure
-from bot.probing.probes.script import gpu_query_command
 from tests.fixtures_h200 import captured
 from tests.support import fakestate
 from tests.support.fakestate import FAKEHOST_DIR

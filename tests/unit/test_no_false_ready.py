@@ -4,7 +4,7 @@ must get (pure parsers and the ScriptedRunner twin: no sshd, no database)."""
 
 from bot.domain.readiness.verdict import Requirements, Verdict, assess
 from bot.probing.probes.engine import run_probe
-from bot.probing.probes.script import ProbePlan
+from bot.probing.probes.probe import ProbePlan
 from bot.probing.ssh.scripted import ScriptedRunner
 from bot.probing.ssh.target import HostTarget
 from tests.support.scripted import idle_h200, out, probe_batch
@@ -118,8 +118,8 @@ async def test_nvml_mig_instance_whose_processes_were_refused_is_unknown(monkeyp
 
 # --- nvidia-smi: a MIG mode the driver could not read --------------------------------------------------
 def _smi_verdict(rows: str) -> tuple[str, list[str]]:
+    from bot.probing.probes.nvidia_smi import GPU_FIELDS
     from bot.probing.probes.registry import parse_batch
-    from bot.probing.probes.script import GPU_FIELDS
 
     outputs = idle_h200() | {"gpus": out("# fields: " + ",".join(GPU_FIELDS) + "\n" + rows)}
     a = assess(parse_batch(ProbePlan(), outputs), Requirements())
@@ -170,8 +170,8 @@ async def test_inventory_witnesses_that_timed_out_are_named_not_silently_skipped
 def test_gpu_fenced_with_compute_mode_prohibited_is_not_ready():
     """An admin ran `nvidia-smi -i 0 -c PROHIBITED` to keep jobs off the GPU: idle, no process, 0 MiB,
     and yet no CUDA context can be created there."""
+    from bot.probing.probes.nvidia_smi import GPU_FIELDS
     from bot.probing.probes.registry import parse_batch
-    from bot.probing.probes.script import GPU_FIELDS
 
     def verdict(mode: str):
         rows = _h200_row("Disabled").rstrip("\n") + f", {mode}\n"
@@ -186,7 +186,7 @@ def test_gpu_fenced_with_compute_mode_prohibited_is_not_ready():
 
 
 def test_the_gpu_probe_asks_for_the_compute_mode():
-    from bot.probing.probes.script import OPTIONAL_GPU_FIELDS, gpu_query_command
+    from bot.probing.probes.gpu_probe import OPTIONAL_GPU_FIELDS, gpu_query_command
 
     assert "compute_mode" in gpu_query_command() and "compute_mode" in OPTIONAL_GPU_FIELDS
 

@@ -40,7 +40,7 @@ async def test_nvml_probe_script_reads_v2_through_the_library(monkeypatch):
     import sys
 
     from bot.probing.probes.engine import run_probe
-    from bot.probing.probes.script import ProbePlan
+    from bot.probing.probes.probe import ProbePlan
     from bot.probing.ssh.runner import LocalRunner
     from bot.probing.ssh.target import HostTarget
 

@@ -11,9 +11,9 @@ import dataclasses
 from bot.domain.readiness.verdict import Requirements, Verdict, assess
 from bot.foundation.sizes import BATCH_OUTPUT_CAP_BYTES, MIB, OUTPUT_CAP_BYTES
 from bot.probing.probes.frames import frame_script, split_frames
+from bot.probing.probes.probe import ProbePlan
 from bot.probing.probes.readings import ProbeFailure
 from bot.probing.probes.registry import parse_batch
-from bot.probing.probes.script import ProbePlan
 from bot.probing.ssh.runner import LocalRunner
 from bot.probing.ssh.target import HostTarget
 from tests.support.scripted import idle_h200

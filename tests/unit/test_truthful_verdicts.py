@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 from bot.domain.readiness.verdict import KnownGpu, Requirements, Verdict, assess
 from bot.probing.probes.frames import ProbeOutput, frame_script, split_frames
 from bot.probing.probes.inventory import parse_witnesses
+from bot.probing.probes.nvidia_smi import GPU_FIELDS
 from bot.probing.probes.nvml import parse_nvml
 from bot.probing.probes.owners import owner_from_cgroup, parse_owners
+from bot.probing.probes.probe import ProbePlan
 from bot.probing.probes.readings import (
     Disk,
     Gpu,
@@ -31,7 +33,6 @@ from bot.probing.probes.readings import (
     Witnesses,
 )
 from bot.probing.probes.registry import parse_batch
-from bot.probing.probes.script import GPU_FIELDS, ProbePlan
 from bot.probing.probes.system import parse_df
 from tests.fixtures_h200 import captured
 

@@ -39,7 +39,7 @@ from bot.foundation.errors import DatabaseUnavailable, GpubotError, ProbeSetting
 from bot.foundation.lifecycle import resume
 from bot.foundation.names import endpoint
 from bot.probing.probes.engine import ProbeResult, run_probe
-from bot.probing.probes.script import ProbePlan
+from bot.probing.probes.probe import ProbePlan
 from bot.probing.ssh.target import HostTarget
 
 log = logging.getLogger("gpubot.status")

@@ -1,6 +1,6 @@
 """Framing of remote batches: building the one script that runs several commands, and cutting its output.
 
-Probe batches (:mod:`bot.probing.probes.script`) and action steps (:mod:`bot.flows.actions.remote`) both use
+Probe batches (:mod:`bot.probing.probes.registry`) and action steps (:mod:`bot.flows.actions.remote`) both use
 :func:`frame_script` and :func:`split_frames`; nothing else knows the format. For every command
 NAME the script prints::
 
