@@ -9,8 +9,7 @@ import subprocess
 import pytest
 
 from bot.probing.probes.frames import ProbeOutput
-from bot.probing.probes.gpu_probe import gpu_query_command
-from bot.probing.probes.nvidia_smi import parse_gpu_report
+from bot.probing.probes.nvidia_smi import gpu_query_command, parse_gpu_report
 from bot.probing.probes.nvidia_smi_query import retry_query_command, unsupported_fields
 from bot.probing.probes.readings import ProbeFailure
 from tests.fixtures_h200 import captured

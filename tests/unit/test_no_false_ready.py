@@ -186,7 +186,7 @@ def test_gpu_fenced_with_compute_mode_prohibited_is_not_ready():
 
 
 def test_the_gpu_probe_asks_for_the_compute_mode():
-    from bot.probing.probes.gpu_probe import OPTIONAL_GPU_FIELDS, gpu_query_command
+    from bot.probing.probes.nvidia_smi import OPTIONAL_GPU_FIELDS, gpu_query_command
 
     assert "compute_mode" in gpu_query_command() and "compute_mode" in OPTIONAL_GPU_FIELDS
 

@@ -19,8 +19,7 @@ from bot.domain.privilege.sudoers import delete_argv, helper_shared, sudo_line, 
 from bot.flows.actions.exits import StepExit
 from bot.flows.actions.plan import PathItem, ProcItem
 from bot.probing.probes.frames import ProbeOutput
-from bot.probing.probes.gpu_probe import APPS_COMMAND, gpu_query_command
-from bot.probing.probes.nvidia_smi import parse_gpu_report
+from bot.probing.probes.nvidia_smi import APPS_COMMAND, gpu_query_command, parse_gpu_report
 from bot.probing.probes.nvml import nvml_command, parse_nvml
 from bot.probing.probes.readings import GpuReport
 

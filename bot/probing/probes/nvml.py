@@ -21,8 +21,14 @@ from typing import Any
 from bot.foundation.sizes import MIB
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.gpu_health import health_from_nvml
-from bot.probing.probes.gpu_probe import truncated_report
-from bot.probing.probes.nvidia_smi import UNNAMED, driver_failure, kernel_bus_id, placeholder, wedged_words
+from bot.probing.probes.nvidia_smi import (
+    UNNAMED,
+    driver_failure,
+    kernel_bus_id,
+    placeholder,
+    truncated_report,
+    wedged_words,
+)
 from bot.probing.probes.probe import LOST, Frame, Probe, ProbePlan
 from bot.probing.probes.readings import Gpu, GpuProcess, GpuReport, MigDevice, ProbeFailure
 

@@ -17,9 +17,9 @@ from dataclasses import replace
 from typing import Any
 
 from bot.probing.probes.frames import ProbeOutput, frame_script
-from bot.probing.probes.gpu_probe import NvidiaSmiProbe
 from bot.probing.probes.inventory import FabricProbe, InventoryProbe
 from bot.probing.probes.kernel_log import KernelLogProbe
+from bot.probing.probes.nvidia_smi import NvidiaSmiProbe
 from bot.probing.probes.nvml import NvmlProbe
 from bot.probing.probes.owners import OwnersProbe
 from bot.probing.probes.probe import TRUNCATED, Probe, ProbePlan
