@@ -21,8 +21,8 @@ from bot.flows.status.host import check_host
 from bot.flows.status.paths import WIDEN, Place, check_status_paths, status_places
 from bot.foundation.config import ProbeSettings
 from bot.foundation.errors import UsageError
+from bot.probing.probes.folders import OUTSIDE
 from bot.probing.probes.readings import FolderState
-from bot.probing.probes.system import OUTSIDE
 from bot.probing.ssh.scripted import ScriptedRunner
 from tests.slack_env import start_bot
 from tests.support.scripted import idle_h200, probe_batch

@@ -305,7 +305,7 @@ def test_an_older_driver_without_the_fields_is_read_from_nvidia_smi_q():
     (the H200 capture's section, with the state an HGX host without its Fabric Manager shows)."""
     import subprocess
 
-    from bot.probing.probes.inventory import FABRIC_COMMAND
+    from bot.probing.probes.fabric import FABRIC_COMMAND
     from tests.fixtures_h200 import captured
 
     assert SMI_Q_AWK in FABRIC_COMMAND

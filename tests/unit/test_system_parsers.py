@@ -2,9 +2,11 @@
 
 import subprocess
 
+from bot.probing.probes.disks import parse_df
+from bot.probing.probes.folders import parse_du
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.readings import FolderState
-from bot.probing.probes.system import parse_df, parse_du, parse_unit
+from bot.probing.probes.units import parse_unit
 from tests.fixtures_h200 import captured
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.domain.readiness.verdict import KnownGpu, Requirements, Verdict, assess
+from bot.probing.probes.disks import parse_df
 from bot.probing.probes.frames import ProbeOutput, frame_script, split_frames
 from bot.probing.probes.inventory import parse_witnesses
 from bot.probing.probes.nvidia_smi import GPU_FIELDS
@@ -33,7 +34,6 @@ from bot.probing.probes.readings import (
     Witnesses,
 )
 from bot.probing.probes.registry import parse_batch
-from bot.probing.probes.system import parse_df
 from tests.fixtures_h200 import captured
 
 FIELDS = "# fields: " + ",".join(GPU_FIELDS) + "\n"

@@ -27,7 +27,7 @@ from bot.domain.readiness.driver_log import driver_log_findings
 from bot.domain.readiness.fabric import fabric_findings
 from bot.domain.readiness.gpu_health import health_findings
 from bot.foundation.sizes import human_bytes, human_mib
-from bot.probing.probes.inventory import FABRIC_UNIT
+from bot.probing.probes.fabric import FABRIC_UNIT
 from bot.probing.probes.readings import Gpu, GpuProcess, ProbeFailure, Readings
 
 

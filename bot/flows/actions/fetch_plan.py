@@ -23,10 +23,10 @@ from bot.flows.actions.policy import allowed_roots, configured_units
 from bot.flows.services import Services
 from bot.foundation.errors import NotConfigured, PlanRefused, ProbeError
 from bot.foundation.sizes import human_bytes
+from bot.probing.probes.disks import parse_df
 from bot.probing.probes.engine import run_framed
 from bot.probing.probes.readings import FolderState
 from bot.probing.probes.servers import served_model
-from bot.probing.probes.system import parse_df
 from bot.probing.ssh.target import HostTarget
 
 INSTALL = "`pip install huggingface_hub` (vLLM hosts have it already)"

@@ -26,10 +26,10 @@ import shlex
 from dataclasses import dataclass, field
 
 from bot.foundation.sizes import human_bytes, human_mib
+from bot.probing.probes.disks import parse_df
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.readings import Disk, Gpu
 from bot.probing.probes.servers import ServedModel, exec_argv
-from bot.probing.probes.system import parse_df
 
 q = shlex.quote
 HEX = "od -An -v -tx1 | tr -d ' \\n'"

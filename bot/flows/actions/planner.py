@@ -49,10 +49,11 @@ from bot.foundation.errors import NotConfigured, PlanRefused, ProbeError, UsageE
 from bot.foundation.masking import mask_secrets
 from bot.foundation.names import validate_path
 from bot.foundation.sizes import human_bytes
+from bot.probing.probes.disks import parse_df
 from bot.probing.probes.engine import run_framed
+from bot.probing.probes.folders import parse_du
 from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.readings import FolderState, GpuProcess, ProcessOwner
-from bot.probing.probes.system import parse_df, parse_du
 from bot.probing.ssh.target import HostTarget
 
 

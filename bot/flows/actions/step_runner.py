@@ -38,10 +38,10 @@ from bot.foundation.errors import ProbeError
 from bot.foundation.masking import mask_secrets
 from bot.foundation.sizes import human_bytes
 from bot.probing.probes.answer import AnswerVerdict
+from bot.probing.probes.disks import parse_df
 from bot.probing.probes.engine import run_framed
 from bot.probing.probes.frames import ExitCode
 from bot.probing.probes.readings import GpuReport, HostContext, Readings
-from bot.probing.probes.system import parse_df
 from bot.probing.ssh.runner import Runner
 from bot.probing.ssh.target import HostTarget
 

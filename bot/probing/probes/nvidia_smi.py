@@ -458,7 +458,7 @@ FABRIC_FIELDS = ("fabric.state", "fabric.status")
 """The GPU's NVLink fabric registration (``nvidia-smi --help-query-gpu``): ``fabric.state`` is
 ``Not Started``, ``In Progress`` or ``Completed`` on an NVSwitch system (``[N/A]`` elsewhere),
 ``fabric.status`` is ``Success`` or an error once it completed. Drivers before them refuse the
-fields, and the probe drops them (then :data:`bot.probing.probes.inventory.FABRIC_COMMAND` reads ``nvidia-smi -q``)."""
+fields, and the probe drops them (then :data:`bot.probing.probes.fabric.FABRIC_COMMAND` reads ``nvidia-smi -q``)."""
 
 OPTIONAL_GPU_FIELDS = ("memory.reserved", *HEALTH_FIELDS, *FENCE_FIELDS, *FABRIC_FIELDS)
 """Fields the GPU probe asks for after :data:`~bot.probing.probes.nvidia_smi.GPU_FIELDS` or drops where the driver

@@ -109,3 +109,8 @@ class Probe(ABC):
         A frame missing from ``outputs`` (the batch was cut short) reads as unknown, never as
         clean. Outputs the host truncated arrive already failed (see :func:`bot.probing.probes.registry.parse_batch`).
         Never raises."""
+
+
+def stderr_line(out: ProbeOutput) -> str:
+    lines = [ln.strip() for ln in out.stderr.splitlines() if ln.strip()]
+    return lines[0] if lines else f"exit status {out.exit_status}"

@@ -226,7 +226,7 @@ class Witnesses:
 
 @dataclass(frozen=True)
 class FabricReport:
-    """The NVSwitch fabric of a host whose PCI scan found NVSwitches (``bot.probing.probes.inventory.parse_fabric``).
+    """The NVSwitch fabric of a host whose PCI scan found NVSwitches (``bot.probing.probes.fabric.parse_fabric``).
 
     ``manager`` is ``nvidia-fabricmanager.service`` as ``systemctl show`` read it (``None``: not read,
     ``manager.error`` says why when systemctl failed); ``gpu_states`` maps a GPU's bus id (kernel form)

@@ -16,8 +16,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from bot.probing.probes.context import ContextProbe
+from bot.probing.probes.disks import DisksProbe
+from bot.probing.probes.fabric import FabricProbe
+from bot.probing.probes.folders import FoldersProbe
 from bot.probing.probes.frames import ProbeOutput, frame_script
-from bot.probing.probes.inventory import FabricProbe, InventoryProbe
+from bot.probing.probes.hf_cache import HfCacheProbe
+from bot.probing.probes.inventory import InventoryProbe
 from bot.probing.probes.kernel_log import KernelLogProbe
 from bot.probing.probes.nvidia_smi import NvidiaSmiProbe
 from bot.probing.probes.nvml import NvmlProbe
@@ -25,7 +30,7 @@ from bot.probing.probes.owners import OwnersProbe
 from bot.probing.probes.probe import TRUNCATED, Probe, ProbePlan
 from bot.probing.probes.readings import Readings
 from bot.probing.probes.serving import ServingProbe
-from bot.probing.probes.system import ContextProbe, DisksProbe, FoldersProbe, HfCacheProbe, UnitsProbe
+from bot.probing.probes.units import UnitsProbe
 
 PROBES: tuple[Probe, ...] = (
     NvmlProbe(),
