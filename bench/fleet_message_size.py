@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length, fleet_blocks  # noqa: E402
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length  # noqa: E402
+from bot.slack.status.blocks import fleet_blocks  # noqa: E402
 from bot.words.render.status_view import fleet_view  # noqa: E402
 from tests.unit.test_fleet_blocks import report  # noqa: E402
 

@@ -1,4 +1,5 @@
-"""Block Kit messages, built with ``slack_sdk.models.blocks`` and returned as dicts.
+"""What every feature's Block Kit shares (escaping, limits, text, errors, the full text of shortened lines),
+built with ``slack_sdk.models.blocks`` and returned as dicts; each feature's cards are in its ``blocks.py``.
 
 Limits (https://api.slack.com/reference/block-kit/blocks): 50 blocks per message, 3000
 characters per section text, 150 per header. Long sections are cut with a "… N more" line.
@@ -11,22 +12,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from slack_sdk.models.blocks import (
-    ActionsBlock,
     Block,
-    ButtonElement,
-    ConfirmObject,
-    ContextBlock,
-    DividerBlock,
-    HeaderBlock,
     MarkdownTextObject,
     SectionBlock,
 )
 
-from bot.domain.readiness.verdict import Verdict
-from bot.domain.readiness.words import VERDICT_WORDS
-from bot.slack.ids import ActionId
 from bot.words.render.shorten import shorten_middle, split_at_clauses
-from bot.words.render.status_view import VERDICT_EMOJI, FleetView, StatusView
 
 SECTION_LIMIT = 3000
 HEADER_LIMIT = 150
@@ -67,34 +58,8 @@ def fit_lines(lines: list[str], limit: int = SECTION_LIMIT) -> str:
     return "\n".join(out)
 
 
-def _dicts(blocks: list[Block]) -> list[dict[str, Any]]:
+def as_dicts(blocks: list[Block]) -> list[dict[str, Any]]:
     return [b.to_dict() for b in blocks]
-
-
-def status_blocks(view: StatusView) -> list[dict[str, Any]]:
-    """The status message: header with the verdict, reasons, one section per reading group."""
-    head = f"{view.headline}"[:HEADER_LIMIT]
-    blocks: list[Block] = [HeaderBlock(text=head)]
-    emoji = VERDICT_EMOJI[view.verdict]
-    reasons = [f"• {escape(r)}" for r in view.reasons] or ["• every check passed"]
-    blocks.append(
-        SectionBlock(
-            text=MarkdownTextObject(
-                text=fit_lines([f"{emoji} *{escape(view.words or VERDICT_WORDS[view.verdict])}*", *reasons])
-            )
-        )
-    )
-    blocks.append(DividerBlock())
-    for sec in view.sections:
-        body = fit_lines([f"*{escape(sec.title)}*", *(escape(x) for x in sec.lines)])
-        blocks.append(SectionBlock(text=MarkdownTextObject(text=body)))
-    blocks.append(ContextBlock(elements=[MarkdownTextObject(text=escape(view.context)[:SECTION_LIMIT])]))
-    return _dicts(blocks)
-
-
-def probing_blocks(host: str) -> list[dict[str, Any]]:
-    """The placeholder posted while a probe runs."""
-    return _dicts([SectionBlock(text=MarkdownTextObject(text=f":hourglass_flowing_sand: probing *{escape(host)}*…"))])
 
 
 ERROR_SECTIONS = 3
@@ -119,7 +84,7 @@ def error_blocks(message: str, error_id: str | None = None) -> list[dict[str, An
         pieces[-1] += "\n_… the rest is longer than a Slack message holds._"
     if error_id:
         pieces[-1] += f"\n_error id `{error_id}`_"
-    return _dicts([SectionBlock(text=MarkdownTextObject(text=p)) for p in pieces])
+    return as_dicts([SectionBlock(text=MarkdownTextObject(text=p)) for p in pieces])
 
 
 def long_lines(lines: Iterable[str]) -> list[str]:
@@ -144,7 +109,7 @@ def full_text_blocks(lines: list[str]) -> list[dict[str, Any]]:
             pieces.append(text[:cut])
             text = text[cut:]
         pieces.append(text)
-    return _dicts(pack_sections(pieces)[:MAX_BLOCKS])
+    return as_dicts(pack_sections(pieces)[:MAX_BLOCKS])
 
 
 MAX_BLOCKS = 50
@@ -159,9 +124,6 @@ MESSAGE_TEXT_BUDGET = 10_000
 TOO_LONG = frozenset({"msg_blocks_too_long", "msg_too_long", "invalid_blocks"})
 """Slack's errors for a message it refuses for its size: retried smaller."""
 
-_NOTE_ROOM = 120
-"""Characters kept for the note that points to the thread."""
-
 
 def block_text_length(blocks: Any) -> int:
     """Characters of text in ``blocks`` (every string under a ``text`` key), all blocks together:
@@ -173,94 +135,12 @@ def block_text_length(blocks: Any) -> int:
     return 0
 
 
-def _fitting(lines: list[str], budget: int) -> list[str]:
-    """The first of ``lines`` (as :func:`pack_sections` cuts them) whose text fits in ``budget``."""
-    out: list[str] = []
-    used = 0
-    for line in lines:
-        size = len(line[: SECTION_LIMIT - 10]) + 1
-        if used + size > budget:
-            break
-        out.append(line)
-        used += size
-    return out
-
-
-def fleet_blocks(
-    view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET
-) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
-    """``(message blocks, thread messages)`` for a fleet summary.
-
-    When every host's line fits in one message (``budget`` characters of text, 50 blocks), that is
-    the message. Otherwise the message keeps the headline, the counts, the problem hosts that fit
-    in ``budget`` (problems first, as ``view.lines`` orders them) and a note saying how many more
-    are in the thread; every host's line goes to the thread, in messages of at most ``budget``
-    characters each (:func:`fleet_thread_blocks`). ``budget`` 0 gives the smallest message:
-    headline, counts and the note (the last retry when Slack refuses a larger one).
-    """
-    head: list[Block] = [
-        HeaderBlock(text=view.headline[:HEADER_LIMIT]),
-        SectionBlock(text=MarkdownTextObject(text=escape(view.counts))),
-    ]
-    if view.note:  # a shutdown cut the fan-out short: which hosts, and how to probe them again
-        head.append(SectionBlock(text=MarkdownTextObject(text=f":warning: {escape(view.note)}")))
-    head_size = len(view.headline[:HEADER_LIMIT]) + len(escape(view.counts)) + len(escape(view.note))
-    lines = [f"{VERDICT_EMOJI[v]} {escape(text)}" for v, text in view.lines]
-    sections = pack_sections(lines)
-    room = MAX_BLOCKS - len(head) - 2
-    if budget and len(sections) <= room and len(_fitting(lines, budget - head_size)) == len(lines):
-        return _dicts([*head, DividerBlock(), *sections]), []
-    problems = [f"{VERDICT_EMOJI[v]} {escape(t)}" for v, t in view.lines if v not in (Verdict.READY, Verdict.SERVING)]
-    groups = _packed(_fitting(problems, max(0, budget - head_size - _NOTE_ROOM)))[: room - 1]
-    shown_sections = [SectionBlock(text=MarkdownTextObject(text="\n".join(g))) for g in groups]
-    more = len(problems) - sum(len(g) for g in groups)
-    if more:
-        hosts = (
-            f"{more:,} more host{'s' if more != 1 else ''} with a problem"
-            if groups
-            else f"{more:,} host{'s' if more != 1 else ''} with a problem"
-        )
-        note = f"_{hosts}, and every host with details, in the thread._"
-    else:
-        note = "_Every host, with details, is in the thread._"
-    return (
-        _dicts([*head, DividerBlock(), *shown_sections, SectionBlock(text=MarkdownTextObject(text=note))]),
-        fleet_thread_blocks(view, budget=budget or MESSAGE_TEXT_BUDGET),
-    )
-
-
-def fleet_thread_blocks(view: FleetView, *, budget: int = MESSAGE_TEXT_BUDGET) -> list[list[dict[str, Any]]]:
-    """Every host's line of ``view``, as thread messages (:func:`fleet_thread_message`) of at most
-    ``budget`` characters of text each."""
-    out: list[list[dict[str, Any]]] = []
-    start = 0
-    while start < len(view.lines):
-        blocks, start = fleet_thread_message(view, start=start, budget=budget)
-        out.append(blocks)
-    return out
-
-
-def fleet_thread_message(
-    view: FleetView, *, start: int, budget: int = MESSAGE_TEXT_BUDGET
-) -> tuple[list[dict[str, Any]], int]:
-    """``(blocks, end)``: one thread message holding ``view.lines[start:end]``, as many as fit in
-    ``budget`` characters of text and 45 sections (at least one), under a first line saying which
-    hosts it holds (``*all hosts: 1000 hosts* 1-143 of 1,000``)."""
-    lines = [f"{VERDICT_EMOJI[v]} {escape(text)}" for v, text in view.lines[start:]]
-    title = escape(view.headline[:HEADER_LIMIT])
-    label_room = len(title) + 40
-    groups = _packed(_fitting(lines, max(budget - label_room, 1)) or lines[:1])[:45]
-    end = start + sum(len(g) for g in groups)
-    label = SectionBlock(text=MarkdownTextObject(text=f"*{title}* {start + 1:,}-{end:,} of {len(view.lines):,}"))
-    return _dicts([label, *(SectionBlock(text=MarkdownTextObject(text="\n".join(g))) for g in groups)]), end
-
-
 def pack_sections(lines: list[str]) -> list[Block]:
     """Lines packed into mrkdwn sections of at most 3,000 characters (a longer line is cut)."""
-    return [SectionBlock(text=MarkdownTextObject(text="\n".join(group))) for group in _packed(lines)]
+    return [SectionBlock(text=MarkdownTextObject(text="\n".join(group))) for group in packed_lines(lines)]
 
 
-def _packed(lines: list[str]) -> list[list[str]]:
+def packed_lines(lines: list[str]) -> list[list[str]]:
     """:func:`pack_sections`' grouping: the lines (cut to a section) of each section."""
     out: list[list[str]] = []
     chunk: list[str] = []
@@ -277,58 +157,6 @@ def _packed(lines: list[str]) -> list[list[str]]:
     return out
 
 
-def progress_blocks(view: FleetView) -> list[dict[str, Any]]:
-    """While a fleet probe runs: the counts so far."""
-    return _dicts(
-        [
-            SectionBlock(
-                text=MarkdownTextObject(
-                    text=f":hourglass_flowing_sand: *{escape(view.headline)}*\n{escape(view.counts)}"
-                )
-            )
-        ]
-    )
-
-
 def text_blocks(text: str) -> list[dict[str, Any]]:
     """Plain mrkdwn text as sections (split to stay within limits)."""
-    return _dicts(pack_sections(text.splitlines() or [" "])[:MAX_BLOCKS])
-
-
-def trust_card_blocks(host: str, address: str, fingerprint: str, key_type: str, state: str) -> list[dict[str, Any]]:
-    """Ask an admin to confirm a host key fingerprint before it is recorded (never silent TOFU).
-
-    ``state``: "new" (not in known_hosts) or "changed" (a different key is recorded)."""
-    warn = (
-        ":rotating_light: The recorded key *differs*: accept only if the host was reinstalled.\n"
-        if state == "changed"
-        else ""
-    )
-    text = (
-        f"{warn}*{escape(host)}* ({escape(address)}) offers this {escape(key_type)} host "
-        f"key:\n`{escape(fingerprint)}`\n"
-        "Compare it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` on the host itself."
-    )
-    value = f"{host}|{fingerprint}"
-    return _dicts(
-        [
-            SectionBlock(text=MarkdownTextObject(text=text)),
-            ActionsBlock(
-                elements=[
-                    ButtonElement(
-                        text="Trust this key",
-                        action_id=ActionId.TRUST_HOST_KEY.value,
-                        value=value,
-                        style="primary",
-                        confirm=ConfirmObject(
-                            title="Trust host key?",
-                            text=f"Record {fingerprint[:200]} for {host[:40]}?",
-                            confirm="Trust",
-                            deny="Cancel",
-                        ),
-                    ),
-                    ButtonElement(text="Cancel", action_id=ActionId.TRUST_CANCEL.value, value=host),
-                ]
-            ),
-        ]
-    )
+    return as_dicts(pack_sections(text.splitlines() or [" "])[:MAX_BLOCKS])

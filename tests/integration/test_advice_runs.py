@@ -38,8 +38,8 @@ from bot.probing.probes.readings import (
 from bot.probing.ssh.scripted import ScriptedRunner
 from bot.probing.ssh.target import HostTarget, RunResult
 from bot.slack.actions.blocks import card_blocks
-from bot.slack.blocks import status_blocks
 from bot.slack.routes import command_grammar
+from bot.slack.status.blocks import status_blocks
 from bot.words.render.status_view import status_view
 from bot.words.render.text import status_text
 from tests.support.blockkit import blocks_text

@@ -15,7 +15,7 @@ from bot.flows.actions import flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.flows.status.fleet import check_fleet
 from bot.flows.status.host import check_host
-from bot.slack.blocks import fleet_blocks, status_blocks
+from bot.slack.status.blocks import fleet_blocks, status_blocks
 from bot.words.render.history_view import history_view
 from bot.words.render.status_view import fleet_view, status_view
 from bot.words.render.text import status_text

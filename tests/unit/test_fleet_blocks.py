@@ -8,7 +8,8 @@ import pytest
 from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict, unreachable
 from bot.probing.probes.readings import Disk, Gpu, GpuProcess, GpuReport, HostContext, Readings
-from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length, fleet_blocks
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET, block_text_length
+from bot.slack.status.blocks import fleet_blocks
 from bot.words.render.status_view import fleet_view
 from tests.support.blockkit import blocks_text, validate_message
 

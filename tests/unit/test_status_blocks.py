@@ -15,7 +15,7 @@ from bot.probing.probes.readings import (
     Readings,
     Unit,
 )
-from bot.slack.blocks import status_blocks
+from bot.slack.status.blocks import status_blocks
 from bot.words.render.status_view import status_view
 from bot.words.render.text import status_text
 from tests.support.blockkit import blocks_text, validate_message

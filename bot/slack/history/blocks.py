@@ -27,9 +27,9 @@ from bot.slack.blocks import (
     SECTION_LIMIT,
     block_text_length,
     escape,
-    fleet_blocks,
     pack_sections,
 )
+from bot.slack.status.blocks import fleet_blocks
 from bot.words.render.history_view import HistoryView, diff_headline
 from bot.words.render.status_view import FleetView, fleet_view
 
@@ -113,7 +113,7 @@ def report_blocks(
 ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
     """``(message blocks, thread messages)``; both within Block Kit limits for any fleet size.
     ``budget``: characters of text for the hosts and changes in the message (as
-    :func:`~bot.slack.blocks.fleet_blocks`; 0 puts every host and change in the thread), the
+    :func:`~bot.slack.status.blocks.fleet_blocks`; 0 puts every host and change in the thread), the
     smaller retries when Slack refuses a message as too long."""
     view = fleet_view(report.title, report.fleet.reports)
     causes = not_ready_counts(r.assessment for r in report.fleet.reports).line()

@@ -17,8 +17,9 @@ from bot.flows.services import Services
 from bot.foundation.errors import PermissionDenied
 from bot.foundation.names import endpoint
 from bot.foundation.roles import Role
-from bot.slack.blocks import escape, text_blocks, trust_card_blocks
+from bot.slack.blocks import escape, text_blocks
 from bot.slack.context import CommandContext
+from bot.slack.hosts.blocks import trust_card_blocks
 from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
 from bot.slack.router import Router

@@ -16,18 +16,10 @@ from bot.flows.status.host import check_host
 from bot.flows.status.paths import check_status_paths, status_places
 from bot.flows.watches import service as watches
 from bot.foundation.errors import DatabaseUnavailable, ProgressLost, UsageError
-from bot.slack.blocks import (
-    MESSAGE_TEXT_BUDGET,
-    escape_keeping_mentions,
-    fleet_blocks,
-    fleet_thread_message,
-    probing_blocks,
-    progress_blocks,
-    status_blocks,
-    text_blocks,
-)
+from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape_keeping_mentions, text_blocks
 from bot.slack.context import CommandContext, MessageRef, too_long
 from bot.slack.router import Router
+from bot.slack.status.blocks import fleet_blocks, fleet_thread_message, probing_blocks, progress_blocks, status_blocks
 from bot.words.commands.status import STATUS, StatusCommand
 from bot.words.render.status_view import FleetView, fleet_view, progress_lost_view, status_view
 from bot.words.render.watch_view import silenced_note
