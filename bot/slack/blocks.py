@@ -121,9 +121,6 @@ MESSAGE_TEXT_BUDGET = 10_000
 12,000-13,300 characters in all (``msg_blocks_too_long``; slackapi/bolt-js#2509 measured 13,297,
 #2867 saw 11,341 of ``rich_text`` refused); a 1,000-host summary was 69,016."""
 
-TOO_LONG = frozenset({"msg_blocks_too_long", "msg_too_long", "invalid_blocks"})
-"""Slack's errors for a message it refuses for its size: retried smaller."""
-
 
 def block_text_length(blocks: Any) -> int:
     """Characters of text in ``blocks`` (every string under a ``text`` key), all blocks together:

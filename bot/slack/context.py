@@ -23,7 +23,8 @@ from bot.domain.hosts import service as hosts
 from bot.flows.services import Services
 from bot.flows.status.host import Resolved
 from bot.foundation.roles import Role
-from bot.slack.blocks import FULL_TEXT_TITLE, TOO_LONG, full_text_blocks, long_lines
+from bot.slack.blocks import FULL_TEXT_TITLE, full_text_blocks, long_lines
+from bot.slack.fitting import send_fitting, too_long
 from bot.words.commands.grammar import Grammar
 
 log = logging.getLogger("gpubot.slack")
@@ -118,22 +119,15 @@ class CommandContext:
         return ref
 
     async def update_fitting(self, ref: MessageRef, text: str, candidates: list[list[dict[str, Any]]]) -> int:
-        """:meth:`update` with the first of ``candidates`` (largest first) that Slack accepts: a
-        refusal for size (:data:`~bot.slack.blocks.TOO_LONG`) tries the next, smaller one. Returns
-        the index of the one taken; raises the last refusal, or any other error at once."""
-        for i, blocks in enumerate(candidates):
-            try:
-                await self.update(ref, text, blocks)
-                return i
-            except SlackApiError as exc:
-                if not too_long(exc) or i == len(candidates) - 1:
-                    raise
-                log.warning(
-                    "Slack refused a message of %d blocks as too long (%s); sending a smaller one",
-                    len(blocks),
-                    exc.response.get("error"),
-                )
-        raise ValueError("no candidate message")
+        """:meth:`update` with the first of ``candidates`` (largest first) that Slack accepts
+        (:func:`~bot.slack.fitting.send_fitting`). Returns the index of the one taken; raises the last
+        refusal, or any other error at once."""
+        (taken, _), _ = await send_fitting(
+            lambda shape: self.update(ref, text, shape[1]),
+            enumerate(candidates),
+            said=lambda shape: f"a message of {len(shape[1])} blocks",
+        )
+        return taken
 
     async def retract(self, ref: MessageRef) -> None:
         """Delete a message the bot posted (``chat.delete``; the bot may delete its own). A message
@@ -155,8 +149,3 @@ class CommandContext:
     async def thread(self, ref: MessageRef, text: str, blocks: list[dict[str, Any]]) -> MessageRef:
         """Reply in the message's thread (or as a new message when it has no ``ts``)."""
         return await self.post(text, blocks, thread_ts=ref.ts)
-
-
-def too_long(exc: SlackApiError) -> bool:
-    """Slack refused the message for its size (``msg_blocks_too_long`` and the like)."""
-    return str(exc.response.get("error") or "") in TOO_LONG

@@ -21,7 +21,7 @@ from bot.flows.reports.flows import Post, Report
 from bot.flows.reports.scheduler import ChannelProblem, Notify
 from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
-from bot.slack.context import too_long
+from bot.slack.fitting import send_fitting
 from bot.slack.history.blocks import report_blocks, report_text
 from bot.words.render.status_view import fleet_view
 
@@ -113,15 +113,17 @@ async def post_halving(
     messages of half the blocks each (down to one block a message, which Block Kit's 3,000
     characters a section keep within Slack's limit). Raises the refusal of a single block, or any
     other error at once."""
-    try:
-        await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
-    except SlackApiError as exc:
-        if not too_long(exc) or len(blocks) <= 1:
-            raise
-        log.warning("Slack refused a thread message of %d blocks as too long; sending it in two", len(blocks))
-        half = len(blocks) // 2
-        await post_halving(client, channel=channel, thread_ts=thread_ts, text=text, blocks=blocks[:half])
-        await post_halving(client, channel=channel, thread_ts=thread_ts, text=text, blocks=blocks[half:])
+
+    async def send(parts: list[list[dict[str, Any]]]) -> None:
+        if len(parts) == 1:
+            await client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=parts[0])
+            return
+        for part in parts:
+            await post_halving(client, channel=channel, thread_ts=thread_ts, text=text, blocks=part)
+
+    half = len(blocks) // 2
+    halves = [[blocks[:half], blocks[half:]]] if len(blocks) > 1 else []
+    await send_fitting(send, [[blocks], *halves], said=lambda parts: f"a thread message of {len(parts[0])} blocks")
 
 
 def make_poster(client: AsyncWebClient) -> Post:
@@ -129,22 +131,21 @@ def make_poster(client: AsyncWebClient) -> Post:
 
     async def post(channel: str, report: Report) -> str | None:
         text = report_text(report, fleet_view(report.title, report.fleet.reports))
-        for i, budget in enumerate(REPORT_BUDGETS):
-            blocks, thread = report_blocks(report, budget=budget)
+
+        async def send(shape: tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]) -> Any:
             try:
-                resp = await client.chat_postMessage(channel=channel, text=text, blocks=blocks)
-                break
+                return await client.chat_postMessage(channel=channel, text=text, blocks=shape[0])
             except SlackApiError as exc:
                 problem = refused(channel, exc)
                 if problem is not None:
                     raise problem from exc
-                if not too_long(exc) or i == len(REPORT_BUDGETS) - 1:
-                    raise
-                log.warning(
-                    "Slack refused a report of %d blocks as too long (%s); sending a smaller one",
-                    len(blocks),
-                    exc.response.get("error"),
-                )
+                raise
+
+        (_, thread), resp = await send_fitting(
+            send,
+            (report_blocks(report, budget=budget) for budget in REPORT_BUDGETS),
+            said=lambda shape: f"a report of {len(shape[0])} blocks",
+        )
         channel_id, ts = resp["channel"], resp["ts"]
         for chunk in thread:
             await post_halving(client, channel=channel_id, thread_ts=ts, text=report.title, blocks=chunk)

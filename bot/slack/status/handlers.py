@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
@@ -17,7 +19,8 @@ from bot.flows.status.paths import check_status_paths, status_places
 from bot.flows.watches import service as watches
 from bot.foundation.errors import DatabaseUnavailable, ProgressLost, UsageError
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape_keeping_mentions, text_blocks
-from bot.slack.context import CommandContext, MessageRef, too_long
+from bot.slack.context import CommandContext, MessageRef
+from bot.slack.fitting import send_fitting
 from bot.slack.router import Router
 from bot.slack.status.blocks import fleet_blocks, fleet_thread_message, probing_blocks, progress_blocks, status_blocks
 from bot.words.commands.status import STATUS, StatusCommand
@@ -157,20 +160,20 @@ async def _fleet(ctx: CommandContext, cmd: StatusCommand, group: str | None, tit
 async def _thread_every_host(ctx: CommandContext, ref: MessageRef, view: FleetView) -> None:
     """Every host's line in the summary's thread, in messages within the text budget; a message
     Slack refuses as too long is sent again with half the budget (down to one host a message)."""
+
+    def shapes(start: int, budget: int) -> Iterator[tuple[int, list[dict[str, Any]], int, int]]:
+        """``(budget, blocks, start, end)``, the budget halved while more than one host is left."""
+        while True:
+            blocks, end = fleet_thread_message(view, start=start, budget=budget)
+            yield budget, blocks, start, end
+            if end - start <= 1:
+                return
+            budget //= 2
+
     start, budget = 0, MESSAGE_TEXT_BUDGET
     while start < len(view.lines):
-        blocks, end = fleet_thread_message(view, start=start, budget=budget)
-        try:
-            await ctx.thread(ref, view.headline, blocks)
-        except SlackApiError as exc:
-            if not too_long(exc) or end - start <= 1:
-                raise
-            budget //= 2
-            log.warning(
-                "Slack refused a thread message of hosts %d-%d as too long; sending %d characters a message",
-                start + 1,
-                end,
-                budget,
-            )
-            continue
-        start = end
+        (budget, _, _, start), _ = await send_fitting(
+            lambda shape: ctx.thread(ref, view.headline, shape[1]),
+            shapes(start, budget),
+            said=lambda shape: f"a thread message of hosts {shape[2] + 1}-{shape[3]} ({shape[0]} characters)",
+        )
