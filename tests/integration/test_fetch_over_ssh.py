@@ -480,7 +480,8 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
     assert fetched["verified"][0].startswith("verified: 6 files") and fetched["message"] is None
     assert re.fullmatch(r"detached process pid \d+", fetched["runs"]), fetched
     # and the audit says how the download ended, not only that it started
-    from bot.flows.actions.audit import audit_text, trail
+    from bot.flows.actions.audit import trail
+    from bot.words.render.audit_text import audit_text
 
     said = audit_text(await trail(services=services, host="f7"))
     assert re.search(r"  fetch #\d+ done: ([\d,]+) of \1 bytes, 6 of 6 files into ", said), said

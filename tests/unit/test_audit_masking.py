@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bot.domain.actions.models import ActionRequest, ActionStep
-from bot.flows.actions.audit import AuditEntry, audit_text
+from bot.flows.actions.audit import AuditEntry
+from bot.words.render.audit_text import audit_text
 
 STORED = Path(__file__).parents[1] / "fixtures" / "stored" / "action_request_pivot.json"
 SECRETS = ["hf_abcdefghijklmnopqrstuvwxyz0123", "sk-proj-abcdefghijklmnopqrstuvwx", "xoxb-1234-5678-abcdefghijkl"]

@@ -19,13 +19,14 @@ from typing import Any
 
 from bot.flows.actions import fetches, flows
 from bot.flows.actions.answer_check import check_unit
-from bot.flows.actions.audit import AuditEntry, audit_text, trail
+from bot.flows.actions.audit import AuditEntry, trail
 from bot.flows.actions.journal import MAX_LINES, read_journal
 from bot.foundation.config import Settings
 from bot.foundation.masking import mask_secrets
 from bot.foundation.names import validate_host, validate_unit
 from bot.wiring import build_services
 from bot.words.commands.fetch import parse_fetch
+from bot.words.render.audit_text import audit_text
 from bot.words.render.fetch_view import bar, fetch_text, headline
 from bot.words.render.json_doc import dumps
 

@@ -57,6 +57,7 @@ from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
 from bot.slack.router import Router
 from bot.words.commands.actions import AUDIT, CLEAN, KILL, LOGS, PIVOT, RESTART, START, STOP, AuditCommand, LogsCommand
+from bot.words.render.audit_text import audit_text
 
 log = logging.getLogger("gpubot.slack")
 
@@ -90,7 +91,7 @@ async def show_logs(ctx: CommandContext, cmd: LogsCommand) -> None:
 @router.command(AUDIT)
 async def show_audit(ctx: CommandContext, cmd: AuditCommand) -> None:
     entries = await audit.trail(services=ctx.services, host=cmd.host, limit=10)
-    text = audit.audit_text(entries, host=cmd.host, full=False)
+    text = audit_text(entries, host=cmd.host, full=False)
     await ctx.reply_ephemeral(f"audit of {cmd.host or 'all hosts'}", text_blocks(escape(text)))
 
 
