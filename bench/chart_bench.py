@@ -2,7 +2,7 @@
 
     python bench/chart_bench.py [--runs 7] [--png FILE]
 
-Builds the series in memory (no database: what is timed is :func:`bot.domain.history.chart.render_png`,
+Builds the series in memory (no database: what is timed is :func:`bot.words.render.chart.render_png`,
 the CPU a ``/gpu history`` spends in its worker thread): 1,000 probes 5 minutes apart over a 3.5-day
 window, each of the 8 GPUs its own line with a capacity line, GPU 3 holding an orphan for the last
 200 probes, GPU 7 lost for the last 50, four verdict changes in the band, two action marks and a
@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.domain.history.chart import ChartMark, ChartSeries, GpuLine, render_png  # noqa: E402
+from bot.domain.history.chart_data import ChartMark, ChartSeries, GpuLine  # noqa: E402
+from bot.words.render.chart import render_png  # noqa: E402
 
 N = 1000
 GPUS = 8

@@ -11,13 +11,13 @@ from matplotlib.colors import to_rgb
 
 from bot.domain.actions.models import ActionRequest
 from bot.domain.history import chart_data
-from bot.domain.history.chart import LOST_COLOUR, MARK_COLOUR, VERDICT_COLOURS, chart_figure
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import load_history
 from bot.domain.hosts import service as hosts
 from bot.flows.reports.flows import chart, chart_title
 from bot.flows.status.host import check_host
 from bot.foundation.db.base import utcnow
+from bot.words.render.chart import LOST_COLOUR, MARK_COLOUR, VERDICT_COLOURS, chart_figure, draw
 from tests.support.clock import ago
 from tests.unit.test_chart_pixels import _box, _cols, _line_mask, _pixels, _plot_mask
 
@@ -106,7 +106,7 @@ async def test_the_history_chart_has_a_line_per_gpu_the_lost_one_marked_the_band
 
 async def test_the_report_chart_names_its_hosts_and_draws_one_host_per_gpu(services, fake_hosts):
     await _story(services, fake_hosts)
-    png = await chart(services, ["chart1"], "Readiness report: group x", until=utcnow(), days=1)
+    png = draw(await chart(services, ["chart1"], "Readiness report: group x", until=utcnow(), days=1))
     assert png.startswith(b"\x89PNG")
     if os.environ.get("GPUBOT_CHART_DIR"):
         with open(

@@ -4,10 +4,11 @@
 import struct
 from datetime import timedelta
 
-from bot.domain.history.chart import ChartSeries, render_png
+from bot.domain.history.chart_data import ChartSeries
 from bot.domain.hosts import service as hosts
 from bot.flows.status.host import check_host
 from bot.foundation.db.base import utcnow
+from bot.words.render.chart import render_png
 from tests.support.blockkit import blocks_text, validate_message
 from tests.support.clock import ago
 

@@ -13,6 +13,7 @@ from matplotlib.image import imread
 from bot.domain.snapshots import service as snapshots
 from bot.flows.reports.flows import chart
 from bot.foundation.db.base import utcnow
+from bot.words.render.chart import draw
 from tests.integration.test_history_rollup import item
 
 
@@ -30,7 +31,7 @@ async def test_a_twenty_host_fleet_probed_in_the_last_hour_is_drawn(services):
             db_session=db,
             items=[item(h, now - timedelta(minutes=m), "ready", gpu=40_000) for h in hosts for m in (40, 10)],
         )
-    png = await chart(services, hosts, "Readiness report: group train", until=now, days=7)
-    empty = await chart(services, [f"none{i:02d}" for i in range(20)], "Readiness report", until=now, days=7)
+    png = draw(await chart(services, hosts, "Readiness report: group train", until=now, days=7))
+    empty = draw(await chart(services, [f"none{i:02d}" for i in range(20)], "Readiness report", until=now, days=7))
     drawn, legend_only = _line_pixels(png), _line_pixels(empty)
     assert drawn > legend_only + 20  # the sum's point is marked where the fleet was probed

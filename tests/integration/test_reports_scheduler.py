@@ -15,6 +15,7 @@ from bot.flows.services import Services
 from bot.foundation import cron
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.foundation.errors import UsageError
+from bot.words.render.chart import draw
 
 UTC = UTC
 BERLIN_WEEKDAYS_8 = "0 8 * * 1-5"
@@ -134,7 +135,7 @@ async def test_report_is_sent_at_its_fire_time_and_only_once(services, ssh_serve
     assert (outcome.status, outcome.fire_time.astimezone(UTC)) == ("sent", FIRE)
     ((channel, report),) = post.posts
     assert channel == "C42" and report.late_by_s is None and report.fire_time.astimezone(UTC) == FIRE
-    assert sorted(report.snapshot_ids) == ["train0", "train1"] and report.chart_png.startswith(b"\x89PNG")
+    assert sorted(report.snapshot_ids) == ["train0", "train1"] and draw(report.chart).startswith(b"\x89PNG")
     assert await sched.run_due() == []  # the same fire time again: nothing
     async with services.sessions() as db:
         (run,) = await reports.runs(db_session=db, schedule_id=row.id)

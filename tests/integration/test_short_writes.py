@@ -186,9 +186,10 @@ def test_the_runner_says_how_long_it_waits_less_a_margin():
 async def test_the_report_chart_reads_every_hosts_points_in_two_statements(services):
     from datetime import timedelta
 
-    from bot.domain.history.chart import MAX_LINES
+    from bot.domain.history.chart_data import MAX_LINES
     from bot.domain.snapshots.service import store_many
     from bot.flows.reports.flows import chart
+    from bot.words.render.chart import draw
 
     now = services.clock()
     items = []
@@ -203,11 +204,11 @@ async def test_the_report_chart_reads_every_hosts_points_in_two_statements(servi
     async with services.sessions() as db, db.begin():
         await store_many(db_session=db, items=items)
     seen = statements_of(services)
-    png = await chart(services, ["n1", "n2", "n3", "n4"], "Readiness report: group train", until=now, days=7)
+    png = draw(await chart(services, ["n1", "n2", "n3", "n4"], "Readiness report: group train", until=now, days=7))
     # the points of every host in two statements (was one or more per host); a chart of up to MAX_LINES
     # hosts also reads each host's verdict band (the changes and their count: two each) and the actions' marks
     assert png.startswith(b"\x89PNG") and seen == ["SELECT", "SELECT"] + ["SELECT", "SELECT"] * 4 + ["SELECT"]
     many = [f"m{i}" for i in range(MAX_LINES + 1)]  # past MAX_LINES: the group's sum, no bands, no marks
     del seen[:]
-    png = await chart(services, many, "Readiness report: group big", until=now, days=7)
+    png = draw(await chart(services, many, "Readiness report: group big", until=now, days=7))
     assert png.startswith(b"\x89PNG") and seen == ["SELECT", "SELECT"]

@@ -13,17 +13,8 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.dates import num2date
 
-from bot.domain.history.chart import (
-    HEADROOM,
-    LOST_COLOUR,
-    MARK_COLOUR,
-    NEED_COLOUR,
-    VERDICT_COLOURS,
-    ChartMark,
-    ChartSeries,
-    GpuLine,
-    chart_figure,
-)
+from bot.domain.history.chart_data import ChartMark, ChartSeries, GpuLine
+from bot.words.render.chart import HEADROOM, LOST_COLOUR, MARK_COLOUR, NEED_COLOUR, VERDICT_COLOURS, chart_figure
 
 UNTIL = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 SINCE = UNTIL - timedelta(days=1)

@@ -4,9 +4,10 @@ MiB as in every message, and "unknown" said rather than drawn as an empty axis. 
 import re
 from datetime import UTC, datetime, timedelta
 
-from bot.domain.history.chart import ChartSeries, chart_figure
+from bot.domain.history.chart_data import ChartSeries
 from bot.domain.history.service import Entry, History, SnapshotDiff
 from bot.domain.history.timeline import Change, Point
+from bot.words.render.chart import chart_figure
 from bot.words.render.history_view import diff_headline, history_view
 
 T0 = datetime(2026, 11, 30, 16, 20, tzinfo=UTC)

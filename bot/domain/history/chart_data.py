@@ -1,5 +1,6 @@
-"""What a chart draws besides the summed points: per-GPU memory, the verdict band and the actions, read
-from the stored snapshots and action requests. Keyword-only; the session is passed in.
+"""What a chart draws, as data (:class:`Chart`: its lines, bands and marks; drawn by
+:mod:`bot.words.render.chart`), and what it draws besides the summed points: per-GPU memory, the verdict band
+and the actions, read from the stored snapshots and action requests. Keyword-only; the session is passed in.
 
 * :func:`gpu_lines` — per-GPU used/total read from the ``readings`` JSON of one snapshot per chart
   point (the last of its span: every snapshot when the window holds at most as many as the chart has
@@ -15,16 +16,79 @@ from the stored snapshots and action requests. Keyword-only; the session is pass
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import column, select, table
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.history.chart import ChartMark, ChartSeries, GpuLine
 from bot.domain.history.timeline import Point, _when, marked_changes
 from bot.domain.snapshots.models import GpuSeen, Snapshot
 from bot.foundation.db.base import UTCDateTime
+
+MAX_LINES = 8
+"""Most lines one chart draws (one a host); past it a group is drawn as its sum."""
+
+
+@dataclass(frozen=True)
+class GpuLine:
+    """One GPU of a host: ``used_mib`` (MiB) aligned with its series' ``times``, ``None`` where the
+    GPU was absent or its memory unknown; ``present`` (same length): it was in that snapshot;
+    ``total_mib``: its capacity (the largest total read), ``None`` when never read."""
+
+    label: str
+    used_mib: list[int | None]
+    present: list[bool]
+    total_mib: int | None = None
+
+    @property
+    def missing_since(self) -> int | None:
+        """Index of the first of the trailing samples without this GPU (it was lost and has not come back)."""
+        if not self.present or self.present[-1] or not any(self.present):
+            return None
+        i = len(self.present)
+        while i > 0 and not self.present[i - 1]:
+            i -= 1
+        return i
+
+
+@dataclass(frozen=True)
+class ChartSeries:
+    """One host (or a group total): ``times`` (UTC), ``gpu_used_mib`` (MiB, summed over GPUs) and
+    ``disk_free_bytes`` (bytes), all of one length; ``None`` is unknown. Optional, each aligned with
+    ``times``: ``gpus`` (one :class:`GpuLine` per GPU, drawn instead of the sum when the chart has
+    one series). ``verdicts``: the band, as ``(time, stored verdict word)`` changes, oldest first,
+    each holding until the next; the last until one probe interval after the last sample."""
+
+    label: str
+    times: list[datetime]
+    gpu_used_mib: list[int | None]
+    disk_free_bytes: list[int | None]
+    verdicts: list[tuple[datetime, str]] = field(default_factory=list)
+    gpus: list[GpuLine] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChartMark:
+    """An action at ``at`` (UTC), drawn as a labelled vertical line: ``label`` e.g. ``kill #12``."""
+
+    at: datetime
+    label: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart to draw: ``title``, ``lines`` (at most :data:`MAX_LINES` drawn), the window (``since`` and
+    ``until``, UTC), the zone its times are read in (``tz``) and the actions marked on it."""
+
+    title: str
+    lines: list[ChartSeries]
+    since: datetime | None = None
+    until: datetime | None = None
+    tz: str = "UTC"
+    marks: list[ChartMark] = field(default_factory=list)
+
 
 MAX_BAND_CHANGES = 5000
 """Verdict changes drawn in one band row (a host flapping every probe for two weeks: 4,032)."""

@@ -18,7 +18,6 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from bot.domain.history.chart import render_png
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import History, diff_snapshots, load_history
 from bot.domain.hosts import service as hosts
@@ -32,6 +31,7 @@ from bot.foundation.config import Settings
 from bot.foundation.errors import NothingToCompare
 from bot.wiring import build_services
 from bot.words.commands.history import DiffCommand, HistoryCommand, parse_diff, parse_history
+from bot.words.render.chart import render_png
 from bot.words.render.history_view import diff_text, history_text, history_view
 from bot.words.render.json_doc import dumps
 

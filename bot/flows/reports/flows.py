@@ -1,8 +1,9 @@
-"""Build a readiness report: probe the group now, compare with the previous report, draw the chart.
+"""Build a readiness report: probe the group now, compare with the previous report, gather the chart.
 
 The Slack layer supplies a :data:`Post` callback (``post(channel, report) -> message ts``), so this
-package never imports Slack. A report is data (:class:`Report`); ``bot.slack.history.blocks``
-renders it.
+package never imports Slack. A report is data (:class:`Report`, its chart a
+:class:`~bot.domain.history.chart_data.Chart`); ``bot.slack.history.blocks`` renders it and
+:mod:`bot.words.render.chart` draws its chart.
 """
 
 from __future__ import annotations
@@ -14,8 +15,15 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import select
 
-from bot.domain.history.chart import MAX_LINES, ChartMark, ChartSeries, render_png
-from bot.domain.history.chart_data import action_marks, host_series, verdict_changes
+from bot.domain.history.chart_data import (
+    MAX_LINES,
+    Chart,
+    ChartMark,
+    ChartSeries,
+    action_marks,
+    host_series,
+    verdict_changes,
+)
 from bot.domain.history.service import describe
 from bot.domain.history.timeline import HourlyRows, Point, hourly_rows, merge_hourly
 from bot.domain.readiness.report import FleetReport
@@ -50,7 +58,7 @@ class Report:
     fire_time: datetime | None = None
     tz: str = "UTC"
     late_by_s: int | None = None
-    chart_png: bytes | None = None
+    chart: Chart | None = None
     schedule_id: int | None = None
 
     @property
@@ -110,16 +118,16 @@ def _total(per_host: dict[str, list[Point]], since: datetime, until: datetime) -
 
 def chart_title(title: str, hosts: list[str], days: int) -> str:
     """``Readiness report: group train (train1, train2) — last 7 days``: every host named up to
-    :data:`~bot.domain.history.chart.MAX_LINES`, else the first and last and how many."""
+    :data:`~bot.domain.history.chart_data.MAX_LINES`, else the first and last and how many."""
     names = ", ".join(hosts) if len(hosts) <= MAX_LINES else f"{hosts[0]} … {hosts[-1]}, {len(hosts)} hosts"
     return f"{title} ({names}) — last {days} day{'s' if days != 1 else ''}"
 
 
 async def chart(
     services: Services, hosts: list[str], title: str, *, until: datetime, days: int, tz: str = "UTC"
-) -> bytes:
-    """PNG of GPU memory used and free disk of ``hosts`` over ``days`` days before ``until``:
-    one line per host up to :data:`~bot.domain.history.chart.MAX_LINES` (one line per GPU for a single
+) -> Chart:
+    """The chart of GPU memory used and free disk of ``hosts`` over ``days`` days before ``until``:
+    one line per host up to :data:`~bot.domain.history.chart_data.MAX_LINES` (one line per GPU for a single
     host), each host's verdict band and the actions that ran, else the group's sum; times in
     ``tz`` (the report's zone); the hosts named in the title."""
     since = until - timedelta(days=days)
@@ -146,27 +154,23 @@ async def chart(
             marks = await action_marks(
                 db_session=db, host_names=hosts, since=since, until=until, name_host=len(hosts) > 1
             )
-    return await asyncio.to_thread(
-        _draw, rows, hosts, chart_title(title, hosts, days), since=since, until=until, tz=tz, extras=extras, marks=marks
-    )
+    lines = await asyncio.to_thread(_lines, rows, hosts, since=since, until=until, extras=extras)
+    return Chart(chart_title(title, hosts, days), lines, since=since, until=until, tz=tz, marks=marks)
 
 
 CHART_POINTS = 200
 """Most points of a host's line (spans of whole hours: 168 of one hour over 7 days)."""
 
 
-def _draw(
+def _lines(
     rows: HourlyRows,
     hosts: list[str],
-    title: str,
     *,
     since: datetime,
     until: datetime,
-    tz: str,
     extras: dict[str, ChartSeries] | None = None,
-    marks: list[ChartMark] | None = None,
-) -> bytes:
-    """Merge the rows into lines and draw them: CPU only, run in a thread (0.4 s for 300 hosts on the
+) -> list[ChartSeries]:
+    """Merge the rows into lines: CPU only, run in a thread, as the drawing is (0.4 s for 300 hosts on the
     Slack loop before). ``extras``: a host's ready series (one host: per-GPU lines) or its verdicts."""
     found = merge_hourly(rows, since=since, until=until, points=CHART_POINTS)
     per_host = {h: found.get(h, []) for h in hosts}
@@ -189,7 +193,7 @@ def _draw(
             )
     else:
         lines = [_total(per_host, since, until)]
-    return render_png(title, lines, tz=tz, since=since, until=until, marks=marks)
+    return lines
 
 
 async def build_report(
@@ -204,7 +208,7 @@ async def build_report(
     with_chart: bool = True,
 ) -> Report:
     """Probe the group (bounded concurrency, every host a stored snapshot), compare each host with
-    the previous report's snapshot, and draw the chart. A group with no host gives an empty
+    the previous report's snapshot, and gather the chart (drawn by the caller). A group with no host gives an empty
     report (never raises for it)."""
     title = title_for(group)
     try:
@@ -222,9 +226,9 @@ async def build_report(
         )
     now_ids = {r.host: r.snapshot_id for r in fleet.reports if r.snapshot_id is not None}
     changes, new = await _changes(services, now_ids, before_ids) if previous_at else ([], [])
-    png = (
+    drawn = (
         await chart(services, names, title, until=now, days=services.settings.history.report_chart_days, tz=tz)
         if with_chart and names
         else None
     )
-    return Report(title, group, now, fleet, changes, new, previous_at, fire_time, tz, late_by_s, png, schedule_id)
+    return Report(title, group, now, fleet, changes, new, previous_at, fire_time, tz, late_by_s, drawn, schedule_id)

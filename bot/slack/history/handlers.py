@@ -8,7 +8,6 @@ from functools import partial
 
 from slack_sdk.errors import SlackApiError
 
-from bot.domain.history.chart import render_png
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import diff_snapshots, load_history
 from bot.flows.actions import fetches
@@ -37,6 +36,7 @@ from bot.words.commands.history import (
     ReportResumeCommand,
     ReportScheduleCommand,
 )
+from bot.words.render.chart import render_png
 from bot.words.render.history_view import history_view
 
 log = logging.getLogger("gpubot.slack")

@@ -3,14 +3,15 @@ scheduler that calls them is started by :mod:`bot.slack.scheduled`).
 
 The domain (:mod:`bot.flows.reports`) decides what and when; this module only renders and calls the Web
 API: ``chat.postMessage`` for the report (sent again smaller while Slack refuses it as too long), replies in
-its thread for what does not fit, and ``files_upload_v2`` for the chart. A post Slack refuses for the
-channel (``not_in_channel``, ``channel_not_found``, ``is_archived``) becomes
+its thread for what does not fit, and ``files_upload_v2`` for the chart (drawn here, in a thread). A post
+Slack refuses for the channel (``not_in_channel``, ``channel_not_found``, ``is_archived``) becomes
 :class:`~bot.foundation.errors.ChannelUnavailable` saying how to fix it; ``notify`` sends it to the
 schedule's creator as a direct message (``chat.postMessage`` to the user ID).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -23,6 +24,7 @@ from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
 from bot.slack.fitting import send_fitting
 from bot.slack.history.blocks import report_blocks, report_text
+from bot.words.render.chart import draw
 from bot.words.render.status_view import fleet_view
 
 log = logging.getLogger("gpubot.slack")
@@ -149,13 +151,13 @@ def make_poster(client: AsyncWebClient) -> Post:
         channel_id, ts = resp["channel"], resp["ts"]
         for chunk in thread:
             await post_halving(client, channel=channel_id, thread_ts=ts, text=report.title, blocks=chunk)
-        if report.chart_png:
+        if report.chart:
             stamp = report.generated_at.strftime("%Y%m%d-%H%M")
             await upload_png(
                 client,
                 channel=channel_id,
                 thread_ts=ts,
-                png=report.chart_png,
+                png=await asyncio.to_thread(draw, report.chart),
                 filename=f"report-{report.group or 'all'}-{stamp}.png",
                 title=f"{report.title}: GPU memory and free disk",
             )

@@ -30,16 +30,16 @@ with no known value says so ("GPU memory unknown") instead of drawing an empty a
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
+
+from bot.domain.history.chart_data import MAX_LINES, Chart, ChartMark, ChartSeries
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 DPI = 100
-MAX_LINES = 8
 HEADROOM = 1.12
 """Top of each panel: this times the highest value or line drawn."""
 
@@ -66,52 +66,6 @@ MARK_COLOUR = "#6a3d9a"
 NEED_COLOUR = "#d62728"
 LOST_COLOUR = "black"
 CAPACITY_COLOUR = "0.35"
-
-
-@dataclass(frozen=True)
-class GpuLine:
-    """One GPU of a host: ``used_mib`` (MiB) aligned with its series' ``times``, ``None`` where the
-    GPU was absent or its memory unknown; ``present`` (same length): it was in that snapshot;
-    ``total_mib``: its capacity (the largest total read), ``None`` when never read."""
-
-    label: str
-    used_mib: list[int | None]
-    present: list[bool]
-    total_mib: int | None = None
-
-    @property
-    def missing_since(self) -> int | None:
-        """Index of the first of the trailing samples without this GPU (it was lost and has not come back)."""
-        if not self.present or self.present[-1] or not any(self.present):
-            return None
-        i = len(self.present)
-        while i > 0 and not self.present[i - 1]:
-            i -= 1
-        return i
-
-
-@dataclass(frozen=True)
-class ChartSeries:
-    """One host (or a group total): ``times`` (UTC), ``gpu_used_mib`` (MiB, summed over GPUs) and
-    ``disk_free_bytes`` (bytes), all of one length; ``None`` is unknown. Optional, each aligned with
-    ``times``: ``gpus`` (one :class:`GpuLine` per GPU, drawn instead of the sum when the chart has
-    one series). ``verdicts``: the band, as ``(time, stored verdict word)`` changes, oldest first,
-    each holding until the next; the last until one probe interval after the last sample."""
-
-    label: str
-    times: list[datetime]
-    gpu_used_mib: list[int | None]
-    disk_free_bytes: list[int | None]
-    verdicts: list[tuple[datetime, str]] = field(default_factory=list)
-    gpus: list[GpuLine] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ChartMark:
-    """An action at ``at`` (UTC), drawn as a labelled vertical line: ``label`` e.g. ``kill #12``."""
-
-    at: datetime
-    label: str
 
 
 def _marker(times: list[datetime]) -> dict[str, Any]:
@@ -152,6 +106,11 @@ def render_png(
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
+
+
+def draw(chart: Chart) -> bytes:
+    """:func:`render_png` of a :class:`~bot.domain.history.chart_data.Chart` a flow handed over (a report's)."""
+    return render_png(chart.title, chart.lines, tz=chart.tz, since=chart.since, until=chart.until, marks=chart.marks)
 
 
 def _steps_end(times: list[datetime], until: datetime | None, span: timedelta) -> datetime:
