@@ -15,6 +15,7 @@ from bot.foundation.db.base import utcnow
 from bot.foundation.db.session import make_engine, make_session_factory
 from bot.foundation.errors import PermissionDenied, PlanRefused, UsageError
 from bot.foundation.roles import Role
+from bot.words.render.action_view import follow_up_label
 from tests.actions_support import Cards, approval_rows, approve, clean, fast, register, step_count, weights
 from tests.support.fakestate import unit
 
@@ -311,7 +312,7 @@ async def test_pivot_stops_where_a_leftover_process_holds_a_gpu(services, ssh_se
     # again
     assert (
         v.follow_ups == ["kill_continue", "pivot_back"]
-        and v.follow_up_label("pivot_back") == "Pivot back to model-a.service"
+        and follow_up_label(v, "pivot_back") == "Pivot back to model-a.service"
     )
     assert v.holders == [orphan.pid] and v.follow_up_spec("kill_continue") == replace(spec, pids=(orphan.pid,))
     back = v.follow_up_spec("pivot_back")

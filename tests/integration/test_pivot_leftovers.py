@@ -8,6 +8,7 @@ from bot.flows.actions import flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec, State
 from bot.foundation.errors import PlanRefused
 from bot.foundation.roles import Role
+from bot.words.render.action_view import follow_up_label
 from tests.actions_support import approve, fast, register, weights
 from tests.support.fakestate import unit
 
@@ -73,7 +74,7 @@ async def test_another_gpu_process_is_warned_about_and_the_failed_wait_offers_to
     v = (await approve(services, view.id)).view
     assert v.state is State.FAILED and stranger.poll() is None
     assert v.follow_ups == ["kill_continue", "pivot_back"]
-    assert v.follow_up_label("kill_continue") == f"Kill PID {stranger.pid} and continue"
+    assert follow_up_label(v, "kill_continue") == f"Kill PID {stranger.pid} and continue"
     # the button makes a new plan to approve, never a kill at once
     new = await flows.follow_up(
         services=services, request_id=v.id, what="kill_continue", requester="U2", role=Role.OPERATOR

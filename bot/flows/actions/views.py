@@ -1,7 +1,7 @@
 """What people see of a request: a presentation model built from its rows. Pure.
 
-The Slack card (``bot.slack.actions.blocks``) and the terminal audit (:mod:`bot.flows.actions.audit`)
-render a :class:`RequestView`; flows hand one to their ``notify`` callback after every change.
+The Slack card (``bot.slack.actions.blocks``, its buttons' words from :mod:`bot.words.render.action_view`)
+renders a :class:`RequestView`; flows hand one to their ``notify`` callback after every change.
 """
 
 from __future__ import annotations
@@ -95,16 +95,6 @@ class RequestView:
             unit = spec.to_unit if spec.kind is ActionKind.PIVOT else spec.unit
             return ActionSpec(ActionKind.RESTART, spec.host, unit=unit, health_url=spec.health_url)
         return ActionSpec(ActionKind.PIVOT, spec.host, from_unit=spec.to_unit, to_unit=spec.from_unit)
-
-    def follow_up_label(self, what: str) -> str:
-        spec = self.spec
-        if spec is None:
-            return what
-        if what == "restart":
-            return f"Restart {spec.to_unit if spec.kind is ActionKind.PIVOT else spec.unit}"
-        if what == "kill_continue":
-            return f"Kill PID{'s' if len(self.holders) > 1 else ''} {', '.join(map(str, self.holders))} and continue"
-        return f"Pivot back to {spec.from_unit}"
 
 
 def view_of(req: ActionRequest, decisions: list[Approval], rows: list[ActionStep]) -> RequestView:

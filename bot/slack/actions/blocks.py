@@ -27,6 +27,7 @@ from bot.flows.actions.unit_up import HealthProgress, duration
 from bot.flows.actions.views import RequestView
 from bot.slack.blocks import HEADER_LIMIT, LINE_CAP, SECTION_LIMIT, escape, fit_lines
 from bot.slack.ids import ActionId
+from bot.words.render.action_view import follow_up_label
 from bot.words.render.shorten import shorten_middle
 
 FOLLOW_UP_IDS = {
@@ -165,7 +166,7 @@ def _buttons(view: RequestView) -> list[ButtonElement]:
     if view.replannable:
         follow = [
             ButtonElement(
-                text=view.follow_up_label(what)[:75],
+                text=follow_up_label(view, what)[:75],
                 action_id=FOLLOW_UP_IDS[what].value,
                 value=value,
                 style="primary" if what in ("restart", "kill_continue") else None,
