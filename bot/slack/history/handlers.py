@@ -6,8 +6,6 @@ import asyncio
 import logging
 from functools import partial
 
-from slack_sdk.errors import SlackApiError
-
 from bot.domain.history.chart_data import history_chart
 from bot.domain.history.service import diff_snapshots, load_history
 from bot.flows.actions import fetches
@@ -16,9 +14,10 @@ from bot.flows.reports.flows import build_report
 from bot.flows.status.fleet import fleet_group, hosts_of
 from bot.foundation import cron
 from bot.slack.blocks import escape, text_blocks
+from bot.slack.channels import check_channel, wanted_channel
 from bot.slack.context import CommandContext
 from bot.slack.history.blocks import diff_blocks, history_blocks, schedule_line, schedules_blocks
-from bot.slack.history.reports import check_channel, make_poster, upload_png
+from bot.slack.history.reports import make_poster, upload_png
 from bot.slack.router import Router
 from bot.words.commands.history import (
     DIFF,
@@ -87,20 +86,6 @@ async def diff(ctx: CommandContext, cmd: DiffCommand) -> None:
     await ctx.post(f"{d.host}: {len(d.lines)} changes", diff_blocks(d))
 
 
-async def _channel(ctx: CommandContext, wanted: str | None) -> str:
-    """The channel to post to: an ID as given, this channel when ``#name`` names it, else ``#name``."""
-    if wanted is None:
-        return ctx.channel_id
-    if wanted.startswith("#") and ctx.channel_id:
-        try:
-            info = await ctx.client.conversations_info(channel=ctx.channel_id)
-            if info["channel"].get("name") == wanted[1:]:
-                return ctx.channel_id
-        except SlackApiError as exc:
-            log.info("conversations.info failed (%s); keeping %s", exc.response.get("error"), wanted)
-    return wanted
-
-
 @router.command(REPORT_SCHEDULE)
 async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
     group = fleet_group(ctx.services.settings.slack, group=cmd.group, all_hosts=cmd.all_hosts)
@@ -108,7 +93,7 @@ async def schedule(ctx: CommandContext, cmd: ReportScheduleCommand) -> None:
         await hosts_of(
             services=ctx.services, group=group
         )  # a mistyped group is refused now, not posted empty every day
-    channel = await _channel(ctx, cmd.channel)
+    channel = await wanted_channel(ctx, cmd.channel)
     await check_channel(ctx.client, channel)  # refused with how to fix it, instead of failing at every run
     async with ctx.session() as db:
         row = await reports.create(

@@ -20,67 +20,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.flows.reports.flows import Post, Report
 from bot.flows.reports.scheduler import ChannelProblem, Notify
-from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import MESSAGE_TEXT_BUDGET, escape, text_blocks
+from bot.slack.channels import channel_ref, refused
 from bot.slack.fitting import send_fitting
 from bot.slack.history.blocks import report_blocks, report_text
 from bot.words.render.chart import draw
 from bot.words.render.status_view import fleet_view
 
 log = logging.getLogger("gpubot.slack")
-INVITE = "`/invite @gpubot`"
 REPORT_BUDGETS = (MESSAGE_TEXT_BUDGET, MESSAGE_TEXT_BUDGET // 2, 0)
 """The report's text budgets (:func:`~bot.slack.history.blocks.report_blocks`), tried in turn while
 Slack refuses one as too long, as ``/gpu status all`` does (0: header, counts, the rest in the thread)."""
-
-
-def channel_ref(channel: str) -> str:
-    """``<#C123>`` for an ID (Slack shows the name), ``#name`` as typed."""
-    return escape(channel) if channel.startswith("#") else f"<#{channel}>"
-
-
-def channel_hint(channel: str, reason: str) -> str:
-    """Why the bot cannot post in ``channel`` (Slack's ``reason``) and how to fix it."""
-    where = channel_ref(channel)
-    if reason == "is_archived":
-        return f"{where} is archived, so I cannot post there: unarchive it, or pick another channel."
-    if reason == "not_in_channel":
-        return f"I am not a member of {where}, so I cannot post there: invite @gpubot to it ({INVITE} in that channel)."
-    return (
-        f"I cannot see {where} (a private channel I am not in, or one that was deleted): "
-        f"invite @gpubot to it ({INVITE} in that channel)."
-    )
-
-
-def refused(channel: str, exc: SlackApiError) -> ChannelUnavailable | None:
-    """The :class:`ChannelUnavailable` for a Slack refusal that is about the channel, else ``None``."""
-    reason = str(exc.response.get("error") or "")
-    if reason not in ChannelUnavailable.REASONS:
-        return None
-    return ChannelUnavailable(channel_hint(channel, reason), channel=channel, reason=reason)
-
-
-async def check_channel(client: AsyncWebClient, channel: str) -> None:
-    """Raise :class:`ChannelUnavailable` when the bot cannot post in ``channel`` (an ID): it is
-    archived, private without the bot, or not visible to it (``conversations.info``, which needs
-    ``channels:read`` and, for private channels, ``groups:read``). Public channels pass without
-    membership (``chat:write.public``). A ``#name`` is not checked, nor a channel Slack would not
-    describe for another reason (missing scope, rate limit): posting will tell."""
-    if channel.startswith("#"):
-        return
-    try:
-        info = (await client.conversations_info(channel=channel))["channel"] or {}
-    except SlackApiError as exc:
-        problem = refused(channel, exc)
-        if problem is not None:
-            raise problem from None
-        log.info("conversations.info(%s) failed (%s); not checking the channel", channel, exc.response.get("error"))
-        return
-    if info.get("is_archived"):
-        raise ChannelUnavailable(channel_hint(channel, "is_archived"), channel=channel, reason="is_archived")
-    private = info.get("is_private") or info.get("is_group") or info.get("is_mpim")
-    if private and info.get("is_member") is False:
-        raise ChannelUnavailable(channel_hint(channel, "not_in_channel"), channel=channel, reason="not_in_channel")
 
 
 def problem_text(p: ChannelProblem) -> str:

@@ -23,7 +23,7 @@ from bot.flows.watches.conditions import FetchFacts
 from bot.flows.watches.flows import AlertLine, FetchAlert, Flap, Watcher, WatchMessage
 from bot.foundation.errors import ChannelUnavailable
 from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
-from bot.slack.history.reports import channel_ref, refused
+from bot.slack.channels import channel_ref, refused
 from bot.slack.watches.blocks import watch_blocks
 from bot.words.render.watch_view import fetch_alert_text, flapping_text, headline, reminder_text, resolution_text
 

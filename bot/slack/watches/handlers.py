@@ -12,9 +12,8 @@ from bot.flows.status.fleet import hosts_of
 from bot.flows.watches import service as watches
 from bot.foundation.roles import Role
 from bot.slack.blocks import escape, escape_keeping_mentions, text_blocks
+from bot.slack.channels import channel_ref, check_channel, wanted_channel
 from bot.slack.context import CommandContext
-from bot.slack.history.handlers import _channel
-from bot.slack.history.reports import channel_ref, check_channel
 from bot.slack.ids import ActionId
 from bot.slack.roles import RoleResolver
 from bot.slack.router import Router
@@ -49,7 +48,7 @@ async def watch(ctx: CommandContext, cmd: WatchCommand) -> None:
         await ctx.known_host(cmd.host)
     elif cmd.group:
         await hosts_of(services=ctx.services, group=cmd.group)  # a mistyped group is refused now
-    channel = await _channel(ctx, cmd.channel)
+    channel = await wanted_channel(ctx, cmd.channel)
     await check_channel(ctx.client, channel)  # refused with how to fix it, not at the first alert
     async with ctx.session() as db:
         row = await watches.create(
