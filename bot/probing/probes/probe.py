@@ -4,8 +4,9 @@ The shape is pyinfra's ``FactBase`` (``command``, ``process(output)``): a :class
 :class:`Frame` s it runs for a :class:`ProbePlan` (:meth:`Probe.frames`) and reads their outputs into the
 :class:`~bot.probing.probes.readings.Readings` fields it owns (:meth:`Probe.read`). The registry
 (:mod:`bot.probing.probes.registry`) puts the probes in run order, builds the one batch script from their frames
-and hands each probe the outputs of its own frames; nothing else joins a command to its parser. A new
-probe is one class (in the module of the tool it reads) and one line in the registry's list.
+and hands each probe the outputs of its own frames; nothing else joins a command to its parser. A probe
+is one module (its class, its commands and its parser; its cases in ``tests/probe_cases/<Probe>/``) and one
+line in the registry's list; docs/probes.md lists every file a new reading touches.
 """
 
 from __future__ import annotations
