@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -99,13 +100,14 @@ async def _setup(slack_bot, services):
     await _fetch(svc, "train14", grew_min=90, state="failed", finished_at=clock.t, message="before the watch")
     clock.t += timedelta(seconds=5)
     await slack_bot.command("watch train14 on=fetch-stalled,fetch-failed", channel_id="C5")
-    await rec.wait_for("chat.postMessage", lambda c: c.body["text"].startswith("Watch #"), timeout=10)
+    made = await rec.wait_for("chat.postMessage", lambda c: c.body["text"].startswith("Watch #"), timeout=10)
     clock.t = utcnow() + timedelta(seconds=5)
-    return rec, clock, svc, build_client(services)
+    watch = int(re.match(r"Watch #(\d+)", made.body["text"]).group(1))  # ids go on across a worker's tests
+    return rec, clock, svc, build_client(services), watch
 
 
 async def test_a_stalled_download_is_said_once_then_its_failure_once_with_the_reason(slack_bot, services):
-    rec, clock, svc, client = await _setup(slack_bot, services)
+    rec, clock, svc, client, watch = await _setup(slack_bot, services)
     run = evaluation(make_watcher(svc, client, now=clock.now, instance="r1"))
     fid = await _fetch(svc, "train14", grew_min=2)
     await _fetch(svc, "train15", grew_min=30)  # stalled too, on a host this watch does not cover
@@ -117,7 +119,7 @@ async def test_a_stalled_download_is_said_once_then_its_failure_once_with_the_re
     await run()
     assert _said(rec) == [
         f"Fetch #{fid} of org/Kimi on train14 stalled: no progress for 15 min (3 GB of 8 GB into /shared/Kimi) · "
-        "watch #1, `/gpu history train14` shows its story"
+        f"watch #{watch}, `/gpu history train14` shows its story"
     ]
 
     mark = len(rec.calls)
@@ -129,7 +131,7 @@ async def test_a_stalled_download_is_said_once_then_its_failure_once_with_the_re
     await run()
     assert _said(rec, mark) == [
         f"Fetch #{fid} of org/Kimi on train14 failed: hf download exited 1: 401 Client Error: Unauthorized "
-        "(3 GB of 8 GB into /shared/Kimi) · watch #1, `/gpu history train14` shows its story"
+        f"(3 GB of 8 GB into /shared/Kimi) · watch #{watch}, `/gpu history train14` shows its story"
     ]
     (post,) = [c for c in rec.calls[mark:] if c.method == "chat.postMessage"]
     assert post.body["channel"] == "C5"
@@ -142,7 +144,7 @@ async def test_a_stalled_download_is_said_once_then_its_failure_once_with_the_re
 
 
 async def test_two_replicas_say_a_stall_once_and_a_silenced_host_hears_nothing(slack_bot, services):
-    rec, clock, svc, client = await _setup(slack_bot, services)
+    rec, clock, svc, client, watch = await _setup(slack_bot, services)
     r1 = evaluation(make_watcher(svc, client, now=clock.now, instance="r1"))
     r2 = evaluation(make_watcher(svc, client, now=clock.now, instance="r2"))
     await _fetch(svc, "train14", grew_min=20)
