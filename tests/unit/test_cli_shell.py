@@ -6,7 +6,6 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -110,10 +109,18 @@ def test_bash_zsh_and_fish_complete_the_registered_host_names(tmp_path, monkeypa
         assert main(["hosts", "add", name, "10.0.0.9"]) == 0
     capsys.readouterr()
     assert main(["completion", "--host-names"]) == 0
-    assert capsys.readouterr().out.split() == ["localhost", "node174", "node175", "train01"]
-    bin_dir = tmp_path / "bin"
+    names = capsys.readouterr().out
+    assert names.split() == ["localhost", "node174", "node175", "train01"]
+    # The scripts ask `gpubot completion --host-names` for the names: a stand-in on PATH answers what main() just
+    # printed when asked exactly that, and notes each call (gpubot itself, a Python start per completion, is the
+    # CLI tests' to run).
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
-    (bin_dir / "gpubot").write_text(f'#!/bin/sh\nexec {sys.executable} -m bot "$@"\n')
+    (tmp_path / "names").write_text(names)
+    (bin_dir / "gpubot").write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\n'
+        f'[ "$*" = "completion --host-names" ] && exec cat {tmp_path / "names"}\nexit 2\n'
+    )
     (bin_dir / "gpubot").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     words = ["gpubot", "hosts", "show", "node17"]
@@ -131,4 +138,5 @@ def test_bash_zsh_and_fish_complete_the_registered_host_names(tmp_path, monkeypa
     )
     res = subprocess.run(["fish", "-c", fish], capture_output=True, text=True, timeout=120, env=env)
     assert [row.split("\t")[0] for row in res.stdout.splitlines()] == ["train01"], res.stderr
+    assert calls.read_text().splitlines() == ["completion --host-names"] * 2
     assert "_gpubot_host_names" in script(_build_parser(), "zsh")
