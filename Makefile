@@ -63,23 +63,26 @@ deps-system:
 
 # The tests run on TEST_WORKERS pytest-xdist workers (most wait on sshd, PostgreSQL and programs, so more workers
 # than cores pay), --dist loadgroup: the Docker tests on one worker, in order (tests/support/scheduling.py). Each
-# worker has its own sshd, PostgreSQL database and temporary folders. TEST_WORKERS=0: one process.
+# worker has its own sshd, PostgreSQL database and temporary folders. TEST_WORKERS=0: one process. The coverage of
+# bot/ (coverage.py through pytest-cov; pyproject.toml's [tool.coverage]) is printed as one line; below its
+# fail_under the run fails (CI runs make test).
 TEST_WORKERS ?= 4
 test: deps-system setup
 	$(BIN)/ruff check bot tests bench tools
 	$(BIN)/ruff format --check bot tests bench tools
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 --cov --cov-report=
 
 # test-fast leaves out four markers (pyproject.toml, tests/conftest.py): sshd, postgres, process (starts gpubot as a
 # program, Docker, make, multiprocessing workers or dozens of programs) and slow (seconds of CPU each);
-# tests/support/markers.py checks sshd and process as tests run. It runs on two workers (pytest-xdist), keeps compiled
+# tests/support/markers.py checks sshd and process as tests run. It runs on three workers (pytest-xdist: its tests wait
+# about twice as long as they compute, so a third worker beats two on two cores), keeps compiled
 # bytecode between runs even where the environment sets PYTHONDONTWRITEBYTECODE, and prints its five slowest tests.
 # Its fish-completion test runs fish: make deps-system installs it.
 test-fast: setup
 	@command -v fish >/dev/null || { echo "make test-fast needs fish (its completion test): run make deps-system (as root)" >&2; exit 2; }
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --durations=5 -m "not sshd and not postgres and not process and not slow"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 3 --durations=5 -m "not sshd and not postgres and not process and not slow"
 
 # The Docker image (docs/deployment.md), IMAGE built on BASE: any Debian-like image with python3 >= 3.11 and venv.
 # Without a registry, BASE is one the engine already has (loaded or built locally); then `docker-compose up -d`
