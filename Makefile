@@ -65,14 +65,16 @@ deps-system:
 # than cores pay), --dist loadgroup: the Docker tests on one worker, in order (tests/support/scheduling.py). Each
 # worker has its own sshd, PostgreSQL database and temporary folders. TEST_WORKERS=0: one process. The coverage of
 # bot/ (coverage.py through pytest-cov; pyproject.toml's [tool.coverage]) is printed as one line; below its
-# fail_under the run fails (CI runs make test).
+# fail_under the run fails (CI runs make test). Tests marked `alone` (processes racing a database restart or a
+# killed worker) run after, in one process, on a machine the parallel pass no longer loads.
 TEST_WORKERS ?= 4
 test: deps-system setup
 	$(BIN)/ruff check bot tests bench tools
 	$(BIN)/ruff format --check bot tests bench tools
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 --cov --cov-report=
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 --cov --cov-report= -m "not alone"
+	$(BIN)/python -m pytest -q --durations=5 -m alone
 
 # test-fast leaves out four markers (pyproject.toml, tests/conftest.py): sshd, postgres, process (starts gpubot as a
 # program, Docker, make, multiprocessing workers or dozens of programs) and slow (seconds of CPU each);

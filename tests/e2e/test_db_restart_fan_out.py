@@ -22,7 +22,7 @@ from tests.support import pgcluster
 from tests.support.serve import Served, served
 from tests.support.sshd import SshTestServer
 
-pytestmark = [pytest.mark.process, pytest.mark.sshd, pytest.mark.postgres]
+pytestmark = [pytest.mark.process, pytest.mark.sshd, pytest.mark.postgres, pytest.mark.alone]
 
 ADDRESSES = [f"127.0.0.{n}" for n in range(81, 84)]
 
