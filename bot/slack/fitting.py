@@ -38,6 +38,18 @@ async def send_fitting(
     (``said(shape)``: "a report of 12 blocks"). The shapes are drawn one at a time, so a generator may make
     the next from what the last refusal left. Raises the refusal of the last shape, any other error at once,
     and ``ValueError`` when there is no shape."""
+    drawn = iter(shapes)
+    try:
+        return await _first_taken(send, drawn, said)
+    finally:
+        close = getattr(drawn, "close", None)
+        if close is not None:  # a generator's frame ends here, not in whatever code the garbage collector interrupts
+            close()
+
+
+async def _first_taken(
+    send: Callable[[Shape], Awaitable[Sent]], shapes: Iterable[Shape], said: Callable[[Shape], str]
+) -> tuple[Shape, Sent]:
     refused: tuple[Shape, SlackApiError] | None = None
     for shape in shapes:
         if refused is not None:

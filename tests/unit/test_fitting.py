@@ -59,3 +59,27 @@ async def test_the_last_refusal_and_any_other_error_are_raised_at_once():
     assert tried == [2, 1, 8]
     with pytest.raises(ValueError):
         await send_fitting(not_in_channel, [], said=str)
+
+
+@pytest.mark.parametrize("error", ["channel_not_found", None])
+async def test_the_shapes_generator_is_closed_before_send_fitting_returns_or_raises(error):
+    closed = []
+
+    def shapes():
+        try:
+            yield from (8, 4, 2)
+        finally:
+            closed.append(True)
+
+    async def send(size: int) -> str:
+        if error is not None:
+            raise refusal(error)
+        return f"ts-{size}"
+
+    if error is None:
+        assert await send_fitting(send, shapes(), said=str) == (8, "ts-8")
+    else:
+        with pytest.raises(SlackApiError) as caught:  # held, as a logged error's traceback holds its frames
+            await send_fitting(send, shapes(), said=str)
+        assert caught.value.response["error"] == error
+    assert closed == [True]  # ended here, not later by the garbage collector in whatever code runs then
