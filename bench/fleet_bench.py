@@ -105,7 +105,7 @@ def the_script() -> str:
     from bot.foundation.config import Settings
     from bot.probing.probes.registry import build_script
 
-    plan, _ = plan_for(Settings(_env_file=None), None)
+    plan, _ = plan_for(Settings(_env_file=None).probes, None)
     return build_script(plan)
 
 

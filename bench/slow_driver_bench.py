@@ -46,12 +46,12 @@ async def probe(server, addr: str, *, gpu_timeout: int, probe_timeout: int, batc
         batch_timeout_s=batch_timeout,
     )
     runner = SshRunner(
-        known_hosts=settings.known_hosts,
-        default_user=settings.ssh_user,
-        default_key_file=settings.ssh_key_file,
+        known_hosts=settings.ssh.known_hosts,
+        default_user=settings.ssh.ssh_user,
+        default_key_file=settings.ssh.ssh_key_file,
         connect_timeout=5.0,
     )
-    plan, req = plan_for(settings, None)
+    plan, req = plan_for(settings.probes, None)
     started = time.monotonic()
     try:
         result = await run_probe(

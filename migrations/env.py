@@ -20,7 +20,7 @@ def _url() -> str:
         return url
     from bot.foundation.config import Settings
 
-    return Settings().database_url
+    return Settings().database.database_url
 
 
 def _render_item(type_: str, obj: object, autogen_context: object) -> str | bool:

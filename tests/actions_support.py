@@ -11,28 +11,29 @@ from bot.domain.hosts import service as hosts
 from bot.flows.actions import flows
 from bot.flows.actions.kinds import ActionKind, ActionSpec
 from bot.flows.actions.views import RequestView
+from bot.foundation.config import GROUP_OF
 from bot.foundation.roles import Role
 
 
 def fast(services, root: Path | None = None, **overrides) -> None:
     """Short waits for tests; ``root`` becomes the only allowed root on every host."""
     s = services.settings
-    s.kill_grace_s = 1.0
-    s.pivot_gpu_wait_s = 2.0
-    s.pivot_gpu_poll_s = 0.3
-    s.unit_wait_s = 3.0
-    s.unit_health_wait_s = 5.0
-    s.unit_health_poll_s = 0.3
-    s.unit_health_http_timeout_s = 1.0
-    s.action_heartbeat_s = 0.2
-    s.release_wait_s = 3.0
+    s.actions.kill_grace_s = 1.0
+    s.actions.pivot_gpu_wait_s = 2.0
+    s.actions.pivot_gpu_poll_s = 0.3
+    s.actions.unit_wait_s = 3.0
+    s.actions.unit_health_wait_s = 5.0
+    s.actions.unit_health_poll_s = 0.3
+    s.probes.unit_health_http_timeout_s = 1.0
+    s.actions.action_heartbeat_s = 0.2
+    s.actions.release_wait_s = 3.0
     # a start ends when up; the question asked after it has its own tests (test_answer_check, test_seed_pivot,
     # test_actions_health: answer_check=True)
-    s.answer_check = False
+    s.actions.answer_check = False
     if root is not None:
-        s.allowed_roots = {"*": [str(root)]}
+        s.actions.allowed_roots = {"*": [str(root)]}
     for key, value in overrides.items():
-        setattr(s, key, value)
+        setattr(getattr(s, GROUP_OF[key]), key, value)
 
 
 async def register(services, name: str, addr: str, ssh_server, **kw) -> None:
@@ -41,7 +42,7 @@ async def register(services, name: str, addr: str, ssh_server, **kw) -> None:
 
 
 def operators(services, *users: str) -> None:
-    services.settings.operators = list(users)
+    services.settings.roles.operators = list(users)
 
 
 def weights(root: Path, name: str, size: int = 100_000) -> Path:

@@ -131,9 +131,9 @@ async def services(database_url: str, request: pytest.FixtureRequest) -> AsyncIt
     engine = make_engine(database_url)
     runner = RoutingRunner(
         SshRunner(
-            known_hosts=settings.known_hosts,
-            default_user=settings.ssh_user,
-            default_key_file=settings.ssh_key_file,
+            known_hosts=settings.ssh.known_hosts,
+            default_user=settings.ssh.ssh_user,
+            default_key_file=settings.ssh.ssh_key_file,
             connect_timeout=3.0,
         )
     )

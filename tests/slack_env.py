@@ -54,9 +54,9 @@ class SlackBot:
 async def start_bot(services: Services, recorder: SlackApiRecorder):
     """Build the real app with the recorder as Web API, serve it on port 0; returns a
     ``SlackBot`` and an async closer."""
-    services.settings.slack_bot_token = SecretStr("xoxb-test")
-    services.settings.slack_signing_secret = SecretStr(SECRET)
-    services.settings.slack_api_url = recorder.url
+    services.settings.slack.slack_bot_token = SecretStr("xoxb-test")
+    services.settings.slack.slack_signing_secret = SecretStr(SECRET)
+    services.settings.slack.slack_api_url = recorder.url
     app = build_app(services)
     runner, port = await start_http(app, host="127.0.0.1", port=0)
     http = aiohttp.ClientSession()

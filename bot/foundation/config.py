@@ -2,8 +2,8 @@
 
 Each group (:data:`GROUPS`: database, SSH, probes, fleet, Slack, roles, history, actions, service) declares its
 fields once, with a docstring each: ``docs/configuration.md`` and ``.env.example`` are written from them
-(``python tools/config_reference.py --write``). :class:`Settings` holds every group's fields flat and hands a
-component its group whole (``settings.ssh``).
+(``python tools/config_reference.py --write``). :class:`Settings` holds the groups, and a component takes its
+group whole (``settings.ssh``); the settings are read and named flat (:data:`FIELDS`).
 
 Every variable is ``GPUBOT_<FIELD>`` except Slack's three, which use Slack's own names:
 ``SLACK_BOT_TOKEN``, ``SLACK_SIGNING_SECRET``, ``SLACK_APP_TOKEN``. Tokens are
@@ -25,7 +25,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self
 
 from pydantic import (
     AliasChoices,
@@ -37,6 +37,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -642,10 +643,8 @@ GROUPS: dict[str, type[BaseModel]] = {
 }
 """Each group of :class:`Settings` by its attribute name (``settings.ssh``), in the reference's order."""
 
-_G = TypeVar("_G", bound=BaseModel)
 
-
-class Settings(
+class _Sources(
     BaseSettings,
     DatabaseSettings,
     SshSettings,
@@ -657,17 +656,8 @@ class Settings(
     ActionSettings,
     ServiceSettings,
 ):
-    """All of gpubot's configuration: the fields of every group (:data:`GROUPS`), read flat, each from
-    ``GPUBOT_<FIELD>`` (``docs/configuration.md``, generated from the groups' field docstrings).
-
-    A component takes its group whole: ``settings.ssh`` is a :class:`SshSettings` holding this object's values
-    (a new one on every access, so a value set on ``settings`` afterwards is seen). Code in ``bot/`` reads a
-    setting through its group, never flat (``settings.ssh_user``; ``tests/unit/test_settings_groups.py`` checks).
-    Flat keyword construction (``Settings(_env_file=None, known_hosts=...)``, what tests use) stays: a field is
-    named the same in its group and here, so the variable, the TOML key and the keyword agree.
-
-    ``Settings()`` reads the environment and ``./.env`` only; :func:`load_settings` adds the config file and
-    refuses unknown names (what every command uses)."""
+    """How the settings are read: every group's fields flat, each from ``GPUBOT_<FIELD>``, ``.env``, the TOML file
+    being loaded or a keyword. Only :class:`Settings` builds one, and hands its values on by group."""
 
     model_config = SettingsConfigDict(env_prefix="GPUBOT_", env_file=".env", extra="ignore")
 
@@ -687,7 +677,7 @@ class Settings(
         return (*above, *toml, file_secret_settings)
 
     @model_validator(mode="after")
-    def _deprecated_fleet_thread(self) -> Settings:
+    def _deprecated_fleet_thread(self) -> _Sources:
         """``GPUBOT_FLEET_THREAD`` read as the one setting it became (``GPUBOT_FLEET_WORKERS``), saying so."""
         if self.fleet_thread is None:
             return self
@@ -709,60 +699,77 @@ class Settings(
         )
         return self
 
-    def group(self, kind: type[_G]) -> _G:
-        """This object's values of the group ``kind`` (one of :data:`GROUPS`), already validated."""
-        return kind.model_construct(**{name: getattr(self, name) for name in kind.model_fields})
 
-    @property
-    def database(self) -> DatabaseSettings:
-        """The :class:`DatabaseSettings` group."""
-        return self.group(DatabaseSettings)
+FIELDS: dict[str, FieldInfo] = dict(_Sources.model_fields)
+"""Every setting by its field name: the name of its keyword, its TOML key and (``GPUBOT_<FIELD>``) its variable."""
 
-    @property
-    def ssh(self) -> SshSettings:
-        """The :class:`SshSettings` group."""
-        return self.group(SshSettings)
+GROUP_OF: dict[str, str] = {field: name for name, kind in GROUPS.items() for field in kind.model_fields}
+"""Each setting's field -> the attribute of :class:`Settings` holding its group (``ssh_user`` -> ``ssh``)."""
 
-    @property
-    def probes(self) -> ProbeSettings:
-        """The :class:`ProbeSettings` group."""
-        return self.group(ProbeSettings)
 
-    @property
-    def fleet(self) -> FleetSettings:
-        """The :class:`FleetSettings` group."""
-        return self.group(FleetSettings)
+class Settings(BaseModel):
+    """All of gpubot's configuration, in its groups (:data:`GROUPS`): ``settings.ssh.ssh_user``. The groups are the
+    only way in: a component takes its group whole (``def runner(ssh: SshSettings)``), and ``settings.ssh_user``
+    is no attribute.
 
-    @property
-    def slack(self) -> SlackSettings:
-        """The :class:`SlackSettings` group."""
-        return self.group(SlackSettings)
+    ``Settings(**values)`` reads the environment and ``./.env`` (``_env_file=None``: no file) beneath the
+    settings given as keywords, named flat as their variables are (``Settings(_env_file=None, ssh_user="ops")``);
+    :func:`load_settings` adds the config file and refuses unknown names (what every command uses). An unknown
+    keyword raises :class:`TypeError`. :meth:`updated` is a copy with some settings changed."""
 
-    @property
-    def roles(self) -> RoleSettings:
-        """The :class:`RoleSettings` group."""
-        return self.group(RoleSettings)
+    database: DatabaseSettings
+    ssh: SshSettings
+    probes: ProbeSettings
+    fleet: FleetSettings
+    slack: SlackSettings
+    roles: RoleSettings
+    history: HistorySettings
+    actions: ActionSettings
+    service: ServiceSettings
 
-    @property
-    def history(self) -> HistorySettings:
-        """The :class:`HistorySettings` group."""
-        return self.group(HistorySettings)
+    def __init__(self, _env_file: str | None = ".env", **values: Any) -> None:
+        unknown = sorted(set(values) - set(FIELDS))
+        if unknown:
+            raise TypeError(f"Settings() got keywords that are no setting: {', '.join(unknown)}")
+        read = _Sources(_env_file=_env_file, **values)  # type: ignore[call-arg]  # pydantic-settings keyword
+        given = read.model_fields_set
+        super().__init__(
+            **{
+                name: kind.model_construct(
+                    given & set(kind.model_fields), **{f: getattr(read, f) for f in kind.model_fields}
+                )
+                for name, kind in GROUPS.items()
+            }
+        )
 
-    @property
-    def actions(self) -> ActionSettings:
-        """The :class:`ActionSettings` group."""
-        return self.group(ActionSettings)
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy whose groups ``update`` names are replaced (:meth:`~pydantic.BaseModel.model_copy`). A key that
+        is no group raises :class:`KeyError`: a flat setting set so would be an attribute nothing reads
+        (:meth:`updated` sets those)."""
+        stray = sorted(set(update or ()) - set(GROUPS))
+        if stray:
+            raise KeyError(f"not a group of the settings: {', '.join(stray)} (Settings.updated sets a setting)")
+        return super().model_copy(update=update, deep=deep)
 
-    @property
-    def service(self) -> ServiceSettings:
-        """The :class:`ServiceSettings` group."""
-        return self.group(ServiceSettings)
+    def updated(self, **changes: Any) -> Settings:
+        """A copy with the settings ``changes`` names (flat, as keywords: ``probe_timeout_s=2``) set, unvalidated
+        as :meth:`~pydantic.BaseModel.model_copy` sets them; every group is copied, so changing a group of the copy
+        leaves this one as it is. A name that is no setting raises :class:`KeyError`."""
+        unknown = sorted(set(changes) - set(GROUP_OF))
+        if unknown:
+            raise KeyError(f"not a setting: {', '.join(unknown)}")
+        return self.model_copy(
+            update={
+                name: getattr(self, name).model_copy(update={f: v for f, v in changes.items() if GROUP_OF[f] == name})
+                for name in GROUPS
+            }
+        )
 
 
 def env_name(field: str) -> str:
     """The variable that sets ``field`` (``units`` -> ``GPUBOT_UNITS``; Slack's use Slack's names).
     A name that is not a field (already a variable's name) is returned as it is."""
-    info = Settings.model_fields.get(field)
+    info = FIELDS.get(field)
     if info is None:
         return field
     alias = info.validation_alias
@@ -810,7 +817,7 @@ def setting_names() -> dict[str, str]:
     """Every variable :class:`Settings` reads (upper case) -> its field (``GPUBOT_UNITS`` -> ``units``;
     Slack's names and their ``GPUBOT_`` spellings both)."""
     names: dict[str, str] = {}
-    for field, info in Settings.model_fields.items():
+    for field, info in FIELDS.items():
         alias = info.validation_alias
         for name in alias.choices if isinstance(alias, AliasChoices) else [f"GPUBOT_{field.upper()}"]:
             names[str(name).upper()] = field
@@ -892,11 +899,11 @@ def load_settings(config: str | None = None, *, env_file: str | None = ".env") -
     problems = unknown_names(os.environ, dotenv, where_dotenv=env_file or ".env")
     path = config_file(config, os.environ)
     if path is not None:
-        fields = sorted(Settings.model_fields)
+        fields = sorted(FIELDS)
         problems += [
             f"{key} (in {path}) is not a setting{_nearest(key.lower(), fields)}"
             for key in _toml_keys(path)
-            if key not in Settings.model_fields
+            if key not in FIELDS
         ]
     if problems:
         raise ConfigError(
@@ -904,6 +911,6 @@ def load_settings(config: str | None = None, *, env_file: str | None = ".env") -
         )
     token = _CONFIG_FILE.set(path)
     try:
-        return Settings(_env_file=env_file)  # type: ignore[call-arg]  # pydantic-settings keyword
+        return Settings(_env_file=env_file)
     finally:
         _CONFIG_FILE.reset(token)

@@ -71,7 +71,7 @@ def inventory_days() -> int:
     if days is None:
         from bot.foundation.config import Settings
 
-        days = Settings().gpu_inventory_days
+        days = Settings().probes.gpu_inventory_days
     return int(days)
 
 

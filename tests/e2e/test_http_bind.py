@@ -111,7 +111,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 async def test_the_default_bind_refuses_another_machine_and_0000_answers_it(remote, tmp_path):
-    assert Settings(_env_file=None).http_host == "127.0.0.1"
+    assert Settings(_env_file=None).service.http_host == "127.0.0.1"
     port = free_port()
     proc = serve(tmp_path, port)
     try:

@@ -70,7 +70,7 @@ async def test_a_rejection_and_an_expiry_are_stamped_with_the_services_clock(
     assert outcome.status == "rejected"
     req, approvals, _ = await _rows(services, rejected.id)
     assert (req.created_at, req.updated_at, [a.decided_at for a in approvals]) == (REQUESTED, APPROVED, [APPROVED])
-    services.settings.approval_expiry_s = 1  # due one second after it is stored, by the database's clock
+    services.settings.actions.approval_expiry_s = 1  # due one second after it is stored, by the database's clock
     expiring = await flows.request_action(
         services=stopped(services, REQUESTED), spec=clean("node331", weights(root, "b")), requester="U1"
     )

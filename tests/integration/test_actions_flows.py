@@ -131,7 +131,7 @@ async def test_an_approval_waiting_on_a_simultaneous_one_is_refused_and_not_stor
         late.status == "noop" and late.text == f"request #{view.id} is already approved; your approve was not recorded"
     )
     assert await approval_rows(services, view.id) == [("U2", "approve")]
-    services.settings.approval_policy = [{"kinds": ["clean"], "approvals": 2}]
+    services.settings.actions.approval_policy = [{"kinds": ["clean"], "approvals": 2}]
     pair = await flows.request_action(services=services, spec=clean("node312", weights(root, "b")), requester="U1")
     outcomes = await asyncio.gather(approve(services, pair.id, user="U2"), approve(services, pair.id, user="U3"))
     assert [o.status for o in outcomes].count("executed") == 1 and pair.approvals_needed == 2

@@ -433,7 +433,7 @@ async def test_a_quiet_bot_still_expires_cards(slack_bot, services, ssh_server, 
         await db.execute(
             update(ActionRequest).where(ActionRequest.id == rid).values(expires_at=utcnow() - timedelta(seconds=1))
         )
-    services.settings.action_sweep_interval_s = 0.1
+    services.settings.actions.action_sweep_interval_s = 0.1
     start = len(slack_bot.recorder.calls)
     task = asyncio.create_task(sweep_forever(services, slack_bot.app.client))
     try:
@@ -452,7 +452,7 @@ async def test_with_no_allowed_roots_set_clean_and_pivot_delete_are_refused_sayi
     folder = weights(tmp_path / "shared", "glm5")  # a real folder, and no allowed root set (the default)
     fast(services)
     operators(services, "U1")
-    assert services.settings.allowed_roots == {}
+    assert services.settings.actions.allowed_roots == {}
     await register(
         services, "node410", "127.0.0.15", ssh_server, probe={"units": {"a.service": "active", "b.service": "inactive"}}
     )

@@ -418,7 +418,7 @@ async def test_a_step_sudo_refused_names_the_chat_command_that_checks_the_host(s
     steps = StepRunner(
         runner=runner,
         target=target,
-        settings=services.settings.model_copy(update={"command": "/gpu-staging"}),
+        settings=services.settings.updated(command="/gpu-staging"),
         gpu_backend="nvidia-smi",
         gpu_free_mib=1024,
     )

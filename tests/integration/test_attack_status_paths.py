@@ -19,7 +19,7 @@ async def test_a_status_path_through_a_symlink_out_of_its_place_is_not_measured(
     outside.mkdir()
     (outside / "id_ed25519").write_bytes(b"k" * SECRET_SIZE)
     (models / "leak").symlink_to(outside)
-    services.settings.status_path_roots = [str(models)]
+    services.settings.probes.status_path_roots = [str(models)]
 
     await slack_bot.command(f"status localhost {models}/leak/id_ed25519 {models}/qwen", user_id="U9")
     status = await slack_bot.recorder.wait_for("chat.update", timeout=60)

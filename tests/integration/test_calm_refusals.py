@@ -19,7 +19,7 @@ REFUSALS = [
 
 @pytest.mark.parametrize(("text", "user", "said"), REFUSALS, ids=["role", "usage", "unknown-host"])
 async def test_a_refusal_logs_one_info_line_and_no_task_exception(slack_bot, services, caplog, text, user, said):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     caplog.set_level(logging.DEBUG)
     gc.freeze()  # what the session made so far is not scanned again: each collection below sees this test's objects
     try:

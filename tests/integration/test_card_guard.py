@@ -223,7 +223,7 @@ async def test_a_forged_trust_button_records_no_key(slack_bot, services, ssh_ser
     acts. A forged fingerprint, by an admin, records nothing; a viewer's click with the real one neither."""
     known = ssh_server.write_known_hosts(str(tmp_path / "kh"), {"127.0.0.3": "absent"})
     services.runner.ssh.known_hosts = known
-    services.settings.admins = ["UADMIN"]
+    services.settings.roles.admins = ["UADMIN"]
     await register(services, "fresh", "127.0.0.3", ssh_server)
     await slack_bot.command("hosts trust fresh", user_id="UADMIN", response_url=slack_bot.recorder.response_url("card"))
     card = await slack_bot.recorder.wait_for("response_url", lambda c: c.path.endswith("/card"), timeout=30)

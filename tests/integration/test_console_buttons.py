@@ -10,7 +10,7 @@ from bot.slack.console.session import Console, console_settings
 async def _console(services, tmp_path, **settings_update):
     demo = enable_demo(services.settings, str(tmp_path / "data"))
     assert demo is not None
-    settings = console_settings(demo.allowing(services.settings).model_copy(update=settings_update), role="admin")
+    settings = console_settings(demo.allowing(services.settings).updated(**settings_update), role="admin")
     screen: list[str] = []
     console = Console(replace(services, settings=settings), write=screen.append, files_dir=str(tmp_path / "files"))
     await console.start()

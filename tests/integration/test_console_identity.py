@@ -8,7 +8,7 @@ from bot.slack.console.session import CONSOLE_USER, Console, console_settings
 
 def test_acting_as_alice_shares_your_role_without_changing_the_settings(services):
     given = console_settings(services.settings, role="operator")
-    assert CONSOLE_USER in given.operators and CONSOLE_USER not in services.settings.operators
+    assert CONSOLE_USER in given.roles.operators and CONSOLE_USER not in services.settings.roles.operators
     before = given.model_dump()
     lines: list[str] = []
     console = Console(replace(services, settings=given), write=lines.append)
@@ -18,14 +18,17 @@ def test_acting_as_alice_shares_your_role_without_changing_the_settings(services
     assert lines[-1].startswith("now acting as UCONSOLEALICE (operator)")
     console.act_as("me")
     assert console.user_id == CONSOLE_USER and console.who() == "UCONSOLE (operator)"
-    assert given.model_dump() == before and "UCONSOLEALICE" not in given.operators
-    assert "UCONSOLEALICE" in console.services.settings.operators  # alice keeps the role for a later `as alice`
+    assert given.model_dump() == before and "UCONSOLEALICE" not in given.roles.operators
+    assert "UCONSOLEALICE" in console.services.settings.roles.operators  # alice keeps the role for a later `as alice`
 
 
 def test_the_demo_root_is_allowed_on_a_copy(services, tmp_path):
     demo = Demo(str(tmp_path / "demo"), str(tmp_path / "demo" / "old-model"))
     allowed = demo.allowing(services.settings)
-    assert allowed.allowed_roots["localhost"] == [demo.root] and "localhost" not in services.settings.allowed_roots
+    assert (
+        allowed.actions.allowed_roots["localhost"] == [demo.root]
+        and "localhost" not in services.settings.actions.allowed_roots
+    )
 
 
 async def test_a_slack_id_granted_admin_in_the_database_is_no_admin_in_a_viewer_console(services):
@@ -40,7 +43,7 @@ async def test_a_slack_id_granted_admin_in_the_database_is_no_admin_in_a_viewer_
     console = Console(
         replace(
             services,
-            settings=console_settings(services.settings.model_copy(update={"viewers": ["U0V"]}), role="viewer"),
+            settings=console_settings(services.settings.updated(viewers=["U0V"]), role="viewer"),
         ),
         write=lines.append,
     )

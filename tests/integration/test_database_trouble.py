@@ -126,9 +126,9 @@ async def test_database_dying_during_a_probe_keeps_the_verdict(database_url, ssh
     runner = CutTheDatabaseDuringTheProbe(
         RoutingRunner(
             SshRunner(
-                known_hosts=settings.known_hosts,
-                default_user=settings.ssh_user,
-                default_key_file=settings.ssh_key_file,
+                known_hosts=settings.ssh.known_hosts,
+                default_user=settings.ssh.ssh_user,
+                default_key_file=settings.ssh.ssh_key_file,
                 connect_timeout=3.0,
             )
         ),

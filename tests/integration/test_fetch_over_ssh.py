@@ -113,7 +113,7 @@ async def setup_host(
     root = tmp_path / "shared"
     root.mkdir()
     fast(services, root)
-    services.settings.fetch_poll_s = 0.3
+    services.settings.actions.fetch_poll_s = 0.3
     await register(
         services,
         name,
@@ -240,7 +240,7 @@ async def test_in_slack_the_thread_follows_the_download_and_offers_the_pivot(
 
     bot = slack_bot
     await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f3", "127.0.0.43")
-    services.settings.operators = ["U1", "U2"]
+    services.settings.roles.operators = ["U1", "U2"]
     request_id, ts, blocks = await ask(bot, f"fetch f3 {REPO}")
     assert "6 files, 600.32 KB" in blocks_text(blocks)
     await click(bot, APPROVE, request_id, ts, "U2")
@@ -319,13 +319,13 @@ async def restarted_bot(services):
     connection), the same settings, as after a restart."""
     runner = RoutingRunner(
         SshRunner(
-            known_hosts=services.settings.known_hosts,
-            default_user=services.settings.ssh_user,
-            default_key_file=services.settings.ssh_key_file,
+            known_hosts=services.settings.ssh.known_hosts,
+            default_user=services.settings.ssh.ssh_user,
+            default_key_file=services.settings.ssh.ssh_key_file,
             connect_timeout=3.0,
         )
     )
-    engine = make_engine(services.settings.database_url)
+    engine = make_engine(services.settings.database.database_url)
     async with Services(
         settings=services.settings, sessions=make_session_factory(engine), runner=runner, engine=engine
     ) as again:
@@ -455,7 +455,7 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
     assert "6 files, 600.32 KB" in out and "Nothing started: approve request #" in out
     assert not (root / "Tiny-3B").exists()
     args.yes = True
-    services.settings.fetch_sha256_max_bytes = 100_000  # less than the shards: sizes only, and said so
+    services.settings.actions.fetch_sha256_max_bytes = 100_000  # less than the shards: sizes only, and said so
     assert await cli_actions.fetch(services.settings, args) == 0
     captured = capsys.readouterr()
     assert f"Fetched and verified {REPO} on f7" in captured.out and "verified: 6 files" in captured.out
@@ -487,11 +487,11 @@ async def test_the_command_line_plans_then_starts_and_follows_with_yes(
     assert re.search(r"  fetch #\d+ done: ([\d,]+) of \1 bytes, 6 of 6 files into ", said), said
     assert "    verified: 6 files" in said
     # no allowed roots: a setting to add, not a command mistyped (exit 78, not 64)
-    services.settings.allowed_roots = {}
+    services.settings.actions.allowed_roots = {}
     with pytest.raises(NotConfigured) as got:
         await cli_actions.fetch(services.settings, args)
     assert "nothing may be downloaded on f7: no allowed roots are set" in str(got.value)
-    assert exit_status(got.value, database_url=services.settings.database_url) == EX_CONFIG == 78
+    assert exit_status(got.value, database_url=services.settings.database.database_url) == EX_CONFIG == 78
     assert "gpubot: refused:" in capsys.readouterr().err
 
 
@@ -500,8 +500,8 @@ async def test_with_fetch_approval_off_the_command_starts_it_and_the_thread_foll
 ):
     bot = slack_bot
     await setup_host(services, ssh_server, fake_hosts, hub, tmp_path, "f8", "127.0.0.48")
-    services.settings.operators = ["U1"]
-    services.settings.fetch_needs_approval = False
+    services.settings.roles.operators = ["U1"]
+    services.settings.actions.fetch_needs_approval = False
     status, _, _ = await bot.command(f"fetch f8 {REPO}", user_id="U1")
     assert status == 200
     said = await bot.recorder.wait_for(

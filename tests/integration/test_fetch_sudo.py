@@ -136,15 +136,15 @@ async def svc(database_url: str, box: Box, models: Path, hub: FakeHub) -> AsyncI
     engine = make_engine(database_url)
     runner = RoutingRunner(
         SshRunner(
-            known_hosts=settings.known_hosts,
-            default_user=settings.ssh_user,
-            default_key_file=settings.ssh_key_file,
+            known_hosts=settings.ssh.known_hosts,
+            default_user=settings.ssh.ssh_user,
+            default_key_file=settings.ssh.ssh_key_file,
             connect_timeout=3.0,
         )
     )
     services = Services(settings=settings, sessions=make_session_factory(engine), runner=runner, engine=engine)
     fast(services, models)
-    services.settings.fetch_poll_s = 0.3
+    services.settings.actions.fetch_poll_s = 0.3
     await register(services, "fs1", ADDR, box.server, probe={"model_volumes": [str(models)], "hf_endpoint": hub.url})
     try:
         yield services

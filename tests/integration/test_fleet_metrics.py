@@ -32,9 +32,9 @@ A, B = "127.0.0.16", "127.0.0.17"
 @pytest.fixture
 async def scrape(services):
     async with SlackApiRecorder() as recorder:
-        services.settings.slack_bot_token = SecretStr("xoxb-test")
-        services.settings.slack_signing_secret = SecretStr("s3cret-signing")
-        services.settings.slack_api_url = recorder.url
+        services.settings.slack.slack_bot_token = SecretStr("xoxb-test")
+        services.settings.slack.slack_signing_secret = SecretStr("s3cret-signing")
+        services.settings.slack.slack_api_url = recorder.url
         runner, port = await start_http(
             build_app(services),
             host="127.0.0.1",

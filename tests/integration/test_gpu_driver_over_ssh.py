@@ -27,7 +27,7 @@ def pci(addr: str, gpus: int, *, drivers: dict[int, str | None] | None = None, s
 async def test_hgx_with_the_fabric_manager_down_is_not_ready_then_ready_once_it_runs(services, ssh_server, fake_hosts):
     addr = "127.0.0.18"
     await register(services, "hgx1", addr, ssh_server)
-    assert services.settings.units == {}  # the fabric manager is judged without configuration
+    assert services.settings.probes.units == {}  # the fabric manager is judged without configuration
     fake_hosts.sysfs(addr, pci(addr, 8, switches=4))
     stuck = {i: {"fabric.state": "In Progress", "fabric.status": "[N/A]"} for i in range(8)}
     fake_hosts.write(addr, gpu_overrides=stuck, units={"nvidia-fabricmanager.service": unit(active=False)})
@@ -152,7 +152,7 @@ async def test_a_gpu_passed_through_to_a_vm_is_a_note_and_the_host_ready(service
 def _slow(services, **settings):
     import dataclasses
 
-    return dataclasses.replace(services, settings=services.settings.model_copy(update=settings))
+    return dataclasses.replace(services, settings=services.settings.updated(**settings))
 
 
 async def test_a_driver_slow_to_start_without_persistence_is_ready_with_the_reason(services, ssh_server, fake_hosts):

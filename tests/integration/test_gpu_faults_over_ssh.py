@@ -29,7 +29,7 @@ async def register(services, name, addr, ssh_server, **kw):
 
 
 def with_settings(services, **settings):
-    return dataclasses.replace(services, settings=services.settings.model_copy(update=settings))
+    return dataclasses.replace(services, settings=services.settings.updated(**settings))
 
 
 def end_wedged(ssh_server, addr: str) -> None:

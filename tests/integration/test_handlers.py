@@ -96,8 +96,8 @@ def test_a_spec_in_the_words_layer_without_a_handler_stops_the_bot(monkeypatch, 
     from bot.slack.app import build_app
     from bot.words.commands import status as status_words
 
-    services.settings.slack_bot_token = SecretStr("xoxb-test")
-    services.settings.slack_signing_secret = SecretStr("secret")
+    services.settings.slack.slack_bot_token = SecretStr("xoxb-test")
+    services.settings.slack.slack_signing_secret = SecretStr("secret")
     build_app(services)  # complete: starts
     monkeypatch.setattr(status_words, "ORPHAN", ORPHAN, raising=False)
     with pytest.raises(RuntimeError, match="commands without a handler: orphan"):

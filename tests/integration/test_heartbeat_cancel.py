@@ -39,9 +39,9 @@ async def _hold_lock(database_url: str, held: asyncio.Event, release: asyncio.Ev
 
 
 async def test_an_action_ending_while_its_lease_renewal_waits_on_a_busy_database_ends_the_renewals(services):
-    services.settings.action_heartbeat_s = 0.2
+    services.settings.actions.action_heartbeat_s = 0.2
     held, release = asyncio.Event(), asyncio.Event()
-    locker = asyncio.create_task(_hold_lock(services.settings.database_url, held, release))
+    locker = asyncio.create_task(_hold_lock(services.settings.database.database_url, held, release))
     await asyncio.wait_for(held.wait(), 60)
     renewals: list[asyncio.Task] = []
 

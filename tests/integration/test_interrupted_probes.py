@@ -49,7 +49,7 @@ async def test_probes_cut_off_by_the_shutdown_are_stored_as_interrupted_and_the_
         services,
         runner=ScriptedRunner(_hanging({"node2", "node3", "node4"}, entered, 3)),
         gate=gate,
-        settings=services.settings.model_copy(update={"max_concurrent_probes": 3}),
+        settings=services.settings.updated(max_concurrent_probes=3),
     )
     fleet = asyncio.create_task(check_fleet(services=svc, names=names, title="all hosts"))
     await entered.wait()  # node1 answered; node2, node3 and node4 hang in the three slots; node5 and node6 wait

@@ -31,9 +31,9 @@ QyNTUxOQAAACBxq2yC0vTQ8vJ2kzZpWJYl4D0q9XbXpIuG9d0rBq7v9QAAAJgH1yUTB9cl
 async def served(services):
     """The app on port 0 with the health routes, its Web API pointed at a recorder."""
     async with SlackApiRecorder() as recorder:
-        services.settings.slack_bot_token = SecretStr("xoxb-test")
-        services.settings.slack_signing_secret = SecretStr("s3cret-signing")
-        services.settings.slack_api_url = recorder.url
+        services.settings.slack.slack_bot_token = SecretStr("xoxb-test")
+        services.settings.slack.slack_signing_secret = SecretStr("s3cret-signing")
+        services.settings.slack.slack_api_url = recorder.url
         app = build_app(services)
         readiness = Readiness(sessions=services.sessions, gate=services.gate)
         runner, port = await start_http(app, host="127.0.0.1", port=0, readiness=readiness, services=services)
@@ -171,7 +171,8 @@ def test_json_logs_carry_context_and_never_a_secret():
         with log_context(host="node174", slack_user="U0ALICE", action_request=12):
             log.info("token %s secret %s app %s", "xoxb-1-2-tokenvalue", "8f3e5d2c1b0a-signing", "xapp-1-A0-appvalue")
             log.info(
-                "engine %s and a user token xoxp-9-9-other and Authorization: Bearer abc.def", settings.database_url
+                "engine %s and a user token xoxp-9-9-other and Authorization: Bearer abc.def",
+                settings.database.database_url,
             )
             log.debug("key read: %s", PRIVATE_KEY)
             try:

@@ -46,7 +46,7 @@ async def slow_host(services, server: SshTestServer, **settings):
         server.username,
         server.client_key_path,
     )
-    services = dataclasses.replace(services, settings=services.settings.model_copy(update=settings))
+    services = dataclasses.replace(services, settings=services.settings.updated(**settings))
     async with services.sessions() as db, db.begin():
         await hosts.add(db_session=db, name="slowpoke", address=SLOW, port=server.port)
     return services

@@ -117,9 +117,9 @@ async def svc(sqlite_url: str, box: Box) -> AsyncIterator[Services]:
     engine = make_engine(sqlite_url)
     runner = RoutingRunner(
         SshRunner(
-            known_hosts=settings.known_hosts,
-            default_user=settings.ssh_user,
-            default_key_file=settings.ssh_key_file,
+            known_hosts=settings.ssh.known_hosts,
+            default_user=settings.ssh.ssh_user,
+            default_key_file=settings.ssh.ssh_key_file,
             connect_timeout=3.0,
         )
     )
@@ -140,7 +140,7 @@ _hosts = iter(range(10**6))
 async def host(svc: Services, box: Box, roots: list[Path], **probe: object) -> str:
     """Register this machine under a fresh name with ``roots`` as its allowed roots."""
     name = f"atk{next(_hosts)}"
-    svc.settings.allowed_roots = {name: [str(r) for r in roots]}
+    svc.settings.actions.allowed_roots = {name: [str(r) for r in roots]}
     await register(svc, name, ADDR, box.server, probe=dict(probe) or None)
     return name
 
@@ -274,7 +274,7 @@ async def test_a_host_that_cannot_be_asked_gets_no_delete_rule(svc, box):
     """Who controls a root is read on the host; without an answer nothing is known, so no rule."""
     safe = box.folder("safe-models")
     name = f"atk{next(_hosts)}"
-    svc.settings.allowed_roots = {name: [str(safe)]}
+    svc.settings.actions.allowed_roots = {name: [str(safe)]}
     async with svc.sessions() as db, db.begin():
         from bot.domain.hosts import service as hosts
 

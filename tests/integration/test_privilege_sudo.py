@@ -99,9 +99,9 @@ async def svc(database_url: str, box: Box, shared: Path) -> AsyncIterator[Servic
     engine = make_engine(database_url)
     runner = RoutingRunner(
         SshRunner(
-            known_hosts=settings.known_hosts,
-            default_user=settings.ssh_user,
-            default_key_file=settings.ssh_key_file,
+            known_hosts=settings.ssh.known_hosts,
+            default_user=settings.ssh.ssh_user,
+            default_key_file=settings.ssh.ssh_key_file,
             connect_timeout=3.0,
         )
     )
@@ -234,7 +234,7 @@ async def test_what_sudoers_does_not_allow_is_refused_at_planning(svc, box, shar
     with pytest.raises(PlanRefused, match="not a configured unit"):
         await build_plan(services=svc, spec=ActionSpec(ActionKind.STOP, "priv6", unit="sglang.service"))
     # a unit configured after the sudoers file was printed: the plan names the missing rule
-    svc.settings.units = {"vllm.service": "inactive", "sglang.service": "active"}
+    svc.settings.probes.units = {"vllm.service": "inactive", "sglang.service": "active"}
     with pytest.raises(PlanRefused) as refused:
         await build_plan(services=svc, spec=ActionSpec(ActionKind.STOP, "priv6", unit="sglang.service"))
     assert "no sudo rule allows" in str(refused.value) and "systemctl stop -- sglang.service" in str(refused.value)
@@ -296,7 +296,7 @@ async def test_a_rule_that_asks_for_a_password_fails_at_once_with_a_clear_reason
 
 
 async def test_hosts_check_reports_what_the_bot_may_do(svc, box, shared):
-    svc.settings.allowed_roots = {"*": [str(shared), "/var/lib/gpubot-no-such-root"]}
+    svc.settings.actions.allowed_roots = {"*": [str(shared), "/var/lib/gpubot-no-such-root"]}
     await register(svc, "priv8", ADDRS[0], box.server)
     before = check_text(await check_access(services=svc, host_name="priv8"))
     assert before[0].startswith(f"priv8: the bot logs in as {box.user.name} (uid {box.user.uid}")
@@ -378,7 +378,7 @@ async def test_gpu_hosts_check_in_slack_answers_the_operator_only(svc, box, shar
     from tests.slack_env import start_bot
     from tests.support.slack_recorder import SlackApiRecorder
 
-    svc.settings.operators = ["U1"]
+    svc.settings.roles.operators = ["U1"]
     await register(svc, "priv9", ADDRS[0], box.server)
     await install_printed_sudoers(svc, box, "priv9")
     async with SlackApiRecorder() as recorder:
@@ -400,7 +400,7 @@ async def test_gpu_hosts_check_in_slack_answers_the_operator_only(svc, box, shar
 
 
 async def test_a_pivot_as_an_ordinary_user_gets_each_step_its_privilege(svc, box, shared):
-    svc.settings.units = {"vllm.service": "inactive", "sglang.service": "active"}
+    svc.settings.probes.units = {"vllm.service": "inactive", "sglang.service": "active"}
     fakestate.update_state(
         box.server, ADDRS[1], units={"vllm.service": unit(active=True), "sglang.service": unit(active=False)}
     )
@@ -430,7 +430,7 @@ async def test_a_pivot_missing_one_rule_is_refused_before_anything_runs(svc, box
     old = weights(shared, "glm5")
     await register(svc, "privB", ADDRS[1], box.server)
     await install_printed_sudoers(svc, box, "privB")  # printed while only vllm.service was configured
-    svc.settings.units = {"vllm.service": "inactive", "sglang.service": "active"}
+    svc.settings.probes.units = {"vllm.service": "inactive", "sglang.service": "active"}
     spec = ActionSpec(ActionKind.PIVOT, "privB", from_unit="vllm.service", to_unit="sglang.service", paths=(str(old),))
     with pytest.raises(PlanRefused) as refused:
         await flows.request_action(services=svc, spec=spec, requester="U1")

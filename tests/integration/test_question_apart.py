@@ -53,7 +53,7 @@ async def test_a_serving_host_asked_need_keeps_its_record_and_pages_no_one_until
     scrape,  # noqa: F811
 ):
     await start_kimi(services, fake_hosts, "node174", ADDR, ssh_server, tmp_path)
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     clock = Clock()
     svc = dataclasses.replace(services, clock=clock.now)
     async with SlackApiRecorder() as rec:

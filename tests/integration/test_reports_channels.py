@@ -55,7 +55,7 @@ async def _schedules(services):
 async def test_scheduling_where_the_bot_cannot_post_is_refused_with_how_to_fix(
     slack_bot, services, channel, answer, said
 ):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     rec = slack_bot.recorder
     if channel is not None:
         rec.channels["C5"] = channel
@@ -71,7 +71,7 @@ async def test_scheduling_where_the_bot_cannot_post_is_refused_with_how_to_fix(
 
 
 async def test_a_named_channel_is_checked_and_a_public_one_needs_no_membership(slack_bot, services):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     rec = slack_bot.recorder
     rec.channels["C0600006"] = {"is_private": True, "is_member": False}
     rec.channels["C0700007"] = {"is_private": False, "is_member": False}  # chat:write.public posts there
@@ -87,7 +87,7 @@ async def test_a_named_channel_is_checked_and_a_public_one_needs_no_membership(s
 async def test_a_channel_that_stops_taking_reports_tells_the_creator_and_pauses_after_three(
     slack_bot, services, ssh_server, fake_hosts
 ):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     rec = slack_bot.recorder
     rec.channels["C5"] = {"is_private": True, "is_member": True}
     async with services.sessions() as db, db.begin():
@@ -163,7 +163,7 @@ async def test_a_channel_that_stops_taking_reports_tells_the_creator_and_pauses_
 
 
 async def test_report_resume_of_a_running_schedule_says_it_is_not_paused(slack_bot, services):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     await slack_bot.command('report schedule "0 8 * * *" UTC all')
     await slack_bot.recorder.wait_for("chat.postMessage", timeout=10)
     (row,) = await _schedules(services)

@@ -54,9 +54,9 @@ def _other(services, database_url, connect_timeout: float) -> Services:
     s = services.settings
     runner = RoutingRunner(
         SshRunner(
-            known_hosts=s.known_hosts,
-            default_user=s.ssh_user,
-            default_key_file=s.ssh_key_file,
+            known_hosts=s.ssh.known_hosts,
+            default_user=s.ssh.ssh_user,
+            default_key_file=s.ssh.ssh_key_file,
             connect_timeout=connect_timeout,
         )
     )
@@ -160,7 +160,7 @@ async def test_a_run_cut_off_while_posting_is_failed_never_posted_again(services
 
 
 async def test_a_dead_claim_past_the_grace_period_is_skipped(services, ssh_server):
-    services.settings.report_grace_s = 600
+    services.settings.history.report_grace_s = 600
     row = await _schedule(
         services, FIRE - timedelta(days=1), expr="0 8 * * 1", tz="Europe/Berlin"
     )  # weekly: no newer fire

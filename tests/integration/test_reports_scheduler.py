@@ -173,7 +173,7 @@ async def test_two_instances_on_one_database_post_once(services, database_url, s
 
 async def test_bot_down_at_fire_time_sends_late_within_grace(services, ssh_server, fake_hosts):
     await _group(services, ssh_server, n=1)
-    services.settings.report_grace_s = 3600
+    services.settings.history.report_grace_s = 3600
     row = await _schedule(services, FIRE - timedelta(days=1))
     clock, post = Clock(FIRE + timedelta(minutes=40)), Recorder()  # the bot starts 40 min late
     (outcome,) = await ReportScheduler(services, post, now=clock.now).run_due()
@@ -186,7 +186,7 @@ async def test_bot_down_at_fire_time_sends_late_within_grace(services, ssh_serve
 
 async def test_bot_down_past_grace_skips_and_logs(services, ssh_server, fake_hosts, caplog):
     await _group(services, ssh_server, n=1)
-    services.settings.report_grace_s = 3600
+    services.settings.history.report_grace_s = 3600
     row = await _schedule(services, FIRE - timedelta(days=1))
     # Down from before Friday's report until Monday 09:30 Berlin: Friday's and Monday's are both missed.
     clock, post = Clock(FIRE + timedelta(hours=1, minutes=30)), Recorder()

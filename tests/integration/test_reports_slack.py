@@ -39,7 +39,7 @@ async def _train(services, ssh_server):
 
 
 async def test_schedule_from_slack_posts_the_report_at_its_time(slack_bot, services, ssh_server, fake_hosts):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     await _train(services, ssh_server)
     holder = fake_hosts.hold("127.0.0.20", gpu=5, used_mib=40000)
     status, _, seconds = await slack_bot.command(SCHEDULE)
@@ -86,7 +86,7 @@ async def test_schedule_from_slack_posts_the_report_at_its_time(slack_bot, servi
 
 
 async def test_list_and_remove_schedules(slack_bot, services, ssh_server):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     await slack_bot.command('report schedule "30 7 * * *" UTC all')
     await slack_bot.recorder.wait_for("chat.postMessage", timeout=10)
     async with services.sessions() as db:
@@ -127,7 +127,7 @@ async def test_report_now_of_a_group_with_no_host_answers_only_the_caller(slack_
 
 
 async def test_a_schedule_for_a_group_with_no_host_is_refused(slack_bot, services, ssh_server):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     await _train(services, ssh_server)
     await slack_bot.command('report schedule "0 8 * * *" UTC group:trian')
     answer = await slack_bot.recorder.wait_for("response_url", timeout=10)

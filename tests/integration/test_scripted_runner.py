@@ -41,7 +41,7 @@ async def test_an_idle_host_reads_ready_and_the_runner_saw_one_batch(services):
     assert (call.target.address, call.target.port, call.timeout) == (
         "10.0.0.1",
         2222,
-        services.settings.batch_timeout_s,
+        services.settings.probes.batch_timeout_s,
     )
     snap = await _stored(services, report.snapshot_id)
     assert snap.verdict == "ready" and snap.gpu_used_mib == 0

@@ -31,7 +31,7 @@ async def answer_to(bot, text: str, user: str = "U1") -> dict:
 async def test_an_unknown_host_is_answered_to_the_caller_alone_before_anything_is_posted(
     slack_bot, services, ssh_server, command
 ):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     await add_host(services, "node174", "127.0.0.12", ssh_server.port)
     body = await answer_to(slack_bot, command)
     posted = slack_bot.recorder.calls_of("chat.postMessage") + slack_bot.recorder.calls_of("chat.update")
@@ -91,7 +91,7 @@ async def test_an_unbalanced_quote_says_so(slack_bot):
     ],
 )
 async def test_hosts_add_names_the_bad_character(slack_bot, services, command, named):
-    services.settings.admins = ["U1"]
+    services.settings.roles.admins = ["U1"]
     text = (await answer_to(slack_bot, command))["text"]
     assert named in text, text
 
@@ -157,8 +157,8 @@ async def test_a_long_path_is_shortened_in_the_middle_on_cards_and_given_in_full
 ):
     root = tmp_path / "shared"
     path = str(deep_folder(root))
-    services.settings.operators = ["U1"]
-    services.settings.allowed_roots = {"localhost": [str(root)]}
+    services.settings.roles.operators = ["U1"]
+    services.settings.actions.allowed_roots = {"localhost": [str(root)]}
     await slack_bot.command(f"status localhost {path}", user_id="U1")
     update = await slack_bot.recorder.wait_for("chat.update", timeout=20)
     validate_message(update.body["blocks"], update.body["text"])
@@ -200,7 +200,7 @@ def shown(body: dict) -> str:
 async def test_localhost_is_shown_as_the_built_in_host_and_never_suggested_for_itself(slack_bot, services):
     from bot.domain.snapshots import service as snapshots
 
-    services.settings.admins = ["U1"]
+    services.settings.roles.admins = ["U1"]
     async with services.sessions() as db:
         assert await hosts.near_names(db_session=db, name="localhost") == []
         assert await hosts.near_names(db_session=db, name="localhst") == ["localhost"]
@@ -245,11 +245,11 @@ async def test_a_long_refusal_is_shown_whole_never_cut_mid_sentence(slack_bot, s
     300-character cap meant for a long path cut the refusal's sentences in the middle."""
     from bot.flows.actions.planner import no_roots_refusal
 
-    services.settings.operators = ["U1"]
-    services.settings.allowed_roots = {f"node{i:02d}": ["/shared/models"] for i in range(20)}
+    services.settings.roles.operators = ["U1"]
+    services.settings.actions.allowed_roots = {f"node{i:02d}": ["/shared/models"] for i in range(20)}
     body = await answer_to(slack_bot, "clean localhost weights=/srv/gpubot-test-nothing-here")
     shown_text = " ".join(blocks_text(body["blocks"]).split())
-    refusal = no_roots_refusal("localhost", services.settings.allowed_roots)
+    refusal = no_roots_refusal("localhost", services.settings.actions.allowed_roots)
     assert len(refusal) > 300
     assert " … " not in shown_text and refusal in shown_text, shown_text
 
@@ -273,7 +273,7 @@ async def test_a_host_name_with_a_backslash_is_refused_naming_it_never_registere
     slack_bot, services, typed
 ):
     """Unquoted, `a\\b` was read the shell's way (`\\b` → `b`) and registered as `ab`."""
-    services.settings.admins = ["U1"]
+    services.settings.roles.admins = ["U1"]
     text = shown(await answer_to(slack_bot, typed))
     assert "`a\\b` is not a valid host name: `\\` is not allowed" in text, text
     async with services.sessions() as db:

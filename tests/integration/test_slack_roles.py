@@ -16,8 +16,8 @@ from tests.support.slack_requests import block_action_body
 
 @pytest_asyncio.fixture
 async def bot(services):
-    services.settings.admins = ["UADMIN"]
-    services.settings.operators = ["S0OPS"]
+    services.settings.roles.admins = ["UADMIN"]
+    services.settings.roles.operators = ["S0OPS"]
     async with SlackApiRecorder() as recorder:
         recorder.usergroups = {"S0OPS": ["UOPS"]}
         bot, close = await start_bot(services, recorder)
@@ -66,7 +66,7 @@ async def test_database_grant_makes_an_admin(bot, services):
 
 
 async def test_closed_viewers_deny_strangers(bot, services):
-    services.settings.viewers = ["UREADER"]
+    services.settings.roles.viewers = ["UREADER"]
     await bot.command("status node1", user_id="USTRANGER")
     answer = await bot.recorder.wait_for("response_url")
     assert "needs the viewer role" in answer.body["text"]

@@ -211,7 +211,7 @@ async def test_chat_probes_and_lists_a_host_by_its_ssh_config_alias(
     config = tmp_path / "ssh_config"
     config.write_text(f"Host gpu-alias\n  HostName 127.0.0.8\n  Port {ssh_server.port}\n  User {ssh_server.username}\n")
     services.runner.ssh.config = SshConfigFile(str(config))
-    services.settings.admins = ["UADMIN"]
+    services.settings.roles.admins = ["UADMIN"]
     await slack_bot.command("status gpu-alias")
     update = await slack_bot.recorder.wait_for("chat.update", timeout=30)
     assert "gpu-alias: ready" in blocks_text(update.body["blocks"]), blocks_text(update.body["blocks"])

@@ -72,7 +72,7 @@ async def test_pooled_re_probes_take_their_own_limit_new_connections_the_handsha
     fan-out runs its probes on ``max_concurrent_pooled_probes`` (8): more than 2 at once, counted by the
     hosts' fake nvidia-smi (``stamp``: each GPU probe stamps its start and end, and lasts 2 s)."""
     limits = {"max_concurrent_probes": 2, "max_concurrent_pooled_probes": 8}
-    svc = dataclasses.replace(services, settings=services.settings.model_copy(update=limits))
+    svc = dataclasses.replace(services, settings=services.settings.updated(**limits))
     faults.install(ssh_server)
     addrs = [f"127.0.0.{i + 2}" for i in range(8)]
     names = [f"lim{i}" for i in range(8)]

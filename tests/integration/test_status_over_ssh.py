@@ -25,7 +25,7 @@ async def test_clean_host_is_ready_and_stored(services, ssh_server, fake_hosts, 
     weights = tmp_path / "glm5"
     weights.mkdir()
     (weights / "model.gguf").write_bytes(b"\0" * 100_000)
-    services.settings.status_path_roots = [str(tmp_path), "/no"]  # extra paths only under the allowed places
+    services.settings.probes.status_path_roots = [str(tmp_path), "/no"]  # extra paths only under the allowed places
     report = await check_host(
         services=services, host_name="node174", need_bytes=1000, paths=(str(weights), "/no/such/folder")
     )

@@ -50,7 +50,7 @@ async def scripted_bot(services):
 )
 async def test_a_viewer_asking_outside_the_model_folders_is_refused_and_nothing_runs(scripted_bot, paths):
     bot, runner, services = scripted_bot
-    services.settings.status_path_roots = ["/srv/models"]
+    services.settings.probes.status_path_roots = ["/srv/models"]
     await bot.command(f"status localhost {paths}", user_id="U9")
     answer = await bot.recorder.wait_for("response_url", timeout=10)
     assert answer.body["response_type"] == "ephemeral"
@@ -61,7 +61,7 @@ async def test_a_viewer_asking_outside_the_model_folders_is_refused_and_nothing_
 
 async def test_a_path_under_a_model_folder_is_measured(scripted_bot):
     bot, runner, services = scripted_bot
-    services.settings.status_path_roots = ["/srv/models"]
+    services.settings.probes.status_path_roots = ["/srv/models"]
     await bot.command("status localhost /srv/models/qwen", user_id="U9")
     await bot.recorder.wait_for("chat.update", timeout=20)
     (script,) = [c.script for c in runner.calls]
@@ -70,8 +70,8 @@ async def test_a_path_under_a_model_folder_is_measured(scripted_bot):
 
 async def test_too_many_paths_are_refused(scripted_bot):
     bot, runner, services = scripted_bot
-    services.settings.status_path_roots = ["/srv/models"]
-    services.settings.status_max_paths = 2
+    services.settings.probes.status_path_roots = ["/srv/models"]
+    services.settings.probes.status_max_paths = 2
     await bot.command("status localhost /srv/models/a /srv/models/b /srv/models/c", user_id="U9")
     answer = await bot.recorder.wait_for("response_url", timeout=10)
     assert "at most 2 extra paths" in answer.body["text"] and "GPUBOT_STATUS_MAX_PATHS" in answer.body["text"]
@@ -136,7 +136,7 @@ async def test_a_symlink_out_of_an_allowed_folder_is_refused_on_the_host_unmeasu
     services, ssh_server, fake_hosts, tmp_path, du_log
 ):
     models, outside, canary = _tree(tmp_path)
-    services.settings.status_path_roots = [str(models)]
+    services.settings.probes.status_path_roots = [str(models)]
     asked = [f"{models}/key", f"{models}/up", f"{models}/up/deep", f"{models}/up/canary.key", f"{models}/dangling"]
     report = await _probe(services, ssh_server, "sym1", "127.0.0.2", *asked)
     folders = {f.path: f for f in report.readings.folders}
@@ -160,7 +160,7 @@ async def test_a_symlink_inside_the_allowed_folders_is_still_measured(
     services, ssh_server, fake_hosts, tmp_path, du_log
 ):
     models, _, _ = _tree(tmp_path)
-    services.settings.status_path_roots = [str(tmp_path / "roots-link")]
+    services.settings.probes.status_path_roots = [str(tmp_path / "roots-link")]
     (tmp_path / "roots-link").symlink_to(models)  # the allowed place itself a symlink: resolved too
     report = await _probe(
         services, ssh_server, "sym2", "127.0.0.3", f"{tmp_path}/roots-link/alias", f"{tmp_path}/roots-link/none"
@@ -174,8 +174,8 @@ async def test_a_symlink_inside_the_allowed_folders_is_still_measured(
 
 async def test_the_configured_weight_folders_are_measured_as_before(services, ssh_server, fake_hosts, tmp_path):
     models, outside, _ = _tree(tmp_path)
-    services.settings.weight_paths = [f"{models}/up/deep"]  # the operator's own choice, not the asker's
-    services.settings.status_path_roots = [str(models)]
+    services.settings.probes.weight_paths = [f"{models}/up/deep"]  # the operator's own choice, not the asker's
+    services.settings.probes.status_path_roots = [str(models)]
     report = await _probe(services, ssh_server, "sym3", "127.0.0.4", f"{models}/key")
     folders = {f.path: f for f in report.readings.folders}
     assert folders[f"{models}/up/deep"].size_bytes >= 123_456  # a place too, at its real path: the key is not in it
@@ -183,7 +183,7 @@ async def test_the_configured_weight_folders_are_measured_as_before(services, ss
 
 
 async def test_names_outside_are_refused_by_the_flow_too(services, ssh_server, fake_hosts, du_log):
-    services.settings.status_path_roots = ["/srv/models"]
+    services.settings.probes.status_path_roots = ["/srv/models"]
     with pytest.raises(UsageError, match="not under any of `/srv/models`"):
         await _probe(services, ssh_server, "sym4", "127.0.0.5", "/etc/shadow")
     assert not du_log.exists()

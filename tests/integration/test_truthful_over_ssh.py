@@ -59,7 +59,7 @@ async def register(services, name, addr, ssh_server, **kw):
 
 
 async def test_a_gpu_lost_between_two_probes_is_not_ready_with_no_setting(services, ssh_server, fake_hosts):
-    assert services.settings.expected_gpus is None
+    assert services.settings.probes.expected_gpus is None
     await register(services, "node201", "127.0.0.11", ssh_server)
     fake_hosts.write("127.0.0.11", gpus=4)
     first = await check_host(services=services, host_name="node201")
@@ -80,7 +80,7 @@ async def test_a_gpu_lost_between_two_probes_is_not_ready_with_no_setting(servic
 
 
 async def test_a_hung_mount_costs_only_its_own_probe(services, ssh_server, fake_hosts, fake_df):
-    fast = dataclasses.replace(services, settings=services.settings.model_copy(update={"probe_timeout_s": 2}))
+    fast = dataclasses.replace(services, settings=services.settings.updated(probe_timeout_s=2))
     await register(services, "nfs-down", "127.0.0.12", ssh_server, probe={"model_volumes": ["/gpubot-hung/shared"]})
     report = await check_host(services=fast, host_name="nfs-down", need_bytes=500 * 10**9)
     assert report.answer.verdict is Verdict.UNKNOWN, report.answer.reasons
@@ -151,7 +151,7 @@ async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists
     from tests.support.blockkit import blocks_text, validate_message
 
     bot = slack_bot
-    services.settings.admins = ["UADMIN"]
+    services.settings.roles.admins = ["UADMIN"]
     await register(services, "node202", "127.0.0.17", ssh_server)
     holder = fake_hosts.hold("127.0.0.17", gpu=2, used_mib=4096)
     await bot.command("status NODE202")
@@ -190,7 +190,7 @@ async def test_slack_card_names_the_owner_and_the_next_step_and_hosts_show_lists
 async def test_a_host_removed_and_registered_again_starts_with_its_own_gpu_inventory(
     slack_bot, services, ssh_server, fake_hosts
 ):
-    services.settings.admins = ["UADMIN"]
+    services.settings.roles.admins = ["UADMIN"]
     await register(services, "node204", "127.0.0.19", ssh_server)
     fake_hosts.write("127.0.0.19", gpus=8)
     assert (await check_host(services=services, host_name="node204")).assessment.verdict is Verdict.READY

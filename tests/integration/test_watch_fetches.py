@@ -89,7 +89,7 @@ def _said(rec, start=0):
 
 
 async def _setup(slack_bot, services):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     rec = slack_bot.recorder
     rec.channels["C5"] = {"is_private": True, "is_member": True}
     async with services.sessions() as db, db.begin():

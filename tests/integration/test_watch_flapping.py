@@ -30,8 +30,8 @@ async def _episode(sched, clock, fake_hosts) -> None:
 async def test_a_flapping_host_is_said_once_as_flapping_then_only_in_its_thread_until_it_settles(
     slack_bot, services, ssh_server, fake_hosts
 ):
-    services.settings.watch_flap_alerts = 3
-    services.settings.watch_flap_window_s = WINDOW_S
+    services.settings.history.watch_flap_alerts = 3
+    services.settings.history.watch_flap_window_s = WINDOW_S
     rec, clock, svc, sched = await _setup(slack_bot, services, ssh_server)
     await _pass(sched, clock)
     await _pass(sched, clock)

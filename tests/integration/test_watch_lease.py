@@ -47,7 +47,7 @@ async def test_an_alert_claimed_by_a_replica_that_died_is_posted_once_by_another
     slack_bot, services, ssh_server, fake_hosts
 ):
     rec, clock, svc, client = await _two_hosts_lost(slack_bot, services, ssh_server, fake_hosts)
-    assert svc.settings.watch_lease_s == LEASE
+    assert svc.settings.history.watch_lease_s == LEASE
     doomed = make_watcher(svc, client, now=clock.now, instance="doomed")
     async with svc.sessions() as db:
         (watch,) = (await db.execute(select(Watch))).scalars()

@@ -92,7 +92,7 @@ def test_unknown_or_unreachable_probes_never_resolve_an_alert_that_does_not_watc
 
 
 async def _setup(slack_bot, services, ssh_server, channel="C5", on=""):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     rec = slack_bot.recorder
     rec.channels[channel] = {"is_private": True, "is_member": True}
     async with services.sessions() as db, db.begin():
@@ -301,7 +301,7 @@ async def test_im_on_it_records_the_taker_once_and_only_from_the_alerts_own_mess
 async def test_a_watch_on_a_channel_the_bot_cannot_post_in_is_refused_and_a_later_refusal_is_dmd(
     slack_bot, services, ssh_server, fake_hosts
 ):
-    services.settings.operators = ["U1"]
+    services.settings.roles.operators = ["U1"]
     rec = slack_bot.recorder
     rec.channels["C6"] = {"is_private": True, "is_member": False}
     async with services.sessions() as db, db.begin():

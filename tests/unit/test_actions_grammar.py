@@ -157,25 +157,25 @@ def test_policy_first_matching_rule_and_defaults():
             {"kinds": ["clean"], "approvers": ["U5"]},
         ]
     )
-    pivot = rule_for(s, ActionKind.PIVOT, "node174", "train")
+    pivot = rule_for(s.actions, ActionKind.PIVOT, "node174", "train")
     assert (pivot.approvals, pivot.approvers, pivot.expiry_s) == (2, ("S1",), 600)
-    assert rule_for(s, ActionKind.CLEAN_HF, "node1", None).approvers == ("U5",)
-    default = rule_for(s, ActionKind.PIVOT, "node9", "infer")
+    assert rule_for(s.actions, ActionKind.CLEAN_HF, "node1", None).approvers == ("U5",)
+    default = rule_for(s.actions, ActionKind.PIVOT, "node9", "infer")
     assert (default.approvers, default.approvals, default.expiry_s) == ((), 1, 3600)
     with pytest.raises(PolicyError, match="unknown kinds"):
-        rule_for(settings(approval_policy=[{"kinds": ["nuke"]}]), ActionKind.KILL, "n", None)
+        rule_for(settings(approval_policy=[{"kinds": ["nuke"]}]).actions, ActionKind.KILL, "n", None)
     with pytest.raises(PolicyError, match="Slack ids"):
-        rule_for(settings(approval_policy=[{"approvers": ["alice"]}]), ActionKind.KILL, "n", None)
+        rule_for(settings(approval_policy=[{"approvers": ["alice"]}]).actions, ActionKind.KILL, "n", None)
 
 
 def test_who_may_approve_and_reject():
-    rule = rule_for(settings(approval_policy=[{"approvers": ["U2", "S9"]}]), ActionKind.KILL, "n", None)
+    rule = rule_for(settings(approval_policy=[{"approvers": ["U2", "S9"]}]).actions, ActionKind.KILL, "n", None)
     ok = dict(kind=ActionKind.KILL, requester="U1", user_groups=set(), role=Role.VIEWER)
     assert may_approve(rule, user_id="U2", **ok) is None
     assert may_approve(rule, user_id="U3", **{**ok, "user_groups": {"S9"}}) is None
     assert "not among" in may_approve(rule, user_id="U4", **{**ok, "role": Role.ADMIN})
     assert "someone else" in may_approve(rule, user_id="U1", **{**ok, "requester": "U1"})
-    default = rule_for(settings(), ActionKind.START, "n", None)
+    default = rule_for(settings().actions, ActionKind.START, "n", None)
     assert (
         may_approve(default, kind=ActionKind.START, requester="U1", user_id="U1", user_groups=set(), role=Role.OPERATOR)
         is None
@@ -188,14 +188,14 @@ def test_who_may_approve_and_reject():
 
 def test_allowed_roots_host_then_group_then_default():
     s = settings(allowed_roots={"node1": ["/scratch"], "group:train": ["/models"], "*": ["/shared"]})
-    assert allowed_roots(s, "node1", "train") == ["/scratch"]
-    assert allowed_roots(s, "node2", "train") == ["/models"]
-    assert allowed_roots(s, "node3", None) == ["/shared"]
-    assert allowed_roots(settings(allowed_roots={}), "node3", None) == []
+    assert allowed_roots(s.actions, "node1", "train") == ["/scratch"]
+    assert allowed_roots(s.actions, "node2", "train") == ["/models"]
+    assert allowed_roots(s.actions, "node3", None) == ["/shared"]
+    assert allowed_roots(settings(allowed_roots={}).actions, "node3", None) == []
     # settings check roots when they load; a copy (not re-validated) is checked again when used
     for bad in (["relative"], ["/"], ["/shared/.."]):
         with pytest.raises(PolicyError, match="GPUBOT_ALLOWED_ROOTS"):
-            allowed_roots(settings().model_copy(update={"allowed_roots": {"*": bad}}), "n", None)
+            allowed_roots(settings().updated(allowed_roots={"*": bad}).actions, "n", None)
 
 
 @pytest.mark.parametrize(
@@ -215,7 +215,7 @@ def test_allowed_roots_are_checked_when_settings_load(roots, why):
 
 def test_allowed_roots_are_normalized():
     s = settings(allowed_roots={"*": ["/shared//models/", "/models/./x"]})
-    assert allowed_roots(s, "n", None) == ["/shared/models", "/models/x"]
+    assert allowed_roots(s.actions, "n", None) == ["/shared/models", "/models/x"]
 
 
 def _plan(**kw) -> Plan:

@@ -21,7 +21,9 @@ def test_the_policy_is_checked_at_start_naming_the_variable(monkeypatch, capsys,
         return Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'p.db'}", approval_policy=rules)
 
     check_policy(
-        policy([{"kinds": ["pivot"], "approvers": ["U1", "U2"], "approvals": 2}, {"approvers": ["S1"], "approvals": 3}])
+        policy(
+            [{"kinds": ["pivot"], "approvers": ["U1", "U2"], "approvals": 2}, {"approvers": ["S1"], "approvals": 3}]
+        ).actions
     )
     for rules, said in (
         ([{"kinds": ["nuke"]}], r"rule 1: unknown kinds \['nuke'\]"),
@@ -32,7 +34,7 @@ def test_the_policy_is_checked_at_start_naming_the_variable(monkeypatch, capsys,
         ),
     ):
         with pytest.raises(PolicyError, match=f"GPUBOT_APPROVAL_POLICY {said}"):
-            check_policy(policy(rules))
+            check_policy(policy(rules).actions)
     monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'p.db'}")
     monkeypatch.setenv("GPUBOT_APPROVAL_POLICY", '[{"kinds": ["nuke"]}]')
     assert main(["hosts", "list"]) == EX_CONFIG
@@ -71,5 +73,7 @@ def test_an_expiry_of_zero_or_less_stops_at_start_with_exit_78(monkeypatch, caps
     assert not (tmp_path / "p.db").exists()
     with pytest.raises(PolicyError, match="rule 2: expiry_s must be more than 0 seconds, not -5"):
         check_policy(
-            Settings(database_url="sqlite+aiosqlite:///x.db", approval_policy=[{"expiry_s": 60}, {"expiry_s": -5}])
+            Settings(
+                database_url="sqlite+aiosqlite:///x.db", approval_policy=[{"expiry_s": 60}, {"expiry_s": -5}]
+            ).actions
         )

@@ -122,5 +122,5 @@ def test_the_step_follows_the_units_answer_setting_and_can_be_turned_off():
     )
     assert "its own question" in mine.title
     assert answer_step(s, {"unit_health": {"b.service": {"answer": {"check": False}}}}, "b.service", health) is None
-    s.answer_check = False
+    s.actions.answer_check = False
     assert answer_step(s, {}, "b.service", health) is None

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bot.foundation.config import Settings
+from bot.foundation.config import FIELDS, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env_names() -> set[str]:
     names = set()
-    for name, field in Settings.model_fields.items():
+    for name, field in FIELDS.items():
         alias = field.validation_alias
         names.update(getattr(alias, "choices", []) or [])
         names.add(f"GPUBOT_{name.upper()}")
@@ -66,14 +66,14 @@ def test_compose_bot_uses_only_real_settings_and_reaches_the_db():
     assert bot["command"] == ["gpubot", "serve"]
     assert bot["ports"][0].endswith(f":{env['GPUBOT_HTTP_PORT']}")
     assert bot["depends_on"]["db"]["condition"] == "service_healthy"
-    assert Settings(_env_file=None, database_url=url).database_url == url
+    assert Settings(_env_file=None, database_url=url).database.database_url == url
     # the key read-only, known_hosts in a writable volume (hosts trust renames a temp file there)
     key = next(v for v in bot["volumes"] if v.split(":")[1] == env["GPUBOT_SSH_KEY_FILE"])
     assert key.endswith(":ro")
     known = next(v for v in bot["volumes"] if v.split(":")[1] == str(Path(env["GPUBOT_KNOWN_HOSTS"]).parent))
     assert not known.endswith(":ro") and known.split(":")[0] in doc["volumes"]
     assert db["volumes"][0].split(":")[0] in doc["volumes"]
-    assert int(bot["stop_grace_period"].rstrip("s")) > Settings(_env_file=None).shutdown_grace_s
+    assert int(bot["stop_grace_period"].rstrip("s")) > Settings(_env_file=None).service.shutdown_grace_s
 
 
 def test_an_existing_postgresql_needs_no_edit_of_the_compose_files():
@@ -95,7 +95,7 @@ def test_env_example_lists_every_setting_and_nothing_else():
         if "=" in line and line.split("=", 1)[0].isupper() and line.split("=", 1)[0].replace("_", "").isalnum():
             names.add(line.split("=", 1)[0])
     settings = set()
-    for name, field in Settings.model_fields.items():
+    for name, field in FIELDS.items():
         alias = getattr(field.validation_alias, "choices", None)
         settings.add(alias[0] if alias else f"GPUBOT_{name.upper()}")
     assert settings <= names, f".env.example lacks {settings - names}"
@@ -114,7 +114,7 @@ def test_systemd_unit_is_valid_and_stops_gracefully():
     unit.read_string(text)
     service = unit["Service"]
     assert service["ExecStart"].endswith("gpubot serve") and service["KillSignal"] == "SIGTERM"
-    assert int(service["TimeoutStopSec"]) > Settings(_env_file=None).shutdown_grace_s
+    assert int(service["TimeoutStopSec"]) > Settings(_env_file=None).service.shutdown_grace_s
     if shutil.which("systemd-analyze") is None:
         return
     path = Path("/tmp") / f"gpubot-verify-{id(text)}.service"
@@ -135,7 +135,7 @@ def test_dockerfile_copies_what_the_app_needs():
 
 def test_manifest_declares_the_command_and_interactivity():
     doc = yaml.safe_load((ROOT / "bot" / "slack" / "manifest.yaml").read_text())
-    assert doc["features"]["slash_commands"][0]["command"] == Settings(_env_file=None).command
+    assert doc["features"]["slash_commands"][0]["command"] == Settings(_env_file=None).slack.command
     assert doc["settings"]["interactivity"]["is_enabled"] is True
     assert {"commands", "chat:write"} <= set(doc["oauth_config"]["scopes"]["bot"])
     assert "users:read" not in doc["oauth_config"]["scopes"]["bot"]  # nothing calls users.info

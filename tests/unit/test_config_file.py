@@ -48,7 +48,7 @@ def gpubot(*args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_default_allows_deleting_nowhere(clean_env):
-    assert load_settings().allowed_roots == {}
+    assert load_settings().actions.allowed_roots == {}
     said = no_roots_refusal("node174", {})
     assert "nothing may be deleted on node174" in said and "GPUBOT_ALLOWED_ROOTS=" in said and "gpubot.toml" in said
     other = no_roots_refusal("node174", {"node9": ["/x"], "group:infer": ["/y"]})
@@ -84,19 +84,21 @@ def test_the_config_file_holds_the_structured_settings_and_the_environment_wins(
     path = clean_env / "gpubot.toml"
     path.write_text(TOML)
     s = load_settings(str(path))
-    assert s.allowed_roots == {"*": ["/shared/models"], "node174": ["/data/weights"]}
-    assert s.units == {"vllm-glm5.service": "inactive"} and s.background_probe_groups == {"train": 300}
-    assert s.approval_policy == [{"kinds": ["pivot"], "groups": ["train"], "approvals": 2}]
-    assert s.probe_timeout_s == 30 and "allowed_roots" in s.model_fields_set  # the console's demo stays off
+    assert s.actions.allowed_roots == {"*": ["/shared/models"], "node174": ["/data/weights"]}
+    assert s.probes.units == {"vllm-glm5.service": "inactive"} and s.history.background_probe_groups == {"train": 300}
+    assert s.actions.approval_policy == [{"kinds": ["pivot"], "groups": ["train"], "approvals": 2}]
+    assert (
+        s.probes.probe_timeout_s == 30 and "allowed_roots" in s.actions.model_fields_set
+    )  # the console's demo stays off
     (clean_env / ".env").write_text("GPUBOT_PROBE_TIMEOUT_S=40\n")
     monkeypatch.setenv("GPUBOT_ALLOWED_ROOTS", '{"*": ["/models"]}')
     s = load_settings(str(path))
     assert (
-        s.allowed_roots == {"*": ["/models"]}
-        and s.probe_timeout_s == 40
-        and s.units == {"vllm-glm5.service": "inactive"}
+        s.actions.allowed_roots == {"*": ["/models"]}
+        and s.probes.probe_timeout_s == 40
+        and s.probes.units == {"vllm-glm5.service": "inactive"}
     )
-    assert Settings(_env_file=None).units == {}  # a file is read only when loading names it
+    assert Settings(_env_file=None).probes.units == {}  # a file is read only when loading names it
 
 
 def test_the_config_file_is_found_by_gpubot_config_then_the_xdg_folder(clean_env, monkeypatch):
@@ -104,12 +106,12 @@ def test_the_config_file_is_found_by_gpubot_config_then_the_xdg_folder(clean_env
     xdg = clean_env / "xdg" / "gpubot" / "gpubot.toml"
     xdg.parent.mkdir(parents=True)
     xdg.write_text('units = { "a.service" = "active" }\n')
-    assert load_settings().units == {"a.service": "active"}
+    assert load_settings().probes.units == {"a.service": "active"}
     named = clean_env / "other.toml"
     named.write_text('units = { "b.service" = "active" }\n')
     monkeypatch.setenv("GPUBOT_CONFIG", str(named))
-    assert load_settings().units == {"b.service": "active"}
-    assert load_settings(str(xdg)).units == {"a.service": "active"}  # --config beats GPUBOT_CONFIG
+    assert load_settings().probes.units == {"b.service": "active"}
+    assert load_settings(str(xdg)).probes.units == {"a.service": "active"}  # --config beats GPUBOT_CONFIG
     monkeypatch.setenv("GPUBOT_CONFIG", str(clean_env / "typo.toml"))
     with pytest.raises(ConfigError, match="GPUBOT_CONFIG names .*typo.toml, which is not a file"):
         load_settings()

@@ -38,9 +38,7 @@ class Demo:
 
     def allowing(self, settings: Settings) -> Settings:
         """A copy of ``settings`` whose allowed roots add the demo root on ``localhost``."""
-        return settings.model_copy(
-            update={"allowed_roots": {**settings.actions.allowed_roots, "localhost": [self.root]}}
-        )
+        return settings.updated(allowed_roots={**settings.actions.allowed_roots, "localhost": [self.root]})
 
     def refusal(self, command: object) -> str | None:
         """Why the demo does not let ``command`` (a parsed ``/gpu`` command) be planned, or ``None``:
@@ -86,7 +84,7 @@ def enable_demo(settings: Settings, data_dir: str | None = None) -> Demo | None:
     opened relative to their folder without following links, and a link found in their place is removed
     (its target is left as it is) and replaced by a real folder or file. Raises :class:`OSError` when the
     folder cannot be written."""
-    if "allowed_roots" in settings.model_fields_set:
+    if "allowed_roots" in settings.actions.model_fields_set:
         return None
     data = data_dir or default_data_dir()
     root = os.path.join(data, "demo")

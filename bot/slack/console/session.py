@@ -2,8 +2,9 @@
 stand-in, and its messages are shown as text (buttons as numbered choices).
 
 Who is typing is session state of the :class:`Console` (``user_id``, put in every stand-in request),
-never a change to the shared :class:`~bot.foundation.config.Settings`: they are copied (``model_copy``) where
-the console needs others (:func:`console_settings`, :func:`sharing_roles`)."""
+never a change to the shared :class:`~bot.foundation.config.Settings`: they are copied
+(:meth:`~bot.foundation.config.Settings.updated`) where the console needs others (:func:`console_settings`,
+:func:`sharing_roles`)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def console_settings(settings: Settings, *, role: str, user_id: str = CONSOLE_US
     """A copy of ``settings`` where ``user_id`` also has ``role`` (``admin``, ``operator`` or
     ``viewer``); ``settings`` is not changed. Raises :class:`KeyError` for another role."""
     field = ROLE_FIELDS[role]
-    return settings.model_copy(update={field: [*getattr(settings.roles, field), user_id]})
+    return settings.updated(**{field: [*getattr(settings.roles, field), user_id]})
 
 
 def sharing_roles(settings: Settings, home: str, people: Iterable[str]) -> Settings:
@@ -95,7 +96,7 @@ def sharing_roles(settings: Settings, home: str, people: Iterable[str]) -> Setti
         extra = [p for p in people if p not in ids]
         if home in ids and extra:
             update[field] = [*ids, *extra]
-    return settings.model_copy(update=update) if update else settings
+    return settings.updated(**update) if update else settings
 
 
 class Console:
