@@ -99,6 +99,9 @@ def test_gpubot_check_in_the_terminal(tmp_path, ssh_server, fake_hosts):
     probe = json.dumps({"units": {UNIT: "active"}})
     add = gpubot("hosts", "add", "ans4", "127.0.0.9", "--port", str(ssh_server.port), "--probe", probe, env=env)
     assert add.returncode == 0, add.stderr
+    nothing = gpubot("check", "ans4", UNIT, "--json", env=env)  # no API there yet: nothing was asked
+    assert nothing.returncode == 2, nothing.stderr
+    assert json.loads(nothing.stdout)["outcome"] == "not_checked", nothing.stdout
     serve(fake_hosts, ssh_server, "127.0.0.9", free_port(), text="no idea")
     out = gpubot("check", "ans4", UNIT, "--json", env=env)
     assert out.returncode == 1, out.stderr

@@ -24,6 +24,7 @@ from bot.flows.actions.journal import MAX_LINES, read_journal
 from bot.foundation.config import Settings
 from bot.foundation.masking import mask_secrets
 from bot.foundation.names import validate_host, validate_unit
+from bot.probing.probes.answer import Outcome
 from bot.wiring import build_services
 from bot.words.commands.fetch import parse_fetch
 from bot.words.render.audit_text import audit_text
@@ -145,7 +146,9 @@ async def logs(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def check(settings: Settings, args: argparse.Namespace) -> int:
-    """The answer check on demand; exit 0 when it passes (correct, slow, not served), 1 when not."""
+    """The answer check on demand; exit 0 when the model answered correctly (fast or slow), 1 when it answered
+    badly, 2 when nothing was asked (no API served there, or the check could not run): a script that gates a
+    deployment on this must not read "nothing checked" as a pass."""
     host, unit = validate_host(args.host), validate_unit(args.unit)
     async with build_services(settings) as services:
         checked = await check_unit(services=services, host=host, unit=unit, requested_by="cli")
@@ -153,7 +156,11 @@ async def check(settings: Settings, args: argparse.Namespace) -> int:
         print(dumps({"host": host, "unit": unit, "snapshot_id": checked.snapshot_id, **checked.verdict.to_json()}))
     else:
         print(checked.text())
-    return 0 if checked.verdict.ok else 1
+    return _CHECK_EXIT.get(checked.verdict.outcome, 1)
+
+
+_CHECK_EXIT = {Outcome.CORRECT: 0, Outcome.SLOW: 0, Outcome.NOT_SERVED: 2, Outcome.NOT_CHECKED: 2}
+"""``gpubot check``'s exit status by outcome; every other outcome (wrong, failed) is 1."""
 
 
 async def audit(settings: Settings, args: argparse.Namespace) -> int:
