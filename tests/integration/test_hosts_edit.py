@@ -4,6 +4,8 @@ names the key file, and a host removed and registered again does not show the ol
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.entry.cli import main
@@ -33,6 +35,19 @@ def test_a_mistyped_key_file_is_refused_and_nothing_is_registered(cli, ssh_serve
     assert "nothing changed" in err
     code, out, _ = cli("hosts", "list")
     assert "node174" not in out
+
+
+def test_a_key_file_others_may_read_is_refused_as_openssh_refuses_it(cli, ssh_server, tmp_path):
+    key = tmp_path / "id_ed25519"
+    key.write_bytes(Path(ssh_server.client_key_path).read_bytes())
+    key.chmod(0o644)
+    port = str(ssh_server.port)
+    code, _, err = cli("hosts", "add", "node174", "127.0.0.5", "--port", port, "--key-file", str(key))
+    assert code == 64 and f"the SSH private key {key} may be read by others (mode 0644)" in err, err
+    assert f"fix: chmod 600 {key}; nothing changed" in err
+    assert "node174" not in cli("hosts", "list")[1]
+    key.chmod(0o600)
+    assert cli("hosts", "add", "node174", "127.0.0.5", "--port", port, "--key-file", str(key))[0] == 0
 
 
 def test_edit_show_and_a_re_added_host(cli, ssh_server, fake_hosts):

@@ -17,7 +17,8 @@ from typing import Any
 from bot.domain.hosts import service as hosts
 from bot.domain.hosts.models import Host
 from bot.foundation.config import Settings
-from bot.foundation.errors import NotFoundError, UsageError
+from bot.foundation.errors import ConfigError, NotFoundError, UsageError
+from bot.foundation.filemodes import check_private_key
 from bot.foundation.names import endpoint
 from bot.wiring import build_services
 from bot.words.commands.hosts import parse_labels
@@ -232,8 +233,9 @@ def check_json(result: Any) -> dict[str, Any]:
 
 
 def _key_file_readable(path: str) -> None:
-    """A ``--key-file`` that is not a readable file here is refused (a mistyped path would leave the host
-    unreachable, saying so only at its first probe)."""
+    """A ``--key-file`` that is not a readable file here, or that others may read, is refused (a mistyped path
+    would leave the host unreachable, saying so only at its first probe; an unprotected key is refused at every
+    probe, as OpenSSH refuses it: :func:`~bot.foundation.filemodes.check_private_key`)."""
     full = os.path.abspath(os.path.expanduser(path))
     if not os.path.isfile(full):
         raise UsageError(f"the key file {path} does not exist here ({full}); nothing changed")
@@ -242,6 +244,10 @@ def _key_file_readable(path: str) -> None:
             f"the key file {path} cannot be read by this user ({full}); probes of the host would be unreachable; "
             "nothing changed"
         )
+    try:
+        check_private_key(full)
+    except ConfigError as exc:
+        raise UsageError(f"{exc}; nothing changed") from None
 
 
 async def _add(db: Any, **kw: Any) -> Host:
