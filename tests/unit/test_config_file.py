@@ -171,3 +171,14 @@ def test_an_empty_list_of_model_volumes_stops_at_start_with_exit_78(monkeypatch,
     assert not (tmp_path / "v.db").exists()  # stopped before anything else
     monkeypatch.setenv("GPUBOT_MODEL_VOLUMES", '["/shared"]')
     assert main(["hosts", "list"]) == 0
+
+
+def test_a_gpubot_toml_in_the_working_folder_is_said_to_be_unread_unless_named(clean_env, capsys, monkeypatch):
+    monkeypatch.setenv("GPUBOT_DATABASE_URL", f"sqlite+aiosqlite:///{clean_env / 'g.db'}")
+    (clean_env / "gpubot.toml").write_text("probe_timeout_s = 30\n")
+    (clean_env / "gpubot.toml").chmod(0o600)
+    assert main(["hosts", "list"]) == 0
+    err = capsys.readouterr().err
+    assert f"{clean_env / 'gpubot.toml'} is not read" in err and "gpubot --config gpubot.toml" in err, err
+    assert main(["--config", "gpubot.toml", "hosts", "list"]) == 0
+    assert "is not read" not in capsys.readouterr().err

@@ -307,6 +307,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = out, err
 
 
+def _say_unread_config(chosen: str | None) -> None:
+    """One line on stderr when a ``gpubot.toml`` in the working folder is not the file read: beside ``.env`` it
+    looks read, and its settings would silently not apply."""
+    here = os.path.abspath("gpubot.toml")
+    if os.path.isfile(here) and (chosen is None or os.path.abspath(chosen) != here):
+        print(
+            f"gpubot: {here} is not read (only --config FILE, $GPUBOT_CONFIG or ~/.config/gpubot/gpubot.toml are); "
+            "to use it: gpubot --config gpubot.toml …",
+            file=sys.stderr,
+        )
+
+
 def _main(argv: list[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
@@ -321,8 +333,10 @@ def _main(argv: list[str] | None) -> int:
     configure_logging(fmt="text", level=logging.WARNING if quiet else logging.INFO)
     try:
         settings = load_settings(args.config)
+        chosen = config_file(args.config, os.environ)
+        _say_unread_config(chosen)
         check_files(
-            config=config_file(args.config, os.environ),
+            config=chosen,
             env_file=".env" if os.path.isfile(".env") else None,
             key_file=settings.ssh.ssh_key_file,
         )
