@@ -776,12 +776,14 @@ def env_name(field: str) -> str:
     return str(alias.choices[0]) if isinstance(alias, AliasChoices) else f"GPUBOT_{field.upper()}"
 
 
-def settings_problem(exc: ValidationError | SettingsError) -> str:
+def settings_problem(exc: ValidationError | SettingsError, *, labels: Mapping[str, str] | None = None) -> str:
     """What is wrong with the settings, naming each variable: ``GPUBOT_UNITS["vllm.service"]: Input
-    should be 'active', …`` or ``GPUBOT_UNITS: not valid JSON (Expecting value at column 1) …``."""
+    should be 'active', …`` or ``GPUBOT_UNITS: not valid JSON (Expecting value at column 1) …``. ``labels``
+    names a field by where its value came from instead (``probe_timeout_s (in /etc/gpubot.toml)``)."""
+    labels = labels or {}
     if isinstance(exc, ValidationError):
         return "; ".join(
-            f"{env_name(str(e['loc'][0])) if e['loc'] else 'settings'}"
+            f"{labels.get(str(e['loc'][0])) or env_name(str(e['loc'][0])) if e['loc'] else 'settings'}"
             f"{''.join(f'[{json.dumps(p)}]' for p in e['loc'][1:])}: {e['msg'].removeprefix('Value error, ')}"
             for e in exc.errors()
         )
@@ -874,6 +876,18 @@ def config_file(explicit: str | None, environ: Mapping[str, str]) -> str | None:
     return default if os.path.isfile(default) else None
 
 
+def _value_origins(dotenv: Mapping[str, str | None], where_dotenv: str, toml: str | None) -> dict[str, str]:
+    """Field -> how to name it in a problem when its value came from ``.env`` (``GPUBOT_X (in .env)``) or from
+    the TOML file ``toml`` (``x (in /path/gpubot.toml)``); a field the environment sets is not in it (the
+    environment wins over both, ``.env`` over the file)."""
+    names = setting_names()
+    environ = {names[k.upper()] for k in os.environ if k.upper() in names}
+    given = {names[k.upper()] for k in dotenv if k.upper() in names}
+    out = {field: f"{field} (in {toml})" for field in (_toml_keys(toml) if toml else [])}
+    out |= {field: f"{env_name(field)} (in {where_dotenv})" for field in given}
+    return {field: label for field, label in out.items() if field not in environ}
+
+
 def _toml_keys(path: str) -> list[str]:
     """The top-level keys of the TOML file ``path``. Raises :class:`ConfigError` naming the file and
     the line of a syntax error, or why it cannot be read."""
@@ -912,5 +926,8 @@ def load_settings(config: str | None = None, *, env_file: str | None = ".env") -
     token = _CONFIG_FILE.set(path)
     try:
         return Settings(_env_file=env_file)
+    except ValidationError as exc:  # named where its value came from: a TOML key is no variable to look for
+        labels = _value_origins(dotenv, env_file or ".env", path)
+        raise ConfigError(settings_problem(exc, labels=labels)) from exc
     finally:
         _CONFIG_FILE.reset(token)

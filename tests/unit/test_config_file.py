@@ -182,3 +182,17 @@ def test_a_gpubot_toml_in_the_working_folder_is_said_to_be_unread_unless_named(c
     assert f"{clean_env / 'gpubot.toml'} is not read" in err and "gpubot --config gpubot.toml" in err, err
     assert main(["--config", "gpubot.toml", "hosts", "list"]) == 0
     assert "is not read" not in capsys.readouterr().err
+
+
+def test_a_bad_value_is_named_where_it_was_written(clean_env, monkeypatch):
+    toml = clean_env / "gpubot.toml"
+    toml.write_text('probe_timeout_s = "soon"\n')
+    toml.chmod(0o600)
+    with pytest.raises(ConfigError, match=rf"^probe_timeout_s \(in {toml}\): Input should be a valid integer"):
+        load_settings(str(toml))
+    (clean_env / ".env").write_text("GPUBOT_PROBE_TIMEOUT_S=later\n")
+    with pytest.raises(ConfigError, match=r"^GPUBOT_PROBE_TIMEOUT_S \(in \.env\): Input should be a valid integer"):
+        load_settings(str(toml))
+    monkeypatch.setenv("GPUBOT_PROBE_TIMEOUT_S", "never")
+    with pytest.raises(ConfigError, match=r"^GPUBOT_PROBE_TIMEOUT_S: Input should be a valid integer"):
+        load_settings(str(toml))
