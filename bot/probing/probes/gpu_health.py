@@ -39,6 +39,7 @@ Every value may be ``None``: not supported on this GPU, not known to this driver
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -140,7 +141,7 @@ def health_from_row(row: dict[str, str]) -> GpuHealth | None:
     if _ANY_HEALTH_FIELD.isdisjoint(row.keys()):
         return None
     get = row.get
-    return _health_of_cells(
+    return health_of_cells(
         get("gpu_recovery_action"),
         get("remapped_rows.pending"),
         get("remapped_rows.failure"),
@@ -153,8 +154,27 @@ def health_from_row(row: dict[str, str]) -> GpuHealth | None:
     )
 
 
+def health_columns(at: Mapping[str, int], absent: int) -> tuple[int, ...] | None:
+    """Where a ``--query-gpu`` row holds each cell :func:`health_of_cells` takes, in its order, given the column of
+    each field of the header (``absent`` for a field it lacks: the caller's empty cell); ``None`` when the header
+    holds none of the health fields. By position what :func:`health_from_row` reads by name."""
+    if _ANY_HEALTH_FIELD.isdisjoint(at):
+        return None
+    return (
+        at.get("gpu_recovery_action", absent),
+        at.get("remapped_rows.pending", absent),
+        at.get("remapped_rows.failure", absent),
+        at.get("retired_pages.pending", absent),
+        at.get("ecc.errors.uncorrected.volatile.total", absent),
+        at.get("clocks_event_reasons.hw_slowdown", at.get("clocks_throttle_reasons.hw_slowdown", absent)),
+        at.get("persistence_mode", absent),
+        at.get("reset_status.reset_required", absent),
+        at.get("reset_status.drain_and_reset_recommended", absent),
+    )
+
+
 @lru_cache(maxsize=256)
-def _health_of_cells(
+def health_of_cells(
     action: str | None,
     pending: str | None,
     failure: str | None,
@@ -165,8 +185,8 @@ def _health_of_cells(
     reset: str | None,
     drain: str | None,
 ) -> GpuHealth:
-    """:class:`GpuHealth` of a row's health cells (``None``: no such cell). Kept for the next rows that read the
-    same (a host's GPUs mostly do, and so do a fleet's): a frozen value, shared."""
+    """:class:`GpuHealth` of a row's health cells (``None`` or an empty cell: no such cell). Kept for the next rows
+    that read the same (a host's GPUs mostly do, and so do a fleet's): a frozen value, shared."""
     return GpuHealth(
         recovery_action=None if action is None or _placeholder(action) else action.strip(),
         rows_pending=_flag(pending),

@@ -18,10 +18,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from bot.probing.probes.frames import ProbeOutput
-from bot.probing.probes.gpu_health import FIELD_FALLBACKS, HEALTH_FIELDS, IF_KNOWN_FIELDS, health_from_row
+from bot.probing.probes.gpu_health import (
+    FIELD_FALLBACKS,
+    HEALTH_FIELDS,
+    IF_KNOWN_FIELDS,
+    health_columns,
+    health_of_cells,
+)
 from bot.probing.probes.nvidia_smi_query import retry_query_command, unsupported_fields
 from bot.probing.probes.probe import TRUNCATED, Frame, Probe, ProbePlan
 from bot.probing.probes.readings import Gpu, GpuProcess, GpuReport, LostGpu, ProbeFailure
@@ -293,9 +300,90 @@ def lost_gpus(stdout: str) -> list[LostGpu]:
     return out
 
 
-def _unreadable(row: dict[str, str]) -> dict[str, str]:
-    """The fields of ``row`` (its cells stripped) the driver answered with an error placeholder (not ``[N/A]``)."""
-    return {k: v for k, v in row.items() if v[:1] == "[" and v.lower() not in NOT_APPLICABLE}
+_ABSENT = -1
+"""Where a :class:`GpuRowReader` reads a field its header lacks: the empty cell it puts after a row's own."""
+
+
+class GpuRowReader:
+    """Reads the rows of one ``--query-gpu`` field list into :class:`Gpu`: the header resolved once to the
+    column of each field the parser knows (the last one of a name printed twice, a field the header lacks reads
+    as an empty cell), each row's cells then taken by position. Made by :func:`gpu_row_reader`, kept per field
+    list (a fleet's hosts print a few)."""
+
+    def __init__(self, fields: tuple[str, ...]) -> None:
+        at = {name: i for i, name in enumerate(fields)}  # as dict(zip(fields, cells)) would keep them
+        self.width = len(fields)
+        self.named = tuple(at.items())
+        self.index = at.get("index")
+        self.uuid = at.get("uuid")
+        self.rest = tuple(
+            at.get(name, _ABSENT)
+            for name in (
+                "name",
+                "memory.total",
+                "memory.used",
+                "memory.reserved",
+                "utilization.gpu",
+                "temperature.gpu",
+                "power.draw",
+                "mig.mode.current",
+                "pci.bus_id",
+                "compute_mode",
+                "fabric.state",
+                "fabric.status",
+                "driver_version",
+            )
+        )
+        self.health = health_columns(at, _ABSENT)
+
+    def read(self, line: str) -> tuple[Gpu, str]:
+        """The GPU of one row and its ``driver_version`` cell (empty: no such column). Raises
+        ``ValueError`` on a row whose column count does not match, or without an index, and ``KeyError`` for a
+        field list without ``index`` or ``uuid``."""
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != self.width:
+            raise ValueError(f"expected {self.width} columns, got {len(cells)}: {line!r}")
+        if self.index is None:
+            raise KeyError("index")
+        index = _int(cells[self.index])
+        if index is None:
+            raise ValueError(f"GPU row without an index: {line!r}")
+        if self.uuid is None:
+            raise KeyError("uuid")
+        cells.append("")  # what a field the header lacks reads (_ABSENT)
+        name, total, used, reserved, util, temp, power, mig, bus, mode, state, status, driver = (
+            cells[i] for i in self.rest
+        )
+        health = self.health
+        gpu = Gpu(
+            index=index,
+            uuid=cells[self.uuid],
+            name=name,
+            memory_total_mib=_int(total),
+            memory_used_mib=_int(used),
+            memory_reserved_mib=_int(reserved),
+            utilization_pct=_int(util),
+            temperature_c=_int(temp),
+            power_w=_float(power),
+            mig_mode=_mig_mode(mig),
+            pci_bus_id=kernel_bus_id(bus),
+            health=None if health is None else health_of_cells(*(cells[i] for i in health)),
+            compute_mode=_text(mode),
+            fabric_state=_text(state),
+            fabric_status=_text(status),
+            unreadable=(
+                {k: cells[i] for k, i in self.named if cells[i][:1] == "[" and cells[i].lower() not in NOT_APPLICABLE}
+                if "[" in line
+                else {}
+            ),
+        )
+        return gpu, driver
+
+
+@lru_cache(maxsize=64)
+def gpu_row_reader(fields: tuple[str, ...]) -> GpuRowReader:
+    """The :class:`GpuRowReader` of a field list, made once per list."""
+    return GpuRowReader(fields)
 
 
 def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
@@ -306,7 +394,7 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
     (:func:`lost_gpus`) are skipped here. Raises ``ValueError`` on a row whose column count does
     not match the field list.
     """
-    fields = list(GPU_FIELDS)
+    reader = gpu_row_reader(GPU_FIELDS)
     gpus: list[Gpu] = []
     driver: str | None = None
     for line in stdout.splitlines():
@@ -314,38 +402,13 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
         if not bare or bare.startswith("Unable to ") and _NO_HANDLE.match(bare):
             continue
         if line.startswith("# fields:"):
-            fields = list(map(str.strip, line.split(":", 1)[1].split(",")))
+            reader = gpu_row_reader(tuple(map(str.strip, line.split(":", 1)[1].split(","))))
             continue
         if line.startswith("# "):  # "# unsupported: ..." (bot.probing.probes.nvidia_smi_query)
             continue
-        cols = list(map(str.strip, line.split(",")))
-        if len(cols) != len(fields):
-            raise ValueError(f"expected {len(fields)} columns, got {len(cols)}: {line!r}")
-        row = dict(zip(fields, cols, strict=True))
-        index = _int(row["index"])
-        if index is None:
-            raise ValueError(f"GPU row without an index: {line!r}")
-        driver = driver or _text(row.get("driver_version", ""))
-        gpus.append(
-            Gpu(
-                index=index,
-                uuid=row["uuid"],
-                name=row.get("name", ""),
-                memory_total_mib=_int(row.get("memory.total", "")),
-                memory_used_mib=_int(row.get("memory.used", "")),
-                memory_reserved_mib=_int(row["memory.reserved"]) if "memory.reserved" in row else None,
-                utilization_pct=_int(row.get("utilization.gpu", "")),
-                temperature_c=_int(row.get("temperature.gpu", "")),
-                power_w=_float(row.get("power.draw", "")),
-                mig_mode=_mig_mode(row.get("mig.mode.current", "")),
-                pci_bus_id=kernel_bus_id(row.get("pci.bus_id", "")),
-                health=health_from_row(row),
-                compute_mode=_text(row.get("compute_mode", "")),
-                fabric_state=_text(row.get("fabric.state", "")),
-                fabric_status=_text(row.get("fabric.status", "")),
-                unreadable=_unreadable(row),
-            )
-        )
+        gpu, driver_cell = reader.read(line)
+        driver = driver or _text(driver_cell)
+        gpus.append(gpu)
     return gpus, driver
 
 
