@@ -172,16 +172,16 @@ def _holds(text: str, low: str, hint: Hint, *, whole: bool = False) -> bool:
     return any(w in low for w in words) and (whole or pattern.search(text) is not None)
 
 
-_TRIGGER_WORDS = tuple(
-    sorted({w for hint in TRIGGERS for w in (hint if not hint or isinstance(hint[0], str) else hint[0])})
-)
-"""Every word of :data:`TRIGGERS` (lower case): a text whose lower case holds none is masked by no pattern."""
+_WORDS = {w for hint in TRIGGERS for w in (hint if not hint or isinstance(hint[0], str) else hint[0])}
+_TRIGGER_WORDS = tuple(sorted(w for w in _WORDS if not any(v != w and v in w for v in _WORDS)))
+"""Every word of :data:`TRIGGERS` (lower case) but those that hold another one (``private key`` holds ``key``): a
+text whose lower case holds none is masked by no pattern."""
 
 
 def may_hold_secret(text: str) -> bool:
     """Whether :func:`mask_secrets` could change ``text``: ``False`` when its lower case holds none of
-    :data:`_TRIGGER_WORDS` (then it is returned as it is). A batch's whole output is asked once, so that the frames
-    cut from it are masked only when it holds one (each frame is a part of it)."""
+    :data:`_TRIGGER_WORDS` (then it is returned as it is). A batch's streams are asked once, joined, so that its
+    frames are masked only when they hold one."""
     return _holds_word(text.lower())
 
 

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.foundation.masking import MASK, mask_data, mask_secrets
-from bot.probing.probes.engine import run_probe
+from bot.foundation.masking import MASK, mask_data, mask_secrets, may_hold_secret
+from bot.probing.probes.engine import masked, run_probe
+from bot.probing.probes.frames import ProbeOutput
 from bot.probing.probes.probe import ProbePlan
 from bot.probing.ssh.scripted import ScriptedRunner
 from bot.probing.ssh.target import HostTarget
@@ -91,3 +92,28 @@ def test_a_planted_secret_never_survives_a_probe_or_a_message(case):
     sent = masked_call({"json": {"channel": "C1", "text": cmdline, "blocks": blocks}})
     assert secret not in json.dumps(sent)
     assert secret not in json.dumps(mask_data({"nested": [(cmdline,)]}))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_a_shape_is_never_missed_by_the_pre_scan(case):
+    """:func:`may_hold_secret` says ``False`` only for a text :func:`mask_secrets` keeps as it is."""
+    for text in (case["input"], case["input"].upper(), case["input"].lower()):
+        assert may_hold_secret(text) or mask_secrets(text) == text
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_frames_are_masked_as_each_stream_alone_would_be(case):
+    """A batch's frames are masked as :func:`mask_secrets` masks each of their streams, wherever the shape stands
+    (the pre-scan of the joined streams decides nothing but whether to look)."""
+    clean = idle_h200()
+    for name in ("hostname", "gpus"):
+        for stream in ("stdout", "stderr"):
+            outputs = {
+                n: dataclasses.replace(o, **{stream: case["input"] + "\n" + getattr(o, stream)}) if n == name else o
+                for n, o in clean.items()
+            }
+            assert masked(outputs) == {
+                n: ProbeOutput(o.name, mask_secrets(o.stdout), mask_secrets(o.stderr), o.exit_status)
+                for n, o in outputs.items()
+            }
+    assert masked(clean) is clean

@@ -102,17 +102,17 @@ def test_any_readings_read_as_asdict_gave(readings: Readings):
 
 
 def test_a_batch_without_a_secret_shape_is_kept_as_read():
-    """No frame of a batch whose text holds no secret's words is masked (the same objects come back), and a batch
+    """No frame of a batch whose streams hold no secret's words is masked (the same objects come back), and a batch
     that holds one is masked frame by frame as before."""
     outputs = idle_h200()
     text = "".join(framed(MARKER, n, o) for n, o in outputs.items())
     frames = split_frames(text, MARKER)
     assert not may_hold_secret(text)
-    assert masked(frames, whole=text) is frames
+    assert masked(frames) is frames
     secret = text.replace("node174", "node174 HF_TOKEN=hf_abcdefghijklmnopqrstuvwx")
     frames = split_frames(secret, MARKER)
     assert may_hold_secret(secret)
-    got = masked(frames, whole=secret)
+    got = masked(frames)
     assert got == {
         n: ProbeOutput(o.name, mask_secrets(o.stdout), mask_secrets(o.stderr), o.exit_status) for n, o in frames.items()
     }

@@ -42,13 +42,14 @@ class ProbeResult:
     error: str | None = None
 
 
-def masked(outputs: dict[str, ProbeOutput], *, whole: str | None = None) -> dict[str, ProbeOutput]:
+def masked(outputs: dict[str, ProbeOutput]) -> dict[str, ProbeOutput]:
     """``outputs`` with every secret shape masked (:func:`~bot.foundation.masking.mask_secrets`): what
     a host printed (a process's command line, a unit's ExecStart or journal) is masked as it is read,
-    before it is parsed, stored or shown. ``whole``: the text the outputs were cut from; when it holds no
-    secret's shape (:func:`~bot.foundation.masking.may_hold_secret`, one scan) neither does any of them, and
-    ``outputs`` is returned as it is. An output with nothing masked is kept (the same object)."""
-    if whole is not None and not may_hold_secret(whole):
+    before it is parsed, stored or shown. Their streams, joined, are asked once
+    (:func:`~bot.foundation.masking.may_hold_secret`): when that holds no secret's shape neither does any stream, and
+    ``outputs`` is returned as it is (the frames' marker lines are not read). An output with nothing masked is kept
+    (the same object)."""
+    if not may_hold_secret("\n".join([s for o in outputs.values() for s in (o.stdout, o.stderr)])):
         return outputs
     out: dict[str, ProbeOutput] = {}
     for n, o in outputs.items():
@@ -84,7 +85,7 @@ async def run_probe(
         res = await runner.run(target, build_script(plan), timeout=timeout)
     except ProbeError as exc:
         partial = exc.partial_stdout
-        outputs = masked(split_frames(partial, plan.marker), whole=partial) if partial else {}
+        outputs = masked(split_frames(partial, plan.marker)) if partial else {}
         # What arrived is parsed (the partial dump: the frames the host finished before the deadline);
         # the probes that did not finish are named, so the *unknown* says what is missing.
         left = unfinished(plan, outputs) if outputs else []
@@ -102,7 +103,7 @@ async def run_probe(
             "probe_failed",
             f"{target.name}: the probe failed unexpectedly ({type(exc).__name__}: {exc})",
         )
-    outputs = masked(split_frames(res.stdout, plan.marker), whole=res.stdout)
+    outputs = masked(split_frames(res.stdout, plan.marker))
     duration = ms()
     raw = _raw(outputs)
     if not outputs:
@@ -151,4 +152,4 @@ async def run_framed(
     Raises the runner's :class:`~bot.foundation.errors.ProbeError` subclasses."""
     marker = f"GPUBOT-{uuid.uuid4().hex}"
     res = await runner.run(target, framed_script(commands, marker, timeout), timeout=timeout + 10)
-    return masked(split_frames(res.stdout, marker), whole=res.stdout)
+    return masked(split_frames(res.stdout, marker))
