@@ -163,6 +163,8 @@ ODD = {
         {**ROW, "reset_status.reset_required": "Yes", "reset_status.drain_and_reset_recommended": "No"},
     ),
     "only index and uuid": table(["index", "uuid"], ROW),
+    "one column": "# fields: index\n0\n",
+    "one bracketed column": "# fields: uuid\n[Unknown Error]\n",
     "no uuid": table(["index", "name"], ROW),
     "no index": table(["uuid", "name"], ROW),
     "an index placeholder": table(list(ROW), {**ROW, "index": "[N/A]"}),

@@ -16,9 +16,10 @@ classified by exit status and known message first, and parsed second.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from bot.probing.probes.frames import ProbeOutput
@@ -196,8 +197,6 @@ def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
 
     A named driver failure's message ends with its hint after `` — ``."""
     status = out.exit_status
-    text = "\n".join(x for x in (out.stdout + "\n" + out.stderr).splitlines() if not x.startswith("# "))
-    first = _first_message_line(out)
     if status == 0:
         if NO_DEVICES_TEXT in out.stdout:
             f = DRIVER_FAILURES[6]
@@ -215,6 +214,8 @@ def classify_failure(out: ProbeOutput) -> tuple[ProbeFailure, str] | None:
         )
     if status == 127:
         return ProbeFailure.MISSING, "nvidia-smi is not installed on this host (or not on PATH)"
+    text = "\n".join(x for x in (out.stdout + "\n" + out.stderr).splitlines() if not x.startswith("# "))
+    first = _first_message_line(out)
     named = driver_failure(status, text)
     if named is not None:
         return named.kind, f"{named.message} — {named.hint}" + (f" (nvidia-smi: {first})" if first else "")
@@ -289,6 +290,8 @@ wording of NVIDIA/open-gpu-kernel-modules#387, NVIDIA/nvidia-container-toolkit#6
 def lost_gpus(stdout: str) -> list[LostGpu]:
     """The GPUs nvidia-smi said it could not get a handle to (see :data:`_NO_HANDLE`), in order."""
     out: list[LostGpu] = []
+    if "Unable to " not in stdout:  # what every such line begins with
+        return out
     for line in stdout.splitlines():
         m = _NO_HANDLE.match(line.strip())
         if m:
@@ -304,6 +307,12 @@ _ABSENT = -1
 """Where a :class:`GpuRowReader` reads a field its header lacks: the empty cell it puts after a row's own."""
 
 
+def _picker(columns: tuple[int, ...]) -> Callable[[list[str]], tuple[str, ...]]:
+    """The cells of a row at ``columns``, as a tuple (:func:`operator.itemgetter` gives one column's cell alone)."""
+    get = itemgetter(*columns)
+    return get if len(columns) != 1 else lambda cells: (get(cells),)
+
+
 class GpuRowReader:
     """Reads the rows of one ``--query-gpu`` field list into :class:`Gpu`: the header resolved once to the
     column of each field the parser knows (the last one of a name printed twice, a field the header lacks reads
@@ -313,28 +322,32 @@ class GpuRowReader:
     def __init__(self, fields: tuple[str, ...]) -> None:
         at = {name: i for i, name in enumerate(fields)}  # as dict(zip(fields, cells)) would keep them
         self.width = len(fields)
-        self.named = tuple(at.items())
+        self.names = tuple(at)
+        self.named = _picker(tuple(at.values()))
         self.index = at.get("index")
         self.uuid = at.get("uuid")
-        self.rest = tuple(
-            at.get(name, _ABSENT)
-            for name in (
-                "name",
-                "memory.total",
-                "memory.used",
-                "memory.reserved",
-                "utilization.gpu",
-                "temperature.gpu",
-                "power.draw",
-                "mig.mode.current",
-                "pci.bus_id",
-                "compute_mode",
-                "fabric.state",
-                "fabric.status",
-                "driver_version",
+        self.rest = _picker(
+            tuple(
+                at.get(name, _ABSENT)
+                for name in (
+                    "name",
+                    "memory.total",
+                    "memory.used",
+                    "memory.reserved",
+                    "utilization.gpu",
+                    "temperature.gpu",
+                    "power.draw",
+                    "mig.mode.current",
+                    "pci.bus_id",
+                    "compute_mode",
+                    "fabric.state",
+                    "fabric.status",
+                    "driver_version",
+                )
             )
         )
-        self.health = health_columns(at, _ABSENT)
+        health = health_columns(at, _ABSENT)
+        self.health = None if health is None else _picker(health)
 
     def read(self, line: str) -> tuple[Gpu, str]:
         """The GPU of one row and its ``driver_version`` cell (empty: no such column). Raises
@@ -351,9 +364,7 @@ class GpuRowReader:
         if self.uuid is None:
             raise KeyError("uuid")
         cells.append("")  # what a field the header lacks reads (_ABSENT)
-        name, total, used, reserved, util, temp, power, mig, bus, mode, state, status, driver = (
-            cells[i] for i in self.rest
-        )
+        name, total, used, reserved, util, temp, power, mig, bus, mode, state, status, driver = self.rest(cells)
         health = self.health
         gpu = Gpu(
             index=index,
@@ -367,12 +378,16 @@ class GpuRowReader:
             power_w=_float(power),
             mig_mode=_mig_mode(mig),
             pci_bus_id=kernel_bus_id(bus),
-            health=None if health is None else health_of_cells(*(cells[i] for i in health)),
+            health=None if health is None else health_of_cells(*health(cells)),
             compute_mode=_text(mode),
             fabric_state=_text(state),
             fabric_status=_text(status),
             unreadable=(
-                {k: cells[i] for k, i in self.named if cells[i][:1] == "[" and cells[i].lower() not in NOT_APPLICABLE}
+                {
+                    k: v
+                    for k, v in zip(self.names, self.named(cells), strict=True)
+                    if v[:1] == "[" and v.lower() not in NOT_APPLICABLE
+                }
                 if "[" in line
                 else {}
             ),
@@ -575,7 +590,8 @@ def gpu_query_command() -> str:
 
 def query_seconds(out: ProbeOutput | None) -> int | None:
     """The seconds the GPU query took: its ``# took: N`` line (``None``: not printed)."""
-    for line in (out.stdout if out else "").splitlines():
+    text = out.stdout if out else ""
+    for line in text.splitlines() if "# took:" in text else ():
         if line.startswith("# took:") and line[7:].strip().isdigit():
             return int(line[7:].strip())
     return None

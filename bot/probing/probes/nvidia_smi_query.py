@@ -81,7 +81,7 @@ def retry_query_command(
 
 def unsupported_fields(stdout: str) -> list[str]:
     """The fields the ``# unsupported:`` line names (``[]`` when there is none)."""
-    for line in stdout.splitlines():
+    for line in stdout.splitlines() if "# unsupported:" in stdout else ():
         if line.startswith("# unsupported:"):
             return [f.strip() for f in line.split(":", 1)[1].split(",") if f.strip()]
     return []
