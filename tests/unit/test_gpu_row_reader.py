@@ -4,7 +4,9 @@ nvidia-smi output in tests/ and headers that lack, reorder, repeat or rename col
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from bot.probing.probes.nvidia_smi import (
     kernel_bus_id,
     parse_gpus,
 )
-from bot.probing.probes.readings import Gpu
+from bot.probing.probes.readings import Gpu, make_gpu
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -190,3 +192,22 @@ ODD = {
 @pytest.mark.parametrize("case", list(ODD))
 def test_odd_headers_read_the_same(case):
     assert outcome(parse_gpus, ODD[case]) == outcome(by_name, ODD[case])
+
+
+def test_a_made_gpu_is_the_one_its_class_makes():
+    """:func:`make_gpu` gives what ``Gpu(...)`` gives: equal, the same repr, fields, copies and pickles, and as
+    frozen; a keyword set other than the fields' is refused."""
+    (values,), _ = by_name(ODD["errors everywhere"])
+    kw = {f.name: getattr(values, f.name) for f in dataclasses.fields(Gpu)}
+    made = make_gpu(**kw)
+    assert type(made) is Gpu and made == Gpu(**kw) and repr(made) == repr(Gpu(**kw))
+    assert dataclasses.asdict(made) == dataclasses.asdict(Gpu(**kw))
+    assert dataclasses.replace(made, index=5) == Gpu(**{**kw, "index": 5})
+    assert pickle.loads(pickle.dumps(made)) == made
+    assert made.lost is False and made.unreadable == kw["unreadable"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.index = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        make_gpu(**{k: v for k, v in kw.items() if k != "health"})
+    with pytest.raises(TypeError):
+        make_gpu(**kw, colour="green")

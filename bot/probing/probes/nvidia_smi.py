@@ -32,7 +32,7 @@ from bot.probing.probes.gpu_health import (
 )
 from bot.probing.probes.nvidia_smi_query import retry_query_command, unsupported_fields
 from bot.probing.probes.probe import TRUNCATED, Frame, Probe, ProbePlan
-from bot.probing.probes.readings import Gpu, GpuProcess, GpuReport, LostGpu, ProbeFailure
+from bot.probing.probes.readings import Gpu, GpuProcess, GpuReport, LostGpu, ProbeFailure, make_gpu
 
 GPU_FIELDS = (
     "index",
@@ -366,7 +366,7 @@ class GpuRowReader:
         cells.append("")  # what a field the header lacks reads (_ABSENT)
         name, total, used, reserved, util, temp, power, mig, bus, mode, state, status, driver = self.rest(cells)
         health = self.health
-        gpu = Gpu(
+        gpu = make_gpu(
             index=index,
             uuid=cells[self.uuid],
             name=name,
@@ -378,6 +378,7 @@ class GpuRowReader:
             power_w=_float(power),
             mig_mode=_mig_mode(mig),
             pci_bus_id=kernel_bus_id(bus),
+            mig_devices=None,
             health=None if health is None else health_of_cells(*health(cells)),
             compute_mode=_text(mode),
             fabric_state=_text(state),

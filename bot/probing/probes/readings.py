@@ -13,12 +13,14 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, is_dataclass
 from functools import cache, lru_cache
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from pydantic import TypeAdapter
 
 from bot.probing.probes.gpu_health import GpuHealth
 from bot.probing.probes.kernel_log import KernelLog
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 3
 """Version of the stored JSON shape of :class:`Readings` (``Snapshot.readings``).
@@ -85,6 +87,31 @@ class Gpu:
     def lost(self) -> bool:
         """True when the driver marks the GPU lost in any field (``[GPU is lost]``): it fell off the bus."""
         return any(v.strip().lower() == "[gpu is lost]" for v in self.unreadable.values())
+
+
+def frozen_maker(cls: type[T]) -> Callable[..., T]:
+    """A maker of instances of ``cls``, a frozen dataclass with no ``__post_init__`` whose fields all take their
+    value in ``__init__``: called with every field by keyword, it makes the keywords' dict the instance's, where
+    the class's ``__init__`` sets each field through ``object.__setattr__`` (a frozen class's way, at twice the
+    cost for a row of :class:`Gpu`). Raises ``TypeError`` for a keyword set that is not the fields'."""
+    kinds = fields(cls)  # type: ignore[arg-type]
+    assert not hasattr(cls, "__post_init__") and "__slots__" not in vars(cls) and all(f.init for f in kinds)
+    names = frozenset(f.name for f in kinds)
+    new, set_dict = object.__new__, object.__setattr__
+
+    def make(**values: Any) -> T:
+        if values.keys() != names:
+            raise TypeError(f"{cls.__name__} takes all its fields, not {sorted(names ^ values.keys())}")
+        made = new(cls)
+        set_dict(made, "__dict__", values)
+        return made
+
+    return make
+
+
+make_gpu: Callable[..., Gpu] = frozen_maker(Gpu)
+"""A :class:`Gpu` from every one of its fields, by keyword (:func:`frozen_maker`): how a parser that reads many rows
+makes them."""
 
 
 @dataclass(frozen=True)
