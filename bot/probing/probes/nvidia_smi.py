@@ -428,9 +428,11 @@ def parse_gpus(stdout: str) -> tuple[list[Gpu], str | None]:
     return gpus, driver
 
 
+@lru_cache(maxsize=1024)
 def kernel_bus_id(value: str) -> str | None:
     """A PCI bus id in the kernel's form (``0000:00:06.0``, lower case): nvidia-smi prints an
-    8-digit domain (``00000000:00:06.0``), ``/proc`` and sysfs 4 digits."""
+    8-digit domain (``00000000:00:06.0``), ``/proc`` and sysfs 4 digits. Kept for the next rows that print the
+    same (a fleet's hosts of one model place their GPUs at the same bus ids)."""
     v = value.strip().lower()
     if placeholder(v) or v.count(":") != 2:
         return None

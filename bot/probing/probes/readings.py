@@ -86,7 +86,7 @@ class Gpu:
     @property
     def lost(self) -> bool:
         """True when the driver marks the GPU lost in any field (``[GPU is lost]``): it fell off the bus."""
-        return any(v.strip().lower() == "[gpu is lost]" for v in self.unreadable.values())
+        return bool(self.unreadable) and any(v.strip().lower() == "[gpu is lost]" for v in self.unreadable.values())
 
 
 def frozen_maker(cls: type[T]) -> Callable[..., T]:
