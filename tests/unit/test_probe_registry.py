@@ -118,6 +118,9 @@ def test_the_cached_script_is_the_script_built_afresh_with_its_own_marker():
         ProbePlan(marker="GPUBOT-c", units=("vllm.service",), health_urls=(None,), gpu_backend="nvml"),
         ProbePlan(),
         ProbePlan(),
+        ProbePlan(volumes=("/", "/data"), folders=("/data/w",), asked=("/data/x",), asked_roots=("/data",)),
+        ProbePlan(hf_cache="/hf", probe_timeout_s=7, gpu_timeout_s=9, deadline_s=30, health_timeout_s=2.5),
+        ProbePlan(hf_cache="/hf", probe_timeout_s=7, gpu_timeout_s=9, deadline_s=31, health_timeout_s=2.5),
     ]
     for plan in plans:
         script = build_script(plan)

@@ -9,11 +9,12 @@ host: a later frame may read an earlier one's output (``serve.N`` reads ``unit.N
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import operator
 import shlex
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from bot.probing.probes.context import ContextProbe
@@ -72,12 +73,20 @@ _TEMPLATE_MARKER = f"GPUBOT-{uuid.uuid4().hex}"
 """The marker the cached script of a plan is built with (:func:`_script_around_marker`); never sent."""
 
 
+_PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(ProbePlan) if f.name != "marker")
+_plan_key = operator.attrgetter(*_PLAN_FIELDS)
+"""A plan's fields but its marker, as a tuple: the key of its cached script (:func:`_script_around_marker`)."""
+
+
 @functools.lru_cache(maxsize=64)
-def _script_around_marker(probes: tuple[Probe, ...], plan: ProbePlan) -> tuple[str, str] | None:
-    """The script of ``plan`` (its marker :data:`_TEMPLATE_MARKER`) as the text before and after the one place
-    its marker appears (``shlex.quote``-d), or ``None`` when it appears other than exactly once. ``probes`` is
-    :data:`PROBES`, a key of the cache only. Hosts with the same settings share one plan but for the marker (new
-    per batch), so the script is built once per plan, not per host (0.2-0.3 ms each, 0.015 ms cached)."""
+def _script_around_marker(probes: tuple[Probe, ...], key: tuple[Any, ...]) -> tuple[str, str] | None:
+    """The script of the plan whose fields but its marker are ``key`` (:data:`_plan_key`), built with the marker
+    :data:`_TEMPLATE_MARKER`, as the text before and after the one place its marker appears (``shlex.quote``-d), or
+    ``None`` when it appears other than exactly once. ``probes`` is :data:`PROBES`, a key of the cache only. Hosts
+    with the same settings share one plan but for the marker (new per batch), so the script is built once per
+    plan, not per host (0.2-0.3 ms each, 0.015 ms cached); the key is read off the plan, not a copy of the plan
+    made with another marker (``dataclasses.replace``: most of a cached script's cost)."""
+    plan = ProbePlan(**dict(zip(_PLAN_FIELDS, key, strict=True)), marker=_TEMPLATE_MARKER)
     parts = _build(plan).split(shlex.quote(_TEMPLATE_MARKER))
     return (parts[0], parts[1]) if len(parts) == 2 else None
 
@@ -88,7 +97,7 @@ def build_script(plan: ProbePlan) -> str:
     deadline, if it passes). The same text as building it afresh: the plan's script is cached with a stand-in
     marker and the plan's own marker put in its one place. Raises ``ValueError`` when two probes claim one
     frame name."""
-    halves = _script_around_marker(PROBES, replace(plan, marker=_TEMPLATE_MARKER))
+    halves = _script_around_marker(PROBES, _plan_key(plan))
     if halves is None:
         return _build(plan)
     return halves[0] + shlex.quote(plan.marker) + halves[1]
