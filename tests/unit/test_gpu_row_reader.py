@@ -178,6 +178,19 @@ ODD = {
     "1, GPU-b, 40, [Unknown Error]\n",
     "an unknown field": table([*GPU_FIELDS, "fan.speed"], {**ROW, "fan.speed": "[Unknown Error]"}),
     "too few columns": table(list(ROW), ROW) + "1, GPU-x\n",
+    "brackets inside cells": table(
+        list(ROW),
+        {
+            **ROW,
+            "name": "NVIDIA [H200] [x",
+            "temperature.gpu": "  [Unknown Error]  ",
+            "power.draw": "[N/A] [Unknown Error]",
+            "compute_mode": "[[Unknown Error]]",
+            "fabric.state": "[n/a]",
+            "fabric.status": "[NOT SUPPORTED]",
+            "persistence_mode": "[",
+        },
+    ),
     "blanks around cells": "# fields:  index , uuid ,name\n  0 ,  GPU-a  ,  NVIDIA H200  \n",
     "empty cells": table(list(ROW), {f: "" if f not in ("index", "uuid") else ROW[f] for f in ROW}),
     "a GPU the driver could not open": table(list(ROW), ROW)

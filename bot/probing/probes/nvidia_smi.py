@@ -324,6 +324,7 @@ class GpuRowReader:
         self.width = len(fields)
         self.names = tuple(at)
         self.named = _picker(tuple(at.values()))
+        self.unique = len(at) == len(fields)  # no name printed twice: column i holds names[i]
         self.index = at.get("index")
         self.uuid = at.get("uuid")
         self.rest = _picker(
@@ -383,17 +384,31 @@ class GpuRowReader:
             compute_mode=_text(mode),
             fabric_state=_text(state),
             fabric_status=_text(status),
-            unreadable=(
-                {
-                    k: v
-                    for k, v in zip(self.names, self.named(cells), strict=True)
-                    if v[:1] == "[" and v.lower() not in NOT_APPLICABLE
-                }
-                if "[" in line
-                else {}
-            ),
+            unreadable=self._unreadable(line, cells),
         )
         return gpu, driver
+
+    def _unreadable(self, line: str, cells: list[str]) -> dict[str, str]:
+        """The fields of a row the driver answered with an error placeholder (a cell that begins with ``[``, not
+        ``[N/A]`` or ``[Not Supported]``), by name; only the cells where ``line`` holds a ``[`` are looked at."""
+        if "[" not in line:
+            return {}
+        if not self.unique:
+            return {
+                k: v
+                for k, v in zip(self.names, self.named(cells), strict=True)
+                if v[:1] == "[" and v.lower() not in NOT_APPLICABLE
+            }
+        out: dict[str, str] = {}
+        at = line.find("[")
+        while at >= 0:
+            column = line.count(",", 0, at)
+            v = cells[column]
+            if v[:1] == "[" and v.lower() not in NOT_APPLICABLE:
+                out[self.names[column]] = v
+            end = line.find(",", at)  # the next cell
+            at = -1 if end < 0 else line.find("[", end)
+        return out
 
 
 @lru_cache(maxsize=64)
