@@ -1,17 +1,18 @@
 """The GPU inventory's history witness: which GPUs (by UUID) each host has shown.
 
-:func:`record_rows` runs inside every snapshot write (:func:`bot.domain.snapshots.service.write_rows`), so
-the inventory never lags the snapshots; :func:`known` reads it for the verdict (one query for any
-number of hosts); :func:`forget` removes a GPU deliberately (``hosts forget-gpu``, in chat and in the
-terminal: :func:`bot.domain.snapshots.forget_gpu.forget_missing`), never one the latest probe lists. A GPU
-seen before and absent now is *missing* (:mod:`bot.domain.readiness.verdict`), with the snapshot it was
-last seen in.
+:func:`record` runs inside every snapshot write (:func:`bot.domain.snapshots.service.write_rows`; its rows,
+:func:`sightings`, are made before the transaction), so the inventory never lags the snapshots; :func:`known`
+reads it for the verdict (one query for any number of hosts); :func:`forget` removes a GPU deliberately
+(``hosts forget-gpu``, in chat and in the terminal: :func:`bot.domain.snapshots.forget_gpu.forget_missing`),
+never one the latest probe lists. A GPU seen before and absent now is *missing*
+(:mod:`bot.domain.readiness.verdict`), with the snapshot it was last seen in.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, cast
@@ -26,9 +27,7 @@ from sqlalchemy import (
     column,
     delete,
     func,
-    literal_column,
     select,
-    true,
 )
 from sqlalchemy import cast as sa_cast
 from sqlalchemy.dialects import postgresql, sqlite
@@ -41,28 +40,10 @@ from bot.foundation.db.base import UTCDateTime
 _COLUMNS = ("host_name", "uuid", "gpu_index", "bus_id", "name", "first_seen", "last_seen", "last_snapshot_id")
 
 
-@lru_cache
-def _upsert(dialect: str) -> Any:
-    """``INSERT … SELECT`` of the rows in parameter ``rows`` (a JSON array of objects keyed by :data:`_COLUMNS`,
-    times as :func:`_when` writes them) ``ON CONFLICT DO UPDATE``: one statement and one parameter for any number of
-    GPUs (``json_each`` on SQLite, ``json_to_recordset`` on PostgreSQL), where a row per GPU costs the driver layer
-    more than the database (a fleet batch writes 8 a host)."""
+def _merged(stmt: Any) -> Any:
+    """``stmt`` (an ``INSERT`` of :data:`_COLUMNS` into the inventory) ``ON CONFLICT DO UPDATE``: the later sighting
+    names the GPU's index, bus, name and snapshot, the earlier one its first sighting."""
     t = GpuSeen.__table__.c
-    table = cast(Table, GpuSeen.__table__)
-    rows = bindparam("rows", type_=String)
-    stmt: Any
-    if dialect == "postgresql":
-        types = {"gpu_index": Integer, "last_snapshot_id": Integer, "first_seen": UTCDateTime, "last_seen": UTCDateTime}
-        got = (
-            func.json_to_recordset(sa_cast(rows, postgresql.JSON))
-            .table_valued(*(column(c, types.get(c, String)) for c in _COLUMNS))
-            .render_derived("x", with_types=True)
-        )
-        stmt = postgresql.insert(table).from_select(list(_COLUMNS), select(*(got.c[c] for c in _COLUMNS)))
-    else:
-        value: Any = literal_column("value")
-        each = select(*(func.json_extract(value, f"$.{c}") for c in _COLUMNS)).select_from(func.json_each(rows))
-        stmt = sqlite.insert(table).from_select(list(_COLUMNS), each.where(true()))  # WHERE: SQLite's upsert syntax
     new = stmt.excluded
     later = new.last_seen >= t.last_seen
     return stmt.on_conflict_do_update(
@@ -78,12 +59,54 @@ def _upsert(dialect: str) -> Any:
     )
 
 
-def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
-    """Upsert the GPUs listed in ``rows`` (``snapshots`` rows being written, their ``readings`` JSON;
-    ``ids`` their snapshot ids, in the same order). Snapshots whose GPU probe failed add nothing and
-    remove nothing. Synchronous: part of :func:`bot.domain.snapshots.service.write_rows`."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
-    for s, snapshot_id in zip(rows, ids, strict=True):
+@lru_cache
+def _upsert_json() -> Any:
+    """PostgreSQL's upsert: ``INSERT … SELECT`` of the rows in parameter ``rows`` (a JSON array of objects keyed by
+    :data:`_COLUMNS`, times as :func:`_when` writes them) from ``json_to_recordset``: one statement and one parameter
+    for any number of GPUs, where a row per GPU through asyncpg costs the driver layer more than the database (a
+    fleet batch writes 8 a host)."""
+    table = cast(Table, GpuSeen.__table__)
+    rows = bindparam("rows", type_=String)
+    types = {"gpu_index": Integer, "last_snapshot_id": Integer, "first_seen": UTCDateTime, "last_seen": UTCDateTime}
+    got = (
+        func.json_to_recordset(sa_cast(rows, postgresql.JSON))
+        .table_valued(*(column(c, types.get(c, String)) for c in _COLUMNS))
+        .render_derived("x", with_types=True)
+    )
+    return _merged(postgresql.insert(table).from_select(list(_COLUMNS), select(*(got.c[c] for c in _COLUMNS))))
+
+
+@lru_cache
+def _upsert_each() -> str:
+    """SQLite's upsert: the SQL of one row's ``INSERT … VALUES (?, …) ON CONFLICT DO UPDATE``, its parameters in
+    :data:`_COLUMNS` order, run by the driver's ``executemany`` with a tuple per GPU (times as :func:`_when` writes
+    them): one prepared statement stepped per row, no per-row parameter processing above the driver, which costs
+    less than parsing a JSON array with ``json_each`` and ``json_extract``."""
+    table = cast(Table, GpuSeen.__table__)
+    stmt = _merged(sqlite.insert(table).values({c: bindparam(c) for c in _COLUMNS}))
+    compiled = stmt.compile(dialect=sqlite.dialect(paramstyle="qmark"))
+    if tuple(compiled.positiontup or ()) != _COLUMNS:  # the tuples' order is the statement's
+        raise AssertionError(f"inventory upsert binds {compiled.positiontup}, not {_COLUMNS}")
+    return str(compiled)
+
+
+@dataclass(frozen=True)
+class Sightings:
+    """The inventory rows of one snapshot write, made before its transaction (:func:`sightings`): per host and
+    GPU the latest sighting's row, times formatted for the dialect, its snapshot by position in the write
+    (``positions``: the ids are known once the snapshots are inserted)."""
+
+    dialect: str
+    rows: list[dict[str, Any]]
+    positions: list[int]
+
+
+def sightings(rows: Sequence[Mapping[str, Any]], dialect: str) -> Sightings:
+    """The GPUs listed in ``rows`` (``snapshots`` rows about to be written, their ``readings`` JSON), one row per
+    host and GPU (its latest sighting names it, its earliest the first sighting). Snapshots whose GPU probe
+    failed add nothing and remove nothing; a placeholder UUID names no GPU. Pure: no connection."""
+    found: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
+    for position, s in enumerate(rows):
         gpu = (s["readings"] or {}).get("gpu") or {}
         if gpu.get("failure"):
             continue
@@ -94,29 +117,50 @@ def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequen
                 continue
             key = (host, uuid)
             old = found.get(key)
-            if old is None or at >= old["last_seen"]:
-                found[key] = {
-                    "host_name": host,
-                    "uuid": uuid,
-                    "gpu_index": g.get("index"),
-                    "bus_id": g.get("pci_bus_id"),
-                    "name": g.get("name"),
-                    "first_seen": min(at, old["first_seen"]) if old else at,
-                    "last_seen": at,
-                    "last_snapshot_id": snapshot_id,
-                }
-    if found:
-        dialect = conn.dialect.name
-        texts: dict[datetime, str] = {}  # a snapshot's GPUs share its time: each formatted once
-        for r in found.values():
-            for k in ("first_seen", "last_seen"):
-                at = r[k]
-                r[k] = texts.get(at) or texts.setdefault(at, _when(at, dialect))
-        conn.execute(_upsert(dialect), {"rows": json.dumps(list(found.values()))})
+            if old is None or at >= old[0]["last_seen"]:
+                found[key] = (
+                    {
+                        "host_name": host,
+                        "uuid": uuid,
+                        "gpu_index": g.get("index"),
+                        "bus_id": g.get("pci_bus_id"),
+                        "name": g.get("name"),
+                        "first_seen": min(at, old[0]["first_seen"]) if old else at,
+                        "last_seen": at,
+                    },
+                    position,
+                )
+    texts: dict[datetime, str] = {}  # a snapshot's GPUs share its time: each formatted once
+    for r, _ in found.values():
+        for k in ("first_seen", "last_seen"):
+            at = r[k]
+            r[k] = texts.get(at) or texts.setdefault(at, _when(at, dialect))
+    return Sightings(dialect, [r for r, _ in found.values()], [p for _, p in found.values()])
+
+
+def record(conn: Connection, seen: Sightings, ids: Sequence[int]) -> None:
+    """Upsert ``seen`` (:func:`sightings` of a write's rows), ``ids`` the write's snapshot ids in its order.
+    Synchronous: part of :func:`bot.domain.snapshots.service.write_rows`."""
+    if not seen.rows:
+        return
+    if seen.dialect == "postgresql":
+        docs = [{**r, "last_snapshot_id": ids[p]} for r, p in zip(seen.rows, seen.positions, strict=True)]
+        conn.execute(_upsert_json(), {"rows": json.dumps(docs)})
+    else:
+        conn.exec_driver_sql(
+            _upsert_each(),
+            [(*r.values(), ids[p]) for r, p in zip(seen.rows, seen.positions, strict=True)],  # in _COLUMNS order
+        )
+
+
+def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
+    """Upsert the GPUs listed in ``rows`` (``snapshots`` rows being written; ``ids`` their snapshot ids, in
+    the same order): :func:`record` of their :func:`sightings`."""
+    record(conn, sightings(rows, conn.dialect.name), ids)
 
 
 def _when(at: datetime, dialect: str) -> str:
-    """``at`` as the upsert's JSON carries it: on SQLite the text SQLAlchemy stores a
+    """``at`` as the upserts carry it: on SQLite the text SQLAlchemy stores a
     :class:`~bot.foundation.db.base.UTCDateTime` as (UTC, naive, microseconds always), else ISO 8601 with offset."""
     if at.tzinfo is None:
         raise ValueError("naive datetime given to a UTC column")
