@@ -18,7 +18,7 @@ from bot.flows.status.loop_thread import OnThread
 from bot.flows.workers.local import LocalPool
 from bot.foundation.config import Settings, SshSettings
 from bot.foundation.db.session import make_engine, make_session_factory
-from bot.foundation.lifecycle import CheckQueue
+from bot.foundation.lifecycle import CheckQueue, freeze_startup_heap
 from bot.probing.ssh.runner import RoutingRunner, SshRunner
 
 
@@ -86,14 +86,15 @@ def open_services(settings: Settings, *, role: Role = "command") -> Services:
     (:meth:`~bot.flows.services.Services.close`) at the end of its own life: the fleet loop thread
     (:class:`~bot.flows.status.loop_thread.LoopThread`), a worker process (:func:`worker_services`).
     Anything else uses :func:`build_services`, which closes them for it. ``role`` picks where fleet
-    fan-outs run (:func:`fan_out_of`); ``serve`` also bounds single-host checks (a queue)."""
+    fan-outs run (:func:`fan_out_of`); ``serve`` also bounds single-host checks (a queue). The first call in a
+    process also freezes its start-up heap (:func:`~bot.foundation.lifecycle.freeze_startup_heap`)."""
     database = settings.database
     engine = make_engine(
         database.database_url,
         connect_timeout_s=database.db_connect_timeout_s,
         statement_timeout_s=database.db_statement_timeout_s,
     )
-    return Services(
+    services = Services(
         settings=settings,
         sessions=make_session_factory(engine),
         runner=RoutingRunner(ssh_runner(settings.ssh)),
@@ -103,3 +104,5 @@ def open_services(settings: Settings, *, role: Role = "command") -> Services:
         if role == "serve"
         else None,
     )
+    freeze_startup_heap()  # the first services a process opens end its start-up
+    return services

@@ -13,6 +13,7 @@ never started.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +21,25 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from bot.foundation.errors import Busy, ShuttingDown
+
+_frozen = False
+_frozen_lock = threading.Lock()
+
+
+def freeze_startup_heap() -> bool:
+    """Once per process, after start-up (imports, settings, the services opened): collect what start-up left
+    behind, then move every object still tracked to the collector's permanent generation (:func:`gc.freeze`),
+    so the full collections that a fan-out's allocations set off no longer walk the modules, classes and
+    compiled statements that live as long as the process. Returns whether this call froze (later calls do
+    nothing: objects made after start-up stay collectable)."""
+    global _frozen
+    with _frozen_lock:
+        if _frozen:
+            return False
+        _frozen = True
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 def resume(task: asyncio.Task[Any] | None) -> None:
