@@ -8,7 +8,9 @@ written at a time, so the fan-out holds the database's write lock briefly and ra
 one writer), and quick requests in between are not kept waiting behind hundreds of small writes.
 
 Each item's row is built when it is added (:func:`~bot.domain.snapshots.service.snapshot_row`: the JSON
-of its readings, its capped raw output), so a batch's transaction runs statements only. On SQLite the
+of its readings, its capped raw output), and a batch's rows are prepared before its transaction
+(:func:`~bot.domain.snapshots.service.prepare_rows`: the roll-up, the inventory, on SQLite every value as the
+driver takes it), so the transaction runs statements only. On SQLite the
 transaction runs whole in a thread on a synchronous engine (:func:`~bot.foundation.db.session.sqlite_writer`):
 no statement waits for a turn of the fan-out's busy event loop while SQLite's write lock is held.
 """
@@ -23,7 +25,14 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.domain.snapshots.service import StoredSnapshot, StoreItem, snapshot_row, write_rows
+from bot.domain.snapshots.service import (
+    PreparedRows,
+    StoredSnapshot,
+    StoreItem,
+    prepare_rows,
+    snapshot_row,
+    write_prepared,
+)
 from bot.foundation.db.session import SessionFactory, sqlite_writer
 from bot.foundation.errors import DatabaseUnavailable
 
@@ -106,22 +115,23 @@ class SnapshotBatcher:
             self._writing.add(task)
             task.add_done_callback(self._writing.discard)
 
-    def _in_transaction(
-        self, conn: Connection, rows: list[dict[str, Any]], tags: list[Any]
-    ) -> list[StoredSnapshot | None]:
+    def _in_transaction(self, conn: Connection, prepared: PreparedRows, tags: list[Any]) -> list[StoredSnapshot | None]:
         """The batch's statements: the claim, the rows kept, ``in_store``; ``None`` for a row not claimed."""
+        rows = prepared.rows
         keep = self.claim(conn, tags) if self.claim is not None else set(range(len(rows)))
-        written = iter(write_rows(conn, [r for i, r in enumerate(rows) if i in keep]))
+        written = iter(write_prepared(conn, prepared.kept(keep)))
         snaps = [next(written) if i in keep else None for i in range(len(rows))]
         if self.in_store is not None:
             self.in_store(conn, [(snap, tag) for snap, tag in zip(snaps, tags, strict=True) if snap is not None])
         return snaps
 
     def _write_here(self, rows: list[dict[str, Any]], tags: list[Any]) -> list[StoredSnapshot | None]:
-        """The whole transaction on the SQLite writer, in the calling thread."""
+        """The whole transaction on the SQLite writer, in the calling thread; the rows prepared before it begins
+        (and with it SQLite's write lock: the writer begins ``IMMEDIATE``)."""
         assert self._writer is not None
+        prepared = prepare_rows(rows, self._writer.dialect)
         with self._writer.begin() as conn:
-            return self._in_transaction(conn, rows, tags)
+            return self._in_transaction(conn, prepared, tags)
 
     async def _write(self, batch: list[tuple[dict[str, Any], asyncio.Future[Stored], Any]]) -> None:
         async with self._lock:
@@ -131,9 +141,10 @@ class SnapshotBatcher:
                 if self._writer is not None:
                     snaps = await asyncio.to_thread(self._write_here, rows, tags)
                 else:
+                    prepared = prepare_rows(rows, self.sessions.kw["bind"].dialect)
                     async with self.sessions() as db, db.begin():
                         conn = await db.connection()
-                        snaps = await conn.run_sync(self._in_transaction, rows, tags)
+                        snaps = await conn.run_sync(self._in_transaction, prepared, tags)
                 results: list[Stored] = [(s.id if s is not None else None, None) for s in snaps]
             except DatabaseUnavailable as exc:  # a known condition (the database away, a full disk): no traceback
                 log.warning("could not store a batch of %d snapshots: %s", len(batch), exc)

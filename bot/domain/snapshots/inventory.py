@@ -153,12 +153,6 @@ def record(conn: Connection, seen: Sightings, ids: Sequence[int]) -> None:
         )
 
 
-def record_rows(conn: Connection, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
-    """Upsert the GPUs listed in ``rows`` (``snapshots`` rows being written; ``ids`` their snapshot ids, in
-    the same order): :func:`record` of their :func:`sightings`."""
-    record(conn, sightings(rows, conn.dialect.name), ids)
-
-
 def _when(at: datetime, dialect: str) -> str:
     """``at`` as the upserts carry it: on SQLite the text SQLAlchemy stores a
     :class:`~bot.foundation.db.base.UTCDateTime` as (UTC, naive, microseconds always), else ISO 8601 with offset."""

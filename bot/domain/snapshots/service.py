@@ -17,7 +17,9 @@ SQLite), which keeps two things that ``/gpu history`` reads over long windows ri
 Writers of one host are serialised from before those reads to the end of the transaction: on
 PostgreSQL by a transaction-level advisory lock per host, on SQLite by its write lock.
 :func:`write_rows` costs five statements whatever the batch size (the lock, one read, three
-``executemany``), none of them ORM objects.
+``executemany``; on SQLite one more read, the table's highest id), none of them ORM objects; what
+needs no database (the roll-up's rows, the inventory's, on SQLite every value as the driver takes it)
+is done before the transaction (:func:`prepare_rows`).
 """
 
 from __future__ import annotations
@@ -46,12 +48,14 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.readiness.verdict import Assessment
 from bot.domain.snapshots import inventory
 from bot.domain.snapshots.models import Snapshot, SnapshotHour
 from bot.domain.snapshots.raw import capped
+from bot.foundation.db.driver import DriverInsert
 from bot.probing.probes.engine import ProbeResult
 from bot.probing.probes.readings import Readings
 
@@ -159,33 +163,128 @@ async def store_rows(*, db_session: AsyncSession, rows: list[dict[str, Any]]) ->
     return await conn.run_sync(write_rows, rows)
 
 
+_COLUMNS = (
+    "id",
+    "host_id",
+    "host_name",
+    "taken_at",
+    "duration_ms",
+    "verdict",
+    "reasons",
+    "error_kind",
+    "error_message",
+    "readings",
+    "raw",
+    "gpu_used_mib",
+    "disk_free_bytes",
+    "requested_by",
+    "verdict_changed",
+    "question",
+)
+"""The ``snapshots`` columns of SQLite's insert, in the table's order: the id and the flag (:data:`_FLAG`) are found
+inside the transaction, :func:`snapshot_row`'s other values are known before it."""
+_FLAG = _COLUMNS.index("verdict_changed")
+
+
+@lru_cache(maxsize=8)
+def _sqlite_inserts(dialect: Dialect) -> tuple[DriverInsert, DriverInsert]:
+    """SQLite's driver-level inserts of ``dialect``: the snapshots (:data:`_COLUMNS`) and the roll-up's upsert."""
+    hours = cast(Table, SnapshotHour.__table__)
+    return (
+        DriverInsert(cast(Table, Snapshot.__table__), _COLUMNS, dialect),
+        DriverInsert(hours, _HOUR_COLUMNS, dialect, build=lambda v: _merge_hours(sqlite.insert(hours).values(v))),
+    )
+
+
+@dataclass
+class PreparedRows:
+    """A write's rows with everything that needs no database done (:func:`prepare_rows`), so its transaction
+    holds only the statements: the hosts, the roll-up's rows, the inventory's sightings, and on SQLite every
+    value as the driver takes it (``values``: a snapshot's columns before its flag and after it, its id left out;
+    ``hour_values``)."""
+
+    rows: list[dict[str, Any]]
+    dialect: Dialect
+    hosts: list[str]
+    hours: list[dict[str, Any]]
+    gpus: inventory.Sightings
+    values: list[tuple[tuple[Any, ...], tuple[Any, ...]]] | None = None
+    hour_values: list[tuple[Any, ...]] | None = None
+
+    def kept(self, positions: set[int]) -> PreparedRows:
+        """These rows but only those at ``positions`` (all: itself)."""
+        if len(positions) == len(self.rows):
+            return self
+        at = sorted(positions)
+        part = prepare_rows([self.rows[i] for i in at], self.dialect, values=False)
+        if self.values is not None:
+            part.values = [self.values[i] for i in at]
+            part.hour_values = [_sqlite_inserts(self.dialect)[1].params(h) for h in part.hours]
+        return part
+
+
+def prepare_rows(rows: list[dict[str, Any]], dialect: Dialect, *, values: bool = True) -> PreparedRows:
+    """``rows`` (from :func:`snapshot_row`) ready for :func:`write_prepared` on ``dialect``; pure CPU work, done
+    before the transaction begins (``values=False``: SQLite's driver values left to the caller)."""
+    hours = _hours(rows)
+    prepared = PreparedRows(
+        rows, dialect, sorted({r["host_name"] for r in rows}), hours, inventory.sightings(rows, dialect.name)
+    )
+    if dialect.name == "sqlite" and values:
+        snaps, ups = _sqlite_inserts(dialect)
+        prepared.values = [(snaps.params(r, 1, _FLAG), snaps.params(r, _FLAG + 1)) for r in rows]
+        prepared.hour_values = [ups.params(h) for h in hours]
+    return prepared
+
+
 def write_rows(conn: Connection, rows: list[dict[str, Any]]) -> list[StoredSnapshot]:
-    """Write ``rows`` (from :func:`snapshot_row`; their ``verdict_changed`` is set here) on ``conn``,
-    inside its transaction: the hosts' lock, one read of their newest roll-up hours, one
-    ``INSERT … ON CONFLICT`` of the hours, one ``executemany`` INSERT of the rows (ids by RETURNING,
-    in the order given), one upsert of the GPU inventory (and an UPDATE only when a row lands
-    before stored ones). Synchronous, so it runs whole in a thread on a SQLite writer
-    (:func:`bot.foundation.db.session.sqlite_writer`) or under ``run_sync`` of an async connection."""
+    """:func:`write_prepared` of ``rows`` (from :func:`snapshot_row`) on ``conn``, prepared here."""
+    return write_prepared(conn, prepare_rows(rows, conn.dialect))
+
+
+def write_prepared(conn: Connection, prepared: PreparedRows) -> list[StoredSnapshot]:
+    """Write ``prepared``'s rows (their ``verdict_changed`` is set here) on ``conn``, inside its transaction: the
+    hosts' lock, one read of their newest roll-up hours, one ``INSERT … ON CONFLICT`` of the hours, one
+    ``executemany`` INSERT of the rows (ids in the order given), one upsert of the GPU inventory (and an UPDATE
+    only when a row lands before stored ones). On SQLite the rows' ids are the next ones after the table's
+    highest, given in the insert (what SQLite itself gives a row without one, known before it), and the
+    statements run at the driver's level with values prepared before (:class:`~bot.foundation.db.driver.DriverInsert`);
+    on PostgreSQL through SQLAlchemy, ids by ``RETURNING``. Synchronous, so it runs whole in a thread on a SQLite
+    writer (:func:`bot.foundation.db.session.sqlite_writer`) or under ``run_sync`` of an async connection."""
+    rows = prepared.rows
     if not rows:
         return []
     dialect = conn.dialect.name
-    hosts = sorted({r["host_name"] for r in rows})
-    _lock(conn, dialect, hosts)
-    fixes = _mark_changes(conn, dialect, hosts, rows)
-    _roll_up(conn, dialect, rows)
+    _lock(conn, dialect, prepared.hosts)
+    fixes = _mark_changes(conn, dialect, prepared.hosts, rows)
     table = cast(Table, Snapshot.__table__)
-    ids = list(conn.execute(insert(table).returning(table.c.id, sort_by_parameter_order=True), rows).scalars())
-    inventory.record_rows(conn, rows, ids)
-    for flag in (True, False):
-        fixed = [i for i, f in fixes.items() if f is flag]
+    if prepared.values is not None and prepared.hour_values is not None:
+        snaps, ups = _sqlite_inserts(prepared.dialect)
+        ups.run(conn, prepared.hour_values)
+        top = conn.exec_driver_sql(_SQLITE_TOP).scalar() or 0
+        ids = list(range(top + 1, top + 1 + len(rows)))
+        snaps.run(
+            conn,
+            [
+                (i, *head, snaps.value(_FLAG, r["verdict_changed"]), *tail)
+                for i, (head, tail), r in zip(ids, prepared.values, rows, strict=True)
+            ],
+        )
+    else:
+        conn.execute(_upsert(dialect), prepared.hours)
+        ids = list(conn.execute(insert(table).returning(table.c.id, sort_by_parameter_order=True), rows).scalars())
+    inventory.record(conn, prepared.gpus, ids)
+    for value in (True, False):
+        fixed = [i for i, f in fixes.items() if f is value]
         if fixed:
-            conn.execute(update(table).where(table.c.id.in_(fixed)).values(verdict_changed=flag))
+            conn.execute(update(table).where(table.c.id.in_(fixed)).values(verdict_changed=value))
     return [
         StoredSnapshot(i, r["host_name"], r["taken_at"], r["verdict"], r["verdict_changed"])
         for i, r in zip(ids, rows, strict=True)
     ]
 
 
+_SQLITE_TOP = "SELECT max(id) FROM snapshots"
 _PG_LOCK = text(
     "SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT hashtext('gpubot.snapshots:' || h) AS k"
     " FROM unnest(CAST(:hosts AS text[])) AS h ORDER BY 1) AS keys"
@@ -300,13 +399,22 @@ def _merge_out_of_order(conn: Connection, host: str, new: list[dict[str, Any]]) 
     return fixes
 
 
-@lru_cache
-def _upsert(dialect: str) -> Any:
-    """``INSERT INTO snapshot_hours … ON CONFLICT DO UPDATE`` merging a host-hour into the stored
-    one (built once per dialect; run with a list of rows, so it compiles once)."""
+_HOUR_COLUMNS = (
+    "host_name",
+    "epoch_hour",
+    "snapshot_count",
+    "gpu_used_mib_max",
+    "disk_free_bytes_min",
+    "first_at",
+    "last_at",
+    "last_verdict",
+)
+
+
+def _merge_hours(stmt: Any) -> Any:
+    """``stmt`` (a dialect's ``INSERT INTO snapshot_hours``) ``ON CONFLICT DO UPDATE`` merging a host-hour into the
+    stored one: counts summed, the peak and the lowest kept, the earlier first and the later last time."""
     t = SnapshotHour.__table__.c
-    table = cast(Table, SnapshotHour.__table__)
-    stmt = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
     new = stmt.excluded
     return stmt.on_conflict_do_update(
         index_elements=[t.host_name, t.epoch_hour],
@@ -339,10 +447,18 @@ def _upsert(dialect: str) -> Any:
     )
 
 
-def _roll_up(conn: Connection, dialect: str, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Upsert the ``snapshot_hours`` rows of ``rows`` (mappings with ``host_name``, ``taken_at``,
-    ``gpu_used_mib``, ``disk_free_bytes``, ``verdict``; merged per host-hour here first, a later one
-    in ``rows`` winning a tie for the last verdict)."""
+@lru_cache
+def _upsert(dialect: str) -> Any:
+    """``INSERT INTO snapshot_hours … ON CONFLICT DO UPDATE`` merging a host-hour into the stored
+    one (built once per dialect; run with a list of rows, so it compiles once)."""
+    table = cast(Table, SnapshotHour.__table__)
+    return _merge_hours((postgresql.insert if dialect == "postgresql" else sqlite.insert)(table))
+
+
+def _hours(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``snapshot_hours`` rows of ``rows`` (mappings with ``host_name``, ``taken_at``, ``gpu_used_mib``,
+    ``disk_free_bytes``, ``verdict``), merged per host-hour (a later one in ``rows`` winning a tie for the last
+    verdict), keyed by :data:`_HOUR_COLUMNS`. Pure."""
     hours: dict[tuple[str, int], dict[str, Any]] = {}
     for s in rows:
         at, used, free = s["taken_at"], s["gpu_used_mib"], s["disk_free_bytes"]
@@ -368,7 +484,12 @@ def _roll_up(conn: Connection, dialect: str, rows: Sequence[Mapping[str, Any]]) 
         h["first_at"] = min(h["first_at"], at)
         if at >= h["last_at"]:
             h["last_at"], h["last_verdict"] = at, s["verdict"]
-    conn.execute(_upsert(dialect), list(hours.values()))
+    return list(hours.values())
+
+
+def _roll_up(conn: Connection, dialect: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Upsert the ``snapshot_hours`` rows of ``rows`` (:func:`_hours`)."""
+    conn.execute(_upsert(dialect), _hours(rows))
 
 
 async def rebuild_hours(
