@@ -6,7 +6,7 @@ import threading
 import weakref
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from bot.foundation.db.availability import connect_args, guard, guard_sync
@@ -68,6 +68,14 @@ def _sqlite_writer_pragmas(dbapi_conn: Any, record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
+    dbapi_conn.isolation_level = None  # the driver begins nothing itself: _begin_immediate does
+
+
+def _begin_immediate(conn: Connection) -> None:
+    """A snapshot writer's transaction begins ``IMMEDIATE``: SQLite's write lock is taken (waited for, up to the
+    busy timeout) at ``BEGIN``, so the transaction's first statement never meets another writer half-way, and
+    the writer's caller has done everything that needs no database before it."""
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 _busy_s: weakref.WeakKeyDictionary[Engine, float] = weakref.WeakKeyDictionary()
@@ -85,7 +93,8 @@ def sqlite_writer(engine: AsyncEngine) -> Engine | None:
     the whole transaction, SQLite's write lock taken to commit, then runs without a turn of any event loop,
     so a busy fan-out loop never stretches the time the lock is held (through aiosqlite each statement
     waits for its loop to come round while every other writer, a request's delivery claim among them, waits
-    for the lock). Its connections commit with ``synchronous=NORMAL`` (:func:`_sqlite_writer_pragmas`)."""
+    for the lock). Its connections commit with ``synchronous=NORMAL`` (:func:`_sqlite_writer_pragmas`), and its
+    transactions begin ``IMMEDIATE`` (:func:`_begin_immediate`)."""
     sync = engine.sync_engine
     if sync.dialect.name != "sqlite":
         return None
@@ -100,6 +109,7 @@ def sqlite_writer(engine: AsyncEngine) -> Engine | None:
                 statement_timeout_s=busy,
             )
             event.listen(writer, "connect", _sqlite_writer_pragmas)
+            event.listen(writer, "begin", _begin_immediate)
             _writers[sync] = writer
             event.listen(sync, "engine_disposed", lambda _engine: _drop_writer(sync))
         return writer
