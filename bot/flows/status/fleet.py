@@ -165,6 +165,7 @@ async def probe_fleet(
     on_stored: Progress | None = None,
     in_store: Callable[[Connection, list[tuple[StoredSnapshot, Any]]], None] | None = None,
     claim: Callable[[Connection, list[Any]], set[int]] | None = None,
+    tag: Callable[[StatusReport], Any] | None = None,
     limit: ProbeLimits | None = None,
 ) -> FleetReport:
     """Probe ``names`` on this event loop with at most ``settings.probes.max_concurrent_probes`` batches at once
@@ -174,11 +175,13 @@ async def probe_fleet(
     nothing stored), and a probe cut off when the grace period ends is stored as *interrupted* (reason
     ``interrupted``).
 
-    A worker's job (:mod:`bot.flows.workers.job`) passes three more: ``in_store(conn, [(stored snapshot,
-    report), …])`` runs inside each snapshot batch's transaction (the worker's own progress rows), after
-    ``claim(conn, [report, …])`` (the positions to store; a host not claimed is not stored and its
+    A worker's job (:mod:`bot.flows.workers.job`) passes four more: ``in_store(conn, [(stored snapshot,
+    tag), …])`` runs inside each snapshot batch's transaction (the worker's own progress rows), after
+    ``claim(conn, [tag, …])`` (the positions to store; a host not claimed is not stored and its
     report has neither a snapshot id nor a store error: :class:`~bot.domain.snapshots.batcher.SnapshotBatcher`);
-    ``limit`` replaces the fan-out's own limits (a worker shares one :class:`ProbeLimits` among its jobs)."""
+    a host's tag is ``tag(report)``, made as the host answers, outside any transaction (its report without
+    ``tag``); ``limit`` replaces the fan-out's own limits (a worker shares one :class:`ProbeLimits` among its
+    jobs)."""
     rows, known = await _rows(services, names)
     probes = services.settings.probes  # once for the fan-out (each read builds the group)
     batcher = SnapshotBatcher(
@@ -196,6 +199,7 @@ async def probe_fleet(
         requested_by=requested_by,
         on_progress=on_progress,
         on_stored=on_stored,
+        tag=tag,
     )
     try:
         reports = await asyncio.gather(*(run.one(n) for n in names))
@@ -220,6 +224,7 @@ class _Run:
     requested_by: str | None
     on_progress: Progress | None
     on_stored: Progress | None
+    tag: Callable[[StatusReport], Any] | None = None
     answered: int = 0
     stored: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -270,7 +275,7 @@ class _Run:
                     self.requested_by,
                     question_doc(judged.question, need_bytes=self.need_bytes),
                 )
-                stored = self.batcher.add(item, tag=report)
+                stored = self.batcher.add(item, tag=report if self.tag is None else self.tag(report))
             except ShuttingDown as exc:  # never started: no snapshot, no traceback
                 report = failed_report(name, exc, services.clock())
             except Exception as exc:  # one broken host never sinks the fleet: it reads as unknown

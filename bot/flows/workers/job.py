@@ -8,6 +8,7 @@ of ``gpubot worker`` (:mod:`bot.flows.workers.queue`) call :func:`run_job`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -76,6 +77,35 @@ def _row(run_id: int, worker: str, report: StatusReport, *, claimed: bool = Fals
         "report": {} if claimed else dump(report),
         "worker": worker[:80],
     }
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """A host's report as it answered, with its progress row's report JSON made then (outside any transaction)
+    around the snapshot id that its batch gives it: ``head + json.dumps(snapshot_id) + tail`` is the text
+    SQLAlchemy stores for ``dump(report with that id)``."""
+
+    report: StatusReport
+    head: str
+    tail: str
+
+    def text(self, snapshot_id: int) -> str:
+        return f"{self.head}{snapshot_id:d}{self.tail}"
+
+
+def _answered(report: StatusReport) -> _Answered:
+    """``report`` with its progress row's JSON cut around ``snapshot_id`` (json.dumps, as the JSON column does)."""
+    doc = dump(report)
+    keys = list(doc)
+    at = keys.index("snapshot_id")
+    before = json.dumps({k: doc[k] for k in keys[:at]})
+    after = json.dumps({k: doc[k] for k in keys[at + 1 :]})
+    head = (before[:-1] + ", " if at else "{") + json.dumps("snapshot_id") + ": "
+    tail = ", " + after[1:] if len(keys) > at + 1 else "}"
+    return _Answered(report, head, tail)
+
+
+_PROGRESS_SQLITE = "UPDATE fleet_run_hosts SET snapshot_id = ?, report = ? WHERE run_id = ? AND host_name = ?"
 
 
 async def recorded(services: Services, run_id: int, names: list[str]) -> set[str]:
@@ -147,28 +177,38 @@ async def run_job(
     me = services.executor_id
     not_started: list[str] = []
 
-    def claim(conn: Connection, reports: list[Any]) -> set[int]:
+    on_sqlite = services.engine is not None and services.engine.dialect.name == "sqlite"
+
+    def report_of(tag: Any) -> StatusReport:
+        return tag.report if isinstance(tag, _Answered) else tag
+
+    def claim(conn: Connection, tags: list[Any]) -> set[int]:
         # The progress rows first: a host another worker already recorded for this run (a job retried
         # while its first worker, thought stalled, still ran) is not stored again.
         # A claimed row's report is written with its snapshot (in_store, the same transaction): built once.
+        reports = [report_of(t) for t in tags]
         new = _insert(conn, [_row(run_id, me, report, claimed=True) for report in reports])
         return {i for i, report in enumerate(reports) if report.host in new}
 
     def in_store(conn: Connection, pairs: list[tuple[StoredSnapshot, Any]]) -> None:
-        if pairs:  # the claimed rows get their snapshot and their report, in the same transaction
-            conn.execute(
-                update(_TABLE)
-                .where(_TABLE.c.run_id == run_id, _TABLE.c.host_name == bindparam("b_host"))
-                .values(snapshot_id=bindparam("b_snapshot"), report=bindparam("b_report")),
-                [
-                    {
-                        "b_host": report.host,
-                        "b_snapshot": stored.id,
-                        "b_report": dump(dataclasses.replace(report, snapshot_id=stored.id)),
-                    }
-                    for stored, report in pairs
-                ],
-            )
+        if not pairs:  # the claimed rows get their snapshot and their report, in the same transaction
+            return
+        if on_sqlite:  # the report's JSON was made as the host answered: only its snapshot id is put in here
+            conn.exec_driver_sql(_PROGRESS_SQLITE, [(s.id, a.text(s.id), run_id, a.report.host) for s, a in pairs])
+            return
+        conn.execute(
+            update(_TABLE)
+            .where(_TABLE.c.run_id == run_id, _TABLE.c.host_name == bindparam("b_host"))
+            .values(snapshot_id=bindparam("b_snapshot"), report=bindparam("b_report")),
+            [
+                {
+                    "b_host": report.host,
+                    "b_snapshot": stored.id,
+                    "b_report": dump(dataclasses.replace(report, snapshot_id=stored.id)),
+                }
+                for stored, report in pairs
+            ],
+        )
 
     async def on_stored(_n: int, _total: int, report: StatusReport) -> None:
         if report.snapshot_id is not None:
@@ -192,6 +232,7 @@ async def run_job(
         on_stored=on_stored,
         in_store=in_store,
         claim=claim,
+        tag=_answered if on_sqlite else None,
         limit=limit,
     )
     await report_worker(services)  # the pool as this job leaves it (serve's /metrics reads it)
