@@ -1,14 +1,16 @@
 """The GPU inventory a snapshot write leaves: one row per host and GPU, the latest sighting naming its index,
 bus, name and snapshot, the earliest its first sighting (in order, out of order, a host twice in a batch, a
 failed GPU probe and a placeholder UUID adding nothing). The rows are compared, as the database stores them
-(times as text), with the same rows written one by one through the ORM. Through ``store_many`` on the
-session's connection and through a fan-out's batcher (on SQLite its own writer engine); both backends."""
+(times as text), with the same rows written one by one through the ORM, and read back for the verdict. Through
+``store_many`` on the session's connection and through a fan-out's batcher (on SQLite its own writer engine);
+both backends."""
 
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from bot.domain.readiness.verdict import Assessment, Verdict
+from bot.domain.readiness.verdict import Assessment, KnownGpu, Verdict
+from bot.domain.snapshots import inventory
 from bot.domain.snapshots import service as snapshots
 from bot.domain.snapshots.batcher import SnapshotBatcher
 from bot.domain.snapshots.models import GpuSeen
@@ -108,6 +110,20 @@ async def test_store_many_leaves_the_inventory_the_orm_would_store(services):
         async with services.sessions() as db, db.begin():
             stored = await snapshots.store_many(db_session=db, items=batch)
         written += zip(batch, (s.id for s in stored), strict=True)
+    async with services.sessions() as db:  # what the verdict reads back: every GPU seen since, by host and index
+        known = await inventory.known(db_session=db, host_names=["a", "b", "c", "d"], since=at(10))
+    assert {h: sorted(gpus, key=lambda g: (g.index, g.uuid)) for h, gpus in known.items()} == {
+        h: sorted(
+            (
+                KnownGpu(g.uuid, g.gpu_index, g.bus_id, g.last_snapshot_id, g.last_seen)
+                for g in expected(written)
+                if g.host_name == h and g.last_seen >= at(10)
+            ),
+            key=lambda g: (g.index, g.uuid),
+        )
+        for h in "abcd"
+    }
+    assert [g.index for g in known["a"]] == sorted(g.index for g in known["a"])  # by index
     got, want = await stored_then_redone(services, written)
     assert got == want
     assert {r[0] for r in got} == {"a", "b", "c"} and len(got) == 5

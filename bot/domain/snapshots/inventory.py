@@ -182,16 +182,9 @@ async def known(
     if since is not None:
         q = q.where(GpuSeen.last_seen >= since)
     out: dict[str, list[KnownGpu]] = {h: [] for h in host_names}
-    for g in await db_session.execute(q):
-        out.setdefault(g.host_name, []).append(
-            KnownGpu(
-                uuid=g.uuid,
-                index=g.gpu_index,
-                bus_id=g.bus_id,
-                last_snapshot_id=g.last_snapshot_id,
-                last_seen=g.last_seen,
-            )
-        )
+    conn = await db_session.connection()  # the session's own connection: Core rows, unpacked, no ORM loading
+    for host, uuid, index, bus_id, snapshot_id, seen in await conn.execute(q):
+        out.setdefault(host, []).append(KnownGpu(uuid, index, bus_id, snapshot_id, seen))
     return out
 
 
