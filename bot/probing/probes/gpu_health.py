@@ -137,27 +137,21 @@ _ANY_HEALTH_FIELD = frozenset(HEALTH_FIELDS) | frozenset(FIELD_FALLBACKS.values(
 
 def health_from_row(row: dict[str, str]) -> GpuHealth | None:
     """The health of one ``--query-gpu`` row (``{field name: cell text}``); ``None`` when the
-    row holds none of the health fields (an old probe, or a driver that knows none of them)."""
-    if _ANY_HEALTH_FIELD.isdisjoint(row.keys()):
+    row holds none of the health fields (an old probe, or a driver that knows none of them). The cells are found
+    as the row reader finds them (:func:`health_columns`)."""
+    names = list(row)
+    columns = health_columns({name: i for i, name in enumerate(names)}, len(names))
+    if columns is None:
         return None
-    get = row.get
-    return health_of_cells(
-        get("gpu_recovery_action"),
-        get("remapped_rows.pending"),
-        get("remapped_rows.failure"),
-        get("retired_pages.pending"),
-        get("ecc.errors.uncorrected.volatile.total"),
-        get("clocks_event_reasons.hw_slowdown", get("clocks_throttle_reasons.hw_slowdown")),
-        get("persistence_mode"),
-        get("reset_status.reset_required"),
-        get("reset_status.drain_and_reset_recommended"),
-    )
+    cells: list[str | None] = [row[name] for name in names]
+    cells.append(None)  # what a field the row lacks reads
+    return health_of_cells(*(cells[i] for i in columns))
 
 
 def health_columns(at: Mapping[str, int], absent: int) -> tuple[int, ...] | None:
     """Where a ``--query-gpu`` row holds each cell :func:`health_of_cells` takes, in its order, given the column of
     each field of the header (``absent`` for a field it lacks: the caller's empty cell); ``None`` when the header
-    holds none of the health fields. By position what :func:`health_from_row` reads by name."""
+    holds none of the health fields."""
     if _ANY_HEALTH_FIELD.isdisjoint(at):
         return None
     return (
