@@ -163,24 +163,7 @@ async def store_rows(*, db_session: AsyncSession, rows: list[dict[str, Any]]) ->
     return await conn.run_sync(write_rows, rows)
 
 
-_COLUMNS = (
-    "id",
-    "host_id",
-    "host_name",
-    "taken_at",
-    "duration_ms",
-    "verdict",
-    "reasons",
-    "error_kind",
-    "error_message",
-    "readings",
-    "raw",
-    "gpu_used_mib",
-    "disk_free_bytes",
-    "requested_by",
-    "verdict_changed",
-    "question",
-)
+_COLUMNS = tuple(c.name for c in cast(Table, Snapshot.__table__).columns)
 """The ``snapshots`` columns of SQLite's insert, in the table's order: the id and the flag (:data:`_FLAG`) are found
 inside the transaction, :func:`snapshot_row`'s other values are known before it."""
 _FLAG = _COLUMNS.index("verdict_changed")
@@ -399,16 +382,7 @@ def _merge_out_of_order(conn: Connection, host: str, new: list[dict[str, Any]]) 
     return fixes
 
 
-_HOUR_COLUMNS = (
-    "host_name",
-    "epoch_hour",
-    "snapshot_count",
-    "gpu_used_mib_max",
-    "disk_free_bytes_min",
-    "first_at",
-    "last_at",
-    "last_verdict",
-)
+_HOUR_COLUMNS = tuple(c.name for c in cast(Table, SnapshotHour.__table__).columns)
 
 
 def _merge_hours(stmt: Any) -> Any:
