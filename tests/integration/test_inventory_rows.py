@@ -46,14 +46,17 @@ B0 = (0, "GPU-b0", "NVIDIA H100 80GB HBM3", None)
 
 def batches() -> list[list[StoreItem]]:
     return [
-        [item("a", at(10), [A0, A1]), item("b", at(10), [B0]), item("c", at(10), [], failed=True)],
+        [item("inv-a", at(10), [A0, A1]), item("inv-b", at(10), [B0]), item("inv-c", at(10), [], failed=True)],
         [  # a, earlier than what is stored and with its GPUs renumbered: only their first sightings move back
-            item("a", at(5), [(3, "GPU-a0", "old name", "0000:9f:00.0"), (0, "GPU-a2", "NVIDIA H200", None)]),
-            item("b", at(30), [(1, "GPU-b0", "NVIDIA H100 80GB HBM3", "0000:3f:00.0")]),
-            item("b", at(20), [B0, (1, "[GPU is lost]", "NVIDIA H100", None)]),  # the later sighting wins
-            item("c", at(20), [(0, "GPU-c0", "NVIDIA H200", None)]),
+            item("inv-a", at(5), [(3, "GPU-a0", "old name", "0000:9f:00.0"), (0, "GPU-a2", "NVIDIA H200", None)]),
+            item("inv-b", at(30), [(1, "GPU-b0", "NVIDIA H100 80GB HBM3", "0000:3f:00.0")]),
+            item("inv-b", at(20), [B0, (1, "[GPU is lost]", "NVIDIA H100", None)]),  # the later sighting wins
+            item("inv-c", at(20), [(0, "GPU-c0", "NVIDIA H200", None)]),
         ],
-        [item("a", at(40), [A1, (1, "GPU-a0", "NVIDIA H200", "0000:1f:00.0")]), item("c", at(30), [], failed=True)],
+        [
+            item("inv-a", at(40), [A1, (1, "GPU-a0", "NVIDIA H200", "0000:1f:00.0")]),
+            item("inv-c", at(30), [], failed=True),
+        ],
     ]
 
 
@@ -88,15 +91,17 @@ def expected(written: list[tuple[StoreItem, int]]) -> list[GpuSeen]:
 
 STORED = sa.text(
     "SELECT host_name, uuid, gpu_index, bus_id, name, CAST(first_seen AS TEXT), CAST(last_seen AS TEXT),"
-    " last_snapshot_id FROM gpu_inventory ORDER BY host_name, uuid"
+    " last_snapshot_id FROM gpu_inventory WHERE host_name IN ('inv-a', 'inv-b', 'inv-c', 'inv-d')"
+    " ORDER BY host_name, uuid"
 )
+"""This test's hosts' inventory only (inv-a to inv-d): on PostgreSQL the database is shared with other tests' hosts."""
 
 
 async def stored_then_redone(services, written: list[tuple[StoreItem, int]]) -> tuple[list, list]:
     """The inventory as stored, then as the ORM stores the counted rows (the table emptied first)."""
     async with services.sessions() as db, db.begin():
         got = [tuple(r) for r in await db.execute(STORED)]
-        await db.execute(sa.delete(GpuSeen))
+        await db.execute(sa.delete(GpuSeen).where(GpuSeen.host_name.in_(["inv-a", "inv-b", "inv-c", "inv-d"])))
     async with services.sessions() as db, db.begin():
         db.add_all(expected(written))
     async with services.sessions() as db:
@@ -111,7 +116,7 @@ async def test_store_many_leaves_the_inventory_the_orm_would_store(services):
             stored = await snapshots.store_many(db_session=db, items=batch)
         written += zip(batch, (s.id for s in stored), strict=True)
     async with services.sessions() as db:  # what the verdict reads back: every GPU seen since, by host and index
-        known = await inventory.known(db_session=db, host_names=["a", "b", "c", "d"], since=at(10))
+        known = await inventory.known(db_session=db, host_names=["inv-a", "inv-b", "inv-c", "inv-d"], since=at(10))
     assert {h: sorted(gpus, key=lambda g: (g.index, g.uuid)) for h, gpus in known.items()} == {
         h: sorted(
             (
@@ -121,12 +126,12 @@ async def test_store_many_leaves_the_inventory_the_orm_would_store(services):
             ),
             key=lambda g: (g.index, g.uuid),
         )
-        for h in "abcd"
+        for h in ("inv-a", "inv-b", "inv-c", "inv-d")
     }
-    assert [g.index for g in known["a"]] == sorted(g.index for g in known["a"])  # by index
+    assert [g.index for g in known["inv-a"]] == sorted(g.index for g in known["inv-a"])  # by index
     got, want = await stored_then_redone(services, written)
     assert got == want
-    assert {r[0] for r in got} == {"a", "b", "c"} and len(got) == 5
+    assert {r[0] for r in got} == {"inv-a", "inv-b", "inv-c"} and len(got) == 5
 
 
 async def test_a_fan_outs_batches_leave_the_inventory_the_orm_would_store(services):
