@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 
 import pytest
 from sqlalchemy import func, select
@@ -18,7 +19,7 @@ from bot.flows.status.fleet import check_fleet
 from bot.flows.workers.job import workers_pooled
 from bot.flows.workers.local import LocalPool
 from bot.models import Base
-from bot.wiring import build_services
+from bot.wiring import build_services, fan_out_of
 from tests.conftest import make_settings
 from tests.support.workers import start_worker, stop
 
@@ -92,3 +93,22 @@ def test_gpubot_worker_refuses_sqlite(tmp_path, ssh_server):
     assert proc.returncode == 78
     assert "needs PostgreSQL" in out and "GPUBOT_FLEET_WORKERS=local" in out, out
     assert os.path.exists(tmp_path / "w.db")  # migrated like any command, then refused
+
+
+def _pool_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if type(t).__module__ == "concurrent.futures.process"}
+
+
+@pytest.mark.process
+async def test_closing_the_pool_leaves_none_of_its_threads_running(tmp_path):
+    """A pool's management thread still closing its wake-up pipe at interpreter exit races concurrent.futures'
+    exit hook ("Bad file descriptor" at exit): closing ends the processes and then their threads."""
+    before = _pool_threads()
+    pool = fan_out_of(make_settings(f"sqlite+aiosqlite:///{tmp_path}/w.db", None, fleet_processes=2), "serve")
+    assert isinstance(pool, LocalPool)
+    pool.start()
+    await pool.wait_started()
+    started = _pool_threads() - before
+    assert len(started) == 2  # one per process
+    await pool.close()
+    assert not [t for t in started if t.is_alive()]

@@ -218,3 +218,6 @@ class LocalPool(FleetJobs):
         for process in processes:
             if process.is_alive():
                 process.kill()
+        # then each pool's management thread, gone with its process: one still closing its wake-up pipe when the
+        # interpreter exits races concurrent.futures' own exit hook, which writes to it ("Bad file descriptor")
+        await asyncio.gather(*(asyncio.to_thread(pool.shutdown, wait=True) for pool in pools if pool is not None))
