@@ -48,6 +48,8 @@ async def test_a_fan_out_runs_in_the_local_worker_processes_and_reports_back_thr
             assert {r.host: r.assessment.verdict for r in fleet.reports} == {
                 n: Verdict.NOT_READY if n == "lw1" else Verdict.READY for n in names
             }
+            # the readings reach this process with each report (a worker's row on SQLite holds its snapshot's id)
+            assert all(r.readings is not None and r.readings.gpu.gpus for r in fleet.reports)
             assert sorted(h for k, h, _ in seen if k == "answered") == names
             assert sorted(h for k, h, _ in seen if k == "stored") == names
             assert all(sid is not None for k, _, sid in seen if k == "stored")

@@ -22,4 +22,4 @@ async def test_a_progress_row_that_commits_after_higher_ids_were_read_is_still_r
         db.add(FleetRunHost(id=4000, run_id=run_id, host_name="a", snapshot_id=None, report={"x": 1}, worker="w1"))
     async with services.sessions() as db:
         late = await _late_rows(db, run_id, 5000, {5000})
-    assert [(i, host, doc) for i, host, doc in late] == [(4000, "a", {"x": 1})]
+    assert [(i, host, doc, readings) for i, host, doc, readings in late] == [(4000, "a", {"x": 1}, None)]

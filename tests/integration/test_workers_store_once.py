@@ -1,8 +1,9 @@
 """A host is stored once per fan-out even when two workers probe it: a worker that looked
 stalled but lives goes on while its job is retried by another, and both come to store the same
-(run, host). Each snapshot batch claims its hosts' progress rows first (``INSERT … ON CONFLICT DO
-NOTHING`` on the unique ``(run_id, host_name)``) and stores only the hosts it claimed, in the same
-transaction; on both backends, each worker with its own engine (as two processes have)."""
+(run, host). Each snapshot batch claims its hosts' progress rows first (PostgreSQL: ``INSERT … ON CONFLICT DO
+NOTHING`` on the unique ``(run_id, host_name)``; SQLite, whose one writer holds the batch's transaction from its
+start: a read of the rows already there) and stores only the hosts it claimed, in the same transaction; on both
+backends, each worker with its own engine (as two processes have)."""
 
 from __future__ import annotations
 

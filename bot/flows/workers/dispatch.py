@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, null, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.readiness.report import FleetReport, Progress, StatusReport
+from bot.domain.snapshots.models import Snapshot
 from bot.domain.workers.models import FleetRun, FleetRunHost
 from bot.flows.services import Services
 from bot.flows.status.fleet import failed_report
@@ -36,15 +37,26 @@ POLL_S = 0.25
 """Seconds between two reads of a run's progress."""
 
 
-def _decode(rows: list[tuple[str, dict[str, Any]]], now: datetime) -> list[StatusReport]:
-    """Reports of progress rows; one that cannot be read reads *unknown*, saying so."""
+def _decode(rows: list[tuple[str, dict[str, Any], dict[str, Any] | None]], now: datetime) -> list[StatusReport]:
+    """Reports of progress rows (host, report, its snapshot's readings where read); one that cannot be read reads
+    *unknown*, saying so."""
     out = []
-    for host, doc in rows:
+    for host, doc, readings in rows:
         try:
-            out.append(load(doc))
+            out.append(load(doc, readings))
         except (KeyError, ValueError, TypeError) as exc:
             out.append(failed_report(host, ValueError(f"its worker's report could not be read: {exc}"), now))
     return out
+
+
+def _progress(db: AsyncSession) -> Select[Any]:
+    """A read of progress rows: id, host, report and, on SQLite, its snapshot's readings (a SQLite worker leaves them
+    out of the report: :data:`~bot.flows.workers.report_json.IN_SNAPSHOT`; elsewhere the column is NULL)."""
+    if db.get_bind().dialect.name != "sqlite":
+        return select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report, null())
+    return select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report, Snapshot.readings).outerjoin(
+        Snapshot, Snapshot.id == FleetRunHost.snapshot_id
+    )
 
 
 async def _late_rows(db: AsyncSession, run_id: int, last: int, read: set[int]) -> list[Any]:
@@ -60,13 +72,7 @@ async def _late_rows(db: AsyncSession, run_id: int, last: int, read: set[int]) -
     late = [i for i in ids if i not in read]
     out: list[Any] = []
     for k in range(0, len(late), 500):
-        out += (
-            await db.execute(
-                select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report).where(
-                    FleetRunHost.id.in_(late[k : k + 500])
-                )
-            )
-        ).all()
+        out += (await db.execute(_progress(db).where(FleetRunHost.id.in_(late[k : k + 500])))).all()
     return out
 
 
@@ -135,7 +141,7 @@ class FleetJobs:
                 rows = list(
                     (
                         await db.execute(
-                            select(FleetRunHost.id, FleetRunHost.host_name, FleetRunHost.report)
+                            _progress(db)
                             .where(FleetRunHost.run_id == run_id, FleetRunHost.id > last)
                             .order_by(FleetRunHost.id)
                         )
@@ -234,9 +240,9 @@ class FleetJobs:
             if lost_since is not None:
                 log.info("fleet run %d: progress read again", run_id)
                 lost_since = None
-            read.update(row_id for row_id, _, _ in rows)
-            fresh = [(host, doc) for _, host, doc in rows if host in wanted and host not in seen]
-            last = max([last, *(row_id for row_id, _, _ in rows)])
+            read.update(row_id for row_id, *_ in rows)
+            fresh = [(host, doc, readings) for _, host, doc, readings in rows if host in wanted and host not in seen]
+            last = max([last, *(row_id for row_id, *_ in rows)])
             # Decoding reports (readings through pydantic) is CPU: done in a thread, so the loop that
             # answers Slack keeps its turns (the interpreter switches threads every few ms).
             for report in await asyncio.to_thread(_decode, fresh, services.clock()):

@@ -57,14 +57,13 @@ def _insert(conn: Connection, rows: list[dict[str, Any]]) -> set[str]:
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     stmt = dialect.insert(_TABLE).values(rows).on_conflict_do_nothing(index_elements=["run_id", "host_name"])
     new = set(conn.execute(stmt.returning(_TABLE.c.host_name)).scalars())
-    if len(new) < len(rows):
-        log.warning(
-            "%d of %d hosts were already recorded for fleet run %s by another worker",
-            len(rows) - len(new),
-            len(rows),
-            rows[0]["run_id"],
-        )
+    _warn_taken(len(rows) - len(new), len(rows), rows[0]["run_id"])
     return new
+
+
+def _warn_taken(taken: int, of: int, run_id: int) -> None:
+    if taken:
+        log.warning("%d of %d hosts were already recorded for fleet run %s by another worker", taken, of, run_id)
 
 
 def _row(run_id: int, worker: str, report: StatusReport, *, claimed: bool = False) -> dict[str, Any]:
@@ -94,8 +93,10 @@ class _Answered:
 
 
 def _answered(report: StatusReport) -> _Answered:
-    """``report`` with its progress row's JSON cut around ``snapshot_id`` (json.dumps, as the JSON column does)."""
-    doc = dump(report)
+    """``report`` with its progress row's JSON cut around ``snapshot_id`` (json.dumps, as the JSON column does); its
+    readings are its snapshot's (:data:`~bot.flows.workers.report_json.IN_SNAPSHOT`): the row is written only with
+    it."""
+    doc = dump(report, readings_in_snapshot=True)
     keys = list(doc)
     at = keys.index("snapshot_id")
     before = json.dumps({k: doc[k] for k in keys[:at]})
@@ -105,7 +106,13 @@ def _answered(report: StatusReport) -> _Answered:
     return _Answered(report, head, tail)
 
 
-_PROGRESS_SQLITE = "UPDATE fleet_run_hosts SET snapshot_id = ?, report = ? WHERE run_id = ? AND host_name = ?"
+_TAKEN_SQLITE = (
+    "SELECT host_name FROM fleet_run_hosts WHERE run_id = ? AND host_name IN (SELECT value FROM json_each(?))"
+)
+"""The hosts of a batch (a JSON list) that the run has a progress row for already."""
+
+_PROGRESS_SQLITE = "INSERT INTO fleet_run_hosts (run_id, host_name, snapshot_id, report, worker) VALUES (?, ?, ?, ?, ?)"
+"""A stored host's progress row, whole, in its snapshot's transaction (on SQLite, where the claim only reads)."""
 
 
 async def recorded(services: Services, run_id: int, names: list[str]) -> set[str]:
@@ -187,6 +194,11 @@ async def run_job(
         # while its first worker, thought stalled, still ran) is not stored again.
         # A claimed row's report is written with its snapshot (in_store, the same transaction): built once.
         reports = [report_of(t) for t in tags]
+        if on_sqlite:  # one writer at a time (the batch began IMMEDIATE): what is not there now stays free
+            hosts = [report.host for report in reports]
+            taken = {h for (h,) in conn.exec_driver_sql(_TAKEN_SQLITE, (run_id, json.dumps(hosts))).all()}
+            _warn_taken(len(taken), len(hosts), run_id)
+            return {i for i, host in enumerate(hosts) if host not in taken}
         new = _insert(conn, [_row(run_id, me, report, claimed=True) for report in reports])
         return {i for i, report in enumerate(reports) if report.host in new}
 
@@ -194,7 +206,9 @@ async def run_job(
         if not pairs:  # the claimed rows get their snapshot and their report, in the same transaction
             return
         if on_sqlite:  # the report's JSON was made as the host answered: only its snapshot id is put in here
-            conn.exec_driver_sql(_PROGRESS_SQLITE, [(s.id, a.text(s.id), run_id, a.report.host) for s, a in pairs])
+            conn.exec_driver_sql(
+                _PROGRESS_SQLITE, [(run_id, a.report.host, s.id, a.text(s.id), me[:80]) for s, a in pairs]
+            )
             return
         conn.execute(
             update(_TABLE)

@@ -3,6 +3,7 @@ result reaches the process that renders it (``fleet_run_hosts.report``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -13,10 +14,19 @@ from bot.probing.probes.readings import Readings
 VERSION = 1
 
 
-def dump(report: StatusReport) -> dict[str, Any]:
+IN_SNAPSHOT = "readings_in_snapshot"
+"""The key of a report whose readings are its snapshot's (``snapshots.readings`` of its ``snapshot_id``), not its
+own: what a worker writes beside the snapshot in one transaction, where a second copy would double what the
+transaction writes (SQLite: while it holds the database's one write lock)."""
+
+
+def dump(report: StatusReport, *, readings_in_snapshot: bool = False) -> dict[str, Any]:
     """``report`` as a JSON-ready dict (times ISO 8601 with offset, readings as
-    :meth:`~bot.probing.probes.readings.Readings.to_json`), ``v`` its shape's version."""
+    :meth:`~bot.probing.probes.readings.Readings.to_json`), ``v`` its shape's version. ``readings_in_snapshot``:
+    the readings left out, read back from the snapshot the report is stored with (:data:`IN_SNAPSHOT`)."""
     a = report.assessment
+    if readings_in_snapshot and report.readings is not None:
+        return {**dump(replace(report, readings=None)), IN_SNAPSHOT: True}
     return {
         "v": VERSION,
         "host": report.host,
@@ -37,8 +47,14 @@ def dump(report: StatusReport) -> dict[str, Any]:
     }
 
 
-def load(data: dict[str, Any]) -> StatusReport:
-    """Inverse of :func:`dump`; raises ``ValueError``/``KeyError`` for a dict of another shape."""
+def load(data: dict[str, Any], snapshot_readings: dict[str, Any] | None = None) -> StatusReport:
+    """Inverse of :func:`dump` (``snapshot_readings``: its snapshot's readings JSON, for a report written without its
+    own); raises ``ValueError``/``KeyError`` for a dict of another shape, or for one whose readings are its
+    snapshot's when none is given."""
+    if data.get(IN_SNAPSHOT):
+        if snapshot_readings is None:
+            raise ValueError(f"its readings are its snapshot's (id {data.get('snapshot_id')}), which was not found")
+        data = {**data, "readings": snapshot_readings}
     assessment = Assessment(
         Verdict(data["verdict"]),
         [Reason(r["code"], r["text"], Severity(r["severity"])) for r in data["reasons"]],
