@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy.dialects import sqlite
+from sqlalchemy import create_engine
 
 from bot.domain.readiness.report import StatusReport
 from bot.domain.readiness.verdict import Assessment, Reason, Severity, Verdict
@@ -15,6 +15,7 @@ from bot.domain.workers.models import FleetRunHost
 from bot.flows.workers.dispatch import _decode
 from bot.flows.workers.job import _answered
 from bot.flows.workers.report_json import IN_SNAPSHOT, dump, load
+from bot.foundation.db.session import JSON_TEXT
 from bot.probing.probes.readings import Disk, Gpu, GpuReport, HostContext, Readings
 
 AT = datetime(2026, 3, 1, 9, 58, 30, 250000, tzinfo=UTC)
@@ -57,7 +58,7 @@ REPORTS = [
 @pytest.mark.parametrize("report", REPORTS, ids=lambda r: r.host)
 @pytest.mark.parametrize("snapshot_id", [1, 907, 10**12])
 def test_the_progress_text_is_what_the_json_column_stores(report: StatusReport, snapshot_id: int):
-    dialect = sqlite.dialect()
+    dialect = create_engine("sqlite://", **JSON_TEXT).dialect  # as every engine of gpubot's writes JSON
     column = FleetRunHost.__table__.c.report.type.dialect_impl(dialect).bind_processor(dialect)
     assert column is not None
     want = column(dump(dataclasses.replace(report, snapshot_id=snapshot_id), readings_in_snapshot=True))

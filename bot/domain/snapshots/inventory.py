@@ -10,7 +10,6 @@ never one the latest probe lists. A GPU seen before and absent now is *missing*
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from bot.domain.readiness.verdict import KnownGpu
 from bot.domain.snapshots.models import GpuSeen, Snapshot
+from bot.foundation import jsontext
 from bot.foundation.db.base import UTCDateTime
 
 _COLUMNS = ("host_name", "uuid", "gpu_index", "bus_id", "name", "first_seen", "last_seen", "last_snapshot_id")
@@ -145,7 +145,7 @@ def record(conn: Connection, seen: Sightings, ids: Sequence[int]) -> None:
         return
     if seen.dialect == "postgresql":
         docs = [{**r, "last_snapshot_id": ids[p]} for r, p in zip(seen.rows, seen.positions, strict=True)]
-        conn.execute(_upsert_json(), {"rows": json.dumps(docs)})
+        conn.execute(_upsert_json(), {"rows": jsontext.dumps(docs)})
     else:
         conn.exec_driver_sql(
             _upsert_each(),

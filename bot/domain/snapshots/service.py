@@ -24,7 +24,6 @@ is done before the transaction (:func:`prepare_rows`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -55,6 +54,7 @@ from bot.domain.readiness.verdict import Assessment
 from bot.domain.snapshots import inventory
 from bot.domain.snapshots.models import Snapshot, SnapshotHour
 from bot.domain.snapshots.raw import capped
+from bot.foundation import jsontext
 from bot.foundation.db.driver import DriverInsert
 from bot.probing.probes.engine import ProbeResult
 from bot.probing.probes.readings import Readings
@@ -297,7 +297,7 @@ def _host_list(dialect: str) -> Any:
 
 
 def _hosts_param(dialect: str, hosts: Sequence[str]) -> dict[str, Any]:
-    return {"hosts": list(hosts) if dialect == "postgresql" else json.dumps(list(hosts))}
+    return {"hosts": list(hosts) if dialect == "postgresql" else jsontext.dumps(list(hosts))}
 
 
 @lru_cache

@@ -8,7 +8,6 @@ of ``gpubot worker`` (:mod:`bot.flows.workers.queue`) call :func:`run_job`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from bot.domain.workers.models import FleetRunHost, FleetWorker
 from bot.flows.services import Services
 from bot.flows.status.fleet import ProbeLimits, probe_fleet
 from bot.flows.workers.report_json import dump
+from bot.foundation import jsontext
 from bot.foundation.errors import DatabaseUnavailable, ShuttingDown
 
 log = logging.getLogger("gpubot.workers")
@@ -81,7 +81,7 @@ def _row(run_id: int, worker: str, report: StatusReport, *, claimed: bool = Fals
 @dataclass(frozen=True)
 class _Answered:
     """A host's report as it answered, with its progress row's report JSON made then (outside any transaction)
-    around the snapshot id that its batch gives it: ``head + json.dumps(snapshot_id) + tail`` is the text
+    around the snapshot id that its batch gives it: ``head + str(snapshot_id) + tail`` is the text
     SQLAlchemy stores for ``dump(report with that id)``."""
 
     report: StatusReport
@@ -93,16 +93,16 @@ class _Answered:
 
 
 def _answered(report: StatusReport) -> _Answered:
-    """``report`` with its progress row's JSON cut around ``snapshot_id`` (json.dumps, as the JSON column does); its
+    """``report`` with its progress row's JSON cut around ``snapshot_id`` (as the JSON column writes it); its
     readings are its snapshot's (:data:`~bot.flows.workers.report_json.IN_SNAPSHOT`): the row is written only with
     it."""
     doc = dump(report, readings_in_snapshot=True)
     keys = list(doc)
     at = keys.index("snapshot_id")
-    before = json.dumps({k: doc[k] for k in keys[:at]})
-    after = json.dumps({k: doc[k] for k in keys[at + 1 :]})
-    head = (before[:-1] + ", " if at else "{") + json.dumps("snapshot_id") + ": "
-    tail = ", " + after[1:] if len(keys) > at + 1 else "}"
+    before = jsontext.dumps({k: doc[k] for k in keys[:at]})
+    after = jsontext.dumps({k: doc[k] for k in keys[at + 1 :]})
+    head = (before[:-1] + "," if at else "{") + jsontext.dumps("snapshot_id") + ":"
+    tail = "," + after[1:] if len(keys) > at + 1 else "}"
     return _Answered(report, head, tail)
 
 
@@ -196,7 +196,7 @@ async def run_job(
         reports = [report_of(t) for t in tags]
         if on_sqlite:  # one writer at a time (the batch began IMMEDIATE): what is not there now stays free
             hosts = [report.host for report in reports]
-            taken = {h for (h,) in conn.exec_driver_sql(_TAKEN_SQLITE, (run_id, json.dumps(hosts))).all()}
+            taken = {h for (h,) in conn.exec_driver_sql(_TAKEN_SQLITE, (run_id, jsontext.dumps(hosts))).all()}
             _warn_taken(len(taken), len(hosts), run_id)
             return {i for i, host in enumerate(hosts) if host not in taken}
         new = _insert(conn, [_row(run_id, me, report, claimed=True) for report in reports])

@@ -9,9 +9,13 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from bot.foundation import jsontext
 from bot.foundation.db.availability import connect_args, guard, guard_sync
 
 SessionFactory = async_sessionmaker[AsyncSession]
+
+JSON_TEXT: dict[str, Any] = {"json_serializer": jsontext.dumps, "json_deserializer": jsontext.loads}
+"""Every engine's JSON columns: :mod:`bot.foundation.jsontext`."""
 
 
 def make_engine(
@@ -31,7 +35,7 @@ def make_engine(
     """
     if url.startswith("sqlite"):
         engine = guard(
-            create_async_engine(url, connect_args={"timeout": sqlite_busy_timeout_s}),
+            create_async_engine(url, connect_args={"timeout": sqlite_busy_timeout_s}, **JSON_TEXT),
             url,
             statement_timeout_s=sqlite_busy_timeout_s,
         )
@@ -44,6 +48,7 @@ def make_engine(
         url,
         connect_args=args,  # pinged on checkout by guard()
         pool_timeout=(statement_timeout_s or 30.0) + (connect_timeout_s or 0.0),
+        **JSON_TEXT,
     )
     return guard(engine, url, connect_timeout_s=connect_timeout_s, statement_timeout_s=statement_timeout_s)
 
@@ -104,7 +109,7 @@ def sqlite_writer(engine: AsyncEngine) -> Engine | None:
             url = sync.url.set(drivername="sqlite")
             busy = _busy_s.get(sync, 30.0)
             writer = guard_sync(
-                create_engine(url, connect_args={"timeout": busy, "check_same_thread": False}),
+                create_engine(url, connect_args={"timeout": busy, "check_same_thread": False}, **JSON_TEXT),
                 url,
                 statement_timeout_s=busy,
             )
