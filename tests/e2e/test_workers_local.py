@@ -5,6 +5,7 @@ reaches the caller's callbacks through the database."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 
@@ -114,3 +115,28 @@ async def test_closing_the_pool_leaves_none_of_its_threads_running(tmp_path):
     assert len(started) == 2  # one per process
     await pool.close()
     assert not [t for t in started if t.is_alive()]
+
+
+@pytest.mark.process
+async def test_a_fan_out_ends_when_its_jobs_do_not_at_the_next_poll(services, database_url, monkeypatch):
+    """The progress is read every ``poll_s``, and again the moment a job ends (its rows are all written): with a
+    poll period of an hour the fan-out still ends, with every host."""
+    from bot.domain.hosts.models import Host
+    from tests.support.fleet_sim import LATENCY_ENV, sim_worker_services
+
+    monkeypatch.setenv(LATENCY_ENV, "0,5")  # read by the worker processes as they start
+    names = [f"sim{i:05d}" for i in range(1, 41)]
+    async with services.sessions() as db, db.begin():
+        db.add_all(
+            [Host(name=n, address=f"10.0.0.{i}", transport="ssh", labels={}, probe={}) for i, n in enumerate(names)]
+        )
+    pool = LocalPool(make_settings(database_url, None), sim_worker_services, processes=2)
+    pool.poll_s = 3600.0
+    try:
+        fleet = await asyncio.wait_for(
+            check_fleet(services=dataclasses.replace(services, fan_out=pool), names=names, title="t"), 120
+        )
+    finally:
+        await pool.close()
+    assert sorted(r.host for r in fleet.reports) == names
+    assert all(r.snapshot_id is not None for r in fleet.reports if r.assessment.verdict is not Verdict.UNREACHABLE)

@@ -95,6 +95,11 @@ class Submitted:
     def follow(self, gate: WorkGate) -> None:
         """Called each poll with the chat process's work gate."""
 
+    async def until_next_poll(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next read of the progress (an executor that knows when a job ends wakes the
+        read then: the job's rows are all written, and a fan-out's end is not held back by a poll period)."""
+        await asyncio.sleep(seconds)
+
 
 class FleetJobs:
     """Runs fan-outs in workers (subclasses say where: :meth:`submit`)."""
@@ -252,5 +257,5 @@ class FleetJobs:
                 if host not in seen:
                     await take(failed_report(host, RuntimeError(why), services.clock()))
             if len(seen) < len(names):
-                await asyncio.sleep(self.poll_s)
+                await submitted.until_next_poll(self.poll_s)
         return FleetReport(title, sorted((seen[n] for n in names), key=lambda r: r.host))

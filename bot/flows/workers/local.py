@@ -124,6 +124,13 @@ class _Futures(Submitted):
             lost.update((n, why) for n in job.names)
         return lost
 
+    async def until_next_poll(self, seconds: float) -> None:
+        running = [future for *_, future in self.futures if not future.done()]
+        if not running:
+            await asyncio.sleep(seconds)
+            return
+        await asyncio.wait(running, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+
     def follow(self, gate: WorkGate) -> None:
         if not gate.is_open:
             self.pool.closing.set()
