@@ -8,8 +8,9 @@ framing, parsing, the verdict, building snapshot rows and writing them with the 
 fan-out runs as ``gpubot serve`` runs it (:class:`bot.flows.workers.local.LocalPool`, the default executor),
 with 1 and then 2 worker processes, ``--rounds`` times each after one warm-up fan-out (process start,
 imports); the chat side polls progress from the database as serve does. Prints hosts per second per
-round, the median, and the ratio 2 / 1 (goal: at least 1.8×). The machine's load average is printed
-too: on a shared machine the second process has no core of its own.
+round, the median, and the ratio 2 / 1 (goal: at least 1.8×); per round also the worker processes' CPU per host and
+how busy each was (CPU over wall time: below 100 % a process waited), and this (serve's) process's CPU per host. The
+machine's load average is printed too: on a shared machine the second process has no core of its own.
 """
 
 from __future__ import annotations
@@ -35,6 +36,21 @@ def scripted_services(settings):  # runs in each worker process (pickled by name
     from tests.support.scripted import idle_h200, probe_batch
 
     return replace(worker_services(settings), runner=ScriptedRunner(probe_batch(idle_h200())))
+
+
+def worker_pids(pool) -> list[int]:
+    """The pool's worker processes (one per slot)."""
+    return [pid for p in pool._pools if p is not None for pid in p._processes]
+
+
+def cpu_of(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes ``pids`` have used so far (``/proc/PID/stat``)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
@@ -75,14 +91,18 @@ async def main(n: int, db: str, rounds: int, counts: list[int]) -> None:
                     await check_fleet(services=svc, names=names, title="warm-up")
                     rates[processes] = []
                     for _ in range(rounds):
-                        t0 = time.perf_counter()
+                        pids = worker_pids(pool)
+                        w0, c0, t0 = cpu_of(pids), time.process_time(), time.perf_counter()
                         fleet = await check_fleet(services=svc, names=names, title="bench")
                         wall = time.perf_counter() - t0
+                        worker_s, chat_s = cpu_of(pids) - w0, time.process_time() - c0
                         assert all(r.snapshot_id is not None for r in fleet.reports), "a host was not stored"
                         rates[processes].append(n / wall)
                         print(
-                            f"{processes} worker process(es), {n} hosts ({db}): {wall:.2f} s, {n / wall:.0f} hosts/s "
-                            f"(load average {os.getloadavg()[0]:.1f})",
+                            f"{processes} worker process(es), {n} hosts ({db}): {wall:.2f} s, {n / wall:.0f} hosts/s; "
+                            f"workers' CPU {1000 * worker_s / n:.3f} ms/host, each busy "
+                            f"{100 * worker_s / len(pids) / wall:.0f}% of the wall time; this process "
+                            f"{1000 * chat_s / n:.3f} ms/host (load average {os.getloadavg()[0]:.1f})",
                             flush=True,
                         )
                 finally:
