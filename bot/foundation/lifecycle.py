@@ -26,12 +26,23 @@ _frozen = False
 _frozen_lock = threading.Lock()
 
 
+YOUNG_COLLECTION_EVERY = 10_000
+"""Allocations of tracked objects between two collections of the youngest generation (Python's default: 700).
+
+A fan-out keeps every host's report until it ends, and each full collection walks them all (the start-up heap is
+frozen, so the collector's "a quarter more long-lived objects" rule is met again and again): with the default, a
+worker's three 5,000-host jobs on the 2-core development machine ran 22 full collections, 2.8 s of CPU, a third of
+the jobs' CPU (0.64 ms per host); with 10,000, 2 (0.41 ms per host). Cyclic garbage lives a little longer; memory
+is not what a fan-out runs short of."""
+
+
 def freeze_startup_heap() -> bool:
     """Once per process, after start-up (imports, settings, the services opened): collect what start-up left
     behind, then move every object still tracked to the collector's permanent generation (:func:`gc.freeze`),
     so the full collections that a fan-out's allocations set off no longer walk the modules, classes and
-    compiled statements that live as long as the process. Returns whether this call froze (later calls do
-    nothing: objects made after start-up stay collectable)."""
+    compiled statements that live as long as the process, and collect the youngest generation every
+    :data:`YOUNG_COLLECTION_EVERY` allocations. Returns whether this call froze (later calls do nothing: objects
+    made after start-up stay collectable)."""
     global _frozen
     with _frozen_lock:
         if _frozen:
@@ -39,6 +50,7 @@ def freeze_startup_heap() -> bool:
         _frozen = True
     gc.collect()
     gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
     return True
 
 

@@ -1,5 +1,6 @@
 """The first services a process opens freeze its start-up heap: the collector's full passes skip what start-up
-made (it stays alive), a second opening freezes nothing more, and what is made afterwards is still collected."""
+made (it stays alive), a second opening freezes nothing more, and what is made afterwards is still collected, by
+the collector's own passes too (the youngest generation every YOUNG_COLLECTION_EVERY allocations)."""
 
 import subprocess
 import sys
@@ -28,6 +29,18 @@ gone = weakref.ref(a)
 del a, b
 gc.collect()
 assert gone() is None  # made after start-up: collected
+
+from bot.foundation.lifecycle import YOUNG_COLLECTION_EVERY
+
+assert gc.get_threshold()[0] == YOUNG_COLLECTION_EVERY > 700
+gc.collect()
+cycles = []
+for _ in range(3 * YOUNG_COLLECTION_EVERY):  # garbage cycles, never collected by hand
+    a, b = Cycle(), Cycle()
+    a.other, b.other = b, a
+    cycles.append(weakref.ref(a))
+    del a, b
+assert sum(ref() is None for ref in cycles) > YOUNG_COLLECTION_EVERY // 2, "the collector ran on its own"
 print("ok", frozen)
 """
 
