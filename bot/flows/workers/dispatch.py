@@ -191,9 +191,7 @@ class FleetJobs:
             groups: dict[str, str | None] = {}
             for i in range(0, len(names), 500):  # two columns, no objects: this process's turns answer Slack
                 chunk = names[i : i + 500]
-                groups.update(
-                    (await db.execute(select(Host.name, Host.group).where(Host.name.in_(chunk)))).tuples().all()
-                )
+                groups.update((await db.execute(select(Host.name, Host.group).where(Host.name.in_(chunk)))).all())
         self._open_runs[run_id] = len(names)
         try:
             return await self._follow(
