@@ -79,7 +79,9 @@ async def test_metrics_after_probes_carry_each_hosts_series_from_its_newest_snap
         await hosts.add(db_session=db, name="never18", address="127.0.0.18", port=ssh_server.port, group="train")
     fake_hosts.hold(A, gpu=3, used_mib=20_000)
     await check_fleet(services=services, names=["train16", "spare17"], title="t", requested_by="test")
+    before = services.clock()
     s = samples(await scrape())
+    after = services.clock()
 
     t16 = {"host": "train16", "group": "train"}
     assert value(s, "gpubot_host_verdict", **t16, verdict="not_ready") == 1
@@ -106,7 +108,8 @@ async def test_metrics_after_probes_carry_each_hosts_series_from_its_newest_snap
         used[g] < 1_000 * MIB for g in range(8) if g != 3
     )  # the holder shows on GPU 3 only
     assert value(s, "gpubot_host_disk_free_bytes", **t16) == snap.disk_free_bytes > 0
-    assert 0 <= value(s, "gpubot_host_snapshot_age_seconds", **t16) < 3600
+    age = value(s, "gpubot_host_snapshot_age_seconds", **t16)  # the scrape's clock less the snapshot's stamp
+    assert (before - snap.taken_at).total_seconds() <= age <= (after - snap.taken_at).total_seconds()
     assert value(s, "gpubot_host_findings", **t16, severity="blocker") >= 1
 
     # the holder ends and the host is probed again: the series follow the newest snapshot

@@ -11,6 +11,9 @@
 * ``stamp``: ``nvidia-smi --query-gpu=…`` appends ``+ <addr> <pid>`` to ``<state_dir>/stamps``, sleeps
   :data:`STAMP_S` seconds, answers, then appends ``- <addr> <pid>`` (:func:`most_at_once` reads how many ran at
   once);
+* ``meet``: the same stamps, but in place of the sleep each waits until :data:`MEET` probes have stamped ``+`` (at
+  most :data:`MEET_WAIT_S` seconds): when the client runs that many at once they all meet, whatever the machine's
+  speed, and :func:`most_at_once` reads at least :data:`MEET`;
 
 with no fault file they run the plain fakes. :func:`set_fault` writes or removes that file.
 """
@@ -26,6 +29,8 @@ from tests.support.sshd import STD_PATH, SshTestServer
 HUGE_BYTES = 50 * 1000 * 1000
 SLOW_S = 30
 STAMP_S = 2
+MEET = 3
+MEET_WAIT_S = 30
 
 
 def install(server: SshTestServer) -> None:
@@ -36,6 +41,9 @@ def install(server: SshTestServer) -> None:
             f"""case "$fault $*" in
   "stamp "*--query-gpu*) echo "+ $addr $$" >>"$GPUBOT_FAKE_STATE_DIR/stamps"; sleep {STAMP_S}; "$real" "$@"; rc=$?
     echo "- $addr $$" >>"$GPUBOT_FAKE_STATE_DIR/stamps"; exit $rc;;
+  "meet "*--query-gpu*) st="$GPUBOT_FAKE_STATE_DIR/stamps"; echo "+ $addr $$" >>"$st"; i=0
+    while [ "$(grep -c '^+' "$st")" -lt {MEET} ] && [ $i -lt {MEET_WAIT_S * 10} ]; do sleep 0.1; i=$((i + 1)); done
+    "$real" "$@"; rc=$?; echo "- $addr $$" >>"$st"; exit $rc;;
   "huge "*--query-gpu*) yes 'GPU-00000000-0000-0000-0000-000000000000, NVIDIA H200, 0, 143771, [N/A]' | head -c {HUGE_BYTES}; exit 0;;
 esac""",  # noqa: E501 (the fake nvidia-smi script: one case line)
         ),
@@ -94,7 +102,7 @@ def most_at_once(server: SshTestServer) -> int:
 
 
 def set_fault(server: SshTestServer, addr: str, fault: str | None) -> None:
-    """Give host ``addr`` a fault (``"huge"``, ``"slow-unit"``, ``"slow-df"``, ``"stamp"``) or none."""
+    """Give host ``addr`` a fault (``"huge"``, ``"slow-unit"``, ``"slow-df"``, ``"stamp"``, ``"meet"``) or none."""
     path = os.path.join(server.state_dir, f"{addr}.fault")
     if fault is None:
         if os.path.exists(path):
