@@ -50,6 +50,7 @@ async def test_altered_button_values_and_strangers_approve_nothing(
         await click(slack_bot, APPROVE, rid, ts, "U9")  # a viewer
         assert await ephemeral(slack_bot, "U9", ts)
         await click(slack_bot, APPROVE, rid, ts, "U1")  # the requester
+        assert await ephemeral(slack_bot, "U1", ts)  # answered before the test goes on (and ends)
     assert folder.exists() and canary.read_text() == "canary\n"
     assert not any(r.levelno >= logging.ERROR for r in caplog.records), [
         r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR
