@@ -4,7 +4,7 @@ what several replicas judge: the lease (``heartbeat_at``, tests/integration/test
 (``expires_at``, tests/e2e/test_clock_ahead_replica.py) are the database's clock."""
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 
@@ -71,11 +71,15 @@ async def test_a_rejection_and_an_expiry_are_stamped_with_the_services_clock(
     req, approvals, _ = await _rows(services, rejected.id)
     assert (req.created_at, req.updated_at, [a.decided_at for a in approvals]) == (REQUESTED, APPROVED, [APPROVED])
     services.settings.actions.approval_expiry_s = 1  # due one second after it is stored, by the database's clock
+    before = utcnow()
     expiring = await flows.request_action(
         services=stopped(services, REQUESTED), spec=clean("node331", weights(root, "b")), requester="U1"
     )
-    # the expiry is the database's time, whatever the services' clock says (a replica's may run ahead)
-    assert abs((expiring.expires_at - utcnow()).total_seconds()) < 600
+    after = utcnow()
+    # the expiry is the database's time, whatever the services' clock says (a replica's may run ahead): one
+    # second after a moment inside the call (SQLite's clock keeps milliseconds)
+    second, ms = timedelta(seconds=1), timedelta(milliseconds=1)
+    assert before + second - ms <= expiring.expires_at <= after + second
     for _ in range(100):  # liveness guard: until that second has passed on the database's clock
         if swept := await flows.expire_due(services=stopped(services, EXPIRED)):
             break

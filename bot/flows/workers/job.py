@@ -82,7 +82,7 @@ def _row(run_id: int, worker: str, report: StatusReport, *, claimed: bool = Fals
 class _Answered:
     """A host's report as it answered, with its progress row's report JSON made then (outside any transaction)
     around the snapshot id that its batch gives it: ``head + str(snapshot_id) + tail`` is the text
-    SQLAlchemy stores for ``dump(report with that id)``."""
+    SQLAlchemy stores for ``dump(report with that id, readings_in_snapshot=True)``."""
 
     report: StatusReport
     head: str
